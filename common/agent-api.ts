@@ -1,0 +1,229 @@
+/**
+ * Bodies of the agent endpoints (SPEC.md 2.5–2.7, 4.2; DESIGN.md section 5). The controller validates
+ * requests and serialises responses with these schemas; the agent builds requests and checks responses
+ * with them. Units: rtt milliseconds (fractional), uptime seconds, timestamps ISO 8601 UTC.
+ */
+import Type, { type Static } from 'typebox';
+import {
+  Asn,
+  Endpoint,
+  Ipv4,
+  Ipv4Prefix,
+  Ipv6,
+  Ipv6Prefix,
+  LinkLocal,
+  MeshPeerState,
+  Mtu,
+  Port,
+  RouterName,
+  RpkiServer,
+  StatusCode,
+  StatusNameField,
+  Timestamp,
+  Uuid,
+  WireGuardKey,
+} from './schema.ts';
+
+// ---- agent → controller ----
+
+export const HeartbeatBody = Type.Object(
+  {
+    version: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._+-]+$' }),
+    uptime: Type.Integer({ minimum: 0 }),
+    meshPublicKey: Type.Optional(WireGuardKey),
+  },
+  { additionalProperties: false },
+);
+
+export const ReportBody = Type.Object(
+  {
+    sessions: Type.Array(
+      Type.Object(
+        {
+          uuid: Uuid,
+          rtt: Type.Union([Type.Number({ minimum: 0 }), Type.Null()]),
+          rxBytes: Type.Integer({ minimum: 0 }),
+          txBytes: Type.Integer({ minimum: 0 }),
+          routesImported: Type.Integer({ minimum: 0 }),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 10000 },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const ModifyBody = Type.Object(
+  {
+    uuid: Uuid,
+    status: StatusCode,
+    interface: Type.String({ pattern: '^wg_[0-9]{1,5}$' }),
+    /** Why setup failed (status 6) or the session is in error (status 2): BIRD's or the kernel's words. */
+    message: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  { additionalProperties: false },
+);
+
+export const MeshStatusBody = Type.Object(
+  { peers: Type.Array(MeshPeerState, { maxItems: 4096 }) },
+  { additionalProperties: false },
+);
+
+export const Ack = Type.Object({ ok: Type.Literal(true) }, { additionalProperties: true });
+
+export const ModifyAck = Type.Object(
+  { ok: Type.Literal(true), uuid: Uuid, status: StatusCode, statusName: StatusNameField, removed: Type.Boolean() },
+  { additionalProperties: false },
+);
+
+// ---- controller → agent ----
+
+export const AgentSession = Type.Object(
+  {
+    uuid: Uuid,
+    asn: Asn,
+    status: StatusCode,
+    statusName: StatusNameField,
+    interface: Type.String({ pattern: '^wg_[0-9]{1,5}$' }),
+    listenPort: Port,
+    endpoint: Type.Union([Endpoint, Type.Null()]),
+    publicKey: WireGuardKey,
+    ipv6: Ipv6,
+    linkLocal: LinkLocal,
+    ipv4: Type.Union([Ipv4, Type.Null()]),
+    mtu: Mtu,
+    mpbgp: Type.Boolean(),
+    extendedNextHop: Type.Boolean(),
+    restartGeneration: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+
+export const AgentSessionsResponse = Type.Object(
+  { revision: Type.String(), sessions: Type.Array(AgentSession) },
+  { additionalProperties: false },
+);
+
+export const IbgpPeer = Type.Object(
+  {
+    router: RouterName,
+    nodeId: Type.Integer({ minimum: 1 }),
+    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+
+export const BirdConfigResponse = Type.Object(
+  {
+    dn42Asn: Asn,
+    rpkiServers: Type.Array(RpkiServer),
+    ownPrefixes: Type.Object(
+      { ipv4: Type.Array(Ipv4Prefix), ipv6: Type.Array(Ipv6Prefix) },
+      { additionalProperties: false },
+    ),
+    importLimit: Type.Object(
+      {
+        ipv4: Type.Integer({ minimum: 1 }),
+        ipv6: Type.Integer({ minimum: 1 }),
+        action: Type.String({ enum: ['block', 'disable', 'restart', 'warn'] }),
+      },
+      { additionalProperties: false },
+    ),
+    communities: Type.Object(
+      {
+        enabled: Type.Boolean(),
+        bandwidth: Type.Integer({ minimum: 21, maximum: 29 }),
+        crypto: Type.Integer({ minimum: 31, maximum: 34 }),
+        region: Type.Union([Type.Integer({ minimum: 41, maximum: 70 }), Type.Null()]),
+      },
+      { additionalProperties: false },
+    ),
+    routerId: Ipv4,
+    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    ibgpPeers: Type.Array(IbgpPeer),
+  },
+  { additionalProperties: false },
+);
+
+export const MeshPeer = Type.Object(
+  {
+    router: RouterName,
+    nodeId: Type.Integer({ minimum: 1 }),
+    /** `host:port` of the peer's mesh tunnel towards this router. */
+    endpoint: Endpoint,
+    publicKey: WireGuardKey,
+    linkLocal: LinkLocal,
+    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    /** The port this router listens on for the tunnel to that peer. */
+    listenPort: Port,
+  },
+  { additionalProperties: false },
+);
+
+export const MeshResponse = Type.Object({ peers: Type.Array(MeshPeer) }, { additionalProperties: false });
+
+export const BootstrapConfigResponse = Type.Object(
+  {
+    node: Type.Object(
+      {
+        name: RouterName,
+        id: Type.Integer({ minimum: 1 }),
+        region: Type.String(),
+        location: Type.String(),
+        provider: Type.String(),
+      },
+      { additionalProperties: false },
+    ),
+    asn: Asn,
+    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    tunnel: Type.Object(
+      {
+        dn42Ipv4: Type.String(),
+        dn42Ipv6: Type.String(),
+        dn42Ipv6LinkLocal: LinkLocal,
+      },
+      { additionalProperties: false },
+    ),
+    controlPlane: Type.Object(
+      {
+        heartbeatInterval: Type.Integer({ minimum: 1 }),
+        syncInterval: Type.Integer({ minimum: 1 }),
+        metricInterval: Type.Integer({ minimum: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    metric: Type.Object(
+      {
+        pingTimeout: Type.Integer({ minimum: 1 }),
+        pingCount: Type.Integer({ minimum: 1 }),
+        pingWorkers: Type.Integer({ minimum: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    autoUpdate: Type.Object(
+      { enabled: Type.Boolean(), channel: Type.String({ enum: ['stable', 'beta', 'dev'] }) },
+      { additionalProperties: false },
+    ),
+    meshPeers: Type.Array(MeshPeer),
+    ibgpPeers: Type.Array(IbgpPeer),
+  },
+  { additionalProperties: false },
+);
+
+export type HeartbeatBody = Static<typeof HeartbeatBody>;
+export type ReportBody = Static<typeof ReportBody>;
+export type ModifyBody = Static<typeof ModifyBody>;
+export type ModifyAck = Static<typeof ModifyAck>;
+export type MeshStatusBody = Static<typeof MeshStatusBody>;
+export type AgentSession = Static<typeof AgentSession>;
+export type AgentSessionsResponse = Static<typeof AgentSessionsResponse>;
+export type BirdConfigResponse = Static<typeof BirdConfigResponse>;
+export type IbgpPeer = Static<typeof IbgpPeer>;
+export type MeshPeer = Static<typeof MeshPeer>;
+export type MeshResponse = Static<typeof MeshResponse>;
+export type BootstrapConfigResponse = Static<typeof BootstrapConfigResponse>;
+
+/** Built-in RPKI fallback when a policy lists no servers (SPEC.md 2.9). */
+export const FALLBACK_RPKI_SERVER = { host: 'rpki.dn42.invalid', port: 8282 } as const;
+export const DEFAULT_IMPORT_LIMIT = { ipv4: 10000, ipv6: 10000, action: 'block' } as const;

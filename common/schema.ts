@@ -1,0 +1,271 @@
+/**
+ * The one definition of every resource kind. These TypeBox schemas are plain JSON Schema: ajv validates
+ * requests and manifests with them, TypeScript derives the types from them (Static), and the OpenAPI
+ * document and the CRD openAPIV3Schema are generated from them. Keep them CRD-compatible: no $ref,
+ * no patternProperties, enums as `enum`.
+ */
+import Type, { type Static } from 'typebox';
+
+export const API_GROUP = 'peerops.dev';
+export const API_VERSION = 'v1alpha1';
+export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
+
+// ---- field types (formats are registered in validate.ts) ----
+
+/** Printable text without control characters: safe in a commit message, a log line or a BIRD comment. */
+const Text = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f"\\\\]*$' });
+
+export const RouterName = Type.String({ pattern: '^[a-z][a-z0-9-]{0,30}$', maxLength: 31 });
+export const Asn = Type.Integer({ minimum: 1, maximum: 4294967295 });
+export const Uuid = Type.String({ format: 'uuid', maxLength: 36 });
+export const Ipv6 = Type.String({ format: 'ipv6', maxLength: 45 });
+export const Ipv4 = Type.String({ format: 'ipv4', maxLength: 15 });
+export const LinkLocal = Type.String({ format: 'link-local', maxLength: 45 });
+export const WireGuardKey = Type.String({ format: 'wireguard-key', minLength: 44, maxLength: 44 });
+export const Endpoint = Type.String({ format: 'endpoint', maxLength: 261 });
+export const Host = Type.String({ format: 'host', maxLength: 253 });
+export const Port = Type.Integer({ minimum: 1, maximum: 65535 });
+export const Mtu = Type.Integer({ minimum: 1280, maximum: 9000, default: 1420 });
+export const Ipv4Prefix = Type.String({ format: 'ipv4-prefix', maxLength: 18 });
+export const Ipv6Prefix = Type.String({ format: 'ipv6-prefix', maxLength: 49 });
+export const Timestamp = Type.String({ format: 'date-time', maxLength: 40 });
+export const StatusCode = Type.Integer({ minimum: 0, maximum: 6 });
+export const StatusNameField = Type.String({
+  enum: [
+    'DISABLED',
+    'ACTIVE',
+    'ERROR',
+    'PENDING_REVIEW',
+    'QUEUED_FOR_SETUP',
+    'QUEUED_FOR_DELETE',
+    'SETUP_FAILED',
+  ],
+});
+
+export const Metadata = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 63 }),
+    labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+    annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+  },
+  { additionalProperties: true },
+);
+
+// ---- Router ----
+
+export const RouterSpec = Type.Object(
+  {
+    uuid: Uuid,
+    displayName: Text(64),
+    nodeId: Type.Integer({ minimum: 1, maximum: 4095, description: 'Unique per network; sets mesh ports' }),
+    region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
+    location: Type.Optional(Text(64)),
+    provider: Type.Optional(Text(64)),
+    dn42Region: Type.Optional(
+      Type.Integer({ minimum: 41, maximum: 70, description: 'DN42 region community (64511, 41..70)' }),
+    ),
+    endpointHost: Host,
+    publicKey: WireGuardKey,
+    linkLocal: LinkLocal,
+    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    portRange: Type.Optional(
+      Type.Object({ min: Port, max: Port }, { additionalProperties: false, default: { min: 30000, max: 32767 } }),
+    ),
+    maxSessions: Type.Optional(Type.Integer({ minimum: 0, maximum: 100000 })),
+    acceptingSessions: Type.Optional(Type.Boolean({ default: true })),
+    autoApprove: Type.Optional(Type.Boolean({ default: false })),
+    agentTokenSha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+  },
+  { additionalProperties: false },
+);
+
+export const MeshPeerState = Type.Object(
+  {
+    router: RouterName,
+    lastHandshake: Type.Optional(Type.Union([Timestamp, Type.Null()])),
+    rtt: Type.Optional(Type.Union([Type.Number({ minimum: 0 }), Type.Null()])),
+    rxBytes: Type.Optional(Type.Integer({ minimum: 0 })),
+    txBytes: Type.Optional(Type.Integer({ minimum: 0 })),
+    reachable: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+
+export const RouterStatus = Type.Object(
+  {
+    lastHeartbeat: Type.Optional(Timestamp),
+    agentVersion: Type.Optional(Type.String({ maxLength: 64 })),
+    uptime: Type.Optional(Type.Integer({ minimum: 0 })),
+    meshPublicKey: Type.Optional(WireGuardKey),
+    meshPeers: Type.Optional(Type.Array(MeshPeerState, { maxItems: 4096 })),
+    meshUpdatedAt: Type.Optional(Timestamp),
+  },
+  { additionalProperties: false },
+);
+
+export const RouterManifest = Type.Object(
+  {
+    apiVersion: Type.Literal(GROUP_VERSION),
+    kind: Type.Literal('Router'),
+    metadata: Metadata,
+    spec: RouterSpec,
+    status: Type.Optional(RouterStatus),
+  },
+  { additionalProperties: false },
+);
+
+// ---- PeeringSession ----
+
+export const SessionSpec = Type.Object(
+  {
+    uuid: Uuid,
+    asn: Asn,
+    router: RouterName,
+    ipv6: Ipv6,
+    linkLocal: LinkLocal,
+    ipv4: Type.Optional(Ipv4),
+    endpoint: Type.Optional(Endpoint),
+    publicKey: WireGuardKey,
+    mtu: Mtu,
+    mpbgp: Type.Optional(Type.Boolean({ default: true })),
+    extendedNextHop: Type.Optional(Type.Boolean({ default: true })),
+    listenPort: Port,
+    restartGeneration: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+    createdAt: Type.Optional(Timestamp),
+  },
+  { additionalProperties: false },
+);
+
+export const SessionMetrics = Type.Object(
+  {
+    rtt: Type.Union([Type.Number({ minimum: 0 }), Type.Null()]),
+    rxBytes: Type.Integer({ minimum: 0 }),
+    txBytes: Type.Integer({ minimum: 0 }),
+    routesImported: Type.Integer({ minimum: 0 }),
+    at: Timestamp,
+  },
+  { additionalProperties: false },
+);
+
+export const LastError = Type.Object(
+  { code: Type.String({ maxLength: 64 }), message: Type.String({ maxLength: 4096 }) },
+  { additionalProperties: false },
+);
+
+export const SessionStatusSchema = Type.Object(
+  {
+    code: StatusCode,
+    name: StatusNameField,
+    interface: Type.Optional(Type.String({ pattern: '^wg_[0-9]{1,5}$' })),
+    lastError: Type.Optional(LastError),
+    lastTransitionTime: Type.Optional(Timestamp),
+    metrics: Type.Optional(SessionMetrics),
+  },
+  { additionalProperties: false },
+);
+
+export const SessionManifest = Type.Object(
+  {
+    apiVersion: Type.Literal(GROUP_VERSION),
+    kind: Type.Literal('PeeringSession'),
+    metadata: Metadata,
+    spec: SessionSpec,
+    status: Type.Optional(SessionStatusSchema),
+  },
+  { additionalProperties: false },
+);
+
+// ---- RoutingPolicy ----
+
+export const RpkiServer = Type.Object({ host: Host, port: Port }, { additionalProperties: false });
+
+export const PolicySpec = Type.Object(
+  {
+    dn42Asn: Type.Optional(Asn),
+    rpkiServers: Type.Optional(Type.Array(RpkiServer, { maxItems: 16 })),
+    ownPrefixes: Type.Optional(
+      Type.Object(
+        {
+          ipv4: Type.Optional(Type.Array(Ipv4Prefix, { maxItems: 256 })),
+          ipv6: Type.Optional(Type.Array(Ipv6Prefix, { maxItems: 256 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Which peer addresses a session may use (the `ipv6` and `ipv4` fields of a session). */
+    peerAddressRanges: Type.Optional(
+      Type.Object(
+        {
+          ipv4: Type.Optional(Type.Array(Ipv4Prefix, { maxItems: 64 })),
+          ipv6: Type.Optional(Type.Array(Ipv6Prefix, { maxItems: 64 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    importLimit: Type.Optional(
+      Type.Object(
+        {
+          ipv4: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000000 })),
+          ipv6: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000000 })),
+          action: Type.Optional(Type.String({ enum: ['block', 'disable', 'restart', 'warn'] })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    communities: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean({ default: true })),
+          bandwidth: Type.Optional(Type.Integer({ minimum: 21, maximum: 29 })),
+          crypto: Type.Optional(Type.Integer({ minimum: 31, maximum: 34 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    blockedAsns: Type.Optional(Type.Array(Asn, { maxItems: 100000 })),
+    mergeIsApproval: Type.Optional(Type.Boolean({ default: false })),
+    maxPendingPerAsn: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    autoUpdate: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          channel: Type.Optional(Type.String({ enum: ['stable', 'beta', 'dev'] })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const PolicyManifest = Type.Object(
+  {
+    apiVersion: Type.Literal(GROUP_VERSION),
+    kind: Type.Literal('RoutingPolicy'),
+    metadata: Metadata,
+    spec: PolicySpec,
+  },
+  { additionalProperties: false },
+);
+
+export type RouterSpec = Static<typeof RouterSpec>;
+export type RouterStatus = Static<typeof RouterStatus>;
+export type RouterManifest = Static<typeof RouterManifest>;
+export type MeshPeerState = Static<typeof MeshPeerState>;
+export type SessionSpec = Static<typeof SessionSpec>;
+export type SessionStatusRecord = Static<typeof SessionStatusSchema>;
+export type SessionMetrics = Static<typeof SessionMetrics>;
+export type SessionManifest = Static<typeof SessionManifest>;
+export type PolicySpec = Static<typeof PolicySpec>;
+export type PolicyManifest = Static<typeof PolicyManifest>;
+export type RpkiServer = Static<typeof RpkiServer>;
+
+export type Manifest = RouterManifest | SessionManifest | PolicyManifest;
+export type Kind = Manifest['kind'];
+
+/** The kinds, with the plural used in CRD names and REST paths. */
+export const KINDS = {
+  Router: { schema: RouterManifest, spec: RouterSpec, plural: 'routers', status: RouterStatus },
+  PeeringSession: { schema: SessionManifest, spec: SessionSpec, plural: 'peeringsessions', status: SessionStatusSchema },
+  RoutingPolicy: { schema: PolicyManifest, spec: PolicySpec, plural: 'routingpolicies', status: undefined },
+} as const;

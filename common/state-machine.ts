@@ -1,0 +1,101 @@
+/**
+ * The session status transitions of DESIGN.md section 4, as one pure function. Every caller (REST API,
+ * admin API, agent reports, reconciler) asks here; a pair that is not in the table is INVALID_STATE.
+ */
+import { ProblemError } from './errors.ts';
+import { SessionStatus as S, statusName, type SessionStatusCode } from './status.ts';
+
+export type Trigger =
+  | { kind: 'create'; autoApprove: boolean }
+  | { kind: 'merge'; mergeIsApproval: boolean }
+  | { kind: 'approve' }
+  | { kind: 'reject' }
+  | { kind: 'modify' }
+  | { kind: 'restart' }
+  | { kind: 'delete' }
+  | { kind: 'disable' }
+  | { kind: 'enable' }
+  | { kind: 'report'; status: SessionStatusCode };
+
+export type TriggerKind = Trigger['kind'];
+
+export type Outcome =
+  /** The session moves to (or stays in) `to`. */
+  | { result: 'status'; to: SessionStatusCode; restart: boolean }
+  /** The session is removed from the store. */
+  | { result: 'removed' };
+
+const to = (code: SessionStatusCode, restart = false): Outcome => ({ result: 'status', to: code, restart });
+const removed: Outcome = { result: 'removed' };
+
+type Table = Partial<Record<SessionStatusCode, Outcome>>;
+
+const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>, Table> = {
+  approve: { [S.PENDING_REVIEW]: to(S.QUEUED_FOR_SETUP) },
+  reject: { [S.PENDING_REVIEW]: removed },
+  modify: {
+    [S.ACTIVE]: to(S.QUEUED_FOR_SETUP),
+    [S.ERROR]: to(S.QUEUED_FOR_SETUP),
+    [S.SETUP_FAILED]: to(S.QUEUED_FOR_SETUP),
+    [S.PENDING_REVIEW]: to(S.PENDING_REVIEW),
+    [S.QUEUED_FOR_SETUP]: to(S.QUEUED_FOR_SETUP),
+    [S.DISABLED]: to(S.DISABLED),
+  },
+  restart: {
+    [S.ACTIVE]: to(S.QUEUED_FOR_SETUP, true),
+    [S.ERROR]: to(S.QUEUED_FOR_SETUP, true),
+    [S.SETUP_FAILED]: to(S.QUEUED_FOR_SETUP, true),
+  },
+  delete: {
+    [S.DISABLED]: to(S.QUEUED_FOR_DELETE),
+    [S.ACTIVE]: to(S.QUEUED_FOR_DELETE),
+    [S.ERROR]: to(S.QUEUED_FOR_DELETE),
+    [S.QUEUED_FOR_SETUP]: to(S.QUEUED_FOR_DELETE),
+    [S.SETUP_FAILED]: to(S.QUEUED_FOR_DELETE),
+    [S.PENDING_REVIEW]: removed,
+  },
+  disable: {
+    [S.ACTIVE]: to(S.DISABLED),
+    [S.ERROR]: to(S.DISABLED),
+    [S.QUEUED_FOR_SETUP]: to(S.DISABLED),
+    [S.SETUP_FAILED]: to(S.DISABLED),
+  },
+  enable: { [S.DISABLED]: to(S.QUEUED_FOR_SETUP) },
+};
+
+/** Agent reports: current status → reported status → outcome. */
+const REPORTS: Partial<Record<SessionStatusCode, Table>> = {
+  [S.QUEUED_FOR_SETUP]: { [S.ACTIVE]: to(S.ACTIVE), [S.SETUP_FAILED]: to(S.SETUP_FAILED) },
+  [S.SETUP_FAILED]: { [S.SETUP_FAILED]: to(S.SETUP_FAILED), [S.ACTIVE]: to(S.ACTIVE) },
+  [S.ACTIVE]: { [S.ERROR]: to(S.ERROR), [S.ACTIVE]: to(S.ACTIVE) },
+  [S.ERROR]: { [S.ACTIVE]: to(S.ACTIVE), [S.ERROR]: to(S.ERROR) },
+  [S.QUEUED_FOR_DELETE]: { [S.DISABLED]: removed },
+};
+
+/** The outcome of `trigger` on a session in status `from` (undefined: a new session). Throws INVALID_STATE. */
+export function transition(from: SessionStatusCode | undefined, trigger: Trigger): Outcome {
+  if (trigger.kind === 'create' || trigger.kind === 'merge') {
+    if (from !== undefined) throw invalid(from, trigger);
+    const approved = trigger.kind === 'create' ? trigger.autoApprove : trigger.mergeIsApproval;
+    return to(approved ? S.QUEUED_FOR_SETUP : S.PENDING_REVIEW);
+  }
+  if (from === undefined) throw new ProblemError('INVALID_STATE', `${trigger.kind} needs an existing session`);
+  const outcome = trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
+  if (!outcome) throw invalid(from, trigger);
+  return outcome;
+}
+
+/** Is the trigger allowed from this status? (For listing the actions a client may offer.) */
+export function allowed(from: SessionStatusCode, trigger: Trigger): boolean {
+  try {
+    transition(from, trigger);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function invalid(from: SessionStatusCode, trigger: Trigger): ProblemError {
+  const what = trigger.kind === 'report' ? `a report of status ${trigger.status} (${statusName(trigger.status)})` : trigger.kind;
+  return new ProblemError('INVALID_STATE', `${what} is not allowed for a session in status ${from} (${statusName(from)})`);
+}

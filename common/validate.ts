@@ -1,0 +1,140 @@
+/**
+ * One ajv instance for every schema of schema.ts, with the formats those schemas name. validate() returns
+ * the value with defaults applied and addresses in canonical form, or field errors as JSON pointers.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { TSchema } from 'typebox';
+import type { FieldError } from './errors.ts';
+import { ProblemError } from './errors.ts';
+import { canonicalEndpoint, canonicalIpv6, isHost, isIpv4, isIpv6, isLinkLocal, isPrefix, isWireGuardKey, parseEndpoint } from './net.ts';
+
+// ajv-formats ships CommonJS with a default export; under nodenext the callable sits on .default.
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+
+export const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false });
+addFormats(ajv, ['uuid', 'date-time']);
+ajv.addFormat('ipv6', { type: 'string', validate: isIpv6 });
+ajv.addFormat('ipv4', { type: 'string', validate: isIpv4 });
+ajv.addFormat('link-local', { type: 'string', validate: isLinkLocal });
+ajv.addFormat('wireguard-key', { type: 'string', validate: isWireGuardKey });
+ajv.addFormat('endpoint', { type: 'string', validate: (v: string) => parseEndpoint(v) !== undefined });
+ajv.addFormat('host', { type: 'string', validate: isHost });
+ajv.addFormat('ipv4-prefix', { type: 'string', validate: (v: string) => isPrefix(v, 'ipv4') });
+ajv.addFormat('ipv6-prefix', { type: 'string', validate: (v: string) => isPrefix(v, 'ipv6') });
+
+const FORMAT_MESSAGES: Record<string, string> = {
+  ipv6: 'must be an IPv6 address',
+  ipv4: 'must be an IPv4 address',
+  'link-local': 'must be an IPv6 link-local address (fe80::/10)',
+  'wireguard-key': 'must be a WireGuard key: base64 of exactly 32 bytes',
+  endpoint: 'must be host:port with a host name or IP literal (IPv6 in brackets) and a port 1-65535',
+  host: 'must be a host name or an IP address',
+  'ipv4-prefix': 'must be an IPv4 prefix such as 172.20.0.0/14',
+  'ipv6-prefix': 'must be an IPv6 prefix such as fd00::/8',
+  uuid: 'must be a UUID',
+  'date-time': 'must be an ISO 8601 timestamp',
+};
+
+const compiled = new WeakMap<object, ValidateFunction>();
+
+function compile(schema: TSchema): ValidateFunction {
+  let fn = compiled.get(schema);
+  if (!fn) {
+    fn = ajv.compile(schema);
+    compiled.set(schema, fn);
+  }
+  return fn;
+}
+
+function escapePointer(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** ajv errors → `{pointer, message}`, pointing at the field itself (also for missing and unknown fields). */
+export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined, base = ''): FieldError[] {
+  const out: FieldError[] = [];
+  const seen = new Set<string>();
+  for (const e of errors ?? []) {
+    let pointer = base + e.instancePath;
+    let message = e.message ?? 'is invalid';
+    if (e.keyword === 'required') {
+      pointer += `/${escapePointer(String(e.params.missingProperty))}`;
+      message = 'is required';
+    } else if (e.keyword === 'additionalProperties') {
+      pointer += `/${escapePointer(String(e.params.additionalProperty))}`;
+      message = 'is not a known field';
+    } else if (e.keyword === 'format') {
+      message = FORMAT_MESSAGES[String(e.params.format)] ?? message;
+    } else if (e.keyword === 'pattern') {
+      message = `has characters or a form that is not allowed (pattern ${String(e.params.pattern)})`;
+    } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
+      continue; // the branch errors say more
+    }
+    const key = `${pointer}\u0000${message}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push({ pointer: pointer || '/', message });
+    }
+  }
+  return out;
+}
+
+export type Validation<T> = { ok: true; value: T } | { ok: false; errors: FieldError[] };
+
+/** Validate (applying schema defaults to a copy) and canonicalise addresses. */
+export function validate<T>(schema: TSchema, input: unknown, base = ''): Validation<T> {
+  const value = structuredClone(input);
+  const fn = compile(schema);
+  if (!fn(value)) return { ok: false, errors: toFieldErrors(fn.errors, base) };
+  return { ok: true, value: canonicalize(schema, value) as T };
+}
+
+/** validate() that throws INVALID_REQUEST with the field errors. */
+export function validateOrThrow<T>(schema: TSchema, input: unknown, what = 'request'): T {
+  const result = validate<T>(schema, input);
+  if (!result.ok) {
+    const first = result.errors[0];
+    throw new ProblemError(
+      'INVALID_REQUEST',
+      first ? `${what} ${first.pointer}: ${first.message}` : `${what} is invalid`,
+      result.errors,
+    );
+  }
+  return result.value;
+}
+
+/** Walks value along schema and rewrites formatted strings to their one canonical spelling. */
+function canonicalize(schema: TSchema, value: unknown): unknown {
+  const s = schema as Record<string, unknown>;
+  if (typeof value === 'string') {
+    switch (s.format) {
+      case 'ipv6':
+      case 'link-local':
+        return canonicalIpv6(value);
+      case 'endpoint':
+        return canonicalEndpoint(value);
+      case 'host':
+        return isIpv6(value) ? canonicalIpv6(value) : value.toLowerCase();
+      default:
+        return value;
+    }
+  }
+  if (Array.isArray(value)) {
+    const items = s.items as TSchema | undefined;
+    return items ? value.map((v) => canonicalize(items, v)) : value;
+  }
+  if (value && typeof value === 'object') {
+    const props = s.properties as Record<string, TSchema> | undefined;
+    const variants = (s.anyOf ?? s.oneOf) as TSchema[] | undefined;
+    if (variants) {
+      const match = variants.find((v) => compile(v)(structuredClone(value)));
+      return match ? canonicalize(match, value) : value;
+    }
+    if (!props) return value;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = props[k] ? canonicalize(props[k], v) : v;
+    return out;
+  }
+  return value;
+}

@@ -1,0 +1,120 @@
+/**
+ * The store interface: what the controller needs from a back end (git, the embedded default, or
+ * Kubernetes). Reads are synchronous and come from an in-memory index; writes are serialised by the back
+ * end, each one an audited change (a commit, or a resourceVersion-checked update). Callers never know
+ * which back end they talk to; test/store/conformance.ts holds the suite every back end must pass.
+ */
+import type {
+  PolicySpec,
+  RouterSpec,
+  RouterStatus,
+  SessionMetrics,
+  SessionSpec,
+  SessionStatusRecord,
+} from '../../common/schema.ts';
+
+/** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
+export interface Actor {
+  /** e.g. `AS4242420001`, `admin AS4242420000`, `agent fra1`, `controller`. */
+  name: string;
+  role: 'user' | 'admin' | 'agent' | 'controller';
+  asn?: number;
+}
+
+export interface Router {
+  name: string;
+  spec: RouterSpec;
+  status: RouterStatus;
+}
+
+export interface Session {
+  /** `as<asn>-<router>`: unique per (ASN, router). */
+  name: string;
+  spec: SessionSpec;
+  status: SessionStatusRecord;
+}
+
+export interface Policy {
+  /** `default`, or a router name for that router's overrides. */
+  name: string;
+  spec: PolicySpec;
+}
+
+/** A change to the store, from this controller or from outside (a pushed commit, another replica). */
+export interface StoreEvent {
+  kind: 'Router' | 'PeeringSession' | 'RoutingPolicy';
+  name: string;
+  type: 'put' | 'delete';
+  /** The router whose agent must see the change; undefined = every router (policy, router list). */
+  router?: string;
+}
+
+/** What createSession needs: everything of the spec except what the store allocates. */
+export type NewSession = Omit<SessionSpec, 'uuid' | 'listenPort' | 'createdAt'>;
+
+/**
+ * The change a session update makes. `spec` and `status` replace the current ones when given;
+ * `delete: true` removes the session. The mutate function may run more than once (optimistic
+ * concurrency), so it must be pure.
+ */
+export type SessionChange = { spec?: SessionSpec; status?: SessionStatusRecord; delete?: false } | { delete: true };
+
+export interface Store {
+  readonly backend: 'git' | 'kubernetes';
+
+  /** Build the index and start following outside changes. */
+  start(): Promise<void>;
+  /** Finish queued writes, flush batched observations, stop following. */
+  close(): Promise<void>;
+
+  // ---- reads (memory only) ----
+  listRouters(): Router[];
+  getRouter(name: string): Router | undefined;
+  listSessions(filter?: { router?: string; asn?: number }): Session[];
+  getSession(uuid: string): Session | undefined;
+  listPolicies(): Policy[];
+  getPolicy(name: string): Policy | undefined;
+  /** sha256 hex of the router's agent token, if one is set. */
+  getAgentTokenHash(router: string): string | undefined;
+
+  // ---- change feed ----
+  /** A number that grows whenever something this router's agent fetches changes. */
+  revision(router: string): number;
+  /** Resolves with the new revision once it exceeds `since`, or with the current one after timeoutMs or on abort. */
+  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number>;
+  /** Subscribe to changes; returns the unsubscribe function. */
+  onChange(listener: (event: StoreEvent) => void): () => void;
+
+  // ---- writes (serialised, audited) ----
+  /** CONFLICT if the name, uuid or nodeId is taken. */
+  createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router>;
+  /** ROUTER_NOT_FOUND if absent. */
+  updateRouter(name: string, mutate: (spec: RouterSpec) => RouterSpec, actor: Actor, message: string): Promise<Router>;
+  /** ROUTER_NOT_FOUND if absent; INVALID_STATE if sessions still use it. */
+  deleteRouter(name: string, actor: Actor): Promise<void>;
+  setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void>;
+
+  /**
+   * Allocates uuid, listen port and createdAt and stores the session with `status` as its first status.
+   * SESSION_EXISTS for a second session of one (ASN, router), also under concurrent creates;
+   * ROUTER_NOT_FOUND; ROUTER_FULL when no listen port is free.
+   */
+  createSession(input: NewSession, status: SessionStatusRecord, actor: Actor, message: string): Promise<Session>;
+  /**
+   * Read-modify-write of one session. SESSION_NOT_FOUND if absent; whatever mutate throws is passed on and
+   * nothing is written. Returns the session after the change, or undefined when it was deleted.
+   */
+  updateSession(
+    uuid: string,
+    mutate: (current: Session) => SessionChange,
+    actor: Actor,
+    message: string,
+  ): Promise<Session | undefined>;
+
+  putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
+  deletePolicy(name: string, actor: Actor): Promise<void>;
+
+  // ---- observations (frequent; visible at once, persisted in batches, never a commit each) ----
+  recordRouterStatus(router: string, patch: Partial<RouterStatus>): void;
+  recordSessionMetrics(uuid: string, metrics: SessionMetrics): void;
+}

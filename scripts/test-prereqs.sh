@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs from Debian's packages, once. Idempotent: a machine that has
+# everything returns at once. Network namespace tests need root; so does apt-get.
+set -euo pipefail
+
+declare -A need=(
+  [bird]=bird2
+  [wg]=wireguard-tools
+  [wireguard-go]=wireguard-go
+  [ip]=iproute2
+  [promtool]=prometheus
+  [ping]=iputils-ping
+  [git]=git
+  [ssh-keygen]=openssh-client
+  [gpg]=gnupg
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "test-prereqs: missing ${missing[*]}; run as root or install them with apt-get" >&2
+    exit 1
+  fi
+  echo "test-prereqs: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts a system BIRD and Prometheus on install; the tests run their own.
+for svc in bird prometheus prometheus-node-exporter; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    systemctl stop "$svc" || true
+  fi
+done
