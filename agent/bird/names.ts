@@ -1,0 +1,31 @@
+/**
+ * Names that the main BIRD config (main-config.ts) defines and the per-session and iBGP configs use. Both
+ * sides import them from here so they cannot drift apart.
+ */
+export const BIRD_NAMES = {
+  /** `define OWNAS = <dn42Asn>;` */
+  ownAs: 'OWNAS',
+  /** `define OWNIP = <loopback v4>;` / `define OWNIPv6 = <loopback v6>;` */
+  ownIp: 'OWNIP',
+  ownIpv6: 'OWNIPv6',
+  /** `template bgp dnpeers { local as OWNAS; … }`: eBGP sessions inherit from it. */
+  ebgpTemplate: 'dnpeers',
+  /** `template bgp ibgp_peers { local as OWNAS; … }` */
+  ibgpTemplate: 'ibgp_peers',
+  /** `function dn42_import_filter(int link_latency; int link_bandwidth; int link_crypto) -> bool` */
+  importFilter: 'dn42_import_filter',
+  exportFilter: 'dn42_export_filter',
+} as const;
+
+/** BIRD protocol name of a session's eBGP peering: unique per router because ports are. */
+export function sessionProtocolName(listenPort: number): string {
+  return `dn42_${listenPort}`;
+}
+
+/** DN42 link latency community (64511, 1..9) from a measured round-trip time in milliseconds. */
+export function latencyCommunity(rttMs: number | null | undefined): number {
+  if (rttMs === null || rttMs === undefined) return 9;
+  const bounds = [2.7, 7.3, 20, 55, 148, 403, 1097, 2981];
+  const tier = bounds.findIndex((b) => rttMs <= b);
+  return tier === -1 ? 9 : tier + 1;
+}
