@@ -7,6 +7,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 600_000,
     pool: 'forks',
-    reporters: ['default'],
+    reporters: ['default', './test/summary-reporter.ts'],
   },
 });

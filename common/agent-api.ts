@@ -19,7 +19,6 @@ import {
   RpkiServer,
   StatusCode,
   StatusNameField,
-  Timestamp,
   Uuid,
   WireGuardKey,
 } from './schema.ts';
@@ -73,7 +72,13 @@ export const MeshStatusBody = Type.Object(
 export const Ack = Type.Object({ ok: Type.Literal(true) }, { additionalProperties: true });
 
 export const ModifyAck = Type.Object(
-  { ok: Type.Literal(true), uuid: Uuid, status: StatusCode, statusName: StatusNameField, removed: Type.Boolean() },
+  {
+    ok: Type.Literal(true),
+    uuid: Uuid,
+    status: StatusCode,
+    statusName: StatusNameField,
+    removed: Type.Boolean(),
+  },
   { additionalProperties: false },
 );
 
@@ -109,7 +114,10 @@ export const IbgpPeer = Type.Object(
   {
     router: RouterName,
     nodeId: Type.Integer({ minimum: 1 }),
-    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    loopback: Type.Object(
+      { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
+      { additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );
@@ -140,7 +148,10 @@ export const BirdConfigResponse = Type.Object(
       { additionalProperties: false },
     ),
     routerId: Ipv4,
-    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    loopback: Type.Object(
+      { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
+      { additionalProperties: false },
+    ),
     ibgpPeers: Type.Array(IbgpPeer),
   },
   { additionalProperties: false },
@@ -154,7 +165,10 @@ export const MeshPeer = Type.Object(
     endpoint: Endpoint,
     publicKey: WireGuardKey,
     linkLocal: LinkLocal,
-    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    loopback: Type.Object(
+      { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
+      { additionalProperties: false },
+    ),
     /** The port this router listens on for the tunnel to that peer. */
     listenPort: Port,
   },
@@ -176,7 +190,10 @@ export const BootstrapConfigResponse = Type.Object(
       { additionalProperties: false },
     ),
     asn: Asn,
-    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    loopback: Type.Object(
+      { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
+      { additionalProperties: false },
+    ),
     tunnel: Type.Object(
       {
         dn42Ipv4: Type.String(),

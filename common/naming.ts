@@ -23,7 +23,11 @@ export function isDn42Asn(asn: number): boolean {
  * Listen port for a new session on a router (DESIGN.md section 2): DN42 ASNs get 20000 + asn % 10000, every
  * other ASN the lowest free port of the router's range. Undefined when nothing is free.
  */
-export function allocateListenPort(asn: number, router: Pick<RouterSpec, 'portRange'>, used: ReadonlySet<number>): number | undefined {
+export function allocateListenPort(
+  asn: number,
+  router: Pick<RouterSpec, 'portRange'>,
+  used: ReadonlySet<number>,
+): number | undefined {
   if (isDn42Asn(asn)) {
     const port = 20000 + (asn % 10000);
     return used.has(port) ? undefined : port;

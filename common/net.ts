@@ -1,7 +1,8 @@
 /** Address and key rules shared by schema formats, canonicalisation and policy checks. */
 import ipaddr from 'ipaddr.js';
 
-const HOSTNAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+const HOSTNAME =
+  /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
 
 export function isIpv6(value: string): boolean {
   return !value.includes('%') && ipaddr.IPv6.isValid(value);
@@ -72,7 +73,10 @@ export function isPrefix(value: string, family: 'ipv4' | 'ipv6'): boolean {
 
 export function canonicalPrefix(value: string): string {
   const [addr, len] = ipaddr.parseCIDR(value);
-  const base = addr.kind() === 'ipv6' ? ipaddr.IPv6.networkAddressFromCIDR(value) : ipaddr.IPv4.networkAddressFromCIDR(value);
+  const base =
+    addr.kind() === 'ipv6'
+      ? ipaddr.IPv6.networkAddressFromCIDR(value)
+      : ipaddr.IPv4.networkAddressFromCIDR(value);
   return `${addr.kind() === 'ipv6' ? (base as ipaddr.IPv6).toRFC5952String() : base.toString()}/${len}`;
 }
 

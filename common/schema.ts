@@ -13,7 +13,8 @@ export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
 // ---- field types (formats are registered in validate.ts) ----
 
 /** Printable text without control characters: safe in a commit message, a log line or a BIRD comment. */
-const Text = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f"\\\\]*$' });
+const Text = (maxLength: number) =>
+  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f"\\\\]*$' });
 
 export const RouterName = Type.String({ pattern: '^[a-z][a-z0-9-]{0,30}$', maxLength: 31 });
 export const Asn = Type.Integer({ minimum: 1, maximum: 4294967295 });
@@ -67,9 +68,15 @@ export const RouterSpec = Type.Object(
     endpointHost: Host,
     publicKey: WireGuardKey,
     linkLocal: LinkLocal,
-    loopback: Type.Object({ ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) }, { additionalProperties: false }),
+    loopback: Type.Object(
+      { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
+      { additionalProperties: false },
+    ),
     portRange: Type.Optional(
-      Type.Object({ min: Port, max: Port }, { additionalProperties: false, default: { min: 30000, max: 32767 } }),
+      Type.Object(
+        { min: Port, max: Port },
+        { additionalProperties: false, default: { min: 30000, max: 32767 } },
+      ),
     ),
     maxSessions: Type.Optional(Type.Integer({ minimum: 0, maximum: 100000 })),
     acceptingSessions: Type.Optional(Type.Boolean({ default: true })),
@@ -266,6 +273,11 @@ export type Kind = Manifest['kind'];
 /** The kinds, with the plural used in CRD names and REST paths. */
 export const KINDS = {
   Router: { schema: RouterManifest, spec: RouterSpec, plural: 'routers', status: RouterStatus },
-  PeeringSession: { schema: SessionManifest, spec: SessionSpec, plural: 'peeringsessions', status: SessionStatusSchema },
+  PeeringSession: {
+    schema: SessionManifest,
+    spec: SessionSpec,
+    plural: 'peeringsessions',
+    status: SessionStatusSchema,
+  },
   RoutingPolicy: { schema: PolicyManifest, spec: PolicySpec, plural: 'routingpolicies', status: undefined },
 } as const;

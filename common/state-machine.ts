@@ -79,8 +79,10 @@ export function transition(from: SessionStatusCode | undefined, trigger: Trigger
     const approved = trigger.kind === 'create' ? trigger.autoApprove : trigger.mergeIsApproval;
     return to(approved ? S.QUEUED_FOR_SETUP : S.PENDING_REVIEW);
   }
-  if (from === undefined) throw new ProblemError('INVALID_STATE', `${trigger.kind} needs an existing session`);
-  const outcome = trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
+  if (from === undefined)
+    throw new ProblemError('INVALID_STATE', `${trigger.kind} needs an existing session`);
+  const outcome =
+    trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
   if (!outcome) throw invalid(from, trigger);
   return outcome;
 }
@@ -96,6 +98,12 @@ export function allowed(from: SessionStatusCode, trigger: Trigger): boolean {
 }
 
 function invalid(from: SessionStatusCode, trigger: Trigger): ProblemError {
-  const what = trigger.kind === 'report' ? `a report of status ${trigger.status} (${statusName(trigger.status)})` : trigger.kind;
-  return new ProblemError('INVALID_STATE', `${what} is not allowed for a session in status ${from} (${statusName(from)})`);
+  const what =
+    trigger.kind === 'report'
+      ? `a report of status ${trigger.status} (${statusName(trigger.status)})`
+      : trigger.kind;
+  return new ProblemError(
+    'INVALID_STATE',
+    `${what} is not allowed for a session in status ${from} (${statusName(from)})`,
+  );
 }

@@ -7,7 +7,17 @@ import addFormatsModule from 'ajv-formats';
 import type { TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
 import { ProblemError } from './errors.ts';
-import { canonicalEndpoint, canonicalIpv6, isHost, isIpv4, isIpv6, isLinkLocal, isPrefix, isWireGuardKey, parseEndpoint } from './net.ts';
+import {
+  canonicalEndpoint,
+  canonicalIpv6,
+  isHost,
+  isIpv4,
+  isIpv6,
+  isLinkLocal,
+  isPrefix,
+  isWireGuardKey,
+  parseEndpoint,
+} from './net.ts';
 
 // ajv-formats ships CommonJS with a default export; under nodenext the callable sits on .default.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;

@@ -57,7 +57,8 @@ export type NewSession = Omit<SessionSpec, 'uuid' | 'listenPort' | 'createdAt'>;
  * `delete: true` removes the session. The mutate function may run more than once (optimistic
  * concurrency), so it must be pure.
  */
-export type SessionChange = { spec?: SessionSpec; status?: SessionStatusRecord; delete?: false } | { delete: true };
+export type SessionChange =
+  { spec?: SessionSpec; status?: SessionStatusRecord; delete?: false } | { delete: true };
 
 export interface Store {
   readonly backend: 'git' | 'kubernetes';
@@ -89,7 +90,12 @@ export interface Store {
   /** CONFLICT if the name, uuid or nodeId is taken. */
   createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router>;
   /** ROUTER_NOT_FOUND if absent. */
-  updateRouter(name: string, mutate: (spec: RouterSpec) => RouterSpec, actor: Actor, message: string): Promise<Router>;
+  updateRouter(
+    name: string,
+    mutate: (spec: RouterSpec) => RouterSpec,
+    actor: Actor,
+    message: string,
+  ): Promise<Router>;
   /** ROUTER_NOT_FOUND if absent; INVALID_STATE if sessions still use it. */
   deleteRouter(name: string, actor: Actor): Promise<void>;
   setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void>;
@@ -99,7 +105,12 @@ export interface Store {
    * SESSION_EXISTS for a second session of one (ASN, router), also under concurrent creates;
    * ROUTER_NOT_FOUND; ROUTER_FULL when no listen port is free.
    */
-  createSession(input: NewSession, status: SessionStatusRecord, actor: Actor, message: string): Promise<Session>;
+  createSession(
+    input: NewSession,
+    status: SessionStatusRecord,
+    actor: Actor,
+    message: string,
+  ): Promise<Session>;
   /**
    * Read-modify-write of one session. SESSION_NOT_FOUND if absent; whatever mutate throws is passed on and
    * nothing is written. Returns the session after the change, or undefined when it was deleted.
