@@ -21,6 +21,8 @@ export const ErrorCodes = {
   RATE_LIMITED: 429,
   INTERNAL: 500,
   STORE_UNAVAILABLE: 503,
+  /** The login registry (DN42 registry checkout, git mirror or users file) cannot be read. */
+  REGISTRY_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
