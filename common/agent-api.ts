@@ -242,5 +242,5 @@ export type MeshResponse = Static<typeof MeshResponse>;
 export type BootstrapConfigResponse = Static<typeof BootstrapConfigResponse>;
 
 /** Built-in RPKI fallback when a policy lists no servers (SPEC.md 2.9). */
-export const FALLBACK_RPKI_SERVER = { host: 'rpki.dn42.invalid', port: 8282 } as const;
+export const FALLBACK_RPKI_SERVER = { host: 'rpki.burble.dn42', port: 8082 } as const;
 export const DEFAULT_IMPORT_LIMIT = { ipv4: 10000, ipv6: 10000, action: 'block' } as const;
