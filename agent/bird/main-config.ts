@@ -27,6 +27,8 @@ export interface MainConfigOptions {
 export const ROA_TABLES = { ipv4: 'dn42_roa4', ipv6: 'dn42_roa6' } as const;
 /** Babel protocol carrying the routers' loopbacks over the mesh tunnels. */
 export const BABEL_PROTOCOL = 'mesh_babel';
+/** Filter functions the iBGP channels (ibgp.ts) use. */
+export const IBGP_FILTERS = { import: 'ibgp_import_filter', export: 'ibgp_export_filter' } as const;
 const MESH_INTERFACE_PATTERN = 'wgm_*';
 
 /** DN42 and affiliated networks whose prefixes may be exchanged (the DN42 registry's ranges). */
@@ -176,22 +178,19 @@ template bgp ${names.ebgpTemplate} {
   };
 }
 
-# iBGP sessions over the loopbacks (${paths.ibgpConfDir}/*.conf) inherit from this template.
+# iBGP sessions over the loopbacks (${paths.ibgpConfDir}/*.conf) inherit from this template and add
+# their channels (ibgp.ts): next hop self, resolved recursively through the Babel routes.
 template bgp ${names.ibgpTemplate} {
   local as ${names.ownAs};
   multihop;
-  ipv4 {
-    gateway recursive;
-    next hop self;
-    import where is_valid_network() && !is_self_net();
-    export where source = RTS_BGP && is_valid_network();
-  };
-  ipv6 {
-    gateway recursive;
-    next hop self;
-    import where is_valid_network() && !is_self_net();
-    export where source = RTS_BGP && is_valid_network();
-  };
+}
+
+function ${IBGP_FILTERS.import}() {
+  return is_valid_network() && !is_self_net();
+}
+
+function ${IBGP_FILTERS.export}() {
+  return source = RTS_BGP && is_valid_network();
 }`);
 
   sections.push(renderBabel(meshInterfaces, lo4, lo6));

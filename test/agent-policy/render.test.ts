@@ -1,0 +1,156 @@
+/**
+ * Routing policy → BIRD config: every case of the matrix passes real `bird -p` (with a per-session file of
+ * the `dnpeers` shape, the iBGP files and an empty local.d included) and matches its golden file.
+ * `UPDATE_GOLDEN=1 npx vitest run test/agent-policy/render.test.ts` rewrites the golden files.
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { renderIbgpConfigs } from '../../agent/bird/ibgp.ts';
+import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
+import { BIRD_NAMES, latencyCommunity, sessionProtocolName } from '../../agent/bird/names.ts';
+import { FALLBACK_RPKI_SERVER } from '../../common/agent-api.ts';
+import { ProblemError } from '../../common/errors.ts';
+import { basePolicy, policyMatrix } from './policies.ts';
+
+const run = promisify(execFile);
+const GOLDEN = path.join(import.meta.dirname, '..', 'fixtures', 'bird-golden');
+const UPDATE = process.env.UPDATE_GOLDEN === '1';
+/** Fixed paths for the golden files, so they do not depend on the temp dir of a run. */
+const goldenPaths = {
+  peerConfDir: '/etc/bird/peers',
+  ibgpConfDir: '/etc/bird/ibgp.d',
+  meshConfDir: '/etc/bird/mesh.d',
+};
+
+/** A per-session file of the shape the session renderer writes, using the shared names only. */
+function sampleSession(listenPort: number, asn: number): string {
+  const lat = latencyCommunity(12.5);
+  const filters = `    import where ${BIRD_NAMES.importFilter}(${lat}, 24, 34);
+    export where ${BIRD_NAMES.exportFilter}(${lat}, 24, 34);`;
+  return `protocol bgp ${sessionProtocolName(listenPort)} from ${BIRD_NAMES.ebgpTemplate} {
+  neighbor fe80::1234 as ${asn};
+  interface "wg_${listenPort}";
+  ipv4 {
+    extended next hop on;
+${filters}
+  };
+  ipv6 {
+${filters}
+  };
+}
+`;
+}
+
+async function golden(name: string, text: string): Promise<void> {
+  const file = path.join(GOLDEN, name);
+  if (UPDATE) {
+    await mkdir(GOLDEN, { recursive: true });
+    await writeFile(file, text);
+    return;
+  }
+  expect(text, `golden file ${name} (UPDATE_GOLDEN=1 to rewrite)`).toBe(await readFile(file, 'utf8'));
+}
+
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+async function birdParse(
+  policy: typeof basePolicy,
+  meshInterfaces?: string[],
+): Promise<{ code: number; out: string }> {
+  const root = await mkdtemp(path.join(tmpdir(), 'apol-'));
+  dirs.push(root);
+  const paths = {
+    peerConfDir: path.join(root, 'peers'),
+    ibgpConfDir: path.join(root, 'ibgp.d'),
+    meshConfDir: path.join(root, 'mesh.d'),
+  };
+  for (const d of [...Object.values(paths), localConfDir(paths)]) await mkdir(d, { recursive: true });
+  await writeFile(path.join(paths.peerConfDir, 'dn42_20001.conf'), sampleSession(20001, 4242420001));
+  for (const [name, text] of renderIbgpConfigs(policy))
+    await writeFile(path.join(paths.ibgpConfDir, name), text);
+  const main = path.join(root, 'bird.conf');
+  await writeFile(main, renderMainConfig(policy, paths, meshInterfaces ? { meshInterfaces } : {}));
+  try {
+    const r = await run('bird', ['-p', '-c', main]);
+    return { code: 0, out: r.stdout + r.stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, out: `${e.stdout}${e.stderr}` };
+  }
+}
+
+describe('renderMainConfig + renderIbgpConfigs', () => {
+  for (const c of policyMatrix) {
+    it(`${c.name}: bird -p accepts the rendered tree`, async () => {
+      const r = await birdParse(c.policy, c.meshInterfaces);
+      expect(r.out).toBe('');
+      expect(r.code).toBe(0);
+    });
+
+    it(`${c.name}: matches the golden files`, async () => {
+      const text = renderMainConfig(
+        c.policy,
+        goldenPaths,
+        c.meshInterfaces ? { meshInterfaces: c.meshInterfaces } : {},
+      );
+      await golden(`${c.name}.conf`, text);
+      for (const [name, ibgp] of renderIbgpConfigs(c.policy)) await golden(`${c.name}.ibgp.${name}`, ibgp);
+    });
+  }
+
+  it('takes the ASN and RPKI servers from the policy alone', () => {
+    const fallback = renderMainConfig(basePolicy, goldenPaths);
+    expect(fallback).toContain(`define OWNAS = ${basePolicy.dn42Asn};`);
+    expect(fallback).toContain(`remote "${FALLBACK_RPKI_SERVER.host}" port ${FALLBACK_RPKI_SERVER.port};`);
+    const changed = renderMainConfig(
+      { ...basePolicy, dn42Asn: 4242421234, rpkiServers: [{ host: '172.20.0.53', port: 323 }] },
+      goldenPaths,
+    );
+    expect(changed).toContain('define OWNAS = 4242421234;');
+    expect(changed).toContain('remote 172.20.0.53 port 323;');
+    expect(changed).not.toContain(FALLBACK_RPKI_SERVER.host);
+    expect(changed.match(/local as OWNAS;/g)).toHaveLength(2); // eBGP and iBGP templates
+  });
+
+  it('leaves the community functions out when communities are off', () => {
+    const off = renderMainConfig(
+      { ...basePolicy, communities: { ...basePolicy.communities, enabled: false } },
+      goldenPaths,
+    );
+    expect(off).not.toContain('update_flags');
+    expect(renderMainConfig(basePolicy, goldenPaths)).toContain('bgp_community.add((64511, 41))');
+  });
+
+  it('canonicalises own prefixes before they reach BIRD', () => {
+    const text = renderMainConfig(
+      { ...basePolicy, ownPrefixes: { ipv4: ['172.20.10.5/27'], ipv6: ['FD42:0010:0::/48'] } },
+      goldenPaths,
+    );
+    expect(text).toContain('route 172.20.10.0/27 unreachable;');
+    expect(text).toContain('route fd42:10::/48 unreachable;');
+  });
+
+  it('refuses a policy with a bad field, naming it, and renders nothing', () => {
+    const bad = { ...basePolicy, rpkiServers: [{ host: 'x"; protocol static {', port: 1 }] };
+    expect(() => renderMainConfig(bad, goldenPaths)).toThrow(ProblemError);
+    expect(() => renderMainConfig(bad, goldenPaths)).toThrow(/\/rpkiServers\/0\/host/);
+    expect(() => renderIbgpConfigs({ ...basePolicy, dn42Asn: -1 })).toThrow(/\/dn42Asn/);
+  });
+
+  it('renders one iBGP file per peer, per shared loopback family', () => {
+    const files = renderIbgpConfigs(policyMatrix.find((c) => c.name === 'mesh-and-ibgp')!.policy);
+    expect([...files.keys()]).toEqual(['ibgp_ams1.conf', 'ibgp_sin-2.conf']);
+    expect(files.get('ibgp_ams1.conf')).toMatch(/ibgp_ams1_v4[\s\S]*neighbor 172\.20\.10\.2 as OWNAS;/);
+    expect(files.get('ibgp_ams1.conf')).toMatch(/ibgp_ams1_v6[\s\S]*neighbor fd42:10::2 as OWNAS;/);
+    // only IPv6 loopbacks in common: one session carrying IPv4 with extended next hop
+    expect(files.get('ibgp_sin-2.conf')).toMatch(/ibgp_sin_2_v6[\s\S]*extended next hop on;/);
+    expect(files.get('ibgp_sin-2.conf')).not.toContain('_v4');
+  });
+});
