@@ -281,3 +281,24 @@ export const KINDS = {
   },
   RoutingPolicy: { schema: PolicyManifest, spec: PolicySpec, plural: 'routingpolicies', status: undefined },
 } as const;
+
+// ---- relaxed input for manifests arriving from git (the store allocates what is missing) ----
+
+/** A session spec as people write it in a pull request: the store allocates uuid, listenPort and createdAt. */
+export const SessionSpecInput = Type.Object(
+  { ...SessionSpec.properties, uuid: Type.Optional(Uuid), listenPort: Type.Optional(Port) },
+  { additionalProperties: false },
+);
+
+export const SessionManifestInput = Type.Object(
+  {
+    apiVersion: Type.Literal(GROUP_VERSION),
+    kind: Type.Literal('PeeringSession'),
+    metadata: Metadata,
+    spec: SessionSpecInput,
+    status: Type.Optional(SessionStatusSchema),
+  },
+  { additionalProperties: false },
+);
+
+export type SessionSpecInput = Static<typeof SessionSpecInput>;

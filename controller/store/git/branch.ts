@@ -1,0 +1,153 @@
+/**
+ * One branch of the store's bare repository: its head, the mirror of its tree, commits built straight from
+ * objects, and catching up with commits that arrived from outside (a push, a fetch).
+ */
+import * as fs from 'node:fs';
+import git from 'isomorphic-git';
+import type { Actor } from '../store.ts';
+import { readRef, updateRef } from './refs.ts';
+import {
+  EMPTY_DIR,
+  diffTree,
+  getFile,
+  setFile,
+  writeText,
+  writeTrees,
+  type DirNode,
+  type FileChange,
+  type GitContext,
+} from './tree.ts';
+
+/** A file to write (`text`) or delete (undefined). */
+export interface FileWrite {
+  path: string;
+  text: string | undefined;
+}
+
+// eslint-disable-next-line no-control-regex -- stripping control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
+
+/** A commit message from a caller's text: no control characters, actor recorded as trailers. */
+export function commitMessage(message: string, actor: Actor): string {
+  const text = message.replace(/\r\n?/g, '\n').replace(CONTROL, ' ').trim() || 'update';
+  const trailers = [`Peerops-Actor: ${actor.name.replace(/[\r\n]/g, ' ')}`, `Peerops-Role: ${actor.role}`];
+  if (actor.asn !== undefined) trailers.push(`Peerops-Asn: ${actor.asn}`);
+  return `${text}\n\n${trailers.join('\n')}\n`;
+}
+
+/** The commit author for an actor: the name says who asked; the address is not a real mailbox. */
+export function commitAuthor(actor: Actor): { name: string; email: string } {
+  const name =
+    actor.name
+      .replace(CONTROL, ' ')
+      .replace(/[<>\n]/g, ' ')
+      .trim() || actor.role;
+  const local =
+    name
+      .toLowerCase()
+      .replace(/[^a-z0-9.-]+/g, '-')
+      .replace(/^-+|-+$/g, '') || actor.role;
+  return { name, email: `${local}@peerops.invalid` };
+}
+
+export class Branch {
+  readonly ref: string;
+  private readonly ctx: GitContext;
+  private headOid: string | undefined;
+  private tree: DirNode = EMPTY_DIR;
+
+  constructor(ctx: GitContext, ref: string) {
+    this.ctx = ctx;
+    this.ref = ref;
+  }
+
+  get head(): string | undefined {
+    return this.headOid;
+  }
+
+  get root(): DirNode {
+    return this.tree;
+  }
+
+  fileOid(path: string): string | undefined {
+    return getFile(this.tree, path);
+  }
+
+  /** Has the ref moved away from the head this mirror knows? */
+  async moved(): Promise<string | undefined> {
+    const current = await readRef(this.ctx.gitdir, this.ref);
+    return current !== this.headOid ? current : undefined;
+  }
+
+  /** Catch up with the ref (or with `target`); returns the files that changed. */
+  async sync(target?: string): Promise<FileChange[]> {
+    const next = target ?? (await readRef(this.ctx.gitdir, this.ref));
+    if (next === this.headOid) return [];
+    if (next === undefined) {
+      const { changes } = await diffTreeToEmpty(this.tree);
+      this.tree = EMPTY_DIR;
+      this.headOid = undefined;
+      return changes;
+    }
+    const commit = await git.readCommit({ fs, gitdir: this.ctx.gitdir, oid: next, cache: this.ctx.cache });
+    const { root, changes } = await diffTree(this.ctx, this.tree, commit.commit.tree);
+    this.tree = root;
+    this.headOid = next;
+    return changes;
+  }
+
+  /**
+   * One commit with these writes on top of the known head; RefMovedError when the ref moved meanwhile
+   * (the caller catches up and tries again). Returns false when nothing changed. `refNow`: the value the
+   * ref must have when it differs from the mirror's head (a merge built on the other side's commit).
+   */
+  async commit(
+    writes: FileWrite[],
+    actor: Actor,
+    message: string,
+    options: { extraParents?: string[]; refNow?: string } = {},
+  ): Promise<boolean> {
+    const extraParents = options.extraParents ?? [];
+    let root = this.tree;
+    for (const w of writes) {
+      const oid = w.text === undefined ? undefined : await writeText(this.ctx, w.text);
+      if (getFile(root, w.path) !== oid) root = setFile(root, w.path, oid);
+    }
+    if (root === this.tree && extraParents.length === 0) return false;
+    const written = await writeTrees(this.ctx, root);
+    const now = Math.floor(Date.now() / 1000);
+    const author = { ...commitAuthor(actor), timestamp: now, timezoneOffset: 0 };
+    const oid = await git.writeCommit({
+      fs,
+      gitdir: this.ctx.gitdir,
+      commit: {
+        message: commitMessage(message, actor),
+        tree: written.oid,
+        parent: [...(this.headOid ? [this.headOid] : []), ...extraParents],
+        author,
+        committer: {
+          name: 'peerops controller',
+          email: 'controller@peerops.invalid',
+          timestamp: now,
+          timezoneOffset: 0,
+        },
+      },
+    });
+    await updateRef(this.ctx.gitdir, this.ref, 'refNow' in options ? options.refNow : this.headOid, oid);
+    this.headOid = oid;
+    this.tree = written.root;
+    return true;
+  }
+}
+
+async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }> {
+  const changes: FileChange[] = [];
+  const walk = (dir: DirNode, prefix: string) => {
+    for (const [name, node] of dir.entries) {
+      if (node.type === 'tree') walk(node, `${prefix}${name}/`);
+      else changes.push({ path: `${prefix}${name}`, oid: undefined });
+    }
+  };
+  walk(root, '');
+  return { changes };
+}

@@ -1,0 +1,915 @@
+/**
+ * The git store: manifests in a bare repository (DESIGN.md section 2). Spec files live on the main branch,
+ * written by people (pull requests pushed into the repository, a remote) and by the controller; status
+ * lives on its own ref so controller writes never conflict with people's edits. Every write is one commit
+ * whose author and message say who asked for what. Reads come from an in-memory index only.
+ */
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import git from 'isomorphic-git';
+import http from 'isomorphic-git/http/node';
+import { CORE_SCHEMA, dump } from 'js-yaml';
+import pino from 'pino';
+import { Counter, register } from 'prom-client';
+import { ProblemError, type FieldError } from '../../../common/errors.ts';
+import { allocateListenPort, sessionName } from '../../../common/naming.ts';
+import {
+  PolicySpec as PolicySpecSchema,
+  RouterName,
+  RouterSpec as RouterSpecSchema,
+  RouterStatus as RouterStatusSchema,
+  SessionSpec as SessionSpecSchema,
+  SessionStatusSchema,
+  type PolicySpec,
+  type RouterSpec,
+  type RouterStatus,
+  type SessionMetrics,
+  type SessionSpec,
+  type SessionStatusRecord,
+} from '../../../common/schema.ts';
+import { transition } from '../../../common/state-machine.ts';
+import { statusName } from '../../../common/status.ts';
+import { validate, validateOrThrow } from '../../../common/validate.ts';
+import { ChangeFeed } from '../change-feed.ts';
+import type {
+  Actor,
+  NewSession,
+  Policy,
+  Router,
+  Session,
+  SessionChange,
+  Store,
+  StoreEvent,
+} from '../store.ts';
+import { Branch, type FileWrite } from './branch.ts';
+import {
+  classifyPath,
+  isManifestPath,
+  parseManifest,
+  parseYaml,
+  policyPath,
+  renderManifest,
+  routerPath,
+  routerSetErrors,
+  sessionPath,
+  sessionSetErrors,
+  type ManifestSet,
+  type ParsedManifest,
+} from './manifests.ts';
+import { RefMovedError, updateRef } from './refs.ts';
+import { readText, type FileChange, type GitContext } from './tree.ts';
+
+export interface GitStoreOptions {
+  /** The store repository (bare; created if missing). */
+  dir: string;
+  /** Branch holding the spec files (default `main`). */
+  branch?: string;
+  /** How often the repository is checked for pushed commits (default 2000 ms). */
+  pollIntervalMs?: number;
+  /** A remote to pull commits from (HTTP(S); isomorphic-git speaks only HTTP). */
+  remote?: { url: string; branch?: string; intervalMs?: number };
+  /** How often batched observations are committed to the status ref (default 30000 ms). */
+  observationFlushMs?: number;
+  logger?: pino.Logger;
+}
+
+export const STATUS_REF = 'refs/heads/peerops-status';
+const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
+const MAX_ATTEMPTS = 8;
+const YAML = { schema: CORE_SCHEMA };
+
+function counter(name: string, help: string, labelNames: string[] = []): Counter<string> {
+  const existing = register.getSingleMetric(name);
+  if (existing) return existing as Counter<string>;
+  return new Counter({ name, help, labelNames });
+}
+
+const invalidManifests = counter(
+  'peerops_store_invalid_manifests_total',
+  'Manifests arriving from git that failed validation and were skipped',
+  ['kind'],
+);
+const syncErrors = counter(
+  'peerops_store_sync_errors_total',
+  'Failed attempts to follow the repository or remote',
+);
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/** The status file of a session on the status ref. */
+interface SessionStatusFile {
+  uuid: string;
+  status: SessionStatusRecord;
+}
+
+export class GitStore implements Store {
+  readonly backend = 'git' as const;
+  private readonly options: Required<
+    Pick<GitStoreOptions, 'dir' | 'branch' | 'pollIntervalMs' | 'observationFlushMs'>
+  > &
+    GitStoreOptions;
+  private readonly log: pino.Logger;
+  private readonly ctx: GitContext;
+  private readonly spec: Branch;
+  private readonly status: Branch;
+  private readonly feed = new ChangeFeed();
+
+  private readonly routers = new Map<string, Router>();
+  private readonly sessions = new Map<string, Session>();
+  private readonly sessionByName = new Map<string, string>();
+  private readonly ports = new Map<string, Map<number, string>>();
+  private readonly policies = new Map<string, Policy>();
+  /** Status files read from the status ref, by session name. */
+  private readonly statusFiles = new Map<string, SessionStatusFile>();
+  private readonly routerStatus = new Map<string, RouterStatus>();
+  /** Manifests reported invalid, by path → blob id, so a file is reported once and retried when others change. */
+  private readonly rejected = new Map<string, string>();
+
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly dirtySessions = new Set<string>();
+  private readonly dirtyRouters = new Set<string>();
+  private timers: NodeJS.Timeout[] = [];
+  private syncQueued = false;
+  private started = false;
+  private closed = false;
+
+  constructor(options: GitStoreOptions) {
+    this.options = {
+      branch: 'main',
+      pollIntervalMs: 2000,
+      observationFlushMs: 30000,
+      ...options,
+    };
+    this.log = options.logger ?? pino({ level: 'info' });
+    this.ctx = { gitdir: options.dir, cache: {} };
+    this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`);
+    this.status = new Branch(this.ctx, STATUS_REF);
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    try {
+      await access(join(this.options.dir, 'HEAD'));
+    } catch {
+      await git.init({ fs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
+    }
+    await this.serialised(() => this.syncAll());
+    this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
+    this.timers.push(
+      setInterval(() => void this.flushObservations().catch(() => {}), this.options.observationFlushMs),
+    );
+    if (this.options.remote) {
+      const remote = this.options.remote;
+      this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 30000));
+      this.requestRemoteSync();
+    }
+    for (const t of this.timers) t.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    await this.queue.catch(() => {});
+    await this.flushObservations();
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  listRouters(): Router[] {
+    return [...this.routers.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getRouter(name: string): Router | undefined {
+    return this.routers.get(name);
+  }
+
+  listSessions(filter?: { router?: string; asn?: number }): Session[] {
+    const out: Session[] = [];
+    for (const s of this.sessions.values()) {
+      if (filter?.router !== undefined && s.spec.router !== filter.router) continue;
+      if (filter?.asn !== undefined && s.spec.asn !== filter.asn) continue;
+      out.push(s);
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getSession(uuid: string): Session | undefined {
+    return this.sessions.get(uuid);
+  }
+
+  listPolicies(): Policy[] {
+    return [...this.policies.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getPolicy(name: string): Policy | undefined {
+    return this.policies.get(name);
+  }
+
+  getAgentTokenHash(router: string): string | undefined {
+    return this.routers.get(router)?.spec.agentTokenSha256;
+  }
+
+  // ---------------------------------------------------------------- change feed
+
+  revision(router: string): number {
+    return this.feed.revision(router);
+  }
+
+  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+    return this.feed.wait(router, since, timeoutMs, signal);
+  }
+
+  onChange(listener: (event: StoreEvent) => void): () => void {
+    return this.feed.subscribe(listener);
+  }
+
+  // ---------------------------------------------------------------- router writes
+
+  createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
+    return this.write(async () => {
+      this.checkRouterName(name);
+      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
+      if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
+      this.throwRouterConflicts(name, value);
+      await this.spec.commit(
+        [{ path: routerPath(name), text: renderManifest('Router', name, value) }],
+        actor,
+        `add router ${name}`,
+      );
+      return this.putRouter(name, value);
+    });
+  }
+
+  updateRouter(
+    name: string,
+    mutate: (spec: RouterSpec) => RouterSpec,
+    actor: Actor,
+    message: string,
+  ): Promise<Router> {
+    return this.write(async () => {
+      const current = this.routers.get(name);
+      if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
+      this.throwRouterConflicts(name, value);
+      await this.spec.commit(
+        [{ path: routerPath(name), text: renderManifest('Router', name, value) }],
+        actor,
+        message,
+      );
+      return this.putRouter(name, value);
+    });
+  }
+
+  deleteRouter(name: string, actor: Actor): Promise<void> {
+    return this.write(async () => {
+      if (!this.routers.has(name))
+        throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+      const used = this.listSessions({ router: name }).length;
+      if (used > 0) throw new ProblemError('INVALID_STATE', `router ${name} still has ${used} session(s)`);
+      await this.spec.commit([{ path: routerPath(name), text: undefined }], actor, `remove router ${name}`);
+      this.removeRouter(name);
+      this.routerStatus.delete(name);
+      this.dirtyRouters.add(name);
+    });
+  }
+
+  async setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
+    await this.updateRouter(
+      router,
+      (spec) => ({ ...spec, agentTokenSha256: sha256 }),
+      actor,
+      `set the agent token of router ${router}`,
+    );
+  }
+
+  // ---------------------------------------------------------------- session writes
+
+  createSession(
+    input: NewSession,
+    status: SessionStatusRecord,
+    actor: Actor,
+    message: string,
+  ): Promise<Session> {
+    return this.write(async () => {
+      const router = this.routers.get(input.router);
+      if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
+      const name = sessionName(input.asn, input.router);
+      if (this.sessionByName.has(name)) {
+        throw new ProblemError(
+          'SESSION_EXISTS',
+          `AS${input.asn} already has a session on router ${input.router}`,
+        );
+      }
+      const port = allocateListenPort(input.asn, router.spec, this.usedPorts(input.router));
+      if (port === undefined) {
+        throw new ProblemError(
+          'ROUTER_FULL',
+          `router ${input.router} has no free listen port for AS${input.asn}`,
+        );
+      }
+      const spec = validateOrThrow<SessionSpec>(
+        SessionSpecSchema,
+        { ...input, uuid: randomUUID(), listenPort: port, createdAt: new Date().toISOString() },
+        'session',
+      );
+      const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
+      await this.spec.commit(
+        [{ path: sessionPath(spec.router, spec.asn), text: renderManifest('PeeringSession', name, spec) }],
+        actor,
+        message,
+      );
+      const session = this.putSession(name, spec, first);
+      await this.commitStatus([this.sessionStatusWrite(session)], actor, `${message} (status ${first.code})`);
+      return session;
+    });
+  }
+
+  updateSession(
+    uuid: string,
+    mutate: (current: Session) => SessionChange,
+    actor: Actor,
+    message: string,
+  ): Promise<Session | undefined> {
+    return this.write(async () => {
+      const current = this.sessions.get(uuid);
+      if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
+      const change = mutate(current);
+      const path = sessionPath(current.spec.router, current.spec.asn);
+      if (change.delete) {
+        await this.spec.commit([{ path, text: undefined }], actor, message);
+        this.removeSession(current.name);
+        await this.commitStatus([{ path, text: undefined }], actor, message);
+        return undefined;
+      }
+      const spec = change.spec ? this.checkSessionSpec(current, change.spec) : current.spec;
+      const status = change.status
+        ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
+        : current.status;
+      if (change.spec) {
+        await this.spec.commit(
+          [{ path, text: renderManifest('PeeringSession', current.name, spec) }],
+          actor,
+          message,
+        );
+      }
+      const session = this.putSession(current.name, spec, status);
+      if (change.status) await this.commitStatus([this.sessionStatusWrite(session)], actor, message);
+      return session;
+    });
+  }
+
+  // ---------------------------------------------------------------- policy writes
+
+  putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
+    return this.write(async () => {
+      if (name !== 'default') this.checkRouterName(name, 'policy name');
+      const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
+      await this.spec.commit(
+        [{ path: policyPath(name), text: renderManifest('RoutingPolicy', name, value) }],
+        actor,
+        `set policy ${name}`,
+      );
+      return this.putPolicyIndex(name, value);
+    });
+  }
+
+  deletePolicy(name: string, actor: Actor): Promise<void> {
+    return this.write(async () => {
+      if (!this.policies.has(name)) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
+      await this.spec.commit([{ path: policyPath(name), text: undefined }], actor, `remove policy ${name}`);
+      this.removePolicy(name);
+    });
+  }
+
+  // ---------------------------------------------------------------- observations
+
+  recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
+    const current = this.routers.get(router);
+    if (!current) return;
+    const status = deepFreeze({ ...current.status, ...structuredClone(patch) });
+    const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
+    this.routerStatus.set(router, status);
+    this.routers.set(router, deepFreeze({ ...current, status }));
+    this.dirtyRouters.add(router);
+    if (keyChanged) this.feed.publish({ kind: 'Router', name: router, type: 'put' });
+  }
+
+  recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
+    const current = this.sessions.get(uuid);
+    if (!current) return;
+    const status = { ...current.status, metrics: structuredClone(metrics) };
+    this.sessions.set(uuid, deepFreeze({ ...current, status }));
+    this.dirtySessions.add(current.name);
+  }
+
+  /** Commit the observations gathered since the last flush, as one commit on the status ref. */
+  flushObservations(): Promise<void> {
+    return this.serialised(async () => {
+      if (this.dirtySessions.size === 0 && this.dirtyRouters.size === 0) return;
+      const sessions = [...this.dirtySessions];
+      const routers = [...this.dirtyRouters];
+      this.dirtySessions.clear();
+      this.dirtyRouters.clear();
+      const writes: FileWrite[] = [];
+      for (const name of sessions) {
+        const uuid = this.sessionByName.get(name);
+        const session = uuid ? this.sessions.get(uuid) : undefined;
+        if (session) writes.push(this.sessionStatusWrite(session));
+      }
+      for (const name of routers) {
+        const status = this.routerStatus.get(name);
+        writes.push({ path: routerPath(name), text: status ? dump({ status }, YAML) : undefined });
+      }
+      try {
+        await this.commitStatus(
+          writes,
+          CONTROLLER,
+          `observations: ${sessions.length} session(s), ${routers.length} router(s)`,
+        );
+      } catch (err) {
+        for (const n of sessions) this.dirtySessions.add(n);
+        for (const n of routers) this.dirtyRouters.add(n);
+        this.log.error({ err }, 'store: flushing observations failed; kept for the next flush');
+        throw err;
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- serialisation
+
+  /** Run fn after every earlier write; one at a time. */
+  private serialised<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
+  private write<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new ProblemError('STORE_UNAVAILABLE', 'the store is closed'));
+    return this.serialised(async () => {
+      for (let attempt = 1; ; attempt++) {
+        await this.syncAll();
+        try {
+          return await fn();
+        } catch (err) {
+          if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
+          await new Promise((r) => setTimeout(r, 5 * attempt));
+        }
+      }
+    });
+  }
+
+  /** Commit status writes, retrying when the status ref moved (only this controller writes it). */
+  private async commitStatus(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.status.commit(writes, actor, message);
+        return;
+      } catch (err) {
+        if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
+        await this.status.sync();
+        await new Promise((r) => setTimeout(r, 5 * attempt));
+      }
+    }
+  }
+
+  private requestSync(): void {
+    if (this.syncQueued || this.closed) return;
+    this.syncQueued = true;
+    void this.serialised(async () => {
+      this.syncQueued = false;
+      await this.syncAll();
+    }).catch((err: unknown) => {
+      syncErrors.inc();
+      this.log.error({ err }, 'store: following the repository failed');
+    });
+  }
+
+  private requestRemoteSync(): void {
+    if (this.closed) return;
+    void this.serialised(() => this.pullRemote()).catch((err: unknown) => {
+      syncErrors.inc();
+      this.log.warn({ err: String(err) }, 'store: pulling from the remote failed');
+    });
+  }
+
+  // ---------------------------------------------------------------- following outside changes
+
+  /** Catch up with both refs; apply, validate and complete manifests that arrived from outside. */
+  private async syncAll(): Promise<void> {
+    const statusChanges = await this.status.sync();
+    if (statusChanges.length > 0) await this.applyStatusChanges(statusChanges);
+    const specChanges = await this.spec.sync();
+    if (specChanges.length > 0 || (statusChanges.length > 0 && this.rejected.size > 0)) {
+      await this.applySpecChanges(specChanges);
+    }
+  }
+
+  private async applyStatusChanges(changes: FileChange[]): Promise<void> {
+    for (const change of changes) {
+      const info = classifyPath(change.path);
+      if (!info) continue;
+      let doc: unknown;
+      try {
+        doc = change.oid === undefined ? undefined : parseYaml(await readText(this.ctx, change.oid));
+      } catch (err) {
+        this.log.warn({ path: change.path, err: String(err) }, 'store: unreadable status file ignored');
+        continue;
+      }
+      if (info.kind === 'PeeringSession') {
+        const file = doc as Partial<SessionStatusFile> | undefined;
+        const checked = file?.status
+          ? validate<SessionStatusRecord>(SessionStatusSchema, file.status)
+          : undefined;
+        if (!file || typeof file.uuid !== 'string' || !checked?.ok) this.statusFiles.delete(info.name);
+        else this.statusFiles.set(info.name, { uuid: file.uuid, status: checked.value });
+      } else if (info.kind === 'Router') {
+        const raw = (doc as { status?: unknown } | undefined)?.status;
+        const checked = raw ? validate<RouterStatus>(RouterStatusSchema, raw) : undefined;
+        if (checked?.ok) this.routerStatus.set(info.name, deepFreeze(checked.value));
+        else this.routerStatus.delete(info.name);
+        const router = this.routers.get(info.name);
+        if (router)
+          this.routers.set(
+            info.name,
+            deepFreeze({ ...router, status: this.routerStatus.get(info.name) ?? {} }),
+          );
+      }
+    }
+  }
+
+  /**
+   * Apply changed spec files to the index: routers, then policies, then sessions (a pull request may add a
+   * router and its sessions together). Invalid files are reported and skipped; the previous state of that
+   * manifest stays. Then commit what the store completes: allocated fields and first statuses.
+   */
+  private async applySpecChanges(changes: FileChange[]): Promise<void> {
+    for (const c of changes) this.rejected.delete(c.path);
+    const byPath = new Map<string, string | undefined>();
+    for (const [path, oid] of this.rejected) byPath.set(path, oid);
+    for (const c of changes) byPath.set(c.path, c.oid);
+    const previouslyRejected = new Set(this.rejected.keys());
+    this.rejected.clear();
+
+    const parsed: { path: string; oid: string; manifest: ParsedManifest }[] = [];
+    const deleted: string[] = [];
+    for (const [path, oid] of byPath) {
+      if (!isManifestPath(path)) continue;
+      if (oid === undefined) {
+        deleted.push(path);
+        continue;
+      }
+      let text: string;
+      try {
+        text = await readText(this.ctx, oid);
+      } catch (err) {
+        this.reject(path, oid, [{ pointer: '/', message: `unreadable: ${String(err)}` }], previouslyRejected);
+        continue;
+      }
+      const result = parseManifest(path, text);
+      if (result.ok) parsed.push({ path, oid, manifest: result.manifest });
+      else this.reject(path, oid, result.errors, previouslyRejected);
+    }
+
+    const order = { Router: 0, RoutingPolicy: 1, PeeringSession: 2 } as const;
+    parsed.sort((a, b) => order[a.manifest.kind] - order[b.manifest.kind]);
+    // Deleted sessions first, so their ports and names are free for sessions added in the same change.
+    for (const path of deleted) {
+      const info = classifyPath(path);
+      if (info?.kind === 'PeeringSession') this.removeSession(info.name);
+    }
+    const specFixes: FileWrite[] = [];
+    const statusFixes: FileWrite[] = [];
+    for (const { path, oid, manifest } of parsed) {
+      if (manifest.kind === 'Router') {
+        const errors = routerSetErrors(manifest.name, manifest.spec, this.routers.values());
+        if (errors.length > 0) this.reject(path, oid, errors, previouslyRejected);
+        else this.putRouter(manifest.name, manifest.spec);
+      } else if (manifest.kind === 'RoutingPolicy') {
+        this.putPolicyIndex(manifest.name, manifest.spec);
+      } else {
+        this.applySessionFromGit(path, oid, manifest, specFixes, statusFixes, previouslyRejected);
+      }
+    }
+    for (const path of deleted) {
+      const info = classifyPath(path);
+      if (info?.kind === 'RoutingPolicy') this.removePolicy(info.name);
+      if (info?.kind === 'Router') {
+        const left = this.listSessions({ router: info.name }).length;
+        if (left > 0) {
+          this.log.warn(
+            { router: info.name, sessions: left },
+            'store: router removed in git while sessions still use it',
+          );
+        }
+        this.removeRouter(info.name);
+      }
+    }
+    if (specFixes.length > 0) {
+      await this.spec.commit(
+        specFixes,
+        CONTROLLER,
+        `complete ${specFixes.length} session(s) from git: uuid, listenPort, createdAt`,
+      );
+    }
+    for (const name of this.statusFiles.keys()) {
+      if (!this.sessionByName.has(name)) {
+        const uuid = this.statusFiles.get(name)?.uuid;
+        if (uuid && !this.sessions.has(uuid)) {
+          const info = name.match(/^as(\d+)-(.+)$/);
+          if (info)
+            statusFixes.push({ path: sessionPath(info[2] as string, Number(info[1])), text: undefined });
+        }
+      }
+    }
+    if (statusFixes.length > 0) {
+      await this.commitStatus(
+        statusFixes,
+        CONTROLLER,
+        `status of ${statusFixes.length} session(s) merged or removed in git`,
+      );
+    }
+  }
+
+  private applySessionFromGit(
+    path: string,
+    oid: string,
+    manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
+    specFixes: FileWrite[],
+    statusFixes: FileWrite[],
+    previouslyRejected: Set<string>,
+  ): void {
+    const existingUuid = this.sessionByName.get(manifest.name);
+    const existing = existingUuid ? this.sessions.get(existingUuid) : undefined;
+    const input = manifest.spec;
+    const errors: FieldError[] = sessionSetErrors(manifest.name, input, this.manifestSet());
+    if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
+    const router = this.routers.get(input.router) as Router;
+    let listenPort = input.listenPort ?? existing?.spec.listenPort;
+    if (listenPort === undefined) {
+      const used = this.usedPorts(input.router);
+      if (existing) used.delete(existing.spec.listenPort);
+      listenPort = allocateListenPort(input.asn, router.spec, used);
+      if (listenPort === undefined) {
+        return this.reject(
+          path,
+          oid,
+          [{ pointer: '/spec/listenPort', message: `router ${input.router} has no free listen port` }],
+          previouslyRejected,
+        );
+      }
+    }
+    const spec: SessionSpec = {
+      ...input,
+      uuid: input.uuid ?? existing?.spec.uuid ?? this.statusFiles.get(manifest.name)?.uuid ?? randomUUID(),
+      listenPort,
+      createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
+    };
+    if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name);
+    if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
+      specFixes.push({ path, text: renderManifest('PeeringSession', manifest.name, spec) });
+    }
+    let status: SessionStatusRecord;
+    const file = this.statusFiles.get(manifest.name);
+    if (existing && existing.spec.uuid === spec.uuid) status = existing.status;
+    else if (file && file.uuid === spec.uuid) status = file.status;
+    else {
+      const mergeIsApproval = this.policies.get('default')?.spec.mergeIsApproval ?? false;
+      const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
+      const code = outcome.result === 'status' ? outcome.to : 3;
+      status = { code, name: statusName(code), lastTransitionTime: new Date().toISOString() };
+    }
+    const session = this.putSession(manifest.name, spec, status);
+    if (!file || file.uuid !== spec.uuid) statusFixes.push(this.sessionStatusWrite(session));
+    this.log.info({ session: manifest.name, path }, 'store: session applied from git');
+  }
+
+  private reject(path: string, oid: string, errors: FieldError[], previouslyRejected: Set<string>): void {
+    this.rejected.set(path, oid);
+    if (previouslyRejected.has(path)) return;
+    const kind = classifyPath(path)?.kind ?? 'unknown';
+    invalidManifests.inc({ kind });
+    this.log.error(
+      { path, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
+      'store: invalid manifest in git skipped',
+    );
+  }
+
+  /** Manifests this store rejected, by path (for diagnostics and tests). */
+  rejectedManifests(): string[] {
+    return [...this.rejected.keys()].sort();
+  }
+
+  // ---------------------------------------------------------------- remote
+
+  /** Fetch the remote branch; fast-forward to it, or merge it (people's side wins on a file both changed). */
+  private async pullRemote(): Promise<void> {
+    const remote = this.options.remote;
+    if (!remote) return;
+    await this.syncAll();
+    const result = await git.fetch({
+      fs,
+      http,
+      gitdir: this.ctx.gitdir,
+      url: remote.url,
+      remote: 'origin',
+      ref: remote.branch ?? this.options.branch,
+      singleBranch: true,
+      tags: false,
+      cache: this.ctx.cache,
+    });
+    const theirs = result.fetchHead;
+    const ours = this.spec.head;
+    if (!theirs || theirs === ours) return;
+    const gitdir = this.ctx.gitdir;
+    if (ours && (await git.isDescendent({ fs, gitdir, oid: ours, ancestor: theirs, cache: this.ctx.cache })))
+      return;
+    if (
+      !ours ||
+      (await git.isDescendent({ fs, gitdir, oid: theirs, ancestor: ours, cache: this.ctx.cache }))
+    ) {
+      await updateRef(gitdir, this.spec.ref, ours, theirs);
+      this.log.info({ from: ours, to: theirs }, 'store: fast-forwarded to the remote');
+    } else {
+      await this.mergeRemote(ours, theirs);
+    }
+    await this.syncAll();
+  }
+
+  private async mergeRemote(ours: string, theirs: string): Promise<void> {
+    const gitdir = this.ctx.gitdir;
+    const [base] = (await git.findMergeBase({
+      fs,
+      gitdir,
+      oids: [ours, theirs],
+      cache: this.ctx.cache,
+    })) as string[];
+    const read = async (oid: string | undefined) => {
+      const b = new Branch(this.ctx, 'refs/peerops/scratch');
+      if (oid) await b.sync(oid);
+      return b;
+    };
+    const baseTree = await read(base);
+    const theirTree = await read(theirs);
+    const ourChanges = await (await read(base)).sync(ours);
+    const writes: FileWrite[] = [];
+    for (const change of ourChanges) {
+      if (theirTree.fileOid(change.path) !== baseTree.fileOid(change.path)) continue; // theirs changed it too: theirs wins
+      writes.push({ path: change.path, text: change.oid ? await readText(this.ctx, change.oid) : undefined });
+    }
+    const merged = new Branch(this.ctx, this.spec.ref);
+    await merged.sync(theirs);
+    await merged.commit(writes, CONTROLLER, `merge ${remoteLabel(this.options.remote?.url)} into the store`, {
+      extraParents: [ours],
+      refNow: ours,
+    });
+    this.log.warn({ ours, theirs }, 'store: merged diverged remote history');
+  }
+
+  // ---------------------------------------------------------------- index
+
+  private manifestSet(): ManifestSet {
+    return {
+      router: (name) => this.routers.get(name)?.spec,
+      defaultPolicy: () => this.policies.get('default')?.spec,
+      portOwner: (router, port, self) => {
+        const owner = this.ports.get(router)?.get(port);
+        return owner !== self ? owner : undefined;
+      },
+      sessionUuidOwner: (uuid, self) => {
+        const owner = this.sessions.get(uuid)?.name;
+        return owner !== self ? owner : undefined;
+      },
+    };
+  }
+
+  private usedPorts(router: string): Set<number> {
+    return new Set(this.ports.get(router)?.keys() ?? []);
+  }
+
+  private checkRouterName(name: string, what = 'router name'): void {
+    if (!validate(RouterName, name).ok) {
+      throw new ProblemError(
+        'INVALID_REQUEST',
+        `${what} must be 1-31 characters: a-z, 0-9 and -, starting with a letter`,
+        [{ pointer: '/name', message: `must be 1-31 characters: a-z, 0-9 and -, starting with a letter` }],
+      );
+    }
+  }
+
+  private throwRouterConflicts(name: string, spec: RouterSpec): void {
+    const errors = routerSetErrors(name, spec, this.routers.values());
+    if (errors.length > 0)
+      throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+  }
+
+  private checkSessionSpec(current: Session, next: SessionSpec): SessionSpec {
+    const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
+    for (const field of ['uuid', 'asn', 'router'] as const) {
+      if (spec[field] !== current.spec[field]) {
+        throw new ProblemError('INVALID_REQUEST', `session ${field} cannot change`, [
+          { pointer: `/${field}`, message: 'cannot change' },
+        ]);
+      }
+    }
+    if (spec.listenPort !== current.spec.listenPort) {
+      const owner = this.ports.get(spec.router)?.get(spec.listenPort);
+      if (owner && owner !== current.name) {
+        throw new ProblemError('CONFLICT', `port ${spec.listenPort} is used by session ${owner}`, [
+          { pointer: '/listenPort', message: `is used by session ${owner}` },
+        ]);
+      }
+    }
+    return spec;
+  }
+
+  private sessionStatusWrite(session: Session): FileWrite {
+    const file: SessionStatusFile = { uuid: session.spec.uuid, status: session.status };
+    return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML) };
+  }
+
+  private putRouter(name: string, spec: RouterSpec): Router {
+    const router = deepFreeze({ name, spec, status: this.routerStatus.get(name) ?? {} });
+    this.routers.set(name, router);
+    this.feed.publish({ kind: 'Router', name, type: 'put' });
+    return router;
+  }
+
+  private removeRouter(name: string): void {
+    if (!this.routers.delete(name)) return;
+    this.feed.publish({ kind: 'Router', name, type: 'delete' });
+  }
+
+  private putPolicyIndex(name: string, spec: PolicySpec): Policy {
+    const policy = deepFreeze({ name, spec });
+    this.policies.set(name, policy);
+    this.feed.publish({
+      kind: 'RoutingPolicy',
+      name,
+      type: 'put',
+      router: name === 'default' ? undefined : name,
+    });
+    return policy;
+  }
+
+  private removePolicy(name: string): void {
+    if (!this.policies.delete(name)) return;
+    this.feed.publish({
+      kind: 'RoutingPolicy',
+      name,
+      type: 'delete',
+      router: name === 'default' ? undefined : name,
+    });
+  }
+
+  private putSession(name: string, spec: SessionSpec, status: SessionStatusRecord): Session {
+    const previous = this.sessions.get(spec.uuid);
+    if (previous) this.ports.get(previous.spec.router)?.delete(previous.spec.listenPort);
+    const session = deepFreeze({ name, spec, status });
+    this.sessions.set(spec.uuid, session);
+    this.sessionByName.set(name, spec.uuid);
+    let ports = this.ports.get(spec.router);
+    if (!ports) this.ports.set(spec.router, (ports = new Map()));
+    ports.set(spec.listenPort, name);
+    this.statusFiles.set(name, { uuid: spec.uuid, status });
+    this.feed.publish({ kind: 'PeeringSession', name, type: 'put', router: spec.router });
+    return session;
+  }
+
+  private removeSession(name: string): void {
+    const uuid = this.sessionByName.get(name);
+    const session = uuid ? this.sessions.get(uuid) : undefined;
+    if (!uuid || !session) return;
+    this.sessions.delete(uuid);
+    this.sessionByName.delete(name);
+    this.statusFiles.delete(name);
+    this.dirtySessions.delete(name);
+    const ports = this.ports.get(session.spec.router);
+    if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
+    this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
+  }
+}
+
+function remoteLabel(url: string | undefined): string {
+  if (!url) return 'the remote';
+  try {
+    const u = new URL(url);
+    return `${u.host}${u.pathname}`;
+  } catch {
+    return 'the remote';
+  }
+}

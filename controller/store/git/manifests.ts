@@ -1,0 +1,210 @@
+/**
+ * Manifest files of a GitOps repository (DESIGN.md section 2): where each kind lives, how a file is parsed
+ * and validated, and the rules that span files (one port per router, unique uuids and node ids, known
+ * routers, blocked ASNs). Shared by the git store and `peerops validate`, so both judge a file alike.
+ */
+import { CORE_SCHEMA, dump, load } from 'js-yaml';
+import type { FieldError } from '../../../common/errors.ts';
+import { sessionName } from '../../../common/naming.ts';
+import {
+  GROUP_VERSION,
+  PolicyManifest,
+  RouterManifest,
+  SessionManifestInput,
+  type PolicySpec,
+  type RouterSpec,
+  type SessionSpec,
+  type SessionSpecInput,
+} from '../../../common/schema.ts';
+import { validate } from '../../../common/validate.ts';
+
+export type ManifestKind = 'Router' | 'PeeringSession' | 'RoutingPolicy';
+
+/** What a path says a file must hold. */
+export type PathInfo =
+  | { kind: 'Router'; name: string }
+  | { kind: 'PeeringSession'; name: string; router: string; asn: number }
+  | { kind: 'RoutingPolicy'; name: string };
+
+export type ParsedManifest =
+  | { kind: 'Router'; name: string; spec: RouterSpec }
+  | { kind: 'PeeringSession'; name: string; spec: SessionSpecInput }
+  | { kind: 'RoutingPolicy'; name: string; spec: PolicySpec };
+
+export type ParseResult = { ok: true; manifest: ParsedManifest } | { ok: false; errors: FieldError[] };
+
+const NAME = '[a-z][a-z0-9-]{0,30}';
+const ROUTER_FILE = new RegExp(`^routers/(${NAME})\\.yaml$`);
+const SESSION_FILE = new RegExp(`^sessions/(${NAME})/as([1-9][0-9]{0,9})\\.yaml$`);
+const POLICY_FILE = new RegExp(`^policy/(${NAME})\\.yaml$`);
+const MANIFEST_DIRS = ['routers/', 'sessions/', 'policy/'];
+
+export function routerPath(name: string): string {
+  return `routers/${name}.yaml`;
+}
+export function sessionPath(router: string, asn: number): string {
+  return `sessions/${router}/as${asn}.yaml`;
+}
+export function policyPath(name: string): string {
+  return `policy/${name}.yaml`;
+}
+
+/** Is this path inside a manifest directory (and so must be a valid manifest)? */
+export function isManifestPath(path: string): boolean {
+  return MANIFEST_DIRS.some((d) => path.startsWith(d));
+}
+
+/** The kind and name a path stands for, or undefined when the path is not a manifest path of the layout. */
+export function classifyPath(path: string): PathInfo | undefined {
+  let m = ROUTER_FILE.exec(path);
+  if (m) return { kind: 'Router', name: m[1] as string };
+  m = SESSION_FILE.exec(path);
+  if (m) {
+    const asn = Number(m[2]);
+    if (asn > 4294967295) return undefined;
+    const router = m[1] as string;
+    return { kind: 'PeeringSession', name: sessionName(asn, router), router, asn };
+  }
+  m = POLICY_FILE.exec(path);
+  if (m) return { kind: 'RoutingPolicy', name: m[1] as string };
+  return undefined;
+}
+
+export function parseYaml(text: string): unknown {
+  return load(text, { schema: CORE_SCHEMA });
+}
+
+/** Parse and validate one file; the path must agree with kind, metadata.name and (for sessions) spec. */
+export function parseManifest(path: string, text: string): ParseResult {
+  const info = classifyPath(path);
+  if (!info) {
+    return {
+      ok: false,
+      errors: [
+        {
+          pointer: '/',
+          message:
+            'file path is not part of the layout (routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml)',
+        },
+      ],
+    };
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    return { ok: false, errors: [{ pointer: '/', message: `not valid YAML: ${reason}` }] };
+  }
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+    return { ok: false, errors: [{ pointer: '/', message: 'must be a YAML mapping (a manifest)' }] };
+  }
+  const kind = (doc as { kind?: unknown }).kind;
+  if (kind !== info.kind) {
+    return {
+      ok: false,
+      errors: [{ pointer: '/kind', message: `must be ${info.kind} for a file at ${path}` }],
+    };
+  }
+  const schema =
+    info.kind === 'Router'
+      ? RouterManifest
+      : info.kind === 'RoutingPolicy'
+        ? PolicyManifest
+        : SessionManifestInput;
+  const result = validate<{ metadata: { name: string }; spec: unknown }>(schema, doc);
+  if (!result.ok) return { ok: false, errors: result.errors };
+  const { metadata, spec } = result.value;
+  const errors: FieldError[] = [];
+  if (metadata.name !== info.name) {
+    errors.push({ pointer: '/metadata/name', message: `must be ${info.name} for a file at ${path}` });
+  }
+  if (info.kind === 'PeeringSession') {
+    const s = spec as SessionSpecInput;
+    if (s.router !== info.router) {
+      errors.push({ pointer: '/spec/router', message: `must be ${info.router} for a file at ${path}` });
+    }
+    if (s.asn !== info.asn) {
+      errors.push({ pointer: '/spec/asn', message: `must be ${info.asn} for a file at ${path}` });
+    }
+  }
+  if (errors.length > 0) return { ok: false, errors };
+  return { ok: true, manifest: { kind: info.kind, name: info.name, spec } as ParsedManifest };
+}
+
+/** The YAML of a manifest as the store writes it (spec only: status lives on its own ref). */
+export function renderManifest(kind: ManifestKind, name: string, spec: object): string {
+  return dump({ apiVersion: GROUP_VERSION, kind, metadata: { name }, spec }, { schema: CORE_SCHEMA });
+}
+
+// ---- rules that span files ----
+
+/** What the cross-file rules need to know about the other manifests. */
+export interface ManifestSet {
+  router(name: string): RouterSpec | undefined;
+  defaultPolicy(): PolicySpec | undefined;
+  /** Name of the session (other than `self`) holding this port on this router. */
+  portOwner(router: string, port: number, self: string): string | undefined;
+  /** Name of the session (other than `self`) with this uuid. */
+  sessionUuidOwner(uuid: string, self: string): string | undefined;
+}
+
+export function sessionSetErrors(
+  name: string,
+  spec: SessionSpecInput | SessionSpec,
+  set: ManifestSet,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  if (!set.router(spec.router)) {
+    errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
+  }
+  if (set.defaultPolicy()?.blockedAsns?.includes(spec.asn)) {
+    errors.push({ pointer: '/spec/asn', message: `AS${spec.asn} is blocked by policy default` });
+  }
+  if (spec.listenPort !== undefined) {
+    const owner = set.portOwner(spec.router, spec.listenPort, name);
+    if (owner) {
+      errors.push({
+        pointer: '/spec/listenPort',
+        message: `port ${spec.listenPort} on router ${spec.router} is already used by session ${owner}`,
+      });
+    }
+  }
+  if (spec.uuid !== undefined) {
+    const owner = set.sessionUuidOwner(spec.uuid, name);
+    if (owner) errors.push({ pointer: '/spec/uuid', message: `uuid is already used by session ${owner}` });
+  }
+  return errors;
+}
+
+/** Router-level rules: unique uuid and nodeId across routers. */
+export function routerSetErrors(
+  name: string,
+  spec: RouterSpec,
+  routers: Iterable<{ name: string; spec: RouterSpec }>,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const other of routers) {
+    if (other.name === name) continue;
+    if (other.spec.uuid === spec.uuid) {
+      errors.push({ pointer: '/spec/uuid', message: `uuid is already used by router ${other.name}` });
+    }
+    if (other.spec.nodeId === spec.nodeId) {
+      errors.push({
+        pointer: '/spec/nodeId',
+        message: `nodeId ${spec.nodeId} is already used by router ${other.name}`,
+      });
+    }
+  }
+  return errors;
+}
+
+/** Policy-level advice that the store tolerates but validate reports. */
+export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
+  if (name === 'default' && spec.dn42Asn === undefined) {
+    return [
+      { pointer: '/spec/dn42Asn', message: "the default policy must set dn42Asn (the network's own ASN)" },
+    ];
+  }
+  return [];
+}

@@ -1,0 +1,73 @@
+/**
+ * Reading and updating refs of a bare repository with git's own lock protocol, so a `git push` (which
+ * takes `<ref>.lock` the same way) and the store never overwrite each other's update.
+ */
+import { open, readFile, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
+
+/** The commit a ref points at: the loose ref file, else packed-refs; undefined when the ref does not exist. */
+export async function readRef(gitdir: string, ref: string): Promise<string | undefined> {
+  try {
+    const text = (await readFile(join(gitdir, ref), 'utf8')).trim();
+    if (/^[0-9a-f]{40}$/.test(text)) return text;
+    if (text.startsWith('ref: ')) return readRef(gitdir, text.slice(5).trim());
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && (err as NodeJS.ErrnoException).code !== 'EISDIR')
+      throw err;
+  }
+  try {
+    const packed = await readFile(join(gitdir, 'packed-refs'), 'utf8');
+    for (const line of packed.split('\n')) {
+      const [oid, name] = line.split(' ');
+      if (name === ref && oid && /^[0-9a-f]{40}$/.test(oid)) return oid;
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  return undefined;
+}
+
+export class RefMovedError extends Error {
+  constructor(ref: string) {
+    super(`${ref} moved underneath (a concurrent push)`);
+    this.name = 'RefMovedError';
+  }
+}
+
+/**
+ * Point `ref` at `next` if it still points at `expected` (undefined: must not exist yet). Takes `<ref>.lock`
+ * exclusively, checks the old value under the lock, writes, fsyncs and renames into place.
+ * RefMovedError when the ref moved or another writer holds the lock.
+ */
+export async function updateRef(
+  gitdir: string,
+  ref: string,
+  expected: string | undefined,
+  next: string,
+): Promise<void> {
+  const path = join(gitdir, ref);
+  const lock = `${path}.lock`;
+  await mkdir(dirname(path), { recursive: true });
+  let handle;
+  try {
+    handle = await open(lock, 'wx', 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new RefMovedError(ref);
+    throw err;
+  }
+  let renamed = false;
+  try {
+    const current = await readRef(gitdir, ref);
+    if (current !== expected) throw new RefMovedError(ref);
+    await handle.writeFile(`${next}\n`);
+    await handle.sync();
+    await handle.close();
+    handle = undefined;
+    await rename(lock, path);
+    renamed = true;
+  } finally {
+    await handle?.close();
+    if (!renamed) await rm(lock, { force: true });
+  }
+}

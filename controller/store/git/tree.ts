@@ -1,0 +1,138 @@
+/**
+ * An in-memory mirror of one commit's tree, persistent (a change copies only the directories on its path),
+ * so a write builds the next commit from objects, rewriting only the changed subtrees, and a failed ref
+ * update simply drops the new mirror. Also the diff between the mirror and another commit's tree, which
+ * reads only the subtrees whose ids differ.
+ */
+import * as fs from 'node:fs';
+import git, { type TreeEntry } from 'isomorphic-git';
+
+export interface FileNode {
+  type: 'blob';
+  oid: string;
+}
+
+export interface DirNode {
+  type: 'tree';
+  /** undefined when the directory changed and has not been written yet. */
+  oid: string | undefined;
+  entries: ReadonlyMap<string, FileNode | DirNode>;
+}
+
+export const EMPTY_DIR: DirNode = { type: 'tree', oid: undefined, entries: new Map() };
+
+/** A changed file: `oid` undefined means deleted. */
+export interface FileChange {
+  path: string;
+  oid: string | undefined;
+}
+
+export interface GitContext {
+  gitdir: string;
+  /** isomorphic-git's object cache (keeps packfile indexes loaded between calls). */
+  cache: object;
+}
+
+export function getFile(root: DirNode, path: string): string | undefined {
+  let node: FileNode | DirNode | undefined = root;
+  for (const part of path.split('/')) {
+    if (node?.type !== 'tree') return undefined;
+    node = node.entries.get(part);
+  }
+  return node?.type === 'blob' ? node.oid : undefined;
+}
+
+/** A new root with the file at `path` set (oid) or removed (undefined); empty directories disappear. */
+export function setFile(root: DirNode, path: string, oid: string | undefined): DirNode {
+  const parts = path.split('/');
+  const go = (dir: DirNode, i: number): DirNode | undefined => {
+    const name = parts[i] as string;
+    const entries = new Map(dir.entries);
+    if (i === parts.length - 1) {
+      if (oid === undefined) entries.delete(name);
+      else entries.set(name, { type: 'blob', oid });
+    } else {
+      const child = dir.entries.get(name);
+      const next = go(child?.type === 'tree' ? child : EMPTY_DIR, i + 1);
+      if (next) entries.set(name, next);
+      else entries.delete(name);
+    }
+    return entries.size === 0 ? undefined : { type: 'tree', oid: undefined, entries };
+  };
+  return go(root, 0) ?? EMPTY_DIR;
+}
+
+/** Write every directory changed since the last write; returns the root tree id. */
+export async function writeTrees(ctx: GitContext, root: DirNode): Promise<{ oid: string; root: DirNode }> {
+  const write = async (dir: DirNode): Promise<DirNode> => {
+    if (dir.oid !== undefined) return dir;
+    const entries = new Map<string, FileNode | DirNode>();
+    const tree: TreeEntry[] = [];
+    for (const [name, node] of dir.entries) {
+      if (node.type === 'tree') {
+        const written = await write(node);
+        entries.set(name, written);
+        tree.push({ mode: '040000', path: name, oid: written.oid as string, type: 'tree' });
+      } else {
+        entries.set(name, node);
+        tree.push({ mode: '100644', path: name, oid: node.oid, type: 'blob' });
+      }
+    }
+    const oid = await git.writeTree({ fs, gitdir: ctx.gitdir, tree });
+    return { type: 'tree', oid, entries };
+  };
+  const written = await write(root);
+  return { oid: written.oid as string, root: written };
+}
+
+/**
+ * Compare the mirror with the tree `treeOid`: returns the new mirror and the files that differ. Subtrees
+ * with equal ids are not read.
+ */
+export async function diffTree(
+  ctx: GitContext,
+  old: DirNode,
+  treeOid: string,
+): Promise<{ root: DirNode; changes: FileChange[] }> {
+  const changes: FileChange[] = [];
+  const removedAll = (dir: DirNode, prefix: string) => {
+    for (const [name, node] of dir.entries) {
+      if (node.type === 'tree') removedAll(node, `${prefix}${name}/`);
+      else changes.push({ path: `${prefix}${name}`, oid: undefined });
+    }
+  };
+  const walk = async (before: DirNode, oid: string, prefix: string): Promise<DirNode> => {
+    if (before.oid === oid) return before;
+    const { tree } = await git.readTree({ fs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+    const entries = new Map<string, FileNode | DirNode>();
+    for (const entry of tree) {
+      const prev = before.entries.get(entry.path);
+      const path = `${prefix}${entry.path}`;
+      if (entry.type === 'tree') {
+        if (prev?.type === 'blob') changes.push({ path, oid: undefined });
+        entries.set(entry.path, await walk(prev?.type === 'tree' ? prev : EMPTY_DIR, entry.oid, `${path}/`));
+      } else if (entry.type === 'blob') {
+        if (prev?.type === 'tree') removedAll(prev, `${path}/`);
+        if (prev?.type !== 'blob' || prev.oid !== entry.oid) changes.push({ path, oid: entry.oid });
+        entries.set(entry.path, { type: 'blob', oid: entry.oid });
+      }
+    }
+    for (const [name, node] of before.entries) {
+      if (entries.has(name)) continue;
+      if (node.type === 'tree') removedAll(node, `${prefix}${name}/`);
+      else changes.push({ path: `${prefix}${name}`, oid: undefined });
+    }
+    return { type: 'tree', oid, entries };
+  };
+  const root = await walk(old, treeOid, '');
+  return { root, changes };
+}
+
+export async function readText(ctx: GitContext, oid: string): Promise<string> {
+  const { blob } = await git.readBlob({ fs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+  return Buffer.from(blob).toString('utf8');
+}
+
+export async function writeText(ctx: GitContext, text: string): Promise<string> {
+  return git.writeBlob({ fs, gitdir: ctx.gitdir, blob: Buffer.from(text, 'utf8') });
+}

@@ -1,0 +1,407 @@
+/**
+ * The behaviour every store back end must show, through the Store interface only. A back end's test calls
+ * storeConformance(name, factory); factory gives a started store on fresh data, reopen() (called after
+ * store.close()) a started store on the same data, and cleanup() removes the data.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isProblem, type ErrorCode } from '../../common/errors.ts';
+import type { Store } from '../../controller/store/store.ts';
+import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user } from './fixtures.ts';
+
+export interface StoreHarness {
+  store: Store;
+  reopen: () => Promise<Store>;
+  cleanup: () => Promise<void>;
+}
+
+async function expectProblem(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isProblem(err), `expected ${code}, got ${String(err)}`).toBe(true);
+  expect((err as { code: string }).code).toBe(code);
+}
+
+/** Everything a reader sees, for comparing a store before and after reopening. */
+function snapshot(store: Store) {
+  return {
+    routers: store.listRouters(),
+    sessions: store.listSessions(),
+    policies: store.listPolicies(),
+    tokens: store.listRouters().map((r) => store.getAgentTokenHash(r.name)),
+  };
+}
+
+export function storeConformance(name: string, factory: () => Promise<StoreHarness>): void {
+  describe(`store conformance: ${name}`, () => {
+    let h: StoreHarness;
+    let store: Store;
+
+    beforeEach(async () => {
+      h = await factory();
+      store = h.store;
+    });
+    afterEach(async () => {
+      await store.close();
+      await h.cleanup();
+    });
+
+    describe('routers', () => {
+      it('round-trips create, update, token hash and delete', async () => {
+        const spec = routerSpec(1);
+        const created = await store.createRouter('fra1', spec, admin);
+        expect(created.name).toBe('fra1');
+        expect(created.spec).toMatchObject({ uuid: spec.uuid, nodeId: 1 });
+        expect(store.getRouter('fra1')?.spec.publicKey).toBe(spec.publicKey);
+        expect(store.listRouters().map((r) => r.name)).toEqual(['fra1']);
+
+        const updated = await store.updateRouter(
+          'fra1',
+          (s) => ({ ...s, maxSessions: 10 }),
+          admin,
+          'cap fra1',
+        );
+        expect(updated.spec.maxSessions).toBe(10);
+        expect(store.getRouter('fra1')?.spec.maxSessions).toBe(10);
+
+        expect(store.getAgentTokenHash('fra1')).toBeUndefined();
+        await store.setAgentTokenHash('fra1', 'a'.repeat(64), admin);
+        expect(store.getAgentTokenHash('fra1')).toBe('a'.repeat(64));
+
+        await store.deleteRouter('fra1', admin);
+        expect(store.getRouter('fra1')).toBeUndefined();
+        expect(store.listRouters()).toEqual([]);
+      });
+
+      it('refuses a taken name or node id, unknown routers and invalid specs', async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        await expectProblem(store.createRouter('fra1', routerSpec(2), admin), 'CONFLICT');
+        await expectProblem(store.createRouter('ams1', routerSpec(1), admin), 'CONFLICT');
+        await expectProblem(
+          store.updateRouter('nope', (s) => s, admin, 'x'),
+          'ROUTER_NOT_FOUND',
+        );
+        await expectProblem(store.deleteRouter('nope', admin), 'ROUTER_NOT_FOUND');
+        await expectProblem(store.createRouter('Bad Name', routerSpec(3), admin), 'INVALID_REQUEST');
+        await expectProblem(
+          store.createRouter('ams1', { ...routerSpec(3), publicKey: 'not-a-key' }, admin),
+          'INVALID_REQUEST',
+        );
+        expect(store.listRouters().map((r) => r.name)).toEqual(['fra1']);
+      });
+
+      it('refuses to delete a router that still has sessions', async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        await store.createSession(newSession(4242420001, 'fra1'), pending, user(4242420001), 'create');
+        await expectProblem(store.deleteRouter('fra1', admin), 'INVALID_STATE');
+        expect(store.getRouter('fra1')).toBeDefined();
+      });
+    });
+
+    describe('policies', () => {
+      it('round-trips put, get, list and delete', async () => {
+        const put = await store.putPolicy('default', defaultPolicy, admin);
+        expect(put.spec.dn42Asn).toBe(4242420000);
+        expect(store.getPolicy('default')?.spec.blockedAsns).toEqual([4242429999]);
+        await store.putPolicy('fra1', { importLimit: { ipv6: 1000 } }, admin);
+        expect(store.listPolicies().map((p) => p.name)).toEqual(['default', 'fra1']);
+        await store.deletePolicy('fra1', admin);
+        expect(store.getPolicy('fra1')).toBeUndefined();
+        await expectProblem(store.deletePolicy('fra1', admin), 'NOT_FOUND');
+      });
+    });
+
+    describe('sessions', () => {
+      beforeEach(async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        await store.createRouter('ams1', routerSpec(2, { portRange: { min: 40000, max: 40002 } }), admin);
+      });
+
+      it('allocates uuid, port and createdAt and round-trips the session', async () => {
+        const s = await store.createSession(
+          newSession(4242420123, 'fra1'),
+          pending,
+          user(4242420123),
+          'create',
+        );
+        expect(s.name).toBe('as4242420123-fra1');
+        expect(s.spec.uuid).toMatch(/^[0-9a-f-]{36}$/);
+        expect(s.spec.listenPort).toBe(20123);
+        expect(Date.parse(s.spec.createdAt ?? '')).not.toBeNaN();
+        expect(s.status).toMatchObject({ code: 3, name: 'PENDING_REVIEW' });
+        expect(store.getSession(s.spec.uuid)).toEqual(s);
+        expect(store.listSessions({ router: 'fra1' })).toEqual([s]);
+        expect(store.listSessions({ asn: 4242420123 })).toEqual([s]);
+        expect(store.listSessions({ router: 'ams1' })).toEqual([]);
+        expect(store.listSessions({ asn: 1 })).toEqual([]);
+      });
+
+      it('gives other ASNs the lowest free port of the range, and ROUTER_FULL when none is left', async () => {
+        const a = await store.createSession(newSession(64512, 'ams1'), pending, user(64512), 'c');
+        const b = await store.createSession(newSession(64513, 'ams1'), pending, user(64513), 'c');
+        expect([a.spec.listenPort, b.spec.listenPort]).toEqual([40000, 40001]);
+        await store.updateSession(a.spec.uuid, () => ({ delete: true }), user(64512), 'delete');
+        const c = await store.createSession(newSession(64514, 'ams1'), pending, user(64514), 'c');
+        expect(c.spec.listenPort).toBe(40000);
+        await store.createSession(newSession(64515, 'ams1'), pending, user(64515), 'c');
+        await expectProblem(
+          store.createSession(newSession(64516, 'ams1'), pending, user(64516), 'c'),
+          'ROUTER_FULL',
+        );
+      });
+
+      it('refuses an unknown router and an invalid spec', async () => {
+        await expectProblem(
+          store.createSession(newSession(64512, 'nope'), pending, user(64512), 'c'),
+          'ROUTER_NOT_FOUND',
+        );
+        await expectProblem(
+          store.createSession(
+            newSession(64512, 'fra1', { ipv6: 'not-an-address' }),
+            pending,
+            user(64512),
+            'c',
+          ),
+          'INVALID_REQUEST',
+        );
+        expect(store.listSessions()).toEqual([]);
+      });
+
+      it('refuses a second session for one (ASN, router) with SESSION_EXISTS', async () => {
+        await store.createSession(newSession(4242420001, 'fra1'), pending, user(4242420001), 'c');
+        await expectProblem(
+          store.createSession(newSession(4242420001, 'fra1'), pending, user(4242420001), 'c'),
+          'SESSION_EXISTS',
+        );
+        await store.createSession(newSession(4242420001, 'ams1'), pending, user(4242420001), 'c');
+        expect(store.listSessions({ asn: 4242420001 })).toHaveLength(2);
+      });
+
+      it('lets exactly one of 50 concurrent creates for one (ASN, router) succeed', async () => {
+        const results = await Promise.allSettled(
+          Array.from({ length: 50 }, () =>
+            store.createSession(newSession(4242420002, 'fra1'), pending, user(4242420002), 'c'),
+          ),
+        );
+        const ok = results.filter((r) => r.status === 'fulfilled');
+        const failed = results.filter((r) => r.status === 'rejected');
+        expect(ok).toHaveLength(1);
+        for (const f of failed) expect(isProblem(f.reason, 'SESSION_EXISTS')).toBe(true);
+        expect(store.listSessions({ router: 'fra1' })).toHaveLength(1);
+      });
+
+      it('keeps ports unique per router under concurrent creates', async () => {
+        const asns = Array.from({ length: 30 }, (_, i) => 64600 + i);
+        const results = await Promise.allSettled(
+          asns.map((asn) => store.createSession(newSession(asn, 'fra1'), pending, user(asn), 'c')),
+        );
+        expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
+        const ports = store.listSessions({ router: 'fra1' }).map((s) => s.spec.listenPort);
+        expect(new Set(ports).size).toBe(30);
+        expect(Math.min(...ports)).toBe(30000);
+        expect(Math.max(...ports)).toBe(30029);
+      });
+
+      it('updates spec and status, passes on what mutate throws and then writes nothing', async () => {
+        const s = await store.createSession(newSession(4242420003, 'fra1'), pending, user(4242420003), 'c');
+        const updated = await store.updateSession(
+          s.spec.uuid,
+          (cur) => ({ spec: { ...cur.spec, mtu: 1380, endpoint: 'peer.example.org:51820' }, status: queued }),
+          admin,
+          'approve and change mtu',
+        );
+        expect(updated?.spec).toMatchObject({
+          mtu: 1380,
+          endpoint: 'peer.example.org:51820',
+          uuid: s.spec.uuid,
+        });
+        expect(updated?.status.code).toBe(4);
+        expect(store.getSession(s.spec.uuid)).toEqual(updated);
+
+        const statusOnly = await store.updateSession(
+          s.spec.uuid,
+          (cur) => ({ status: { ...cur.status, code: 1, name: 'ACTIVE' } }),
+          { name: 'agent fra1', role: 'agent' },
+          'agent reports 1',
+        );
+        expect(statusOnly?.status.code).toBe(1);
+        expect(statusOnly?.spec).toEqual(updated?.spec);
+
+        const before = store.getSession(s.spec.uuid);
+        const rev = store.revision('fra1');
+        const boom = new Error('mutate refused');
+        await expect(
+          store.updateSession(
+            s.spec.uuid,
+            () => {
+              throw boom;
+            },
+            admin,
+            'x',
+          ),
+        ).rejects.toBe(boom);
+        expect(store.getSession(s.spec.uuid)).toEqual(before);
+        expect(store.revision('fra1')).toBe(rev);
+
+        await expectProblem(
+          store.updateSession(s.spec.uuid, (cur) => ({ spec: { ...cur.spec, mtu: 100 } }), admin, 'x'),
+          'INVALID_REQUEST',
+        );
+        await expectProblem(
+          store.updateSession(s.spec.uuid, (cur) => ({ spec: { ...cur.spec, asn: 64512 } }), admin, 'x'),
+          'INVALID_REQUEST',
+        );
+        expect(store.getSession(s.spec.uuid)).toEqual(before);
+        await expectProblem(
+          store.updateSession('00000000-0000-4000-8000-000000000000', () => ({}), admin, 'x'),
+          'SESSION_NOT_FOUND',
+        );
+      });
+
+      it('deletes a session, freeing its name and port', async () => {
+        const s = await store.createSession(newSession(4242420004, 'fra1'), pending, user(4242420004), 'c');
+        const gone = await store.updateSession(
+          s.spec.uuid,
+          () => ({ delete: true }),
+          user(4242420004),
+          'delete',
+        );
+        expect(gone).toBeUndefined();
+        expect(store.getSession(s.spec.uuid)).toBeUndefined();
+        expect(store.listSessions()).toEqual([]);
+        const again = await store.createSession(
+          newSession(4242420004, 'fra1'),
+          pending,
+          user(4242420004),
+          'c',
+        );
+        expect(again.spec.listenPort).toBe(s.spec.listenPort);
+        expect(again.spec.uuid).not.toBe(s.spec.uuid);
+      });
+    });
+
+    describe('change feed', () => {
+      beforeEach(async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        await store.createRouter('ams1', routerSpec(2), admin);
+      });
+
+      it('raises the revision of the session router only, and of every router for router and policy changes', async () => {
+        const fra = store.revision('fra1');
+        const ams = store.revision('ams1');
+        await store.createSession(newSession(4242420005, 'fra1'), pending, user(4242420005), 'c');
+        expect(store.revision('fra1')).toBeGreaterThan(fra);
+        expect(store.revision('ams1')).toBe(ams);
+        const fra2 = store.revision('fra1');
+        await store.putPolicy('default', defaultPolicy, admin);
+        expect(store.revision('fra1')).toBeGreaterThan(fra2);
+        expect(store.revision('ams1')).toBeGreaterThan(ams);
+      });
+
+      it('tells onChange listeners, until they unsubscribe', async () => {
+        const events: unknown[] = [];
+        const off = store.onChange((e) => events.push(e));
+        const s = await store.createSession(newSession(4242420006, 'fra1'), pending, user(4242420006), 'c');
+        expect(events).toContainEqual({ kind: 'PeeringSession', name: s.name, type: 'put', router: 'fra1' });
+        await store.updateSession(s.spec.uuid, () => ({ delete: true }), admin, 'd');
+        expect(events).toContainEqual({
+          kind: 'PeeringSession',
+          name: s.name,
+          type: 'delete',
+          router: 'fra1',
+        });
+        off();
+        const count = events.length;
+        await store.putPolicy('default', defaultPolicy, admin);
+        expect(events).toHaveLength(count);
+      });
+
+      it('wakes waitForChange on a change, and returns the current revision on timeout and abort', async () => {
+        const since = store.revision('fra1');
+        const waiting = store.waitForChange('fra1', since, 5000);
+        await store.createSession(newSession(4242420007, 'fra1'), pending, user(4242420007), 'c');
+        expect(await waiting).toBeGreaterThan(since);
+
+        const now = store.revision('fra1');
+        const started = Date.now();
+        expect(await store.waitForChange('fra1', now, 50)).toBe(now);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(40);
+
+        const controller = new AbortController();
+        const aborted = store.waitForChange('fra1', now, 60000, controller.signal);
+        controller.abort();
+        expect(await aborted).toBe(now);
+
+        expect(await store.waitForChange('fra1', now - 1, 60000)).toBe(now);
+      });
+    });
+
+    describe('observations', () => {
+      it('are visible at once and persisted after close and reopen', async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        const s = await store.createSession(newSession(4242420008, 'fra1'), queued, admin, 'c');
+        const metrics = {
+          rtt: 12.5,
+          rxBytes: 100,
+          txBytes: 200,
+          routesImported: 3,
+          at: '2026-01-01T00:00:00.000Z',
+        };
+        store.recordSessionMetrics(s.spec.uuid, metrics);
+        store.recordRouterStatus('fra1', {
+          lastHeartbeat: '2026-01-01T00:00:01.000Z',
+          agentVersion: '0.1.0',
+          uptime: 5,
+        });
+        store.recordRouterStatus('fra1', { uptime: 6 });
+        expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
+        expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+        expect(store.getRouter('fra1')?.status).toEqual({
+          lastHeartbeat: '2026-01-01T00:00:01.000Z',
+          agentVersion: '0.1.0',
+          uptime: 6,
+        });
+        await store.close();
+        store = await h.reopen();
+        expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
+        expect(store.getRouter('fra1')?.status.uptime).toBe(6);
+      });
+    });
+
+    describe('reopen', () => {
+      it('reloads exactly the same state', async () => {
+        await store.createRouter('fra1', routerSpec(1, { autoApprove: true }), admin);
+        await store.createRouter('ams1', routerSpec(2), admin);
+        await store.setAgentTokenHash('ams1', 'b'.repeat(64), admin);
+        await store.putPolicy('default', defaultPolicy, admin);
+        const a = await store.createSession(newSession(4242420010, 'fra1'), queued, admin, 'c');
+        await store.createSession(
+          newSession(64512, 'ams1', { ipv4: '172.20.0.1' }),
+          pending,
+          user(64512),
+          'c',
+        );
+        const c = await store.createSession(newSession(4242420011, 'ams1'), pending, user(4242420011), 'c');
+        await store.updateSession(
+          a.spec.uuid,
+          (cur) => ({ status: { ...cur.status, code: 1, name: 'ACTIVE' } }),
+          admin,
+          'r',
+        );
+        await store.updateSession(c.spec.uuid, () => ({ delete: true }), admin, 'd');
+        const before = snapshot(store);
+        await store.close();
+        store = await h.reopen();
+        expect(snapshot(store)).toEqual(before);
+        // the reopened store keeps enforcing uniqueness
+        await expectProblem(
+          store.createSession(newSession(4242420010, 'fra1'), pending, admin, 'c'),
+          'SESSION_EXISTS',
+        );
+        const d = await store.createSession(newSession(64513, 'ams1'), pending, user(64513), 'c');
+        expect(d.spec.listenPort).toBe(30001);
+      });
+    });
+  });
+}
