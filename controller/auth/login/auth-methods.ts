@@ -1,0 +1,53 @@
+/**
+ * The `auth:` lines of a DN42 mntner that peerops can check, parsed into typed methods. The same
+ * syntax is used by the users file for networks without a DN42 registry.
+ */
+
+export const SSH_KEY_TYPES = ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp256'] as const;
+export type SshKeyType = (typeof SSH_KEY_TYPES)[number];
+
+export type AuthMethod =
+  /** An SSH public key; `key` is the base64 wire blob exactly as in the registry. */
+  | { type: SshKeyType; mntner: string; key: string }
+  /** A PGP primary key fingerprint (lower-case hex, no spaces); the user sends the armored key. */
+  | { type: 'pgp-fingerprint'; mntner: string; fingerprint: string }
+  /** `PGPKEY-<8 hex>`: the armored key is taken from the registry's key-cert object. */
+  | { type: 'pgp-key-cert'; mntner: string; keyCert: string; armoredKey: string };
+
+export type AuthLine =
+  { ok: true; method: AuthMethod } | { ok: true; keyCert: string } | { ok: false; reason: string };
+
+export const KEY_CERT_NAME = /^PGPKEY-[0-9A-Fa-f]{8}$/;
+
+/**
+ * One `auth:` value. `PGPKEY-…` comes back as `{keyCert}` because its key lives in another object;
+ * methods peerops does not check (crypt, x509, …) come back as not ok with the reason.
+ */
+export function parseAuthLine(line: string, mntner: string): AuthLine {
+  const [kind = '', arg = ''] = line.trim().split(/\s+/);
+  if ((SSH_KEY_TYPES as readonly string[]).includes(kind)) {
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(arg)) return { ok: false, reason: `${kind} key is not base64` };
+    return { ok: true, method: { type: kind as SshKeyType, mntner, key: arg } };
+  }
+  if (kind.toLowerCase() === 'pgp-fingerprint') {
+    const fingerprint = line.trim().slice(kind.length).replace(/\s+/g, '').toLowerCase();
+    if (!/^[0-9a-f]{40}$|^[0-9a-f]{64}$/.test(fingerprint)) {
+      return { ok: false, reason: 'pgp-fingerprint must be 40 (v4) or 64 (v6) hex digits' };
+    }
+    return { ok: true, method: { type: 'pgp-fingerprint', mntner, fingerprint } };
+  }
+  if (KEY_CERT_NAME.test(kind)) return { ok: true, keyCert: kind.toUpperCase() };
+  return { ok: false, reason: `auth method '${kind}' is not supported` };
+}
+
+/** What the challenge answer tells the user about a method (no key material beyond the public registry). */
+export function describeMethod(m: AuthMethod): Record<string, string> {
+  switch (m.type) {
+    case 'pgp-fingerprint':
+      return { type: m.type, mntner: m.mntner, fingerprint: m.fingerprint };
+    case 'pgp-key-cert':
+      return { type: m.type, mntner: m.mntner, keyCert: m.keyCert };
+    default:
+      return { type: m.type, mntner: m.mntner, key: m.key };
+  }
+}

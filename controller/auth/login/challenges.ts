@@ -1,0 +1,128 @@
+/**
+ * Login challenges: the text the user signs, and the store that hands each one out once.
+ * The text names the service host, the ASN, a random nonce and the expiry, so a signature is good
+ * for one login, at one service, for one ASN, for five minutes.
+ */
+import { randomBytes } from 'node:crypto';
+
+export const CHALLENGE_TTL_MS = 5 * 60_000;
+const HEADER = 'peerops login challenge';
+
+export interface Challenge {
+  nonce: string;
+  asn: number;
+  host: string;
+  /** Unix milliseconds. */
+  expiresAt: number;
+  /** The exact text to sign. */
+  text: string;
+}
+
+export function newChallenge(asn: number, host: string, now: number): Challenge {
+  const nonce = randomBytes(32).toString('base64url');
+  const expiresAt = now + CHALLENGE_TTL_MS;
+  const text = [
+    HEADER,
+    `host: ${host}`,
+    `asn: ${asn}`,
+    `nonce: ${nonce}`,
+    `expires: ${new Date(expiresAt).toISOString()}`,
+    '',
+  ].join('\n');
+  return { nonce, asn, host, expiresAt, text };
+}
+
+/** The fields of a challenge text as the client sent it back (possibly altered); undefined if not one. */
+export function readChallenge(text: string): { nonce: string; asn: number; host: string } | undefined {
+  const lines = text.replace(/\r\n/g, '\n').split('\n');
+  if (lines[0] !== HEADER) return undefined;
+  const field = (name: string) => lines.find((l) => l.startsWith(`${name}: `))?.slice(name.length + 2);
+  const nonce = field('nonce');
+  const host = field('host');
+  const asn = Number(field('asn'));
+  if (!nonce || !host || !Number.isInteger(asn)) return undefined;
+  return { nonce, asn, host };
+}
+
+/**
+ * Outstanding challenges. `take` removes and returns in one step, so two verifications racing on one
+ * challenge cannot both get it. A store shared between controller replicas implements the same contract.
+ */
+export interface ChallengeStore {
+  /** false when the store is full (the caller answers RATE_LIMITED). */
+  put(c: Challenge): boolean | Promise<boolean>;
+  take(nonce: string): Challenge | undefined | Promise<Challenge | undefined>;
+}
+
+export class MemoryChallengeStore implements ChallengeStore {
+  private readonly byNonce = new Map<string, Challenge>();
+  private readonly max: number;
+  private readonly now: () => number;
+
+  constructor(opts: { max?: number; now?: () => number } = {}) {
+    this.max = opts.max ?? 10_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  put(c: Challenge): boolean {
+    if (this.byNonce.size >= this.max) this.dropExpired();
+    if (this.byNonce.size >= this.max) return false;
+    this.byNonce.set(c.nonce, c);
+    return true;
+  }
+
+  take(nonce: string): Challenge | undefined {
+    const c = this.byNonce.get(nonce);
+    this.byNonce.delete(nonce);
+    return c;
+  }
+
+  get size(): number {
+    return this.byNonce.size;
+  }
+
+  private dropExpired(): void {
+    const now = this.now();
+    for (const [nonce, c] of this.byNonce) if (c.expiresAt <= now) this.byNonce.delete(nonce);
+  }
+}
+
+/** Failed attempts per key (an ASN, a client address) in a sliding window. */
+export class FailureLimiter {
+  private readonly failures = new Map<string, number[]>();
+  readonly max: number;
+  readonly windowMs: number;
+  private readonly now: () => number;
+
+  constructor(opts: { max?: number; windowMs?: number; now?: () => number } = {}) {
+    this.max = opts.max ?? 10;
+    this.windowMs = opts.windowMs ?? 15 * 60_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Seconds until the key may try again, or 0 when it may now. */
+  retryAfter(key: string): number {
+    const recent = this.recent(key);
+    if (recent.length < this.max) return 0;
+    return Math.max(1, Math.ceil((recent[recent.length - this.max]! + this.windowMs - this.now()) / 1000));
+  }
+
+  fail(key: string): void {
+    const recent = this.recent(key);
+    recent.push(this.now());
+    this.failures.set(key, recent);
+    if (this.failures.size > 50_000) this.sweep();
+  }
+
+  private recent(key: string): number[] {
+    const since = this.now() - this.windowMs;
+    const list = (this.failures.get(key) ?? []).filter((t) => t > since);
+    if (list.length === 0) this.failures.delete(key);
+    else this.failures.set(key, list);
+    return list;
+  }
+
+  private sweep(): void {
+    for (const key of [...this.failures.keys()]) this.recent(key);
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * `POST /login` (DESIGN.md section 6), an encapsulated fastify plugin: register it under any prefix.
+ *
+ *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods}
+ *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, expiresAt, role}
+ *
+ * Errors: AUTH_FAILED 401 (bad signature, or challenge unknown/used/expired/altered/for another host or
+ * ASN), ASN_BLOCKED 403, NOT_FOUND 404 (ASN not in the registry), RATE_LIMITED 429 (too many failed
+ * attempts for the ASN or from the client address), REGISTRY_UNAVAILABLE 503, INVALID_REQUEST /
+ * INVALID_ACTION 400.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import Type, { type Static } from 'typebox';
+import { isProblem, ProblemError } from '../../../common/errors.ts';
+import { Asn } from '../../../common/schema.ts';
+import { validateOrThrow } from '../../../common/validate.ts';
+import { describeMethod } from './auth-methods.ts';
+import {
+  type ChallengeStore,
+  FailureLimiter,
+  MemoryChallengeStore,
+  newChallenge,
+  readChallenge,
+} from './challenges.ts';
+import type { AsnAuth, Registry } from './registry.ts';
+import { SSH_NAMESPACE, verifyLogin } from './verify.ts';
+
+export type Role = 'user' | 'admin';
+
+/** What onOutcome reports, one per request: the label of the controller's login metric. */
+export type LoginOutcome =
+  | 'challenge_issued'
+  | 'success'
+  | 'auth_failed'
+  | 'asn_blocked'
+  | 'rate_limited'
+  | 'unknown_asn'
+  | 'registry_unavailable'
+  | 'invalid_request';
+
+export interface LoginPluginOptions {
+  registry: Registry;
+  /** The host name users reach this service by; written into every challenge and checked on verify. */
+  serviceHost: string;
+  /** ASNs that log in with role admin. */
+  admins: number[];
+  isBlocked: (asn: number) => boolean;
+  issueToken: (
+    asn: number,
+    role: Role,
+  ) => { token: string; expiresAt: string } | Promise<{ token: string; expiresAt: string }>;
+  onOutcome?: (outcome: LoginOutcome) => void;
+  /** Clock in Unix milliseconds (tests move it). */
+  now?: () => number;
+  /** Outstanding challenges; default in memory. Share one between replicas behind one host name. */
+  challengeStore?: ChallengeStore;
+  /** Failed verifications allowed per ASN and per client address in the window (default 10 per 15 min). */
+  failureLimit?: { max?: number; windowMs?: number };
+}
+
+const ChallengeRequest = Type.Object(
+  { action: Type.Literal('challenge'), asn: Asn },
+  { additionalProperties: false },
+);
+const VerifyRequest = Type.Object(
+  {
+    action: Type.Literal('verify'),
+    asn: Asn,
+    challenge: Type.String({ minLength: 1, maxLength: 2048 }),
+    signature: Type.String({ minLength: 1, maxLength: 16384 }),
+    publicKey: Type.Optional(Type.String({ minLength: 1, maxLength: 32768 })),
+  },
+  { additionalProperties: false },
+);
+type ChallengeRequest = Static<typeof ChallengeRequest>;
+type VerifyRequest = Static<typeof VerifyRequest>;
+
+export default async function loginPlugin(app: FastifyInstance, opts: LoginPluginOptions): Promise<void> {
+  const now = opts.now ?? Date.now;
+  const store = opts.challengeStore ?? new MemoryChallengeStore({ now });
+  const limiter = new FailureLimiter({ ...opts.failureLimit, now });
+  const admins = new Set(opts.admins);
+  const outcome = (o: LoginOutcome) => opts.onOutcome?.(o);
+
+  function checkLimits(req: FastifyRequest, reply: FastifyReply, asn: number): void {
+    const wait = Math.max(limiter.retryAfter(`asn:${asn}`), limiter.retryAfter(`ip:${req.ip}`));
+    if (wait > 0) {
+      outcome('rate_limited');
+      reply.header('Retry-After', String(wait));
+      throw new ProblemError(
+        'RATE_LIMITED',
+        `too many failed logins for AS${asn} or from this address; retry in ${wait} s`,
+      );
+    }
+    if (opts.isBlocked(asn)) {
+      outcome('asn_blocked');
+      throw new ProblemError('ASN_BLOCKED', `AS${asn} is blocked; contact an administrator`);
+    }
+  }
+
+  async function lookup(asn: number): Promise<AsnAuth> {
+    let auth: AsnAuth | undefined;
+    try {
+      auth = await opts.registry.lookup(asn);
+    } catch (err) {
+      if (isProblem(err, 'REGISTRY_UNAVAILABLE')) outcome('registry_unavailable');
+      throw err;
+    }
+    if (!auth) {
+      outcome('unknown_asn');
+      throw new ProblemError('NOT_FOUND', `AS${asn} is not in the registry`);
+    }
+    return auth;
+  }
+
+  async function challenge(req: FastifyRequest, reply: FastifyReply, body: ChallengeRequest) {
+    checkLimits(req, reply, body.asn);
+    const auth = await lookup(body.asn);
+    if (auth.methods.length === 0) {
+      outcome('auth_failed');
+      const why = auth.skipped.length ? ` (${auth.skipped.join('; ')})` : '';
+      throw new ProblemError(
+        'AUTH_FAILED',
+        `no maintainer of AS${body.asn} lists a key peerops can check: add an ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256, pgp-fingerprint or PGPKEY auth line${why}`,
+      );
+    }
+    const c = newChallenge(body.asn, opts.serviceHost, now());
+    if (!(await store.put(c))) {
+      outcome('rate_limited');
+      reply.header('Retry-After', '60');
+      throw new ProblemError('RATE_LIMITED', 'too many outstanding login challenges; retry in a minute');
+    }
+    outcome('challenge_issued');
+    return {
+      challenge: c.text,
+      host: c.host,
+      asn: c.asn,
+      expiresAt: new Date(c.expiresAt).toISOString(),
+      namespace: SSH_NAMESPACE,
+      methods: auth.methods.map(describeMethod),
+    };
+  }
+
+  async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
+    checkLimits(req, reply, body.asn);
+    const fail = (reason: string): never => {
+      limiter.fail(`asn:${body.asn}`);
+      limiter.fail(`ip:${req.ip}`);
+      outcome('auth_failed');
+      req.log.info({ asn: body.asn, reason }, 'login failed');
+      throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
+    };
+    const sent = readChallenge(body.challenge);
+    if (!sent) return fail('challenge is not a peerops login challenge');
+    // Consumed before any other check: whatever happens next, this challenge is spent.
+    const issued = await store.take(sent.nonce);
+    if (!issued) return fail('challenge is unknown or already used; request a new one');
+    if (issued.text !== body.challenge) return fail('challenge text was altered');
+    if (issued.host !== opts.serviceHost) return fail(`challenge was issued for host ${issued.host}`);
+    if (issued.asn !== body.asn) return fail(`challenge was issued for AS${issued.asn}`);
+    if (issued.expiresAt <= now()) return fail('challenge expired; request a new one');
+    const auth = await lookup(body.asn);
+    const verdict = await verifyLogin(auth.methods, issued.text, body.signature, body.publicKey);
+    if (!verdict.ok) return fail(verdict.reason);
+    const role: Role = admins.has(body.asn) ? 'admin' : 'user';
+    const { token, expiresAt } = await opts.issueToken(body.asn, role);
+    outcome('success');
+    req.log.info(
+      { asn: body.asn, role, mntner: verdict.method.mntner, method: verdict.method.type },
+      'login',
+    );
+    return { token, expiresAt, role };
+  }
+
+  app.post('/login', async (req, reply) => {
+    const body = req.body as { action?: unknown } | null | undefined;
+    const action = body && typeof body === 'object' ? body.action : undefined;
+    try {
+      if (action === 'challenge')
+        return await challenge(req, reply, validateOrThrow(ChallengeRequest, body, 'login'));
+      if (action === 'verify') return await verify(req, reply, validateOrThrow(VerifyRequest, body, 'login'));
+    } catch (err) {
+      if (isProblem(err, 'INVALID_REQUEST')) outcome('invalid_request');
+      throw err;
+    }
+    outcome('invalid_request');
+    throw new ProblemError(
+      'INVALID_ACTION',
+      action === undefined
+        ? 'login: action is required (challenge or verify)'
+        : 'login: action must be challenge or verify',
+      [{ pointer: '/action', message: 'must be challenge or verify' }],
+    );
+  });
+}

@@ -1,0 +1,385 @@
+/**
+ * Where login identities come from: who may act for an ASN, and with which keys.
+ *
+ * - `DirectoryRegistry`: a local checkout of a DN42-format registry, read on every lookup.
+ * - `GitRegistry`: a git URL (HTTP) mirrored with isomorphic-git into a bare cache and fetched on an
+ *   interval. Lookups read blobs at the last good commit, so a failed or half-done fetch never
+ *   changes what logins see; the pointer moves only after a fetch succeeded and the commit has `data/`.
+ * - `UsersFileRegistry`: for networks without a DN42 registry, one `AS<n>: <auth line>` per line.
+ *
+ * In the registry: `data/aut-num/AS<n>` → every `mnt-by` → `data/mntner/<NAME>` → `auth:` lines;
+ * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
+ */
+import * as fs from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import * as path from 'node:path';
+import git from 'isomorphic-git';
+import http from 'isomorphic-git/http/node';
+import { Gauge, register } from 'prom-client';
+import { ProblemError } from '../../../common/errors.ts';
+import { type AuthMethod, parseAuthLine } from './auth-methods.ts';
+import { nameValue, parseRpsl, values } from './rpsl.ts';
+
+export interface AsnAuth {
+  asn: number;
+  /** The maintainers of the aut-num (every `mnt-by`), in registry order. */
+  maintainers: string[];
+  /** Every checkable method of every maintainer. */
+  methods: AuthMethod[];
+  /** Lines that were skipped and why (unsupported methods, missing objects): for logs and the user. */
+  skipped: string[];
+}
+
+export interface Registry {
+  /** The ASN's maintainers and methods; undefined when the registry has no such ASN. Throws REGISTRY_UNAVAILABLE. */
+  lookup(asn: number): Promise<AsnAuth | undefined>;
+  /** Stop background work (refresh timers). */
+  close(): Promise<void>;
+}
+
+/** The part of a pino logger the registry uses. */
+export interface RegistryLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+const silent: RegistryLog = { info: () => {}, warn: () => {} };
+
+const MNTNER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$/;
+
+function unavailable(detail: string): ProblemError {
+  return new ProblemError('REGISTRY_UNAVAILABLE', detail);
+}
+
+/** Reads one registry file by its path under the registry root; undefined when it does not exist. */
+type ReadObject = (file: string) => Promise<string | undefined>;
+
+/** Resolves aut-num → every mnt-by → mntner auth lines → key-cert, through any object reader. */
+export async function resolveAsn(read: ReadObject, asn: number): Promise<AsnAuth | undefined> {
+  const autNum = await read(`data/aut-num/AS${asn}`);
+  if (autNum === undefined) return undefined;
+  const maintainers = [...new Set(values(parseRpsl(autNum), 'mnt-by').map(nameValue))];
+  const methods: AuthMethod[] = [];
+  const skipped: string[] = [];
+  for (const mntner of maintainers) {
+    if (!MNTNER_NAME.test(mntner)) {
+      skipped.push(`mnt-by '${mntner}' is not a valid maintainer name`);
+      continue;
+    }
+    const text = (await read(`data/mntner/${mntner}`)) ?? (await read(`data/mntner/${mntner.toUpperCase()}`));
+    if (text === undefined) {
+      skipped.push(`mntner ${mntner} is not in the registry`);
+      continue;
+    }
+    for (const line of values(parseRpsl(text), 'auth')) {
+      const parsed = parseAuthLine(line, mntner);
+      if (!parsed.ok) {
+        skipped.push(`${mntner}: ${parsed.reason}`);
+      } else if ('method' in parsed) {
+        methods.push(parsed.method);
+      } else {
+        const cert = await read(`data/key-cert/${parsed.keyCert}`);
+        const certif = cert === undefined ? [] : values(parseRpsl(cert), 'certif');
+        if (certif.length === 0) {
+          skipped.push(`${mntner}: key-cert ${parsed.keyCert} is missing or has no certif lines`);
+          continue;
+        }
+        methods.push({
+          type: 'pgp-key-cert',
+          mntner,
+          keyCert: parsed.keyCert,
+          armoredKey: certif.join('\n') + '\n',
+        });
+      }
+    }
+  }
+  return { asn, maintainers, methods, skipped };
+}
+
+// ---- a local checkout ----
+
+export class DirectoryRegistry implements Registry {
+  readonly dir: string;
+
+  constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  async lookup(asn: number): Promise<AsnAuth | undefined> {
+    try {
+      if (!(await stat(path.join(this.dir, 'data'))).isDirectory())
+        throw new Error('data is not a directory');
+    } catch (err) {
+      throw unavailable(`registry checkout ${this.dir} has no data/ directory (${(err as Error).message})`);
+    }
+    return resolveAsn(async (file) => {
+      try {
+        return await readFile(path.join(this.dir, file), 'utf8');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw unavailable(`registry file ${file} cannot be read: ${(err as Error).message}`);
+      }
+    }, asn);
+  }
+
+  async close(): Promise<void> {}
+}
+
+// ---- a git mirror ----
+
+const REFRESH_METRIC = 'peerops_registry_last_refresh_timestamp_seconds';
+
+function refreshGauge(): Gauge {
+  const existing = register.getSingleMetric(REFRESH_METRIC);
+  if (existing) return existing as Gauge;
+  return new Gauge({
+    name: REFRESH_METRIC,
+    help: 'Unix time of the last successful refresh of the login registry',
+  });
+}
+
+/** The ref in the cache that remembers the last good commit across restarts. */
+const GOOD_REF = 'refs/peerops/registry-good';
+
+export interface GitRegistryOptions {
+  url: string;
+  /** Directory of the bare mirror (created if missing). */
+  cacheDir: string;
+  /** Branch to follow; default: the remote's default branch. */
+  ref?: string;
+  /** Milliseconds between fetches; default 5 minutes. 0 disables the timer (refresh() by hand). */
+  refreshIntervalMs?: number;
+  /** Shallow history depth; default 1 (the DN42 registry's history is large and not needed). */
+  depth?: number;
+  log?: RegistryLog;
+}
+
+export class GitRegistry implements Registry {
+  readonly url: string;
+  readonly gitdir: string;
+  private readonly ref: string | undefined;
+  private readonly depth: number;
+  private readonly log: RegistryLog;
+  private readonly intervalMs: number;
+  private readonly cache: object = {};
+  private commit: string | undefined;
+  private lastError: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<boolean> | undefined;
+
+  constructor(opts: GitRegistryOptions) {
+    this.url = opts.url;
+    this.gitdir = opts.cacheDir;
+    this.ref = opts.ref;
+    this.depth = opts.depth ?? 1;
+    this.log = opts.log ?? silent;
+    this.intervalMs = opts.refreshIntervalMs ?? 5 * 60_000;
+  }
+
+  /** The commit lookups read, or undefined before the first good fetch. */
+  get currentCommit(): string | undefined {
+    return this.commit;
+  }
+
+  /** Load the last good commit of an earlier run, fetch once, then keep fetching on the interval. */
+  async start(): Promise<void> {
+    await fs.promises.mkdir(this.gitdir, { recursive: true });
+    if (!fs.existsSync(path.join(this.gitdir, 'HEAD'))) {
+      await git.init({ fs, gitdir: this.gitdir, bare: true });
+    }
+    try {
+      this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_REF });
+    } catch {
+      this.commit = undefined;
+    }
+    await this.refresh();
+    if (this.intervalMs > 0) {
+      this.timer = setInterval(() => void this.refresh(), this.intervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /** Fetch and move to the new commit; on any failure keep the last good one. Resolves to success. */
+  refresh(): Promise<boolean> {
+    this.running ??= this.fetchOnce().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async fetchOnce(): Promise<boolean> {
+    try {
+      const result = await git.fetch({
+        fs,
+        http,
+        gitdir: this.gitdir,
+        url: this.url,
+        ...(this.ref ? { ref: this.ref } : {}),
+        singleBranch: true,
+        depth: this.depth,
+        tags: false,
+        cache: this.cache,
+      });
+      const commit = result.fetchHead;
+      if (!commit) throw new Error('the remote sent no commit');
+      const root = await git.readTree({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache });
+      if (!root.tree.some((e) => e.path === 'data' && e.type === 'tree')) {
+        throw new Error(`commit ${commit} has no data/ directory`);
+      }
+      await git.writeRef({ fs, gitdir: this.gitdir, ref: GOOD_REF, value: commit, force: true });
+      if (commit !== this.commit) this.log.info({ url: this.url, commit }, 'login registry updated');
+      this.commit = commit;
+      this.lastError = undefined;
+      refreshGauge().set(Date.now() / 1000);
+      return true;
+    } catch (err) {
+      this.lastError = (err as Error).message;
+      this.log.warn(
+        { url: this.url, err: this.lastError, keeping: this.commit ?? null },
+        'login registry refresh failed; keeping the last good copy',
+      );
+      return false;
+    }
+  }
+
+  async lookup(asn: number): Promise<AsnAuth | undefined> {
+    const commit = this.commit;
+    if (!commit) {
+      throw unavailable(
+        `registry ${this.url} has not been fetched yet${this.lastError ? `: ${this.lastError}` : ''}`,
+      );
+    }
+    return resolveAsn(async (filepath) => {
+      try {
+        const { blob } = await git.readBlob({
+          fs,
+          gitdir: this.gitdir,
+          oid: commit,
+          filepath,
+          cache: this.cache,
+        });
+        return Buffer.from(blob).toString('utf8');
+      } catch (err) {
+        if (err instanceof git.Errors.NotFoundError) return undefined;
+        throw unavailable(`registry object ${filepath} cannot be read: ${(err as Error).message}`);
+      }
+    }, asn);
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+}
+
+// ---- a users file ----
+
+/**
+ * `AS<n>: <auth line>` per line (`#` starts a comment line; blank lines are ignored), e.g.
+ * `AS4242420001: ssh-ed25519 AAAAC3Nza… alice@laptop` or `AS64512: pgp-fingerprint 0123…`.
+ * Several lines for one ASN add keys. `PGPKEY-…` is refused: there is no key-cert to resolve it.
+ */
+export function parseUsersFile(text: string, file = 'users file'): Map<number, AuthMethod[]> {
+  const out = new Map<number, AuthMethod[]>();
+  text.split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    const where = `${file} line ${i + 1}`;
+    const m = /^(?:AS)?(\d{1,10})\s*:\s*(.+)$/i.exec(line);
+    const asn = m ? Number(m[1]) : NaN;
+    if (!m || !Number.isInteger(asn) || asn < 1 || asn > 4294967295) {
+      throw new Error(`${where}: expected 'AS<number>: <auth line>'`);
+    }
+    const parsed = parseAuthLine(m[2]!, `AS${asn}`);
+    if (!parsed.ok) throw new Error(`${where}: ${parsed.reason}`);
+    if (!('method' in parsed)) {
+      throw new Error(
+        `${where}: ${parsed.keyCert} needs a registry key-cert; use 'pgp-fingerprint <hex>' instead`,
+      );
+    }
+    const list = out.get(asn) ?? [];
+    list.push(parsed.method);
+    out.set(asn, list);
+  });
+  return out;
+}
+
+export class UsersFileRegistry implements Registry {
+  readonly file: string;
+  private readonly log: RegistryLog;
+  private users: Map<number, AuthMethod[]> | undefined;
+  private mtimeMs = -1;
+
+  constructor(file: string, log: RegistryLog = silent) {
+    this.file = file;
+    this.log = log;
+  }
+
+  /** Parse now, so that a bad file stops the controller at start with the line that is wrong. */
+  async start(): Promise<void> {
+    const st = await stat(this.file);
+    this.users = parseUsersFile(await readFile(this.file, 'utf8'), this.file);
+    this.mtimeMs = st.mtimeMs;
+  }
+
+  async lookup(asn: number): Promise<AsnAuth | undefined> {
+    await this.reloadIfChanged();
+    const methods = this.users?.get(asn);
+    return methods ? { asn, maintainers: [`AS${asn}`], methods, skipped: [] } : undefined;
+  }
+
+  /** Edits are picked up on the next lookup; an edit that does not parse keeps the last good copy. */
+  private async reloadIfChanged(): Promise<void> {
+    let st: fs.Stats;
+    try {
+      st = await stat(this.file);
+    } catch (err) {
+      if (this.users) return;
+      throw unavailable(`users file ${this.file} cannot be read: ${(err as Error).message}`);
+    }
+    if (st.mtimeMs === this.mtimeMs && this.users) return;
+    try {
+      this.users = parseUsersFile(await readFile(this.file, 'utf8'), this.file);
+      this.mtimeMs = st.mtimeMs;
+    } catch (err) {
+      if (!this.users) throw unavailable((err as Error).message);
+      this.log.warn({ err: (err as Error).message }, 'users file does not parse; keeping the last good copy');
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+// ---- choosing one from the configuration ----
+
+export interface RegistrySource {
+  /** An http(s) git URL, a registry checkout directory, or a users file. */
+  source: string;
+  /** For a git URL: where the mirror lives (e.g. `<data dir>/registry.git`). */
+  cacheDir?: string;
+  ref?: string;
+  refreshIntervalMs?: number;
+  log?: RegistryLog;
+}
+
+/** Build and start the registry a source names; throws on a bad users file (not on a failed first fetch). */
+export async function openRegistry(cfg: RegistrySource): Promise<Registry> {
+  if (/^https?:\/\//i.test(cfg.source)) {
+    if (!cfg.cacheDir) throw new Error('a git registry source needs a cache directory');
+    const reg = new GitRegistry({
+      url: cfg.source,
+      cacheDir: cfg.cacheDir,
+      ...(cfg.ref ? { ref: cfg.ref } : {}),
+      ...(cfg.refreshIntervalMs !== undefined ? { refreshIntervalMs: cfg.refreshIntervalMs } : {}),
+      ...(cfg.log ? { log: cfg.log } : {}),
+    });
+    await reg.start();
+    return reg;
+  }
+  const st = await stat(cfg.source);
+  if (st.isDirectory()) return new DirectoryRegistry(cfg.source);
+  const reg = new UsersFileRegistry(cfg.source, cfg.log);
+  await reg.start();
+  return reg;
+}

@@ -1,0 +1,194 @@
+/**
+ * Helpers for the login tests: real keys from ssh-keygen and gpg, a DN42-format registry fixture,
+ * and a fastify app with the login plugin and a problem+json error handler.
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { createSigner } from 'fast-jwt';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { ProblemError } from '../../common/errors.ts';
+import loginPlugin, { type LoginPluginOptions, type Role } from '../../controller/auth/login/plugin.ts';
+
+export const run = promisify(execFile);
+
+export async function tempDir(prefix: string): Promise<string> {
+  return mkdtemp(path.join(tmpdir(), `peerops-login-${prefix}-`));
+}
+
+// ---- SSH ----
+
+export type SshAlgo = 'ed25519' | 'rsa' | 'ecdsa';
+
+export interface SshKey {
+  path: string;
+  /** The public key line: `<type> <base64> <comment>`. */
+  publicLine: string;
+}
+
+export async function sshKey(dir: string, algo: SshAlgo, name: string = algo): Promise<SshKey> {
+  const file = path.join(dir, `id_${name}`);
+  const size = algo === 'ecdsa' ? ['-b', '256'] : algo === 'rsa' ? ['-b', '3072'] : [];
+  await run('ssh-keygen', ['-q', '-t', algo, ...size, '-N', '', '-C', `${name}@test`, '-f', file]);
+  return { path: file, publicLine: (await readFile(`${file}.pub`, 'utf8')).trim() };
+}
+
+/** `ssh-keygen -Y sign` over text, as the CLI does; returns the armored signature. */
+export async function sshSign(key: SshKey, text: string, namespace = 'peerops'): Promise<string> {
+  const dir = await tempDir('sig');
+  try {
+    const file = path.join(dir, 'challenge');
+    await writeFile(file, text);
+    await run('ssh-keygen', ['-Y', 'sign', '-n', namespace, '-f', key.path, file]);
+    return await readFile(`${file}.sig`, 'utf8');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- OpenPGP ----
+
+export interface GpgKey {
+  home: string;
+  fingerprint: string;
+  armoredPublic: string;
+}
+
+export async function gpgKey(home: string, uid: string): Promise<GpgKey> {
+  await mkdir(home, { recursive: true, mode: 0o700 });
+  const gpg = (...args: string[]) => run('gpg', ['--homedir', home, '--batch', ...args]);
+  await gpg('--passphrase', '', '--quick-gen-key', uid, 'future-default', 'default', 'never');
+  const { stdout } = await gpg('--with-colons', '--list-keys', uid);
+  const fpr = stdout
+    .split('\n')
+    .find((l) => l.startsWith('fpr:'))!
+    .split(':')[9]!;
+  const { stdout: armoredPublic } = await gpg('--export', '--armor', fpr);
+  return { home, fingerprint: fpr, armoredPublic };
+}
+
+export async function gpgSign(key: GpgKey, text: string, mode: 'detach' | 'clear'): Promise<string> {
+  const dir = await tempDir('pgp');
+  try {
+    const file = path.join(dir, 'challenge');
+    await writeFile(file, text);
+    const how = mode === 'detach' ? ['--detach-sign', '--armor'] : ['--clearsign'];
+    const { stdout } = await run('gpg', [
+      '--homedir',
+      key.home,
+      '--batch',
+      '--pinentry-mode',
+      'loopback',
+      '--passphrase',
+      '',
+      '-u',
+      key.fingerprint,
+      ...how,
+      '-o',
+      '-',
+      file,
+    ]);
+    return stdout;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export async function stopGpgAgent(home: string): Promise<void> {
+  await run('gpgconf', ['--homedir', home, '--kill', 'gpg-agent']).catch(() => undefined);
+}
+
+// ---- a DN42-format registry ----
+
+export interface RegistryFixture {
+  /** ASN → maintainers (mnt-by, in order). */
+  autNums: Record<number, string[]>;
+  /** mntner name → auth lines. */
+  mntners: Record<string, string[]>;
+  /** PGPKEY-XXXXXXXX → armored public key. */
+  keyCerts?: Record<string, string>;
+}
+
+/** Writes the objects as the DN42 registry does (padded RPSL, one certif: line per armor line). */
+export async function writeRegistry(root: string, fx: RegistryFixture): Promise<void> {
+  const pad = (k: string) => `${k}:`.padEnd(20);
+  for (const dir of ['aut-num', 'mntner', 'key-cert'])
+    await mkdir(path.join(root, 'data', dir), { recursive: true });
+  for (const [asn, mnts] of Object.entries(fx.autNums)) {
+    const lines = [
+      `${pad('aut-num')}AS${asn}`,
+      `${pad('as-name')}TEST-AS`,
+      ...mnts.map((m) => `${pad('mnt-by')}${m}`),
+    ];
+    await writeFile(
+      path.join(root, 'data', 'aut-num', `AS${asn}`),
+      lines.join('\n') + `\n${pad('source')}DN42\n`,
+    );
+  }
+  for (const [name, auths] of Object.entries(fx.mntners)) {
+    const lines = [
+      `${pad('mntner')}${name}`,
+      ...auths.map((a) => `${pad('auth')}${a}`),
+      `${pad('mnt-by')}${name}`,
+    ];
+    await writeFile(path.join(root, 'data', 'mntner', name), lines.join('\n') + `\n${pad('source')}DN42\n`);
+  }
+  for (const [id, armored] of Object.entries(fx.keyCerts ?? {})) {
+    const certif = armored
+      .trim()
+      .split('\n')
+      .map((l) => `${pad('certif')}${l}`.trimEnd());
+    const lines = [`${pad('key-cert')}${id}`, `${pad('method')}PGP`, ...certif, `${pad('mnt-by')}TEST-MNT`];
+    await writeFile(path.join(root, 'data', 'key-cert', id), lines.join('\n') + `\n${pad('source')}DN42\n`);
+  }
+}
+
+// ---- the app ----
+
+export const JWT_KEY = 'login-test-signing-key-0123456789abcdef';
+
+/** fast-jwt directly: controller/auth/jwt.ts does not exist yet (written by another engineer). */
+export function testIssuer(ttlMs = 12 * 3600_000) {
+  const sign = createSigner({ key: JWT_KEY, expiresIn: ttlMs });
+  return (asn: number, role: Role) => ({
+    token: sign({ sub: `AS${asn}`, asn, role }),
+    expiresAt: new Date(Date.now() + ttlMs).toISOString(),
+  });
+}
+
+/** The problem+json rendering of DESIGN.md section 3, as the controller's app does it. */
+export async function buildApp(
+  opts: Partial<LoginPluginOptions> & Pick<LoginPluginOptions, 'registry'>,
+): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false });
+  app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof ProblemError) {
+      return reply
+        .code(err.status)
+        .type('application/problem+json')
+        .send({
+          type: 'about:blank',
+          title: err.code,
+          status: err.status,
+          code: err.code,
+          detail: err.message,
+          ...(err.errors ? { errors: err.errors } : {}),
+        });
+    }
+    return reply
+      .code(500)
+      .type('application/problem+json')
+      .send({ type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'INTERNAL' });
+  });
+  await app.register(loginPlugin, {
+    serviceHost: 'peering.test',
+    admins: [],
+    isBlocked: () => false,
+    issueToken: testIssuer(),
+    ...opts,
+  });
+  await app.ready();
+  return app;
+}
