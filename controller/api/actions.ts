@@ -1,0 +1,83 @@
+/**
+ * Helpers shared by the user, admin and agent routes: multi-action dispatch, actors, ownership and the
+ * one way a status changes (through common/state-machine.ts).
+ */
+import type { TSchema } from 'typebox';
+import { ProblemError } from '../../common/errors.ts';
+import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
+import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import { validateOrThrow } from '../../common/validate.ts';
+import type { SessionStatusRecord } from '../../common/schema.ts';
+import type { Identity } from '../auth/jwt.ts';
+import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
+
+/** Picks the action's schema and validates the body with it: INVALID_ACTION before INVALID_REQUEST. */
+export function parseAction<T extends { action: string }>(body: unknown, table: Record<string, TSchema>): T {
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new ProblemError(
+      'INVALID_REQUEST',
+      'the request body must be a JSON object with an "action" field',
+    );
+  const action = (body as { action?: unknown }).action;
+  const names = Object.keys(table).join(', ');
+  if (action === undefined) throw new ProblemError('INVALID_ACTION', `"action" is missing; one of: ${names}`);
+  if (typeof action !== 'string' || !Object.hasOwn(table, action))
+    throw new ProblemError('INVALID_ACTION', `unknown action; one of: ${names}`, [
+      { pointer: '/action', message: `must be one of: ${names}` },
+    ]);
+  return validateOrThrow<T>(table[action] as TSchema, body, action);
+}
+
+export function actorOf(identity: Identity): Actor {
+  return identity.role === 'admin'
+    ? { name: `admin AS${identity.asn}`, role: 'admin', asn: identity.asn }
+    : { name: `AS${identity.asn}`, role: 'user', asn: identity.asn };
+}
+
+/** May this identity see and change the session? Users: only their ASN's; admins: all. */
+export function owns(identity: Identity, session: Session): boolean {
+  return identity.role === 'admin' || session.spec.asn === identity.asn;
+}
+
+/** The session, or SESSION_NOT_FOUND (also for another ASN's session: existence is not revealed). */
+export function findOwned(store: Store, identity: Identity, uuid: string): Session {
+  const session = store.getSession(uuid);
+  if (!session || !owns(identity, session)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${uuid}`);
+  return session;
+}
+
+export function statusRecord(
+  code: SessionStatusCode,
+  previous: SessionStatusRecord | undefined,
+  now: string,
+  lastError?: SessionStatusRecord['lastError'],
+): SessionStatusRecord {
+  const record: SessionStatusRecord = {
+    code,
+    name: statusName(code),
+    lastTransitionTime:
+      previous && previous.code === code && previous.lastTransitionTime ? previous.lastTransitionTime : now,
+  };
+  if (previous?.interface) record.interface = previous.interface;
+  if (previous?.metrics) record.metrics = previous.metrics;
+  if (lastError) record.lastError = lastError;
+  return record;
+}
+
+/**
+ * The store change a trigger makes. `spec` edits the spec (modify, restart); lastError is kept unless the
+ * session is queued for setup again, which clears it.
+ */
+export function applyTrigger(
+  session: Session,
+  trigger: Trigger,
+  now: string,
+  editSpec?: (spec: Session['spec'], outcome: Outcome) => Session['spec'],
+): SessionChange {
+  const from = session.status.code as SessionStatusCode;
+  const outcome = transition(from, trigger);
+  if (outcome.result === 'removed') return { delete: true };
+  const keepError = outcome.to === from ? session.status.lastError : undefined;
+  const spec = editSpec ? editSpec(session.spec, outcome) : session.spec;
+  return { spec, status: statusRecord(outcome.to, session.status, now, keepError) };
+}

@@ -1,0 +1,185 @@
+/**
+ * The admin API (DESIGN.md section 3), multi-action like /session, admin JWT only:
+ * `/admin/session` (approve, reject, disable, enable, list), `/admin/router` (list, add, update, remove,
+ * rotate-token; add and rotate-token answer the agent token once), `/admin/policy` (get, set).
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import { ProblemError } from '../../common/errors.ts';
+import { RouterSpec } from '../../common/schema.ts';
+import { validateOrThrow } from '../../common/validate.ts';
+import type { Identity } from '../auth/jwt.ts';
+import { newAgentToken } from '../auth/agent-token.ts';
+import type { Store } from '../store/store.ts';
+import { actorOf, applyTrigger, parseAction } from './actions.ts';
+import { requireAdmin } from './auth.ts';
+import {
+  AdminPolicyGet,
+  AdminPolicySet,
+  AdminRouterAdd,
+  AdminRouterList,
+  AdminRouterName,
+  AdminRouterUpdate,
+  AdminSessionAction,
+  AdminSessionList,
+  DeletedResponse,
+  SessionListResponse,
+  SessionRecord,
+} from './schemas.ts';
+import { adminRouter, sessionRecord } from './views.ts';
+
+export const ADMIN_SESSION_ACTIONS = {
+  list: AdminSessionList,
+  approve: AdminSessionAction('approve'),
+  reject: AdminSessionAction('reject'),
+  disable: AdminSessionAction('disable'),
+  enable: AdminSessionAction('enable'),
+};
+export const ADMIN_ROUTER_ACTIONS = {
+  list: AdminRouterList,
+  add: AdminRouterAdd,
+  update: AdminRouterUpdate,
+  remove: AdminRouterName('remove'),
+  'rotate-token': AdminRouterName('rotate-token'),
+};
+export const ADMIN_POLICY_ACTIONS = { get: AdminPolicyGet, set: AdminPolicySet };
+
+type SessionBody =
+  | Static<typeof AdminSessionList>
+  | { action: 'approve' | 'reject' | 'disable' | 'enable'; uuid: string; reason?: string };
+type RouterBody =
+  | { action: 'list' }
+  | Static<typeof AdminRouterAdd>
+  | Static<typeof AdminRouterUpdate>
+  | { action: 'remove' | 'rotate-token'; name: string };
+type PolicyBody = Static<typeof AdminPolicyGet> | Static<typeof AdminPolicySet>;
+
+export async function adminRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
+  const { store } = opts;
+  const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
+
+  app.post(
+    '/admin/session',
+    {
+      preHandler: requireAdmin,
+      config: {
+        docs: {
+          summary: 'Review and operate every session',
+          auth: 'admin',
+          actions: ADMIN_SESSION_ACTIONS,
+          responses: {
+            list: SessionListResponse,
+            approve: SessionRecord,
+            reject: DeletedResponse,
+            disable: SessionRecord,
+            enable: SessionRecord,
+          },
+        },
+      },
+    },
+    async (request) => {
+      const identity = request.identity as Identity;
+      const body = parseAction<SessionBody>(request.body, ADMIN_SESSION_ACTIONS);
+      if (body.action === 'list') {
+        const filter: { router?: string; asn?: number } = {};
+        if (body.router !== undefined) filter.router = body.router;
+        if (body.asn !== undefined) filter.asn = body.asn;
+        const sessions = store
+          .listSessions(filter)
+          .filter((s) => body.status === undefined || s.status.code === body.status)
+          .sort((a, b) => a.name.localeCompare(b.name));
+        return { sessions: sessions.map(view) };
+      }
+      const current = store.getSession(body.uuid);
+      if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+      const now = new Date().toISOString();
+      const why = body.reason ? `: ${body.reason}` : '';
+      const updated = await store.updateSession(
+        body.uuid,
+        (s) => applyTrigger(s, { kind: body.action }, now),
+        actorOf(identity),
+        `${body.action} session ${current.name}${why}`,
+      );
+      return updated ? view(updated) : { uuid: body.uuid, deleted: true as const };
+    },
+  );
+
+  app.post(
+    '/admin/router',
+    {
+      preHandler: requireAdmin,
+      config: {
+        docs: {
+          summary: 'Manage routers and their agent tokens',
+          auth: 'admin',
+          actions: ADMIN_ROUTER_ACTIONS,
+        },
+      },
+    },
+    async (request) => {
+      const identity = request.identity as Identity;
+      const actor = actorOf(identity);
+      const body = parseAction<RouterBody>(request.body, ADMIN_ROUTER_ACTIONS);
+      switch (body.action) {
+        case 'list':
+          return { routers: store.listRouters().map(adminRouter) };
+        case 'add': {
+          const { action: _action, name, ...fields } = body;
+          const spec = validateOrThrow<RouterSpec>(
+            RouterSpec,
+            { ...fields, uuid: fields.uuid ?? randomUUID() },
+            'router',
+          );
+          const { token, sha256 } = newAgentToken();
+          const created = await store.createRouter(name, { ...spec, agentTokenSha256: sha256 }, actor);
+          await store.setAgentTokenHash(name, sha256, actor);
+          return { router: adminRouter(store.getRouter(name) ?? created), agentToken: token };
+        }
+        case 'update': {
+          if (!store.getRouter(body.name))
+            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          const updated = await store.updateRouter(
+            body.name,
+            (spec) => validateOrThrow<RouterSpec>(RouterSpec, { ...spec, ...body.spec }, 'router'),
+            actor,
+            `update router ${body.name}: ${Object.keys(body.spec).join(', ') || 'nothing'}`,
+          );
+          return { router: adminRouter(updated) };
+        }
+        case 'remove':
+          if (!store.getRouter(body.name))
+            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          await store.deleteRouter(body.name, actor);
+          return { name: body.name, removed: true };
+        case 'rotate-token': {
+          if (!store.getRouter(body.name))
+            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          const { token, sha256 } = newAgentToken();
+          await store.setAgentTokenHash(body.name, sha256, actor);
+          return { name: body.name, agentToken: token };
+        }
+      }
+    },
+  );
+
+  app.post(
+    '/admin/policy',
+    {
+      preHandler: requireAdmin,
+      config: {
+        docs: { summary: 'Read and write the routing policy', auth: 'admin', actions: ADMIN_POLICY_ACTIONS },
+      },
+    },
+    async (request) => {
+      const identity = request.identity as Identity;
+      const body = parseAction<PolicyBody>(request.body, ADMIN_POLICY_ACTIONS);
+      const name = body.name ?? 'default';
+      if (name !== 'default' && !store.getRouter(name))
+        throw new ProblemError('ROUTER_NOT_FOUND', `no router ${name} to hold a policy override`);
+      if (body.action === 'get') return { name, spec: store.getPolicy(name)?.spec ?? {} };
+      const saved = await store.putPolicy(name, body.spec, actorOf(identity));
+      return { name: saved.name, spec: saved.spec };
+    },
+  );
+}

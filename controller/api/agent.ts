@@ -1,0 +1,387 @@
+/**
+ * The agent endpoints (SPEC.md 4.2, DESIGN.md section 5), each opened only by the token of the router in
+ * its path. Sessions carry an ETag (a hash of the body, so replicas agree) and support a long poll
+ * (`?wait=<s>` with If-None-Match). Reports are limited to the calling router's sessions: a batch naming
+ * any other session is refused whole.
+ */
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  AgentSessionsResponse,
+  BirdConfigResponse,
+  BootstrapConfigResponse,
+  DEFAULT_IMPORT_LIMIT,
+  FALLBACK_RPKI_SERVER,
+  HeartbeatBody,
+  MeshResponse,
+  MeshStatusBody,
+  ModifyAck,
+  ModifyBody,
+  ReportBody,
+  Ack,
+  type IbgpPeer,
+  type MeshPeer,
+} from '../../common/agent-api.ts';
+import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { formatEndpoint } from '../../common/net.ts';
+import { interfaceName, meshListenPort } from '../../common/naming.ts';
+import { transition } from '../../common/state-machine.ts';
+import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
+import { validateOrThrow } from '../../common/validate.ts';
+import type { SessionStatusRecord } from '../../common/schema.ts';
+import type { Config } from '../config.ts';
+import type { Router, Store } from '../store/store.ts';
+import { statusRecord } from './actions.ts';
+import type { RouteDocs } from './openapi.ts';
+import { requireAgent } from './auth.ts';
+import { agentSession, mergedPolicy } from './views.ts';
+
+interface SessionsView {
+  revision: number;
+  etag: string;
+  json: string;
+}
+
+export interface AgentRouteOptions {
+  store: Store;
+  config: Pick<Config, 'agentAutoUpdate' | 'maxLongPollSeconds' | 'rateLimit'>;
+  /** Aborted when the server shuts down: releases every long poll. */
+  shutdown: AbortSignal;
+}
+
+type RouterRoute = { Params: { router: string } };
+type RouterRequest = FastifyRequest<RouterRoute>;
+
+const routerId = (router: Router): string =>
+  router.spec.loopback.ipv4 ?? `0.0.${router.spec.nodeId >> 8}.${router.spec.nodeId & 255}`;
+
+function ibgpPeers(store: Store, self: string): IbgpPeer[] {
+  return store
+    .listRouters()
+    .filter((r) => r.name !== self)
+    .map((r) => ({ router: r.name, nodeId: r.spec.nodeId, loopback: { ...r.spec.loopback } }));
+}
+
+function meshPeers(store: Store, self: Router): MeshPeer[] {
+  const peers: MeshPeer[] = [];
+  for (const r of store.listRouters()) {
+    if (r.name === self.name || !r.status.meshPublicKey) continue;
+    peers.push({
+      router: r.name,
+      nodeId: r.spec.nodeId,
+      endpoint: formatEndpoint({ host: r.spec.endpointHost, port: meshListenPort(self.spec.nodeId) }),
+      publicKey: r.status.meshPublicKey,
+      linkLocal: r.spec.linkLocal,
+      loopback: { ...r.spec.loopback },
+      listenPort: meshListenPort(r.spec.nodeId),
+    });
+  }
+  return peers;
+}
+
+/** `If-None-Match` may list several tags or `*`. */
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  return header.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === etag || tag === '*';
+  });
+}
+
+function parseWait(query: unknown, max: number): number {
+  const raw = (query as { wait?: unknown } | undefined)?.wait;
+  if (raw === undefined) return 0;
+  const n = typeof raw === 'string' && /^[0-9]{1,6}$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isInteger(n) || n > max)
+    throw new ProblemError('INVALID_REQUEST', `wait must be whole seconds 0..${max}`, [
+      { pointer: '/wait', message: `must be an integer 0..${max}` },
+    ]);
+  return n;
+}
+
+export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions): Promise<void> {
+  const { store, config, shutdown } = opts;
+  const cache = new Map<string, SessionsView>();
+
+  function sessionsView(router: string): SessionsView {
+    const revision = store.revision(router);
+    const cached = cache.get(router);
+    if (cached && cached.revision === revision) return cached;
+    const sessions = store
+      .listSessions({ router })
+      .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
+      .map(agentSession)
+      .sort((a, b) => a.uuid.localeCompare(b.uuid));
+    const hash = createHash('sha256').update(JSON.stringify(sessions)).digest('base64url').slice(0, 27);
+    const view = { revision, etag: `"${hash}"`, json: JSON.stringify({ revision: hash, sessions }) };
+    cache.set(router, view);
+    return view;
+  }
+
+  const routerOf = (request: RouterRequest): Router => {
+    const router = store.getRouter(request.params.router);
+    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
+    return router;
+  };
+
+  const agentConfig = (docs: Omit<RouteDocs, 'auth'>) => ({
+    agent: true,
+    rateLimit: { max: config.rateLimit.agentPerMinute, timeWindow: 60_000 },
+    docs: { auth: 'agent' as const, ...docs },
+  });
+
+  app.get<RouterRoute>(
+    '/agent/:router/sessions',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({
+        summary: "The router's sessions (all but PENDING_REVIEW); ETag, If-None-Match, ?wait=<s> long poll",
+        response: AgentSessionsResponse,
+        query: { wait: 'seconds to hold the request while the ETag in If-None-Match is still current' },
+      }),
+    },
+    async (request: RouterRequest, reply: FastifyReply) => {
+      const router = request.params.router;
+      const wait = parseWait(request.query, config.maxLongPollSeconds);
+      const ifNoneMatch = request.headers['if-none-match'];
+      let view = sessionsView(router);
+      if (wait > 0 && etagMatches(ifNoneMatch, view.etag) && !shutdown.aborted) {
+        const gone = new AbortController();
+        const release = () => gone.abort();
+        reply.raw.once('close', release);
+        shutdown.addEventListener('abort', release, { once: true });
+        try {
+          const deadline = Date.now() + wait * 1000;
+          while (etagMatches(ifNoneMatch, view.etag) && !gone.signal.aborted && Date.now() < deadline) {
+            await store.waitForChange(router, view.revision, deadline - Date.now(), gone.signal);
+            view = sessionsView(router);
+          }
+        } finally {
+          reply.raw.off('close', release);
+          shutdown.removeEventListener('abort', release);
+        }
+      }
+      reply.header('etag', view.etag).header('cache-control', 'no-cache');
+      if (etagMatches(ifNoneMatch, view.etag)) return reply.code(304).send();
+      return reply.type('application/json; charset=utf-8').send(view.json);
+    },
+  );
+
+  app.get<RouterRoute>(
+    '/agent/:router/bird-config',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Routing policy merged for the router', response: BirdConfigResponse }),
+    },
+    async (request: RouterRequest) => {
+      const router = routerOf(request);
+      const policy = mergedPolicy(store, router.name);
+      if (policy.dn42Asn === undefined)
+        throw new ProblemError(
+          'CONFLICT',
+          'the routing policy sets no dn42Asn yet; an admin sets it with `admin policy set`',
+        );
+      return {
+        dn42Asn: policy.dn42Asn,
+        rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
+        ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
+        importLimit: { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit },
+        communities: {
+          enabled: policy.communities?.enabled ?? true,
+          bandwidth: policy.communities?.bandwidth ?? 24,
+          crypto: policy.communities?.crypto ?? 33,
+          region: router.spec.dn42Region ?? null,
+        },
+        routerId: routerId(router),
+        loopback: { ...router.spec.loopback },
+        ibgpPeers: ibgpPeers(store, router.name),
+      };
+    },
+  );
+
+  app.get<RouterRoute>(
+    '/agent/:router/mesh',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Mesh peers (routers with a known mesh key)', response: MeshResponse }),
+    },
+    async (request: RouterRequest) => ({ peers: meshPeers(store, routerOf(request)) }),
+  );
+
+  app.get<RouterRoute>(
+    '/agent/:router/config',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Bootstrap configuration', response: BootstrapConfigResponse }),
+    },
+    async (request: RouterRequest) => {
+      const router = routerOf(request);
+      const policy = mergedPolicy(store, router.name);
+      return {
+        node: {
+          name: router.name,
+          id: router.spec.nodeId,
+          region: router.spec.region,
+          location: router.spec.location ?? '',
+          provider: router.spec.provider ?? '',
+        },
+        asn: policy.dn42Asn ?? 0,
+        loopback: { ...router.spec.loopback },
+        tunnel: {
+          dn42Ipv4: router.spec.loopback.ipv4 ?? '',
+          dn42Ipv6: router.spec.loopback.ipv6 ?? '',
+          dn42Ipv6LinkLocal: router.spec.linkLocal,
+        },
+        controlPlane: { heartbeatInterval: 30, syncInterval: 60, metricInterval: 60 },
+        metric: { pingTimeout: 5, pingCount: 4, pingWorkers: 32 },
+        autoUpdate: {
+          enabled: config.agentAutoUpdate && policy.autoUpdate?.enabled !== false,
+          channel: policy.autoUpdate?.channel ?? 'stable',
+        },
+        meshPeers: meshPeers(store, router),
+        ibgpPeers: ibgpPeers(store, router.name),
+      };
+    },
+  );
+
+  app.post<RouterRoute>(
+    '/agent/:router/heartbeat',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
+    },
+    async (request: RouterRequest) => {
+      const body = validateOrThrow<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
+      const router = routerOf(request);
+      const patch: Parameters<Store['recordRouterStatus']>[1] = {
+        lastHeartbeat: new Date().toISOString(),
+        agentVersion: body.version,
+        uptime: body.uptime,
+      };
+      if (body.meshPublicKey !== undefined) patch.meshPublicKey = body.meshPublicKey;
+      store.recordRouterStatus(router.name, patch);
+      return { ok: true };
+    },
+  );
+
+  app.post<RouterRoute>(
+    '/agent/:router/report',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
+    },
+    async (request: RouterRequest) => {
+      const body = validateOrThrow<ReportBody>(ReportBody, request.body, 'report');
+      const router = routerOf(request);
+      const foreign: FieldError[] = [];
+      body.sessions.forEach((m, i) => {
+        if (store.getSession(m.uuid)?.spec.router !== router.name)
+          foreign.push({
+            pointer: `/sessions/${i}/uuid`,
+            message: `is not a session of router ${router.name}`,
+          });
+      });
+      if (foreign.length)
+        throw new ProblemError(
+          'SESSION_NOT_FOUND',
+          `the report names ${foreign.length} session(s) that are not this router's; nothing recorded`,
+          foreign,
+        );
+      const at = new Date().toISOString();
+      for (const m of body.sessions)
+        store.recordSessionMetrics(m.uuid, {
+          rtt: m.rtt,
+          rxBytes: m.rxBytes,
+          txBytes: m.txBytes,
+          routesImported: m.routesImported,
+          at,
+        });
+      return { ok: true, recorded: body.sessions.length };
+    },
+  );
+
+  app.post<RouterRoute>(
+    '/agent/:router/modify',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({
+        summary: 'Session status after configuration (SPEC 2.7)',
+        body: ModifyBody,
+        response: ModifyAck,
+      }),
+    },
+    async (request: RouterRequest) => {
+      const body = validateOrThrow<ModifyBody>(ModifyBody, request.body, 'modify');
+      const router = routerOf(request);
+      const current = store.getSession(body.uuid);
+      if (!current || current.spec.router !== router.name)
+        throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
+      if (body.interface !== interfaceName(current.spec.listenPort))
+        throw new ProblemError(
+          'INVALID_REQUEST',
+          `interface must be ${interfaceName(current.spec.listenPort)}`,
+          [
+            {
+              pointer: '/interface',
+              message: `is not this session's interface ${interfaceName(current.spec.listenPort)}`,
+            },
+          ],
+        );
+      const reported = body.status as SessionStatusCode;
+      const now = new Date().toISOString();
+      const change = (s: typeof current) => {
+        if (s.spec.router !== router.name)
+          throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
+        const outcome = transition(s.status.code as SessionStatusCode, { kind: 'report', status: reported });
+        if (outcome.result === 'removed') return { delete: true as const };
+        let lastError: SessionStatusRecord['lastError'];
+        if (outcome.to === SessionStatus.SETUP_FAILED)
+          lastError = {
+            code: 'SETUP_FAILED',
+            message: body.message ?? 'the agent could not set the session up',
+          };
+        else if (outcome.to === SessionStatus.ERROR)
+          lastError = {
+            code: 'ERROR',
+            message: body.message ?? s.status.lastError?.message ?? 'session in error',
+          };
+        const status = statusRecord(outcome.to, s.status, now, lastError);
+        status.interface = body.interface;
+        return { status };
+      };
+      // A report that changes nothing (the agent confirming ACTIVE each pass) is no write.
+      const preview = change(current);
+      if (!('delete' in preview) && JSON.stringify(preview.status) === JSON.stringify(current.status))
+        return ack(current.spec.uuid, current.status.code as SessionStatusCode, false);
+      const updated = await store.updateSession(
+        body.uuid,
+        change,
+        { name: `agent ${router.name}`, role: 'agent' },
+        `agent ${router.name}: session ${current.name} reports ${reported} (${statusName(reported)})`,
+      );
+      if (!updated) return ack(body.uuid, SessionStatus.DISABLED, true);
+      return ack(updated.spec.uuid, updated.status.code as SessionStatusCode, false);
+    },
+  );
+
+  app.post<RouterRoute>(
+    '/agent/:router/mesh/status',
+    {
+      preHandler: requireAgent,
+      config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
+    },
+    async (request: RouterRequest) => {
+      const body = validateOrThrow<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
+      const router = routerOf(request);
+      store.recordRouterStatus(router.name, {
+        meshPeers: body.peers,
+        meshUpdatedAt: new Date().toISOString(),
+      });
+      return { ok: true };
+    },
+  );
+}
+
+function ack(uuid: string, status: SessionStatusCode, removed: boolean) {
+  return { ok: true as const, uuid, status, statusName: statusName(status), removed };
+}

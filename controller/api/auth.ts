@@ -1,0 +1,79 @@
+/**
+ * Who is calling. One onRequest hook resolves the caller without failing (so the rate limiter can key
+ * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
+ * the router named in the path (a token opens no other router's paths).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ProblemError } from '../../common/errors.ts';
+import type { Identity, TokenIssuer } from '../auth/jwt.ts';
+import { agentTokenMatches } from '../auth/agent-token.ts';
+import type { Store } from '../store/store.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    identity: Identity | undefined;
+    authError: ProblemError | undefined;
+    /** The router whose token the caller presented, when it matches the `:router` of the path. */
+    agentRouter: string | undefined;
+  }
+  interface FastifyContextConfig {
+    /** Route authenticated by a router's agent token. */
+    agent?: boolean;
+  }
+}
+
+/** The token of `Authorization: Bearer <token>`, or undefined. */
+export function bearer(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header !== 'string') return undefined;
+  const match = /^Bearer[ ]+([A-Za-z0-9._~+/=-]{1,4096})$/i.exec(header.trim());
+  return match?.[1];
+}
+
+export function installAuth(
+  app: FastifyInstance,
+  deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'> },
+): void {
+  app.decorateRequest('identity', undefined);
+  app.decorateRequest('authError', undefined);
+  app.decorateRequest('agentRouter', undefined);
+  app.addHook('onRequest', async (request) => {
+    const token = bearer(request);
+    if (token === undefined) return;
+    if (request.routeOptions.config?.agent) {
+      const router = (request.params as { router?: string }).router;
+      if (router !== undefined && agentTokenMatches(token, deps.store.getAgentTokenHash(router)))
+        request.agentRouter = router;
+      return;
+    }
+    try {
+      request.identity = deps.tokens.verify(token);
+    } catch (err) {
+      request.authError =
+        err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
+    }
+  });
+}
+
+export async function requireUser(request: FastifyRequest): Promise<void> {
+  if (request.identity) return;
+  throw request.authError ?? new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first');
+}
+
+export async function requireAdmin(request: FastifyRequest): Promise<void> {
+  await requireUser(request);
+  if (request.identity?.role !== 'admin')
+    throw new ProblemError('FORBIDDEN', 'this action needs an admin token');
+}
+
+export async function requireAgent(request: FastifyRequest): Promise<void> {
+  if (request.agentRouter === undefined)
+    throw new ProblemError('INVALID_TOKEN', "the agent token is missing or is not this router's token");
+}
+
+/** Rate-limit key: the user, the router (agent routes), or before authentication the client address. */
+export function rateLimitKey(request: FastifyRequest): string {
+  if (request.agentRouter !== undefined) return `agent:${request.agentRouter}`;
+  if (request.identity) return `asn:${request.identity.asn}`;
+  return `ip:${request.ip}`;
+}

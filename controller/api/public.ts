@@ -1,0 +1,44 @@
+/** Unauthenticated routes: health, metrics, the router list and the OpenAPI document. */
+import type { FastifyInstance } from 'fastify';
+import type { Store } from '../store/store.ts';
+import { register } from '../metrics.ts';
+import { RoutersResponse } from './schemas.ts';
+import { publicRouter } from './views.ts';
+import Type from 'typebox';
+
+export async function publicRoutes(
+  app: FastifyInstance,
+  opts: { store: Store; openapi: () => Record<string, unknown> },
+): Promise<void> {
+  const { store } = opts;
+  app.get(
+    '/health',
+    {
+      config: {
+        rateLimit: false,
+        docs: { summary: 'Liveness', auth: 'none', response: Type.Object({ status: Type.Literal('ok') }) },
+      },
+    },
+    async () => ({ status: 'ok' }),
+  );
+  app.get(
+    '/metrics',
+    { config: { rateLimit: false, docs: { summary: 'Prometheus metrics (text format)', auth: 'none' } } },
+    async (_request, reply) => reply.type(register.contentType).send(await register.metrics()),
+  );
+  app.get(
+    '/routers',
+    {
+      config: { docs: { summary: 'Routers a user can peer with', auth: 'none', response: RoutersResponse } },
+    },
+    async () => ({
+      routers: store
+        .listRouters()
+        .sort((a, b) => a.name.localeCompare(b.name))
+        .map((r) => publicRouter(r, store)),
+    }),
+  );
+  app.get('/openapi.json', { config: { docs: { summary: 'This document', auth: 'none' } } }, async () =>
+    opts.openapi(),
+  );
+}

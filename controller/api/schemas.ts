@@ -1,0 +1,169 @@
+/**
+ * Request and response bodies of the user and admin APIs, built from the resource fields of
+ * common/schema.ts (one definition per field). The agent bodies live in common/agent-api.ts.
+ */
+import Type, { type Static, type TSchema } from 'typebox';
+import {
+  Asn,
+  Endpoint,
+  Ipv4,
+  Ipv6,
+  LastError,
+  LinkLocal,
+  Mtu,
+  PolicySpec,
+  Port,
+  RouterName,
+  RouterSpec,
+  SessionMetrics,
+  StatusCode,
+  StatusNameField,
+  Timestamp,
+  Uuid,
+  WireGuardKey,
+} from '../../common/schema.ts';
+
+const Reason = Type.String({ minLength: 1, maxLength: 500, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });
+
+/** `router` of create: the router's UUID (SPEC.md 2.2) or its name. */
+const RouterRef = Type.Union([Uuid, RouterName]);
+
+export const SessionList = Type.Object({ action: Type.Literal('list') }, { additionalProperties: false });
+export const SessionCreate = Type.Object(
+  {
+    action: Type.Literal('create'),
+    router: RouterRef,
+    ipv6: Ipv6,
+    linkLocal: LinkLocal,
+    ipv4: Type.Optional(Ipv4),
+    endpoint: Type.Optional(Endpoint),
+    publicKey: WireGuardKey,
+    mtu: Type.Optional(Mtu),
+    mpbgp: Type.Optional(Type.Boolean()),
+    extendedNextHop: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export const SessionModify = Type.Object(
+  {
+    action: Type.Literal('modify'),
+    uuid: Uuid,
+    endpoint: Type.Optional(Type.Union([Endpoint, Type.Null()])),
+    mtu: Type.Optional(Mtu),
+  },
+  { additionalProperties: false },
+);
+export const SessionUuidAction = (action: string) =>
+  Type.Object({ action: Type.Literal(action), uuid: Uuid }, { additionalProperties: false });
+export const SessionDelete = SessionUuidAction('delete');
+export const SessionRestart = SessionUuidAction('restart');
+
+export const AdminSessionList = Type.Object(
+  {
+    action: Type.Literal('list'),
+    router: Type.Optional(RouterName),
+    asn: Type.Optional(Asn),
+    status: Type.Optional(StatusCode),
+  },
+  { additionalProperties: false },
+);
+export const AdminSessionAction = (action: string) =>
+  Type.Object(
+    { action: Type.Literal(action), uuid: Uuid, reason: Type.Optional(Reason) },
+    { additionalProperties: false },
+  );
+
+/** Router fields an admin writes; uuid is generated when absent, the token hash never comes from a client. */
+const { agentTokenSha256: _hash, uuid: _uuid, ...writableRouterFields } = RouterSpec.properties;
+export const AdminRouterAdd = Type.Object(
+  { action: Type.Literal('add'), name: RouterName, uuid: Type.Optional(Uuid), ...writableRouterFields },
+  { additionalProperties: false },
+);
+export const AdminRouterUpdate = Type.Object(
+  {
+    action: Type.Literal('update'),
+    name: RouterName,
+    spec: Type.Partial(Type.Object(writableRouterFields, { additionalProperties: false })),
+  },
+  { additionalProperties: false },
+);
+export const AdminRouterName = (action: string) =>
+  Type.Object({ action: Type.Literal(action), name: RouterName }, { additionalProperties: false });
+export const AdminRouterList = Type.Object({ action: Type.Literal('list') }, { additionalProperties: false });
+
+export const AdminPolicyGet = Type.Object(
+  { action: Type.Literal('get'), name: Type.Optional(Type.Union([Type.Literal('default'), RouterName])) },
+  { additionalProperties: false },
+);
+export const AdminPolicySet = Type.Object(
+  {
+    action: Type.Literal('set'),
+    name: Type.Optional(Type.Union([Type.Literal('default'), RouterName])),
+    spec: PolicySpec,
+  },
+  { additionalProperties: false },
+);
+
+// ---- responses ----
+
+export const SessionRecord = Type.Object({
+  uuid: Uuid,
+  router: RouterName,
+  routerName: Type.String(),
+  asn: Asn,
+  status: StatusCode,
+  statusName: StatusNameField,
+  ipv6: Ipv6,
+  ipv6LinkLocal: LinkLocal,
+  ipv4: Type.Union([Ipv4, Type.Null()]),
+  endpoint: Type.Union([Endpoint, Type.Null()]),
+  publicKey: WireGuardKey,
+  mtu: Mtu,
+  mpbgp: Type.Boolean(),
+  extendedNextHop: Type.Boolean(),
+  listenPort: Port,
+  interface: Type.String(),
+  serverEndpoint: Type.String(),
+  createdAt: Type.Union([Timestamp, Type.Null()]),
+  lastTransitionTime: Type.Union([Timestamp, Type.Null()]),
+  lastError: Type.Union([LastError, Type.Null()]),
+  metrics: Type.Union([SessionMetrics, Type.Null()]),
+});
+export type SessionRecord = Static<typeof SessionRecord>;
+
+export const SessionListResponse = Type.Object({ sessions: Type.Array(SessionRecord) });
+export const CreateResponse = Type.Object({
+  uuid: Uuid,
+  status: StatusCode,
+  statusName: StatusNameField,
+  serverEndpoint: Type.String(),
+  serverPublicKey: WireGuardKey,
+  serverLinkLocal: LinkLocal,
+  listenPort: Port,
+  interface: Type.String(),
+});
+export const DeletedResponse = Type.Object({ uuid: Uuid, deleted: Type.Literal(true) });
+
+export const PublicRouter = Type.Object({
+  name: RouterName,
+  uuid: Uuid,
+  displayName: Type.String(),
+  region: Type.String(),
+  location: Type.Union([Type.String(), Type.Null()]),
+  endpointHost: Type.String(),
+  publicKey: WireGuardKey,
+  linkLocal: LinkLocal,
+  accepting: Type.Boolean(),
+});
+export const RoutersResponse = Type.Object({ routers: Type.Array(PublicRouter) });
+
+export const Problem = Type.Object({
+  type: Type.String(),
+  title: Type.String(),
+  status: Type.Integer(),
+  code: Type.String(),
+  detail: Type.String(),
+  errors: Type.Optional(Type.Array(Type.Object({ pointer: Type.String(), message: Type.String() }))),
+});
+
+export type ActionTable = Record<string, TSchema>;

@@ -1,0 +1,253 @@
+/**
+ * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart. A user sees and changes
+ * only its own ASN's sessions; an admin sees all. Create runs the policy checks before the store write.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Static } from 'typebox';
+import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { inRanges } from '../../common/net.ts';
+import { interfaceName, sessionName } from '../../common/naming.ts';
+import { transition } from '../../common/state-machine.ts';
+import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
+import type { Identity } from '../auth/jwt.ts';
+import type { Router, Store } from '../store/store.ts';
+import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
+import { requireUser } from './auth.ts';
+import {
+  CreateResponse,
+  DeletedResponse,
+  SessionCreate,
+  SessionDelete,
+  SessionList,
+  SessionListResponse,
+  SessionModify,
+  SessionRecord,
+  SessionRestart,
+} from './schemas.ts';
+import { mergedPolicy, serverEndpoint, sessionRecord } from './views.ts';
+
+export const SESSION_ACTIONS = {
+  list: SessionList,
+  create: SessionCreate,
+  modify: SessionModify,
+  delete: SessionDelete,
+  restart: SessionRestart,
+};
+
+type Body =
+  | Static<typeof SessionList>
+  | Static<typeof SessionCreate>
+  | Static<typeof SessionModify>
+  | { action: 'delete' | 'restart'; uuid: string };
+
+function resolveRouter(store: Store, ref: string): Router {
+  const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
+  if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${ref}`);
+  return router;
+}
+
+/** The checks of a create that the store cannot make (policy, capacity, address sanity). */
+function checkCreate(
+  store: Store,
+  identity: Identity,
+  router: Router,
+  body: Static<typeof SessionCreate>,
+): void {
+  const policy = mergedPolicy(store, router.name);
+  const asn = identity.asn;
+  if (policy.blockedAsns?.includes(asn))
+    throw new ProblemError('ASN_BLOCKED', `AS${asn} is blocked on this network; contact an administrator`);
+  if (router.spec.acceptingSessions === false)
+    throw new ProblemError('ROUTER_FULL', `router ${router.name} is not accepting new sessions`);
+  const onRouter = store.listSessions({ router: router.name });
+  if (onRouter.some((s) => s.spec.asn === asn))
+    throw new ProblemError(
+      'SESSION_EXISTS',
+      `AS${asn} already has a session (${sessionName(asn, router.name)}) on ${router.name}; delete it first`,
+    );
+  if (router.spec.maxSessions !== undefined && onRouter.length >= router.spec.maxSessions)
+    throw new ProblemError(
+      'ROUTER_FULL',
+      `router ${router.name} has reached its maximum of ${router.spec.maxSessions} sessions`,
+    );
+  if (policy.maxPendingPerAsn !== undefined) {
+    const pending = store
+      .listSessions({ asn })
+      .filter((s) => s.status.code === SessionStatus.PENDING_REVIEW).length;
+    if (pending >= policy.maxPendingPerAsn)
+      throw new ProblemError(
+        'CONFLICT',
+        `AS${asn} already has ${pending} sessions awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
+      );
+  }
+  const errors: FieldError[] = [];
+  if (!inRanges(body.ipv6, policy.peerAddressRanges?.ipv6))
+    errors.push({
+      pointer: '/ipv6',
+      message: `must be inside ${policy.peerAddressRanges?.ipv6?.join(', ')}`,
+    });
+  if (body.ipv4 !== undefined && !inRanges(body.ipv4, policy.peerAddressRanges?.ipv4))
+    errors.push({
+      pointer: '/ipv4',
+      message: `must be inside ${policy.peerAddressRanges?.ipv4?.join(', ')}`,
+    });
+  if (body.linkLocal === router.spec.linkLocal)
+    errors.push({
+      pointer: '/linkLocal',
+      message: `collides with the router's own link-local ${router.spec.linkLocal}`,
+    });
+  const mpbgp = body.mpbgp ?? true;
+  const enh = body.extendedNextHop ?? true;
+  if (enh && !mpbgp)
+    errors.push({
+      pointer: '/extendedNextHop',
+      message: 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',
+    });
+  if (!mpbgp && body.ipv4 === undefined)
+    errors.push({
+      pointer: '/mpbgp',
+      message:
+        'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
+    });
+  if (mpbgp && !enh && body.ipv4 === undefined)
+    errors.push({
+      pointer: '/extendedNextHop',
+      message: 'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
+    });
+  if (errors.length)
+    throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
+export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
+  const { store } = opts;
+  const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
+
+  app.post(
+    '/session',
+    {
+      preHandler: requireUser,
+      config: {
+        docs: {
+          summary: 'Session actions of the calling ASN (admins: every session)',
+          auth: 'user',
+          actions: SESSION_ACTIONS,
+          responses: {
+            list: SessionListResponse,
+            create: CreateResponse,
+            modify: SessionRecord,
+            delete: DeletedResponse,
+            restart: SessionRecord,
+          },
+        },
+      },
+    },
+    async (request) => {
+      const identity = request.identity as Identity;
+      const body = parseAction<Body>(request.body, SESSION_ACTIONS);
+      const actor = actorOf(identity);
+      const now = new Date().toISOString();
+      switch (body.action) {
+        case 'list': {
+          const sessions = (
+            identity.role === 'admin' ? store.listSessions() : store.listSessions({ asn: identity.asn })
+          )
+            .filter((s) => owns(identity, s))
+            .sort(
+              (a, b) =>
+                (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') ||
+                a.name.localeCompare(b.name),
+            );
+          return { sessions: sessions.map(view) };
+        }
+        case 'create': {
+          const router = resolveRouter(store, body.router);
+          checkCreate(store, identity, router, body);
+          const outcome = transition(undefined, {
+            kind: 'create',
+            autoApprove: router.spec.autoApprove ?? false,
+          });
+          if (outcome.result !== 'status') throw new Error('create cannot remove');
+          const input = {
+            asn: identity.asn,
+            router: router.name,
+            ipv6: body.ipv6,
+            linkLocal: body.linkLocal,
+            publicKey: body.publicKey,
+            mtu: body.mtu ?? 1420,
+            mpbgp: body.mpbgp ?? true,
+            extendedNextHop: body.extendedNextHop ?? true,
+            restartGeneration: 0,
+            ...(body.ipv4 !== undefined ? { ipv4: body.ipv4 } : {}),
+            ...(body.endpoint !== undefined ? { endpoint: body.endpoint } : {}),
+          };
+          const session = await store.createSession(
+            input,
+            { code: outcome.to, name: statusName(outcome.to), lastTransitionTime: now },
+            actor,
+            `create session AS${identity.asn} on ${router.name}`,
+          );
+          return {
+            uuid: session.spec.uuid,
+            status: session.status.code,
+            statusName: statusName(session.status.code as SessionStatusCode),
+            serverEndpoint: serverEndpoint(router, session.spec.listenPort),
+            serverPublicKey: router.spec.publicKey,
+            serverLinkLocal: router.spec.linkLocal,
+            listenPort: session.spec.listenPort,
+            interface: interfaceName(session.spec.listenPort),
+          };
+        }
+        case 'modify': {
+          const current = findOwned(store, identity, body.uuid);
+          const updated = await store.updateSession(
+            body.uuid,
+            (s) => {
+              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              return applyTrigger(s, { kind: 'modify' }, now, (spec) => {
+                const next = { ...spec };
+                if (body.endpoint === null) delete next.endpoint;
+                else if (body.endpoint !== undefined) next.endpoint = body.endpoint;
+                if (body.mtu !== undefined) next.mtu = body.mtu;
+                return next;
+              });
+            },
+            actor,
+            `modify session ${current.name}`,
+          );
+          if (!updated) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+          return view(updated);
+        }
+        case 'restart': {
+          const current = findOwned(store, identity, body.uuid);
+          const updated = await store.updateSession(
+            body.uuid,
+            (s) => {
+              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              return applyTrigger(s, { kind: 'restart' }, now, (spec) => ({
+                ...spec,
+                restartGeneration: (spec.restartGeneration ?? 0) + 1,
+              }));
+            },
+            actor,
+            `restart session ${current.name}`,
+          );
+          if (!updated) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+          return view(updated);
+        }
+        case 'delete': {
+          const current = findOwned(store, identity, body.uuid);
+          const updated = await store.updateSession(
+            body.uuid,
+            (s) => {
+              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              return applyTrigger(s, { kind: 'delete' }, now);
+            },
+            actor,
+            `delete session ${current.name}`,
+          );
+          return updated ? view(updated) : { uuid: body.uuid, deleted: true as const };
+        }
+      }
+    },
+  );
+}

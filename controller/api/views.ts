@@ -1,0 +1,96 @@
+/** Stored resources → the records clients see (SPEC.md 2.1, 2.3; DESIGN.md sections 3 and 5). */
+import type { AgentSession } from '../../common/agent-api.ts';
+import { formatEndpoint } from '../../common/net.ts';
+import { interfaceName } from '../../common/naming.ts';
+import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import type { PolicySpec } from '../../common/schema.ts';
+import type { Router, Session, Store } from '../store/store.ts';
+import type { SessionRecord } from './schemas.ts';
+
+/** `host:port` of the router's side of a session tunnel. */
+export function serverEndpoint(router: Router | undefined, listenPort: number): string {
+  return router ? formatEndpoint({ host: router.spec.endpointHost, port: listenPort }) : '';
+}
+
+export function sessionRecord(session: Session, router: Router | undefined): SessionRecord {
+  const { spec, status } = session;
+  return {
+    uuid: spec.uuid,
+    router: spec.router,
+    routerName: router?.spec.displayName ?? spec.router,
+    asn: spec.asn,
+    status: status.code,
+    statusName: statusName(status.code as SessionStatusCode),
+    ipv6: spec.ipv6,
+    ipv6LinkLocal: spec.linkLocal,
+    ipv4: spec.ipv4 ?? null,
+    endpoint: spec.endpoint ?? null,
+    publicKey: spec.publicKey,
+    mtu: spec.mtu,
+    mpbgp: spec.mpbgp ?? true,
+    extendedNextHop: spec.extendedNextHop ?? true,
+    listenPort: spec.listenPort,
+    interface: status.interface ?? interfaceName(spec.listenPort),
+    serverEndpoint: serverEndpoint(router, spec.listenPort),
+    createdAt: spec.createdAt ?? null,
+    lastTransitionTime: status.lastTransitionTime ?? null,
+    lastError: status.lastError ?? null,
+    metrics: status.metrics ?? null,
+  };
+}
+
+export function agentSession(session: Session): AgentSession {
+  const { spec, status } = session;
+  return {
+    uuid: spec.uuid,
+    asn: spec.asn,
+    status: status.code,
+    statusName: statusName(status.code as SessionStatusCode),
+    interface: interfaceName(spec.listenPort),
+    listenPort: spec.listenPort,
+    endpoint: spec.endpoint ?? null,
+    publicKey: spec.publicKey,
+    ipv6: spec.ipv6,
+    linkLocal: spec.linkLocal,
+    ipv4: spec.ipv4 ?? null,
+    mtu: spec.mtu,
+    mpbgp: spec.mpbgp ?? true,
+    extendedNextHop: spec.extendedNextHop ?? true,
+    restartGeneration: spec.restartGeneration ?? 0,
+  };
+}
+
+/** The router as a user sees it in `GET /routers`. */
+export function publicRouter(router: Router, store: Store) {
+  const { spec } = router;
+  return {
+    name: router.name,
+    uuid: spec.uuid,
+    displayName: spec.displayName,
+    region: spec.region,
+    location: spec.location ?? null,
+    endpointHost: spec.endpointHost,
+    publicKey: spec.publicKey,
+    linkLocal: spec.linkLocal,
+    accepting: routerAccepting(router, store),
+  };
+}
+
+/** The router's spec for admins: everything except the token hash. */
+export function adminRouter(router: Router) {
+  const { agentTokenSha256, ...spec } = router.spec;
+  return { name: router.name, spec, status: router.status, hasAgentToken: agentTokenSha256 !== undefined };
+}
+
+export function routerAccepting(router: Router, store: Store): boolean {
+  if (router.spec.acceptingSessions === false) return false;
+  const max = router.spec.maxSessions;
+  return max === undefined || store.listSessions({ router: router.name }).length < max;
+}
+
+/** The default policy with the router's override on top (field by field). */
+export function mergedPolicy(store: Store, router: string | undefined): PolicySpec {
+  const base = store.getPolicy('default')?.spec ?? {};
+  const own = router === undefined ? undefined : store.getPolicy(router)?.spec;
+  return { ...base, ...own };
+}

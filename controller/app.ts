@@ -1,0 +1,80 @@
+/**
+ * The controller's HTTP application. buildApp wires store, token issuer, config and logger into a
+ * fastify instance without listening, so tests and the lab start it in-process. Every route answers at
+ * `/<path>` and at `/api/v1/<path>`.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Config } from './config.ts';
+import type { TokenIssuer } from './auth/jwt.ts';
+import type { Store } from './store/store.ts';
+import { installErrorHandling } from './api/problem.ts';
+import { installAuth } from './api/auth.ts';
+import { installRateLimit } from './api/rate-limit.ts';
+import { collectRoutes, openApiDocument } from './api/openapi.ts';
+import { publicRoutes } from './api/public.ts';
+import { sessionRoutes } from './api/session.ts';
+import { adminRoutes } from './api/admin.ts';
+import { agentRoutes } from './api/agent.ts';
+import { addMetricsSource, httpDuration, httpRequests } from './metrics.ts';
+
+export interface AppOptions {
+  store: Store;
+  tokens: TokenIssuer;
+  config: Config;
+  /** A pino logger, or false for none (benchmarks). */
+  logger: FastifyBaseLogger | false;
+}
+
+export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
+  const { store, tokens, config } = opts;
+  const app = Fastify({
+    ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
+    bodyLimit: config.bodyLimitBytes,
+    // One log line per request comes from our onResponse hook (route pattern, status, duration).
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+  });
+  // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
+  app.removeContentTypeParser('text/plain');
+
+  installErrorHandling(app);
+  installAuth(app, { store, tokens });
+  await installRateLimit(app, config);
+  const operations = collectRoutes(app);
+
+  // One request log line and the HTTP metrics, keyed by route pattern (never the raw URL).
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const seconds = reply.elapsedTime / 1000;
+    httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
+    httpDuration.observe({ route, method: request.method }, seconds);
+    request.log.info(
+      {
+        route,
+        method: request.method,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
+  });
+
+  const shutdown = new AbortController();
+  app.addHook('preClose', async () => shutdown.abort());
+  const removeSource = addMetricsSource(store, config);
+  app.addHook('onClose', async () => removeSource());
+
+  let document: Record<string, unknown> | undefined;
+  const openapi = () => (document ??= openApiDocument(operations));
+  const routes = async (scope: FastifyInstance) => {
+    await scope.register(publicRoutes, { store, openapi });
+    await scope.register(sessionRoutes, { store });
+    await scope.register(adminRoutes, { store });
+    await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
+  };
+  await app.register(routes);
+  await app.register(routes, { prefix: '/api/v1' });
+  return app;
+}

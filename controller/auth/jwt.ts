@@ -1,0 +1,123 @@
+/**
+ * User and admin JWTs (DESIGN.md section 3): EdDSA over one Ed25519 key kept in the data dir (mode 0600,
+ * created on first start) or named by PEEROPS_JWT_KEY_FILE so that several replicas share it.
+ * Claims: sub `AS<asn>`, asn, role, iss `peerops`, iat, exp.
+ */
+import { generateKeyPairSync, createPrivateKey, createPublicKey } from 'node:crypto';
+import { mkdir, open, readFile, rename, chmod } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { createSigner, createVerifier } from 'fast-jwt';
+import { ProblemError } from '../../common/errors.ts';
+
+export type Role = 'user' | 'admin';
+
+export interface Identity {
+  asn: number;
+  role: Role;
+}
+
+export interface IssuedToken {
+  token: string;
+  expiresAt: string;
+}
+
+export const ISSUER = 'peerops';
+export const DEFAULT_TTL_SECONDS = 24 * 3600;
+const MAX_TTL_SECONDS = 366 * 24 * 3600;
+
+/** Writes the key atomically (temp + fsync + rename), mode 0600 from the start. */
+async function writeKeyFile(path: string, pem: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  const fh = await open(tmp, 'wx', 0o600);
+  try {
+    await fh.writeFile(pem);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+}
+
+/** Reads the Ed25519 private key PEM at `path`, creating it when absent. */
+export async function loadOrCreateKey(path: string): Promise<string> {
+  try {
+    const pem = await readFile(path, 'utf8');
+    if (createPrivateKey(pem).asymmetricKeyType !== 'ed25519')
+      throw new Error(`${path}: the JWT key must be an Ed25519 private key`);
+    await chmod(path, 0o600);
+    return pem;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+  try {
+    await writeKeyFile(path, pem);
+  } catch (err) {
+    // Another replica or process won the race: use its key.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  return readFile(path, 'utf8');
+}
+
+export function defaultKeyPath(dataDir: string): string {
+  return join(dataDir, 'jwt-ed25519.pem');
+}
+
+/** Issues and verifies tokens with one key. The login plugin and `peerops admin token` call issueToken. */
+export class TokenIssuer {
+  private readonly privatePem: string;
+  private readonly verifier: (token: string) => Record<string, unknown>;
+
+  constructor(privatePem: string) {
+    this.privatePem = privatePem;
+    const publicPem = createPublicKey(privatePem).export({ format: 'pem', type: 'spki' }).toString();
+    this.verifier = createVerifier({
+      key: publicPem,
+      algorithms: ['EdDSA'],
+      allowedIss: ISSUER,
+      requiredClaims: ['exp', 'sub', 'asn', 'role'],
+      cache: 10000,
+    }) as (token: string) => Record<string, unknown>;
+  }
+
+  static async fromFile(path: string): Promise<TokenIssuer> {
+    return new TokenIssuer(await loadOrCreateKey(path));
+  }
+
+  issueToken(asn: number, role: Role, ttlSeconds: number = DEFAULT_TTL_SECONDS): IssuedToken {
+    if (!Number.isInteger(asn) || asn < 1 || asn > 4294967295) throw new Error(`not an ASN: ${asn}`);
+    if (role !== 'user' && role !== 'admin') throw new Error(`not a role: ${String(role)}`);
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_TTL_SECONDS)
+      throw new Error(`ttl must be 1..${MAX_TTL_SECONDS} seconds`);
+    const now = Math.floor(Date.now() / 1000);
+    const exp = now + ttlSeconds;
+    const sign = createSigner({ key: this.privatePem, algorithm: 'EdDSA' });
+    const token = sign({ sub: `AS${asn}`, asn, role, iss: ISSUER, iat: now, exp });
+    return { token, expiresAt: new Date(exp * 1000).toISOString() };
+  }
+
+  /** The identity in a valid token; INVALID_TOKEN otherwise (never says which check failed beyond a word). */
+  verify(token: string): Identity {
+    let claims: Record<string, unknown>;
+    try {
+      claims = this.verifier(token);
+    } catch (err) {
+      const expired = (err as { code?: string }).code === 'FAST_JWT_EXPIRED';
+      throw new ProblemError(
+        'INVALID_TOKEN',
+        expired ? 'the token has expired; log in again' : 'the token is not valid',
+      );
+    }
+    const { asn, role, sub } = claims;
+    if (
+      typeof asn !== 'number' ||
+      !Number.isInteger(asn) ||
+      (role !== 'user' && role !== 'admin') ||
+      sub !== `AS${asn}`
+    )
+      throw new ProblemError('INVALID_TOKEN', 'the token claims are not valid');
+    return { asn, role };
+  }
+}

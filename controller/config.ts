@@ -1,0 +1,81 @@
+/**
+ * Controller configuration from command-line flags and the environment (flags win). One place, so
+ * `peerops serve`, tests and the lab all build the same Config.
+ */
+import { resolve } from 'node:path';
+
+export interface Config {
+  /** Address to listen on: `host` ('' = every address) and `port`. */
+  listen: { host: string; port: number };
+  /** Holds the git store (`store.git`) and the JWT signing key. */
+  dataDir: string;
+  store: 'git' | 'kubernetes';
+  /** PEM file of the Ed25519 JWT key (several replicas share it); default `<dataDir>/jwt-ed25519.pem`. */
+  jwtKeyFile: string | undefined;
+  /** `AGENT_AUTOUPDATE=false` turns agent auto-update off fleet-wide. */
+  agentAutoUpdate: boolean;
+  /** Shared rate-limit counters for several replicas. */
+  redisUrl: string | undefined;
+  rateLimit: { perMinute: number; agentPerMinute: number };
+  /** Login plugin wiring (DESIGN.md section 6). */
+  registry: string | undefined;
+  adminAsns: number[];
+  serviceHost: string | undefined;
+  /** Status 4 for longer than this is "stuck" (SPEC.md section 8). */
+  stuckAfterSeconds: number;
+  /** No heartbeat for longer than this is "offline" (SPEC.md section 8). */
+  offlineAfterSeconds: number;
+  bodyLimitBytes: number;
+  /** Upper bound of `?wait=` on the agent's long poll. */
+  maxLongPollSeconds: number;
+}
+
+/** `HOST:PORT`, `:PORT`, `[v6]:PORT`. */
+export function parseListen(value: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):([0-9]{1,5})$/.exec(value.trim());
+  const port = Number(match?.[3]);
+  if (!match || !Number.isInteger(port) || port > 65535)
+    throw new Error(`listen address '${value}' is not HOST:PORT (e.g. :8080, 127.0.0.1:8080, [::1]:8080)`);
+  return { host: match[1] ?? match[2] ?? '', port };
+}
+
+function parseAsnList(value: string | undefined): number[] {
+  if (!value) return [];
+  return value
+    .split(',')
+    .map((s) => s.trim().replace(/^AS/i, ''))
+    .filter((s) => s !== '')
+    .map((s) => {
+      const n = Number(s);
+      if (!Number.isInteger(n) || n < 1 || n > 4294967295)
+        throw new Error(`PEEROPS_ADMIN_ASNS: '${s}' is not an ASN`);
+      return n;
+    });
+}
+
+export interface Flags {
+  listen?: string | undefined;
+  data?: string | undefined;
+}
+
+export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const store = env.PEEROPS_STORE ?? 'git';
+  if (store !== 'git' && store !== 'kubernetes')
+    throw new Error(`PEEROPS_STORE must be 'git' or 'kubernetes', not '${store}'`);
+  return {
+    listen: parseListen(flags.listen ?? env.PEEROPS_LISTEN ?? ':8080'),
+    dataDir: resolve(flags.data ?? env.PEEROPS_DATA ?? './data'),
+    store,
+    jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,
+    agentAutoUpdate: (env.AGENT_AUTOUPDATE ?? 'true').toLowerCase() !== 'false',
+    redisUrl: env.PEEROPS_REDIS_URL || undefined,
+    rateLimit: { perMinute: 60, agentPerMinute: 300 },
+    registry: env.PEEROPS_REGISTRY || undefined,
+    adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),
+    serviceHost: env.PEEROPS_SERVICE_HOST || undefined,
+    stuckAfterSeconds: 600,
+    offlineAfterSeconds: 300,
+    bodyLimitBytes: 64 * 1024,
+    maxLongPollSeconds: 300,
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * `peerops serve [--listen HOST:PORT] [--data DIR]`: opens the store, builds the app, starts the
+ * reconciler and listens. SIGTERM/SIGINT: stop accepting, release long polls, let in-flight requests
+ * finish, stop the reconciler, close the store (which finishes queued writes).
+ */
+import { mkdir } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { loadConfig } from './config.ts';
+import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
+import { openStore } from './store/open.ts';
+import { buildApp } from './app.ts';
+import { Reconciler } from './reconcile/index.ts';
+
+const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
+
+  --listen   address to listen on (env PEEROPS_LISTEN, default :8080)
+  --data     data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
+
+env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
+     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST`;
+
+export async function main(argv: string[]): Promise<number> {
+  let flags: { listen?: string | undefined; data?: string | undefined; help?: boolean | undefined };
+  try {
+    flags = parseArgs({
+      args: argv,
+      options: {
+        listen: { type: 'string' },
+        data: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (err) {
+    console.error(`peerops serve: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (flags.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const logger = pino({ name: 'peerops', redact: ['req.headers.authorization', '*.token', '*.agentToken'] });
+  let config;
+  try {
+    config = loadConfig(flags);
+  } catch (err) {
+    console.error(`peerops serve: ${(err as Error).message}`);
+    return 2;
+  }
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const tokens = await TokenIssuer.fromFile(config.jwtKeyFile ?? defaultKeyPath(config.dataDir));
+  const store = await openStore(config, logger);
+  await store.start();
+  const app = await buildApp({ store, tokens, config, logger });
+  const reconciler = new Reconciler({
+    store,
+    logger,
+    stuckAfterSeconds: config.stuckAfterSeconds,
+    offlineAfterSeconds: config.offlineAfterSeconds,
+  });
+  reconciler.start();
+  const address = await app.listen({ host: config.listen.host || '::', port: config.listen.port });
+  logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, 'shutting down');
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+      resolve();
+    };
+    const onTerm = () => stop('SIGTERM');
+    const onInt = () => stop('SIGINT');
+    process.once('SIGTERM', onTerm);
+    process.once('SIGINT', onInt);
+  });
+  await app.close();
+  await reconciler.stop();
+  await store.close();
+  logger.info('stopped');
+  return 0;
+}

@@ -1,0 +1,189 @@
+/**
+ * Controller metrics on prom-client's default registry: the four of SPEC.md 4.3 plus DESIGN.md section 8
+ * (per-session RTT/routes/bytes, stuck sessions, offline agents, login outcomes, store latency).
+ * Gauges about stored state are computed at scrape time from every open store, so they survive restarts.
+ */
+import { Counter, Gauge, Histogram, register } from 'prom-client';
+import type { Store } from './store/store.ts';
+import { ALL_STATUS_CODES, SessionStatus, statusName } from '../common/status.ts';
+
+/** Stores whose state the scrape-time gauges report (normally one; tests may open several). */
+const sources = new Set<{ store: Store; stuckAfterSeconds: number; offlineAfterSeconds: number }>();
+
+export function addMetricsSource(
+  store: Store,
+  opts: { stuckAfterSeconds: number; offlineAfterSeconds: number },
+): () => void {
+  const entry = { store, ...opts };
+  sources.add(entry);
+  return () => sources.delete(entry);
+}
+
+function getOrCreate<T>(name: string, make: () => T): T {
+  return (register.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export const httpRequests = getOrCreate(
+  'http_requests_total',
+  () =>
+    new Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'] as const,
+    }),
+);
+
+export const httpDuration = getOrCreate(
+  'http_request_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request latency by route pattern and method',
+      labelNames: ['route', 'method'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    }),
+);
+
+/** Login outcomes; the login plugin increments it (`ok`, `bad_signature`, `expired`, `blocked`, …). */
+export const loginTotal = getOrCreate(
+  'peerops_login_total',
+  () =>
+    new Counter({
+      name: 'peerops_login_total',
+      help: 'Login attempts by outcome',
+      labelNames: ['outcome'] as const,
+    }),
+);
+
+export const storeLatency = getOrCreate(
+  'peerops_store_operation_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'peerops_store_operation_duration_seconds',
+      help: 'Latency of store writes by operation',
+      labelNames: ['operation', 'outcome'] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    }),
+);
+
+getOrCreate(
+  'active_sessions_total',
+  () =>
+    new Gauge({
+      name: 'active_sessions_total',
+      help: 'BGP sessions by status',
+      labelNames: ['status'] as const,
+      collect() {
+        const counts = new Map<number, number>(ALL_STATUS_CODES.map((c) => [c, 0]));
+        for (const { store } of sources)
+          for (const s of store.listSessions())
+            counts.set(s.status.code, (counts.get(s.status.code) ?? 0) + 1);
+        this.reset();
+        for (const [code, n] of counts) this.set({ status: statusName(code as 0) }, n);
+      },
+    }),
+);
+
+getOrCreate(
+  'agent_heartbeat_timestamp',
+  () =>
+    new Gauge({
+      name: 'agent_heartbeat_timestamp',
+      help: 'Unix time (seconds) of the last heartbeat per router',
+      labelNames: ['router'] as const,
+      collect() {
+        this.reset();
+        for (const { store } of sources)
+          for (const r of store.listRouters()) {
+            const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) / 1000 : 0;
+            this.set({ router: r.name }, at);
+          }
+      },
+    }),
+);
+
+getOrCreate(
+  'peerops_agent_offline',
+  () =>
+    new Gauge({
+      name: 'peerops_agent_offline',
+      help: '1 when the router has sent no heartbeat for more than the offline threshold (5 min)',
+      labelNames: ['router'] as const,
+      collect() {
+        this.reset();
+        const now = Date.now();
+        for (const { store, offlineAfterSeconds } of sources)
+          for (const r of store.listRouters()) {
+            const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) : 0;
+            this.set({ router: r.name }, now - at > offlineAfterSeconds * 1000 ? 1 : 0);
+          }
+      },
+    }),
+);
+
+getOrCreate(
+  'peerops_sessions_stuck',
+  () =>
+    new Gauge({
+      name: 'peerops_sessions_stuck',
+      help: 'Sessions in QUEUED_FOR_SETUP for longer than the stuck threshold (10 min), by router',
+      labelNames: ['router'] as const,
+      collect() {
+        this.reset();
+        const now = Date.now();
+        for (const { store, stuckAfterSeconds } of sources) {
+          for (const r of store.listRouters()) this.set({ router: r.name }, 0);
+          for (const s of store.listSessions()) {
+            if (!isStuck(s.status, now, stuckAfterSeconds)) continue;
+            this.inc({ router: s.spec.router });
+          }
+        }
+      },
+    }),
+);
+
+/** Is a session stuck in QUEUED_FOR_SETUP? */
+export function isStuck(
+  status: { code: number; lastTransitionTime?: string | undefined },
+  now: number,
+  stuckAfterSeconds: number,
+): boolean {
+  if (status.code !== SessionStatus.QUEUED_FOR_SETUP || !status.lastTransitionTime) return false;
+  return now - Date.parse(status.lastTransitionTime) > stuckAfterSeconds * 1000;
+}
+
+/** Per-session gauges from the last agent report. */
+function sessionGauge(
+  name: string,
+  help: string,
+  pick: (m: NonNullable<SessionMetricsLike>) => number | null,
+) {
+  return getOrCreate(
+    name,
+    () =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['session', 'router', 'asn'] as const,
+        collect() {
+          this.reset();
+          for (const { store } of sources)
+            for (const s of store.listSessions()) {
+              const m = s.status.metrics;
+              if (!m) continue;
+              const v = pick(m);
+              if (v === null) continue;
+              this.set({ session: s.spec.uuid, router: s.spec.router, asn: String(s.spec.asn) }, v);
+            }
+        },
+      }),
+  );
+}
+type SessionMetricsLike = ReturnType<Store['listSessions']>[number]['status']['metrics'];
+
+sessionGauge('peerops_session_rtt_milliseconds', 'Round-trip time over the session tunnel', (m) => m.rtt);
+sessionGauge('peerops_session_routes_imported', 'Routes imported from the peer', (m) => m.routesImported);
+sessionGauge('peerops_session_rx_bytes', 'Bytes received over the session tunnel', (m) => m.rxBytes);
+sessionGauge('peerops_session_tx_bytes', 'Bytes sent over the session tunnel', (m) => m.txBytes);
+
+export { register };

@@ -1,0 +1,136 @@
+/**
+ * The controller-side reconcile loop: level-triggered (a full pass over the store on every change and
+ * every interval), idempotent. It computes conditions (stuck sessions, offline agents, sessions whose
+ * router is gone) and acts on the one it can settle alone: a PENDING_REVIEW session of a removed router
+ * is rejected. Everything else is surfaced as metrics and a log line when a condition first appears.
+ */
+import type { Logger } from 'pino';
+import { isProblem } from '../../common/errors.ts';
+import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
+import { transition } from '../../common/state-machine.ts';
+import { isStuck } from '../metrics.ts';
+import type { Store } from '../store/store.ts';
+
+export interface Condition {
+  type: 'SessionStuck' | 'AgentOffline' | 'RouterMissing';
+  /** Session uuid or router name. */
+  subject: string;
+  message: string;
+  since: string;
+}
+
+export interface ReconcilerOptions {
+  store: Store;
+  logger?: Pick<Logger, 'warn' | 'info' | 'error'>;
+  stuckAfterSeconds: number;
+  offlineAfterSeconds: number;
+  intervalMs?: number;
+}
+
+const CONTROLLER = { name: 'controller', role: 'controller' as const };
+
+export class Reconciler {
+  private readonly opts: ReconcilerOptions;
+  private current = new Map<string, Condition>();
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(opts: ReconcilerOptions) {
+    this.opts = opts;
+  }
+
+  start(): void {
+    this.unsubscribe = this.opts.store.onChange(() => this.trigger());
+    this.timer = setInterval(() => this.trigger(), this.opts.intervalMs ?? 30_000);
+    this.timer.unref();
+    this.trigger();
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    if (this.timer) clearInterval(this.timer);
+    this.again = false;
+    await this.running;
+  }
+
+  conditions(): Condition[] {
+    return [...this.current.values()];
+  }
+
+  /** Runs a pass now, or once more after the running one (changes during a pass are not lost). */
+  trigger(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await this.pass().catch((err: unknown) => this.opts.logger?.error({ err }, 'reconcile pass failed'));
+      } while (this.again);
+      this.running = undefined;
+    })();
+    return this.running;
+  }
+
+  async pass(now = Date.now()): Promise<void> {
+    const { store } = this.opts;
+    const found = new Map<string, Condition>();
+    const at = new Date(now).toISOString();
+    const note = (c: Omit<Condition, 'since'>) => {
+      const key = `${c.type}/${c.subject}`;
+      found.set(key, { ...c, since: this.current.get(key)?.since ?? at });
+      if (!this.current.has(key))
+        this.opts.logger?.warn({ condition: c.type, subject: c.subject }, c.message);
+    };
+    for (const router of store.listRouters()) {
+      const last = router.status.lastHeartbeat ? Date.parse(router.status.lastHeartbeat) : undefined;
+      if (last === undefined || now - last > this.opts.offlineAfterSeconds * 1000)
+        note({
+          type: 'AgentOffline',
+          subject: router.name,
+          message: `router ${router.name}: no agent heartbeat ${last === undefined ? 'yet' : `since ${router.status.lastHeartbeat}`}`,
+        });
+    }
+    for (const session of store.listSessions()) {
+      if (isStuck(session.status, now, this.opts.stuckAfterSeconds))
+        note({
+          type: 'SessionStuck',
+          subject: session.spec.uuid,
+          message: `session ${session.name} has waited for its agent since ${session.status.lastTransitionTime}`,
+        });
+      if (store.getRouter(session.spec.router)) continue;
+      if (session.status.code === SessionStatus.PENDING_REVIEW) {
+        await this.rejectOrphan(session.spec.uuid, session.spec.router);
+        continue;
+      }
+      note({
+        type: 'RouterMissing',
+        subject: session.spec.uuid,
+        message: `session ${session.name} names router ${session.spec.router}, which no longer exists`,
+      });
+    }
+    for (const key of this.current.keys())
+      if (!found.has(key)) this.opts.logger?.info({ condition: key }, 'condition cleared');
+    this.current = found;
+  }
+
+  private async rejectOrphan(uuid: string, router: string): Promise<void> {
+    try {
+      await this.opts.store.updateSession(
+        uuid,
+        (s) => {
+          const outcome = transition(s.status.code as SessionStatusCode, { kind: 'reject' });
+          return outcome.result === 'removed' ? { delete: true } : { status: s.status };
+        },
+        CONTROLLER,
+        `reject session ${uuid}: router ${router} was removed`,
+      );
+    } catch (err) {
+      // Gone already or moved on meanwhile: the next pass sees the new state.
+      if (!isProblem(err)) throw err;
+    }
+  }
+}

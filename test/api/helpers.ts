@@ -1,0 +1,126 @@
+/**
+ * A controller on the real git store in a temp dir, built in-process (fastify inject) or listening on
+ * loopback. Tokens come from the real Ed25519 issuer; routers are added through the admin API.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../../controller/app.ts';
+import { loadConfig, type Config } from '../../controller/config.ts';
+import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
+import { createGitStore } from '../../controller/store/git/index.ts';
+import type { Store } from '../../controller/store/store.ts';
+
+export const ADMIN_ASN = 4242420000;
+export const USER_ASN = 4242421234;
+export const OTHER_ASN = 4242425678;
+
+export function wgKey(): string {
+  return randomBytes(32).toString('base64');
+}
+
+let nodeIds = 0;
+export function routerFields(name: string, extra: Record<string, unknown> = {}) {
+  const id = ++nodeIds;
+  return {
+    name,
+    displayName: `Router ${name}`,
+    nodeId: id,
+    region: 'eu-central',
+    location: 'Frankfurt',
+    provider: 'lab',
+    endpointHost: `${name}.example.net`,
+    publicKey: wgKey(),
+    linkLocal: 'fe80::1',
+    loopback: { ipv4: `172.20.0.${id}`, ipv6: `fd00::${id}` },
+    ...extra,
+  };
+}
+
+export function sessionFields(router: string, extra: Record<string, unknown> = {}) {
+  return {
+    action: 'create',
+    router,
+    ipv6: 'fd42:1234::1',
+    linkLocal: 'fe80::1234',
+    endpoint: 'peer.example.org:51820',
+    publicKey: wgKey(),
+    mtu: 1420,
+    ...extra,
+  };
+}
+
+export interface Harness {
+  app: FastifyInstance;
+  store: Store;
+  tokens: TokenIssuer;
+  dir: string;
+  config: Config;
+  admin: string;
+  user: string;
+  other: string;
+  /** POST with a bearer token and a JSON body. */
+  post(url: string, token: string | undefined, body: unknown): Promise<LightMyRequestResponse>;
+  get(url: string, token?: string, headers?: Record<string, string>): Promise<LightMyRequestResponse>;
+  addRouter(name: string, extra?: Record<string, unknown>): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(overrides: Partial<Config> = {}): Promise<Harness> {
+  const dir = await mkdtemp(join(tmpdir(), 'peerops-api-'));
+  const store = createGitStore({
+    dir: join(dir, 'store.git'),
+    logger: pino({ level: 'silent' }),
+    observationFlushMs: 600_000,
+  });
+  await store.start();
+  const tokens = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
+  const config: Config = {
+    ...loadConfig({ data: dir, listen: '127.0.0.1:0' }, {}),
+    rateLimit: { perMinute: 100_000, agentPerMinute: 100_000 },
+    ...overrides,
+  };
+  const app = await buildApp({ store, tokens, config, logger: false });
+  await app.ready();
+  const bearer = (asn: number, role: 'user' | 'admin') => tokens.issueToken(asn, role).token;
+  const h: Harness = {
+    app,
+    store,
+    tokens,
+    dir,
+    config,
+    admin: bearer(ADMIN_ASN, 'admin'),
+    user: bearer(USER_ASN, 'user'),
+    other: bearer(OTHER_ASN, 'user'),
+    post: (url, token, body) =>
+      app.inject({
+        method: 'POST',
+        url,
+        headers: {
+          'content-type': 'application/json',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        payload: JSON.stringify(body),
+      }),
+    get: (url, token, headers = {}) =>
+      app.inject({
+        method: 'GET',
+        url,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+      }),
+    async addRouter(name, extra = {}) {
+      const res = await h.post('/admin/router', h.admin, { action: 'add', ...routerFields(name, extra) });
+      if (res.statusCode !== 200) throw new Error(`add router ${name}: ${res.statusCode} ${res.body}`);
+      return (res.json() as { agentToken: string }).agentToken;
+    },
+    async close() {
+      await app.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return h;
+}
