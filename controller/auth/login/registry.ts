@@ -187,6 +187,8 @@ export class GitRegistry implements Registry {
     if (!fs.existsSync(path.join(this.gitdir, 'HEAD'))) {
       await git.init({ fs, gitdir: this.gitdir, bare: true });
     }
+    // force: the configured URL wins over the one an earlier run cached.
+    await git.addRemote({ fs, gitdir: this.gitdir, remote: 'origin', url: this.url, force: true });
     try {
       this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_REF });
     } catch {
@@ -213,7 +215,7 @@ export class GitRegistry implements Registry {
         fs,
         http,
         gitdir: this.gitdir,
-        url: this.url,
+        remote: 'origin',
         ...(this.ref ? { ref: this.ref } : {}),
         singleBranch: true,
         depth: this.depth,

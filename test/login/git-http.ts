@@ -1,0 +1,87 @@
+/**
+ * A git smart-HTTP server for tests: `git http-backend` as a CGI behind a node http server on 127.0.0.1.
+ * `failing = true` makes it answer 500 to everything (a registry host that is down).
+ */
+import { spawn } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface GitHttpServer {
+  url: string;
+  failing: boolean;
+  close(): Promise<void>;
+}
+
+function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    GIT_PROJECT_ROOT: root,
+    GIT_HTTP_EXPORT_ALL: '1',
+    REQUEST_METHOD: req.method,
+    PATH_INFO: decodeURIComponent(url.pathname),
+    QUERY_STRING: url.search.slice(1),
+    CONTENT_TYPE: req.headers['content-type'] ?? '',
+    REMOTE_ADDR: req.socket.remoteAddress ?? '127.0.0.1',
+    ...(req.headers['content-length'] ? { CONTENT_LENGTH: req.headers['content-length'] } : {}),
+    ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] } : {}),
+    ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
+  };
+  const child = spawn('git', ['http-backend'], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+  req.pipe(child.stdin);
+  let head = Buffer.alloc(0);
+  let headerDone = false;
+  child.stdout.on('data', (chunk: Buffer) => {
+    if (headerDone) {
+      res.write(chunk);
+      return;
+    }
+    head = Buffer.concat([head, chunk]);
+    const end = head.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    headerDone = true;
+    let status = 200;
+    for (const line of head.subarray(0, end).toString().split('\r\n')) {
+      const i = line.indexOf(':');
+      const name = line.slice(0, i).trim();
+      const value = line.slice(i + 1).trim();
+      if (name.toLowerCase() === 'status') status = Number(value.split(' ')[0]);
+      else res.setHeader(name, value);
+    }
+    res.statusCode = status;
+    res.write(head.subarray(end + 4));
+  });
+  child.on('close', () => {
+    if (!headerDone) res.statusCode = 500;
+    res.end();
+  });
+}
+
+/** Serve every repository under root at http://127.0.0.1:<port>/<name>. */
+export async function serveGit(root: string): Promise<GitHttpServer> {
+  const state = { failing: false };
+  const server: Server = createServer((req, res) => {
+    if (state.failing) {
+      res.statusCode = 500;
+      res.end('registry host is down');
+      return;
+    }
+    cgi(root, req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get failing() {
+      return state.failing;
+    },
+    set failing(v: boolean) {
+      state.failing = v;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
