@@ -1,0 +1,280 @@
+/**
+ * Makes the system match a WgInterfaceSpec (types.ts). The API that session and mesh code use:
+ *
+ *   ensureInterface(spec)   create or fix the interface; changes only what differs; resolves with what it did
+ *   removeInterface(name)   delete the link (a wireguard-go daemon exits with it); false if there was none
+ *   readInterface(name)     the actual state (read.ts), undefined if there is no such link
+ *   listInterfaces(prefix)  names of links starting with `prefix` (`wg_`, `wgm_`)
+ *   detectBackend()         'kernel' or 'wireguard-go', probed once
+ *
+ * State lives on the system, not in memory: the generation is stamped on the link's alias, keys and
+ * peers are read back with `wg show dump`. An endpoint, MTU, address or peer change is applied in place;
+ * a new generation (a session restart) or a link WireGuard does not answer for re-creates the link.
+ * wireguard-go daemonizes (it outlives an agent restart, so established BGP sessions do not flap).
+ */
+import { createPrivateKey, createPublicKey } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { open, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  canonicalIpv6,
+  canonicalPrefix,
+  formatEndpoint,
+  isIpv4,
+  isIpv6,
+  parseEndpoint,
+} from '../../common/net.ts';
+import { run, runOk } from '../system/exec.ts';
+import { generationAlias, listLinks, readInterface } from './read.ts';
+import type { WgInterfaceSpec } from './types.ts';
+
+export { readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
+
+export type WgBackend = 'kernel' | 'wireguard-go';
+
+export class WireGuardError extends Error {
+  readonly interfaceName: string;
+  constructor(interfaceName: string, message: string) {
+    super(`${interfaceName}: ${message}`);
+    this.name = 'WireGuardError';
+    this.interfaceName = interfaceName;
+  }
+}
+
+export interface EnsureResult {
+  created: boolean;
+  /** What was changed, in words (empty when the interface already matched). */
+  changes: string[];
+}
+
+let backend: Promise<WgBackend> | undefined;
+
+/** Kernel WireGuard when `ip link add … type wireguard` works, else wireguard-go. Probed once per process. */
+export function detectBackend(): Promise<WgBackend> {
+  backend ??= (async () => {
+    const probe = `wgprobe${process.pid % 100000}`;
+    const r = await run('ip', ['link', 'add', probe, 'type', 'wireguard']);
+    if (r.code === 0) {
+      await run('ip', ['link', 'del', probe]);
+      return 'kernel';
+    }
+    return 'wireguard-go';
+  })();
+  return backend;
+}
+
+export async function listInterfaces(prefix: string): Promise<string[]> {
+  return listLinks(prefix);
+}
+
+export async function removeInterface(name: string): Promise<boolean> {
+  checkName(name);
+  const r = await run('ip', ['link', 'del', 'dev', name]);
+  if (r.code === 0) {
+    await waitForSocketGone(name);
+    await rm(wireguardGoLog(name), { force: true });
+    return true;
+  }
+  if (/cannot find device|does not exist/i.test(r.stderr)) return false;
+  throw new WireGuardError(name, `removing the link failed: ${r.stderr.trim()}`);
+}
+
+/** The public key of a private key file (X25519), after checking that only its owner can read it. */
+export async function publicKeyOfPrivateKeyFile(path: string, ifname = 'wireguard'): Promise<string> {
+  let mode: number;
+  try {
+    mode = (await stat(path)).mode;
+  } catch (err) {
+    throw new WireGuardError(ifname, `private key ${path}: ${(err as Error).message}`);
+  }
+  if (mode & 0o077) {
+    throw new WireGuardError(
+      ifname,
+      `private key ${path} has mode ${(mode & 0o777).toString(8)}; it must not be readable by group or others (chmod 600)`,
+    );
+  }
+  const raw = Buffer.from((await readFile(path, 'utf8')).trim(), 'base64');
+  if (raw.length !== 32)
+    throw new WireGuardError(ifname, `private key ${path} is not a base64 WireGuard key`);
+  const der = Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), raw]);
+  const jwk = createPublicKey(createPrivateKey({ key: der, format: 'der', type: 'pkcs8' })).export({
+    format: 'jwk',
+  });
+  return Buffer.from(jwk.x ?? '', 'base64url').toString('base64');
+}
+
+export async function ensureInterface(spec: WgInterfaceSpec): Promise<EnsureResult> {
+  checkName(spec.name);
+  const publicKey = await publicKeyOfPrivateKeyFile(spec.privateKeyPath, spec.name);
+  const changes: string[] = [];
+  let actual = await readInterface(spec.name);
+  if (actual && (actual.generation !== spec.generation || actual.wg === undefined)) {
+    await removeInterface(spec.name);
+    changes.push(
+      actual.wg === undefined ? 'removed a link WireGuard did not answer for' : 'new generation: re-created',
+    );
+    actual = undefined;
+  }
+  let created = false;
+  if (!actual) {
+    await createLink(spec.name);
+    created = true;
+    changes.push('created');
+    actual = await readInterface(spec.name);
+    if (!actual) throw new WireGuardError(spec.name, 'the link vanished right after it was created');
+  }
+  const step = async (what: string, cmd: string, args: string[]) => {
+    const r = await run(cmd, args);
+    if (r.code !== 0) throw new WireGuardError(spec.name, `${what} failed: ${(r.stderr || r.stdout).trim()}`);
+    changes.push(what);
+  };
+
+  if (!actual.addrGenModeNone)
+    await step('addrgenmode none', 'ip', ['link', 'set', 'dev', spec.name, 'addrgenmode', 'none']);
+  if (actual.mtu !== spec.mtu)
+    await step(`mtu ${spec.mtu}`, 'ip', ['link', 'set', 'dev', spec.name, 'mtu', String(spec.mtu)]);
+
+  const wg = actual.wg;
+  const wgArgs: string[] = [];
+  if (!wg || wg.publicKey !== publicKey) wgArgs.push('private-key', spec.privateKeyPath);
+  if (!wg || wg.listenPort !== spec.listenPort) wgArgs.push('listen-port', String(spec.listenPort));
+  for (const peer of wg?.peers ?? [])
+    if (peer.publicKey !== spec.peer.publicKey) wgArgs.push('peer', peer.publicKey, 'remove');
+  const current = wg?.peers.find((p) => p.publicKey === spec.peer.publicKey);
+  const wantAllowed = spec.peer.allowedIps.map(canonicalPrefix).sort();
+  const peerArgs: string[] = [];
+  if (spec.peer.endpoint && (await endpointDiffers(spec.peer.endpoint, current?.endpoint))) {
+    peerArgs.push('endpoint', spec.peer.endpoint);
+  }
+  if (!current || current.allowedIps.map(canonicalPrefix).sort().join(',') !== wantAllowed.join(',')) {
+    peerArgs.push('allowed-ips', wantAllowed.join(','));
+  }
+  if (!current || current.persistentKeepalive !== spec.peer.persistentKeepalive) {
+    peerArgs.push(
+      'persistent-keepalive',
+      spec.peer.persistentKeepalive ? String(spec.peer.persistentKeepalive) : 'off',
+    );
+  }
+  if (peerArgs.length) wgArgs.push('peer', spec.peer.publicKey, ...peerArgs);
+  if (wgArgs.length) {
+    const shown = wgArgs.map((a) => (a === spec.privateKeyPath ? '<key file>' : a)).join(' ');
+    await step(`wg set ${shown}`, 'wg', ['set', spec.name, ...wgArgs]);
+  }
+
+  const want = new Map(spec.addresses.map((a) => [canonicalAddress(a), a]));
+  const have = new Set(actual.addresses.map(canonicalAddress));
+  for (const addr of have) {
+    if (!want.has(addr)) await step(`del address ${addr}`, 'ip', ['addr', 'del', addr, 'dev', spec.name]);
+  }
+  for (const [key, addr] of want) {
+    if (!have.has(key)) {
+      const v6 = addr.includes(':');
+      await step(`add address ${key}`, 'ip', [
+        'addr',
+        'add',
+        addr,
+        'dev',
+        spec.name,
+        ...(v6 ? ['nodad'] : []),
+      ]);
+    }
+  }
+  if (!actual.up) await step('up', 'ip', ['link', 'set', 'dev', spec.name, 'up']);
+  const haveRoutes = new Set(actual.routes.map(canonicalRoute));
+  for (const route of spec.peerRoutes) {
+    if (!haveRoutes.has(canonicalRoute(route)))
+      await step(`route ${route}`, 'ip', ['route', 'replace', route, 'dev', spec.name]);
+  }
+  if (actual.generation !== spec.generation) {
+    await step(`generation ${spec.generation}`, 'ip', [
+      'link',
+      'set',
+      'dev',
+      spec.name,
+      'alias',
+      generationAlias(spec.generation),
+    ]);
+  }
+  return { created, changes };
+}
+
+function checkName(name: string): void {
+  if (!/^[A-Za-z0-9_]{1,15}$/.test(name)) throw new WireGuardError(name, 'not a valid interface name');
+}
+
+async function createLink(name: string): Promise<void> {
+  if ((await detectBackend()) === 'kernel') {
+    await runOk('ip', ['link', 'add', 'dev', name, 'type', 'wireguard']);
+    return;
+  }
+  // A stale UAPI socket from a daemon killed hard would make wireguard-go refuse to start.
+  await run('rm', ['-f', `/var/run/wireguard/${name}.sock`]);
+  // The daemon's log goes to a file: it keeps writing after the command returns (a pipe would break it).
+  const logPath = wireguardGoLog(name);
+  const log = await open(logPath, 'w', 0o600);
+  let r;
+  try {
+    r = await run('wireguard-go', [name], {
+      timeoutMs: 15_000,
+      outputFd: log.fd,
+      env: { LOG_LEVEL: 'error' },
+    });
+  } finally {
+    await log.close();
+  }
+  if (r.code !== 0) {
+    const text = await readFile(logPath, 'utf8').catch(() => '');
+    throw new WireGuardError(name, `wireguard-go failed (exit ${r.code}): ${text.trim().slice(-1000)}`);
+  }
+  const deadline = Date.now() + 5000;
+  while ((await run('wg', ['show', name, 'listen-port'])).code !== 0) {
+    if (Date.now() > deadline) throw new WireGuardError(name, 'wireguard-go did not open its UAPI socket');
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+function wireguardGoLog(name: string): string {
+  return join(tmpdir(), `peerops-wireguard-go-${name}.log`);
+}
+
+async function waitForSocketGone(name: string): Promise<void> {
+  if ((await detectBackend()) === 'kernel') return;
+  const deadline = Date.now() + 3000;
+  while ((await run('test', ['-e', `/var/run/wireguard/${name}.sock`])).code === 0 && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+function canonicalAddress(value: string): string {
+  const [addr = '', len] = value.split('/');
+  return `${isIpv6(addr) ? canonicalIpv6(addr) : addr}/${len ?? (isIpv6(addr) ? '128' : '32')}`;
+}
+
+function canonicalRoute(value: string): string {
+  const [addr = '', len] = value.split('/');
+  if (len === undefined || (isIpv4(addr) && len === '32') || (isIpv6(addr) && len === '128')) {
+    return isIpv6(addr) ? canonicalIpv6(addr) : addr;
+  }
+  return canonicalPrefix(value);
+}
+
+/** Does WireGuard's resolved endpoint differ from the wanted one? Names are resolved to compare. */
+async function endpointDiffers(wanted: string, actual: string | undefined): Promise<boolean> {
+  if (!actual) return true;
+  const parsed = parseEndpoint(wanted);
+  if (!parsed) return true;
+  let host = parsed.host;
+  if (!isIpv4(host) && !isIpv6(host)) {
+    try {
+      host = (await lookup(host)).address;
+    } catch {
+      return true;
+    }
+  }
+  const have = parseEndpoint(actual);
+  if (!have) return true;
+  return formatEndpoint({ host, port: parsed.port }) !== formatEndpoint(have);
+}
+
+export type { WgInterfaceSpec } from './types.ts';

@@ -1,0 +1,114 @@
+/** Reads the actual state of a WireGuard interface back from the system: `ip -j -d link/addr/route`, `wg show dump`. */
+import { run } from '../system/exec.ts';
+
+export interface WgPeerState {
+  publicKey: string;
+  /** As WireGuard reports it: the resolved `ip:port` (`[v6]:port`), or undefined. */
+  endpoint: string | undefined;
+  allowedIps: string[];
+  /** Unix seconds; 0 when there never was a handshake. */
+  latestHandshake: number;
+  rxBytes: number;
+  txBytes: number;
+  persistentKeepalive: number;
+}
+
+export interface WgInterfaceState {
+  name: string;
+  /** `tun` for wireguard-go, `wireguard` for the kernel. */
+  kind: string;
+  mtu: number;
+  up: boolean;
+  addrGenModeNone: boolean;
+  /** `addr/prefixlen` of every address on the link. */
+  addresses: string[];
+  /** Destinations of routes through the link (`10.0.0.1`, `fd00::/64`), kernel-made ones excluded. */
+  routes: string[];
+  /** The generation the agent stamped on the link (its alias `peerops gen=<n>`), undefined if none. */
+  generation: number | undefined;
+  /** undefined when the link exists but WireGuard does not answer for it (a broken userspace daemon). */
+  wg:
+    | {
+        publicKey: string;
+        listenPort: number;
+        peers: WgPeerState[];
+      }
+    | undefined;
+}
+
+const ALIAS_PREFIX = 'peerops gen=';
+export function generationAlias(generation: number): string {
+  return `${ALIAS_PREFIX}${generation}`;
+}
+
+interface IpLink {
+  ifname: string;
+  mtu: number;
+  flags?: string[];
+  ifalias?: string;
+  inet6_addr_gen_mode?: string;
+  linkinfo?: { info_kind?: string };
+}
+interface IpAddr {
+  ifname: string;
+  addr_info?: { family: string; local: string; prefixlen: number }[];
+}
+interface IpRoute {
+  dst: string;
+  protocol?: string;
+}
+
+async function ipJson<T>(args: string[]): Promise<T | undefined> {
+  const r = await run('ip', ['-j', ...args]);
+  if (r.code !== 0) return undefined;
+  return JSON.parse(r.stdout || '[]') as T;
+}
+
+/** Names of links whose name starts with `prefix` (e.g. `wg_`). */
+export async function listLinks(prefix: string): Promise<string[]> {
+  const links = (await ipJson<IpLink[]>(['link', 'show'])) ?? [];
+  return links.map((l) => l.ifname).filter((n) => n.startsWith(prefix));
+}
+
+export function parseWgDump(dump: string): WgInterfaceState['wg'] {
+  const lines = dump.split('\n').filter((l) => l.trim() !== '');
+  if (lines.length === 0) return undefined;
+  const [, publicKey = '', listenPort = '0'] = lines[0]!.split('\t');
+  const peers = lines.slice(1).map((line): WgPeerState => {
+    const [key = '', , endpoint = '', allowed = '', handshake = '0', rx = '0', tx = '0', keepalive = 'off'] =
+      line.split('\t');
+    return {
+      publicKey: key,
+      endpoint: endpoint === '(none)' ? undefined : endpoint,
+      allowedIps: allowed === '(none)' ? [] : allowed.split(','),
+      latestHandshake: Number(handshake),
+      rxBytes: Number(rx),
+      txBytes: Number(tx),
+      persistentKeepalive: keepalive === 'off' ? 0 : Number(keepalive),
+    };
+  });
+  return { publicKey, listenPort: Number(listenPort), peers };
+}
+
+/** The interface as the system has it, or undefined when there is no such link. */
+export async function readInterface(name: string): Promise<WgInterfaceState | undefined> {
+  const links = await ipJson<IpLink[]>(['-d', 'link', 'show', 'dev', name]);
+  const link = links?.[0];
+  if (!link) return undefined;
+  const addrs = (await ipJson<IpAddr[]>(['addr', 'show', 'dev', name]))?.[0]?.addr_info ?? [];
+  const routes4 = (await ipJson<IpRoute[]>(['-4', 'route', 'show', 'dev', name])) ?? [];
+  const routes6 = (await ipJson<IpRoute[]>(['-6', 'route', 'show', 'dev', name])) ?? [];
+  const dump = await run('wg', ['show', name, 'dump']);
+  const alias = link.ifalias ?? '';
+  return {
+    name,
+    kind: link.linkinfo?.info_kind ?? 'unknown',
+    mtu: link.mtu,
+    up: (link.flags ?? []).includes('UP'),
+    addrGenModeNone: link.inet6_addr_gen_mode === 'none',
+    addresses: addrs.map((a) => `${a.local}/${a.prefixlen}`),
+    routes: [...routes4, ...routes6].filter((r) => r.protocol !== 'kernel').map((r) => r.dst),
+    generation: alias.startsWith(ALIAS_PREFIX) ? Number(alias.slice(ALIAS_PREFIX.length)) : undefined,
+    wg: dump.code === 0 ? parseWgDump(dump.stdout) : undefined,
+  };
+}

@@ -1,0 +1,105 @@
+import { chmod, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WgInterfaceSpec } from '../../agent/wireguard/types.ts';
+import {
+  detectBackend,
+  ensureInterface,
+  listInterfaces,
+  readInterface,
+  removeInterface,
+  WireGuardError,
+} from '../../agent/wireguard/interface.ts';
+import { NetnsLab, type Namespace } from '../support/netns.ts';
+
+const lab = new NetnsLab('agw');
+let node: Namespace;
+let keyPath: string;
+let spec: WgInterfaceSpec;
+const peerKey = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+
+beforeAll(async () => {
+  node = await lab.namespace('node');
+  process.env.PEEROPS_AGENT_NETNS = node.name;
+  const dir = await lab.tempDir('keys');
+  keyPath = join(dir, 'private.key');
+  await writeFile(keyPath, 'yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=\n', { mode: 0o600 });
+  const port = lab.uniquePort();
+  spec = {
+    name: `wg_${port}`,
+    listenPort: port,
+    privateKeyPath: keyPath,
+    mtu: 1420,
+    addresses: ['fe80::1/64', '172.20.0.1/32'],
+    peerRoutes: ['172.20.9.9'],
+    peer: {
+      publicKey: peerKey,
+      endpoint: '127.0.0.1:51820',
+      allowedIps: ['::/0', '0.0.0.0/0'],
+      persistentKeepalive: 25,
+    },
+    generation: 0,
+  };
+});
+afterAll(async () => {
+  delete process.env.PEEROPS_AGENT_NETNS;
+  await lab.cleanup();
+});
+
+describe('wireguard interfaces (wireguard-go in a namespace)', () => {
+  it('detects the userspace backend here', async () => {
+    expect(await detectBackend()).toBe('wireguard-go');
+  });
+
+  it('creates the interface to spec, then finds nothing to change', async () => {
+    const first = await ensureInterface(spec);
+    expect(first.created).toBe(true);
+    const state = await readInterface(spec.name);
+    expect(state).toMatchObject({ mtu: 1420, up: true, addrGenModeNone: true, generation: 0 });
+    expect(state?.addresses.sort()).toEqual(['172.20.0.1/32', 'fe80::1/64']);
+    expect(state?.routes).toContain('172.20.9.9');
+    expect(state?.wg?.listenPort).toBe(spec.listenPort);
+    expect(state?.wg?.peers).toMatchObject([
+      { publicKey: peerKey, endpoint: '127.0.0.1:51820', persistentKeepalive: 25 },
+    ]);
+    expect(await ensureInterface(spec)).toEqual({ created: false, changes: [] });
+    expect(await listInterfaces('wg_')).toEqual([spec.name]);
+  });
+
+  it('applies an endpoint and MTU change in place', async () => {
+    const before = await node.run('ip', ['-j', 'link', 'show', spec.name]);
+    spec = { ...spec, mtu: 1380, peer: { ...spec.peer, endpoint: '[::1]:51999' } };
+    const result = await ensureInterface(spec);
+    expect(result.created).toBe(false);
+    expect(result.changes.length).toBe(2);
+    const after = await node.run('ip', ['-j', 'link', 'show', spec.name]);
+    expect(JSON.parse(after)[0].ifindex).toBe(JSON.parse(before)[0].ifindex);
+    const state = await readInterface(spec.name);
+    expect(state?.mtu).toBe(1380);
+    expect(state?.wg?.peers[0]?.endpoint).toBe('[::1]:51999');
+  });
+
+  it('re-creates the interface for a new generation', async () => {
+    const before = JSON.parse(await node.run('ip', ['-j', 'link', 'show', spec.name]))[0].ifindex;
+    spec = { ...spec, generation: 1 };
+    const result = await ensureInterface(spec);
+    expect(result.created).toBe(true);
+    const after = JSON.parse(await node.run('ip', ['-j', 'link', 'show', spec.name]))[0].ifindex;
+    expect(after).not.toBe(before);
+    expect((await readInterface(spec.name))?.generation).toBe(1);
+  });
+
+  it('refuses a private key readable by group or others', async () => {
+    await chmod(keyPath, 0o644);
+    await expect(ensureInterface(spec)).rejects.toThrow(WireGuardError);
+    await expect(ensureInterface(spec)).rejects.toThrow(/mode 644/);
+    await chmod(keyPath, 0o600);
+  });
+
+  it('removes the interface and its daemon', async () => {
+    expect(await removeInterface(spec.name)).toBe(true);
+    expect(await readInterface(spec.name)).toBeUndefined();
+    expect(await removeInterface(spec.name)).toBe(false);
+    expect((await node.exec('test', ['-e', `/var/run/wireguard/${spec.name}.sock`])).code).not.toBe(0);
+  });
+});
