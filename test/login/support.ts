@@ -3,13 +3,14 @@
  * and a fastify app with the login plugin and a problem+json error handler.
  */
 import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { createSigner } from 'fast-jwt';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { ProblemError } from '../../common/errors.ts';
+import { installErrorHandling } from '../../controller/api/problem.ts';
+import { TokenIssuer } from '../../controller/auth/jwt.ts';
 import loginPlugin, { type LoginPluginOptions, type Role } from '../../controller/auth/login/plugin.ts';
 
 export const run = promisify(execFile);
@@ -147,46 +148,29 @@ export async function writeRegistry(root: string, fx: RegistryFixture): Promise<
 
 // ---- the app ----
 
-export const JWT_KEY = 'login-test-signing-key-0123456789abcdef';
-
-/** fast-jwt directly: controller/auth/jwt.ts does not exist yet (written by another engineer). */
-export function testIssuer(ttlMs = 12 * 3600_000) {
-  const sign = createSigner({ key: JWT_KEY, expiresIn: ttlMs });
-  return (asn: number, role: Role) => ({
-    token: sign({ sub: `AS${asn}`, asn, role }),
-    expiresAt: new Date(Date.now() + ttlMs).toISOString(),
-  });
+/** The controller's real token issuer, with a fresh key; 12 h as the login task asks. */
+export function testIssuer(ttlSeconds = 12 * 3600): {
+  tokens: TokenIssuer;
+  issue: LoginPluginOptions['issueToken'];
+} {
+  const pem = generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+  const tokens = new TokenIssuer(pem);
+  return { tokens, issue: (asn: number, role: Role) => tokens.issueToken(asn, role, ttlSeconds) };
 }
 
-/** The problem+json rendering of DESIGN.md section 3, as the controller's app does it. */
+export const defaultIssuer = testIssuer();
+
+/** A fastify with the login plugin and the controller's own problem+json error handling. */
 export async function buildApp(
   opts: Partial<LoginPluginOptions> & Pick<LoginPluginOptions, 'registry'>,
 ): Promise<FastifyInstance> {
   const app = Fastify({ logger: false });
-  app.setErrorHandler((err, _req, reply) => {
-    if (err instanceof ProblemError) {
-      return reply
-        .code(err.status)
-        .type('application/problem+json')
-        .send({
-          type: 'about:blank',
-          title: err.code,
-          status: err.status,
-          code: err.code,
-          detail: err.message,
-          ...(err.errors ? { errors: err.errors } : {}),
-        });
-    }
-    return reply
-      .code(500)
-      .type('application/problem+json')
-      .send({ type: 'about:blank', title: 'Internal Server Error', status: 500, code: 'INTERNAL' });
-  });
+  installErrorHandling(app);
   await app.register(loginPlugin, {
     serviceHost: 'peering.test',
     admins: [],
     isBlocked: () => false,
-    issueToken: testIssuer(),
+    issueToken: defaultIssuer.issue,
     ...opts,
   });
   await app.ready();

@@ -52,9 +52,13 @@ export interface LoginPluginOptions {
   onOutcome?: (outcome: LoginOutcome) => void;
   /** Clock in Unix milliseconds (tests move it). */
   now?: () => number;
-  /** Outstanding challenges; default in memory. Share one between replicas behind one host name. */
+  /**
+   * Outstanding challenges; default in memory. When the plugin is registered under several prefixes
+   * (`/login` and `/api/v1/login`), pass the same store and limiter to each registration.
+   */
   challengeStore?: ChallengeStore;
-  /** Failed verifications allowed per ASN and per client address in the window (default 10 per 15 min). */
+  failureLimiter?: FailureLimiter;
+  /** Without failureLimiter: failed verifications allowed per ASN and per client address (default 10 per 15 min). */
   failureLimit?: { max?: number; windowMs?: number };
 }
 
@@ -78,7 +82,7 @@ type VerifyRequest = Static<typeof VerifyRequest>;
 export default async function loginPlugin(app: FastifyInstance, opts: LoginPluginOptions): Promise<void> {
   const now = opts.now ?? Date.now;
   const store = opts.challengeStore ?? new MemoryChallengeStore({ now });
-  const limiter = new FailureLimiter({ ...opts.failureLimit, now });
+  const limiter = opts.failureLimiter ?? new FailureLimiter({ ...opts.failureLimit, now });
   const admins = new Set(opts.admins);
   const outcome = (o: LoginOutcome) => opts.onOutcome?.(o);
 
