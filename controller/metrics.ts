@@ -14,7 +14,11 @@ export function addMetricsSource(
   store: Store,
   opts: { stuckAfterSeconds: number; offlineAfterSeconds: number },
 ): () => void {
-  const entry = { store, ...opts };
+  const entry = {
+    store,
+    stuckAfterSeconds: opts.stuckAfterSeconds,
+    offlineAfterSeconds: opts.offlineAfterSeconds,
+  };
   sources.add(entry);
   return () => sources.delete(entry);
 }

@@ -11,6 +11,28 @@ import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
 
+/**
+ * JSON numbers beyond 2^53 lose precision silently (an ASN or a byte count would change on the way in):
+ * they are refused wherever they appear, before any schema sees them.
+ */
+export function assertSafeNumbers(value: unknown, pointer = ''): void {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || Math.abs(value) > Number.MAX_SAFE_INTEGER)
+      throw new ProblemError('INVALID_REQUEST', `${pointer || '/'}: number out of range`, [
+        { pointer: pointer || '/', message: `must be at most ${Number.MAX_SAFE_INTEGER} in magnitude` },
+      ]);
+  } else if (Array.isArray(value)) value.forEach((v, i) => assertSafeNumbers(v, `${pointer}/${i}`));
+  else if (value && typeof value === 'object')
+    for (const [k, v] of Object.entries(value))
+      assertSafeNumbers(v, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+}
+
+/** validateOrThrow after the number guard: the one way a request body is read. */
+export function parseBody<T>(schema: TSchema, body: unknown, what: string): T {
+  assertSafeNumbers(body);
+  return validateOrThrow<T>(schema, body, what);
+}
+
 /** Picks the action's schema and validates the body with it: INVALID_ACTION before INVALID_REQUEST. */
 export function parseAction<T extends { action: string }>(body: unknown, table: Record<string, TSchema>): T {
   if (body === null || typeof body !== 'object' || Array.isArray(body))
@@ -25,7 +47,7 @@ export function parseAction<T extends { action: string }>(body: unknown, table: 
     throw new ProblemError('INVALID_ACTION', `unknown action; one of: ${names}`, [
       { pointer: '/action', message: `must be one of: ${names}` },
     ]);
-  return validateOrThrow<T>(table[action] as TSchema, body, action);
+  return parseBody<T>(table[action] as TSchema, body, action);
 }
 
 export function actorOf(identity: Identity): Actor {

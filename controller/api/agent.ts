@@ -27,11 +27,10 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName, meshListenPort } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
-import { validateOrThrow } from '../../common/validate.ts';
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import type { Router, Store } from '../store/store.ts';
-import { statusRecord } from './actions.ts';
+import { parseBody, statusRecord } from './actions.ts';
 import type { RouteDocs } from './openapi.ts';
 import { requireAgent } from './auth.ts';
 import { agentSession, mergedPolicy } from './views.ts';
@@ -251,7 +250,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = validateOrThrow<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
+      const body = parseBody<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
       const router = routerOf(request);
       const patch: Parameters<Store['recordRouterStatus']>[1] = {
         lastHeartbeat: new Date().toISOString(),
@@ -271,7 +270,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = validateOrThrow<ReportBody>(ReportBody, request.body, 'report');
+      const body = parseBody<ReportBody>(ReportBody, request.body, 'report');
       const router = routerOf(request);
       const foreign: FieldError[] = [];
       body.sessions.forEach((m, i) => {
@@ -311,7 +310,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       }),
     },
     async (request: RouterRequest) => {
-      const body = validateOrThrow<ModifyBody>(ModifyBody, request.body, 'modify');
+      const body = parseBody<ModifyBody>(ModifyBody, request.body, 'modify');
       const router = routerOf(request);
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
@@ -371,7 +370,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = validateOrThrow<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
+      const body = parseBody<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
       const router = routerOf(request);
       store.recordRouterStatus(router.name, {
         meshPeers: body.peers,

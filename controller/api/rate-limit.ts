@@ -17,7 +17,11 @@ export async function installRateLimit(
   let redis: Redis | undefined;
   if (config.redisUrl) {
     const ioredis = await import('ioredis');
-    redis = new ioredis.Redis(config.redisUrl, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
+    redis = new ioredis.Redis(config.redisUrl, {
+      connectTimeout: 2000,
+      maxRetriesPerRequest: 1,
+      lazyConnect: false,
+    });
     app.addHook('onClose', async () => {
       await redis?.quit();
     });

@@ -124,3 +124,68 @@ export async function startHarness(overrides: Partial<Config> = {}): Promise<Har
   };
   return h;
 }
+
+let nextAsn = 4242423000;
+
+/** Moves sessions through the API: user create, admin actions, agent reports. Each session gets its own ASN. */
+export function driver(h: Harness, router: string, agentToken: string) {
+  const owners = new Map<string, string>();
+  const d = {
+    freshUser: (): string => h.tokens.issueToken(nextAsn++, 'user').token,
+    async create(token = d.freshUser(), extra: Record<string, unknown> = {}): Promise<string> {
+      const res = await h.post('/session', token, sessionFields(router, extra));
+      if (res.statusCode !== 200) throw new Error(`create: ${res.statusCode} ${res.body}`);
+      const uuid = (res.json() as { uuid: string }).uuid;
+      owners.set(uuid, token);
+      return uuid;
+    },
+    ownerToken: (uuid: string): string => owners.get(uuid) ?? h.user,
+    admin: (action: string, uuid: string, reason?: string) =>
+      h.post('/admin/session', h.admin, { action, uuid, ...(reason ? { reason } : {}) }),
+    user: (action: string, uuid: string, extra: Record<string, unknown> = {}, token?: string) =>
+      h.post('/session', token ?? d.ownerToken(uuid), { action, uuid, ...extra }),
+    report(uuid: string, status: number, message?: string) {
+      const s = h.store.getSession(uuid);
+      return h.post(`/agent/${router}/modify`, agentToken, {
+        uuid,
+        status,
+        interface: `wg_${s?.spec.listenPort ?? 0}`,
+        ...(message ? { message } : {}),
+      });
+    },
+    status: (uuid: string) => h.store.getSession(uuid)?.status.code,
+    /** A session in the given status, reached through the API. */
+    async inStatus(code: number): Promise<string> {
+      const uuid = await d.create();
+      if (code === 3) return uuid;
+      await expectOk(d.admin('approve', uuid));
+      if (code === 4) return uuid;
+      if (code === 6) {
+        await expectOk(d.report(uuid, 6, 'bird: syntax error'));
+        return uuid;
+      }
+      await expectOk(d.report(uuid, 1));
+      if (code === 1) return uuid;
+      if (code === 2) await expectOk(d.report(uuid, 2, 'handshake stale'));
+      if (code === 0) await expectOk(d.admin('disable', uuid));
+      if (code === 5) await expectOk(d.user('delete', uuid));
+      return uuid;
+    },
+  };
+  return d;
+}
+
+export async function expectOk(p: Promise<LightMyRequestResponse>): Promise<LightMyRequestResponse> {
+  const res = await p;
+  if (res.statusCode !== 200) throw new Error(`expected 200, got ${res.statusCode}: ${res.body}`);
+  return res;
+}
+
+/** The problem code of a response (and a check that it is problem+json without a stack). */
+export function problem(res: LightMyRequestResponse): { status: number; code: string; detail: string } {
+  const body = res.json() as { status: number; code: string; detail: string };
+  if (!String(res.headers['content-type']).startsWith('application/problem+json'))
+    throw new Error(`not problem+json: ${res.headers['content-type']} ${res.body}`);
+  if (/\bat .*\.ts:\d+/.test(res.body)) throw new Error(`stack trace leaked: ${res.body}`);
+  return { status: res.statusCode, code: body.code, detail: body.detail };
+}

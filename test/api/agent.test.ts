@@ -1,0 +1,231 @@
+/** The agent endpoints: per-router tokens, ETag/304, long poll on a listening server, scoped reports. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashAgentToken } from '../../controller/auth/agent-token.ts';
+import { ADMIN_ASN, driver, expectOk, problem, startHarness, wgKey, type Harness } from './helpers.ts';
+
+let h: Harness;
+let fraToken: string;
+let amsToken: string;
+let fra: ReturnType<typeof driver>;
+let ams: ReturnType<typeof driver>;
+let base: string;
+
+beforeAll(async () => {
+  h = await startHarness();
+  fraToken = await h.addRouter('fra1', { dn42Region: 41 });
+  amsToken = await h.addRouter('ams1');
+  fra = driver(h, 'fra1', fraToken);
+  ams = driver(h, 'ams1', amsToken);
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'set',
+      spec: { dn42Asn: ADMIN_ASN, rpkiServers: [{ host: 'rpki.example.net', port: 8282 }] },
+    }),
+  );
+  base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+});
+afterAll(async () => h?.close());
+
+describe('agent tokens', () => {
+  it('are stored only as a sha256 hash', () => {
+    expect(h.store.getAgentTokenHash('fra1')).toBe(hashAgentToken(fraToken));
+    expect(JSON.stringify(h.store.getRouter('fra1'))).not.toContain(fraToken);
+  });
+  it("a router's token opens no other router's paths (401)", async () => {
+    for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
+      const res = await h.get(`/agent/ams1/${path}`, fraToken);
+      expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+    }
+    const hb = await h.post('/agent/ams1/heartbeat', fraToken, { version: '1.0.0', uptime: 1 });
+    expect(problem(hb)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+    expect(h.store.getRouter('ams1')?.status.lastHeartbeat).toBeUndefined();
+  });
+  it('a user JWT, a missing token and an unknown router are 401', async () => {
+    expect(problem(await h.get('/agent/fra1/sessions', h.admin)).status).toBe(401);
+    expect(problem(await h.get('/agent/fra1/sessions')).status).toBe(401);
+    expect(problem(await h.get('/agent/nowhere/sessions', fraToken)).status).toBe(401);
+  });
+  it('rotate-token answers a new token once and the old one stops working', async () => {
+    await h.addRouter('rot1');
+    const res = await expectOk(h.post('/admin/router', h.admin, { action: 'rotate-token', name: 'rot1' }));
+    const fresh = res.json().agentToken as string;
+    expect(fresh).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    await expectOk(h.get('/agent/rot1/sessions', fresh));
+    const list = await expectOk(h.post('/admin/router', h.admin, { action: 'list' }));
+    expect(list.body).not.toContain(fresh);
+    expect(list.body).not.toContain('agentTokenSha256');
+  });
+});
+
+describe('GET /agent/:router/sessions', () => {
+  it('lists every session but PENDING_REVIEW, with ETag and 304', async () => {
+    const pending = await fra.inStatus(3);
+    const queued = await fra.inStatus(4);
+    const res = await expectOk(h.get('/agent/fra1/sessions', fraToken));
+    const body = res.json();
+    const uuids = body.sessions.map((s: { uuid: string }) => s.uuid);
+    expect(uuids).toContain(queued);
+    expect(uuids).not.toContain(pending);
+    expect(body.sessions.find((s: { uuid: string }) => s.uuid === queued)).toMatchObject({
+      status: 4,
+      statusName: 'QUEUED_FOR_SETUP',
+      interface: expect.stringMatching(/^wg_\d+$/),
+      mpbgp: true,
+      extendedNextHop: true,
+      restartGeneration: 0,
+    });
+    const etag = res.headers.etag as string;
+    expect(etag).toBe(`"${body.revision}"`);
+    const again = await h.get('/agent/fra1/sessions', fraToken, { 'if-none-match': etag });
+    expect(again.statusCode).toBe(304);
+    await expectOk(fra.admin('approve', pending));
+    const changed = await h.get('/agent/fra1/sessions', fraToken, { 'if-none-match': etag });
+    expect(changed.statusCode).toBe(200);
+    expect(changed.headers.etag).not.toBe(etag);
+  });
+  it('answers under /api/v1 too', async () => {
+    await expectOk(h.get('/api/v1/agent/fra1/sessions', fraToken));
+    await expectOk(h.get('/api/v1/agent/fra1/bird-config', fraToken));
+  });
+  it('refuses a bad wait', async () => {
+    expect(problem(await h.get('/agent/fra1/sessions?wait=abc', fraToken))).toMatchObject({
+      code: 'INVALID_REQUEST',
+    });
+    expect(problem(await h.get('/agent/fra1/sessions?wait=100000', fraToken))).toMatchObject({
+      code: 'INVALID_REQUEST',
+    });
+  });
+  it('long poll: an admin approval wakes a waiting request (real server)', async () => {
+    const first = await fetch(`${base}/agent/ams1/sessions`, {
+      headers: { authorization: `Bearer ${amsToken}` },
+    });
+    const etag = first.headers.get('etag') as string;
+    const uuid = await ams.inStatus(3);
+    // Pending sessions are not the agent's business: the ETag holds.
+    const started = Date.now();
+    const poll = fetch(`${base}/agent/ams1/sessions?wait=20`, {
+      headers: { authorization: `Bearer ${amsToken}`, 'if-none-match': etag },
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    await expectOk(ams.admin('approve', uuid));
+    const res = await poll;
+    expect(res.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const body = (await res.json()) as { sessions: { uuid: string }[] };
+    expect(body.sessions.map((s) => s.uuid)).toContain(uuid);
+  });
+  it('long poll: times out with 304 when nothing changes', async () => {
+    const first = await fetch(`${base}/agent/ams1/sessions`, {
+      headers: { authorization: `Bearer ${amsToken}` },
+    });
+    const etag = first.headers.get('etag') as string;
+    const started = Date.now();
+    const res = await fetch(`${base}/agent/ams1/sessions?wait=1`, {
+      headers: { authorization: `Bearer ${amsToken}`, 'if-none-match': etag },
+    });
+    expect(res.status).toBe(304);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+});
+
+describe('reports', () => {
+  it("refuses a status report about another router's session, and applies nothing", async () => {
+    const uuid = await ams.inStatus(4);
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    const res = await h.post('/agent/fra1/modify', fraToken, { uuid, status: 1, interface: `wg_${port}` });
+    expect(problem(res)).toMatchObject({ status: 404, code: 'SESSION_NOT_FOUND' });
+    expect(ams.status(uuid)).toBe(4);
+  });
+  it("refuses a metrics batch naming another router's session, recording none of it", async () => {
+    const own = await fra.inStatus(1);
+    const foreign = await ams.inStatus(1);
+    const m = { rtt: 12.5, rxBytes: 100, txBytes: 200, routesImported: 7 };
+    const res = await h.post('/agent/fra1/report', fraToken, {
+      sessions: [
+        { uuid: own, ...m },
+        { uuid: foreign, ...m },
+      ],
+    });
+    expect(problem(res)).toMatchObject({ code: 'SESSION_NOT_FOUND' });
+    expect(res.json().errors).toEqual([expect.objectContaining({ pointer: '/sessions/1/uuid' })]);
+    expect(h.store.getSession(own)?.status.metrics).toBeUndefined();
+    expect(h.store.getSession(foreign)?.status.metrics).toBeUndefined();
+    const ok = await expectOk(h.post('/agent/fra1/report', fraToken, { sessions: [{ uuid: own, ...m }] }));
+    expect(ok.json()).toMatchObject({ ok: true, recorded: 1 });
+    expect(h.store.getSession(own)?.status.metrics).toMatchObject(m);
+  });
+  it('refuses a wrong interface name', async () => {
+    const uuid = await fra.inStatus(4);
+    const res = await h.post('/agent/fra1/modify', fraToken, { uuid, status: 1, interface: 'wg_1' });
+    expect(problem(res)).toMatchObject({ code: 'INVALID_REQUEST' });
+    expect(fra.status(uuid)).toBe(4);
+  });
+  it('records heartbeats (last seen, version, uptime, mesh key)', async () => {
+    const meshPublicKey = wgKey();
+    await expectOk(
+      h.post('/agent/fra1/heartbeat', fraToken, { version: '1.2.3', uptime: 3600, meshPublicKey }),
+    );
+    const status = h.store.getRouter('fra1')?.status;
+    expect(status).toMatchObject({ agentVersion: '1.2.3', uptime: 3600, meshPublicKey });
+    expect(Date.now() - Date.parse(String(status?.lastHeartbeat))).toBeLessThan(5000);
+    const metrics = await h.get('/metrics');
+    expect(metrics.body).toMatch(/agent_heartbeat_timestamp\{router="fra1"\} \d{10}/);
+  });
+  it('records mesh status', async () => {
+    await expectOk(
+      h.post('/agent/fra1/mesh/status', fraToken, {
+        peers: [{ router: 'ams1', lastHandshake: null, rtt: 3.2, rxBytes: 1, txBytes: 2, reachable: true }],
+      }),
+    );
+    expect(h.store.getRouter('fra1')?.status.meshPeers).toHaveLength(1);
+  });
+});
+
+describe('configuration for the agent', () => {
+  it('bird-config merges the policy for the router', async () => {
+    const res = await expectOk(h.get('/agent/fra1/bird-config', fraToken));
+    expect(res.json()).toMatchObject({
+      dn42Asn: ADMIN_ASN,
+      rpkiServers: [{ host: 'rpki.example.net', port: 8282 }],
+      communities: { region: 41 },
+      routerId: h.store.getRouter('fra1')?.spec.loopback.ipv4,
+    });
+    expect(typeof res.json().dn42Asn).toBe('number');
+    expect(res.json().ibgpPeers.map((p: { router: string }) => p.router)).toContain('ams1');
+  });
+  it('mesh lists routers whose mesh key is known', async () => {
+    await expectOk(
+      h.post('/agent/ams1/heartbeat', amsToken, { version: '1.2.3', uptime: 1, meshPublicKey: wgKey() }),
+    );
+    const res = await expectOk(h.get('/agent/fra1/mesh', fraToken));
+    const peer = res.json().peers.find((p: { router: string }) => p.router === 'ams1');
+    expect(peer).toMatchObject({
+      router: 'ams1',
+      endpoint: expect.stringMatching(/^ams1\.example\.net:\d+$/),
+    });
+  });
+  it('config carries autoUpdate.enabled, false fleet-wide with AGENT_AUTOUPDATE=false', async () => {
+    const on = await expectOk(h.get('/agent/fra1/config', fraToken));
+    expect(on.json()).toMatchObject({
+      node: { name: 'fra1' },
+      asn: ADMIN_ASN,
+      autoUpdate: { enabled: true },
+    });
+    const { buildApp } = await import('../../controller/app.ts');
+    const app = await buildApp({
+      store: h.store,
+      tokens: h.tokens,
+      config: { ...h.config, agentAutoUpdate: false },
+      logger: false,
+    });
+    try {
+      const off = await app.inject({
+        url: '/agent/fra1/config',
+        headers: { authorization: `Bearer ${fraToken}` },
+      });
+      expect(off.json().autoUpdate.enabled).toBe(false);
+    } finally {
+      await app.close();
+    }
+  });
+});

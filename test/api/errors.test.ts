@@ -1,0 +1,289 @@
+/** Every error code of DESIGN.md section 3's table, answered as problem details; the user-side checks of create. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProblemError } from '../../common/errors.ts';
+import { buildApp } from '../../controller/app.ts';
+import { TokenIssuer } from '../../controller/auth/jwt.ts';
+import type { Store } from '../../controller/store/store.ts';
+import { generateKeyPairSync } from 'node:crypto';
+import {
+  ADMIN_ASN,
+  OTHER_ASN,
+  USER_ASN,
+  driver,
+  expectOk,
+  problem,
+  sessionFields,
+  startHarness,
+  type Harness,
+} from './helpers.ts';
+
+let h: Harness;
+let d: ReturnType<typeof driver>;
+
+beforeAll(async () => {
+  h = await startHarness();
+  d = driver(h, 'fra1', await h.addRouter('fra1'));
+  await h.addRouter('full1', { maxSessions: 1 });
+  await h.addRouter('closed1', { acceptingSessions: false });
+  await h.addRouter('ranged1');
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'set',
+      spec: { dn42Asn: ADMIN_ASN, blockedAsns: [4242429999], maxPendingPerAsn: 3 },
+    }),
+  );
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'set',
+      name: 'ranged1',
+      spec: { peerAddressRanges: { ipv6: ['fd00::/8'], ipv4: ['172.20.0.0/14'] } },
+    }),
+  );
+});
+afterAll(async () => h?.close());
+
+const newUser = () => d.freshUser();
+
+describe('request errors', () => {
+  it('INVALID_REQUEST: malformed JSON', async () => {
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/session',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
+      payload: '{"action": "list",',
+    });
+    expect(problem(res)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+  });
+  it('INVALID_REQUEST: schema failure names the field', async () => {
+    const res = await h.post('/session', h.user, sessionFields('fra1', { mtu: 99999 }));
+    expect(problem(res)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect(res.json().errors).toContainEqual(expect.objectContaining({ pointer: '/mtu' }));
+  });
+  it('INVALID_REQUEST: a JSON array or string body', async () => {
+    expect(problem(await h.post('/session', h.user, [1, 2]))).toMatchObject({ code: 'INVALID_REQUEST' });
+    expect(problem(await h.post('/session', h.user, 'list'))).toMatchObject({ code: 'INVALID_REQUEST' });
+  });
+  it('INVALID_ACTION: missing and unknown action', async () => {
+    expect(problem(await h.post('/session', h.user, {}))).toMatchObject({
+      status: 400,
+      code: 'INVALID_ACTION',
+    });
+    expect(problem(await h.post('/session', h.user, { action: 'frobnicate' }))).toMatchObject({
+      code: 'INVALID_ACTION',
+    });
+    expect(problem(await h.post('/session', h.user, { action: 'constructor' }))).toMatchObject({
+      code: 'INVALID_ACTION',
+    });
+    expect(problem(await h.post('/admin/router', h.admin, { action: 42 }))).toMatchObject({
+      code: 'INVALID_ACTION',
+    });
+  });
+  it('UNSUPPORTED_MEDIA_TYPE: text/plain and form bodies', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: { 'content-type': type, authorization: `Bearer ${h.user}` },
+        payload: 'action=list',
+      });
+      expect(problem(res)).toMatchObject({ status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' });
+    }
+  });
+  it('PAYLOAD_TOO_LARGE: a 1 MiB body', async () => {
+    const res = await h.post('/session', h.user, { action: 'list', pad: 'x'.repeat(1024 * 1024) });
+    expect(problem(res)).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
+  });
+  it('NOT_FOUND: unknown route, also under /api/v1', async () => {
+    expect(problem(await h.get('/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(problem(await h.get('/api/v1/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(problem(await h.get('/session'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+  });
+});
+
+describe('authentication', () => {
+  it('INVALID_TOKEN: missing, garbage, expired, foreign key, with WWW-Authenticate', async () => {
+    const expired = h.tokens.issueToken(USER_ASN, 'user', 1).token;
+    const foreign = new TokenIssuer(
+      generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    ).issueToken(USER_ASN, 'admin').token;
+    await new Promise((r) => setTimeout(r, 2100));
+    for (const token of [undefined, 'garbage', expired, foreign, `${h.user}x`]) {
+      const res = await h.post('/session', token, { action: 'list' });
+      expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
+    const res = await h.post('/session', expired, { action: 'list' });
+    expect(problem(res).detail).toMatch(/expired/);
+  });
+  it('FORBIDDEN: a user token on the admin API', async () => {
+    for (const path of ['/admin/session', '/admin/router', '/admin/policy'])
+      expect(problem(await h.post(path, h.user, { action: 'list' }))).toMatchObject({
+        status: 403,
+        code: 'FORBIDDEN',
+      });
+  });
+});
+
+describe('session errors', () => {
+  it('SESSION_NOT_FOUND: unknown uuid, and another ASN’s session', async () => {
+    const unknown = '7f3c2a4e-1b2d-4c5e-8f90-123456789abc';
+    expect(problem(await h.post('/session', h.user, { action: 'delete', uuid: unknown }))).toMatchObject({
+      status: 404,
+      code: 'SESSION_NOT_FOUND',
+    });
+    const mine = await d.create(h.user);
+    for (const action of ['modify', 'delete', 'restart']) {
+      const res = await h.post('/session', h.other, {
+        action,
+        uuid: mine,
+        ...(action === 'modify' ? { mtu: 1400 } : {}),
+      });
+      expect(problem(res)).toMatchObject({ code: 'SESSION_NOT_FOUND' });
+    }
+    expect(d.status(mine)).toBe(3);
+    const list = await expectOk(h.post('/session', h.other, { action: 'list' }));
+    expect(list.json().sessions.map((s: { uuid: string }) => s.uuid)).not.toContain(mine);
+    const all = await expectOk(h.post('/session', h.admin, { action: 'list' }));
+    expect(all.json().sessions.map((s: { uuid: string }) => s.uuid)).toContain(mine);
+    expect(OTHER_ASN).not.toBe(USER_ASN);
+  });
+  it('ROUTER_NOT_FOUND', async () => {
+    expect(problem(await h.post('/session', newUser(), sessionFields('nowhere')))).toMatchObject({
+      status: 404,
+      code: 'ROUTER_NOT_FOUND',
+    });
+  });
+  it('SESSION_EXISTS: a second session of one ASN on one router', async () => {
+    const token = newUser();
+    await d.create(token);
+    expect(problem(await h.post('/session', token, sessionFields('fra1')))).toMatchObject({
+      status: 409,
+      code: 'SESSION_EXISTS',
+    });
+  });
+  it('ROUTER_FULL: at maxSessions, and not accepting', async () => {
+    await expectOk(h.post('/session', newUser(), sessionFields('full1')));
+    expect(problem(await h.post('/session', newUser(), sessionFields('full1')))).toMatchObject({
+      status: 409,
+      code: 'ROUTER_FULL',
+    });
+    expect(problem(await h.post('/session', newUser(), sessionFields('closed1')))).toMatchObject({
+      code: 'ROUTER_FULL',
+    });
+  });
+  it('ASN_BLOCKED', async () => {
+    const blocked = h.tokens.issueToken(4242429999, 'user').token;
+    const res = await h.post('/session', blocked, sessionFields('fra1'));
+    expect(problem(res)).toMatchObject({ status: 403, code: 'ASN_BLOCKED' });
+  });
+  it('CONFLICT: more pending sessions than maxPendingPerAsn', async () => {
+    const token = newUser();
+    for (const r of ['pend1', 'pend2', 'pend3', 'pend4']) await h.addRouter(r);
+    for (const r of ['pend1', 'pend2', 'pend3']) await expectOk(h.post('/session', token, sessionFields(r)));
+    expect(problem(await h.post('/session', token, sessionFields('pend4')))).toMatchObject({
+      status: 409,
+      code: 'CONFLICT',
+    });
+  });
+  it('INVALID_STATE', async () => {
+    const uuid = await d.inStatus(3);
+    expect(problem(await d.user('restart', uuid))).toMatchObject({ status: 409, code: 'INVALID_STATE' });
+  });
+});
+
+describe('policy checks at create', () => {
+  it('peer addresses outside peerAddressRanges', async () => {
+    const res = await h.post(
+      '/session',
+      newUser(),
+      sessionFields('ranged1', { ipv6: '2001:db8::1', ipv4: '10.0.0.1' }),
+    );
+    expect(problem(res)).toMatchObject({ code: 'INVALID_REQUEST' });
+    const pointers = res.json().errors.map((e: { pointer: string }) => e.pointer);
+    expect(pointers).toEqual(expect.arrayContaining(['/ipv6', '/ipv4']));
+    await expectOk(
+      h.post('/session', newUser(), sessionFields('ranged1', { ipv6: 'fd42::1', ipv4: '172.20.1.1' })),
+    );
+  });
+  it("link-local collision with the router's own", async () => {
+    const res = await h.post('/session', newUser(), sessionFields('fra1', { linkLocal: 'FE80:0::1' }));
+    expect(res.json().errors).toContainEqual(expect.objectContaining({ pointer: '/linkLocal' }));
+  });
+  it('MP-BGP / extended next hop consistency', async () => {
+    const cases = [
+      { mpbgp: false },
+      { mpbgp: false, extendedNextHop: true, ipv4: '172.20.1.2' },
+      { mpbgp: true, extendedNextHop: false },
+    ];
+    for (const extra of cases) {
+      const res = await h.post('/session', newUser(), sessionFields('fra1', extra));
+      expect(problem(res), JSON.stringify(extra)).toMatchObject({ code: 'INVALID_REQUEST' });
+    }
+    await expectOk(
+      h.post(
+        '/session',
+        newUser(),
+        sessionFields('fra1', { mpbgp: false, extendedNextHop: false, ipv4: '172.20.1.3' }),
+      ),
+    );
+  });
+  it('create accepts the router name as well as its UUID', async () => {
+    const uuid = h.store.getRouter('fra1')?.spec.uuid;
+    await expectOk(h.post('/session', newUser(), sessionFields(String(uuid))));
+    await expectOk(h.post('/session', newUser(), sessionFields('fra1')));
+  });
+});
+
+describe('server errors', () => {
+  it('INTERNAL: an unexpected store failure is a 500 without message or stack', async () => {
+    // A store that fails in a way the real one cannot be made to on demand (a broken disk): a Proxy over
+    // the real git store whose createSession throws a plain Error.
+    const broken = new Proxy(h.store, {
+      get(target, prop, receiver) {
+        if (prop === 'createSession')
+          return async () => {
+            throw new Error('EIO /var/secret/path');
+          };
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }) as Store;
+    const app = await buildApp({ store: broken, tokens: h.tokens, config: h.config, logger: false });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${newUser()}` },
+        payload: JSON.stringify(sessionFields('fra1')),
+      });
+      expect(problem(res)).toMatchObject({ status: 500, code: 'INTERNAL' });
+      expect(res.body).not.toMatch(/secret|EIO/);
+    } finally {
+      await app.close();
+    }
+  });
+  it('STORE_UNAVAILABLE from the store is passed on as 503', async () => {
+    const down = new Proxy(h.store, {
+      get(target, prop, receiver) {
+        if (prop === 'createSession')
+          return async () => {
+            throw new ProblemError('STORE_UNAVAILABLE', 'the store is not reachable');
+          };
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }) as Store;
+    const app = await buildApp({ store: down, tokens: h.tokens, config: h.config, logger: false });
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${newUser()}` },
+        payload: JSON.stringify(sessionFields('fra1')),
+      });
+      expect(problem(res)).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
+    } finally {
+      await app.close();
+    }
+  });
+});

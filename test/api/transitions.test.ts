@@ -1,0 +1,167 @@
+/** Every transition of DESIGN.md section 4, driven through the user, admin and agent APIs on the git store. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { driver, expectOk, problem, startHarness, type Harness } from './helpers.ts';
+
+let h: Harness;
+let d: ReturnType<typeof driver>;
+let auto: ReturnType<typeof driver>;
+
+beforeAll(async () => {
+  h = await startHarness();
+  d = driver(h, 'fra1', await h.addRouter('fra1'));
+  auto = driver(h, 'ams1', await h.addRouter('ams1', { autoApprove: true }));
+});
+afterAll(async () => h?.close());
+
+describe('user create', () => {
+  it('— → 3 PENDING_REVIEW with the router data of SPEC 2.3', async () => {
+    const res = await h.post('/session', d.freshUser(), {
+      action: 'create',
+      router: h.store.getRouter('fra1')?.spec.uuid,
+      ipv6: 'fd42:1234::1',
+      linkLocal: 'fe80::1234',
+      endpoint: 'peer.example.org:51820',
+      publicKey: 'mHQAvg2DG5ndhWXJPCN6xvUbZGgs1jpT5vK82V9HZ3c=',
+      mtu: 1420,
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ status: 3, statusName: 'PENDING_REVIEW', serverLinkLocal: 'fe80::1' });
+    expect(body.serverEndpoint).toMatch(/^fra1\.example\.net:2\d{4}$/);
+    expect(body.serverPublicKey).toBe(h.store.getRouter('fra1')?.spec.publicKey);
+  });
+  it('— → 4 when the router auto-approves', async () => {
+    const uuid = await auto.create();
+    expect(auto.status(uuid)).toBe(4);
+  });
+});
+
+describe('admin review', () => {
+  it('3 approve → 4', async () => {
+    const uuid = await d.inStatus(3);
+    const res = await expectOk(d.admin('approve', uuid, 'looks fine'));
+    expect(res.json()).toMatchObject({ status: 4, statusName: 'QUEUED_FOR_SETUP' });
+  });
+  it('3 reject → removed', async () => {
+    const uuid = await d.inStatus(3);
+    const res = await expectOk(d.admin('reject', uuid, 'unknown ASN'));
+    expect(res.json()).toEqual({ uuid, deleted: true });
+    expect(h.store.getSession(uuid)).toBeUndefined();
+  });
+  for (const from of [1, 2, 4, 6])
+    it(`${from} disable → 0`, async () => {
+      const uuid = await d.inStatus(from);
+      await expectOk(d.admin('disable', uuid));
+      expect(d.status(uuid)).toBe(0);
+    });
+  it('0 enable → 4', async () => {
+    const uuid = await d.inStatus(0);
+    await expectOk(d.admin('enable', uuid));
+    expect(d.status(uuid)).toBe(4);
+  });
+  it('refuses approve outside status 3 with INVALID_STATE and changes nothing', async () => {
+    const uuid = await d.inStatus(1);
+    const res = await d.admin('approve', uuid);
+    expect(problem(res)).toMatchObject({ status: 409, code: 'INVALID_STATE' });
+    expect(d.status(uuid)).toBe(1);
+  });
+});
+
+describe('agent reports', () => {
+  it('4 → 1 ACTIVE', async () => {
+    const uuid = await d.inStatus(4);
+    const res = await expectOk(d.report(uuid, 1));
+    expect(res.json()).toMatchObject({ ok: true, status: 1, statusName: 'ACTIVE', removed: false });
+    expect(h.store.getSession(uuid)?.status.interface).toMatch(/^wg_\d+$/);
+  });
+  it('4 → 6 SETUP_FAILED with lastError', async () => {
+    const uuid = await d.inStatus(4);
+    await expectOk(d.report(uuid, 6, 'bird: syntax error'));
+    expect(h.store.getSession(uuid)?.status).toMatchObject({
+      code: 6,
+      lastError: { code: 'SETUP_FAILED', message: 'bird: syntax error' },
+    });
+  });
+  it('6 → 6 and 6 → 1 (retry succeeds, error cleared)', async () => {
+    const uuid = await d.inStatus(6);
+    await expectOk(d.report(uuid, 6, 'again'));
+    expect(h.store.getSession(uuid)?.status.lastError?.message).toBe('again');
+    await expectOk(d.report(uuid, 1));
+    expect(h.store.getSession(uuid)?.status.code).toBe(1);
+    expect(h.store.getSession(uuid)?.status.lastError).toBeUndefined();
+  });
+  it('1 ↔ 2', async () => {
+    const uuid = await d.inStatus(1);
+    await expectOk(d.report(uuid, 2, 'no handshake for 5 min'));
+    expect(d.status(uuid)).toBe(2);
+    await expectOk(d.report(uuid, 1));
+    expect(d.status(uuid)).toBe(1);
+  });
+  it('5 → reported 0 → removed', async () => {
+    const uuid = await d.inStatus(5);
+    const res = await expectOk(d.report(uuid, 0));
+    expect(res.json()).toMatchObject({ removed: true });
+    expect(h.store.getSession(uuid)).toBeUndefined();
+  });
+  it('any other report is 409 INVALID_STATE and changes nothing', async () => {
+    const uuid = await d.inStatus(3);
+    expect(problem(await d.report(uuid, 1))).toMatchObject({ status: 409, code: 'INVALID_STATE' });
+    const active = await d.inStatus(1);
+    expect(problem(await d.report(active, 0))).toMatchObject({ code: 'INVALID_STATE' });
+    expect(d.status(uuid)).toBe(3);
+    expect(d.status(active)).toBe(1);
+  });
+});
+
+describe('user modify, restart, delete', () => {
+  for (const from of [1, 2, 6])
+    it(`${from} modify → 4 with the new endpoint and mtu`, async () => {
+      const uuid = await d.inStatus(from);
+      const res = await expectOk(d.user('modify', uuid, { endpoint: '[2001:db8::1]:51821', mtu: 1400 }));
+      expect(res.json()).toMatchObject({ status: 4, endpoint: '[2001:db8::1]:51821', mtu: 1400 });
+    });
+  for (const from of [3, 4, 0])
+    it(`${from} modify → unchanged status, data updated`, async () => {
+      const uuid = await d.inStatus(from);
+      const res = await expectOk(d.user('modify', uuid, { mtu: 1380 }));
+      expect(res.json()).toMatchObject({ status: from, mtu: 1380 });
+    });
+  it('modify with endpoint null drops the endpoint (peer behind NAT)', async () => {
+    const uuid = await d.inStatus(3);
+    const res = await expectOk(d.user('modify', uuid, { endpoint: null }));
+    expect(res.json().endpoint).toBeNull();
+  });
+  for (const from of [1, 2, 6])
+    it(`${from} restart → 4 with restartGeneration + 1`, async () => {
+      const uuid = await d.inStatus(from);
+      const before = h.store.getSession(uuid)?.spec.restartGeneration ?? 0;
+      const res = await expectOk(d.user('restart', uuid));
+      expect(res.json()).toMatchObject({ status: 4 });
+      expect(h.store.getSession(uuid)?.spec.restartGeneration).toBe(before + 1);
+    });
+  for (const from of [3, 4, 0, 5])
+    it(`${from} restart → INVALID_STATE`, async () => {
+      const uuid = await d.inStatus(from);
+      expect(problem(await d.user('restart', uuid))).toMatchObject({ status: 409, code: 'INVALID_STATE' });
+      expect(d.status(uuid)).toBe(from);
+    });
+  for (const from of [0, 1, 2, 4, 6])
+    it(`${from} delete → 5 QUEUED_FOR_DELETE`, async () => {
+      const uuid = await d.inStatus(from);
+      const res = await expectOk(d.user('delete', uuid));
+      expect(res.json()).toMatchObject({ status: 5, statusName: 'QUEUED_FOR_DELETE' });
+    });
+  it('3 delete → removed at once', async () => {
+    const uuid = await d.inStatus(3);
+    const res = await expectOk(d.user('delete', uuid));
+    expect(res.json()).toEqual({ uuid, deleted: true });
+    expect(h.store.getSession(uuid)).toBeUndefined();
+  });
+  it('admins may modify, restart and delete any session through /session', async () => {
+    const uuid = await d.inStatus(1);
+    await expectOk(d.user('restart', uuid, {}, h.admin));
+    expect(d.status(uuid)).toBe(4);
+    await expectOk(d.user('delete', uuid, {}, h.admin));
+    expect(d.status(uuid)).toBe(5);
+  });
+});
