@@ -1,11 +1,25 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { load } from 'js-yaml';
 import pino from 'pino';
-import { createGitStore } from '../../controller/store/git/index.ts';
+import { register } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GROUP_VERSION } from '../../common/schema.ts';
+import {
+  createGitStore,
+  STATUS_REF,
+  type GitStore,
+  type GitStoreOptions,
+} from '../../controller/store/git/index.ts';
 import { storeConformance } from './conformance.ts';
+import { admin, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
+import { eventually, git, put, serveGit } from './git-helpers.ts';
 
-const quiet = pino({ level: 'silent' });
+const quiet = pino({ level: process.env.STORE_TEST_LOG ?? 'silent' });
+const execNode = promisify(execFile);
 
 storeConformance('git', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'peerops-store-'));
@@ -15,4 +29,299 @@ storeConformance('git', async () => {
     return store;
   };
   return { store: await open(), reopen: open, cleanup: () => rm(dir, { recursive: true, force: true }) };
+});
+
+async function invalidCount(): Promise<number> {
+  const metric = register.getSingleMetric('peerops_store_invalid_manifests_total');
+  const values = (await metric?.get())?.values ?? [];
+  return values.reduce((sum, v) => sum + v.value, 0);
+}
+
+function sessionManifest(asn: number, router: string, spec: Record<string, unknown> = {}) {
+  return {
+    apiVersion: GROUP_VERSION,
+    kind: 'PeeringSession',
+    metadata: { name: `as${asn}-${router}` },
+    spec: { asn, router, ipv6: 'fd42:2::1', linkLocal: 'fe80::abcd', publicKey: wgKey(), mtu: 1420, ...spec },
+  };
+}
+
+describe('git store: the repository', () => {
+  let dir: string;
+  let bare: string;
+  let work: string;
+  let store: GitStore;
+
+  const open = async (extra: Partial<GitStoreOptions> = {}) => {
+    const s = createGitStore({ dir: bare, logger: quiet, pollIntervalMs: 100, ...extra });
+    await s.start();
+    return s;
+  };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'peerops-store-git-'));
+    bare = join(dir, 'store.git');
+    work = join(dir, 'work');
+    store = await open();
+    await store.createRouter('fra1', routerSpec(1), admin);
+    await store.putPolicy(
+      'default',
+      { dn42Asn: 4242420000, mergeIsApproval: true, blockedAsns: [4242429999] },
+      admin,
+    );
+    await git(dir, 'clone', '-q', bare, work);
+  });
+  afterEach(async () => {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('picks up a merged pull request pushed with git, completes it as the controller, and follows edits', async () => {
+    await put(work, 'sessions/fra1/as4242420100.yaml', sessionManifest(4242420100, 'fra1'));
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #1: AS4242420100 on fra1');
+    await git(work, 'push', '-q', 'origin', 'main');
+
+    const [session] = await eventually(() => {
+      const found = store.listSessions({ asn: 4242420100 });
+      return found.length > 0 && found;
+    });
+    expect(session?.spec).toMatchObject({ listenPort: 20100, router: 'fra1', linkLocal: 'fe80::abcd' });
+    expect(session?.spec.uuid).toMatch(/^[0-9a-f-]{36}$/);
+    // policy default says a merge is an approval
+    expect(session?.status).toMatchObject({ code: 4, name: 'QUEUED_FOR_SETUP' });
+
+    // the allocated fields are committed into the spec file by the controller
+    await eventually(async () => (await git(bare, 'log', '-1', '--format=%an', 'main')) === 'controller\n');
+    await git(work, 'pull', '-q', '--ff-only');
+    const file = load(await readFile(join(work, 'sessions/fra1/as4242420100.yaml'), 'utf8')) as {
+      spec: Record<string, unknown>;
+    };
+    expect(file.spec).toMatchObject({ uuid: session?.spec.uuid, listenPort: 20100 });
+    expect(await git(bare, 'log', '-1', '--format=%an', 'main')).toBe('controller\n');
+
+    // an edit in a later pull request is applied to the same session
+    await put(work, 'sessions/fra1/as4242420100.yaml', { ...file, spec: { ...file.spec, mtu: 1380 } });
+    await git(work, 'commit', '-q', '-am', 'Merge pull request #2: lower mtu');
+    await git(work, 'push', '-q', 'origin', 'main');
+    await eventually(() => store.getSession(session?.spec.uuid ?? '')?.spec.mtu === 1380);
+    expect(store.getSession(session?.spec.uuid ?? '')?.status.code).toBe(4);
+
+    // and a removal too
+    await git(work, 'rm', '-q', 'sessions/fra1/as4242420100.yaml');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #3: remove');
+    await git(work, 'push', '-q', 'origin', 'main');
+    await eventually(() => store.listSessions().length === 0);
+  });
+
+  it('reports and skips malformed manifests while everything else keeps working', async () => {
+    const before = await invalidCount();
+    await put(work, 'sessions/fra1/as4242420201.yaml', 'spec: [unclosed\n  : :');
+    await put(work, 'sessions/fra1/as4242420202.yaml', sessionManifest(4242420202, 'fra1', { mtu: 99999 }));
+    await put(work, 'sessions/fra1/as4242420203.yaml', sessionManifest(4242420299, 'fra1'));
+    await put(work, 'sessions/nope/as4242420204.yaml', sessionManifest(4242420204, 'nope'));
+    await put(work, 'sessions/fra1/as4242429999.yaml', sessionManifest(4242429999, 'fra1'));
+    await put(work, 'sessions/fra1/as4242420205.yaml', sessionManifest(4242420205, 'fra1'));
+    await put(work, 'README.md', '# not a manifest\n');
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge a bad pull request');
+    await git(work, 'push', '-q', 'origin', 'main');
+
+    await eventually(() => store.listSessions({ asn: 4242420205 }).length === 1);
+    expect(store.listSessions()).toHaveLength(1);
+    expect(await invalidCount()).toBe(before + 5);
+    expect(store.rejectedManifests()).toEqual([
+      'sessions/fra1/as4242420201.yaml',
+      'sessions/fra1/as4242420202.yaml',
+      'sessions/fra1/as4242420203.yaml',
+      'sessions/fra1/as4242429999.yaml',
+      'sessions/nope/as4242420204.yaml',
+    ]);
+    // the store goes on working, and does not report the same files again on the next change
+    const s = await store.createSession(newSession(4242420206, 'fra1'), pending, user(4242420206), 'create');
+    expect(store.getSession(s.spec.uuid)).toBeDefined();
+    await store.createRouter('nope', routerSpec(7), admin);
+    // the session for router nope now validates
+    await eventually(() => store.listSessions({ asn: 4242420204 }).length === 1);
+    expect(await invalidCount()).toBe(before + 5);
+  });
+
+  it('keeps the audit log: author and message of each write', async () => {
+    const s = await store.createSession(
+      newSession(4242420300, 'fra1'),
+      pending,
+      user(4242420300),
+      'create session AS4242420300 on fra1',
+    );
+    await store.updateSession(
+      s.spec.uuid,
+      () => ({ status: queued }),
+      admin,
+      'approve as4242420300-fra1: looks good',
+    );
+    const log = await git(bare, 'log', '--format=%an <%ae>|%s', 'main');
+    expect(log.split('\n').slice(0, 3)).toEqual([
+      'AS4242420300 <as4242420300@peerops.invalid>|create session AS4242420300 on fra1',
+      'admin AS4242420000 <admin-as4242420000@peerops.invalid>|set policy default',
+      'admin AS4242420000 <admin-as4242420000@peerops.invalid>|add router fra1',
+    ]);
+    const statusLog = await git(bare, 'log', '--format=%an|%s|%b', STATUS_REF);
+    expect(statusLog).toContain(
+      'admin AS4242420000|approve as4242420300-fra1: looks good|Peerops-Actor: admin AS4242420000',
+    );
+    // a message cannot forge trailers or lines of its own: control characters are flattened
+    await store.updateSession(
+      s.spec.uuid,
+      (c) => ({ spec: { ...c.spec, mtu: 1400 } }),
+      user(4242420300),
+      'x\u0000y\u001b[31m',
+    );
+    expect(await git(bare, 'log', '-1', '--format=%s', 'main')).toBe('x y [31m\n');
+  });
+
+  it('writes status and observations on the status ref only, batched into one commit', async () => {
+    const s = await store.createSession(newSession(4242420400, 'fra1'), queued, admin, 'c');
+    const specHead = await git(bare, 'rev-parse', 'main');
+    const statusCommits = Number(await git(bare, 'rev-list', '--count', STATUS_REF));
+    await store.updateSession(
+      s.spec.uuid,
+      (c) => ({ status: { ...c.status, code: 1, name: 'ACTIVE' } }),
+      admin,
+      'up',
+    );
+    for (let i = 0; i < 100; i++) {
+      store.recordSessionMetrics(s.spec.uuid, {
+        rtt: i,
+        rxBytes: i,
+        txBytes: i,
+        routesImported: 1,
+        at: new Date().toISOString(),
+      });
+      store.recordRouterStatus('fra1', { uptime: i, lastHeartbeat: new Date().toISOString() });
+    }
+    await store.flushObservations();
+    expect(await git(bare, 'rev-parse', 'main')).toBe(specHead);
+    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(statusCommits + 2);
+    const statusFile = load(
+      await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420400.yaml`),
+    ) as Record<string, unknown>;
+    expect(Object.keys(statusFile).sort()).toEqual(['status', 'uuid']);
+    expect(statusFile.status).toMatchObject({ code: 1, metrics: { rtt: 99 } });
+    const specFile = load(await git(bare, 'show', 'main:sessions/fra1/as4242420400.yaml')) as Record<
+      string,
+      unknown
+    >;
+    expect(specFile.status).toBeUndefined();
+    // every status commit touches only status files, never the spec branch's history
+    const shared = await git(bare, 'merge-base', '--all', 'main', STATUS_REF).catch(() => '');
+    expect(shared).toBe('');
+  });
+
+  it('flushes observations on its own timer', async () => {
+    await store.close();
+    store = await open({ observationFlushMs: 100 });
+    store.recordRouterStatus('fra1', { uptime: 1 });
+    store.recordRouterStatus('fra1', { uptime: 2 });
+    await new Promise((r) => setTimeout(r, 400));
+    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(1);
+    const file = load(await git(bare, 'show', `${STATUS_REF}:routers/fra1.yaml`)) as { status: unknown };
+    expect(file.status).toEqual({ uptime: 2 });
+  });
+
+  it('keeps writes and concurrent pushes apart: nothing lost on either side', async () => {
+    const writes = Array.from({ length: 20 }, (_, i) =>
+      store.createSession(newSession(64700 + i, 'fra1'), pending, user(64700 + i), `create ${i}`),
+    );
+    await put(work, 'sessions/fra1/as4242420500.yaml', sessionManifest(4242420500, 'fra1'));
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #5');
+    let pushed = false;
+    for (let i = 0; i < 20 && !pushed; i++) {
+      // a push races the store's writes; a rejected (non-fast-forward) push is retried like a person would
+      pushed = await git(work, 'push', '-q', 'origin', 'main').then(
+        () => true,
+        async () => {
+          await git(work, 'pull', '-q', '--rebase');
+          return false;
+        },
+      );
+    }
+    expect(pushed).toBe(true);
+    await Promise.all(writes);
+    await eventually(() => store.listSessions().length === 21);
+    const tree = await git(bare, 'ls-tree', '-r', '--name-only', 'main', 'sessions/fra1');
+    expect(tree.trim().split('\n')).toHaveLength(21);
+    expect(await git(bare, 'fsck', '--no-progress', '--no-dangling')).toBe('');
+  });
+
+  it('reloads exactly the same state after the controller process restarts', async () => {
+    await store.close();
+    const script = join(import.meta.dirname, 'restart-writer.ts');
+    const { stdout } = await execNode(process.execPath, [script, bare], { timeout: 30000 });
+    const written = JSON.parse(stdout) as unknown;
+    store = await open();
+    expect({
+      routers: store.listRouters(),
+      sessions: store.listSessions(),
+      policies: store.listPolicies(),
+    }).toEqual(written);
+  });
+});
+
+describe('git store: a remote', () => {
+  let dir: string;
+  let http: Awaited<ReturnType<typeof serveGit>>;
+  let store: GitStore;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'peerops-store-remote-'));
+    await git(dir, 'init', '-q', '--bare', '-b', 'main', 'upstream.git');
+    await git(join(dir, 'upstream.git'), 'config', 'http.receivepack', 'true');
+    http = await serveGit(dir);
+  });
+  afterEach(async () => {
+    await store?.close();
+    await http.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('pulls commits from the remote, also when the store has commits of its own', async () => {
+    const work = join(dir, 'work');
+    await git(dir, 'clone', '-q', join(dir, 'upstream.git'), work);
+    const fra1 = routerSpec(1);
+    await put(work, 'routers/fra1.yaml', {
+      apiVersion: GROUP_VERSION,
+      kind: 'Router',
+      metadata: { name: 'fra1' },
+      spec: fra1,
+    });
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'add fra1');
+    await git(work, 'push', '-q', 'origin', 'main');
+
+    store = createGitStore({
+      dir: join(dir, 'store.git'),
+      logger: quiet,
+      pollIntervalMs: 100,
+      remote: { url: `${http.url}/upstream.git`, intervalMs: 200 },
+    });
+    await store.start();
+    await eventually(() => store.getRouter('fra1'));
+    expect(store.getRouter('fra1')?.spec.uuid).toBe(fra1.uuid);
+
+    // the store writes on its own, then the remote moves on: histories diverge and are merged
+    const own = await store.createSession(newSession(64800, 'fra1'), pending, user(64800), 'create');
+    await put(work, 'sessions/fra1/as4242420600.yaml', sessionManifest(4242420600, 'fra1'));
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #6');
+    await git(work, 'push', '-q', 'origin', 'main');
+    await eventually(() => store.listSessions({ asn: 4242420600 }).length === 1);
+    expect(store.getSession(own.spec.uuid)).toBeDefined();
+    const files = await git(join(dir, 'store.git'), 'ls-tree', '-r', '--name-only', 'main');
+    expect(files.trim().split('\n').sort()).toEqual([
+      'routers/fra1.yaml',
+      'sessions/fra1/as4242420600.yaml',
+      'sessions/fra1/as64800.yaml',
+    ]);
+  });
 });

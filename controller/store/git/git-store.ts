@@ -78,6 +78,8 @@ export interface GitStoreOptions {
 export const STATUS_REF = 'refs/heads/peerops-status';
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 const MAX_ATTEMPTS = 8;
+/** The name of the configured remote in the store repository's config. */
+const REMOTE = 'origin';
 const YAML = { schema: CORE_SCHEMA };
 
 function counter(name: string, help: string, labelNames: string[] = []): Counter<string> {
@@ -138,6 +140,7 @@ export class GitStore implements Store {
   private readonly dirtyRouters = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
   private syncQueued = false;
+  private remoteQueued = false;
   private started = false;
   private closed = false;
 
@@ -171,6 +174,7 @@ export class GitStore implements Store {
     );
     if (this.options.remote) {
       const remote = this.options.remote;
+      await git.addRemote({ fs, gitdir: this.ctx.gitdir, remote: REMOTE, url: remote.url, force: true });
       this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 30000));
       this.requestRemoteSync();
     }
@@ -464,7 +468,10 @@ export class GitStore implements Store {
       for (let attempt = 1; ; attempt++) {
         await this.syncAll();
         try {
-          return await fn();
+          const result = await fn();
+          // a new router or policy may make manifests valid that were rejected before
+          if (this.rejected.size > 0) await this.applySpecChanges([]);
+          return result;
         } catch (err) {
           if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
           await new Promise((r) => setTimeout(r, 5 * attempt));
@@ -500,8 +507,12 @@ export class GitStore implements Store {
   }
 
   private requestRemoteSync(): void {
-    if (this.closed) return;
-    void this.serialised(() => this.pullRemote()).catch((err: unknown) => {
+    if (this.remoteQueued || this.closed) return;
+    this.remoteQueued = true;
+    void this.serialised(async () => {
+      this.remoteQueued = false;
+      await this.pullRemote();
+    }).catch((err: unknown) => {
       syncErrors.inc();
       this.log.warn({ err: String(err) }, 'store: pulling from the remote failed');
     });
@@ -726,7 +737,7 @@ export class GitStore implements Store {
       http,
       gitdir: this.ctx.gitdir,
       url: remote.url,
-      remote: 'origin',
+      remote: REMOTE,
       ref: remote.branch ?? this.options.branch,
       singleBranch: true,
       tags: false,
