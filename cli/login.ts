@@ -1,0 +1,213 @@
+/**
+ * `peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL]`: fetch a challenge, sign it with
+ * ssh-keygen or gpg, trade the signature for a JWT and keep it (mode 0600) in the config dir.
+ * Without --ssh-key or --gpg, the first of ~/.ssh/id_{ed25519,ecdsa,rsa} whose public key the
+ * registry lists for the ASN is used.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { homedir, tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
+
+  --asn N            the ASN you log in for (4242420001 or AS4242420001)
+  --ssh-key PATH     sign with this SSH key (ssh-keygen -Y sign -n peerops); PATH may be a private key
+                     or, with ssh-agent holding the key, its .pub
+  --gpg KEYID        sign with this OpenPGP key (gpg --detach-sign --armor -u KEYID); its public key
+                     (gpg --export --armor) is sent along
+  --url URL          the peerops API (default $PEEROPS_URL or http://localhost:8080)
+  --expect-host HOST sign challenges for HOST although the URL names another host (e.g. an SSH tunnel)
+
+The token is saved to $PEEROPS_CONFIG_DIR/token (default ~/.config/peerops/token), mode 0600.`;
+
+interface ChallengeAnswer {
+  challenge: string;
+  host: string;
+  expiresAt: string;
+  namespace: string;
+  methods: Array<{ type: string; mntner: string; key?: string; fingerprint?: string; keyCert?: string }>;
+}
+
+interface TokenAnswer {
+  token: string;
+  expiresAt: string;
+  role: string;
+}
+
+class LoginError extends Error {
+  override name = 'LoginError';
+}
+
+export function configDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.PEEROPS_CONFIG_DIR) return env.PEEROPS_CONFIG_DIR;
+  return path.join(env.XDG_CONFIG_HOME || path.join(homedir(), '.config'), 'peerops');
+}
+
+/** Atomically, mode 0600 from the first byte: the token is a credential. */
+export async function saveToken(token: string, dir = configDir()): Promise<string> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = path.join(dir, 'token');
+  const tmp = `${file}.${process.pid}.tmp`;
+  const fh = await open(tmp, 'w', 0o600);
+  try {
+    await fh.writeFile(`${token}\n`);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+  return file;
+}
+
+function parseAsn(value: string): number {
+  const n = Number(value.replace(/^AS/i, ''));
+  if (!Number.isInteger(n) || n < 1 || n > 4294967295)
+    throw new LoginError(`--asn: '${value}' is not an ASN`);
+  return n;
+}
+
+/** Runs a signing tool; stdin and stderr stay on the terminal for passphrase prompts. */
+function runTool(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['inherit', 'pipe', 'inherit'] });
+    const out: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.on('error', (err) => reject(new LoginError(`cannot run ${cmd}: ${err.message}`)));
+    child.on('close', (code) => {
+      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
+      else reject(new LoginError(`${cmd} ${args[0] ?? ''} failed (exit status ${code})`));
+    });
+  });
+}
+
+async function post<T>(url: string, body: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    throw new LoginError(`cannot reach ${url}: ${(err as Error).cause ?? (err as Error).message}`);
+  }
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new LoginError(`${url} answered ${res.status} with a body that is not JSON`);
+  }
+  if (!res.ok) {
+    const p = json as { code?: string; detail?: string };
+    throw new LoginError(`${p.code ?? res.status}: ${p.detail ?? text}`);
+  }
+  return json as T;
+}
+
+/** The signing key when none was named: a default SSH key the registry lists for the ASN. */
+async function defaultSshKey(methods: ChallengeAnswer['methods']): Promise<string> {
+  const listed = new Set(methods.map((m) => m.key).filter((k) => k !== undefined));
+  for (const name of ['id_ed25519', 'id_ecdsa', 'id_rsa']) {
+    const file = path.join(homedir(), '.ssh', name);
+    if (!existsSync(`${file}.pub`)) continue;
+    const blob = (await readFile(`${file}.pub`, 'utf8')).trim().split(/\s+/)[1];
+    if (blob && listed.has(blob)) return file;
+  }
+  throw new LoginError('give --ssh-key PATH or --gpg KEYID: no key in ~/.ssh is listed for this ASN');
+}
+
+async function sign(
+  challenge: ChallengeAnswer,
+  opts: { sshKey: string | undefined; gpg: string | undefined },
+): Promise<{ signature: string; publicKey?: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'peerops-login-'));
+  try {
+    const file = path.join(dir, 'challenge');
+    await writeFile(file, challenge.challenge, { mode: 0o600 });
+    if (opts.gpg) {
+      const signature = await runTool('gpg', ['--armor', '--detach-sign', '-u', opts.gpg, '-o', '-', file]);
+      const publicKey = await runTool('gpg', ['--export', '--armor', opts.gpg]);
+      if (!publicKey.includes('BEGIN PGP PUBLIC KEY BLOCK')) {
+        throw new LoginError(`gpg has no public key for '${opts.gpg}'`);
+      }
+      return { signature, publicKey };
+    }
+    const key = opts.sshKey ?? (await defaultSshKey(challenge.methods));
+    await runTool('ssh-keygen', ['-Y', 'sign', '-n', challenge.namespace, '-f', key, file]);
+    return { signature: await readFile(`${file}.sig`, 'utf8') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let values: {
+    asn?: string;
+    'ssh-key'?: string;
+    gpg?: string;
+    url?: string;
+    'expect-host'?: string;
+    help?: boolean;
+  };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        asn: { type: 'string' },
+        'ssh-key': { type: 'string' },
+        gpg: { type: 'string' },
+        url: { type: 'string' },
+        'expect-host': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    console.error(`peerops login: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (!values.asn || (values['ssh-key'] && values.gpg)) {
+    console.error(
+      `peerops login: ${values.asn ? 'give --ssh-key or --gpg, not both' : '--asn is required'}\n\n${USAGE}`,
+    );
+    return 2;
+  }
+  try {
+    const asn = parseAsn(values.asn);
+    const base = (values.url ?? process.env.PEEROPS_URL ?? 'http://localhost:8080').replace(/\/+$/, '');
+    let expectHost: string;
+    try {
+      expectHost = values['expect-host'] ?? new URL(base).hostname.replace(/^\[|\]$/g, '');
+    } catch {
+      throw new LoginError(`--url: '${base}' is not a URL`);
+    }
+    const url = `${base}/login`;
+    const c = await post<ChallengeAnswer>(url, { action: 'challenge', asn });
+    // A challenge for another host may be one relayed from another service: never sign it.
+    if (c.host !== expectHost) {
+      throw new LoginError(
+        `the challenge is for host '${c.host}' but you are talking to '${expectHost}'; refusing to sign (use --expect-host ${c.host} if that is really this service)`,
+      );
+    }
+    const signed = await sign(c, { sshKey: values['ssh-key'], gpg: values.gpg });
+    const t = await post<TokenAnswer>(url, { action: 'verify', asn, challenge: c.challenge, ...signed });
+    const file = await saveToken(t.token);
+    console.log(
+      `Logged in to ${base} as AS${asn} (${t.role}) until ${t.expiresAt}.\nToken saved to ${file}.`,
+    );
+    return 0;
+  } catch (err) {
+    if (!(err instanceof LoginError)) throw err;
+    console.error(`peerops login: ${err.message}`);
+    return 1;
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * `peerops login` end to end: the executable as a child process against the real controller app
+ * (git store, Ed25519 token issuer, problem+json, rate limits) listening on 127.0.0.1 with the login
+ * plugin registered under both prefixes; the token it saves then opens `/session`.
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import * as path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configDir, saveToken } from '../../cli/login.ts';
+import { buildApp } from '../../controller/app.ts';
+import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
+import { FailureLimiter, MemoryChallengeStore } from '../../controller/auth/login/challenges.ts';
+import loginPlugin, { type LoginPluginOptions } from '../../controller/auth/login/plugin.ts';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { loadConfig } from '../../controller/config.ts';
+import { createGitStore } from '../../controller/store/git/index.ts';
+import type { Store } from '../../controller/store/store.ts';
+import { type GpgKey, gpgKey, type SshKey, sshKey, stopGpgAgent, tempDir, writeRegistry } from './support.ts';
+
+const AS_SSH = 4242420201;
+const AS_PGP = 4242420202;
+const AS_ADMIN = 4242420203;
+
+let dir: string;
+let store: Store;
+let tokens: TokenIssuer;
+let registry: DirectoryRegistry;
+let listed: SshKey;
+let stranger: SshKey;
+let pgp: GpgKey;
+
+/** The controller app plus the login plugin at /login and /api/v1/login, listening on loopback. */
+async function startController(serviceHost: string): Promise<{ app: FastifyInstance; url: string }> {
+  const config = {
+    ...loadConfig({ data: dir, listen: '127.0.0.1:0' }, {}),
+    rateLimit: { perMinute: 100_000, agentPerMinute: 100_000 },
+  };
+  const app = await buildApp({ store, tokens, config, logger: false });
+  const login: LoginPluginOptions = {
+    registry,
+    serviceHost,
+    admins: [AS_ADMIN],
+    isBlocked: () => false,
+    issueToken: (asn, role) => tokens.issueToken(asn, role, 12 * 3600),
+    challengeStore: new MemoryChallengeStore(),
+    failureLimiter: new FailureLimiter(),
+  };
+  await app.register(loginPlugin, login);
+  await app.register(loginPlugin, { ...login, prefix: '/api/v1' });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+function peerops(args: string[], env: Record<string, string>) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      ['bin/peerops.ts', 'login', ...args],
+      { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+beforeAll(async () => {
+  dir = await tempDir('cli');
+  store = createGitStore({ dir: path.join(dir, 'store.git'), logger: pino({ level: 'silent' }) });
+  await store.start();
+  tokens = new TokenIssuer(await loadOrCreateKey(path.join(dir, 'jwt-ed25519.pem')));
+  await mkdir(path.join(dir, 'home', '.ssh'), { recursive: true });
+  [listed, stranger, pgp] = await Promise.all([
+    sshKey(path.join(dir, 'home', '.ssh'), 'ed25519'),
+    sshKey(dir, 'ed25519', 'stranger'),
+    gpgKey(path.join(dir, 'gnupg'), 'CLI User <cli@example.test>'),
+  ]);
+  await writeRegistry(path.join(dir, 'registry'), {
+    autNums: { [AS_SSH]: ['SSH-MNT'], [AS_PGP]: ['PGP-MNT'], [AS_ADMIN]: ['SSH-MNT'] },
+    mntners: { 'SSH-MNT': [listed.publicLine], 'PGP-MNT': [`pgp-fingerprint ${pgp.fingerprint}`] },
+  });
+  registry = new DirectoryRegistry(path.join(dir, 'registry'));
+});
+
+afterAll(async () => {
+  if (pgp) await stopGpgAgent(pgp.home);
+  await store?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('peerops login', () => {
+  let app: FastifyInstance;
+  let url: string;
+  beforeAll(async () => {
+    ({ app, url } = await startController('127.0.0.1'));
+  });
+  afterAll(() => app?.close());
+
+  async function expectSavedToken(configDir: string, asn: number, role: 'user' | 'admin'): Promise<string> {
+    const file = path.join(configDir, 'token');
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const token = (await readFile(file, 'utf8')).trim();
+    expect(tokens.verify(token)).toEqual({ asn, role });
+    return token;
+  }
+
+  it('with --ssh-key: saves a 0600 token that opens /session', async () => {
+    const configDir = path.join(dir, 'cfg-ssh');
+    const r = await peerops(['--asn', `AS${AS_SSH}`, '--ssh-key', listed.path, '--url', url], {
+      PEEROPS_CONFIG_DIR: configDir,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`as AS${AS_SSH} \\(user\\) until \\d{4}-\\d\\d-\\d\\dT`));
+    const token = await expectSavedToken(configDir, AS_SSH, 'user');
+    const res = await fetch(`${url}/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ action: 'list' }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+  });
+
+  it('with --gpg under /api/v1, an admin ASN picking its key from ~/.ssh by default', async () => {
+    const pgpDir = path.join(dir, 'cfg-pgp');
+    const r = await peerops(['--asn', String(AS_PGP), '--gpg', pgp.fingerprint, '--url', `${url}/api/v1`], {
+      PEEROPS_CONFIG_DIR: pgpDir,
+      GNUPGHOME: pgp.home,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    await expectSavedToken(pgpDir, AS_PGP, 'user');
+
+    const adminDir = path.join(dir, 'cfg-admin');
+    const a = await peerops(['--asn', String(AS_ADMIN), '--url', url], {
+      PEEROPS_CONFIG_DIR: adminDir,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.stdout).toMatch(/\(admin\)/);
+    await expectSavedToken(adminDir, AS_ADMIN, 'admin');
+  });
+
+  it('a key not listed: exit 1 with AUTH_FAILED, no token written', async () => {
+    const configDir = path.join(dir, 'cfg-stranger');
+    const r = await peerops(['--asn', String(AS_SSH), '--ssh-key', stranger.path, '--url', url], {
+      PEEROPS_CONFIG_DIR: configDir,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/AUTH_FAILED: .*not listed/);
+    await expect(stat(path.join(configDir, 'token'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('usage errors exit 2', async () => {
+    const r = await peerops(['--ssh-key', listed.path], { HOME: path.join(dir, 'home') });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--asn is required/);
+  });
+
+  it('an unreachable service is a clear error', async () => {
+    const r = await peerops(['--asn', String(AS_SSH), '--url', 'http://127.0.0.1:1'], {
+      HOME: path.join(dir, 'home'),
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach http:\/\/127.0.0.1:1\/login/);
+  });
+});
+
+describe('peerops login refuses a challenge for another host', () => {
+  it('does not sign when the challenge names a host other than the URL', async () => {
+    const { app, url } = await startController('peering.elsewhere.test');
+    try {
+      const r = await peerops(['--asn', String(AS_SSH), '--ssh-key', listed.path, '--url', url], {
+        PEEROPS_CONFIG_DIR: path.join(dir, 'cfg-relay'),
+        HOME: path.join(dir, 'home'),
+      });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/challenge is for host 'peering.elsewhere.test'.*refusing to sign/);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('token file', () => {
+  it('honours PEEROPS_CONFIG_DIR and XDG_CONFIG_HOME', () => {
+    expect(configDir({ PEEROPS_CONFIG_DIR: '/x/peerops' })).toBe('/x/peerops');
+    expect(configDir({ XDG_CONFIG_HOME: '/xdg' })).toBe('/xdg/peerops');
+  });
+
+  it('replaces the token atomically with mode 0600', async () => {
+    const d = path.join(dir, 'cfg-save');
+    const file = await saveToken('first', d);
+    await saveToken('second', d);
+    expect(await readFile(file, 'utf8')).toBe('second\n');
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect((await stat(d)).mode & 0o777).toBe(0o700);
+  });
+});
