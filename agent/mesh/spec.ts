@@ -1,0 +1,49 @@
+/**
+ * GET /agent/:router/mesh → the WireGuard interfaces of the mesh: one point-to-point tunnel to every
+ * listed router, `wgm_<peer node id>`, keyed with this node's mesh key. Pure: the reconcile loop hands
+ * the specs to the wireguard module. Each tunnel carries any destination (allowed IPs 0/0 and ::/0);
+ * which destination goes through which tunnel is Babel's decision, through the kernel routes BIRD
+ * installs. The link-local address is what Babel speaks from; the IPv4 loopback on each tunnel gives
+ * Babel an IPv4 next hop (BIRD 2.0 has no IPv4-via-IPv6), and the peer's IPv4 loopback is routed onto
+ * the link so that next hop is reachable.
+ */
+import type { MeshPeer, MeshResponse } from '../../common/agent-api.ts';
+import { meshInterfaceName } from '../../common/naming.ts';
+import type { WgInterfaceSpec } from '../wireguard/types.ts';
+
+export const MESH_INTERFACE_PREFIX = 'wgm_';
+export const DEFAULT_MESH_MTU = 1420;
+
+export interface MeshSelf {
+  /** This node's mesh private key file (key.ts). */
+  privateKeyPath: string;
+  /** This router's link-local address: what the controller hands the others as its `linkLocal`. */
+  linkLocal: string;
+  loopback: { ipv4?: string; ipv6?: string };
+  mtu?: number;
+  persistentKeepalive: number;
+}
+
+export function meshInterfaceSpecs(mesh: MeshResponse, self: MeshSelf): WgInterfaceSpec[] {
+  return [...mesh.peers].sort((a, b) => a.nodeId - b.nodeId).map((peer) => meshInterfaceSpec(peer, self));
+}
+
+export function meshInterfaceSpec(peer: MeshPeer, self: MeshSelf): WgInterfaceSpec {
+  const addresses = [`${self.linkLocal}/64`];
+  if (self.loopback.ipv4) addresses.push(`${self.loopback.ipv4}/32`);
+  return {
+    name: meshInterfaceName(peer.nodeId),
+    listenPort: peer.listenPort,
+    privateKeyPath: self.privateKeyPath,
+    mtu: self.mtu ?? DEFAULT_MESH_MTU,
+    addresses,
+    peerRoutes: self.loopback.ipv4 && peer.loopback.ipv4 ? [peer.loopback.ipv4] : [],
+    peer: {
+      publicKey: peer.publicKey,
+      endpoint: peer.endpoint,
+      allowedIps: ['0.0.0.0/0', '::/0'],
+      persistentKeepalive: self.persistentKeepalive,
+    },
+    generation: 0,
+  };
+}
