@@ -66,7 +66,7 @@ async function writeWireGuardWrappers(dir: string, socketRoot: string): Promise<
   for (const [name, real] of [
     ['wireguard-go', '/usr/bin/wireguard-go'],
     ['wg', '/usr/bin/wg'],
-  ]) {
+  ] as const) {
     const file = path.join(dir, name);
     await writeFile(
       file,
