@@ -1,4 +1,4 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { register } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -176,6 +176,8 @@ describe('git registry over HTTP', () => {
     const reg = (await openRegistry({ source: url, cacheDir, refreshIntervalMs: 0 })) as GitRegistry;
     try {
       expect(reg).toBeInstanceOf(GitRegistry);
+      // A shallow mirror: the registry's history is not fetched.
+      expect((await readFile(path.join(cacheDir, 'shallow'), 'utf8')).trim()).toBe(reg.currentCommit);
       expect((await reg.lookup(AS1))?.methods.map((m) => m.type)).toEqual(['ssh-ed25519']);
       expect(await reg.lookup(AS2)).toBeUndefined();
       const firstRefresh = await gauge();
