@@ -125,7 +125,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
 
   const agentConfig = (docs: Omit<RouteDocs, 'auth'>) => ({
     agent: true,
-    rateLimit: { max: config.rateLimit.agentPerMinute, timeWindow: 60_000 },
     docs: { auth: 'agent' as const, ...docs },
   });
 

@@ -28,7 +28,9 @@ export async function installRateLimit(
   }
   await app.register(rateLimit, {
     global: true,
-    max: config.rateLimit.perMinute,
+    // One counter per key across every route (and both prefixes): agents get theirs per router.
+    max: (_request, key) =>
+      key.startsWith('agent:') ? config.rateLimit.agentPerMinute : config.rateLimit.perMinute,
     timeWindow: 60_000,
     keyGenerator: rateLimitKey,
     nameSpace: 'peerops-rl:',

@@ -1,0 +1,171 @@
+/** Health, metrics, routers, OpenAPI; the admin router and policy actions; the /api/v1 prefix. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ajv } from '../../common/validate.ts';
+import { ADMIN_ASN, driver, expectOk, problem, routerFields, startHarness, type Harness } from './helpers.ts';
+
+let h: Harness;
+let d: ReturnType<typeof driver>;
+
+beforeAll(async () => {
+  h = await startHarness();
+  d = driver(h, 'fra1', await h.addRouter('fra1'));
+});
+afterAll(async () => h?.close());
+
+describe('public routes', () => {
+  it('GET /health and /api/v1/health', async () => {
+    for (const url of ['/health', '/api/v1/health'])
+      expect((await expectOk(h.get(url))).json()).toEqual({ status: 'ok' });
+  });
+  it('GET /routers lists what a user needs to peer, without secrets', async () => {
+    const res = await expectOk(h.get('/routers'));
+    const fra = res.json().routers.find((r: { name: string }) => r.name === 'fra1');
+    expect(fra).toMatchObject({
+      name: 'fra1',
+      displayName: 'Router fra1',
+      accepting: true,
+      linkLocal: 'fe80::1',
+    });
+    expect(res.body).not.toContain('agentTokenSha256');
+  });
+  it('GET /metrics has the metrics of SPEC 4.3 and DESIGN 8', async () => {
+    const uuid = await d.inStatus(1);
+    await expectOk(
+      h.post('/agent/fra1/report', (await rotate('fra1')) as string, {
+        sessions: [{ uuid, rtt: 4.5, rxBytes: 10, txBytes: 20, routesImported: 3 }],
+      }),
+    );
+    const res = await expectOk(h.get('/metrics'));
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    const text = res.body;
+    expect(text).toMatch(/http_requests_total\{route="\/session",method="POST",status="200"\} \d+/);
+    expect(text).toMatch(
+      /http_request_duration_seconds_bucket\{le="0.005",route="\/session",method="POST"\}/,
+    );
+    expect(text).toMatch(/active_sessions_total\{status="ACTIVE"\} [1-9]/);
+    expect(text).toMatch(/agent_heartbeat_timestamp\{router="fra1"\} 0/);
+    expect(text).toContain(`peerops_session_rtt_milliseconds{session="${uuid}",router="fra1",asn=`);
+    expect(text).toMatch(/peerops_session_routes_imported\{[^}]+\} 3/);
+    expect(text).toMatch(/peerops_sessions_stuck\{router="fra1"\} 0/);
+    expect(text).toMatch(/peerops_agent_offline\{router="fra1"\} 1/);
+    expect(text).toContain('# TYPE peerops_login_total counter');
+    expect(text).toMatch(
+      /peerops_store_operation_duration_seconds_count\{operation="createSession",outcome="ok"\} [1-9]/,
+    );
+  });
+  it('GET /openapi.json is generated from the shared schemas', async () => {
+    const doc = (await expectOk(h.get('/openapi.json'))).json();
+    expect(doc.openapi).toBe('3.1.0');
+    for (const p of [
+      '/session',
+      '/admin/session',
+      '/admin/router',
+      '/admin/policy',
+      '/agent/{router}/sessions',
+      '/agent/{router}/heartbeat',
+      '/agent/{router}/mesh/status',
+      '/health',
+      '/metrics',
+      '/routers',
+    ])
+      expect(Object.keys(doc.paths)).toContain(p);
+    const create = doc.paths['/session'].post.requestBody.content['application/json'].schema.oneOf.find(
+      (s: { properties: { action: { const?: string } } }) => s.properties.action.const === 'create',
+    );
+    expect(create.properties.mtu).toMatchObject({ minimum: 1280, maximum: 9000 });
+    const hb = doc.paths['/agent/{router}/heartbeat'].post.requestBody.content['application/json'].schema;
+    expect(ajv.validate(hb, { version: '1.0.0', uptime: 5 })).toBe(true);
+  });
+});
+
+async function rotate(name: string): Promise<string> {
+  const res = await expectOk(h.post('/admin/router', h.admin, { action: 'rotate-token', name }));
+  return res.json().agentToken;
+}
+
+describe('admin router', () => {
+  it('add answers the token once; list hides it; update changes fields; remove', async () => {
+    const add = await expectOk(h.post('/admin/router', h.admin, { action: 'add', ...routerFields('tmp1') }));
+    expect(add.json().agentToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(add.json().router).toMatchObject({ name: 'tmp1', hasAgentToken: true });
+    const upd = await expectOk(
+      h.post('/api/v1/admin/router', h.admin, {
+        action: 'update',
+        name: 'tmp1',
+        spec: { autoApprove: true, maxSessions: 5 },
+      }),
+    );
+    expect(upd.json().router.spec).toMatchObject({ autoApprove: true, maxSessions: 5 });
+    expect(h.store.getAgentTokenHash('tmp1')).toMatch(/^[0-9a-f]{64}$/);
+    const list = await expectOk(h.post('/admin/router', h.admin, { action: 'list' }));
+    expect(list.json().routers.map((r: { name: string }) => r.name)).toContain('tmp1');
+    await expectOk(h.post('/admin/router', h.admin, { action: 'remove', name: 'tmp1' }));
+    expect(h.store.getRouter('tmp1')).toBeUndefined();
+  });
+  it('add refuses a taken name (CONFLICT) and update/remove an unknown one (ROUTER_NOT_FOUND)', async () => {
+    expect(
+      problem(await h.post('/admin/router', h.admin, { action: 'add', ...routerFields('fra1') })),
+    ).toMatchObject({
+      status: 409,
+    });
+    for (const action of ['remove', 'rotate-token'])
+      expect(problem(await h.post('/admin/router', h.admin, { action, name: 'ghost' }))).toMatchObject({
+        code: 'ROUTER_NOT_FOUND',
+      });
+    expect(
+      problem(
+        await h.post('/admin/router', h.admin, { action: 'update', name: 'ghost', spec: { maxSessions: 1 } }),
+      ),
+    ).toMatchObject({ code: 'ROUTER_NOT_FOUND' });
+  });
+  it('remove refuses a router that still has sessions (INVALID_STATE)', async () => {
+    await d.inStatus(3);
+    expect(problem(await h.post('/admin/router', h.admin, { action: 'remove', name: 'fra1' }))).toMatchObject(
+      {
+        status: 409,
+        code: 'INVALID_STATE',
+      },
+    );
+  });
+});
+
+describe('admin policy', () => {
+  it('set and get the default policy and a router override; dn42Asn stays a number', async () => {
+    const spec = {
+      dn42Asn: ADMIN_ASN,
+      rpkiServers: [{ host: 'rpki.example.net', port: 8282 }],
+      blockedAsns: [64512],
+    };
+    await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec }));
+    const got = await expectOk(h.post('/admin/policy', h.admin, { action: 'get' }));
+    expect(got.json()).toMatchObject({ name: 'default', spec });
+    expect(typeof got.json().spec.dn42Asn).toBe('number');
+    await expectOk(
+      h.post('/admin/policy', h.admin, { action: 'set', name: 'fra1', spec: { maxPendingPerAsn: 2 } }),
+    );
+    expect(
+      (await expectOk(h.post('/admin/policy', h.admin, { action: 'get', name: 'fra1' }))).json().spec,
+    ).toMatchObject({
+      maxPendingPerAsn: 2,
+    });
+    expect(problem(await h.post('/admin/policy', h.admin, { action: 'get', name: 'ghost' }))).toMatchObject({
+      code: 'ROUTER_NOT_FOUND',
+    });
+  });
+});
+
+describe('admin session list', () => {
+  it('filters by router, asn and status', async () => {
+    const uuid = await d.inStatus(4);
+    const asn = h.store.getSession(uuid)?.spec.asn;
+    const res = await expectOk(
+      h.post('/admin/session', h.admin, { action: 'list', router: 'fra1', asn, status: 4 }),
+    );
+    expect(res.json().sessions.map((s: { uuid: string }) => s.uuid)).toEqual([uuid]);
+  });
+  it('SESSION_NOT_FOUND for an unknown uuid', async () => {
+    expect(problem(await d.admin('approve', '7f3c2a4e-1b2d-4c5e-8f90-123456789abc'))).toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+  });
+});

@@ -1,0 +1,70 @@
+/** SPEC.md section 8: 60/min per user (or address), 300/min per router on /agent/*, none on /health and /metrics. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { USER_ASN, problem, startHarness, type Harness } from './helpers.ts';
+
+let h: Harness;
+let fraToken: string;
+
+beforeAll(async () => {
+  h = await startHarness({ rateLimit: { perMinute: 60, agentPerMinute: 300 } });
+  // Adding a router costs the admin one request of its 60.
+  fraToken = await h.addRouter('fra1');
+});
+afterAll(async () => h?.close());
+
+describe('rate limits', () => {
+  it('the 61st request of a user within a minute is 429 RATE_LIMITED with headers', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    for (let i = 1; i <= 60; i++) {
+      const res = await h.post('/session', h.user, { action: 'list' });
+      expect(res.statusCode, `request ${i}`).toBe(200);
+      expect(res.headers['x-ratelimit-limit']).toBe('60');
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(60 - i));
+      const reset = Number(res.headers['x-ratelimit-reset']);
+      expect(reset).toBeGreaterThanOrEqual(before);
+      expect(reset).toBeLessThanOrEqual(before + 61);
+    }
+    const res = await h.post('/session', h.user, { action: 'list' });
+    expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(res.headers['x-ratelimit-remaining']).toBe('0');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(Number(res.headers['x-ratelimit-reset'])).toBeGreaterThan(1_700_000_000);
+  });
+  it('the limit is per user: another ASN still gets through', async () => {
+    const res = await h.post('/session', h.tokens.issueToken(USER_ASN + 1, 'user').token, { action: 'list' });
+    expect(res.statusCode).toBe(200);
+  });
+  it('before login the client address is limited', async () => {
+    let last = 0;
+    for (let i = 0; i < 61; i++) last = (await h.get('/routers')).statusCode;
+    expect(last).toBe(429);
+  });
+  it('/health and /metrics are not limited', async () => {
+    for (let i = 0; i < 70; i++) {
+      expect((await h.get('/health')).statusCode).toBe(200);
+    }
+    const m = await h.get('/metrics');
+    expect(m.statusCode).toBe(200);
+    expect(m.headers['x-ratelimit-limit']).toBeUndefined();
+  });
+  it('/agent/* allows 300 a minute per router, counted across its routes and both prefixes', async () => {
+    const paths = ['/agent/fra1/sessions', '/api/v1/agent/fra1/sessions', '/agent/fra1/config'];
+    for (let i = 1; i <= 300; i++) {
+      const res = await h.get(paths[i % 3] as string, fraToken);
+      if (res.statusCode !== 200) throw new Error(`request ${i}: ${res.statusCode}`);
+      if (i === 1) expect(res.headers['x-ratelimit-limit']).toBe('300');
+    }
+    const res = await h.post('/agent/fra1/heartbeat', fraToken, { version: '1.0.0', uptime: 1 });
+    expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(h.store.getRouter('fra1')?.status.lastHeartbeat).toBeUndefined();
+  });
+  it('the user limit is shared across /session and the admin API', async () => {
+    const token = h.tokens.issueToken(USER_ASN + 2, 'admin').token;
+    for (let i = 0; i < 30; i++)
+      expect((await h.post('/session', token, { action: 'list' })).statusCode).toBe(200);
+    for (let i = 0; i < 30; i++)
+      expect((await h.post('/admin/router', token, { action: 'list' })).statusCode).toBe(200);
+    expect((await h.post('/api/v1/admin/policy', token, { action: 'get' })).statusCode).toBe(429);
+  });
+});
