@@ -134,9 +134,10 @@ let nextAsn = 4242423000;
 /** Moves sessions through the API: user create, admin actions, agent reports. Each session gets its own ASN. */
 export function driver(h: Harness, router: string, agentToken: string) {
   const owners = new Map<string, string>();
+  const freshUser = (): string => h.tokens.issueToken(nextAsn++, 'user').token;
   const d = {
-    freshUser: (): string => h.tokens.issueToken(nextAsn++, 'user').token,
-    async create(token = d.freshUser(), extra: Record<string, unknown> = {}): Promise<string> {
+    freshUser,
+    async create(token: string = freshUser(), extra: Record<string, unknown> = {}): Promise<string> {
       const res = await h.post('/session', token, sessionFields(router, extra));
       if (res.statusCode !== 200) throw new Error(`create: ${res.statusCode} ${res.body}`);
       const uuid = (res.json() as { uuid: string }).uuid;
