@@ -1,4 +1,5 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { register } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -148,6 +149,8 @@ describe('git registry over HTTP', () => {
     await git('config', 'user.email', 'test@example.test');
     await git('config', 'user.name', 'test');
     await writeRegistry(work, { autNums: { [AS1]: ['A-MNT'] }, mntners: { 'A-MNT': [key.publicLine] } });
+    // Incompressible bulk, so that a refresh that downloads everything again would show.
+    await writeFile(path.join(work, 'data', 'bulk'), randomBytes(256 * 1024).toString('base64'));
     await git('add', '-A');
     await git('commit', '-q', '-m', 'registry v1');
     await git('push', '-q', path.join(served, 'registry.git'), 'master');
@@ -162,6 +165,14 @@ describe('git registry over HTTP', () => {
   async function gauge(): Promise<number> {
     const metric = register.getSingleMetric('peerops_registry_last_refresh_timestamp_seconds');
     return (await metric!.get()).values[0]?.value ?? 0;
+  }
+
+  async function packBytes(cacheDir: string): Promise<number> {
+    const packs = path.join(cacheDir, 'objects', 'pack');
+    const sizes = await Promise.all(
+      (await readdir(packs)).map(async (f) => (await stat(path.join(packs, f))).size),
+    );
+    return sizes.reduce((a, b) => a + b, 0);
   }
 
   async function push(message: string): Promise<void> {
@@ -186,7 +197,10 @@ describe('git registry over HTTP', () => {
       // A change upstream shows after a refresh.
       await writeRegistry(work, { autNums: { [AS2]: ['B-MNT'] }, mntners: { 'B-MNT': [other.publicLine] } });
       await push('add AS2');
+      const packBefore = await packBytes(cacheDir);
       expect(await reg.refresh()).toBe(true);
+      // Only the new objects came: a few KiB, not the 340 KiB tree again.
+      expect((await packBytes(cacheDir)) - packBefore).toBeLessThan(32 * 1024);
       expect((await reg.lookup(AS2))?.methods.map((m) => m.type)).toEqual(['ecdsa-sha2-nistp256']);
       const good = reg.currentCommit;
 
@@ -221,7 +235,12 @@ describe('git registry over HTTP', () => {
   });
 
   it('refreshes on its interval', async () => {
-    const reg = new GitRegistry({ url, cacheDir: path.join(dir, 'cache-interval'), refreshIntervalMs: 100 });
+    const reg = new GitRegistry({
+      url,
+      cacheDir: path.join(dir, 'cache-interval'),
+      ref: 'master',
+      refreshIntervalMs: 100,
+    });
     await reg.start();
     try {
       const AS3 = 4242420103;

@@ -138,8 +138,11 @@ function refreshGauge(): Gauge {
   });
 }
 
-/** The ref in the cache that remembers the last good commit across restarts. */
-const GOOD_REF = 'refs/peerops/registry-good';
+/**
+ * The branch in the mirror that holds the last good commit (across restarts, too). HEAD points at it, so
+ * isomorphic-git tells the server it has that commit and each fetch brings only the new objects.
+ */
+const GOOD_BRANCH = 'refs/heads/peerops-registry';
 
 export interface GitRegistryOptions {
   url: string;
@@ -187,10 +190,18 @@ export class GitRegistry implements Registry {
     if (!fs.existsSync(path.join(this.gitdir, 'HEAD'))) {
       await git.init({ fs, gitdir: this.gitdir, bare: true });
     }
+    await git.writeRef({
+      fs,
+      gitdir: this.gitdir,
+      ref: 'HEAD',
+      value: GOOD_BRANCH,
+      symbolic: true,
+      force: true,
+    });
     // force: the configured URL wins over the one an earlier run cached.
     await git.addRemote({ fs, gitdir: this.gitdir, remote: 'origin', url: this.url, force: true });
     try {
-      this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_REF });
+      this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH });
     } catch {
       this.commit = undefined;
     }
@@ -216,9 +227,10 @@ export class GitRegistry implements Registry {
         http,
         gitdir: this.gitdir,
         remote: 'origin',
-        ...(this.ref ? { ref: this.ref } : {}),
+        ...(this.ref ? { remoteRef: this.ref } : {}),
         singleBranch: true,
-        depth: this.depth,
+        // Shallow only for the first fetch; later fetches name the good commit and get only what is new.
+        ...(this.commit ? {} : { depth: this.depth }),
         tags: false,
         cache: this.cache,
       });
@@ -228,7 +240,7 @@ export class GitRegistry implements Registry {
       if (!root.tree.some((e) => e.path === 'data' && e.type === 'tree')) {
         throw new Error(`commit ${commit} has no data/ directory`);
       }
-      await git.writeRef({ fs, gitdir: this.gitdir, ref: GOOD_REF, value: commit, force: true });
+      await git.writeRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH, value: commit, force: true });
       if (commit !== this.commit) this.log.info({ url: this.url, commit }, 'login registry updated');
       this.commit = commit;
       this.lastError = undefined;
