@@ -25,6 +25,7 @@ const AS_ECDSA = 4242420003;
 const AS_PGP_FPR = 4242420004;
 const AS_PGP_CERT = 4242420005;
 const AS_TWO_MNT = 4242420006;
+const AS_NO_KEYS = 4242420007;
 const AS_UNKNOWN = 4242429999;
 
 let dir: string;
@@ -56,6 +57,7 @@ beforeAll(async () => {
       [AS_PGP_FPR]: ['FPR-MNT'],
       [AS_PGP_CERT]: ['CERT-MNT'],
       [AS_TWO_MNT]: ['FIRST-MNT', 'SECOND-MNT'],
+      [AS_NO_KEYS]: ['OLD-MNT'],
     },
     mntners: {
       'ED-MNT': [ssh.ed.publicLine],
@@ -66,6 +68,7 @@ beforeAll(async () => {
       'CERT-MNT': [certId, 'crypt $1$unsupported'],
       'FIRST-MNT': [ssh.rsa.publicLine],
       'SECOND-MNT': [ssh.second.publicLine],
+      'OLD-MNT': ['crypt $1$only-a-password'],
     },
     keyCerts: { [certId]: pgpCert.armoredPublic },
   });
@@ -321,6 +324,19 @@ describe('login: refusals', () => {
     });
     expect(res.statusCode).toBe(404);
     expect(res.json()).toMatchObject({ code: 'NOT_FOUND', detail: 'AS4242429999 is not in the registry' });
+  });
+
+  it('an ASN whose maintainers list no usable key is told so at the challenge', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/login',
+      payload: { action: 'challenge', asn: AS_NO_KEYS },
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().code).toBe('AUTH_FAILED');
+    expect(res.json().detail).toMatch(
+      /no maintainer of AS4242420007 lists a key .*OLD-MNT: auth method 'crypt'/,
+    );
   });
 
   it('blocked ASN → 403 ASN_BLOCKED', async () => {

@@ -86,7 +86,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   const admins = new Set(opts.admins);
   const outcome = (o: LoginOutcome) => opts.onOutcome?.(o);
 
-  function checkLimits(req: FastifyRequest, reply: FastifyReply, asn: number): void {
+  function refuseLimitedOrBlocked(req: FastifyRequest, reply: FastifyReply, asn: number): void {
     const wait = Math.max(limiter.retryAfter(`asn:${asn}`), limiter.retryAfter(`ip:${req.ip}`));
     if (wait > 0) {
       outcome('rate_limited');
@@ -118,7 +118,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   }
 
   async function challenge(req: FastifyRequest, reply: FastifyReply, body: ChallengeRequest) {
-    checkLimits(req, reply, body.asn);
+    refuseLimitedOrBlocked(req, reply, body.asn);
     const auth = await lookup(body.asn);
     if (auth.methods.length === 0) {
       outcome('auth_failed');
@@ -146,7 +146,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   }
 
   async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
-    checkLimits(req, reply, body.asn);
+    refuseLimitedOrBlocked(req, reply, body.asn);
     const fail = (reason: string): never => {
       limiter.fail(`asn:${body.asn}`);
       limiter.fail(`ip:${req.ip}`);
