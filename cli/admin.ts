@@ -1,0 +1,319 @@
+/**
+ * `peerops admin …`: `token` mints a JWT from the controller's key in the data dir (operator access to the
+ * data dir is the root of trust); `session`, `router` and `policy` drive the admin API over HTTP.
+ */
+import { readFile } from 'node:fs/promises';
+
+import { parseArgs } from 'node:util';
+import { CliError, Client, output, run, saveToken, table } from './client.ts';
+
+const USAGE = `usage: peerops admin <area> <action> [options]
+
+  token --data DIR --asn N [--admin] [--ttl SECONDS] [--save]
+        mint a JWT with the controller's key (<DIR>/jwt-ed25519.pem or PEEROPS_JWT_KEY_FILE)
+  session list [--router R] [--asn N] [--status CODE]
+  session approve|reject|disable|enable UUID [--reason TEXT]
+  router list
+  router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
+             --public-key .. --link-local .. [--loopback-ipv4 ..] [--loopback-ipv6 ..] [--location ..]
+             [--provider ..] [--max-sessions N] [--auto-approve] [--not-accepting]
+  router update NAME [same fields as add]
+  router remove NAME
+  router rotate-token NAME
+  policy get [--router R]
+  policy set [--router R] [--spec FILE] [--dn42-asn N] [--rpki HOST:PORT ...] [--block ASN ...]
+             [--unblock ASN ...] [--max-pending N]
+
+common: --url URL (or PEEROPS_URL), --token TOKEN (default: the saved login), --json`;
+
+const OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  data: { type: 'string' },
+  asn: { type: 'string' },
+  admin: { type: 'boolean' },
+  ttl: { type: 'string' },
+  save: { type: 'boolean' },
+  router: { type: 'string' },
+  status: { type: 'string' },
+  reason: { type: 'string' },
+  spec: { type: 'string' },
+  'display-name': { type: 'string' },
+  'node-id': { type: 'string' },
+  region: { type: 'string' },
+  location: { type: 'string' },
+  provider: { type: 'string' },
+  'endpoint-host': { type: 'string' },
+  'public-key': { type: 'string' },
+  'link-local': { type: 'string' },
+  'loopback-ipv4': { type: 'string' },
+  'loopback-ipv6': { type: 'string' },
+  'max-sessions': { type: 'string' },
+  'auto-approve': { type: 'boolean' },
+  'no-auto-approve': { type: 'boolean' },
+  'not-accepting': { type: 'boolean' },
+  accepting: { type: 'boolean' },
+  'dn42-asn': { type: 'string' },
+  rpki: { type: 'string', multiple: true },
+  block: { type: 'string', multiple: true },
+  unblock: { type: 'string', multiple: true },
+  'max-pending': { type: 'string' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function int(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value.replace(/^AS/i, ''));
+  if (!/^(AS)?[0-9]+$/i.test(value) || !Number.isSafeInteger(n))
+    throw new CliError('USAGE', `--${name} must be a whole number`);
+  return n;
+}
+
+async function readSpec(file: string | undefined): Promise<Record<string, unknown>> {
+  if (!file) return {};
+  try {
+    const value: unknown = JSON.parse(await readFile(file, 'utf8'));
+    if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
+    return value as Record<string, unknown>;
+  } catch (err) {
+    throw new CliError('USAGE', `--spec ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** Router fields from flags, on top of --spec. */
+async function routerSpec(v: Values): Promise<Record<string, unknown>> {
+  const spec = await readSpec(v.spec);
+  const set = (key: string, value: unknown) => {
+    if (value !== undefined) spec[key] = value;
+  };
+  set('displayName', v['display-name']);
+  set('nodeId', int('node-id', v['node-id']));
+  set('region', v.region);
+  set('location', v.location);
+  set('provider', v.provider);
+  set('endpointHost', v['endpoint-host']);
+  set('publicKey', v['public-key']);
+  set('linkLocal', v['link-local']);
+  set('maxSessions', int('max-sessions', v['max-sessions']));
+  if (v['auto-approve']) spec.autoApprove = true;
+  if (v['no-auto-approve']) spec.autoApprove = false;
+  if (v['not-accepting']) spec.acceptingSessions = false;
+  if (v.accepting) spec.acceptingSessions = true;
+  if (v['loopback-ipv4'] !== undefined || v['loopback-ipv6'] !== undefined) {
+    const loopback = { ...((spec.loopback as Record<string, unknown>) ?? {}) };
+    if (v['loopback-ipv4'] !== undefined) loopback.ipv4 = v['loopback-ipv4'];
+    if (v['loopback-ipv6'] !== undefined) loopback.ipv6 = v['loopback-ipv6'];
+    spec.loopback = loopback;
+  }
+  return spec;
+}
+
+async function mintToken(v: Values): Promise<number> {
+  if (!v.data && !process.env.PEEROPS_JWT_KEY_FILE)
+    throw new CliError('USAGE', 'token needs --data DIR (or PEEROPS_JWT_KEY_FILE)');
+  const asn = int('asn', v.asn);
+  if (asn === undefined) throw new CliError('USAGE', 'token needs --asn N');
+  const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
+  const keyFile = process.env.PEEROPS_JWT_KEY_FILE || defaultKeyPath(v.data ?? '.');
+  let issued;
+  try {
+    const issuer = await TokenIssuer.fromFile(keyFile);
+    issued = issuer.issueToken(asn, v.admin ? 'admin' : 'user', int('ttl', v.ttl));
+  } catch (err) {
+    throw new CliError('INVALID_REQUEST', (err as Error).message);
+  }
+  if (v.save) await saveToken(issued.token);
+  output(v.json, { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
+  return 0;
+}
+
+interface SessionRecord {
+  uuid: string;
+  router: string;
+  asn: number;
+  statusName: string;
+  ipv6: string;
+  endpoint: string | null;
+  createdAt: string | null;
+}
+
+async function sessionCommand(
+  client: Client,
+  action: string,
+  arg: string | undefined,
+  v: Values,
+): Promise<number> {
+  if (action === 'list') {
+    const body: Record<string, unknown> = { action: 'list' };
+    if (v.router) body.router = v.router;
+    if (v.asn) body.asn = int('asn', v.asn);
+    if (v.status) body.status = int('status', v.status);
+    const res = await client.post<{ sessions: SessionRecord[] }>('/admin/session', body);
+    output(v.json, res, () =>
+      table(
+        ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'CREATED'],
+        res.sessions.map((s) => [s.uuid, s.router, s.asn, s.statusName, s.ipv6, s.endpoint, s.createdAt]),
+      ),
+    );
+    return 0;
+  }
+  if (!['approve', 'reject', 'disable', 'enable'].includes(action))
+    throw new CliError('USAGE', `unknown session action '${action}'`);
+  if (!arg) throw new CliError('USAGE', `${action} needs the session UUID`);
+  const res = await client.post<{ uuid: string; statusName?: string; deleted?: boolean }>('/admin/session', {
+    action,
+    uuid: arg,
+    ...(v.reason ? { reason: v.reason } : {}),
+  });
+  output(v.json, res, () =>
+    res.deleted ? `session ${res.uuid} removed` : `session ${res.uuid}: ${res.statusName}`,
+  );
+  return 0;
+}
+
+interface AdminRouter {
+  name: string;
+  spec: {
+    uuid: string;
+    displayName: string;
+    nodeId: number;
+    region: string;
+    endpointHost: string;
+    maxSessions?: number;
+    acceptingSessions?: boolean;
+    autoApprove?: boolean;
+  };
+  status: { lastHeartbeat?: string; agentVersion?: string };
+}
+
+async function routerCommand(
+  client: Client,
+  action: string,
+  name: string | undefined,
+  v: Values,
+): Promise<number> {
+  if (action === 'list') {
+    const res = await client.post<{ routers: AdminRouter[] }>('/admin/router', { action: 'list' });
+    output(v.json, res, () =>
+      table(
+        ['NAME', 'NODE', 'REGION', 'ENDPOINT HOST', 'ACCEPTING', 'AUTO-APPROVE', 'AGENT', 'LAST HEARTBEAT'],
+        res.routers.map((r) => [
+          r.name,
+          r.spec.nodeId,
+          r.spec.region,
+          r.spec.endpointHost,
+          r.spec.acceptingSessions === false ? 'no' : 'yes',
+          r.spec.autoApprove ? 'yes' : 'no',
+          r.status.agentVersion,
+          r.status.lastHeartbeat,
+        ]),
+      ),
+    );
+    return 0;
+  }
+  if (!name) throw new CliError('USAGE', `router ${action} needs the router name`);
+  switch (action) {
+    case 'add': {
+      const res = await client.post<{ router: AdminRouter; agentToken: string }>('/admin/router', {
+        action: 'add',
+        name,
+        ...(await routerSpec(v)),
+      });
+      output(v.json, res, () =>
+        [
+          `router ${name} added (uuid ${res.router.spec.uuid})`,
+          `agent token (shown once, put it in the agent's controlPlane.token):`,
+          res.agentToken,
+        ].join('\n'),
+      );
+      return 0;
+    }
+    case 'update': {
+      const res = await client.post<{ router: AdminRouter }>('/admin/router', {
+        action: 'update',
+        name,
+        spec: await routerSpec(v),
+      });
+      output(v.json, res, () => `router ${name} updated`);
+      return 0;
+    }
+    case 'remove': {
+      const res = await client.post('/admin/router', { action: 'remove', name });
+      output(v.json, res, () => `router ${name} removed`);
+      return 0;
+    }
+    case 'rotate-token': {
+      const res = await client.post<{ agentToken: string }>('/admin/router', {
+        action: 'rotate-token',
+        name,
+      });
+      output(v.json, res, () =>
+        [`new agent token for ${name} (shown once; the old one no longer works):`, res.agentToken].join('\n'),
+      );
+      return 0;
+    }
+    default:
+      throw new CliError('USAGE', `unknown router action '${action}'`);
+  }
+}
+
+async function policyCommand(client: Client, action: string, v: Values): Promise<number> {
+  const name = v.router ?? 'default';
+  if (action === 'get') {
+    const res = await client.post('/admin/policy', { action: 'get', name });
+    output(v.json, res, () => JSON.stringify(res, null, 2));
+    return 0;
+  }
+  if (action !== 'set') throw new CliError('USAGE', `unknown policy action '${action}'`);
+  // Flags edit the stored policy; --spec replaces it.
+  const current = v.spec
+    ? await readSpec(v.spec)
+    : (await client.post<{ spec: Record<string, unknown> }>('/admin/policy', { action: 'get', name })).spec;
+  const spec: Record<string, unknown> = { ...current };
+  const asn = int('dn42-asn', v['dn42-asn']);
+  if (asn !== undefined) spec.dn42Asn = asn;
+  if (v.rpki)
+    spec.rpkiServers = v.rpki.map((hp) => {
+      const m = /^(.+):([0-9]{1,5})$/.exec(hp);
+      if (!m) throw new CliError('USAGE', `--rpki '${hp}' is not HOST:PORT`);
+      return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+    });
+  if (v.block || v.unblock) {
+    const blocked = new Set((spec.blockedAsns as number[] | undefined) ?? []);
+    for (const a of v.block ?? []) blocked.add(int('block', a) as number);
+    for (const a of v.unblock ?? []) blocked.delete(int('unblock', a) as number);
+    spec.blockedAsns = [...blocked].sort((a, b) => a - b);
+  }
+  const pending = int('max-pending', v['max-pending']);
+  if (pending !== undefined) spec.maxPendingPerAsn = pending;
+  const res = await client.post('/admin/policy', { action: 'set', name, spec });
+  output(v.json, res, () => `policy ${name} saved`);
+  return 0;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  return run(async () => {
+    const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+    const [area, action, arg] = positionals;
+    if (values.help || !area) {
+      console.log(USAGE);
+      return values.help ? 0 : 2;
+    }
+    if (area === 'token') return mintToken(values);
+    if (!action) throw new CliError('USAGE', `admin ${area} needs an action\n\n${USAGE}`);
+    const client = await Client.create({ url: values.url, token: values.token });
+    switch (area) {
+      case 'session':
+        return sessionCommand(client, action, arg, values);
+      case 'router':
+        return routerCommand(client, action, arg, values);
+      case 'policy':
+        return policyCommand(client, action, values);
+      default:
+        throw new CliError('USAGE', `unknown admin area '${area}'\n\n${USAGE}`);
+    }
+  });
+}

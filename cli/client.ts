@@ -1,0 +1,145 @@
+/**
+ * What every HTTP command of the CLI shares: the controller URL (`--url` or PEEROPS_URL), the saved token
+ * (`~/.config/peerops/token`, mode 0600; `peerops login` writes it with saveToken), requests that turn
+ * problem details into `code: detail`, and plain tables for people (`--json` for scripts).
+ */
+import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export const DEFAULT_URL = 'http://localhost:8080';
+
+export function configDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.PEEROPS_CONFIG_DIR) return env.PEEROPS_CONFIG_DIR;
+  return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'peerops');
+}
+
+/** Atomically, mode 0600 from the first byte: the token is a credential. Returns the file written. */
+export async function saveToken(token: string, dir = configDir()): Promise<string> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, 'token');
+  const tmp = `${file}.${process.pid}.tmp`;
+  const fh = await open(tmp, 'w', 0o600);
+  try {
+    await fh.writeFile(`${token}\n`);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+  return file;
+}
+
+/** The saved token, or undefined when there is none. */
+export async function loadToken(dir = configDir()): Promise<string | undefined> {
+  try {
+    const token = (await readFile(join(dir, 'token'), 'utf8')).trim();
+    return token || undefined;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** A failure to show as `code: detail` (exit status 1). */
+export class CliError extends Error {
+  readonly code: string;
+  constructor(code: string, detail: string) {
+    super(detail);
+    this.name = 'CliError';
+    this.code = code;
+  }
+}
+
+export interface ClientOptions {
+  url?: string | undefined;
+  token?: string | undefined;
+}
+
+export class Client {
+  readonly url: string;
+  private readonly token: string | undefined;
+
+  constructor(opts: { url: string; token: string | undefined }) {
+    this.url = opts.url.replace(/\/+$/, '');
+    this.token = opts.token;
+  }
+
+  static async create(opts: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<Client> {
+    const url = opts.url ?? env.PEEROPS_URL ?? DEFAULT_URL;
+    if (!/^https?:\/\/[^\s]+$/.test(url)) throw new CliError('USAGE', `--url '${url}' is not an http(s) URL`);
+    return new Client({ url, token: opts.token ?? env.PEEROPS_TOKEN ?? (await loadToken(configDir(env))) });
+  }
+
+  /** POST a JSON body; answers the JSON reply or throws CliError with the problem's code and detail. */
+  async post<T = unknown>(path: string, body: unknown): Promise<T> {
+    if (!this.token)
+      throw new CliError('INVALID_TOKEN', 'not logged in: run `peerops login` (or pass --token)');
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(30_000),
+      });
+    } catch (err) {
+      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${(err as Error).message}`);
+    }
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      throw new CliError(`HTTP_${res.status}`, `the controller answered something that is not JSON`);
+    }
+    if (!res.ok) {
+      const p = (parsed ?? {}) as {
+        code?: string;
+        detail?: string;
+        errors?: { pointer: string; message: string }[];
+      };
+      const fields = p.errors?.map((e) => `\n  ${e.pointer}: ${e.message}`).join('') ?? '';
+      throw new CliError(p.code ?? `HTTP_${res.status}`, `${p.detail ?? res.statusText}${fields}`);
+    }
+    return parsed as T;
+  }
+}
+
+/** A plain text table: header row, then rows; columns as wide as their widest cell. */
+export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
+  const cells = [
+    headers,
+    ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c)))),
+  ];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells
+    .map((r) =>
+      r
+        .map((c, i) => (c ?? '').padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** Runs a command body: prints CliErrors as `code: detail` and returns the exit status. */
+export async function run(body: () => Promise<number | void>): Promise<number> {
+  try {
+    return (await body()) ?? 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      console.error(`${err.code}: ${err.message}`);
+      return err.code === 'USAGE' ? 2 : 1;
+    }
+    if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
+      console.error(`USAGE: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+export function output(json: boolean | undefined, value: unknown, human: () => string): void {
+  console.log(json ? JSON.stringify(value, null, 2) : human());
+}

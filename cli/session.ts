@@ -1,0 +1,166 @@
+/**
+ * `peerops session list|create|modify|delete|restart`: the user's sessions over POST /session.
+ */
+import { parseArgs } from 'node:util';
+import { CliError, Client, output, run, table } from './client.ts';
+
+const USAGE = `usage: peerops session <action> [options]
+
+  list                                   your sessions (admins: all)
+  create --router R --ipv6 ADDR --link-local ADDR --public-key KEY
+         [--endpoint HOST:PORT] [--ipv4 ADDR] [--mtu N] [--no-mpbgp] [--no-extended-next-hop]
+  modify UUID [--endpoint HOST:PORT | --no-endpoint] [--mtu N]
+  delete UUID
+  restart UUID
+
+common: --url URL (or PEEROPS_URL), --token TOKEN (default: the saved login), --json`;
+
+interface SessionRecord {
+  uuid: string;
+  router: string;
+  routerName: string;
+  asn: number;
+  status: number;
+  statusName: string;
+  ipv6: string;
+  ipv6LinkLocal: string;
+  endpoint: string | null;
+  mtu: number;
+  interface: string;
+  serverEndpoint: string;
+  lastError: { code: string; message: string } | null;
+}
+
+function intFlag(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]+$/.test(value)) throw new CliError('USAGE', `--${name} must be a whole number`);
+  return Number(value);
+}
+
+function describe(s: SessionRecord): string {
+  const rows: [string, string][] = [
+    ['uuid', s.uuid],
+    ['router', `${s.router} (${s.routerName})`],
+    ['status', `${s.status} ${s.statusName}`],
+    ['ipv6', s.ipv6],
+    ['link-local', s.ipv6LinkLocal],
+    ['endpoint', s.endpoint ?? '-'],
+    ['mtu', String(s.mtu)],
+    ['interface', s.interface],
+    ['server endpoint', s.serverEndpoint],
+  ];
+  if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
+  return rows.map(([k, v]) => `${k.padEnd(16)}${v}`).join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  return run(async () => {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        token: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+        router: { type: 'string' },
+        ipv6: { type: 'string' },
+        ipv4: { type: 'string' },
+        'link-local': { type: 'string' },
+        endpoint: { type: 'string' },
+        'no-endpoint': { type: 'boolean' },
+        'public-key': { type: 'string' },
+        mtu: { type: 'string' },
+        'no-mpbgp': { type: 'boolean' },
+        'no-extended-next-hop': { type: 'boolean' },
+      },
+    });
+    const [action, uuid] = positionals;
+    if (values.help || !action) {
+      console.log(USAGE);
+      return values.help ? 0 : 2;
+    }
+    const client = await Client.create({ url: values.url, token: values.token });
+    const needUuid = (): string => {
+      if (!uuid) throw new CliError('USAGE', `${action} needs the session UUID`);
+      return uuid;
+    };
+    switch (action) {
+      case 'list': {
+        const res = await client.post<{ sessions: SessionRecord[] }>('/session', { action: 'list' });
+        output(values.json, res, () =>
+          res.sessions.length === 0
+            ? 'no sessions'
+            : table(
+                ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'MTU', 'LAST ERROR'],
+                res.sessions.map((s) => [
+                  s.uuid,
+                  s.router,
+                  s.asn,
+                  s.statusName,
+                  s.ipv6,
+                  s.endpoint,
+                  s.mtu,
+                  s.lastError ? `${s.lastError.code}: ${s.lastError.message}`.slice(0, 60) : null,
+                ]),
+              ),
+        );
+        return 0;
+      }
+      case 'create': {
+        const missing = ['router', 'ipv6', 'link-local', 'public-key'].filter(
+          (k) => values[k as keyof typeof values] === undefined,
+        );
+        if (missing.length)
+          throw new CliError('USAGE', `create needs ${missing.map((m) => `--${m}`).join(', ')}`);
+        const body: Record<string, unknown> = {
+          action: 'create',
+          router: values.router,
+          ipv6: values.ipv6,
+          linkLocal: values['link-local'],
+          publicKey: values['public-key'],
+        };
+        if (values.endpoint !== undefined) body.endpoint = values.endpoint;
+        if (values.ipv4 !== undefined) body.ipv4 = values.ipv4;
+        const mtu = intFlag('mtu', values.mtu);
+        if (mtu !== undefined) body.mtu = mtu;
+        if (values['no-mpbgp']) body.mpbgp = false;
+        if (values['no-extended-next-hop']) body.extendedNextHop = false;
+        const res = await client.post<Record<string, string | number>>('/session', body);
+        output(values.json, res, () =>
+          [
+            `created session ${res.uuid} (${res.statusName})`,
+            `configure your side with:`,
+            `  endpoint    ${res.serverEndpoint}`,
+            `  public key  ${res.serverPublicKey}`,
+            `  link-local  ${res.serverLinkLocal}`,
+          ].join('\n'),
+        );
+        return 0;
+      }
+      case 'modify': {
+        const body: Record<string, unknown> = { action: 'modify', uuid: needUuid() };
+        if (values.endpoint !== undefined && values['no-endpoint'])
+          throw new CliError('USAGE', '--endpoint and --no-endpoint exclude each other');
+        if (values.endpoint !== undefined) body.endpoint = values.endpoint;
+        if (values['no-endpoint']) body.endpoint = null;
+        const mtu = intFlag('mtu', values.mtu);
+        if (mtu !== undefined) body.mtu = mtu;
+        const res = await client.post<SessionRecord>('/session', body);
+        output(values.json, res, () => describe(res));
+        return 0;
+      }
+      case 'delete':
+      case 'restart': {
+        const res = await client.post<SessionRecord | { uuid: string; deleted: true }>('/session', {
+          action,
+          uuid: needUuid(),
+        });
+        output(values.json, res, () => ('deleted' in res ? `session ${res.uuid} removed` : describe(res)));
+        return 0;
+      }
+      default:
+        throw new CliError('USAGE', `unknown action '${action}'\n\n${USAGE}`);
+    }
+  });
+}

@@ -1,0 +1,233 @@
+/** The session and admin CLIs as child processes against a listening controller on the git store. */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadToken, saveToken } from '../../cli/client.ts';
+import { ADMIN_ASN, USER_ASN, routerFields, startHarness, wgKey, type Harness } from '../api/helpers.ts';
+
+const exec = promisify(execFile);
+
+let h: Harness;
+let url: string;
+let home: string;
+
+async function peerops(
+  args: string[],
+  token?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, ['bin/peerops.ts', ...args], {
+      env: {
+        ...process.env,
+        PEEROPS_URL: url,
+        PEEROPS_CONFIG_DIR: join(home, 'config'),
+        ...(token ? { PEEROPS_TOKEN: token } : {}),
+      },
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+beforeAll(async () => {
+  h = await startHarness();
+  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  home = await mkdtemp(join(tmpdir(), 'peerops-cli-'));
+});
+afterAll(async () => {
+  await h?.close();
+  await rm(home, { recursive: true, force: true });
+});
+
+describe('cli/client', () => {
+  it('saveToken writes mode 0600 and loadToken reads it back', async () => {
+    const dir = join(home, 'tok');
+    const file = await saveToken('abc.def.ghi', dir);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect(await loadToken(dir)).toBe('abc.def.ghi');
+    expect(await loadToken(join(home, 'none'))).toBeUndefined();
+  });
+});
+
+describe('peerops admin', () => {
+  it('token mints a JWT from the data dir key that the controller accepts, and --save stores it', async () => {
+    const res = await peerops([
+      'admin',
+      'token',
+      '--data',
+      h.dir,
+      '--asn',
+      String(ADMIN_ASN),
+      '--admin',
+      '--ttl',
+      '600',
+      '--save',
+    ]);
+    expect(res.code, res.stderr).toBe(0);
+    const token = res.stdout.trim();
+    expect(h.tokens.verify(token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
+    expect(await readFile(join(home, 'config', 'token'), 'utf8')).toBe(`${token}\n`);
+  });
+  it('router add (token shown once), list, update, rotate-token', async () => {
+    const f = routerFields('cli1');
+    const add = await peerops([
+      'admin',
+      'router',
+      'add',
+      'cli1',
+      '--display-name',
+      f.displayName,
+      '--node-id',
+      String(f.nodeId),
+      '--region',
+      f.region,
+      '--endpoint-host',
+      f.endpointHost,
+      '--public-key',
+      f.publicKey,
+      '--link-local',
+      f.linkLocal,
+      '--loopback-ipv4',
+      f.loopback.ipv4,
+      '--json',
+    ]);
+    expect(add.code, add.stderr).toBe(0);
+    expect(JSON.parse(add.stdout).agentToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const list = await peerops(['admin', 'router', 'list']);
+    expect(list.stdout).toMatch(/^NAME\s+NODE\s+REGION/);
+    expect(list.stdout).toContain('cli1');
+    const upd = await peerops([
+      'admin',
+      'router',
+      'update',
+      'cli1',
+      '--auto-approve',
+      '--max-sessions',
+      '10',
+    ]);
+    expect(upd.code, upd.stderr).toBe(0);
+    expect(h.store.getRouter('cli1')?.spec).toMatchObject({
+      autoApprove: true,
+      maxSessions: 10,
+    });
+    const rot = await peerops(['admin', 'router', 'rotate-token', 'cli1']);
+    expect(rot.stdout).toMatch(/[A-Za-z0-9_-]{43}/);
+  });
+  it('policy set edits the stored policy with flags; get shows it', async () => {
+    const set = await peerops([
+      'admin',
+      'policy',
+      'set',
+      '--dn42-asn',
+      String(ADMIN_ASN),
+      '--rpki',
+      'rpki.example.net:8282',
+      '--block',
+      '64512',
+    ]);
+    expect(set.code, set.stderr).toBe(0);
+    const get = await peerops(['admin', 'policy', 'get', '--json']);
+    expect(JSON.parse(get.stdout).spec).toMatchObject({
+      dn42Asn: ADMIN_ASN,
+      blockedAsns: [64512],
+      rpkiServers: [{ host: 'rpki.example.net', port: 8282 }],
+    });
+  });
+});
+
+describe('peerops session', () => {
+  const user = () => h.tokens.issueToken(USER_ASN, 'user').token;
+  let uuid: string;
+  it('create prints what to configure; list shows a table', async () => {
+    await h.addRouter('fra1');
+    const res = await peerops(
+      [
+        'session',
+        'create',
+        '--router',
+        'fra1',
+        '--ipv6',
+        'fd42::1',
+        '--link-local',
+        'fe80::42',
+        '--public-key',
+        wgKey(),
+        '--endpoint',
+        'peer.example.org:51820',
+      ],
+      user(),
+    );
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/created session [0-9a-f-]{36} \(PENDING_REVIEW\)/);
+    expect(res.stdout).toMatch(/endpoint\s+fra1\.example\.net:2\d{4}/);
+    uuid = /created session ([0-9a-f-]{36})/.exec(res.stdout)?.[1] as string;
+    const list = await peerops(['session', 'list'], user());
+    expect(list.stdout).toMatch(/^UUID\s+ROUTER\s+ASN\s+STATUS/);
+    expect(list.stdout).toContain(uuid);
+    const json = await peerops(['session', 'list', '--json'], user());
+    expect(JSON.parse(json.stdout).sessions[0]).toMatchObject({ uuid, statusName: 'PENDING_REVIEW' });
+  });
+  it('admin approve, then modify, restart refused in status 4, delete', async () => {
+    expect((await peerops(['admin', 'session', 'approve', uuid, '--reason', 'ok'])).stdout).toContain(
+      'QUEUED_FOR_SETUP',
+    );
+    const mod = await peerops(['session', 'modify', uuid, '--mtu', '1400', '--no-endpoint'], user());
+    expect(mod.code, mod.stderr).toBe(0);
+    expect(mod.stdout).toMatch(/mtu\s+1400/);
+    const restart = await peerops(['session', 'restart', uuid], user());
+    expect(restart.code).toBe(1);
+    expect(restart.stderr.trim()).toMatch(/^INVALID_STATE: restart is not allowed/);
+    const del = await peerops(['session', 'delete', uuid, '--json'], user());
+    expect(JSON.parse(del.stdout)).toMatchObject({ status: 5 });
+    const adminList = await peerops(['admin', 'session', 'list', '--status', '5']);
+    expect(adminList.stdout).toContain(uuid);
+  });
+  it('errors are shown as code: detail with exit status 1, usage errors with 2', async () => {
+    const res = await peerops(
+      [
+        'session',
+        'create',
+        '--router',
+        'nowhere',
+        '--ipv6',
+        'fd42::1',
+        '--link-local',
+        'fe80::42',
+        '--public-key',
+        wgKey(),
+      ],
+      user(),
+    );
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim()).toBe('ROUTER_NOT_FOUND: no router nowhere');
+    const bad = await peerops(
+      [
+        'session',
+        'create',
+        '--router',
+        'fra1',
+        '--ipv6',
+        'nope',
+        '--link-local',
+        'fe80::42',
+        '--public-key',
+        wgKey(),
+      ],
+      user(),
+    );
+    expect(bad.stderr).toMatch(/^INVALID_REQUEST: .*\n {2}\/ipv6: must be an IPv6 address/);
+    expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
+    expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
+    expect((await peerops(['session', 'delete'], user())).code).toBe(2);
+    const noLogin = await peerops(['session', 'list']);
+    expect(noLogin.code, noLogin.stderr).toBe(0); // the admin token saved by `admin token --save`
+    await writeFile(join(home, 'config', 'token'), '');
+    expect((await peerops(['session', 'list'])).stderr).toMatch(/^INVALID_TOKEN: not logged in/);
+  });
+});
