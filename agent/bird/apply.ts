@@ -1,0 +1,214 @@
+/**
+ * Applies a whole desired BIRD tree (main bird.conf + managed include dirs: peers, ibgp.d, …):
+ *   1. compare with the files on disk; nothing differs → no write, no configure;
+ *   2. write the whole tree to a staging dir and check it with `bird -p -c <staged main>`;
+ *   3. swap the changed files in (temp + fsync + rename each; the replaced ones are kept in
+ *      `<root>/.peerops-previous/`), then one `configure` over the control socket;
+ *   4. BIRD refuses → the previous files come back and BIRD is configured back; the result names
+ *      BIRD's message and the files it blamed (file:line), so only those sessions are marked failed.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
+import { run } from '../system/exec.ts';
+import { BirdError, type BirdControl } from './control.ts';
+
+export interface ManagedDir {
+  /** Key the main renderer receives the dir under (`peerConfDir`, `ibgpConfDir`, `meshConfDir`). */
+  key: string;
+  dir: string;
+  /** File name → content; `*.conf` files in dir that are not listed are removed. */
+  files: Map<string, string>;
+}
+
+export interface DesiredTree {
+  /** The main config for the given dirs (the same renderer for the staged and the live tree). */
+  main: (dirs: Record<string, string>) => string;
+  dirs: ManagedDir[];
+}
+
+export interface ApplyFailure {
+  message: string;
+  /** Live paths of the files BIRD blamed; empty when it named none of the changed files. */
+  blamed: string[];
+  /** Live paths of every file this pass would have changed. */
+  changed: string[];
+  stage: 'check' | 'configure';
+}
+
+export interface ApplyResult {
+  /** Files written or removed (0 when the tree matched). */
+  writes: number;
+  configured: boolean;
+  changed: string[];
+  failure?: ApplyFailure;
+}
+
+interface FileChange {
+  path: string;
+  content: string | undefined; // undefined: remove
+}
+
+export class BirdApplier {
+  readonly mainPath: string;
+  readonly root: string;
+  private readonly control: BirdControl;
+  /** Count of `configure` calls made, for tests and the benchmark. */
+  configureCalls = 0;
+
+  constructor(control: BirdControl, mainPath: string) {
+    this.control = control;
+    this.mainPath = resolve(mainPath);
+    this.root = resolve(mainPath, '..');
+  }
+
+  /** The changes that would make the disk match `tree`. Reads every managed file. */
+  async diff(tree: DesiredTree): Promise<FileChange[]> {
+    const changes: FileChange[] = [];
+    const liveDirs = Object.fromEntries(tree.dirs.map((d) => [d.key, d.dir]));
+    const main = tree.main(liveDirs);
+    if ((await readText(this.mainPath)) !== main) changes.push({ path: this.mainPath, content: main });
+    for (const d of tree.dirs) {
+      const present = (await listConf(d.dir)).filter((f) => !d.files.has(f));
+      for (const f of present) changes.push({ path: join(d.dir, f), content: undefined });
+      for (const [name, content] of d.files) {
+        checkFileName(name);
+        const path = join(d.dir, name);
+        if ((await readText(path)) !== content) changes.push({ path, content });
+      }
+    }
+    return changes;
+  }
+
+  /**
+   * Makes the disk and BIRD match `tree`. `forceConfigure` configures even when the files match (BIRD
+   * runs something else, e.g. the agent died between the swap and the configure).
+   */
+  async apply(tree: DesiredTree, opts: { forceConfigure?: boolean } = {}): Promise<ApplyResult> {
+    const changes = await this.diff(tree);
+    const changed = changes.map((c) => c.path);
+    if (changes.length === 0) {
+      if (!opts.forceConfigure) return { writes: 0, configured: false, changed };
+      try {
+        await this.configure();
+        return { writes: 0, configured: true, changed };
+      } catch (err) {
+        return { writes: 0, configured: false, changed, failure: failureOf(err, [], 'configure') };
+      }
+    }
+    const check = await this.check(tree);
+    if (check) return { writes: 0, configured: false, changed, failure: { ...check, changed } };
+
+    const backup = join(this.root, '.peerops-previous');
+    await rm(backup, { recursive: true, force: true });
+    await mkdir(backup, { recursive: true });
+    const restore: { path: string; saved: string | undefined }[] = [];
+    for (const c of changes) {
+      const old = await readText(c.path);
+      let saved: string | undefined;
+      if (old !== undefined) {
+        saved = join(backup, `${restore.length}-${basename(c.path)}`);
+        await writeFile(saved, old);
+      }
+      restore.push({ path: c.path, saved });
+    }
+    for (const d of new Set(changes.map((c) => resolve(c.path, '..')))) await mkdir(d, { recursive: true });
+    for (const c of changes) {
+      if (c.content === undefined) await unlink(c.path).catch(() => undefined);
+      else await atomicWrite(c.path, c.content);
+    }
+    try {
+      await this.configure();
+      return { writes: changes.length, configured: true, changed };
+    } catch (err) {
+      const failure = failureOf(err, changed, 'configure');
+      for (const r of restore) {
+        if (r.saved === undefined) await unlink(r.path).catch(() => undefined);
+        else await atomicWrite(r.path, await readFile(r.saved, 'utf8'));
+      }
+      // BIRD keeps running its old config after a refused configure; configuring back makes sure.
+      await this.configure().catch(() => undefined);
+      return { writes: changes.length * 2, configured: false, changed, failure };
+    }
+  }
+
+  private async configure(): Promise<void> {
+    this.configureCalls++;
+    await this.control.configure();
+  }
+
+  /** Writes the whole tree to a staging dir and runs `bird -p`; undefined when BIRD accepts it. */
+  async check(tree: DesiredTree): Promise<Omit<ApplyFailure, 'changed'> | undefined> {
+    const stage = join(this.root, `.peerops-staging-${randomBytes(4).toString('hex')}`);
+    const stagedDirs: Record<string, string> = {};
+    const liveOf = new Map<string, string>();
+    try {
+      for (const d of tree.dirs) {
+        const dir = join(stage, d.key);
+        stagedDirs[d.key] = dir;
+        await mkdir(dir, { recursive: true });
+        for (const [name, content] of d.files) {
+          await writeFile(join(dir, name), content);
+          liveOf.set(join(dir, name), join(d.dir, name));
+        }
+      }
+      const stagedMain = join(stage, basename(this.mainPath));
+      liveOf.set(stagedMain, this.mainPath);
+      await writeFile(stagedMain, tree.main(stagedDirs));
+      const r = await run('bird', ['-p', '-c', stagedMain]);
+      if (r.code === 0) return undefined;
+      let message = (r.stderr || r.stdout).trim().replace(/^bird: /, '');
+      const blamed: string[] = [];
+      const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
+      if (m?.[1]) {
+        const live = liveOf.get(m[1]) ?? m[1];
+        blamed.push(live);
+        message = message.replace(m[1], live);
+      }
+      return { message, blamed, stage: 'check' };
+    } finally {
+      await rm(stage, { recursive: true, force: true });
+    }
+  }
+}
+
+function failureOf(err: unknown, changed: string[], stage: 'check' | 'configure'): ApplyFailure {
+  const message = err instanceof BirdError ? err.message : String((err as Error).message ?? err);
+  const blamed: string[] = [];
+  const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
+  if (m?.[1] && changed.includes(m[1])) blamed.push(m[1]);
+  return { message, blamed, changed, stage };
+}
+
+function checkFileName(name: string): void {
+  if (!/^[A-Za-z0-9_.-]{1,128}\.conf$/.test(name)) throw new Error(`BIRD file name '${name}' is not allowed`);
+}
+
+async function readText(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+async function listConf(dir: string): Promise<string[]> {
+  try {
+    return (await readdir(dir)).filter((f) => f.endsWith('.conf')).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** temp file in the same dir + fsync + rename: a reader sees the old or the new file, never half. */
+export async function atomicWrite(path: string, content: string, mode = 0o644): Promise<void> {
+  const tmp = `${path}.tmp-${randomBytes(4).toString('hex')}`;
+  const fh = await open(tmp, 'w', mode);
+  try {
+    await fh.writeFile(content);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+}

@@ -1,0 +1,82 @@
+/**
+ * `peerops agent --config PATH`: loads and checks the config (refusing to start on a bad file),
+ * bootstraps from the controller in bootstrap mode, detects the WireGuard backend, starts the sync,
+ * heartbeat and metric loops and the local server. SIGTERM/SIGINT: stop the loops, close the server.
+ */
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
+import { Agent } from './agent.ts';
+import { startServer } from './server.ts';
+import { ControlPlaneClient } from './sync/client.ts';
+import { detectBackend } from './wireguard/interface.ts';
+
+const USAGE = `usage: peerops agent --config PATH
+
+  --config   the agent's JSON config file (default /etc/peerops/agent.json)`;
+
+export async function main(argv: string[]): Promise<number> {
+  let flags: { config?: string | undefined; help?: boolean | undefined };
+  try {
+    flags = parseArgs({
+      args: argv,
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+    }).values;
+  } catch (err) {
+    console.error(`peerops agent: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (flags.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const log = pino({
+    name: 'peerops-agent',
+    redact: ['token', 'authorization', '*.token', 'controlPlane.token'],
+  });
+  let config;
+  try {
+    config = await loadConfig(flags.config ?? '/etc/peerops/agent.json');
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`peerops agent: bad config ${err.file}:`);
+      for (const e of err.errors) console.error(`  ${e.pointer}: ${e.message}`);
+      return 1;
+    }
+    throw err;
+  }
+  const client = new ControlPlaneClient({ ...config.controlPlane, router: config.node.name });
+  const stopping = new AbortController();
+  const onSignal = () => stopping.abort();
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+
+  if (config.mode === 'bootstrap') {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        config = mergeBootstrap(config, await client.bootstrap());
+        log.info({ node: config.node.name, id: config.node.id }, 'bootstrapped from the controller');
+        break;
+      } catch (err) {
+        const delay = Math.min(60_000, client.backoff(Math.min(attempt, 10)));
+        log.warn({ err: (err as Error).message, retryInMs: delay }, 'bootstrap failed');
+        await new Promise((r) => setTimeout(r, delay));
+        if (stopping.signal.aborted) return 0;
+      }
+    }
+  }
+  log.info({ backend: await detectBackend() }, 'WireGuard backend');
+  const agent = new Agent(config, log, client);
+  const server = await startServer(config, agent);
+  log.info({ listen: config.server.listen, mode: config.mode }, 'agent started');
+  agent.start();
+  await new Promise<void>((resolve) =>
+    stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
+  log.info('stopping');
+  server.close();
+  server.closeAllConnections();
+  await agent.close();
+  return 0;
+}

@@ -1,0 +1,65 @@
+/**
+ * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`, 503 when BIRD or
+ * the controller is unreachable. It answers only loopback, the controller's addresses and
+ * `server.allowFrom`; everyone else gets the connection closed. Timeouts from `server.*`.
+ */
+import { createServer, type Server } from 'node:http';
+import { lookup } from 'node:dns/promises';
+import ipaddr from 'ipaddr.js';
+import type { AgentConfig } from './config.ts';
+import { parseListen } from './config.ts';
+
+export interface HealthSource {
+  health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; [k: string]: unknown }>;
+}
+
+function normalize(addr: string): string {
+  try {
+    const a = ipaddr.parse(addr);
+    return (
+      a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress() ? (a as ipaddr.IPv6).toIPv4Address() : a
+    ).toString();
+  } catch {
+    return addr;
+  }
+}
+
+export async function allowedAddresses(config: AgentConfig): Promise<Set<string>> {
+  const allowed = new Set<string>(['127.0.0.1', '::1']);
+  const host = new URL(config.controlPlane.url).hostname.replace(/^\[|\]$/g, '');
+  try {
+    for (const a of await lookup(host, { all: true })) allowed.add(normalize(a.address));
+  } catch {
+    // unresolvable controller name: loopback only until the next start
+  }
+  for (const a of config.server.allowFrom ?? []) allowed.add(normalize(a));
+  return allowed;
+}
+
+export async function startServer(config: AgentConfig, source: HealthSource): Promise<Server> {
+  const allowed = await allowedAddresses(config);
+  const server = createServer(async (req, res) => {
+    const from = normalize(req.socket.remoteAddress ?? '');
+    if (!allowed.has(from) && !from.startsWith('127.')) {
+      req.socket.destroy();
+      return;
+    }
+    if (req.method === 'GET' && (req.url === '/health' || req.url?.startsWith('/health?'))) {
+      const h = await source.health();
+      const body = JSON.stringify({ ...h, status: h.ok ? 'ok' : 'unavailable' });
+      res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(body);
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'not found' }));
+  });
+  server.requestTimeout = config.server.readTimeout * 1000;
+  server.headersTimeout = Math.min(config.server.readTimeout * 1000, 60_000);
+  server.keepAliveTimeout = config.server.idleTimeout * 1000;
+  server.setTimeout(config.server.writeTimeout * 1000);
+  const { host, port } = parseListen(config.server.listen);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+}

@@ -1,0 +1,212 @@
+/**
+ * Control-plane client of the agent (SPEC.md 4.2): node's fetch with a per-request timeout, retries
+ * with exponential backoff and jitter, 429 honoured (`Retry-After`, `X-RateLimit-Reset`), responses
+ * validated against common/agent-api.ts. The token goes only into the Authorization header: it is
+ * never part of an error message or a log line.
+ */
+import type { TSchema } from 'typebox';
+import {
+  Ack,
+  AgentSessionsResponse,
+  BirdConfigResponse,
+  BootstrapConfigResponse,
+  MeshResponse,
+  ModifyAck,
+  type HeartbeatBody,
+  type MeshStatusBody,
+  type ModifyBody,
+  type ReportBody,
+} from '../../common/agent-api.ts';
+import { validate } from '../../common/validate.ts';
+
+export interface ClientOptions {
+  url: string;
+  token: string;
+  router: string;
+  requestTimeout: number; // seconds
+  maxRetries: number;
+  retryInitialDelay: number; // milliseconds
+}
+
+export class ControlPlaneError extends Error {
+  readonly status: number | undefined;
+  /** Worth retrying: network error, timeout, 429, 5xx. */
+  readonly transient: boolean;
+  constructor(message: string, status: number | undefined, transient: boolean) {
+    super(message);
+    this.name = 'ControlPlaneError';
+    this.status = status;
+    this.transient = transient;
+  }
+}
+
+export interface SessionsResult {
+  /** undefined when the controller answered 304 Not Modified. */
+  body: AgentSessionsResponse | undefined;
+  etag: string | undefined;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+
+export class ControlPlaneClient {
+  private readonly opts: ClientOptions;
+  private readonly base: string;
+  /** Time of the last answer from the controller (any HTTP status), for /health. */
+  lastContact = 0;
+  lastError: string | undefined;
+
+  constructor(opts: ClientOptions) {
+    this.opts = opts;
+    this.base = `${opts.url.replace(/\/+$/, '')}/agent/${encodeURIComponent(opts.router)}`;
+  }
+
+  /** Milliseconds to wait before retry number `attempt` (0-based): initial · 2^attempt, ±25 % jitter. */
+  backoff(attempt: number): number {
+    const base = this.opts.retryInitialDelay * 2 ** attempt;
+    return Math.round(base * (0.75 + Math.random() * 0.5));
+  }
+
+  private async request(
+    method: 'GET' | 'POST',
+    path: string,
+    opts: { body?: unknown; headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<Response> {
+    let attempt = 0;
+    for (;;) {
+      let res: Response | undefined;
+      let error: ControlPlaneError;
+      const timeout = AbortSignal.timeout(opts.timeoutMs ?? this.opts.requestTimeout * 1000);
+      try {
+        res = await fetch(`${this.base}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.opts.token}`,
+            ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+            ...opts.headers,
+          },
+          body: opts.body !== undefined ? JSON.stringify(opts.body) : null,
+          signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout,
+        });
+        this.lastContact = Date.now();
+        if (res.status < 400 || (res.status >= 400 && res.status < 500 && res.status !== 429)) {
+          this.lastError = undefined;
+          return res;
+        }
+        error = new ControlPlaneError(`${method} ${path}: HTTP ${res.status}`, res.status, true);
+      } catch (err) {
+        const e = err as Error;
+        if (opts.signal?.aborted) throw new ControlPlaneError(`${method} ${path}: aborted`, undefined, false);
+        const what =
+          e.name === 'TimeoutError' ? 'timed out' : ((e.cause as Error | undefined)?.message ?? e.message);
+        error = new ControlPlaneError(`${method} ${path}: ${what}`, undefined, true);
+      }
+      this.lastError = error.message;
+      if (attempt >= this.opts.maxRetries) throw error;
+      let wait = this.backoff(attempt);
+      if (res?.status === 429) wait = Math.max(wait, rateLimitWait(res.headers));
+      await res?.body?.cancel().catch(() => undefined);
+      await sleep(wait, opts.signal);
+      attempt++;
+    }
+  }
+
+  private async json<T>(res: Response, schema: TSchema, what: string): Promise<T> {
+    let body: unknown;
+    try {
+      body = await res.json();
+    } catch {
+      throw new ControlPlaneError(`${what}: HTTP ${res.status}, body is not JSON`, res.status, false);
+    }
+    if (res.status >= 400) {
+      const detail = (body as { detail?: unknown; code?: unknown } | null)?.detail;
+      throw new ControlPlaneError(
+        `${what}: HTTP ${res.status} ${typeof detail === 'string' ? detail : ''}`.trim(),
+        res.status,
+        false,
+      );
+    }
+    const v = validate<T>(schema, body);
+    if (!v.ok) {
+      const first = v.errors[0];
+      throw new ControlPlaneError(
+        `${what}: answer does not match the schema (${first?.pointer}: ${first?.message})`,
+        res.status,
+        false,
+      );
+    }
+    return v.value;
+  }
+
+  /**
+   * Sessions of this router. With `etag` the controller may answer 304 (body undefined); with `waitSeconds`
+   * it holds the request until the revision changes (long poll).
+   */
+  async sessions(
+    opts: { etag?: string; waitSeconds?: number; signal?: AbortSignal } = {},
+  ): Promise<SessionsResult> {
+    const query = opts.waitSeconds ? `?wait=${opts.waitSeconds}` : '';
+    const res = await this.request('GET', `/sessions${query}`, {
+      headers: opts.etag ? { 'if-none-match': opts.etag } : {},
+      timeoutMs: (this.opts.requestTimeout + (opts.waitSeconds ?? 0)) * 1000,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    const etag = res.headers.get('etag') ?? undefined;
+    if (res.status === 304) {
+      await res.body?.cancel().catch(() => undefined);
+      return { body: undefined, etag: opts.etag };
+    }
+    return { body: await this.json<AgentSessionsResponse>(res, AgentSessionsResponse, 'GET sessions'), etag };
+  }
+
+  async birdConfig(): Promise<BirdConfigResponse> {
+    return this.json(await this.request('GET', '/bird-config'), BirdConfigResponse, 'GET bird-config');
+  }
+
+  async mesh(): Promise<MeshResponse> {
+    return this.json(await this.request('GET', '/mesh'), MeshResponse, 'GET mesh');
+  }
+
+  async bootstrap(): Promise<BootstrapConfigResponse> {
+    return this.json(await this.request('GET', '/config'), BootstrapConfigResponse, 'GET config');
+  }
+
+  async heartbeat(body: HeartbeatBody): Promise<void> {
+    await this.json(await this.request('POST', '/heartbeat', { body }), Ack, 'POST heartbeat');
+  }
+
+  async report(body: ReportBody): Promise<void> {
+    await this.json(await this.request('POST', '/report', { body }), Ack, 'POST report');
+  }
+
+  async modify(body: ModifyBody): Promise<ModifyAck> {
+    return this.json(await this.request('POST', '/modify', { body }), ModifyAck, 'POST modify');
+  }
+
+  async meshStatus(body: MeshStatusBody): Promise<void> {
+    await this.json(await this.request('POST', '/mesh/status', { body }), Ack, 'POST mesh/status');
+  }
+}
+
+/** Milliseconds until the rate limit resets: Retry-After (seconds or HTTP date), else X-RateLimit-Reset. */
+export function rateLimitWait(headers: Headers, now = Date.now()): number {
+  const retryAfter = headers.get('retry-after');
+  if (retryAfter) {
+    const s = Number(retryAfter);
+    if (Number.isFinite(s)) return Math.max(0, s * 1000);
+    const at = Date.parse(retryAfter);
+    if (!Number.isNaN(at)) return Math.max(0, at - now);
+  }
+  const reset = Number(headers.get('x-ratelimit-reset'));
+  if (Number.isFinite(reset) && reset > 0) {
+    // Either seconds until reset (small numbers) or a Unix timestamp in seconds.
+    return reset > 1e9 ? Math.max(0, reset * 1000 - now) : reset * 1000;
+  }
+  return 1000;
+}

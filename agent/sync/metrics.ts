@@ -1,0 +1,79 @@
+/**
+ * Per-session metrics (SPEC.md 2.6): RTT by `ping -6 -c <pingCount> -W <pingTimeout> <peer>%<iface>`
+ * through the tunnel with a pool of pingWorkers, rx/tx bytes from `wg show <if> dump`, routes imported
+ * from BIRD. RTT in milliseconds, null when the peer did not answer.
+ */
+import type { AgentSession, ReportBody } from '../../common/agent-api.ts';
+import type { BirdControl } from '../bird/control.ts';
+import { sessionProtocolName } from '../bird/names.ts';
+import { run } from '../system/exec.ts';
+import { readInterface } from '../wireguard/interface.ts';
+import { wantsUp } from './desired.ts';
+
+export interface MetricOptions {
+  pingCount: number;
+  pingTimeout: number;
+  pingWorkers: number;
+}
+
+/** Average RTT in ms from ping's summary (`rtt min/avg/max/mdev = a/b/c/d ms`), null when none. */
+export function parsePingAvg(output: string): number | null {
+  const m = /= [\d.]+\/([\d.]+)\//.exec(output);
+  return m ? Number(m[1]) : null;
+}
+
+export async function ping(target: string, iface: string, opts: MetricOptions): Promise<number | null> {
+  const r = await run(
+    'ping',
+    ['-6', '-n', '-q', '-c', String(opts.pingCount), '-W', String(opts.pingTimeout), `${target}%${iface}`],
+    {
+      timeoutMs: (opts.pingCount * (opts.pingTimeout + 1) + 5) * 1000,
+    },
+  );
+  return parsePingAvg(r.stdout);
+}
+
+/** Runs `fn` over `items` with at most `workers` at a time. */
+export async function pool<T, R>(
+  items: readonly T[],
+  workers: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(workers, items.length) }, worker));
+  return out;
+}
+
+export async function collectMetrics(
+  sessions: readonly AgentSession[],
+  bird: BirdControl,
+  opts: MetricOptions,
+): Promise<ReportBody> {
+  const live = sessions.filter(wantsUp);
+  let routes = new Map<string, number>();
+  try {
+    routes = new Map((await bird.protocols()).map((p) => [p.name, p.routesImported]));
+  } catch {
+    // BIRD unreachable: routes count as 0 this round
+  }
+  const records = await pool(live, opts.pingWorkers, async (s) => {
+    const link = await readInterface(s.interface);
+    const peer = link?.wg?.peers.find((p) => p.publicKey === s.publicKey);
+    const rtt = link ? await ping(s.linkLocal, s.interface, opts) : null;
+    return {
+      uuid: s.uuid,
+      rtt,
+      rxBytes: peer?.rxBytes ?? 0,
+      txBytes: peer?.txBytes ?? 0,
+      routesImported: routes.get(sessionProtocolName(s.listenPort)) ?? 0,
+    };
+  });
+  return { sessions: records };
+}
