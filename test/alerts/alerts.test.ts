@@ -1,0 +1,24 @@
+/** The alert rules of SPEC.md section 8, checked and unit-tested with the real promtool. */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const exec = promisify(execFile);
+const dir = 'charts/peerops/files';
+
+describe('charts/peerops/files/alerts.yaml', () => {
+  it('is a valid rule file', async () => {
+    const { stdout } = await exec('promtool', ['check', 'rules', 'alerts.yaml'], { cwd: dir });
+    expect(stdout).toContain('SUCCESS: 3 rules found');
+  });
+  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%)', async () => {
+    const { stdout } = await exec('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir });
+    expect(stdout).toContain('SUCCESS');
+  });
+  it('names only metrics the controller exports', async () => {
+    const { register } = await import('../../controller/metrics.ts');
+    const names = (await register.getMetricsAsJSON()).map((m) => m.name);
+    for (const metric of ['agent_heartbeat_timestamp', 'peerops_sessions_stuck', 'http_requests_total'])
+      expect(names).toContain(metric);
+  });
+});
