@@ -6,10 +6,11 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_URL, saveToken } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
 
@@ -39,27 +40,6 @@ interface TokenAnswer {
 
 class LoginError extends Error {
   override name = 'LoginError';
-}
-
-export function configDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.PEEROPS_CONFIG_DIR) return env.PEEROPS_CONFIG_DIR;
-  return path.join(env.XDG_CONFIG_HOME || path.join(homedir(), '.config'), 'peerops');
-}
-
-/** Atomically, mode 0600 from the first byte: the token is a credential. */
-export async function saveToken(token: string, dir = configDir()): Promise<string> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = path.join(dir, 'token');
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fh = await open(tmp, 'w', 0o600);
-  try {
-    await fh.writeFile(`${token}\n`);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, file);
-  return file;
 }
 
 function parseAsn(value: string): number {
@@ -183,7 +163,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   try {
     const asn = parseAsn(values.asn);
-    const base = (values.url ?? process.env.PEEROPS_URL ?? 'http://localhost:8080').replace(/\/+$/, '');
+    const base = (values.url ?? process.env.PEEROPS_URL ?? DEFAULT_URL).replace(/\/+$/, '');
     let expectHost: string;
     try {
       expectHost = values['expect-host'] ?? new URL(base).hostname.replace(/^\[|\]$/g, '');

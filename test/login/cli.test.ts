@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { configDir, saveToken } from '../../cli/login.ts';
+import { main as login } from '../../cli/login.ts';
 import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { FailureLimiter, MemoryChallengeStore } from '../../controller/auth/login/challenges.ts';
@@ -185,18 +185,10 @@ describe('peerops login refuses a challenge for another host', () => {
   });
 });
 
-describe('token file', () => {
-  it('honours PEEROPS_CONFIG_DIR and XDG_CONFIG_HOME', () => {
-    expect(configDir({ PEEROPS_CONFIG_DIR: '/x/peerops' })).toBe('/x/peerops');
-    expect(configDir({ XDG_CONFIG_HOME: '/xdg' })).toBe('/xdg/peerops');
-  });
-
-  it('replaces the token atomically with mode 0600', async () => {
-    const d = path.join(dir, 'cfg-save');
-    const file = await saveToken('first', d);
-    await saveToken('second', d);
-    expect(await readFile(file, 'utf8')).toBe('second\n');
-    expect((await stat(file)).mode & 0o777).toBe(0o600);
-    expect((await stat(d)).mode & 0o777).toBe(0o700);
+describe('peerops login in-process', () => {
+  it('--help exits 0; an unknown option exits 2', async () => {
+    expect(await login(['--help'])).toBe(0);
+    expect(await login(['--frobnicate'])).toBe(2);
+    expect(await login(['--asn', '1', '--ssh-key', 'a', '--gpg', 'b'])).toBe(2);
   });
 });

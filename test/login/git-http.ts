@@ -1,6 +1,7 @@
 /**
  * A git smart-HTTP server for tests: `git http-backend` as a CGI behind a node http server on 127.0.0.1.
- * `failing = true` makes it answer 500 to everything (a registry host that is down).
+ * `failing = true` makes it answer 500 to everything (a registry host that is down); `hanging = true`
+ * makes it accept requests and never answer.
  */
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -9,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 export interface GitHttpServer {
   url: string;
   failing: boolean;
+  hanging: boolean;
   close(): Promise<void>;
 }
 
@@ -59,8 +61,9 @@ function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
 
 /** Serve every repository under root at http://127.0.0.1:<port>/<name>. */
 export async function serveGit(root: string): Promise<GitHttpServer> {
-  const state = { failing: false };
+  const state = { failing: false, hanging: false };
   const server: Server = createServer((req, res) => {
+    if (state.hanging) return;
     if (state.failing) {
       res.statusCode = 500;
       res.end('registry host is down');
@@ -77,6 +80,12 @@ export async function serveGit(root: string): Promise<GitHttpServer> {
     },
     set failing(v: boolean) {
       state.failing = v;
+    },
+    get hanging() {
+      return state.hanging;
+    },
+    set hanging(v: boolean) {
+      state.hanging = v;
     },
     close: () =>
       new Promise<void>((resolve) => {

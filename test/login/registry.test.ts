@@ -255,6 +255,58 @@ describe('git registry over HTTP', () => {
     }
   });
 
+  it('a server that never answers: the refresh times out, the last good copy stays', async () => {
+    const reg = new GitRegistry({
+      url,
+      cacheDir: path.join(dir, 'cache-hang'),
+      refreshIntervalMs: 0,
+      fetchTimeoutMs: 500,
+    });
+    try {
+      await reg.start();
+      const good = reg.currentCommit;
+      expect(good).toBeDefined();
+      server.hanging = true;
+      const started = Date.now();
+      expect(await reg.refresh()).toBe(false);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(reg.currentCommit).toBe(good);
+      expect(await reg.lookup(AS1)).toBeDefined();
+    } finally {
+      server.hanging = false;
+      await reg.close();
+    }
+  });
+
+  it('credentials in the URL are used but never shown', async () => {
+    const withCreds = url.replace('http://', 'http://reader:s3cret-token@');
+    const cacheDir = path.join(dir, 'cache-creds');
+    const reg = new GitRegistry({ url: withCreds, cacheDir, refreshIntervalMs: 0 });
+    const logged: string[] = [];
+    const spy = new GitRegistry({
+      url: withCreds.replace('/registry.git', '/missing.git'),
+      cacheDir: path.join(dir, 'cache-creds-missing'),
+      refreshIntervalMs: 0,
+      log: {
+        info: (o, m) => logged.push(JSON.stringify(o) + m),
+        warn: (o, m) => logged.push(JSON.stringify(o) + m),
+      },
+    });
+    try {
+      await reg.start();
+      expect(await reg.lookup(AS1)).toBeDefined();
+      expect(await readFile(path.join(cacheDir, 'config'), 'utf8')).not.toContain('s3cret');
+      await spy.start();
+      const err = (await spy.lookup(AS1).catch((e: unknown) => e)) as Error;
+      expect(err.message).toMatch(/http:\/\/127\.0\.0\.1:\d+\/missing\.git/);
+      expect(err.message + logged.join('\n')).not.toContain('s3cret');
+      expect(logged.join('\n')).toMatch(/refresh failed/);
+    } finally {
+      await reg.close();
+      await spy.close();
+    }
+  });
+
   it('never fetched → REGISTRY_UNAVAILABLE naming the cause', async () => {
     server.failing = true;
     const reg = new GitRegistry({ url, cacheDir: path.join(dir, 'cache-empty'), refreshIntervalMs: 0 });

@@ -138,6 +138,18 @@ function refreshGauge(): Gauge {
   });
 }
 
+/** `https://user:secret@host/x` → `https://host/x`: URLs may carry credentials, logs must not. */
+function withoutCredentials(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
 /**
  * The branch in the mirror that holds the last good commit (across restarts, too). HEAD points at it, so
  * isomorphic-git tells the server it has that commit and each fetch brings only the new objects.
@@ -154,6 +166,8 @@ export interface GitRegistryOptions {
   refreshIntervalMs?: number;
   /** Shallow history depth; default 1 (the DN42 registry's history is large and not needed). */
   depth?: number;
+  /** A fetch that takes longer counts as failed (default 2 minutes), so a hung server cannot stall refreshes. */
+  fetchTimeoutMs?: number;
   log?: RegistryLog;
 }
 
@@ -164,6 +178,9 @@ export class GitRegistry implements Registry {
   private readonly depth: number;
   private readonly log: RegistryLog;
   private readonly intervalMs: number;
+  private readonly fetchTimeoutMs: number;
+  /** The URL without credentials, for logs and error details. */
+  private readonly shownUrl: string;
   private readonly cache: object = {};
   private commit: string | undefined;
   private lastError: string | undefined;
@@ -177,6 +194,8 @@ export class GitRegistry implements Registry {
     this.depth = opts.depth ?? 1;
     this.log = opts.log ?? silent;
     this.intervalMs = opts.refreshIntervalMs ?? 5 * 60_000;
+    this.fetchTimeoutMs = opts.fetchTimeoutMs ?? 2 * 60_000;
+    this.shownUrl = withoutCredentials(opts.url);
   }
 
   /** The commit lookups read, or undefined before the first good fetch. */
@@ -198,8 +217,8 @@ export class GitRegistry implements Registry {
       symbolic: true,
       force: true,
     });
-    // force: the configured URL wins over the one an earlier run cached.
-    await git.addRemote({ fs, gitdir: this.gitdir, remote: 'origin', url: this.url, force: true });
+    // Recorded without credentials (they are passed to each fetch instead); force: this run's URL wins.
+    await git.addRemote({ fs, gitdir: this.gitdir, remote: 'origin', url: this.shownUrl, force: true });
     try {
       this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH });
     } catch {
@@ -221,12 +240,20 @@ export class GitRegistry implements Registry {
   }
 
   private async fetchOnce(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`fetch took longer than ${this.fetchTimeoutMs} ms`)),
+        this.fetchTimeoutMs,
+      );
+    });
     try {
-      const result = await git.fetch({
+      const fetching = git.fetch({
         fs,
         http,
         gitdir: this.gitdir,
         remote: 'origin',
+        url: this.url,
         ...(this.ref ? { remoteRef: this.ref } : {}),
         singleBranch: true,
         // Shallow only for the first fetch; later fetches name the good commit and get only what is new.
@@ -234,6 +261,7 @@ export class GitRegistry implements Registry {
         tags: false,
         cache: this.cache,
       });
+      const result = await Promise.race([fetching, timeout]);
       const commit = result.fetchHead;
       if (!commit) throw new Error('the remote sent no commit');
       const root = await git.readTree({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache });
@@ -241,18 +269,20 @@ export class GitRegistry implements Registry {
         throw new Error(`commit ${commit} has no data/ directory`);
       }
       await git.writeRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH, value: commit, force: true });
-      if (commit !== this.commit) this.log.info({ url: this.url, commit }, 'login registry updated');
+      if (commit !== this.commit) this.log.info({ url: this.shownUrl, commit }, 'login registry updated');
       this.commit = commit;
       this.lastError = undefined;
       refreshGauge().set(Date.now() / 1000);
       return true;
     } catch (err) {
-      this.lastError = (err as Error).message;
+      this.lastError = (err as Error).message.replaceAll(this.url, this.shownUrl);
       this.log.warn(
-        { url: this.url, err: this.lastError, keeping: this.commit ?? null },
+        { url: this.shownUrl, err: this.lastError, keeping: this.commit ?? null },
         'login registry refresh failed; keeping the last good copy',
       );
       return false;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -260,7 +290,7 @@ export class GitRegistry implements Registry {
     const commit = this.commit;
     if (!commit) {
       throw unavailable(
-        `registry ${this.url} has not been fetched yet${this.lastError ? `: ${this.lastError}` : ''}`,
+        `registry ${this.shownUrl} has not been fetched yet${this.lastError ? `: ${this.lastError}` : ''}`,
       );
     }
     return resolveAsn(async (filepath) => {
