@@ -1,0 +1,117 @@
+/**
+ * Builds the release artifact the agent's updater installs (agent/update/install.ts):
+ *   dist/peerops.mjs   one esbuild bundle of bin/peerops.ts with the version baked in
+ *                      (process.env.PEEROPS_BUILD_VERSION); `node peerops.mjs --version` prints it
+ *   dist/peerops       a launcher that runs the bundle beside it with Node 24 (PEEROPS_NODE or `node`)
+ *   dist/SHA256SUMS    sha256sum lines for both
+ *
+ *   node scripts/build-release.ts [--version 1.2.3] [--out dist]   (npm run build:release)
+ *
+ * The version defaults to PEEROPS_RELEASE_VERSION, else package.json's. bin/peerops.ts loads each
+ * command with `import(command.module)`, which a bundler cannot follow; a plugin rewrites that call into
+ * a switch of literal imports over the module paths listed in its command table.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { build, type Plugin } from 'esbuild';
+import semver from 'semver';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
+const ARTIFACT = 'peerops.mjs';
+const LAUNCHER = 'peerops';
+const CHECKSUMS = 'SHA256SUMS';
+
+const LAUNCHER_TEXT = `#!/bin/sh
+# peerops launcher: runs the release bundle beside this file with Node 24 (PEEROPS_NODE, else node on PATH).
+exec "\${PEEROPS_NODE:-node}" "$(dirname "$(readlink -f "$0")")/${ARTIFACT}" "$@"
+`;
+
+/** Rewrites bin/peerops.ts's `import(command.module)` into literal imports esbuild can bundle. */
+const commandTable: Plugin = {
+  name: 'peerops-command-table',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]bin[\\/]peerops\.ts$/ }, async (args) => {
+      const source = await readFile(args.path, 'utf8');
+      const call = 'import(command.module)';
+      if (!source.includes(call)) throw new Error(`${args.path}: expected '${call}' to rewrite`);
+      const modules = [...source.matchAll(/module:\s*'(\.\.\/[^']+\.ts)'/g)].map((m) => m[1] as string);
+      const cases = modules
+        .filter((m) => existsSync(path.resolve(path.dirname(args.path), m)))
+        .map((m) => `    case ${JSON.stringify(m)}: return import(${JSON.stringify(m)});`)
+        .join('\n');
+      const loader = `
+function __peeropsLoad(module: string): Promise<unknown> {
+  switch (module) {
+${cases}
+    default: throw new Error(\`this build of peerops has no \${module}\`);
+  }
+}
+`;
+      return { contents: source.replace(call, '__peeropsLoad(command.module)') + loader, loader: 'ts' };
+    });
+  },
+};
+
+export async function buildRelease(
+  version: string,
+  outDir: string,
+): Promise<{ artifact: string; sums: string }> {
+  if (!semver.valid(version)) throw new Error(`--version '${version}' is not a semantic version`);
+  await mkdir(outDir, { recursive: true });
+  const artifact = path.join(outDir, ARTIFACT);
+  const tmp = path.join(outDir, `.build-${process.pid}.mjs`);
+  try {
+    await build({
+      entryPoints: [ENTRY],
+      outfile: tmp,
+      bundle: true,
+      platform: 'node',
+      target: 'node24',
+      format: 'esm',
+      minify: false,
+      legalComments: 'none',
+      logLevel: 'warning',
+      define: { 'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version) },
+      // CommonJS dependencies call require(); an ESM bundle needs one made for it. (The entry's #! line stays first.)
+      banner: {
+        js: "import { createRequire as __peeropsCreateRequire } from 'node:module';\nconst require = __peeropsCreateRequire(import.meta.url);",
+      },
+      plugins: [commandTable],
+    });
+    await chmod(tmp, 0o755);
+    const printed = (await promisify(execFile)(process.execPath, [tmp, '--version'])).stdout.trim();
+    if (printed !== version)
+      throw new Error(`the bundle prints '${printed}' for --version, expected ${version}`);
+    await rename(tmp, artifact);
+  } finally {
+    await rm(tmp, { force: true });
+  }
+  const launcher = path.join(outDir, LAUNCHER);
+  await writeFile(launcher, LAUNCHER_TEXT, { mode: 0o755 });
+  const lines: string[] = [];
+  for (const file of [ARTIFACT, LAUNCHER]) {
+    const sum = createHash('sha256')
+      .update(await readFile(path.join(outDir, file)))
+      .digest('hex');
+    lines.push(`${sum}  ${file}`);
+  }
+  const sums = path.join(outDir, CHECKSUMS);
+  await writeFile(sums, `${lines.join('\n')}\n`);
+  return { artifact, sums };
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: { version: { type: 'string' }, out: { type: 'string', default: 'dist' } },
+  });
+  const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  const version = values.version ?? process.env.PEEROPS_RELEASE_VERSION ?? pkg.version;
+  const out = path.resolve(values.out ?? 'dist');
+  const { artifact, sums } = await buildRelease(version, out);
+  console.log(`built ${artifact} (${version}) and ${sums}`);
+}

@@ -1,0 +1,223 @@
+/**
+ * Self-update against a local HTTP server (127.0.0.1) that serves a release listing in the GitHub API
+ * format, real release artifacts built by scripts/build-release.ts, and the controller's
+ * /agent/:router/config. Good checksum → swapped, previous kept, process exits for its restart and the
+ * new file answers the new version; bad checksum → refused, the running file untouched; `enabled:
+ * false` from the controller → nothing listed, nothing downloaded.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchControllerAutoUpdate } from '../../agent/update/controller.ts';
+import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
+import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
+import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
+import type { BootstrapConfigResponse } from '../../common/agent-api.ts';
+import { buildRelease } from '../../scripts/build-release.ts';
+
+const run = promisify(execFile);
+const TOKEN = 'test-token-0123456789';
+let root: string;
+let server: Server;
+let base: string;
+/** Served files: URL path → bytes. */
+const files = new Map<string, Buffer>();
+let listing: Release[] = [];
+let autoUpdateEnabled = true;
+const hits = { listing: 0, downloads: 0 };
+
+function bootstrap(): BootstrapConfigResponse {
+  return {
+    node: { name: 'r1', id: 1, region: 'eu', location: 'x', provider: 'y' },
+    asn: 4242420101,
+    loopback: {},
+    tunnel: { dn42Ipv4: '', dn42Ipv6: '', dn42Ipv6LinkLocal: 'fe80::1' },
+    controlPlane: { heartbeatInterval: 30, syncInterval: 60, metricInterval: 60 },
+    metric: { pingTimeout: 5, pingCount: 4, pingWorkers: 32 },
+    autoUpdate: { enabled: autoUpdateEnabled, channel: 'stable' },
+    meshPeers: [],
+    ibgpPeers: [],
+  };
+}
+
+function release(tag: string, opts: { prerelease?: boolean; draft?: boolean } = {}): Release {
+  return {
+    tag_name: tag,
+    prerelease: opts.prerelease ?? false,
+    draft: opts.draft ?? false,
+    assets: [ARTIFACT_NAME, CHECKSUMS_NAME].map((name) => ({
+      name,
+      browser_download_url: `${base}/download/${tag}/${name}`,
+    })),
+  };
+}
+
+async function sha256(file: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(file))
+    .digest('hex');
+}
+
+/** A fresh install dir holding release 0.1.0 as the running file. */
+async function install(): Promise<string> {
+  const dir = await mkdtemp(path.join(root, 'install-'));
+  await copyFile(path.join(root, 'v0.1.0', ARTIFACT_NAME), path.join(dir, ARTIFACT_NAME));
+  return path.join(dir, ARTIFACT_NAME);
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), 'apupd-'));
+  for (const v of ['0.1.0', '0.2.0']) await buildRelease(v, path.join(root, `v${v}`));
+  server = createServer((req, res) => {
+    const url = req.url ?? '';
+    if (url === '/mirror/repos/acme/peerops/releases') {
+      hits.listing++;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(listing));
+    } else if (url === '/agent/r1/config') {
+      if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+        res.statusCode = 401;
+        res.end();
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(bootstrap()));
+    } else if (files.has(url)) {
+      if (url.endsWith(ARTIFACT_NAME)) hits.downloads++;
+      res.end(files.get(url));
+    } else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const v2 = path.join(root, 'v0.2.0');
+  files.set('/download/v0.2.0/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
+  files.set('/download/v0.2.0/SHA256SUMS', await readFile(path.join(v2, CHECKSUMS_NAME)));
+  // the same artifact under a release whose checksum list does not match it
+  files.set('/download/v0.2.1/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
+  files.set('/download/v0.2.1/SHA256SUMS', Buffer.from(`${'ab'.repeat(32)}  ${ARTIFACT_NAME}\n`));
+}, 120_000);
+
+afterAll(async () => {
+  await new Promise((resolve) => server?.close(resolve));
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('release selection', () => {
+  const rels = [
+    { ...release('v0.2.0') },
+    { ...release('v0.3.0-beta.1', { prerelease: true }) },
+    { ...release('v0.3.0-rc.2', { prerelease: true }) },
+    { ...release('v0.4.0-nightly.5', { prerelease: true }) },
+    { ...release('v9.0.0', { draft: true }) },
+    { ...release('not-a-version') },
+  ];
+  it('stable takes only full releases, beta adds -beta/-rc, dev takes every non-draft', () => {
+    expect(selectRelease(rels, 'stable', '0.1.0')?.version).toBe('0.2.0');
+    expect(selectRelease(rels, 'beta', '0.1.0')?.version).toBe('0.3.0-rc.2');
+    expect(selectRelease(rels, 'dev', '0.1.0')?.version).toBe('0.4.0-nightly.5');
+    expect(selectRelease(rels, 'stable', '0.2.0')).toBeUndefined();
+    expect(selectRelease(rels, 'stable', 'v0.3.0')).toBeUndefined();
+  });
+  it('lists from the GitHub API or a mirror base URL', () => {
+    expect(releasesUrl('acme/peerops')).toBe('https://api.github.com/repos/acme/peerops/releases');
+    expect(releasesUrl('http://127.0.0.1:8080/mirror/acme/peerops')).toBe(
+      'http://127.0.0.1:8080/mirror/repos/acme/peerops/releases',
+    );
+    expect(() => releasesUrl('acme')).toThrow(/autoUpdate.releaseRepo/);
+  });
+  it('only a release artifact is swapped', () => {
+    expect(runningArtifact('/opt/peerops/peerops.mjs')).toBe('/opt/peerops/peerops.mjs');
+    expect(runningArtifact('/work/main/bin/peerops.ts')).toBeUndefined();
+  });
+});
+
+describe('self-update', () => {
+  it('good checksum: verified, swapped (previous kept), restarted into the new version', async () => {
+    listing = [release('v0.2.0'), release('v0.2.1-beta.1', { prerelease: true })];
+    autoUpdateEnabled = true;
+    const installPath = await install();
+    const child = await run(process.execPath, [path.join(import.meta.dirname, 'update-child.ts')], {
+      env: {
+        ...process.env,
+        PEEROPS_TEST_UPDATE: JSON.stringify({
+          controlPlane: base,
+          releaseRepo: `${base}/mirror/acme/peerops`,
+          installPath,
+          currentVersion: '0.1.0',
+        }),
+      },
+    }).then(
+      (r) => ({ code: 0, stderr: r.stderr }),
+      (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+    );
+    expect(child.code, child.stderr).toBe(RESTART_EXIT_CODE);
+    // the supervisor starts the file again: it is the new release; the previous one is kept
+    expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.2.0');
+    expect((await run(process.execPath, [previousPath(installPath), '--version'])).stdout.trim()).toBe(
+      '0.1.0',
+    );
+    expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME, 'peerops.previous.mjs'].sort());
+    await rollback(installPath);
+    expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
+  }, 60_000);
+
+  it('bad checksum: refused, the running file untouched', async () => {
+    listing = [release('v0.2.1')];
+    autoUpdateEnabled = true;
+    const installPath = await install();
+    const before = await sha256(installPath);
+    const downloads = hits.downloads;
+    let restarted = false;
+    await expect(
+      checkForUpdate({
+        local: {
+          enabled: true,
+          checkInterval: 60,
+          channel: 'stable',
+          releaseRepo: `${base}/mirror/acme/peerops`,
+        },
+        controller: () => fetchControllerAutoUpdate(base, 'r1', TOKEN, 5000),
+        installPath,
+        currentVersion: '0.1.0',
+        restart: () => (restarted = true),
+      }),
+    ).rejects.toThrow(/SHA256SUMS says (ab)+: refused/);
+    expect(hits.downloads).toBe(downloads + 1);
+    expect(restarted).toBe(false);
+    expect(await sha256(installPath)).toBe(before);
+    expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME]);
+  }, 30_000);
+
+  it('enabled: false from the controller wins over the local setting: nothing downloaded', async () => {
+    listing = [release('v0.2.0')];
+    autoUpdateEnabled = false;
+    const installPath = await install();
+    const before = { ...hits };
+    const outcome = await checkForUpdate({
+      local: {
+        enabled: true,
+        checkInterval: 60,
+        channel: 'stable',
+        releaseRepo: `${base}/mirror/acme/peerops`,
+      },
+      controller: () => fetchControllerAutoUpdate(base, 'r1', TOKEN, 5000),
+      installPath,
+      currentVersion: '0.1.0',
+      restart: () => {
+        throw new Error('must not restart');
+      },
+    });
+    expect(outcome).toEqual({ result: 'disabled', by: 'controller' });
+    expect(hits).toEqual(before);
+    expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
+  }, 30_000);
+});
