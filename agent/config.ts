@@ -136,7 +136,8 @@ export function parseConfig(input: unknown, file: string): AgentConfig {
     errors.push({ pointer: '/routing/poolSizeMax', message: 'must be at least routing.poolSize' });
   }
   const port = Number(c.server.listen.slice(c.server.listen.lastIndexOf(':') + 1));
-  if (port < 1 || port > 65535) errors.push({ pointer: '/server/listen', message: 'port must be 1-65535' });
+  if (port > 65535)
+    errors.push({ pointer: '/server/listen', message: 'port must be 0-65535 (0: any free port)' });
   if (errors.length) throw new ConfigError(file, errors);
   const root = dirname(c.routing.peerConfDir);
   return {

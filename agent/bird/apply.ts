@@ -8,10 +8,13 @@
  *      BIRD's message and the files it blamed (file:line), so only those sessions are marked failed.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, open, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
+
+/** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
+const LOCAL_DIR = 'local.d';
 
 export interface ManagedDir {
   /** Key the main renderer receives the dir under (`peerConfDir`, `ibgpConfDir`, `meshConfDir`). */
@@ -152,6 +155,10 @@ export class BirdApplier {
           liveOf.set(join(dir, name), join(d.dir, name));
         }
       }
+      // The operator's own additions (main-config.ts: `<root>/local.d`, beside peerConfDir) are checked too.
+      const local = join(this.root, LOCAL_DIR);
+      await mkdir(local, { recursive: true });
+      await cp(local, join(stage, LOCAL_DIR), { recursive: true });
       const stagedMain = join(stage, basename(this.mainPath));
       liveOf.set(stagedMain, this.mainPath);
       await writeFile(stagedMain, tree.main(stagedDirs));

@@ -207,7 +207,7 @@ export class BirdControl {
       name ? `show protocols all "${name.replace(/["\\]/g, '')}"` : 'show protocols all',
     );
     if (reply.code >= 8000) {
-      if (/not found/i.test(reply.lines.at(-1)?.text ?? '')) return [];
+      if (/not found|no protocols match/i.test(reply.lines.at(-1)?.text ?? '')) return [];
       throw new BirdError(reply.lines.at(-1)?.text ?? 'show protocols failed', reply.code, reply);
     }
     return parseProtocols(reply);

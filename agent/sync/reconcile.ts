@@ -254,8 +254,12 @@ export class Reconciler {
     birdFailed: boolean,
   ): Promise<SessionStatusCode | undefined> {
     if (s.status === SessionStatus.QUEUED_FOR_DELETE) {
-      // Torn down when neither link nor file remains and BIRD accepted the config without it.
-      const gone = !(await readInterface(s.interface)) && !protocols.has(sessionProtocolName(s.listenPort));
+      // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
+      // protocol may still be listed, down, while BIRD flushes its routes).
+      const proto = protocols.get(sessionProtocolName(s.listenPort));
+      const file = await readText(join(this.deps.config.routing.peerConfDir, peerFileName(s)));
+      const gone =
+        !(await readInterface(s.interface)) && file === undefined && (!proto || proto.state !== 'up');
       return gone && !birdFailed ? SessionStatus.DISABLED : undefined;
     }
     if (!wantsUp(s)) return undefined;

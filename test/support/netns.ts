@@ -173,13 +173,17 @@ export class NetnsLab {
 
   /**
    * BIRD in the foreground inside `ns` with `config` (the caller's whole bird.conf) and its own socket;
-   * resolves once the control socket answers. `configPath` may be given to run a config tree the caller wrote.
+   * resolves once the control socket answers. `configPath` (and `socket`) may be given to run a config
+   * tree the caller wrote.
    */
-  async startBird(ns: Namespace, config: string | { configPath: string }): Promise<BirdInstance> {
+  async startBird(
+    ns: Namespace,
+    config: string | { configPath: string; socket?: string },
+  ): Promise<BirdInstance> {
     const dir = await this.tempDir('bird');
     const configPath = typeof config === 'string' ? join(dir, 'bird.conf') : config.configPath;
     if (typeof config === 'string') await writeFile(configPath, config);
-    const socket = join(dir, 'bird.ctl');
+    const socket = (typeof config === 'string' ? undefined : config.socket) ?? join(dir, 'bird.ctl');
     const child = this.spawn(ns, 'bird', ['-f', '-c', configPath, '-s', socket, '-P', join(dir, 'bird.pid')]);
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));

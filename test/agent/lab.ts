@@ -1,0 +1,233 @@
+/**
+ * The agent's integration lab: the REAL controller (buildApp on the real git store, listening on
+ * loopback), a node namespace that stands for the router (its own BIRD, the agent's WireGuard
+ * interfaces) and a peer namespace that stands for the user's router (its own BIRD and WireGuard),
+ * joined by a veth that carries the tunnel. The agent runs with PEEROPS_AGENT_NETNS = the node namespace.
+ */
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import pino from 'pino';
+import type { BirdConfigResponse } from '../../common/agent-api.ts';
+import { Agent } from '../../agent/agent.ts';
+import { renderMainConfig } from '../../agent/bird/main-config.ts';
+import { parseConfig, type AgentConfig } from '../../agent/config.ts';
+import { ControlPlaneClient } from '../../agent/sync/client.ts';
+import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
+import { exec, NetnsLab, type BirdInstance, type Namespace } from '../support/netns.ts';
+
+export const ROUTER_ASN = 4242420001;
+
+export async function wgKeyPair(): Promise<{ privateKey: string; publicKey: string }> {
+  const privateKey = (await exec('wg', ['genkey'])).stdout.trim();
+  const publicKey = (await exec('wg', ['pubkey'], { input: `${privateKey}\n` })).stdout.trim();
+  return { privateKey, publicKey };
+}
+
+export interface Peer {
+  ns: Namespace;
+  iface: string;
+  port: number;
+  asn: number;
+  keys: { privateKey: string; publicKey: string };
+  bird: BirdInstance;
+  /** Session fields for `POST /session` create. */
+  createBody(router: string): Record<string, unknown>;
+  userToken: string;
+}
+
+export interface AgentLab {
+  lab: NetnsLab;
+  h: Harness;
+  url: string;
+  router: string;
+  agentToken: string;
+  node: Namespace;
+  root: string;
+  nodeKeys: { privateKey: string; publicKey: string };
+  bird: BirdInstance;
+  config: AgentConfig;
+  configFile: string;
+  agent(): Agent;
+  /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
+  addPeer(label: string, linkLocal: string): Promise<Peer>;
+  /** Creates and approves a session for `peer`; resolves with its uuid. */
+  approvedSession(peer: Peer, extra?: Record<string, unknown>): Promise<string>;
+  /** Configures the peer's tunnel towards the node once the session's port is known. */
+  connectPeer(peer: Peer, listenPort: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+let vethIndex = 0;
+
+export async function startAgentLab(prefix: string): Promise<AgentLab> {
+  const lab = new NetnsLab(prefix);
+  const h = await startHarness();
+  try {
+    return await build(prefix, lab, h);
+  } catch (err) {
+    delete process.env.PEEROPS_AGENT_NETNS;
+    await lab.cleanup();
+    await h.close();
+    throw err;
+  }
+}
+
+async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLab> {
+  await h.app.listen({ host: '127.0.0.1', port: 0 });
+  const address = h.app.server.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const router = `${prefix}${lab.id.slice(prefix.length)}`.toLowerCase();
+  const agentToken = await h.addRouter(router, { linkLocal: 'fe80::1', autoApprove: false });
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'set',
+      // RPKI at the node's own loopback: nothing leaves the namespace.
+      spec: { dn42Asn: ROUTER_ASN, rpkiServers: [{ host: '127.0.0.1', port: 8282 }] },
+    }),
+  );
+  const node = await lab.namespace('node');
+  const root = await lab.tempDir('node');
+  await mkdir(join(root, 'bird', 'peers'), { recursive: true });
+  await mkdir(join(root, 'bird', 'ibgp.d'), { recursive: true });
+  await mkdir(join(root, 'bird', 'local.d'), { recursive: true });
+  await mkdir(join(root, 'wireguard'), { recursive: true });
+  const nodeKeys = await wgKeyPair();
+  await writeFile(join(root, 'wireguard', 'private.key'), `${nodeKeys.privateKey}\n`, { mode: 0o600 });
+  await chmod(join(root, 'wireguard', 'private.key'), 0o600);
+  await writeFile(join(root, 'wireguard', 'public.key'), `${nodeKeys.publicKey}\n`);
+
+  const fileConfig = {
+    server: { listen: '127.0.0.1:0' },
+    node: { name: router, id: 1, region: 'eu-central' },
+    controlPlane: {
+      url,
+      token: agentToken,
+      syncInterval: 2,
+      heartbeatInterval: 5,
+      metricInterval: 5,
+      retryInitialDelay: 100,
+      maxRetries: 1,
+      requestTimeout: 5,
+    },
+    routing: {
+      controlSocket: join(root, 'bird', 'bird.ctl'),
+      peerConfDir: join(root, 'bird', 'peers'),
+      ibgpConfDir: join(root, 'bird', 'ibgp.d'),
+      poolSize: 2,
+      poolSizeMax: 8,
+    },
+    tunnel: { configDir: join(root, 'wireguard'), dn42Ipv6LinkLocal: 'fe80::1' },
+    metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 4 },
+    autoUpdate: { enabled: false },
+  };
+  const configFile = join(root, 'agent.json');
+  await writeFile(configFile, JSON.stringify(fileConfig, null, 2), { mode: 0o600 });
+  const config = parseConfig(fileConfig, configFile);
+
+  // BIRD on the node starts on the main config rendered from the controller's policy, no sessions yet.
+  const policy = (await h.get(`/agent/${router}/bird-config`, agentToken)).json() as BirdConfigResponse;
+  await writeFile(config.birdMainConfig, renderMainConfig(policy, config.routing));
+  const bird = await lab.startBird(node, {
+    configPath: config.birdMainConfig,
+    socket: config.routing.controlSocket,
+  });
+
+  process.env.PEEROPS_AGENT_NETNS = node.name;
+  const log = pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' });
+
+  const al: AgentLab = {
+    lab,
+    h,
+    url,
+    router,
+    agentToken,
+    node,
+    root,
+    nodeKeys,
+    bird,
+    config,
+    configFile,
+    agent: () => new Agent(config, log, new ControlPlaneClient({ ...config.controlPlane, router })),
+    async addPeer(label, linkLocal) {
+      const ns = await lab.namespace(label);
+      const n = vethIndex++;
+      await lab.veth(node, ns, { a: `fd00:${n + 10}::1/64`, b: `fd00:${n + 10}::2/64` });
+      const keys = await wgKeyPair();
+      const port = 40000 + n;
+      const iface = `${lab.id}p${n}`.slice(0, 15);
+      await ns.run('wireguard-go', [iface]);
+      await writeFile(join(root, `${label}.key`), `${keys.privateKey}\n`, { mode: 0o600 });
+      await ns.run('wg', [
+        'set',
+        iface,
+        'listen-port',
+        String(port),
+        'private-key',
+        join(root, `${label}.key`),
+      ]);
+      await ns.run('ip', ['link', 'set', iface, 'addrgenmode', 'none']);
+      await ns.run('ip', ['addr', 'add', `${linkLocal}/64`, 'dev', iface, 'nodad']);
+      await ns.run('ip', ['link', 'set', iface, 'up']);
+      const asn = 4242421000 + (Number.parseInt(lab.id.slice(-3), 16) % 900) + n;
+      const userToken = h.tokens.issueToken(asn, 'user').token;
+      const birdConf = `router id 10.9.${n}.2;
+protocol device {}
+protocol static { ipv6; route fd42:${(asn % 10000).toString(16)}::/48 unreachable; }
+protocol bgp node {
+  local as ${asn};
+  neighbor fe80::1 % '${iface}' as ${ROUTER_ASN};
+  ipv6 { import all; export where source = RTS_STATIC; };
+}
+`;
+      const peerBird = await lab.startBird(ns, birdConf);
+      return {
+        ns,
+        iface,
+        port,
+        asn,
+        keys,
+        bird: peerBird,
+        userToken,
+        createBody: (r: string) => ({
+          action: 'create',
+          router: r,
+          ipv6: `fd42:${(asn % 10000).toString(16)}::1`,
+          linkLocal,
+          endpoint: `[fd00:${n + 10}::2]:${port}`,
+          publicKey: keys.publicKey,
+          mtu: 1420,
+        }),
+      };
+    },
+    async approvedSession(peer, extra = {}) {
+      const routerUuid = h.store.getRouter(router)?.spec.uuid;
+      const res = await expectOk(
+        h.post('/session', peer.userToken, { ...peer.createBody(routerUuid ?? router), ...extra }),
+      );
+      const uuid = (res.json() as { uuid: string }).uuid;
+      await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid }));
+      return uuid;
+    },
+    async connectPeer(peer, listenPort) {
+      const n = Number(peer.iface.slice(peer.iface.lastIndexOf('p') + 1));
+      await peer.ns.run('wg', [
+        'set',
+        peer.iface,
+        'peer',
+        nodeKeys.publicKey,
+        'endpoint',
+        `[fd00:${n + 10}::1]:${listenPort}`,
+        'allowed-ips',
+        '::/0,0.0.0.0/0',
+        'persistent-keepalive',
+        '5',
+      ]);
+    },
+    async close() {
+      delete process.env.PEEROPS_AGENT_NETNS;
+      await lab.cleanup();
+      await h.close();
+    },
+  };
+  return al;
+}

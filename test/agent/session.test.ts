@@ -1,0 +1,82 @@
+/**
+ * A session end to end: real controller, the agent's reconcile against a node namespace with real BIRD
+ * and wireguard-go, and a peer namespace running its own BIRD and WireGuard as the user's router would.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Agent } from '../../agent/agent.ts';
+import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
+import { waitFor } from '../support/netns.ts';
+import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
+
+let L: AgentLab;
+let agent: Agent;
+let peer: Peer;
+let uuid: string;
+let port: number;
+
+const status = (id: string) => L.h.store.getSession(id)?.status.code;
+
+beforeAll(async () => {
+  L = await startAgentLab('ags');
+  agent = L.agent();
+  peer = await L.addPeer('peer', 'fe80::1234');
+});
+afterAll(async () => {
+  await agent?.close();
+  await L?.close();
+});
+
+describe('agent session machinery', () => {
+  it('sets up a session in status 4: tunnel, BIRD protocol, BGP Established, reports 1', async () => {
+    uuid = await L.approvedSession(peer);
+    expect(status(uuid)).toBe(4);
+    port = L.h.store.getSession(uuid)!.spec.listenPort;
+    await L.connectPeer(peer, port);
+    const pass = await agent.syncOnce();
+    expect(pass?.failed.size).toBe(0);
+    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    expect(status(uuid)).toBe(1);
+    const link = await readInterface(`wg_${port}`);
+    expect(link).toMatchObject({ mtu: 1420, up: true, addrGenModeNone: true });
+    expect(link?.addresses).toContain('fe80::1/64');
+    expect(await readFile(`${L.config.routing.peerConfDir}/dn42_${port}.conf`, 'utf8')).toContain(
+      `neighbor fe80::1234 % 'wg_${port}' as ${peer.asn};`,
+    );
+    await waitFor(
+      'BGP Established',
+      async () => {
+        const [p] = await agent.bird.protocols(`dn42_${port}`);
+        return p?.bgpState === 'Established';
+      },
+      45_000,
+      500,
+    );
+    expect(await peer.bird.birdc('show protocols node')).toMatch(/Established/);
+  });
+
+  it('a pass with nothing to change makes zero writes and zero configure calls', async () => {
+    const before = agent.applier.configureCalls;
+    const pass = await agent.syncOnce();
+    expect(pass).toMatchObject({
+      writes: 0,
+      configured: false,
+      interfacesChanged: 0,
+      interfacesRemoved: 0,
+      reports: [],
+    });
+    expect(agent.applier.configureCalls).toBe(before);
+  });
+
+  it('deleting the session tears everything down, reports 0, and leaves nothing on the node', async () => {
+    const res = await L.h.post('/session', peer.userToken, { action: 'delete', uuid });
+    expect(res.statusCode).toBe(200);
+    expect(status(uuid)).toBe(5);
+    const pass = await agent.syncOnce();
+    expect(pass?.reports).toEqual([{ uuid, status: 0, interface: `wg_${port}` }]);
+    expect(L.h.store.getSession(uuid)).toBeUndefined();
+    expect(await listInterfaces('wg_')).toEqual([]);
+    expect(await readdir(L.config.routing.peerConfDir)).toEqual([]);
+    expect(await agent.bird.protocols(`dn42_${port}`)).toEqual([]);
+  });
+});
