@@ -7,8 +7,10 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { Agent } from './agent.ts';
+import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
 import { ControlPlaneClient } from './sync/client.ts';
+import { runningArtifact, startUpdater } from './update/updater.ts';
 import { detectBackend } from './wireguard/interface.ts';
 
 const USAGE = `usage: peerops agent --config PATH
@@ -67,14 +69,24 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   log.info({ backend: await detectBackend() }, 'WireGuard backend');
-  const agent = new Agent(config, log, client);
+  const mesh = new MeshManager(config, client, log.child({ part: 'mesh' }));
+  const agent = new Agent(config, log, client, mesh.hooks());
   const server = await startServer(config, agent);
   log.info({ listen: config.server.listen, mode: config.mode }, 'agent started');
   agent.start();
+  mesh.start();
+  const updater = startUpdater({
+    local: config.autoUpdate,
+    controller: async () => (await client.bootstrap()).autoUpdate,
+    installPath: runningArtifact(),
+    log: log.child({ part: 'update' }),
+  });
   await new Promise<void>((resolve) =>
     stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
   );
   log.info('stopping');
+  updater.stop();
+  mesh.stop();
   server.close();
   server.closeAllConnections();
   await agent.close();

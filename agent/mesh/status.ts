@@ -1,12 +1,13 @@
 /**
  * Mesh peer status for POST /agent/:router/mesh/status (MeshStatusBody): per peer the last WireGuard
  * handshake, bytes, a round-trip time measured by ping to the peer's link-local address through the
- * tunnel, and reachability (the ping was answered). Read from the system every time, never cached.
+ * tunnel (meshLinkLocal of its node id), and reachability (the ping was answered). Read from the system every time, never cached.
  */
 import type { MeshPeer, MeshResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import { meshInterfaceName } from '../../common/naming.ts';
 import { run } from '../system/exec.ts';
 import { readInterface, type WgInterfaceState } from '../wireguard/interface.ts';
+import { meshLinkLocal } from './spec.ts';
 
 export interface MeshStatusOptions {
   /** Seconds to wait for the ping reply (metric.pingTimeout). */
@@ -37,7 +38,7 @@ async function peerStatus(
   const state = await read(iface);
   const wgPeer = state?.wg?.peers.find((p) => p.publicKey === peer.publicKey);
   if (!state || !wgPeer) return { router: peer.router, lastHandshake: null, rtt: null, reachable: false };
-  const rtt = await ping(peer.linkLocal, iface, timeout);
+  const rtt = await ping(meshLinkLocal(peer.nodeId), iface, timeout);
   return {
     router: peer.router,
     lastHandshake: wgPeer.latestHandshake > 0 ? new Date(wgPeer.latestHandshake * 1000).toISOString() : null,

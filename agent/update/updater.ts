@@ -8,7 +8,6 @@
  */
 import path from 'node:path';
 import { VERSION } from '../../common/version.ts';
-import type { ControllerAutoUpdate } from './controller.ts';
 import { ARTIFACT_NAME, checkRuns, downloadArtifact, fetchExpectedSha256, swapInstall } from './install.ts';
 import { fetchReleases, selectRelease, UpdateError, type UpdateChannel } from './releases.ts';
 import { rm } from 'node:fs/promises';
@@ -35,6 +34,12 @@ export interface UpdaterOptions {
   timeoutMs?: number;
 }
 
+/** The controller's word: `autoUpdate` of GET /agent/:router/config, asked afresh before every check. */
+export interface ControllerAutoUpdate {
+  enabled: boolean;
+  channel: string;
+}
+
 export type UpdateOutcome =
   | { result: 'disabled'; by: 'controller' | 'local' }
   | { result: 'not-installed' }
@@ -57,7 +62,7 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   if (opts.controller) {
     const central = await opts.controller();
     enabled = central.enabled;
-    channel = central.channel;
+    channel = central.channel as UpdateChannel;
     if (!enabled) return { result: 'disabled', by: 'controller' };
   } else if (!enabled) {
     return { result: 'disabled', by: 'local' };

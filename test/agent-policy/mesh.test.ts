@@ -129,7 +129,7 @@ beforeAll(async () => {
       ns: await lab.namespace(`r${id}`),
       dir,
       ...key,
-      linkLocal: `fe80::${id}`,
+      linkLocal: 'fe80::101', // one session link-local for every router, as networks often have
       loopback: { ipv4: `172.20.10.${id}`, ipv6: `fd42:10::${id}` },
     });
   }
@@ -170,7 +170,7 @@ protocol bgp r1 {
       await ensureLoopback(r.loopback);
       const specs = meshInterfaceSpecs(meshOf(r), {
         privateKeyPath: r.privateKeyPath,
-        linkLocal: r.linkLocal,
+        nodeId: r.id,
         loopback: r.loopback,
         persistentKeepalive: 5,
       });
