@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
+import { ParseCache } from './parse-cache.ts';
 import { readRef, updateRef } from './refs.ts';
 import {
   EMPTY_DIR,
@@ -18,10 +19,11 @@ import {
   type GitContext,
 } from './tree.ts';
 
-/** A file to write (`text`) or delete (undefined). */
+/** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
 export interface FileWrite {
   path: string;
   text: string | undefined;
+  parsed?: unknown;
 }
 
 // eslint-disable-next-line no-control-regex -- stripping control characters is the point
@@ -56,9 +58,12 @@ export class Branch {
   private headOid: string | undefined;
   private tree: DirNode = EMPTY_DIR;
 
-  constructor(ctx: GitContext, ref: string) {
+  private readonly cache: { cache: ParseCache; kind: 'spec' | 'status' } | undefined;
+
+  constructor(ctx: GitContext, ref: string, cache?: { cache: ParseCache; kind: 'spec' | 'status' }) {
     this.ctx = ctx;
     this.ref = ref;
+    this.cache = cache;
   }
 
   get head(): string | undefined {
@@ -109,12 +114,14 @@ export class Branch {
   ): Promise<boolean> {
     const extraParents = options.extraParents ?? [];
     let root = this.tree;
+    const written: [FileWrite, string][] = [];
     for (const w of writes) {
       const oid = w.text === undefined ? undefined : await writeText(this.ctx, w.text);
+      if (oid !== undefined) written.push([w, oid]);
       if (getFile(root, w.path) !== oid) root = setFile(root, w.path, oid);
     }
     if (root === this.tree && extraParents.length === 0) return false;
-    const written = await writeTrees(this.ctx, root);
+    const tree = await writeTrees(this.ctx, root);
     const now = Math.floor(Date.now() / 1000);
     const author = { ...commitAuthor(actor), timestamp: now, timezoneOffset: 0 };
     const oid = await git.writeCommit({
@@ -122,7 +129,7 @@ export class Branch {
       gitdir: this.ctx.gitdir,
       commit: {
         message: commitMessage(message, actor),
-        tree: written.oid,
+        tree: tree.oid,
         parent: [...(this.headOid ? [this.headOid] : []), ...extraParents],
         author,
         committer: {
@@ -135,7 +142,13 @@ export class Branch {
     });
     await updateRef(this.ctx.gitdir, this.ref, 'refNow' in options ? options.refNow : this.headOid, oid);
     this.headOid = oid;
-    this.tree = written.root;
+    this.tree = tree.root;
+    if (this.cache) {
+      for (const [w, blob] of written) {
+        if (w.parsed !== undefined)
+          this.cache.cache.set(ParseCache.key(this.cache.kind, w.path, blob), w.parsed);
+      }
+    }
     return true;
   }
 }

@@ -57,9 +57,11 @@ import {
   sessionSetErrors,
   type ManifestSet,
   type ParsedManifest,
+  type ParseResult,
 } from './manifests.ts';
 import { RefMovedError, updateRef } from './refs.ts';
-import { readText, type FileChange, type GitContext } from './tree.ts';
+import { ParseCache } from './parse-cache.ts';
+import { listFiles, readText, type FileChange, type GitContext } from './tree.ts';
 
 export interface GitStoreOptions {
   /** The store repository (bare; created if missing). */
@@ -123,6 +125,7 @@ export class GitStore implements Store {
   private readonly spec: Branch;
   private readonly status: Branch;
   private readonly feed = new ChangeFeed();
+  private readonly cache: ParseCache;
 
   private readonly routers = new Map<string, Router>();
   private readonly sessions = new Map<string, Session>();
@@ -153,8 +156,12 @@ export class GitStore implements Store {
     };
     this.log = options.logger ?? pino({ level: 'info' });
     this.ctx = { gitdir: options.dir, cache: {} };
-    this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`);
-    this.status = new Branch(this.ctx, STATUS_REF);
+    this.cache = new ParseCache(options.dir);
+    this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`, {
+      cache: this.cache,
+      kind: 'spec',
+    });
+    this.status = new Branch(this.ctx, STATUS_REF, { cache: this.cache, kind: 'status' });
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -167,7 +174,9 @@ export class GitStore implements Store {
     } catch {
       await git.init({ fs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
+    await this.cache.load();
     await this.serialised(() => this.syncAll());
+    await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
     this.timers.push(
       setInterval(() => void this.flushObservations().catch(() => {}), this.options.observationFlushMs),
@@ -188,6 +197,18 @@ export class GitStore implements Store {
     this.timers = [];
     await this.queue.catch(() => {});
     await this.flushObservations();
+    await this.saveCache();
+  }
+
+  private async saveCache(): Promise<void> {
+    const live = new Set<string>();
+    for (const [path, oid] of listFiles(this.spec.root)) live.add(ParseCache.key('spec', path, oid));
+    for (const [path, oid] of listFiles(this.status.root)) live.add(ParseCache.key('status', path, oid));
+    try {
+      await this.cache.save(live);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'store: could not save the parse cache (next start reads blobs)');
+    }
   }
 
   // ---------------------------------------------------------------- reads
@@ -249,7 +270,7 @@ export class GitStore implements Store {
       if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
       this.throwRouterConflicts(name, value);
       await this.spec.commit(
-        [{ path: routerPath(name), text: renderManifest('Router', name, value) }],
+        [manifestWrite('Router', routerPath(name), name, value)],
         actor,
         `add router ${name}`,
       );
@@ -268,11 +289,7 @@ export class GitStore implements Store {
       if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
       this.throwRouterConflicts(name, value);
-      await this.spec.commit(
-        [{ path: routerPath(name), text: renderManifest('Router', name, value) }],
-        actor,
-        message,
-      );
+      await this.spec.commit([manifestWrite('Router', routerPath(name), name, value)], actor, message);
       return this.putRouter(name, value);
     });
   }
@@ -331,7 +348,7 @@ export class GitStore implements Store {
       );
       const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
       await this.spec.commit(
-        [{ path: sessionPath(spec.router, spec.asn), text: renderManifest('PeeringSession', name, spec) }],
+        [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
         actor,
         message,
       );
@@ -363,11 +380,7 @@ export class GitStore implements Store {
         ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
         : current.status;
       if (change.spec) {
-        await this.spec.commit(
-          [{ path, text: renderManifest('PeeringSession', current.name, spec) }],
-          actor,
-          message,
-        );
+        await this.spec.commit([manifestWrite('PeeringSession', path, current.name, spec)], actor, message);
       }
       const session = this.putSession(current.name, spec, status);
       if (change.status) await this.commitStatus([this.sessionStatusWrite(session)], actor, message);
@@ -382,7 +395,7 @@ export class GitStore implements Store {
       if (name !== 'default') this.checkRouterName(name, 'policy name');
       const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
       await this.spec.commit(
-        [{ path: policyPath(name), text: renderManifest('RoutingPolicy', name, value) }],
+        [manifestWrite('RoutingPolicy', policyPath(name), name, value)],
         actor,
         `set policy ${name}`,
       );
@@ -435,7 +448,11 @@ export class GitStore implements Store {
       }
       for (const name of routers) {
         const status = this.routerStatus.get(name);
-        writes.push({ path: routerPath(name), text: status ? dump({ status }, YAML) : undefined });
+        writes.push({
+          path: routerPath(name),
+          text: status ? dump({ status }, YAML) : undefined,
+          parsed: status,
+        });
       }
       try {
         await this.commitStatus(
@@ -534,24 +551,13 @@ export class GitStore implements Store {
     for (const change of changes) {
       const info = classifyPath(change.path);
       if (!info) continue;
-      let doc: unknown;
-      try {
-        doc = change.oid === undefined ? undefined : parseYaml(await readText(this.ctx, change.oid));
-      } catch (err) {
-        this.log.warn({ path: change.path, err: String(err) }, 'store: unreadable status file ignored');
-        continue;
-      }
+      const parsed =
+        change.oid === undefined ? null : await this.parseStatus(change.path, change.oid, info.kind);
       if (info.kind === 'PeeringSession') {
-        const file = doc as Partial<SessionStatusFile> | undefined;
-        const checked = file?.status
-          ? validate<SessionStatusRecord>(SessionStatusSchema, file.status)
-          : undefined;
-        if (!file || typeof file.uuid !== 'string' || !checked?.ok) this.statusFiles.delete(info.name);
-        else this.statusFiles.set(info.name, { uuid: file.uuid, status: checked.value });
+        if (parsed) this.statusFiles.set(info.name, parsed as SessionStatusFile);
+        else this.statusFiles.delete(info.name);
       } else if (info.kind === 'Router') {
-        const raw = (doc as { status?: unknown } | undefined)?.status;
-        const checked = raw ? validate<RouterStatus>(RouterStatusSchema, raw) : undefined;
-        if (checked?.ok) this.routerStatus.set(info.name, deepFreeze(checked.value));
+        if (parsed) this.routerStatus.set(info.name, deepFreeze(parsed as RouterStatus));
         else this.routerStatus.delete(info.name);
         const router = this.routers.get(info.name);
         if (router)
@@ -561,6 +567,49 @@ export class GitStore implements Store {
           );
       }
     }
+  }
+
+  /** A status file's content, validated (null when unusable), through the parse cache. */
+  private async parseStatus(
+    path: string,
+    oid: string,
+    kind: string,
+  ): Promise<SessionStatusFile | RouterStatus | null> {
+    const key = ParseCache.key('status', path, oid);
+    if (this.cache.has(key)) return this.cache.get(key) as SessionStatusFile | RouterStatus | null;
+    let value: SessionStatusFile | RouterStatus | null = null;
+    try {
+      const doc = parseYaml(await readText(this.ctx, oid)) as
+        { uuid?: unknown; status?: unknown } | undefined;
+      if (kind === 'PeeringSession') {
+        const checked = doc?.status
+          ? validate<SessionStatusRecord>(SessionStatusSchema, doc.status)
+          : undefined;
+        if (typeof doc?.uuid === 'string' && checked?.ok) value = { uuid: doc.uuid, status: checked.value };
+      } else {
+        const checked = doc?.status ? validate<RouterStatus>(RouterStatusSchema, doc.status) : undefined;
+        if (checked?.ok) value = checked.value;
+      }
+    } catch (err) {
+      this.log.warn({ path, err: String(err) }, 'store: unreadable status file ignored');
+    }
+    this.cache.set(key, value);
+    return value;
+  }
+
+  /** A spec file parsed and validated on its own, through the parse cache. */
+  private async parseSpec(path: string, oid: string): Promise<ParseResult> {
+    const key = ParseCache.key('spec', path, oid);
+    const cached = this.cache.get(key) as ParseResult | undefined;
+    if (cached) return cached;
+    let result: ParseResult;
+    try {
+      result = parseManifest(path, await readText(this.ctx, oid));
+    } catch (err) {
+      return { ok: false, errors: [{ pointer: '/', message: `unreadable: ${String(err)}` }] };
+    }
+    this.cache.set(key, result);
+    return result;
   }
 
   /**
@@ -584,14 +633,7 @@ export class GitStore implements Store {
         deleted.push(path);
         continue;
       }
-      let text: string;
-      try {
-        text = await readText(this.ctx, oid);
-      } catch (err) {
-        this.reject(path, oid, [{ pointer: '/', message: `unreadable: ${String(err)}` }], previouslyRejected);
-        continue;
-      }
-      const result = parseManifest(path, text);
+      const result = await this.parseSpec(path, oid);
       if (result.ok) parsed.push({ path, oid, manifest: result.manifest });
       else this.reject(path, oid, result.errors, previouslyRejected);
     }
@@ -692,7 +734,7 @@ export class GitStore implements Store {
     };
     if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name);
     if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
-      specFixes.push({ path, text: renderManifest('PeeringSession', manifest.name, spec) });
+      specFixes.push(manifestWrite('PeeringSession', path, manifest.name, spec));
     }
     let status: SessionStatusRecord;
     const file = this.statusFiles.get(manifest.name);
@@ -850,7 +892,7 @@ export class GitStore implements Store {
 
   private sessionStatusWrite(session: Session): FileWrite {
     const file: SessionStatusFile = { uuid: session.spec.uuid, status: session.status };
-    return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML) };
+    return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML), parsed: file };
   }
 
   private putRouter(name: string, spec: RouterSpec): Router {
@@ -913,6 +955,12 @@ export class GitStore implements Store {
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+/** A spec file write, with what it parses to for the parse cache. */
+function manifestWrite(kind: ParsedManifest['kind'], path: string, name: string, spec: object): FileWrite {
+  const parsed: ParseResult = { ok: true, manifest: { kind, name, spec } as ParsedManifest };
+  return { path, text: renderManifest(kind, name, spec), parsed };
 }
 
 function remoteLabel(url: string | undefined): string {

@@ -136,3 +136,16 @@ export async function readText(ctx: GitContext, oid: string): Promise<string> {
 export async function writeText(ctx: GitContext, text: string): Promise<string> {
   return git.writeBlob({ fs, gitdir: ctx.gitdir, blob: Buffer.from(text, 'utf8') });
 }
+
+/** Every file of a mirror as [path, blob id]. */
+export function listFiles(root: DirNode): [string, string][] {
+  const out: [string, string][] = [];
+  const walk = (dir: DirNode, prefix: string) => {
+    for (const [name, node] of dir.entries) {
+      if (node.type === 'tree') walk(node, `${prefix}${name}/`);
+      else out.push([`${prefix}${name}`, node.oid]);
+    }
+  };
+  walk(root, '');
+  return out;
+}

@@ -1,0 +1,78 @@
+/**
+ * What each blob of the repository parsed and validated to, keyed by path and blob id (content-addressed,
+ * so an entry is right for as long as it exists). Kept in the bare repository's directory between runs,
+ * so a restart reads neither the blobs nor YAML again: cold start with 10,000 sessions stays fast.
+ * Tied to the release (VERSION): new validation rules start with an empty cache.
+ */
+import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { VERSION } from '../../../common/version.ts';
+
+const FORMAT = 1;
+
+export class ParseCache {
+  private readonly file: string;
+  private entries = new Map<string, unknown>();
+  private changed = false;
+
+  constructor(gitdir: string) {
+    this.file = join(gitdir, 'peerops', 'parsed.json');
+  }
+
+  static key(kind: 'spec' | 'status', path: string, oid: string): string {
+    return `${kind}:${oid}:${path}`;
+  }
+
+  async load(): Promise<void> {
+    try {
+      const doc = JSON.parse(await readFile(this.file, 'utf8')) as {
+        format?: number;
+        version?: string;
+        entries?: [string, unknown][];
+      };
+      if (doc.format === FORMAT && doc.version === VERSION && Array.isArray(doc.entries)) {
+        this.entries = new Map(doc.entries);
+      }
+    } catch {
+      // missing or unreadable: start empty, the blobs are the truth
+      this.entries = new Map();
+    }
+  }
+
+  get(key: string): unknown {
+    return this.entries.get(key);
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  set(key: string, value: unknown): void {
+    this.entries.set(key, value);
+    this.changed = true;
+  }
+
+  /** Keep only `live` keys and write the file atomically (temp + fsync + rename), if anything changed. */
+  async save(live: Set<string>): Promise<void> {
+    for (const key of this.entries.keys()) {
+      if (!live.has(key)) {
+        this.entries.delete(key);
+        this.changed = true;
+      }
+    }
+    if (!this.changed) return;
+    this.changed = false;
+    await mkdir(join(this.file, '..'), { recursive: true });
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    const handle = await open(tmp, 'w', 0o600);
+    try {
+      await handle.writeFile(
+        JSON.stringify({ format: FORMAT, version: VERSION, entries: [...this.entries] }),
+      );
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, this.file);
+  }
+}

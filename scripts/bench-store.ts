@@ -1,0 +1,172 @@
+/**
+ * Git store benchmark: cold start time and memory with 1,000 and 10,000 sessions in the repository, and
+ * create latency p50/p99. Each measurement runs in a fresh process so memory figures are its own.
+ *
+ *   npm run bench:store                                   (both sizes)
+ *   node scripts/bench-store.ts 2000                      (one size)
+ *   node scripts/bench-store.ts --generate DIR 10000      (keep a repository, e.g. for profiling)
+ *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it)
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import { createGitStore } from '../controller/store/git/index.ts';
+import { renderManifest, routerPath, sessionPath } from '../controller/store/git/manifests.ts';
+
+const exec = promisify(execFile);
+const ROUTERS = 4;
+const CREATES = 300;
+const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
+
+const key = () => randomBytes(32).toString('base64');
+const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`;
+
+/** A bare repository with `sessions` complete session manifests, as people would have pushed them. */
+async function generate(root: string, sessions: number): Promise<string> {
+  const work = join(root, 'work');
+  const write = async (path: string, text: string) => {
+    await mkdir(dirname(join(work, path)), { recursive: true });
+    await writeFile(join(work, path), text);
+  };
+  for (let r = 1; r <= ROUTERS; r++) {
+    const name = `r${r}`;
+    await write(
+      routerPath(name),
+      renderManifest('Router', name, {
+        uuid: randomUUID(),
+        displayName: `Router ${r}`,
+        nodeId: r,
+        region: 'eu',
+        endpointHost: `${name}.example.net`,
+        publicKey: key(),
+        linkLocal: `fe80::${r}`,
+        loopback: { ipv6: `fd00::${r}` },
+      }),
+    );
+  }
+  await write('policy/default.yaml', renderManifest('RoutingPolicy', 'default', { dn42Asn: 4242420000 }));
+  for (let i = 0; i < sessions; i++) {
+    const router = `r${(i % ROUTERS) + 1}`;
+    const asn = 4242420000 + Math.floor(i / ROUTERS);
+    await write(
+      sessionPath(router, asn),
+      renderManifest('PeeringSession', `as${asn}-${router}`, {
+        uuid: randomUUID(),
+        asn,
+        router,
+        ipv6: `fd42:${(i % 65535).toString(16)}::1`,
+        linkLocal: 'fe80::2',
+        endpoint: `peer${i}.example.org:51820`,
+        publicKey: key(),
+        mtu: 1420,
+        listenPort: 20000 + (asn % 10000),
+        createdAt: new Date().toISOString(),
+      }),
+    );
+  }
+  const git = (...args: string[]) => exec('git', args, { cwd: work, env: GIT_ENV, maxBuffer: 1 << 26 });
+  await git('init', '-q', '-b', 'main');
+  await git('add', '.');
+  await git('-c', 'user.name=bench', '-c', 'user.email=bench@example.org', 'commit', '-q', '-m', 'generated');
+  const bare = join(root, 'store.git');
+  await exec('git', ['clone', '-q', '--bare', work, bare], { env: GIT_ENV });
+  await rm(work, { recursive: true, force: true });
+  return bare;
+}
+
+/** In a fresh process: start the store, report time and memory, then time creates. */
+async function measure(dir: string, creates: number): Promise<void> {
+  const started = performance.now();
+  const store = createGitStore({ dir, logger: pino({ level: 'warn' }), pollIntervalMs: 60000 });
+  await store.start();
+  const startMs = performance.now() - started;
+  global.gc?.();
+  const mem = process.memoryUsage();
+  const latencies: number[] = [];
+  for (let i = 0; i < creates; i++) {
+    const asn = 64512 + i;
+    const t = performance.now();
+    await store.createSession(
+      { asn, router: 'r1', ipv6: 'fd42:ffff::1', linkLocal: 'fe80::3', publicKey: key(), mtu: 1420 },
+      { code: 3, name: 'PENDING_REVIEW' },
+      { name: `AS${asn}`, role: 'user', asn },
+      `create session AS${asn} on r1`,
+    );
+    latencies.push(performance.now() - t);
+  }
+  await store.close();
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+  console.log(
+    JSON.stringify({
+      sessions: store.listSessions().length - creates,
+      startMs,
+      rss: mem.rss,
+      heapUsed: mem.heapUsed,
+      p50: pct(50),
+      p99: pct(99),
+    }),
+  );
+}
+
+interface Figures {
+  sessions: number;
+  startMs: number;
+  rss: number;
+  heapUsed: number;
+  p50: number;
+  p99: number;
+}
+
+async function child(dir: string, creates: number): Promise<Figures> {
+  const { stdout } = await exec(
+    process.execPath,
+    ['--expose-gc', import.meta.filename, '--measure', dir, String(creates)],
+    { maxBuffer: 1 << 24 },
+  );
+  const line = stdout.trim().split('\n').pop() ?? '{}';
+  return JSON.parse(line) as Figures;
+}
+
+async function bench(sessions: number): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), 'peerops-bench-store-'));
+  try {
+    const t = performance.now();
+    const dir = await generate(root, sessions);
+    console.log(
+      `\n${sessions} sessions (${ROUTERS} routers), repository generated in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
+    // first start: every session arrives without status and gets one (one commit on the status ref)
+    const first = await child(dir, 0);
+    // cold start proper: a restarted controller on a repository it has written before
+    const cold = await child(dir, CREATES);
+    const row = (label: string, f: Figures) =>
+      console.log(
+        `  ${label.padEnd(28)} ${(f.startMs / 1000).toFixed(2).padStart(6)} s   rss ${mib(f.rss).padStart(8)}   heap ${mib(f.heapUsed).padStart(8)}   (${f.sessions} sessions loaded)`,
+      );
+    row('first start (status import)', first);
+    row('cold start (restart)', cold);
+    console.log(
+      `  create latency over ${CREATES} creates: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms`,
+    );
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--generate') {
+  console.log(await generate(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
+} else if (process.argv[2] === '--measure') {
+  await measure(process.argv[3] as string, Number(process.argv[4] ?? 0));
+} else {
+  const sizes = process.argv
+    .slice(2)
+    .map(Number)
+    .filter((n) => n > 0);
+  for (const n of sizes.length > 0 ? sizes : [1000, 10000]) await bench(n);
+}
