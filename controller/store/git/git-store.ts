@@ -135,6 +135,10 @@ export class GitStore implements Store {
   /** Status files read from the status ref, by session name. */
   private readonly statusFiles = new Map<string, SessionStatusFile>();
   private readonly routerStatus = new Map<string, RouterStatus>();
+  /** Sessions whose spec file in git lacks what the store allocated (uuid, listenPort, createdAt). */
+  private readonly incompleteSpecs = new Set<string>();
+  /** Sessions (by name) whose status on the status ref is not what the index holds (or must be removed). */
+  private readonly unsavedStatus = new Set<string>();
   /** Manifests reported invalid, by path → blob id, so a file is reported once and retried when others change. */
   private readonly rejected = new Map<string, string>();
 
@@ -175,7 +179,13 @@ export class GitStore implements Store {
       await git.init({ fs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
     await this.cache.load();
-    await this.serialised(() => this.syncAll());
+    await this.serialised(async () => {
+      await this.syncAll();
+      // status files left behind by a crash between a session's removal and its status removal
+      for (const name of this.statusFiles.keys())
+        if (!this.sessionByName.has(name)) this.unsavedStatus.add(name);
+      if (this.unsavedStatus.size > 0) await this.completeFromGit();
+    });
     await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
     this.timers.push(
@@ -502,6 +512,13 @@ export class GitStore implements Store {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.status.commit(writes, actor, message);
+        for (const w of writes) {
+          const info = classifyPath(w.path);
+          if (info?.kind !== 'PeeringSession') continue;
+          if (w.text === undefined) this.statusFiles.delete(info.name);
+          else this.statusFiles.set(info.name, w.parsed as SessionStatusFile);
+          this.unsavedStatus.delete(info.name);
+        }
         return;
       } catch (err) {
         if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
@@ -545,6 +562,47 @@ export class GitStore implements Store {
     if (specChanges.length > 0 || (statusChanges.length > 0 && this.rejected.size > 0)) {
       await this.applySpecChanges(specChanges);
     }
+    if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) await this.completeFromGit();
+  }
+
+  /**
+   * Commit what the store adds to manifests that arrived from git: first statuses (and removal of status
+   * files whose session is gone), then the allocated fields. Status first: the uuid in the status file lets
+   * a restart after a crash in between recover the same uuid.
+   */
+  private async completeFromGit(): Promise<void> {
+    const statusWrites: FileWrite[] = [];
+    for (const name of this.unsavedStatus) {
+      const uuid = this.sessionByName.get(name);
+      const session = uuid ? this.sessions.get(uuid) : undefined;
+      if (session) statusWrites.push(this.sessionStatusWrite(session));
+      else if (this.statusFiles.has(name)) statusWrites.push({ path: statusPathOf(name), text: undefined });
+    }
+    if (statusWrites.length > 0) {
+      await this.commitStatus(
+        statusWrites,
+        CONTROLLER,
+        `status of ${statusWrites.length} session(s) from git`,
+      );
+    }
+    this.unsavedStatus.clear();
+    const specWrites: FileWrite[] = [];
+    for (const name of this.incompleteSpecs) {
+      const uuid = this.sessionByName.get(name);
+      const session = uuid ? this.sessions.get(uuid) : undefined;
+      if (session) {
+        const path = sessionPath(session.spec.router, session.spec.asn);
+        specWrites.push(manifestWrite('PeeringSession', path, name, session.spec));
+      }
+    }
+    if (specWrites.length > 0) {
+      await this.spec.commit(
+        specWrites,
+        CONTROLLER,
+        `complete ${specWrites.length} session(s) from git: uuid, listenPort, createdAt`,
+      );
+    }
+    this.incompleteSpecs.clear();
   }
 
   private async applyStatusChanges(changes: FileChange[]): Promise<void> {
@@ -645,8 +703,6 @@ export class GitStore implements Store {
       const info = classifyPath(path);
       if (info?.kind === 'PeeringSession') this.removeSession(info.name);
     }
-    const specFixes: FileWrite[] = [];
-    const statusFixes: FileWrite[] = [];
     for (const { path, oid, manifest } of parsed) {
       if (manifest.kind === 'Router') {
         const errors = routerSetErrors(manifest.name, manifest.spec, this.routers.values());
@@ -655,7 +711,7 @@ export class GitStore implements Store {
       } else if (manifest.kind === 'RoutingPolicy') {
         this.putPolicyIndex(manifest.name, manifest.spec);
       } else {
-        this.applySessionFromGit(path, oid, manifest, specFixes, statusFixes, previouslyRejected);
+        this.applySessionFromGit(path, oid, manifest, previouslyRejected);
       }
     }
     for (const path of deleted) {
@@ -672,38 +728,12 @@ export class GitStore implements Store {
         this.removeRouter(info.name);
       }
     }
-    if (specFixes.length > 0) {
-      await this.spec.commit(
-        specFixes,
-        CONTROLLER,
-        `complete ${specFixes.length} session(s) from git: uuid, listenPort, createdAt`,
-      );
-    }
-    for (const name of this.statusFiles.keys()) {
-      if (!this.sessionByName.has(name)) {
-        const uuid = this.statusFiles.get(name)?.uuid;
-        if (uuid && !this.sessions.has(uuid)) {
-          const info = name.match(/^as(\d+)-(.+)$/);
-          if (info)
-            statusFixes.push({ path: sessionPath(info[2] as string, Number(info[1])), text: undefined });
-        }
-      }
-    }
-    if (statusFixes.length > 0) {
-      await this.commitStatus(
-        statusFixes,
-        CONTROLLER,
-        `status of ${statusFixes.length} session(s) merged or removed in git`,
-      );
-    }
   }
 
   private applySessionFromGit(
     path: string,
     oid: string,
     manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
-    specFixes: FileWrite[],
-    statusFixes: FileWrite[],
     previouslyRejected: Set<string>,
   ): void {
     const existingUuid = this.sessionByName.get(manifest.name);
@@ -734,8 +764,8 @@ export class GitStore implements Store {
     };
     if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name);
     if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
-      specFixes.push(manifestWrite('PeeringSession', path, manifest.name, spec));
-    }
+      this.incompleteSpecs.add(manifest.name);
+    } else this.incompleteSpecs.delete(manifest.name);
     let status: SessionStatusRecord;
     const file = this.statusFiles.get(manifest.name);
     if (existing && existing.spec.uuid === spec.uuid) status = existing.status;
@@ -746,8 +776,8 @@ export class GitStore implements Store {
       const code = outcome.result === 'status' ? outcome.to : 3;
       status = { code, name: statusName(code), lastTransitionTime: new Date().toISOString() };
     }
-    const session = this.putSession(manifest.name, spec, status);
-    if (!file || file.uuid !== spec.uuid) statusFixes.push(this.sessionStatusWrite(session));
+    this.putSession(manifest.name, spec, status);
+    if (file && file.uuid === spec.uuid) this.unsavedStatus.delete(manifest.name);
     this.log.info({ session: manifest.name, path }, 'store: session applied from git');
   }
 
@@ -938,7 +968,7 @@ export class GitStore implements Store {
     let ports = this.ports.get(spec.router);
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
-    this.statusFiles.set(name, { uuid: spec.uuid, status });
+    this.unsavedStatus.add(name);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'put', router: spec.router });
     return session;
   }
@@ -949,12 +979,20 @@ export class GitStore implements Store {
     if (!uuid || !session) return;
     this.sessions.delete(uuid);
     this.sessionByName.delete(name);
-    this.statusFiles.delete(name);
+    this.unsavedStatus.add(name);
+    this.incompleteSpecs.delete(name);
     this.dirtySessions.delete(name);
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+/** The status file of a session, from its name `as<asn>-<router>`. */
+function statusPathOf(name: string): string {
+  const m = /^as(\d+)-(.+)$/.exec(name);
+  if (!m) throw new Error(`not a session name: ${name}`);
+  return sessionPath(m[2] as string, Number(m[1]));
 }
 
 /** A spec file write, with what it parses to for the parse cache. */
