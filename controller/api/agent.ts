@@ -30,7 +30,7 @@ import { SessionStatus, statusName, type SessionStatusCode } from '../../common/
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import type { Router, Store } from '../store/store.ts';
-import { parseBody, statusRecord } from './actions.ts';
+import { parseAgentBody, statusRecord } from './actions.ts';
 import type { RouteDocs } from './openapi.ts';
 import { requireAgent } from './auth.ts';
 import { agentSession, mergedPolicy } from './views.ts';
@@ -38,7 +38,8 @@ import { agentSession, mergedPolicy } from './views.ts';
 interface SessionsView {
   revision: number;
   etag: string;
-  json: string;
+  /** The encoded body, built once per revision. */
+  body: Buffer;
 }
 
 export interface AgentRouteOptions {
@@ -112,7 +113,11 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       .map(agentSession)
       .sort((a, b) => a.uuid.localeCompare(b.uuid));
     const hash = createHash('sha256').update(JSON.stringify(sessions)).digest('base64url').slice(0, 27);
-    const view = { revision, etag: `"${hash}"`, json: JSON.stringify({ revision: hash, sessions }) };
+    const view = {
+      revision,
+      etag: `"${hash}"`,
+      body: Buffer.from(JSON.stringify({ revision: hash, sessions })),
+    };
     cache.set(router, view);
     return view;
   }
@@ -161,7 +166,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       }
       reply.header('etag', view.etag).header('cache-control', 'no-cache');
       if (etagMatches(ifNoneMatch, view.etag)) return reply.code(304).send();
-      return reply.type('application/json; charset=utf-8').send(view.json);
+      return reply.type('application/json; charset=utf-8').send(view.body);
     },
   );
 
@@ -249,7 +254,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseBody<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
+      const body = parseAgentBody<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
       const router = routerOf(request);
       const patch: Parameters<Store['recordRouterStatus']>[1] = {
         lastHeartbeat: new Date().toISOString(),
@@ -269,7 +274,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseBody<ReportBody>(ReportBody, request.body, 'report');
+      const body = parseAgentBody<ReportBody>(ReportBody, request.body, 'report');
       const router = routerOf(request);
       const foreign: FieldError[] = [];
       body.sessions.forEach((m, i) => {
@@ -309,7 +314,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       }),
     },
     async (request: RouterRequest) => {
-      const body = parseBody<ModifyBody>(ModifyBody, request.body, 'modify');
+      const body = parseAgentBody<ModifyBody>(ModifyBody, request.body, 'modify');
       const router = routerOf(request);
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
@@ -369,7 +374,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseBody<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
+      const body = parseAgentBody<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
       const router = routerOf(request);
       store.recordRouterStatus(router.name, {
         meshPeers: body.peers,
