@@ -201,6 +201,13 @@ export class BirdControl {
     throw new BirdError(reply.lines.at(-1)?.text ?? text, reply.code, reply);
   }
 
+  /** `restart <name>`: BGP reconnects now instead of after its connect retry time (a re-created tunnel). */
+  async restartProtocol(name: string): Promise<void> {
+    const reply = await this.command(`restart "${name.replace(/["\\]/g, '')}"`);
+    if (reply.code >= 8000)
+      throw new BirdError(reply.lines.at(-1)?.text ?? 'restart failed', reply.code, reply);
+  }
+
   /** `show protocols all [name]` parsed; undefined for a single protocol BIRD does not know. */
   async protocols(name?: string): Promise<ProtocolInfo[]> {
     const reply = await this.command(

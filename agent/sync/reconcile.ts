@@ -103,11 +103,13 @@ export class Reconciler {
 
     // ---- WireGuard ----
     const extra = (await this.deps.hooks?.extraInterfaces?.()) ?? [];
+    const recreated: AgentSession[] = [];
     const wantedLinks = new Set([...up.map((s) => s.interface), ...extra.map((e) => e.name)]);
     for (const s of up) {
       if (waiting.has(s.uuid)) continue;
       try {
         const r = await ensureInterface(sessionInterfaceSpec(s, config));
+        if (r.created) recreated.push(s);
         if (r.changes.length) {
           result.interfacesChanged++;
           log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
@@ -204,7 +206,15 @@ export class Reconciler {
       for (const uuid of owners) failed.set(uuid, f.message);
       log.error({ stage: f.stage, message: f.message, sessions: owners }, 'BIRD refused the configuration');
     }
-    if (applied.configured) protocols = await this.protocols();
+    // A tunnel made anew under a BGP session BIRD already runs: reconnect now, not after BGP's retry time.
+    for (const s of recreated) {
+      const name = sessionProtocolName(s.listenPort);
+      if (!protocols.has(name) || failed.has(s.uuid)) continue;
+      await this.deps.bird
+        .restartProtocol(name)
+        .catch((err: Error) => log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
+    }
+    if (applied.configured || recreated.length) protocols = await this.protocols();
 
     // ---- statuses ----
     for (const s of sessions) {

@@ -176,6 +176,10 @@ protocol static { ipv6; route fd42:${(asn % 10000).toString(16)}::/48 unreachabl
 protocol bgp node {
   local as ${asn};
   neighbor fe80::1 % '${iface}' as ${ROUTER_ASN};
+  # short timers so a re-created tunnel (session restart) is noticed in seconds rather than minutes
+  hold time 9;
+  keepalive time 3;
+  connect retry time 3;
   ipv6 { import all; export where source = RTS_STATIC; };
 }
 `;

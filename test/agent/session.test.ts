@@ -68,6 +68,45 @@ describe('agent session machinery', () => {
     expect(agent.applier.configureCalls).toBe(before);
   });
 
+  it('applies an endpoint and MTU modify in place, without a BGP flap', async () => {
+    const ifindex = async () =>
+      JSON.parse(await L.node.run('ip', ['-j', 'link', 'show', `wg_${port}`]))[0].ifindex;
+    const before = await ifindex();
+    const [protoBefore] = await agent.bird.protocols(`dn42_${port}`);
+    // The user moved their tunnel to another port.
+    const newPort = peer.port + 100;
+    await peer.ns.run('wg', ['set', peer.iface, 'listen-port', String(newPort)]);
+    const endpoint = String(peer.createBody('x').endpoint).replace(/:\d+$/, `:${newPort}`);
+    const res = await L.h.post('/session', peer.userToken, { action: 'modify', uuid, endpoint, mtu: 1400 });
+    expect(res.statusCode).toBe(200);
+    expect(status(uuid)).toBe(4);
+    const pass = await agent.syncOnce();
+    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    expect(await ifindex()).toBe(before);
+    const link = await readInterface(`wg_${port}`);
+    expect(link?.mtu).toBe(1400);
+    expect(link?.wg?.peers[0]?.endpoint).toBe(endpoint);
+    const [protoAfter] = await agent.bird.protocols(`dn42_${port}`);
+    expect(protoAfter?.bgpState).toBe('Established');
+    expect(protoAfter?.since).toBe(protoBefore?.since);
+  });
+
+  it('a restart re-creates the tunnel and BGP comes back', async () => {
+    const before = (await readInterface(`wg_${port}`))?.generation;
+    const res = await L.h.post('/session', peer.userToken, { action: 'restart', uuid });
+    expect(res.statusCode).toBe(200);
+    expect(status(uuid)).toBe(4);
+    const pass = await agent.syncOnce();
+    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    expect((await readInterface(`wg_${port}`))?.generation).toBe((before ?? 0) + 1);
+    await waitFor(
+      'BGP Established again',
+      async () => (await agent.bird.protocols(`dn42_${port}`))[0]?.bgpState === 'Established',
+      45_000,
+      500,
+    );
+  }, 90_000);
+
   it('deleting the session tears everything down, reports 0, and leaves nothing on the node', async () => {
     const res = await L.h.post('/session', peer.userToken, { action: 'delete', uuid });
     expect(res.statusCode).toBe(200);
