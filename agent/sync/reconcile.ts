@@ -149,8 +149,15 @@ export class Reconciler {
         const rtt = this.rtt.has(s.uuid) ? this.rtt.get(s.uuid) : latencyFromFile(onDisk);
         peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt), template));
       } catch (err) {
-        failed.set(s.uuid, (err as Error).message);
         if (onDisk !== undefined) peerFiles.set(name, onDisk);
+        const running = s.status === SessionStatus.ACTIVE || s.status === SessionStatus.ERROR;
+        // A running session keeps the file BIRD runs; only setups that need a new file fail.
+        if (running && onDisk !== undefined) {
+          log.warn(
+            { session: s.uuid, err: (err as Error).message },
+            'cannot render; keeping the running file',
+          );
+        } else failed.set(s.uuid, (err as Error).message);
       }
     }
     const extraDirs = (await this.deps.hooks?.extraDirs?.()) ?? [];

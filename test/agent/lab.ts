@@ -47,7 +47,8 @@ export interface AgentLab {
   bird: BirdInstance;
   config: AgentConfig;
   configFile: string;
-  agent(): Agent;
+  /** An agent on the lab's config (optionally with other routing settings), in this process. */
+  agent(routing?: Partial<AgentConfig['routing']>): Agent;
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
   /** Creates and approves a session for `peer`; resolves with its uuid. */
@@ -147,7 +148,12 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
     bird,
     config,
     configFile,
-    agent: () => new Agent(config, log, new ControlPlaneClient({ ...config.controlPlane, router })),
+    agent: (routing = {}) =>
+      new Agent(
+        { ...config, routing: { ...config.routing, ...routing } },
+        log,
+        new ControlPlaneClient({ ...config.controlPlane, router }),
+      ),
     async addPeer(label, linkLocal) {
       const ns = await lab.namespace(label);
       const n = vethIndex++;
