@@ -8,16 +8,15 @@
  */
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderIbgpConfigs } from '../../agent/bird/ibgp.ts';
 import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
 import { BIRD_NAMES, sessionProtocolName } from '../../agent/bird/names.ts';
-import { applyMesh } from '../../agent/mesh/apply.ts';
+import { parseConfig } from '../../agent/config.ts';
 import { ensureMeshKey } from '../../agent/mesh/key.ts';
-import { ensureLoopback } from '../../agent/mesh/loopback.ts';
-import { meshInterfaceSpecs } from '../../agent/mesh/spec.ts';
-import { collectMeshStatus } from '../../agent/mesh/status.ts';
-import type { BirdConfigResponse, MeshResponse } from '../../common/agent-api.ts';
+import { MeshManager, type MeshClient } from '../../agent/mesh/manager.ts';
+import type { BirdConfigResponse, MeshResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import { meshListenPort } from '../../common/naming.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 
@@ -35,7 +34,28 @@ interface Router {
   linkLocal: string;
   loopback: { ipv4: string; ipv6: string };
   bird?: BirdInstance;
+  mesh?: MeshManager;
+  /** The controller's side, answered from the fixture bodies; null while it is "unreachable". */
+  posted: MeshStatusBody[];
+  reachable: boolean;
 }
+
+/** Stands in for the controller's agent endpoints (not under test here): fixture bodies of the wire format. */
+function fixtureClient(r: Router): MeshClient {
+  const up = () => {
+    if (!r.reachable) throw new Error('connect ECONNREFUSED');
+  };
+  return {
+    mesh: async () => (up(), meshOf(r)),
+    birdConfig: async () => (up(), policyOf(r)),
+    meshStatus: async (body) => {
+      up();
+      r.posted.push(body);
+    },
+  };
+}
+
+const silentLog = pino({ level: 'silent' });
 
 const lab = new NetnsLab('apm');
 const routers: Router[] = [];
@@ -131,6 +151,8 @@ beforeAll(async () => {
       ...key,
       linkLocal: 'fe80::101', // one session link-local for every router, as networks often have
       loopback: { ipv4: `172.20.10.${id}`, ipv6: `fd42:10::${id}` },
+      posted: [],
+      reachable: true,
     });
   }
   for (const [a, b] of [
@@ -167,19 +189,25 @@ protocol bgp r1 {
 
   for (const r of routers) {
     await inRouter(r, async () => {
-      await ensureLoopback(r.loopback);
-      const specs = meshInterfaceSpecs(meshOf(r), {
-        privateKeyPath: r.privateKeyPath,
-        nodeId: r.id,
-        loopback: r.loopback,
-        persistentKeepalive: 5,
-      });
-      const applied = await applyMesh(specs);
-      expect(applied.failed).toEqual({});
       const paths = {
         peerConfDir: path.join(r.dir, 'bird', 'peers'),
         ibgpConfDir: path.join(r.dir, 'bird', 'ibgp.d'),
       };
+      const config = parseConfig(
+        {
+          node: { name: r.name, id: r.id },
+          controlPlane: { url: 'http://127.0.0.1:9', token: 'test-token-0123456789' },
+          routing: paths,
+          tunnel: { configDir: path.join(r.dir, 'wireguard'), persistentKeepaliveInterval: 5 },
+          metric: { pingTimeout: 2 },
+        },
+        `${r.name}.json`,
+      );
+      // what the agent's reconcile pass does through the hooks: mesh tunnels first, then the BIRD tree
+      r.mesh = new MeshManager(config, fixtureClient(r), silentLog);
+      const specs = await r.mesh.desiredInterfaces();
+      expect(specs.map((x) => x.name)).toEqual(routers.filter((o) => o !== r).map((o) => `wgm_${o.id}`));
+      const meshInterfaces = r.mesh.hooks().meshInterfaces!();
       for (const d of [...Object.values(paths), localConfDir(paths)]) await mkdir(d, { recursive: true });
       for (const [name, text] of renderIbgpConfigs(policyOf(r))) {
         await writeFile(path.join(paths.ibgpConfDir, name), text);
@@ -210,10 +238,7 @@ protocol static operator_roa6 { roa6 { table dn42_roa6; }; route fd42:6::/48 max
         );
       }
       const configPath = path.join(r.dir, 'bird', 'bird.conf');
-      await writeFile(
-        configPath,
-        renderMainConfig(policyOf(r), paths, { meshInterfaces: specs.map((s) => s.name) }),
-      );
+      await writeFile(configPath, renderMainConfig(policyOf(r), paths, { meshInterfaces }));
       r.bird = await lab.startBird(r.ns, { configPath });
     });
   }
@@ -228,20 +253,22 @@ describe('three-router mesh', () => {
   it('Babel carries every loopback to every router', async () => {
     for (const r of routers) {
       const others = routers.filter((o) => o !== r);
-      await waitFor(
-        `babel routes on ${r.name}`,
-        async () => {
-          const out = await r.bird!.birdc('show route protocol mesh_babel');
-          return others.every(
-            (o) => out.includes(`${o.loopback.ipv6}/128`) && out.includes(`${o.loopback.ipv4}/32`),
-          );
-        },
-        60_000,
-      );
+      const carried = async () => {
+        const out = await r.bird!.birdc('show route protocol mesh_babel');
+        return others.every(
+          (o) => out.includes(`${o.loopback.ipv6}/128`) && out.includes(`${o.loopback.ipv4}/32`),
+        );
+      };
+      await waitFor(`babel routes on ${r.name}`, carried, 120_000).catch(async (err: Error) => {
+        // what Babel and WireGuard saw, for the failure message
+        const wg = await r.ns.exec('wg', ['show']);
+        const babel = await exec('birdc', ['-s', r.bird!.socket, 'show', 'babel', 'neighbors']);
+        throw new Error(`${err.message}\n${babel.stdout}\n${wg.stdout}`);
+      });
       const kernel = await r.ns.run('ip', ['-6', 'route', 'show', 'proto', 'bird']);
       for (const o of others) expect(kernel).toContain(o.loopback.ipv6);
     }
-  }, 90_000);
+  }, 200_000);
 
   it('iBGP is Established between every pair', async () => {
     for (const r of routers) {
@@ -252,10 +279,10 @@ describe('three-router mesh', () => {
           const ibgp = out.split('\n').filter((l) => l.startsWith('ibgp_'));
           return ibgp.length === 4 && ibgp.every((l) => l.includes('Established'));
         },
-        90_000,
+        120_000,
       );
     }
-  }, 120_000);
+  }, 200_000);
 
   it('a route learned from an eBGP peer of r1 is present on r3; a ROA-invalid one is not', async () => {
     const [r1, , r3] = routers;
@@ -282,7 +309,9 @@ describe('three-router mesh', () => {
 
   it('reports mesh status with handshake, rtt, bytes and reachability', async () => {
     const r1 = routers[0]!;
-    const status = await inRouter(r1, () => collectMeshStatus(meshOf(r1), { pingTimeout: 2 }));
+    await inRouter(r1, () => r1.mesh!.reportStatus());
+    expect(r1.posted).toHaveLength(1);
+    const status = r1.posted[0]!;
     expect(status.peers.map((p) => p.router)).toEqual(['r2', 'r3']);
     for (const p of status.peers) {
       expect(p.reachable).toBe(true);
@@ -290,6 +319,21 @@ describe('three-router mesh', () => {
       expect(p.lastHandshake).toMatch(/^\d{4}-\d\d-\d\dT/);
       expect(p.rxBytes).toBeGreaterThan(0);
       expect(p.txBytes).toBeGreaterThan(0);
+    }
+  }, 30_000);
+
+  it('keeps the mesh as it is while the controller cannot be reached', async () => {
+    const r2 = routers[1]!;
+    r2.reachable = false;
+    try {
+      const specs = await inRouter(r2, () => r2.mesh!.desiredInterfaces());
+      expect(specs.map((x) => x.name)).toEqual(['wgm_1', 'wgm_3']);
+      expect(r2.mesh!.hooks().meshInterfaces!()).toEqual(['wgm_1', 'wgm_3']);
+      const links = await r2.ns.run('ip', ['-br', 'link', 'show']);
+      expect(links).toMatch(/wgm_1/);
+      expect(links).toMatch(/wgm_3/);
+    } finally {
+      r2.reachable = true;
     }
   }, 30_000);
 });

@@ -153,6 +153,22 @@ describe('release selection', () => {
   });
 });
 
+describe('release build', () => {
+  it('the artifact carries its version and every command; SHA256SUMS covers it and the launcher', async () => {
+    const dir = path.join(root, 'v0.2.0');
+    expect((await run(process.execPath, [path.join(dir, ARTIFACT_NAME), 'agent', '--help'])).stdout).toMatch(
+      /usage: peerops agent/,
+    );
+    const sums = await readFile(path.join(dir, CHECKSUMS_NAME), 'utf8');
+    expect(sums).toContain(`${await sha256(path.join(dir, ARTIFACT_NAME))}  ${ARTIFACT_NAME}\n`);
+    expect(sums).toContain(`${await sha256(path.join(dir, 'peerops'))}  peerops\n`);
+    const launched = await run(path.join(dir, 'peerops'), ['--version'], {
+      env: { ...process.env, PEEROPS_NODE: process.execPath },
+    });
+    expect(launched.stdout.trim()).toBe('0.2.0');
+  });
+});
+
 describe('self-update', () => {
   it('good checksum: verified, swapped (previous kept), restarted into the new version', async () => {
     listing = [release('v0.2.0'), release('v0.2.1-beta.1', { prerelease: true })];
