@@ -4,6 +4,9 @@
  * interfaces) and a peer namespace that stands for the user's router (its own BIRD and WireGuard),
  * joined by a veth that carries the tunnel. The agent runs with PEEROPS_AGENT_NETNS = the node namespace.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -16,6 +19,7 @@ import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import { exec, NetnsLab, type BirdInstance, type Namespace } from '../support/netns.ts';
 
 export const ROUTER_ASN = 4242420001;
+const REPO = join(import.meta.dirname, '..', '..');
 
 export async function wgKeyPair(): Promise<{ privateKey: string; publicKey: string }> {
   const privateKey = (await exec('wg', ['genkey'])).stdout.trim();
@@ -35,6 +39,13 @@ export interface Peer {
   userToken: string;
 }
 
+export interface AgentProcess {
+  child: ChildProcess;
+  /** Every line the agent printed so far (pino JSON). */
+  output(): string;
+  kill(signal: NodeJS.Signals): Promise<void>;
+}
+
 export interface AgentLab {
   lab: NetnsLab;
   h: Harness;
@@ -51,6 +62,8 @@ export interface AgentLab {
   agent(routing?: Partial<AgentConfig['routing']>): Agent;
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
+  /** `peerops agent --config <file>` as a child process (the real executable), its log lines collected. */
+  spawnAgent(overrides?: { url?: string; listen?: string }): AgentProcess;
   /** Creates and approves a session for `peer`; resolves with its uuid. */
   approvedSession(peer: Peer, extra?: Record<string, unknown>): Promise<string>;
   /** Configures the peer's tunnel towards the node once the session's port is known. */
@@ -136,6 +149,7 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
   process.env.PEEROPS_AGENT_NETNS = node.name;
   const log = pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' });
 
+  const children: ChildProcess[] = [];
   const al: AgentLab = {
     lab,
     h,
@@ -209,6 +223,33 @@ protocol bgp node {
         }),
       };
     },
+    spawnAgent(overrides = {}) {
+      const file = join(root, `agent-${randomBytes(3).toString('hex')}.json`);
+      const body = {
+        ...fileConfig,
+        server: { listen: overrides.listen ?? fileConfig.server.listen },
+        controlPlane: { ...fileConfig.controlPlane, url: overrides.url ?? url },
+      };
+      writeFileSync(file, JSON.stringify(body), { mode: 0o600 });
+      const child = spawn(process.execPath, [join(REPO, 'bin', 'peerops.ts'), 'agent', '--config', file], {
+        env: { ...process.env, PEEROPS_AGENT_NETNS: node.name },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+      children.push(child);
+      return {
+        child,
+        output: () => out,
+        kill: (signal) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once('exit', () => resolve());
+            child.kill(signal);
+          }),
+      };
+    },
     async approvedSession(peer, extra = {}) {
       const routerUuid = h.store.getRouter(router)?.spec.uuid;
       const res = await expectOk(
@@ -234,6 +275,7 @@ protocol bgp node {
       ]);
     },
     async close() {
+      for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
       delete process.env.PEEROPS_AGENT_NETNS;
       await lab.cleanup();
       await h.close();
