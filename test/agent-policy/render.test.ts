@@ -1,6 +1,6 @@
 /**
- * Routing policy → BIRD config: every case of the matrix passes real `bird -p` (with a per-session file of
- * the `dnpeers` shape, the iBGP files and an empty local.d included) and matches its golden file.
+ * Routing policy → BIRD config: every case of the matrix passes real `bird -p` (with per-session files
+ * from the session renderer, the iBGP files and an empty local.d included) and matches its golden file.
  * `UPDATE_GOLDEN=1 npx vitest run test/agent-policy/render.test.ts` rewrites the golden files.
  */
 import { execFile } from 'node:child_process';
@@ -11,8 +11,8 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderIbgpConfigs } from '../../agent/bird/ibgp.ts';
 import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
-import { BIRD_NAMES, latencyCommunity, sessionProtocolName } from '../../agent/bird/names.ts';
-import { FALLBACK_RPKI_SERVER } from '../../common/agent-api.ts';
+import { peerFileName, peerView, renderPeerConfig } from '../../agent/bird/peer-config.ts';
+import { FALLBACK_RPKI_SERVER, type AgentSession, type BirdConfigResponse } from '../../common/agent-api.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { basePolicy, policyMatrix } from './policies.ts';
 
@@ -26,23 +26,34 @@ const goldenPaths = {
   meshConfDir: '/etc/bird/mesh.d',
 };
 
-/** A per-session file of the shape the session renderer writes, using the shared names only. */
-function sampleSession(listenPort: number, asn: number): string {
-  const lat = latencyCommunity(12.5);
-  const filters = `    import where ${BIRD_NAMES.importFilter}(${lat}, 24, 34);
-    export where ${BIRD_NAMES.exportFilter}(${lat}, 24, 34);`;
-  return `protocol bgp ${sessionProtocolName(listenPort)} from ${BIRD_NAMES.ebgpTemplate} {
-  neighbor fe80::1234 as ${asn};
-  interface "wg_${listenPort}";
-  ipv4 {
-    extended next hop on;
-${filters}
+/** Per-session files from the session renderer (peer-config.ts): one with IPv4 + extended next hop, one IPv6 only. */
+function sessionFiles(policy: BirdConfigResponse): Map<string, string> {
+  const base: AgentSession = {
+    uuid: '6f1c2a3e-7a6b-4c1d-9e2f-0a1b2c3d4e5f',
+    asn: 4242420001,
+    status: 1,
+    statusName: 'ACTIVE',
+    interface: 'wg_20001',
+    listenPort: 20001,
+    endpoint: null,
+    publicKey: 'A'.repeat(43) + '=',
+    ipv6: 'fd42:1::1',
+    linkLocal: 'fe80::1234',
+    ipv4: null,
+    mtu: 1420,
+    mpbgp: true,
+    extendedNextHop: true,
+    restartGeneration: 0,
   };
-  ipv6 {
-${filters}
-  };
-}
-`;
+  const v6only = { ...base, asn: 4242420002, interface: 'wg_20002', listenPort: 20002, mpbgp: false };
+  const files = new Map<string, string>();
+  for (const [s, rtt] of [
+    [base, 12.5],
+    [v6only, null],
+  ] as const) {
+    files.set(peerFileName(s), renderPeerConfig(peerView(s, policy, rtt)));
+  }
+  return files;
 }
 
 async function golden(name: string, text: string): Promise<void> {
@@ -72,7 +83,7 @@ async function birdParse(
     meshConfDir: path.join(root, 'mesh.d'),
   };
   for (const d of [...Object.values(paths), localConfDir(paths)]) await mkdir(d, { recursive: true });
-  await writeFile(path.join(paths.peerConfDir, 'dn42_20001.conf'), sampleSession(20001, 4242420001));
+  for (const [name, text] of sessionFiles(policy)) await writeFile(path.join(paths.peerConfDir, name), text);
   for (const [name, text] of renderIbgpConfigs(policy))
     await writeFile(path.join(paths.ibgpConfDir, name), text);
   const main = path.join(root, 'bird.conf');
