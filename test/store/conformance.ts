@@ -357,6 +357,9 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         store.recordRouterStatus('fra1', { uptime: 6 });
         expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
         expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+        expect(() => store.recordSessionMetrics(s.spec.uuid, { ...metrics, rxBytes: -1 })).toThrow(/rxBytes/);
+        expect(() => store.recordRouterStatus('fra1', { uptime: -5 })).toThrow(/uptime/);
+        expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
         expect(store.getRouter('fra1')?.status).toEqual({
           lastHeartbeat: '2026-01-01T00:00:01.000Z',
           agentVersion: '0.1.0',

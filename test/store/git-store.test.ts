@@ -260,11 +260,17 @@ describe('git store: the repository', () => {
     const { stdout } = await execNode(process.execPath, [script, bare], { timeout: 30000 });
     const written = JSON.parse(stdout) as unknown;
     store = await open();
-    expect({
+    const view = () => ({
       routers: store.listRouters(),
       sessions: store.listSessions(),
       policies: store.listPolicies(),
-    }).toEqual(written);
+    });
+    expect(view()).toEqual(written);
+    // the same without the parse cache: everything read from the blobs again
+    await store.close();
+    await rm(join(bare, 'peerops', 'parsed.json'));
+    store = await open();
+    expect(view()).toEqual(written);
   });
 });
 

@@ -11,7 +11,7 @@ import {
   EMPTY_DIR,
   diffTree,
   getFile,
-  setFile,
+  setFiles,
   writeText,
   writeTrees,
   type DirNode,
@@ -113,14 +113,18 @@ export class Branch {
     options: { extraParents?: string[]; refNow?: string } = {},
   ): Promise<boolean> {
     const extraParents = options.extraParents ?? [];
-    let root = this.tree;
+    const oids = await mapLimit(writes, 16, (w) =>
+      w.text === undefined ? Promise.resolve(undefined) : writeText(this.ctx, w.text),
+    );
     const written: [FileWrite, string][] = [];
-    for (const w of writes) {
-      const oid = w.text === undefined ? undefined : await writeText(this.ctx, w.text);
+    const changed: [string, string | undefined][] = [];
+    writes.forEach((w, i) => {
+      const oid = oids[i];
       if (oid !== undefined) written.push([w, oid]);
-      if (getFile(root, w.path) !== oid) root = setFile(root, w.path, oid);
-    }
-    if (root === this.tree && extraParents.length === 0) return false;
+      if (getFile(this.tree, w.path) !== oid) changed.push([w.path, oid]);
+    });
+    if (changed.length === 0 && extraParents.length === 0) return false;
+    const root = setFiles(this.tree, changed);
     const tree = await writeTrees(this.ctx, root);
     const now = Math.floor(Date.now() / 1000);
     const author = { ...commitAuthor(actor), timestamp: now, timezoneOffset: 0 };
@@ -163,4 +167,22 @@ async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }
   };
   walk(root, '');
   return { changes };
+}
+
+/** map with at most `limit` calls in flight, results in input order. */
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
 }

@@ -20,6 +20,7 @@ import {
   RouterName,
   RouterSpec as RouterSpecSchema,
   RouterStatus as RouterStatusSchema,
+  SessionMetrics as SessionMetricsSchema,
   SessionSpec as SessionSpecSchema,
   SessionStatusSchema,
   type PolicySpec,
@@ -43,7 +44,7 @@ import type {
   Store,
   StoreEvent,
 } from '../store.ts';
-import { Branch, type FileWrite } from './branch.ts';
+import { Branch, mapLimit, type FileWrite } from './branch.ts';
 import {
   classifyPath,
   isManifestPath,
@@ -426,7 +427,9 @@ export class GitStore implements Store {
   recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
     const current = this.routers.get(router);
     if (!current) return;
-    const status = deepFreeze({ ...current.status, ...structuredClone(patch) });
+    const status = deepFreeze(
+      validateOrThrow<RouterStatus>(RouterStatusSchema, { ...current.status, ...patch }, 'router status'),
+    );
     const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
     this.routerStatus.set(router, status);
     this.routers.set(router, deepFreeze({ ...current, status }));
@@ -437,7 +440,8 @@ export class GitStore implements Store {
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
     const current = this.sessions.get(uuid);
     if (!current) return;
-    const status = { ...current.status, metrics: structuredClone(metrics) };
+    const checked = validateOrThrow<SessionMetrics>(SessionMetricsSchema, metrics, 'session metrics');
+    const status = { ...current.status, metrics: checked };
     this.sessions.set(uuid, deepFreeze({ ...current, status }));
     this.dirtySessions.add(current.name);
   }
@@ -606,11 +610,14 @@ export class GitStore implements Store {
   }
 
   private async applyStatusChanges(changes: FileChange[]): Promise<void> {
-    for (const change of changes) {
+    const all = await mapLimit(changes, 16, async (change) => {
       const info = classifyPath(change.path);
-      if (!info) continue;
       const parsed =
-        change.oid === undefined ? null : await this.parseStatus(change.path, change.oid, info.kind);
+        info && change.oid !== undefined ? await this.parseStatus(change.path, change.oid, info.kind) : null;
+      return { info, parsed };
+    });
+    for (const { info, parsed } of all) {
+      if (!info) continue;
       if (info.kind === 'PeeringSession') {
         if (parsed) this.statusFiles.set(info.name, parsed as SessionStatusFile);
         else this.statusFiles.delete(info.name);
@@ -685,13 +692,16 @@ export class GitStore implements Store {
 
     const parsed: { path: string; oid: string; manifest: ParsedManifest }[] = [];
     const deleted: string[] = [];
-    for (const [path, oid] of byPath) {
-      if (!isManifestPath(path)) continue;
-      if (oid === undefined) {
+    const entries = [...byPath].filter(([path]) => isManifestPath(path));
+    const results = await mapLimit(entries, 16, ([path, oid]) =>
+      oid === undefined ? Promise.resolve(undefined) : this.parseSpec(path, oid),
+    );
+    for (const [i, [path, oid]] of entries.entries()) {
+      const result = results[i];
+      if (oid === undefined || result === undefined) {
         deleted.push(path);
         continue;
       }
-      const result = await this.parseSpec(path, oid);
       if (result.ok) parsed.push({ path, oid, manifest: result.manifest });
       else this.reject(path, oid, result.errors, previouslyRejected);
     }

@@ -42,24 +42,45 @@ export function getFile(root: DirNode, path: string): string | undefined {
   return node?.type === 'blob' ? node.oid : undefined;
 }
 
-/** A new root with the file at `path` set (oid) or removed (undefined); empty directories disappear. */
-export function setFile(root: DirNode, path: string, oid: string | undefined): DirNode {
-  const parts = path.split('/');
-  const go = (dir: DirNode, i: number): DirNode | undefined => {
-    const name = parts[i] as string;
-    const entries = new Map(dir.entries);
-    if (i === parts.length - 1) {
-      if (oid === undefined) entries.delete(name);
-      else entries.set(name, { type: 'blob', oid });
-    } else {
+/**
+ * A new root with these files set (blob id) or removed (undefined); empty directories disappear. Each
+ * directory on the way is copied once, however many files change in it.
+ */
+export function setFiles(root: DirNode, files: readonly (readonly [string, string | undefined])[]): DirNode {
+  if (files.length === 0) return root;
+  interface Draft {
+    entries: Map<string, FileNode | DirNode | Draft>;
+    draft: true;
+  }
+  const draft = (dir: DirNode): Draft => ({ entries: new Map(dir.entries), draft: true });
+  const top = draft(root);
+  for (const [path, oid] of files) {
+    const parts = path.split('/');
+    let dir = top;
+    for (let i = 0; i < parts.length - 1; i++) {
+      const name = parts[i] as string;
       const child = dir.entries.get(name);
-      const next = go(child?.type === 'tree' ? child : EMPTY_DIR, i + 1);
-      if (next) entries.set(name, next);
-      else entries.delete(name);
+      let next: Draft;
+      if (child && 'draft' in child) next = child;
+      else {
+        next = draft(child?.type === 'tree' ? child : EMPTY_DIR);
+        dir.entries.set(name, next);
+      }
+      dir = next;
+    }
+    const leaf = parts[parts.length - 1] as string;
+    if (oid === undefined) dir.entries.delete(leaf);
+    else dir.entries.set(leaf, { type: 'blob', oid });
+  }
+  const seal = (d: Draft): DirNode | undefined => {
+    const entries = new Map<string, FileNode | DirNode>();
+    for (const [name, node] of d.entries) {
+      const sealed = 'draft' in node ? seal(node) : node;
+      if (sealed) entries.set(name, sealed);
     }
     return entries.size === 0 ? undefined : { type: 'tree', oid: undefined, entries };
   };
-  return go(root, 0) ?? EMPTY_DIR;
+  return seal(top) ?? EMPTY_DIR;
 }
 
 /** Write every directory changed since the last write; returns the root tree id. */
