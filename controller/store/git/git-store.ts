@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
-import { access } from 'node:fs/promises';
+import { access, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
@@ -177,6 +177,7 @@ export class GitStore implements Store {
     try {
       await access(join(this.options.dir, 'HEAD'));
     } catch {
+      await mkdir(this.options.dir, { recursive: true });
       await git.init({ fs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
     await this.cache.load();
@@ -225,7 +226,7 @@ export class GitStore implements Store {
   // ---------------------------------------------------------------- reads
 
   listRouters(): Router[] {
-    return [...this.routers.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.routers.values()].sort(byName);
   }
 
   getRouter(name: string): Router | undefined {
@@ -234,12 +235,21 @@ export class GitStore implements Store {
 
   listSessions(filter?: { router?: string; asn?: number }): Session[] {
     const out: Session[] = [];
-    for (const s of this.sessions.values()) {
-      if (filter?.router !== undefined && s.spec.router !== filter.router) continue;
+    const candidates =
+      filter?.router === undefined ? this.sessions.values() : this.sessionsOfRouter(filter.router);
+    for (const s of candidates) {
       if (filter?.asn !== undefined && s.spec.asn !== filter.asn) continue;
       out.push(s);
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+    return out.sort(byName);
+  }
+
+  private *sessionsOfRouter(router: string): Iterable<Session> {
+    for (const name of this.ports.get(router)?.values() ?? []) {
+      const uuid = this.sessionByName.get(name);
+      const session = uuid ? this.sessions.get(uuid) : undefined;
+      if (session) yield session;
+    }
   }
 
   getSession(uuid: string): Session | undefined {
@@ -247,7 +257,7 @@ export class GitStore implements Store {
   }
 
   listPolicies(): Policy[] {
-    return [...this.policies.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.policies.values()].sort(byName);
   }
 
   getPolicy(name: string): Policy | undefined {
@@ -996,6 +1006,10 @@ export class GitStore implements Store {
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+function byName(a: { name: string }, b: { name: string }): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
 /** The status file of a session, from its name `as<asn>-<router>`. */
