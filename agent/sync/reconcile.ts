@@ -19,8 +19,7 @@ import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts
 import type { AgentConfig } from '../config.ts';
 import {
   ensureInterface,
-  listInterfaces,
-  readInterface,
+  readAllInterfaces,
   removeInterface,
   type WgInterfaceState,
 } from '../wireguard/interface.ts';
@@ -105,10 +104,11 @@ export class Reconciler {
     const extra = (await this.deps.hooks?.extraInterfaces?.()) ?? [];
     const recreated: AgentSession[] = [];
     const wantedLinks = new Set([...up.map((s) => s.interface), ...extra.map((e) => e.name)]);
+    const links = await readAllInterfaces([SESSION_PREFIX]);
     for (const s of up) {
       if (waiting.has(s.uuid)) continue;
       try {
-        const r = await ensureInterface(sessionInterfaceSpec(s, config));
+        const r = await ensureInterface(sessionInterfaceSpec(s, config), links.get(s.interface) ?? null);
         if (r.created) recreated.push(s);
         if (r.changes.length) {
           result.interfacesChanged++;
@@ -125,7 +125,7 @@ export class Reconciler {
         log.warn({ interface: spec.name, err: (err as Error).message }, 'mesh tunnel failed');
       }
     }
-    for (const name of await listInterfaces(SESSION_PREFIX)) {
+    for (const name of links.keys()) {
       if (wantedLinks.has(name)) continue;
       await removeInterface(name);
       result.interfacesRemoved++;
@@ -224,8 +224,12 @@ export class Reconciler {
     if (applied.configured || recreated.length) protocols = await this.protocols();
 
     // ---- statuses ----
+    const linksNow =
+      result.interfacesChanged || result.interfacesRemoved
+        ? await readAllInterfaces([SESSION_PREFIX])
+        : links;
     for (const s of sessions) {
-      const status = await this.statusOf(s, failed, protocols, applied.failure !== undefined);
+      const status = await this.statusOf(s, failed, protocols, applied.failure !== undefined, linksNow);
       if (status === undefined || status === s.status) continue;
       const body: ModifyBody = { uuid: s.uuid, status, interface: s.interface };
       const message = failed.get(s.uuid);
@@ -269,14 +273,14 @@ export class Reconciler {
     failed: Map<string, string>,
     protocols: Map<string, ProtocolInfo>,
     birdFailed: boolean,
+    links: Map<string, WgInterfaceState>,
   ): Promise<SessionStatusCode | undefined> {
     if (s.status === SessionStatus.QUEUED_FOR_DELETE) {
       // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
       // protocol may still be listed, down, while BIRD flushes its routes).
       const proto = protocols.get(sessionProtocolName(s.listenPort));
       const file = await readText(join(this.deps.config.routing.peerConfDir, peerFileName(s)));
-      const gone =
-        !(await readInterface(s.interface)) && file === undefined && (!proto || proto.state !== 'up');
+      const gone = !links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
       return gone && !birdFailed ? SessionStatus.DISABLED : undefined;
     }
     if (!wantsUp(s)) return undefined;
@@ -295,8 +299,7 @@ export class Reconciler {
     }
     const established = proto.bgpState === 'Established';
     if (established) return SessionStatus.ACTIVE;
-    const link = await readInterface(s.interface);
-    const handshakeAge = handshakeAgeSeconds(link);
+    const handshakeAge = handshakeAgeSeconds(links.get(s.interface));
     const grace = this.deps.errorGraceMs ?? 300_000;
     if (Date.now() - since > grace && handshakeAge > HANDSHAKE_STALE_S) return SessionStatus.ERROR;
     return s.status === SessionStatus.ERROR ? SessionStatus.ERROR : SessionStatus.ACTIVE;

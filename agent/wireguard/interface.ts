@@ -4,6 +4,7 @@
  *   ensureInterface(spec)   create or fix the interface; changes only what differs; resolves with what it did
  *   removeInterface(name)   delete the link (a wireguard-go daemon exits with it); false if there was none
  *   readInterface(name)     the actual state (read.ts), undefined if there is no such link
+ *   readAllInterfaces(pfx)  the actual state of every link with one of the prefixes, in a few commands
  *   listInterfaces(prefix)  names of links starting with `prefix` (`wg_`, `wgm_`)
  *   detectBackend()         'kernel' or 'wireguard-go', probed once
  *
@@ -26,10 +27,10 @@ import {
   parseEndpoint,
 } from '../../common/net.ts';
 import { run, runOk } from '../system/exec.ts';
-import { generationAlias, listLinks, readInterface } from './read.ts';
+import { generationAlias, listLinks, readInterface, type WgInterfaceState } from './read.ts';
 import type { WgInterfaceSpec } from './types.ts';
 
-export { readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
+export { readAllInterfaces, readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
 
 export type WgBackend = 'kernel' | 'wireguard-go';
 
@@ -104,11 +105,18 @@ export async function publicKeyOfPrivateKeyFile(path: string, ifname = 'wireguar
   return Buffer.from(jwk.x ?? '', 'base64url').toString('base64');
 }
 
-export async function ensureInterface(spec: WgInterfaceSpec): Promise<EnsureResult> {
+/**
+ * `known`: the state already read for this pass (readAllInterfaces; null = no such link), so a pass
+ * over many interfaces does not read each one again.
+ */
+export async function ensureInterface(
+  spec: WgInterfaceSpec,
+  known?: WgInterfaceState | null,
+): Promise<EnsureResult> {
   checkName(spec.name);
   const publicKey = await publicKeyOfPrivateKeyFile(spec.privateKeyPath, spec.name);
   const changes: string[] = [];
-  let actual = await readInterface(spec.name);
+  let actual = known === undefined ? await readInterface(spec.name) : (known ?? undefined);
   if (actual && (actual.generation !== spec.generation || actual.wg === undefined)) {
     await removeInterface(spec.name);
     changes.push(

@@ -90,6 +90,26 @@ export function parseWgDump(dump: string): WgInterfaceState['wg'] {
   return { publicKey, listenPort: Number(listenPort), peers };
 }
 
+function toState(
+  link: IpLink,
+  addrs: NonNullable<IpAddr['addr_info']>,
+  routes: IpRoute[],
+  wg: WgInterfaceState['wg'],
+): WgInterfaceState {
+  const alias = link.ifalias ?? '';
+  return {
+    name: link.ifname,
+    kind: link.linkinfo?.info_kind ?? 'unknown',
+    mtu: link.mtu,
+    up: (link.flags ?? []).includes('UP'),
+    addrGenModeNone: link.inet6_addr_gen_mode === 'none',
+    addresses: addrs.map((a) => `${a.local}/${a.prefixlen}`),
+    routes: routes.filter((r) => r.protocol !== 'kernel').map((r) => r.dst),
+    generation: alias.startsWith(ALIAS_PREFIX) ? Number(alias.slice(ALIAS_PREFIX.length)) : undefined,
+    wg,
+  };
+}
+
 /** The interface as the system has it, or undefined when there is no such link. */
 export async function readInterface(name: string): Promise<WgInterfaceState | undefined> {
   const links = await ipJson<IpLink[]>(['-d', 'link', 'show', 'dev', name]);
@@ -99,16 +119,51 @@ export async function readInterface(name: string): Promise<WgInterfaceState | un
   const routes4 = (await ipJson<IpRoute[]>(['-4', 'route', 'show', 'dev', name])) ?? [];
   const routes6 = (await ipJson<IpRoute[]>(['-6', 'route', 'show', 'dev', name])) ?? [];
   const dump = await run('wg', ['show', name, 'dump']);
-  const alias = link.ifalias ?? '';
-  return {
-    name,
-    kind: link.linkinfo?.info_kind ?? 'unknown',
-    mtu: link.mtu,
-    up: (link.flags ?? []).includes('UP'),
-    addrGenModeNone: link.inet6_addr_gen_mode === 'none',
-    addresses: addrs.map((a) => `${a.local}/${a.prefixlen}`),
-    routes: [...routes4, ...routes6].filter((r) => r.protocol !== 'kernel').map((r) => r.dst),
-    generation: alias.startsWith(ALIAS_PREFIX) ? Number(alias.slice(ALIAS_PREFIX.length)) : undefined,
-    wg: dump.code === 0 ? parseWgDump(dump.stdout) : undefined,
-  };
+  return toState(
+    link,
+    addrs,
+    [...routes4, ...routes6],
+    dump.code === 0 ? parseWgDump(dump.stdout) : undefined,
+  );
+}
+
+/**
+ * Every link whose name starts with one of `prefixes`, read with one command per kind of state (links,
+ * addresses, routes, `wg show all dump`) instead of five per link: a pass over 100 sessions stays cheap.
+ */
+export async function readAllInterfaces(prefixes: readonly string[]): Promise<Map<string, WgInterfaceState>> {
+  const wanted = (n: string) => prefixes.some((p) => n.startsWith(p));
+  const links = ((await ipJson<IpLink[]>(['-d', 'link', 'show'])) ?? []).filter((l) => wanted(l.ifname));
+  const out = new Map<string, WgInterfaceState>();
+  if (links.length === 0) return out;
+  const addrs = new Map(
+    ((await ipJson<IpAddr[]>(['addr', 'show'])) ?? []).map((a) => [a.ifname, a.addr_info ?? []]),
+  );
+  const routes = new Map<string, IpRoute[]>();
+  for (const family of ['-4', '-6']) {
+    for (const r of (await ipJson<(IpRoute & { dev?: string })[]>([family, 'route', 'show'])) ?? []) {
+      if (r.dev && wanted(r.dev)) routes.set(r.dev, [...(routes.get(r.dev) ?? []), r]);
+    }
+  }
+  const dumps = new Map<string, string[]>();
+  const all = await run('wg', ['show', 'all', 'dump']);
+  for (const line of all.stdout.split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab < 0) continue;
+    const name = line.slice(0, tab);
+    dumps.set(name, [...(dumps.get(name) ?? []), line.slice(tab + 1)]);
+  }
+  for (const link of links) {
+    const dump = dumps.get(link.ifname);
+    out.set(
+      link.ifname,
+      toState(
+        link,
+        addrs.get(link.ifname) ?? [],
+        routes.get(link.ifname) ?? [],
+        dump ? parseWgDump(dump.join('\n')) : undefined,
+      ),
+    );
+  }
+  return out;
 }

@@ -6,6 +6,7 @@ import {
   detectBackend,
   ensureInterface,
   listInterfaces,
+  readAllInterfaces,
   readInterface,
   removeInterface,
   WireGuardError,
@@ -63,6 +64,10 @@ describe('wireguard interfaces (wireguard-go in a namespace)', () => {
       { publicKey: peerKey, endpoint: '127.0.0.1:51820', persistentKeepalive: 25 },
     ]);
     expect(await ensureInterface(spec)).toEqual({ created: false, changes: [] });
+    // The batched read of a pass sees exactly what the per-link read sees.
+    const all = await readAllInterfaces(['wg_']);
+    expect(all.get(spec.name)).toEqual(await readInterface(spec.name));
+    expect(await ensureInterface(spec, all.get(spec.name) ?? null)).toEqual({ created: false, changes: [] });
     expect(await listInterfaces('wg_')).toEqual([spec.name]);
   });
 
