@@ -15,7 +15,11 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
-import { addMetricsSource, httpDuration, httpRequests } from './metrics.ts';
+import { addMetricsSource, httpDuration, httpRequests, loginTotal } from './metrics.ts';
+import loginPlugin from './auth/login/plugin.ts';
+import { FailureLimiter, MemoryChallengeStore } from './auth/login/challenges.ts';
+import type { Registry } from './auth/login/registry.ts';
+import { mergedPolicy } from './api/views.ts';
 
 export interface AppOptions {
   store: Store;
@@ -23,6 +27,8 @@ export interface AppOptions {
   config: Config;
   /** A pino logger, or false for none (benchmarks). */
   logger: FastifyBaseLogger | false;
+  /** `/login` (challenge signing, DESIGN.md section 6); without it the route does not exist. */
+  login?: { registry: Registry; serviceHost: string; admins: number[] };
 }
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
@@ -68,7 +74,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   let document: Record<string, unknown> | undefined;
   const openapi = () => (document ??= openApiDocument(operations));
+  // One challenge store and failure limiter for both prefixes: a challenge from /login verifies at /api/v1/login.
+  const loginState = { challengeStore: new MemoryChallengeStore(), failureLimiter: new FailureLimiter() };
   const routes = async (scope: FastifyInstance) => {
+    if (opts.login)
+      await scope.register(loginPlugin, {
+        ...opts.login,
+        ...loginState,
+        isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
+        issueToken: (asn, role) => tokens.issueToken(asn, role),
+        onOutcome: (outcome) => loginTotal.inc({ outcome }),
+      });
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(sessionRoutes, { store });
     await scope.register(adminRoutes, { store });

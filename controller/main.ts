@@ -4,6 +4,8 @@
  * finish, stop the reconciler, close the store (which finishes queued writes).
  */
 import { mkdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { loadConfig } from './config.ts';
@@ -11,6 +13,7 @@ import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { buildApp } from './app.ts';
 import { Reconciler } from './reconcile/index.ts';
+import { openRegistry, type Registry } from './auth/login/registry.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
 
@@ -52,7 +55,23 @@ export async function main(argv: string[]): Promise<number> {
   const tokens = await TokenIssuer.fromFile(config.jwtKeyFile ?? defaultKeyPath(config.dataDir));
   const store = await openStore(config, logger);
   await store.start();
-  const app = await buildApp({ store, tokens, config, logger });
+  let registry: Registry | undefined;
+  if (config.registry) {
+    registry = await openRegistry({
+      source: config.registry,
+      cacheDir: join(config.dataDir, 'registry.git'),
+      log: logger,
+    });
+  } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
+  const app = await buildApp({
+    store,
+    tokens,
+    config,
+    logger,
+    ...(registry
+      ? { login: { registry, serviceHost: config.serviceHost ?? hostname(), admins: config.adminAsns } }
+      : {}),
+  });
   const reconciler = new Reconciler({
     store,
     logger,
@@ -78,6 +97,7 @@ export async function main(argv: string[]): Promise<number> {
   await app.close();
   await reconciler.stop();
   await store.close();
+  await registry?.close();
   logger.info('stopped');
   return 0;
 }
