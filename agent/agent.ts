@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { AgentSession, BirdConfigResponse } from '../common/agent-api.ts';
+import type { AgentSession, BirdConfigResponse, ReportBody } from '../common/agent-api.ts';
 import { VERSION } from '../common/version.ts';
 import { BirdApplier } from './bird/apply.ts';
 import { BirdControl } from './bird/control.ts';
@@ -61,8 +61,8 @@ export class Agent {
   start(): void {
     this.loops = [
       this.syncLoop(),
-      this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeat()),
-      this.every(this.config.controlPlane.metricInterval, () => this.metrics()),
+      this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeatOnce()),
+      this.every(this.config.controlPlane.metricInterval, async () => void (await this.reportMetricsOnce())),
     ];
   }
 
@@ -141,7 +141,8 @@ export class Agent {
     }
   }
 
-  private async heartbeat(): Promise<void> {
+  /** One heartbeat (SPEC 2.5): version, uptime in seconds, the mesh public key when there is one. */
+  async heartbeatOnce(): Promise<void> {
     let meshPublicKey: string | undefined;
     try {
       const { meshPublicKey: read } = await import('./mesh/key.ts');
@@ -156,11 +157,13 @@ export class Agent {
     });
   }
 
-  private async metrics(): Promise<void> {
-    if (this.passes === 0) return;
+  /** One metric report (SPEC 2.6); the RTTs also feed the latency community of the next pass. */
+  async reportMetricsOnce(): Promise<ReportBody | undefined> {
+    if (this.passes === 0) return undefined;
     const report = await collectMetrics(this.sessions, this.bird, this.config.metric);
     for (const r of report.sessions) this.reconciler.rtt.set(r.uuid, r.rtt);
     await this.client.report(report);
+    return report;
   }
 
   async health(): Promise<{

@@ -5,6 +5,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
+import { VERSION } from '../../common/version.ts';
 import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
@@ -55,7 +56,25 @@ describe('agent session machinery', () => {
     expect(await peer.bird.birdc('show protocols node')).toMatch(/Established/);
   });
 
-  it('a pass with nothing to change makes zero writes and zero configure calls', async () => {
+  it('heartbeat and metric report reach the controller (RTT by ping through the tunnel)', async () => {
+    await agent.heartbeatOnce();
+    expect(L.h.store.getRouter(L.router)?.status).toMatchObject({ agentVersion: VERSION });
+    const report = await agent.reportMetricsOnce();
+    const mine = report?.sessions.find((r) => r.uuid === uuid);
+    expect(mine?.rtt).toBeGreaterThan(0);
+    expect(mine?.rxBytes).toBeGreaterThan(0);
+    expect(mine?.txBytes).toBeGreaterThan(0);
+    const [proto] = await agent.bird.protocols(`dn42_${port}`);
+    expect(mine?.routesImported).toBe(proto?.routesImported);
+    expect(L.h.store.getSession(uuid)?.status.metrics).toMatchObject({ rtt: mine?.rtt });
+  });
+
+  it('the measured RTT sets the latency community; then a pass with nothing to change makes zero writes and zero configure calls', async () => {
+    const rttPass = await agent.syncOnce();
+    expect(rttPass?.writes).toBe(1);
+    expect(await readFile(`${L.config.routing.peerConfDir}/dn42_${port}.conf`, 'utf8')).toMatch(
+      /import where dn42_import_filter\(1, /,
+    );
     const before = agent.applier.configureCalls;
     const pass = await agent.syncOnce();
     expect(pass).toMatchObject({
