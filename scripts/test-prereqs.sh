@@ -13,6 +13,7 @@ declare -A need=(
   [git]=git
   [ssh-keygen]=openssh-client
   [gpg]=gnupg
+  [redis-server]=redis-server
 )
 missing=()
 for cmd in "${!need[@]}"; do
