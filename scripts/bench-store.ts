@@ -145,12 +145,16 @@ async function bench(sessions: number): Promise<void> {
     const first = await child(dir, 0);
     // cold start proper: a restarted controller on a repository it has written before
     const cold = await child(dir, CREATES);
+    // the same without the parse cache (first start after an upgrade): every blob read and parsed again
+    await rm(join(dir, 'peerops', 'parsed.json'));
+    const uncached = await child(dir, 0);
     const row = (label: string, f: Figures) =>
       console.log(
         `  ${label.padEnd(28)} ${(f.startMs / 1000).toFixed(2).padStart(6)} s   rss ${mib(f.rss).padStart(8)}   heap ${mib(f.heapUsed).padStart(8)}   (${f.sessions} sessions loaded)`,
       );
     row('first start (status import)', first);
     row('cold start (restart)', cold);
+    row('cold start, no parse cache', uncached);
     console.log(
       `  create latency over ${CREATES} creates: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms`,
     );

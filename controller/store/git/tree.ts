@@ -5,6 +5,9 @@
  * reads only the subtrees whose ids differ.
  */
 import * as fs from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { inflateSync } from 'node:zlib';
 import git, { type TreeEntry } from 'isomorphic-git';
 
 export interface FileNode {
@@ -149,7 +152,26 @@ export async function diffTree(
   return { root, changes };
 }
 
+/**
+ * A blob's text. Loose objects (everything the store wrote itself) are read and inflated here directly,
+ * one read and native zlib instead of isomorphic-git's stat + read + JavaScript inflate; packed objects
+ * (pushed or fetched) go through isomorphic-git.
+ */
 export async function readText(ctx: GitContext, oid: string): Promise<string> {
+  let compressed: Buffer | undefined;
+  try {
+    compressed = await readFile(join(ctx.gitdir, 'objects', oid.slice(0, 2), oid.slice(2)));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (compressed) {
+    const raw = inflateSync(compressed);
+    const nul = raw.indexOf(0);
+    const [type, size] = raw.subarray(0, nul).toString('latin1').split(' ');
+    if (type !== 'blob' || Number(size) !== raw.length - nul - 1)
+      throw new Error(`object ${oid} is not a valid blob`);
+    return raw.subarray(nul + 1).toString('utf8');
+  }
   const { blob } = await git.readBlob({ fs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
   return Buffer.from(blob).toString('utf8');
 }
