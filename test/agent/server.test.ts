@@ -1,0 +1,38 @@
+/** The agent's local server: /health 200/503 with the reason, who may ask, timeouts from the config. */
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../agent/config.ts';
+import { allowedAddresses, startServer } from '../../agent/server.ts';
+
+const config = parseConfig(
+  {
+    server: { listen: '127.0.0.1:0', readTimeout: 7, idleTimeout: 9, allowFrom: ['192.0.2.10'] },
+    node: { name: 'fra1' },
+    controlPlane: { url: 'http://[::1]:8080', token: 'a-very-secret-agent-token' },
+  },
+  'agent.json',
+);
+let health = { ok: true, bird: true, controller: true };
+const server = await startServer(config, { health: async () => health });
+const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+describe('agent local server', () => {
+  it('GET /health: 200 {"status":"ok"} when BIRD and the controller answer, 503 naming what is down', async () => {
+    let res = await fetch(`${base}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: 'ok', bird: true, controller: true });
+    health = { ok: false, bird: false, controller: true };
+    res = await fetch(`${base}/health`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'unavailable', bird: false });
+    expect((await fetch(`${base}/other`)).status).toBe(404);
+  });
+
+  it('answers loopback, the controller and allowFrom only; timeouts from the config', async () => {
+    const allowed = await allowedAddresses(config);
+    expect([...allowed].sort()).toEqual(['127.0.0.1', '192.0.2.10', '::1']);
+    expect(server.requestTimeout).toBe(7000);
+    expect(server.keepAliveTimeout).toBe(9000);
+  });
+});
