@@ -7,9 +7,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
 import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
-import { listInterfaces } from '../../agent/wireguard/interface.ts';
+import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
+import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { startAgentLab, wgKeyPair, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
 let good: Agent;
@@ -99,6 +100,41 @@ describe('failed setups', () => {
     expect(status(uuidA)?.code).toBe(1);
     expect(await readFile(join(L.config.routing.peerConfDir, `dn42_${portA}.conf`), 'utf8')).toBe(fileA);
     expect(agent.applier.configureCalls).toBe(before);
+  });
+
+  it('the mesh hook adds its tunnels and BIRD files to the same pass; session tunnels stay', async () => {
+    const meshDir = join(L.root, 'bird', 'mesh.d');
+    const meshPort = 33000 + (Number.parseInt(L.lab.id.slice(-3), 16) % 900);
+    const meshKey = await wgKeyPair();
+    const hooks: ReconcileHooks = {
+      extraInterfaces: () => [
+        {
+          name: `wgm_${meshPort - 33000}`,
+          listenPort: meshPort,
+          privateKeyPath: L.config.tunnel.privateKeyPath,
+          mtu: 1420,
+          addresses: ['fe80::99/64'],
+          peerRoutes: [],
+          peer: { publicKey: meshKey.publicKey, allowedIps: ['::/0'], persistentKeepalive: 25 },
+          generation: 0,
+        },
+      ],
+      extraDirs: () => [
+        { key: 'meshConfDir', dir: meshDir, files: new Map([['mesh.conf', '# mesh peers\n']]) },
+      ],
+    };
+    const agent = L.agent({}, hooks);
+    agents.push(agent);
+    // A fresh agent retries session B at once, with the built-in template this time.
+    expect((await agent.syncOnce())?.failed.size).toBe(0);
+    expect(await readFile(join(meshDir, 'mesh.conf'), 'utf8')).toBe('# mesh peers\n');
+    expect(await readFile(L.config.birdMainConfig, 'utf8')).toContain(`include "${meshDir}/*.conf";`);
+    expect(await listInterfaces('wgm_')).toEqual([`wgm_${meshPort - 33000}`]);
+    expect(await listInterfaces('wg_')).toContain(`wg_${portA}`);
+    expect(status(uuidA)?.code).toBe(1);
+    const again = await agent.syncOnce();
+    expect(again).toMatchObject({ writes: 0, configured: false, interfacesChanged: 0 });
+    await removeInterface(`wgm_${meshPort - 33000}`);
   });
 
   it('BIRD gone at configure time: the previous files come back', async () => {

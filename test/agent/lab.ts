@@ -15,6 +15,7 @@ import { Agent } from '../../agent/agent.ts';
 import { renderMainConfig } from '../../agent/bird/main-config.ts';
 import { parseConfig, type AgentConfig } from '../../agent/config.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
+import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import { exec, NetnsLab, type BirdInstance, type Namespace } from '../support/netns.ts';
 
@@ -59,7 +60,7 @@ export interface AgentLab {
   config: AgentConfig;
   configFile: string;
   /** An agent on the lab's config (optionally with other routing settings), in this process. */
-  agent(routing?: Partial<AgentConfig['routing']>): Agent;
+  agent(routing?: Partial<AgentConfig['routing']>, hooks?: ReconcileHooks): Agent;
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
   /** `peerops agent --config <file>` as a child process (the real executable), its log lines collected. */
@@ -162,11 +163,12 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
     bird,
     config,
     configFile,
-    agent: (routing = {}) =>
+    agent: (routing = {}, hooks = undefined) =>
       new Agent(
         { ...config, routing: { ...config.routing, ...routing } },
         log,
         new ControlPlaneClient({ ...config.controlPlane, router }),
+        hooks,
       ),
     async addPeer(label, linkLocal) {
       const ns = await lab.namespace(label);
