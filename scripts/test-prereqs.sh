@@ -14,6 +14,7 @@ declare -A need=(
   [ssh-keygen]=openssh-client
   [gpg]=gnupg
   [redis-server]=redis-server
+  [curl]=curl
 )
 missing=()
 for cmd in "${!need[@]}"; do
