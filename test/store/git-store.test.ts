@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +7,7 @@ import { load } from 'js-yaml';
 import pino from 'pino';
 import { register } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isProblem } from '../../common/errors.ts';
 import { GROUP_VERSION } from '../../common/schema.ts';
 import {
   createGitStore,
@@ -329,5 +330,66 @@ describe('git store: a remote', () => {
       'sessions/fra1/as4242420600.yaml',
       'sessions/fra1/as64800.yaml',
     ]);
+  });
+});
+
+describe('git store: the ref lock', () => {
+  let dir: string;
+  let store: GitStore;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'peerops-store-lock-'));
+    store = createGitStore({ dir: join(dir, 'store.git'), logger: quiet, pollIntervalMs: 100 });
+    await store.start();
+    await store.createRouter('fra1', routerSpec(1), admin);
+  });
+  afterEach(async () => {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('waits for a push holding the branch lock, then writes', async () => {
+    const lock = join(dir, 'store.git', 'refs', 'heads', 'main.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    const creating = store.createSession(newSession(4242420800, 'fra1'), pending, user(4242420800), 'c');
+    await new Promise((r) => setTimeout(r, 300));
+    await rm(lock);
+    const s = await creating;
+    expect(store.getSession(s.spec.uuid)).toBeDefined();
+    expect(await git(join(dir, 'store.git'), 'ls-tree', '--name-only', '-r', 'main', 'sessions')).toBe(
+      'sessions/fra1/as4242420800.yaml\n',
+    );
+  });
+
+  it('answers STORE_UNAVAILABLE when the lock stays taken, and changes nothing', async () => {
+    const lock = join(dir, 'store.git', 'refs', 'heads', 'main.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    const err = await store
+      .createSession(newSession(4242420801, 'fra1'), pending, user(4242420801), 'c')
+      .catch((e: unknown) => e);
+    expect(isProblem(err, 'STORE_UNAVAILABLE')).toBe(true);
+    expect(store.listSessions()).toEqual([]);
+    await rm(lock);
+    await store.createSession(newSession(4242420801, 'fra1'), pending, user(4242420801), 'c');
+    expect(store.listSessions()).toHaveLength(1);
+  });
+
+  it('commits a status deferred by a locked status ref on the next sync', async () => {
+    const bare = join(dir, 'store.git');
+    const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    const s = await store.createSession(newSession(4242420802, 'fra1'), queued, admin, 'c');
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    const failed = await store
+      .updateSession(s.spec.uuid, (c) => ({ status: { ...c.status, code: 1, name: 'ACTIVE' } }), admin, 'up')
+      .catch((e: unknown) => e);
+    expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    await rm(lock);
+    await eventually(async () =>
+      (await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`).catch(() => '')).includes(
+        'code: 4',
+      ),
+    );
   });
 });

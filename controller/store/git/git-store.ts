@@ -80,7 +80,8 @@ export interface GitStoreOptions {
 
 export const STATUS_REF = 'refs/heads/peerops-status';
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
-const MAX_ATTEMPTS = 8;
+/** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
+const MAX_ATTEMPTS = 12;
 /** The name of the configured remote in the store repository's config. */
 const REMOTE = 'origin';
 const YAML = { schema: CORE_SCHEMA };
@@ -374,7 +375,11 @@ export class GitStore implements Store {
         message,
       );
       const session = this.putSession(name, spec, first);
-      await this.commitStatus([this.sessionStatusWrite(session)], actor, `${message} (status ${first.code})`);
+      await this.saveStatusLater(
+        [this.sessionStatusWrite(session)],
+        actor,
+        `${message} (status ${first.code})`,
+      );
       return session;
     });
   }
@@ -393,18 +398,24 @@ export class GitStore implements Store {
       if (change.delete) {
         await this.spec.commit([{ path, text: undefined }], actor, message);
         this.removeSession(current.name);
-        await this.commitStatus([{ path, text: undefined }], actor, message);
+        await this.saveStatusLater([{ path, text: undefined }], actor, message);
         return undefined;
       }
       const spec = change.spec ? this.checkSessionSpec(current, change.spec) : current.spec;
       const status = change.status
         ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
         : current.status;
-      if (change.spec) {
-        await this.spec.commit([manifestWrite('PeeringSession', path, current.name, spec)], actor, message);
+      const next: Session = { name: current.name, spec, status };
+      if (!change.spec) {
+        // a status change alone: nothing is applied unless it is committed
+        await this.commitStatus([this.sessionStatusWrite(next)], actor, message);
+        const session = this.putSession(current.name, spec, status);
+        this.unsavedStatus.delete(current.name);
+        return session;
       }
+      await this.spec.commit([manifestWrite('PeeringSession', path, current.name, spec)], actor, message);
       const session = this.putSession(current.name, spec, status);
-      if (change.status) await this.commitStatus([this.sessionStatusWrite(session)], actor, message);
+      if (change.status) await this.saveStatusLater([this.sessionStatusWrite(session)], actor, message);
       return session;
     });
   }
@@ -514,8 +525,9 @@ export class GitStore implements Store {
           if (this.rejected.size > 0) await this.applySpecChanges([]);
           return result;
         } catch (err) {
-          if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
-          await new Promise((r) => setTimeout(r, 5 * attempt));
+          if (!(err instanceof RefMovedError)) throw err;
+          if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+          await backoff(attempt);
         }
       }
     });
@@ -535,10 +547,23 @@ export class GitStore implements Store {
         }
         return;
       } catch (err) {
-        if (!(err instanceof RefMovedError) || attempt >= MAX_ATTEMPTS) throw err;
+        if (!(err instanceof RefMovedError)) throw err;
+        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
         await this.status.sync();
-        await new Promise((r) => setTimeout(r, 5 * attempt));
+        await backoff(attempt);
       }
+    }
+  }
+
+  /**
+   * The status part of a write whose spec part is already committed: the write has happened, so a failure
+   * here is not the caller's; the status stays marked unsaved and the next sync commits it.
+   */
+  private async saveStatusLater(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
+    try {
+      await this.commitStatus(writes, actor, message);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'store: status commit deferred to the next sync');
     }
   }
 
@@ -1006,6 +1031,14 @@ export class GitStore implements Store {
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+function backoff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 30 * attempt));
+}
+
+function unavailable(err: RefMovedError): ProblemError {
+  return new ProblemError('STORE_UNAVAILABLE', `the store repository is busy: ${err.message}; try again`);
 }
 
 function byName(a: { name: string }, b: { name: string }): number {

@@ -29,8 +29,8 @@ export async function readRef(gitdir: string, ref: string): Promise<string | und
 }
 
 export class RefMovedError extends Error {
-  constructor(ref: string) {
-    super(`${ref} moved underneath (a concurrent push)`);
+  constructor(ref: string, what: string) {
+    super(`${ref} ${what}`);
     this.name = 'RefMovedError';
   }
 }
@@ -53,13 +53,14 @@ export async function updateRef(
   try {
     handle = await open(lock, 'wx', 0o644);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new RefMovedError(ref);
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+      throw new RefMovedError(ref, 'is locked by another writer');
     throw err;
   }
   let renamed = false;
   try {
     const current = await readRef(gitdir, ref);
-    if (current !== expected) throw new RefMovedError(ref);
+    if (current !== expected) throw new RefMovedError(ref, 'moved underneath (a concurrent push)');
     await handle.writeFile(`${next}\n`);
     await handle.sync();
     await handle.close();
