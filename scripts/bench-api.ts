@@ -157,7 +157,14 @@ function startServer(
   const child = fork(
     new URL(import.meta.url).pathname,
     ['--serve', kind, ...(data ? ['--data', data] : [])],
-    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } },
+    {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...env },
+      execArgv:
+        kind === 'controller' && process.env.BENCH_PROFILE
+          ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE]
+          : [],
+    },
   );
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${kind} server did not start in 120 s`)), 120_000);
@@ -267,18 +274,17 @@ async function bench(): Promise<void> {
     controller = await startServer('controller', fixture.data);
     console.log(`controller loaded the store in ${((Date.now() - t) / 1000).toFixed(1)} s`);
     const names = [...fixture.tokens.keys()];
-    let i = 0;
     // Each agent sends its own, stable mesh key (a changed key is a store change that wakes every poll).
     const heartbeats = new Map(
       names.map((n) => [n, JSON.stringify({ version: '1.0.0', uptime: 100, meshPublicKey: wgKey() })]),
     );
-    const agentRequest = (method: 'GET' | 'POST', suffix: string, withBody = false) => ({
-      method,
-      setupRequest: (req: autocannon.Request) => {
-        const router = names[i++ % names.length] as string;
+    // One static request per router, cycled by every connection: autocannon pre-builds static requests,
+    // as it does for the hello-world URL (a setupRequest callback would make the load generator the limit).
+    const agentRequests = (method: 'GET' | 'POST', suffix: string, withBody = false): autocannon.Request[] =>
+      names.map((router) => {
         const body = withBody ? heartbeats.get(router) : undefined;
         return {
-          ...req,
+          method,
           path: `/agent/${router}/${suffix}`,
           headers: {
             authorization: `Bearer ${fixture.tokens.get(router)}`,
@@ -286,8 +292,7 @@ async function bench(): Promise<void> {
           },
           ...(body ? { body } : {}),
         };
-      },
-    });
+      });
     const ceiling = await load('hello-world GET (the ceiling)', { url: `${hello.url}/` });
     const postCeiling = await load('hello-world POST of the heartbeat body', {
       url: `${hello.url}/`,
@@ -297,11 +302,11 @@ async function bench(): Promise<void> {
     });
     const sessions = await load(`GET /agent/:router/sessions (${perRouter} sessions)`, {
       url: controller.url,
-      requests: [agentRequest('GET', 'sessions')],
+      requests: agentRequests('GET', 'sessions'),
     });
     const heartbeat = await load('POST /agent/:router/heartbeat', {
       url: controller.url,
-      requests: [agentRequest('POST', 'heartbeat', true)],
+      requests: agentRequests('POST', 'heartbeat', true),
     });
     // The machine may be shared: the ceiling is measured again after the controller and averaged.
     const ceilingAfter = await load('hello-world GET (again)', { url: `${hello.url}/` });
@@ -338,9 +343,11 @@ async function bench(): Promise<void> {
       );
     console.log(`  wake-up p50 < 100 ms: ${verdict(percentile(wake.fromRequest, 50) < 100)}`);
   } finally {
+    const exited = (c: ChildProcess) =>
+      c.exitCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r));
     hello.child.kill('SIGTERM');
     controller?.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
+    await Promise.all([exited(hello.child), ...(controller ? [exited(controller.child)] : [])]);
     await rm(fixture.data, { recursive: true, force: true });
   }
 }
