@@ -109,6 +109,9 @@ export class LabStory {
   private readonly missing: string[] = [];
   private readonly controllerOutput: string[] = [];
   private cleaned: Promise<void> | undefined;
+  /** Settles when run() does; cleanup() waits for it (bounded) before its second sweep. */
+  private running: Promise<unknown> | undefined;
+  private readonly abort = new AbortController();
   private ctl!: Namespace;
   private dataDir!: string;
   private operatorHome!: string;
@@ -123,11 +126,27 @@ export class LabStory {
 
   /** Removes every namespace, process and temp dir of the lab; safe to call more than once. */
   cleanup(): Promise<void> {
-    this.cleaned ??= this.lab.cleanup();
+    this.abort.abort();
+    this.cleaned ??= (async () => {
+      await this.lab.cleanup();
+      // A step that was running when we were stopped may have made something after the first sweep.
+      const settled = this.running?.then(
+        () => undefined,
+        () => undefined,
+      );
+      await Promise.race([settled, delay(10_000)]);
+      await this.lab.cleanup();
+    })();
     return this.cleaned;
   }
 
-  async run(): Promise<StoryResult> {
+  run(): Promise<StoryResult> {
+    const running = this.story();
+    this.running = running;
+    return running;
+  }
+
+  private async story(): Promise<StoryResult> {
     this.log(`peerops lab ${this.lab.id}: controller, 2 routers with agents and mesh, 2 user networks`);
     try {
       await this.buildNetwork();
@@ -158,7 +177,7 @@ export class LabStory {
         missing: this.missing,
       };
     } catch (err) {
-      this.log(this.diagnostics());
+      if (!this.abort.signal.aborted) this.log(this.diagnostics());
       throw err;
     }
   }
@@ -245,7 +264,7 @@ export class LabStory {
       );
       collect(child.stdout, this.controllerOutput);
       collect(child.stderr, this.controllerOutput);
-      await waitFor(
+      await this.wait(
         'the controller to answer /health',
         async () => {
           if (child.exitCode !== null) throw new Error(`peerops serve exited (${child.exitCode})`);
@@ -397,7 +416,7 @@ export class LabStory {
         ]);
         collect(child.stdout, r.agentOutput);
         collect(child.stderr, r.agentOutput);
-        await waitFor(
+        await this.wait(
           `the agent of ${r.name} to check in`,
           async () => {
             if (child.exitCode !== null) throw new Error(`peerops agent exited (${child.exitCode})`);
@@ -412,7 +431,7 @@ export class LabStory {
     }
     await this.step('mesh: WireGuard wgm_*, Babel, iBGP between the routers', async () => {
       for (const r of this.routers) {
-        await waitFor(
+        await this.wait(
           `iBGP Established on ${r.name}`,
           async () => {
             const out = await r.bird!.birdc('show protocols');
@@ -548,7 +567,7 @@ protocol bgp peerops {
         await this.cli(this.ctl, this.operatorHome, ['admin', 'session', 'approve', u.uuid!]);
         // from the moment the approve command returns: the approval is then stored
         const approved = performance.now();
-        await waitFor(
+        await this.wait(
           `BGP Established at ${u.label}`,
           async () => /Established/.test(await u.bird!.birdc('show protocols peerops')),
           60_000,
@@ -573,7 +592,7 @@ protocol bgp peerops {
         [u1, u2],
         [u2, u1],
       ] as const) {
-        await waitFor(
+        await this.wait(
           `${from.prefix} at ${to.label}`,
           async () => (await to.bird!.birdc(`show route ${from.prefix}`)).includes(from.prefix),
           60_000,
@@ -589,7 +608,7 @@ protocol bgp peerops {
   private async metricsArrive(): Promise<void> {
     await this.step('metrics: agent reports reach the session record and /metrics', async () => {
       const u = this.users[0]!;
-      const s = await waitFor(
+      const s = await this.wait(
         'metrics in the session record',
         async () => {
           const v = await this.session(u);
@@ -600,7 +619,7 @@ protocol bgp peerops {
         60_000,
         1000,
       );
-      const text = await waitFor(
+      const text = await this.wait(
         'per-session metrics on /metrics',
         async () => {
           const r = await this.ctl.exec('curl', ['-sf', '-m', '5', `${URL_BASE}/metrics`]);
@@ -626,7 +645,7 @@ protocol bgp peerops {
         mtu: number;
       }[];
       if (link[0]?.mtu !== 1400) throw new Error(`wg_${u.listenPort} has MTU ${link[0]?.mtu}, expected 1400`);
-      await waitFor(
+      await this.wait(
         'BGP Established after modify',
         async () => /Established/.test(await u.bird!.birdc('show protocols peerops')),
         30_000,
@@ -644,7 +663,7 @@ protocol bgp peerops {
         .find((l) => l.startsWith('peerops'));
       await this.cli(u.ns, u.home, ['session', 'restart', u.uuid!]);
       await this.waitStatus(u, 1);
-      await waitFor(
+      await this.wait(
         'BGP re-established after restart',
         async () => {
           const line = (await u.bird!.birdc('show protocols peerops'))
@@ -663,7 +682,7 @@ protocol bgp peerops {
     for (const u of this.users) {
       await this.step(`user ${u.label}: peerops session delete`, async () => {
         await this.cli(u.ns, u.home, ['session', 'delete', u.uuid!]);
-        await waitFor(
+        await this.wait(
           `${u.label}'s session removed`,
           async () => {
             const list = await this.sessions(u);
@@ -685,7 +704,26 @@ protocol bgp peerops {
 
   // ---- helpers ----
 
+  /** waitFor that gives up at once when the lab is being stopped (Ctrl-C). */
+  private wait<T>(
+    what: string,
+    check: () => Promise<T | undefined | false>,
+    timeoutMs: number,
+    intervalMs: number,
+  ): Promise<T> {
+    const { signal } = this.abort;
+    if (signal.aborted) return Promise.reject(new Error('the lab is being stopped'));
+    let onAbort = () => {};
+    const stopped = new Promise<never>((_, reject) => {
+      onAbort = () => reject(new Error('the lab is being stopped'));
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const waited = waitFor(what, () => (signal.aborted ? undefined : check()), timeoutMs, intervalMs);
+    return Promise.race([waited, stopped]).finally(() => signal.removeEventListener('abort', onAbort));
+  }
+
   private async step<T>(name: string, fn: () => Promise<string | T>): Promise<void> {
+    if (this.abort.signal.aborted) throw new Error('the lab is being stopped');
     const t0 = performance.now();
     const at = seconds(t0 - this.started).padStart(8);
     try {
@@ -739,7 +777,7 @@ protocol bgp peerops {
   }
 
   private waitStatus(u: UserNet, code: number): Promise<SessionView> {
-    return waitFor(
+    return this.wait(
       `${u.label}'s session in status ${code}`,
       async () => {
         const s = await this.session(u);
@@ -747,7 +785,8 @@ protocol bgp peerops {
         return s.status === code ? s : undefined;
       },
       60_000,
-      250,
+      // the user's requests count against their 60/min rate limit
+      500,
     );
   }
 
@@ -765,6 +804,10 @@ protocol bgp peerops {
     for (const r of this.routers) parts.push(`agent ${r.name} (last lines):\n${tail(r.agentOutput)}`);
     return parts.join('\n');
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 function collect(stream: NodeJS.ReadableStream | null, into: string[]): void {
