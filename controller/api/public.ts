@@ -31,12 +31,16 @@ export async function publicRoutes(
     {
       config: { docs: { summary: 'Routers a user can peer with', auth: 'none', response: RoutersResponse } },
     },
-    async () => ({
-      routers: store
-        .listRouters()
-        .sort((a, b) => a.name.localeCompare(b.name))
-        .map((r) => publicRouter(r, store)),
-    }),
+    async () => {
+      const counts = new Map<string, number>();
+      for (const s of store.listSessions()) counts.set(s.spec.router, (counts.get(s.spec.router) ?? 0) + 1);
+      return {
+        routers: store
+          .listRouters()
+          .sort((a, b) => a.name.localeCompare(b.name))
+          .map((r) => publicRouter(r, counts.get(r.name) ?? 0)),
+      };
+    },
   );
   app.get('/openapi.json', { config: { docs: { summary: 'This document', auth: 'none' } } }, async () =>
     opts.openapi(),

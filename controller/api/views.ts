@@ -60,8 +60,8 @@ export function agentSession(session: Session): AgentSession {
   };
 }
 
-/** The router as a user sees it in `GET /routers`. */
-export function publicRouter(router: Router, store: Store) {
+/** The router as a user sees it in `GET /routers`; `sessions` is its current session count. */
+export function publicRouter(router: Router, sessions: number) {
   const { spec } = router;
   return {
     name: router.name,
@@ -72,7 +72,7 @@ export function publicRouter(router: Router, store: Store) {
     endpointHost: spec.endpointHost,
     publicKey: spec.publicKey,
     linkLocal: spec.linkLocal,
-    accepting: routerAccepting(router, store),
+    accepting: routerAccepting(router, sessions),
   };
 }
 
@@ -82,10 +82,10 @@ export function adminRouter(router: Router) {
   return { name: router.name, spec, status: router.status, hasAgentToken: agentTokenSha256 !== undefined };
 }
 
-export function routerAccepting(router: Router, store: Store): boolean {
+export function routerAccepting(router: Router, sessions: number): boolean {
   if (router.spec.acceptingSessions === false) return false;
   const max = router.spec.maxSessions;
-  return max === undefined || store.listSessions({ router: router.name }).length < max;
+  return max === undefined || sessions < max;
 }
 
 /** The default policy with the router's override on top (field by field). */

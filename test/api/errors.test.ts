@@ -170,6 +170,11 @@ describe('session errors', () => {
     expect(problem(await h.post('/session', newUser(), sessionFields('closed1')))).toMatchObject({
       code: 'ROUTER_FULL',
     });
+    const routers = (await expectOk(h.get('/routers'))).json().routers as {
+      name: string;
+      accepting: boolean;
+    }[];
+    expect(routers.filter((r) => !r.accepting).map((r) => r.name)).toEqual(['closed1', 'full1']);
   });
   it('ASN_BLOCKED', async () => {
     const blocked = h.tokens.issueToken(4242429999, 'user').token;
