@@ -57,6 +57,7 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   const log = opts.log ?? silent;
   const current = opts.currentVersion ?? VERSION;
   const timeoutMs = opts.timeoutMs ?? 120_000;
+  if (!opts.installPath) return { result: 'not-installed' };
   let enabled = opts.local.enabled;
   let channel = opts.local.channel as UpdateChannel;
   if (opts.controller) {
@@ -67,7 +68,6 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   } else if (!enabled) {
     return { result: 'disabled', by: 'local' };
   }
-  if (!opts.installPath) return { result: 'not-installed' };
 
   const releases = await fetchReleases(opts.local.releaseRepo, timeoutMs);
   const pick = selectRelease(releases, channel, current);
@@ -99,6 +99,10 @@ function defaultRestart(): void {
 /** Checks now and every `checkInterval` minutes; failures are logged and retried at the next tick. */
 export function startUpdater(opts: UpdaterOptions): { stop(): void } {
   const log = opts.log ?? silent;
+  if (!opts.installPath) {
+    log.info({}, 'not running from a release artifact: auto-update is off');
+    return { stop: () => undefined };
+  }
   let running = false;
   const tick = async () => {
     if (running) return;
