@@ -7,6 +7,7 @@ import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { loadConfig } from './config.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
@@ -22,6 +23,18 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
      PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST`;
+
+/** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
+async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {
+  if (where.host) return app.listen(where);
+  try {
+    return await app.listen({ host: '::', port: where.port });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
+    return app.listen({ host: '0.0.0.0', port: where.port });
+  }
+}
 
 export async function main(argv: string[]): Promise<number> {
   let flags: { listen?: string | undefined; data?: string | undefined; help?: boolean | undefined };
@@ -79,7 +92,7 @@ export async function main(argv: string[]): Promise<number> {
     offlineAfterSeconds: config.offlineAfterSeconds,
   });
   reconciler.start();
-  const address = await app.listen({ host: config.listen.host || '::', port: config.listen.port });
+  const address = await listen(app, config.listen);
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
 
   await new Promise<void>((resolve) => {
