@@ -1,0 +1,235 @@
+/**
+ * A real Kubernetes API server for the tests: etcd and kube-apiserver built from their Go modules by
+ * scripts/k8s-tools.sh (cached in .cache/k8s-bin/), started on 127.0.0.1 with free ports and temp dirs,
+ * a static admin token, the API server's own self-signed serving certificate and a fresh service-account
+ * key. startApiServer() also installs the peerops CRDs; stop() kills both processes and removes the dirs.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import {
+  ApiextensionsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  type V1CustomResourceDefinition,
+} from '@kubernetes/client-node';
+import { load } from 'js-yaml';
+
+const run = promisify(execFile);
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface Tools {
+  dir: string;
+  etcd: string;
+  kubeApiserver: string;
+  helm: string;
+}
+
+let toolsPromise: Promise<Tools> | undefined;
+
+/** Builds (first time, many minutes) or finds the cached binaries, and prints how long that took. */
+export function k8sTools(): Promise<Tools> {
+  toolsPromise ??= (async () => {
+    const started = Date.now();
+    const { stdout, stderr } = await run('bash', [join(ROOT, 'scripts', 'k8s-tools.sh')], {
+      cwd: ROOT,
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 40 * 60_000,
+    });
+    const dir = stdout.trim().split('\n').at(-1) ?? '';
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    console.log(`k8s tools ready in ${seconds}s: ${stderr.trim().split('\n').at(-1) ?? ''}`);
+    return {
+      dir,
+      etcd: join(dir, 'etcd'),
+      kubeApiserver: join(dir, 'kube-apiserver'),
+      helm: join(dir, 'helm'),
+    };
+  })();
+  return toolsPromise;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
+    });
+  });
+}
+
+function startProcess(bin: string, args: string[], logFile: string[]): ChildProcess {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const keep = (chunk: Buffer) => {
+    logFile.push(chunk.toString());
+    if (logFile.length > 400) logFile.splice(0, logFile.length - 400);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return child;
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, log: string[]) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > deadline)
+      throw new Error(`${what} not ready after ${timeoutMs} ms; last output:\n${log.join('').slice(-4000)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
+
+export interface TestApiServer {
+  url: string;
+  token: string;
+  tools: Tools;
+  /** A fresh KubeConfig for the admin user (each caller gets its own client objects). */
+  kubeConfig(): KubeConfig;
+  /** Writes a kubeconfig file (for helm) and returns its path. */
+  kubeconfigFile(): Promise<string>;
+  /** Creates a namespace with a random name and returns it. */
+  createNamespace(prefix: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startApiServer(options: { installCrds?: boolean } = {}): Promise<TestApiServer> {
+  const tools = await k8sTools();
+  const started = Date.now();
+  const dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-'));
+  const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
+  const token = randomBytes(24).toString('hex');
+  await writeFile(join(dir, 'tokens.csv'), `${token},peerops-test-admin,1,"system:masters"\n`, {
+    mode: 0o600,
+  });
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  await writeFile(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+  await writeFile(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
+
+  const log: string[] = [];
+  const etcd = startProcess(
+    tools.etcd,
+    [
+      '--name=peerops-test',
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=peerops-test=http://127.0.0.1:${peerPort}`,
+      // test data in a temp dir: durability does not matter, speed does
+      '--unsafe-no-fsync',
+      '--log-level=warn',
+    ],
+    log,
+  );
+  const processes: ChildProcess[] = [etcd];
+  const stop = async () => {
+    for (const child of processes.reverse()) await stopProcess(child);
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor('etcd', async () => (await fetch(`http://127.0.0.1:${etcdPort}/health`)).ok, 30_000, log);
+    const apiserver = startProcess(
+      tools.kubeApiserver,
+      [
+        `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${apiPort}`,
+        `--cert-dir=${join(dir, 'certs')}`,
+        `--token-auth-file=${join(dir, 'tokens.csv')}`,
+        `--service-account-key-file=${join(dir, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+        '--service-account-issuer=https://kubernetes.default.svc',
+        '--service-cluster-ip-range=10.96.0.0/24',
+        '--authorization-mode=RBAC',
+        '--allow-privileged=true',
+        '--enable-priority-and-fairness=false',
+        '--v=0',
+      ],
+      log,
+    );
+    processes.push(apiserver);
+    const url = `https://127.0.0.1:${apiPort}`;
+    const makeConfig = () => {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: 'test', server: url, skipTLSVerify: true }],
+        users: [{ name: 'admin', token }],
+        contexts: [{ name: 'test', cluster: 'test', user: 'admin', namespace: 'default' }],
+        currentContext: 'test',
+      });
+      return kc;
+    };
+    await waitFor(
+      'kube-apiserver',
+      async () => {
+        if (apiserver.exitCode !== null) throw new Error('kube-apiserver exited');
+        const core = makeConfig().makeApiClient(CoreV1Api);
+        await core.readNamespace({ name: 'default' });
+        return true;
+      },
+      120_000,
+      log,
+    );
+    if (options.installCrds !== false) await installCrds(makeConfig());
+    console.log(`test API server ready in ${((Date.now() - started) / 1000).toFixed(1)}s at ${url}`);
+    return {
+      url,
+      token,
+      tools,
+      kubeConfig: makeConfig,
+      async kubeconfigFile() {
+        const file = join(dir, 'kubeconfig');
+        await writeFile(file, makeConfig().exportConfig(), { mode: 0o600 });
+        return file;
+      },
+      async createNamespace(prefix: string) {
+        const name = `${prefix}-${randomBytes(4).toString('hex')}`;
+        await makeConfig()
+          .makeApiClient(CoreV1Api)
+          .createNamespace({ body: { metadata: { name } } });
+        return name;
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** Applies crds/*.yaml and waits until each is Established. */
+export async function installCrds(kc: KubeConfig, dir = join(ROOT, 'crds')): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
+  for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
+    const crd = load(await readFile(join(dir, file), 'utf8')) as V1CustomResourceDefinition;
+    await api.createCustomResourceDefinition({ body: crd });
+    const name = crd.metadata?.name ?? '';
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const current = await api.readCustomResourceDefinition({ name });
+      if (current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${name} not established after 30 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
