@@ -178,6 +178,17 @@ describe('git store: the repository', () => {
       'x\u0000y\u001b[31m',
     );
     expect(await git(bare, 'log', '-1', '--format=%s', 'main')).toBe('x y [31m\n');
+    await store.updateSession(
+      s.spec.uuid,
+      (c) => ({ spec: { ...c.spec, mtu: 1410 } }),
+      user(4242420300),
+      'modify\n\nPeerops-Actor: admin AS1\nPeerops-Role: admin',
+    );
+    const trailers = await git(bare, 'log', '-1', '--format=%(trailers:key=Peerops-Actor,valueonly)', 'main');
+    expect(trailers.trim()).toBe('AS4242420300');
+    expect(await git(bare, 'log', '-1', '--format=%s', 'main')).toBe(
+      'modify  Peerops-Actor: admin AS1 Peerops-Role: admin\n',
+    );
   });
 
   it('writes status and observations on the status ref only, batched into one commit', async () => {

@@ -27,11 +27,12 @@ export interface FileWrite {
 }
 
 // eslint-disable-next-line no-control-regex -- stripping control characters is the point
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
+const CONTROL = /[\u0000-\u001f\u007f]/g;
 
-/** A commit message from a caller's text: no control characters, actor recorded as trailers. */
+/** A commit message from a caller's text: one line without control characters (nothing can pose as a
+ * trailer or another line), then the actor as trailers. */
 export function commitMessage(message: string, actor: Actor): string {
-  const text = message.replace(/\r\n?/g, '\n').replace(CONTROL, ' ').trim() || 'update';
+  const text = message.replace(CONTROL, ' ').trim() || 'update';
   const trailers = [`Peerops-Actor: ${actor.name.replace(/[\r\n]/g, ' ')}`, `Peerops-Role: ${actor.role}`];
   if (actor.asn !== undefined) trailers.push(`Peerops-Asn: ${actor.asn}`);
   return `${text}\n\n${trailers.join('\n')}\n`;

@@ -600,6 +600,12 @@ export class GitStore implements Store {
     const specChanges = await this.spec.sync();
     if (specChanges.length > 0 || (statusChanges.length > 0 && this.rejected.size > 0)) {
       await this.applySpecChanges(specChanges);
+      if (specChanges.length > 0) {
+        this.log.info(
+          { commit: this.spec.head, files: specChanges.length, rejected: this.rejected.size },
+          'store: caught up with the repository',
+        );
+      }
     }
     if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) await this.completeFromGit();
   }
@@ -823,7 +829,7 @@ export class GitStore implements Store {
     }
     this.putSession(manifest.name, spec, status);
     if (file && file.uuid === spec.uuid) this.unsavedStatus.delete(manifest.name);
-    this.log.info({ session: manifest.name, path }, 'store: session applied from git');
+    this.log.debug({ session: manifest.name, path }, 'store: session applied from git');
   }
 
   private reject(path: string, oid: string, errors: FieldError[], previouslyRejected: Set<string>): void {
