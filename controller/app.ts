@@ -50,21 +50,23 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   await installRateLimit(app, config);
   const operations = collectRoutes(app);
 
-  // One request log line and the HTTP metrics, keyed by route pattern (never the raw URL).
+  // One request log line and the HTTP metrics, keyed by route pattern (never the raw URL). The labelled
+  // children are cached: looking them up by label object on every request is the costly part.
+  const counters = new Map<string, { inc(): void }>();
+  const timers = new Map<string, { observe(v: number): void }>();
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    const seconds = reply.elapsedTime / 1000;
-    httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
-    httpDuration.observe({ route, method: request.method }, seconds);
-    request.log.info(
-      {
-        route,
-        method: request.method,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-      },
-      'request',
-    );
+    const method = request.method;
+    const status = reply.statusCode;
+    const timerKey = `${method} ${route}`;
+    const counterKey = `${timerKey} ${status}`;
+    let counter = counters.get(counterKey);
+    if (!counter) counters.set(counterKey, (counter = httpRequests.labels(route, method, String(status))));
+    let timer = timers.get(timerKey);
+    if (!timer) timers.set(timerKey, (timer = httpDuration.labels(route, method)));
+    counter.inc();
+    timer.observe(reply.elapsedTime / 1000);
+    request.log.info({ route, method, status, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request');
   });
 
   const shutdown = new AbortController();
