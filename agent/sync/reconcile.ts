@@ -43,8 +43,10 @@ export interface ReconcileDeps {
   hooks?: ReconcileHooks;
   /** Custom eBGP template text (routing.ebgpConfTemplateFile), read by the caller. */
   template?: () => Promise<string | undefined>;
-  /** No handshake and no BGP for this long after setup → ERROR (2). */
+  /** A running session is not judged before this long after its setup (default 5 minutes). */
   errorGraceMs?: number;
+  /** BGP not Established and no WireGuard handshake for this long → ERROR (default 180 s). */
+  handshakeStaleSeconds?: number;
 }
 
 export interface PassResult {
@@ -301,7 +303,8 @@ export class Reconciler {
     if (established) return SessionStatus.ACTIVE;
     const handshakeAge = handshakeAgeSeconds(links.get(s.interface));
     const grace = this.deps.errorGraceMs ?? 300_000;
-    if (Date.now() - since > grace && handshakeAge > HANDSHAKE_STALE_S) return SessionStatus.ERROR;
+    const stale = this.deps.handshakeStaleSeconds ?? HANDSHAKE_STALE_S;
+    if (Date.now() - since > grace && handshakeAge > stale) return SessionStatus.ERROR;
     return s.status === SessionStatus.ERROR ? SessionStatus.ERROR : SessionStatus.ACTIVE;
   }
 }

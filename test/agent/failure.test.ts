@@ -10,7 +10,7 @@ import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
 import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, wgKeyPair, type AgentLab, type Peer } from './lab.ts';
+import { settledProtocols, startAgentLab, wgKeyPair, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
 let good: Agent;
@@ -55,6 +55,7 @@ describe('failed setups', () => {
     const agent = L.agent({ ebgpConfTemplateFile: template });
     agents.push(agent);
     const fileA = await readFile(join(L.config.routing.peerConfDir, `dn42_${portA}.conf`), 'utf8');
+    await settledProtocols(agent.bird);
     const [protoA] = await agent.bird.protocols(`dn42_${portA}`);
     uuidB = await L.approvedSession(b, { mpbgp: false, extendedNextHop: false, ipv4: '172.20.42.2' });
     const portB = L.h.store.getSession(uuidB)!.spec.listenPort;

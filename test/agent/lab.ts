@@ -17,7 +17,8 @@ import { parseConfig, type AgentConfig } from '../../agent/config.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
 import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
-import { exec, NetnsLab, type BirdInstance, type Namespace } from '../support/netns.ts';
+import type { BirdControl } from '../../agent/bird/control.ts';
+import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 
 export const ROUTER_ASN = 4242420001;
 const REPO = join(import.meta.dirname, '..', '..');
@@ -26,6 +27,25 @@ export async function wgKeyPair(): Promise<{ privateKey: string; publicKey: stri
   const privateKey = (await exec('wg', ['genkey'])).stdout.trim();
   const publicKey = (await exec('wg', ['pubkey'], { input: `${privateKey}\n` })).stdout.trim();
   return { privateKey, publicKey };
+}
+
+/**
+ * Waits until BIRD's protocol list (name, since, BGP state) is the same across one second: a BGP session
+ * that has just come up may still note a state change, and uptime comparisons need a settled start.
+ */
+export async function settledProtocols(bird: BirdControl): Promise<void> {
+  const snapshot = async () =>
+    JSON.stringify((await bird.protocols()).map((p) => [p.name, p.since, p.bgpState]));
+  await waitFor(
+    'BIRD protocols settled',
+    async () => {
+      const a = await snapshot();
+      await new Promise((r) => setTimeout(r, 1000));
+      return a === (await snapshot());
+    },
+    20_000,
+    0,
+  );
 }
 
 export interface Peer {

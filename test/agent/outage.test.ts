@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BirdControl } from '../../agent/bird/control.ts';
 import { readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, type AgentLab } from './lab.ts';
+import { settledProtocols, startAgentLab, type AgentLab } from './lab.ts';
 
 const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 120_000);
 
@@ -70,6 +70,7 @@ describe('controller outage', () => {
         45_000,
         500,
       );
+      await settledProtocols(bird);
       const before = await bird.protocols(`dn42_${port}`);
       const ifindex = JSON.parse(await L.node.run('ip', ['-j', 'link', 'show', `wg_${port}`]))[0].ifindex;
 

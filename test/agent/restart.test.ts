@@ -9,7 +9,7 @@ import type { ProtocolInfo } from '../../agent/bird/control.ts';
 import { BirdControl } from '../../agent/bird/control.ts';
 import { listInterfaces } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
 let bird: BirdControl;
@@ -76,6 +76,7 @@ describe('agent restart', () => {
 
   it('established sessions keep their uptime across a SIGKILL and restart', async () => {
     const before = await ifindexes();
+    await settledProtocols(bird);
     const protosBefore = new Map((await bird.protocols()).map((p): [string, ProtocolInfo] => [p.name, p]));
     const mainBefore = await bird.command('show status');
     const third = L.spawnAgent();

@@ -4,17 +4,21 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
 import type { Agent } from '../../agent/agent.ts';
+import { latencyCommunity } from '../../agent/bird/names.ts';
+import { Reconciler } from '../../agent/sync/reconcile.ts';
 import { VERSION } from '../../common/version.ts';
 import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
 let agent: Agent;
 let peer: Peer;
 let uuid: string;
 let port: number;
+let measuredRtt: number | null = null;
 
 const status = (id: string) => L.h.store.getSession(id)?.status.code;
 
@@ -61,6 +65,7 @@ describe('agent session machinery', () => {
     expect(L.h.store.getRouter(L.router)?.status).toMatchObject({ agentVersion: VERSION });
     const report = await agent.reportMetricsOnce();
     const mine = report?.sessions.find((r) => r.uuid === uuid);
+    measuredRtt = mine?.rtt ?? null;
     expect(mine?.rtt).toBeGreaterThan(0);
     expect(mine?.rxBytes).toBeGreaterThan(0);
     expect(mine?.txBytes).toBeGreaterThan(0);
@@ -72,8 +77,8 @@ describe('agent session machinery', () => {
   it('the measured RTT sets the latency community; then a pass with nothing to change makes zero writes and zero configure calls', async () => {
     const rttPass = await agent.syncOnce();
     expect(rttPass?.writes).toBe(1);
-    expect(await readFile(`${L.config.routing.peerConfDir}/dn42_${port}.conf`, 'utf8')).toMatch(
-      /import where dn42_import_filter\(1, /,
+    expect(await readFile(`${L.config.routing.peerConfDir}/dn42_${port}.conf`, 'utf8')).toContain(
+      `import where dn42_import_filter(${latencyCommunity(measuredRtt)}, `,
     );
     const before = agent.applier.configureCalls;
     const pass = await agent.syncOnce();
@@ -91,6 +96,7 @@ describe('agent session machinery', () => {
     const ifindex = async () =>
       JSON.parse(await L.node.run('ip', ['-j', 'link', 'show', `wg_${port}`]))[0].ifindex;
     const before = await ifindex();
+    await settledProtocols(agent.bird);
     const [protoBefore] = await agent.bird.protocols(`dn42_${port}`);
     // The user moved their tunnel to another port.
     const newPort = peer.port + 100;
@@ -124,6 +130,55 @@ describe('agent session machinery', () => {
       45_000,
       500,
     );
+  }, 90_000);
+
+  it('1 → 2 when BGP is down and the handshake stale, 2 → 1 when BGP is Established again', async () => {
+    // Judged at once: no grace, any handshake counts as stale.
+    const judge = new Reconciler({
+      config: L.config,
+      bird: agent.bird,
+      applier: agent.applier,
+      report: async (body) => void (await agent.client.modify(body)),
+      log: pino({ level: 'silent' }),
+      errorGraceMs: 0,
+      handshakeStaleSeconds: -1,
+    });
+    const pass = async () => {
+      const sessions = (await agent.client.sessions()).body?.sessions ?? [];
+      return judge.pass(sessions, await agent.client.birdConfig());
+    };
+    expect((await pass()).reports).toEqual([]);
+    await peer.bird.birdc('disable node');
+    await waitFor(
+      'BGP down',
+      async () => (await agent.bird.protocols(`dn42_${port}`))[0]?.bgpState !== 'Established',
+      30_000,
+      250,
+    );
+    // Level-triggered: the verdict comes on one of the next passes.
+    const reports: unknown[] = [];
+    await waitFor(
+      'reported 2',
+      async () => (reports.push(...(await pass()).reports), status(uuid) === 2),
+      20_000,
+      100,
+    );
+    expect(reports).toEqual([{ uuid, status: 2, interface: `wg_${port}` }]);
+    await peer.bird.birdc('enable node');
+    await waitFor(
+      'BGP back',
+      async () => (await agent.bird.protocols(`dn42_${port}`))[0]?.bgpState === 'Established',
+      45_000,
+      250,
+    );
+    reports.length = 0;
+    await waitFor(
+      'reported 1',
+      async () => (reports.push(...(await pass()).reports), status(uuid) === 1),
+      20_000,
+      100,
+    );
+    expect(reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
   }, 90_000);
 
   it('deleting the session tears everything down, reports 0, and leaves nothing on the node', async () => {
