@@ -266,6 +266,28 @@ describe('git store: the repository', () => {
     expect(await git(bare, 'fsck', '--no-progress', '--no-dangling')).toBe('');
   });
 
+  it('keeps the uuid it gave a session from git when completing the spec file had to wait', async () => {
+    await store.close();
+    await put(work, 'sessions/fra1/as4242420900.yaml', sessionManifest(4242420900, 'fra1'));
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #9');
+    await git(work, 'push', '-q', 'origin', 'main');
+    // a push holding the branch lock: the store cannot commit the allocated fields now
+    const lock = join(bare, 'refs', 'heads', 'main.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    store = await open({ pollIntervalMs: 60000 });
+    const [first] = store.listSessions({ asn: 4242420900 });
+    expect(first?.spec.uuid).toMatch(/^[0-9a-f-]{36}$/);
+    const specFile = () => git(bare, 'show', 'main:sessions/fra1/as4242420900.yaml');
+    expect(await specFile()).not.toContain('uuid');
+    await store.close();
+    await rm(lock);
+    // a restart recovers the uuid from the status file, and now completes the spec file with it
+    store = await open();
+    expect(store.listSessions({ asn: 4242420900 })[0]?.spec.uuid).toBe(first?.spec.uuid);
+    expect(await specFile()).toContain(`uuid: ${first?.spec.uuid}`);
+  });
+
   it('reloads exactly the same state after the controller process restarts', async () => {
     await store.close();
     const script = join(import.meta.dirname, 'restart-writer.ts');

@@ -187,7 +187,11 @@ export class GitStore implements Store {
       // status files left behind by a crash between a session's removal and its status removal
       for (const name of this.statusFiles.keys())
         if (!this.sessionByName.has(name)) this.unsavedStatus.add(name);
-      if (this.unsavedStatus.size > 0) await this.completeFromGit();
+      if (this.unsavedStatus.size > 0) {
+        await this.completeFromGit().catch((err: unknown) =>
+          this.log.warn({ err: String(err) }, 'store: completing manifests from git deferred'),
+        );
+      }
     });
     await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
@@ -607,7 +611,12 @@ export class GitStore implements Store {
         );
       }
     }
-    if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) await this.completeFromGit();
+    if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) {
+      // the index is right already; what is not committed now stays marked and is retried on the next sync
+      await this.completeFromGit().catch((err: unknown) =>
+        this.log.warn({ err: String(err) }, 'store: completing manifests from git deferred'),
+      );
+    }
   }
 
   /**
