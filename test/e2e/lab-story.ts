@@ -567,15 +567,23 @@ protocol bgp peerops {
         await this.cli(this.ctl, this.operatorHome, ['admin', 'session', 'approve', u.uuid!]);
         // from the moment the approve command returns: the approval is then stored
         const approved = performance.now();
+        // the router's side is "configured" once its BIRD has the session's protocol (agent pass done)
+        let configured: number | undefined;
+        const protocol = `dn42_${u.listenPort}`;
         await this.wait(
           `BGP Established at ${u.label}`,
-          async () => /Established/.test(await u.bird!.birdc('show protocols peerops')),
+          async () => {
+            if (configured === undefined && (await u.router.bird!.birdc('show protocols')).includes(protocol))
+              configured = performance.now();
+            return /Established/.test(await u.bird!.birdc('show protocols peerops'));
+          },
           60_000,
           50,
         );
         ms = performance.now() - approved;
         times.push(ms);
-        return `approval → Established ${seconds(ms)} (the approve command itself took ${seconds(approved - asked)})`;
+        const applied = configured === undefined ? '?' : seconds(configured - approved);
+        return `approval → Established ${seconds(ms)} (router configured after ${applied}; the approve command itself took ${seconds(approved - asked)})`;
       });
       await this.step(`user ${u.label}: status ACTIVE`, async () => {
         const s = await this.waitStatus(u, 1);
