@@ -4,12 +4,14 @@ import ipaddr from 'ipaddr.js';
 const HOSTNAME =
   /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
 
+// ipaddr.js throws and catches internally on non-addresses (about 25 µs each); a cheap shape check first
+// keeps host-name validation fast on a cold start with thousands of manifests.
 export function isIpv6(value: string): boolean {
-  return !value.includes('%') && ipaddr.IPv6.isValid(value);
+  return value.includes(':') && !value.includes('%') && ipaddr.IPv6.isValid(value);
 }
 
 export function isIpv4(value: string): boolean {
-  return ipaddr.IPv4.isValidFourPartDecimal(value);
+  return /^[0-9]{1,3}(\.[0-9]{1,3}){3}$/.test(value) && ipaddr.IPv4.isValidFourPartDecimal(value);
 }
 
 /** fe80::/10, the IPv6 link-local unicast range. */
