@@ -1,0 +1,276 @@
+/**
+ * The Kubernetes calls of the store: peerops custom resources (with their status subresource), port-claim
+ * ConfigMaps and agent-token Secrets, with the API server's failures mapped onto the store's errors.
+ */
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1ConfigMap,
+  type V1ObjectMeta,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import { ProblemError } from '../../../common/errors.ts';
+import { API_GROUP, API_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
+
+/** A peerops custom resource as the API server returns it. */
+export interface Resource<S, T = unknown> extends KubernetesObject {
+  metadata: V1ObjectMeta & { name: string; resourceVersion?: string };
+  spec: S;
+  status?: T;
+}
+
+export const FIELD_MANAGER = 'peerops-controller';
+export const LABEL_ROUTER = 'peerops.dev/router';
+export const LABEL_ASN = 'peerops.dev/asn';
+export const LABEL_TOKEN = 'peerops.dev/agent-token';
+export const LABEL_PORT_CLAIM = 'peerops.dev/port-claim';
+export const ANNOTATION_ACTOR = 'peerops.dev/last-actor';
+export const ANNOTATION_MESSAGE = 'peerops.dev/last-change';
+/** The first status of a session, kept on the object until the status subresource has been written. */
+export const ANNOTATION_INITIAL_STATUS = 'peerops.dev/initial-status';
+
+export function httpCode(err: unknown): number | undefined {
+  return err instanceof ApiException ? err.code : undefined;
+}
+
+/** The reason field of a Kubernetes Status body (AlreadyExists, Conflict, Invalid, ...). */
+export function reason(err: unknown): string | undefined {
+  if (!(err instanceof ApiException)) return undefined;
+  const body: unknown = typeof err.body === 'string' ? safeJson(err.body) : err.body;
+  return typeof body === 'object' && body !== null && 'reason' in body
+    ? String((body as { reason: unknown }).reason)
+    : undefined;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+export const isAlreadyExists = (err: unknown) => httpCode(err) === 409 && reason(err) === 'AlreadyExists';
+export const isConflict = (err: unknown) => httpCode(err) === 409 && reason(err) !== 'AlreadyExists';
+export const isNotFound = (err: unknown) => httpCode(err) === 404;
+
+/** Anything the API server did not answer as expected becomes STORE_UNAVAILABLE or INVALID_REQUEST. */
+export function storeError(err: unknown, what: string): Error {
+  if (err instanceof ProblemError) return err;
+  const code = httpCode(err);
+  if (code === 422 || code === 400) {
+    return new ProblemError('INVALID_REQUEST', `${what}: the API server refused it (${messageOf(err)})`);
+  }
+  return new ProblemError('STORE_UNAVAILABLE', `${what}: Kubernetes API error (${messageOf(err)})`);
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof ApiException) {
+    const body = typeof err.body === 'string' ? safeJson(err.body) : err.body;
+    if (typeof body === 'object' && body !== null && 'message' in body)
+      return String((body as { message: unknown }).message);
+    return `HTTP ${err.code}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export class KubeApi {
+  readonly namespace: string;
+  readonly custom: CustomObjectsApi;
+  readonly core: CoreV1Api;
+
+  constructor(kubeConfig: KubeConfig, namespace: string) {
+    this.namespace = namespace;
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  path(kind: Kind): string {
+    return `/apis/${API_GROUP}/${API_VERSION}/namespaces/${this.namespace}/${KINDS[kind].plural}`;
+  }
+
+  private ref(kind: Kind) {
+    return { group: API_GROUP, version: API_VERSION, namespace: this.namespace, plural: KINDS[kind].plural };
+  }
+
+  async list<S, T>(
+    kind: Kind,
+  ): Promise<{ items: Resource<S, T>[]; metadata?: { resourceVersion?: string } }> {
+    return (await this.custom.listNamespacedCustomObject(this.ref(kind))) as {
+      items: Resource<S, T>[];
+      metadata?: { resourceVersion?: string };
+    };
+  }
+
+  async get<S, T>(kind: Kind, name: string): Promise<Resource<S, T> | undefined> {
+    try {
+      return (await this.custom.getNamespacedCustomObject({ ...this.ref(kind), name })) as Resource<S, T>;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async create<S, T>(kind: Kind, body: Resource<S, T>): Promise<Resource<S, T>> {
+    return (await this.custom.createNamespacedCustomObject({
+      ...this.ref(kind),
+      body,
+      fieldManager: FIELD_MANAGER,
+    })) as Resource<S, T>;
+  }
+
+  /** Replace with the resourceVersion in body.metadata: 409 Conflict when someone else wrote first. */
+  async replace<S, T>(kind: Kind, body: Resource<S, T>): Promise<Resource<S, T>> {
+    return (await this.custom.replaceNamespacedCustomObject({
+      ...this.ref(kind),
+      name: body.metadata.name,
+      body,
+      fieldManager: FIELD_MANAGER,
+    })) as Resource<S, T>;
+  }
+
+  async replaceStatus<S, T>(kind: Kind, body: Resource<S, T>): Promise<Resource<S, T>> {
+    return (await this.custom.replaceNamespacedCustomObjectStatus({
+      ...this.ref(kind),
+      name: body.metadata.name,
+      body,
+      fieldManager: FIELD_MANAGER,
+    })) as Resource<S, T>;
+  }
+
+  /** JSON merge patch of the status: observations are last-writer-wins, so no resourceVersion check. */
+  async patchStatus<S, T>(kind: Kind, name: string, status: unknown): Promise<Resource<S, T>> {
+    return (await this.custom.patchNamespacedCustomObjectStatus(
+      { ...this.ref(kind), name, body: { status }, fieldManager: FIELD_MANAGER },
+      MERGE_PATCH,
+    )) as Resource<S, T>;
+  }
+
+  /** Delete, only if the object is still at resourceVersion (when given). */
+  async delete(kind: Kind, name: string, resourceVersion?: string): Promise<void> {
+    await this.custom.deleteNamespacedCustomObject({
+      ...this.ref(kind),
+      name,
+      body: resourceVersion ? { preconditions: { resourceVersion } } : {},
+    });
+  }
+
+  // ---- port claims: one ConfigMap per (router, port), named deterministically ----
+
+  static claimName(router: string, port: number): string {
+    return `peerops-port-${router}-${port}`;
+  }
+
+  async createClaim(router: string, port: number, session: string): Promise<V1ConfigMap> {
+    return this.core.createNamespacedConfigMap({
+      namespace: this.namespace,
+      fieldManager: FIELD_MANAGER,
+      body: {
+        metadata: {
+          name: KubeApi.claimName(router, port),
+          labels: { [LABEL_PORT_CLAIM]: router, 'app.kubernetes.io/managed-by': 'peerops' },
+        },
+        data: { session, router, port: String(port) },
+      },
+    });
+  }
+
+  async readClaim(router: string, port: number): Promise<V1ConfigMap | undefined> {
+    try {
+      return await this.core.readNamespacedConfigMap({
+        namespace: this.namespace,
+        name: KubeApi.claimName(router, port),
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async replaceClaim(claim: V1ConfigMap, session: string): Promise<void> {
+    await this.core.replaceNamespacedConfigMap({
+      namespace: this.namespace,
+      name: claim.metadata?.name ?? '',
+      fieldManager: FIELD_MANAGER,
+      body: { ...claim, data: { ...claim.data, session } },
+    });
+  }
+
+  /** Remove the claim of a port if `session` still holds it. */
+  async releaseClaim(router: string, port: number, session: string): Promise<void> {
+    const claim = await this.readClaim(router, port);
+    if (claim?.data?.['session'] !== session) return;
+    try {
+      await this.core.deleteNamespacedConfigMap({
+        namespace: this.namespace,
+        name: KubeApi.claimName(router, port),
+        body: { preconditions: { resourceVersion: claim.metadata?.resourceVersion ?? '' } },
+      });
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
+  // ---- agent tokens: one Secret per router holding the sha256 of the token ----
+
+  static tokenSecretName(router: string): string {
+    return `peerops-agent-token-${router}`;
+  }
+
+  async putTokenHash(router: string, sha256: string): Promise<V1Secret> {
+    const body: V1Secret = {
+      metadata: {
+        name: KubeApi.tokenSecretName(router),
+        labels: { [LABEL_TOKEN]: router, 'app.kubernetes.io/managed-by': 'peerops' },
+      },
+      type: 'Opaque',
+      data: { sha256: Buffer.from(sha256).toString('base64') },
+    };
+    try {
+      return await this.core.createNamespacedSecret({
+        namespace: this.namespace,
+        body,
+        fieldManager: FIELD_MANAGER,
+      });
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      return this.core.replaceNamespacedSecret({
+        namespace: this.namespace,
+        name: KubeApi.tokenSecretName(router),
+        body,
+        fieldManager: FIELD_MANAGER,
+      });
+    }
+  }
+
+  async deleteTokenHash(router: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedSecret({
+        namespace: this.namespace,
+        name: KubeApi.tokenSecretName(router),
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  tokenSecretsPath(): string {
+    return `/api/v1/namespaces/${this.namespace}/secrets`;
+  }
+
+  listTokenSecrets() {
+    return this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: LABEL_TOKEN });
+  }
+}
+
+export function tokenHashOf(secret: V1Secret): string | undefined {
+  const data = secret.data?.['sha256'];
+  return data ? Buffer.from(data, 'base64').toString('utf8') : undefined;
+}

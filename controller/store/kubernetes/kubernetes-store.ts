@@ -1,0 +1,856 @@
+/**
+ * The Kubernetes store: routers, sessions and policies are peerops.dev/v1alpha1 custom resources in one
+ * namespace. Reads come from an informer-fed index (list + watch); writes go to the API server with the
+ * resourceVersion read, and a 409 Conflict re-runs the pure mutate function on the fresh object. Several
+ * controller replicas may write at once:
+ * - one session per (ASN, router): the object name is `as<asn>-<router>`, so AlreadyExists is SESSION_EXISTS;
+ * - one session per listen port and router: a port is claimed with a ConfigMap named
+ *   `peerops-port-<router>-<port>` before the session is created. Creating a named object is atomic in the API
+ *   server, so two replicas can never both claim a port; the claim names its session, so a claim left by a
+ *   crash between claim and create is recognised (no such session after a grace period) and taken over with
+ *   a resourceVersion-checked replace. A single per-router allocation object would serialise every create
+ *   on one router through 409 retries; per-port claims only collide when two creates want the same port.
+ * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
+ * status in batches. Agent token hashes live in Secrets.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import pino from 'pino';
+import { ProblemError } from '../../../common/errors.ts';
+import { allocateListenPort, sessionName } from '../../../common/naming.ts';
+import {
+  GROUP_VERSION,
+  PolicySpec as PolicySpecSchema,
+  RouterName,
+  RouterSpec as RouterSpecSchema,
+  RouterStatus as RouterStatusSchema,
+  SessionMetrics as SessionMetricsSchema,
+  SessionSpec as SessionSpecSchema,
+  SessionStatusSchema,
+  type Kind,
+  type PolicySpec,
+  type RouterSpec,
+  type RouterStatus,
+  type SessionMetrics,
+  type SessionSpec,
+  type SessionStatusRecord,
+} from '../../../common/schema.ts';
+import { validate, validateOrThrow } from '../../../common/validate.ts';
+import { ChangeFeed } from '../change-feed.ts';
+import { routerSetErrors } from '../git/manifests.ts';
+import type {
+  Actor,
+  NewSession,
+  Policy,
+  Router,
+  Session,
+  SessionChange,
+  Store,
+  StoreEvent,
+} from '../store.ts';
+import {
+  ANNOTATION_ACTOR,
+  ANNOTATION_INITIAL_STATUS,
+  ANNOTATION_MESSAGE,
+  KubeApi,
+  LABEL_ASN,
+  LABEL_ROUTER,
+  isAlreadyExists,
+  isConflict,
+  isNotFound,
+  storeError,
+  tokenHashOf,
+  type Resource,
+} from './api.ts';
+
+export interface KubernetesStoreOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  logger?: pino.Logger;
+  /** How often batched observations (heartbeats, metrics) are written to status; default 2000 ms. */
+  flushIntervalMs?: number;
+  /** A claim older than this whose session does not exist is taken over; default 60 s. */
+  staleClaimSeconds?: number;
+}
+
+type RouterResource = Resource<RouterSpec, RouterStatus>;
+type SessionResource = Resource<SessionSpec, Partial<SessionStatusRecord>>;
+type PolicyResource = Resource<PolicySpec>;
+
+const MAX_ATTEMPTS = 20;
+
+const rvOf = (obj: KubernetesObject | undefined): number => Number(obj?.metadata?.resourceVersion ?? 0);
+
+/** The index entry of one object: the value the store hands out and the resourceVersion it came from. */
+interface Entry<T> {
+  rv: number;
+  value: T;
+}
+
+export class KubernetesStore implements Store {
+  readonly backend = 'kubernetes' as const;
+
+  private readonly api: KubeApi;
+  private readonly kubeConfig: KubeConfig;
+  private readonly log: pino.Logger;
+  private readonly feed = new ChangeFeed();
+  private readonly flushIntervalMs: number;
+  private readonly staleClaimMs: number;
+
+  private readonly routers = new Map<string, Entry<RouterResource>>();
+  private readonly sessions = new Map<string, Entry<SessionResource>>();
+  private readonly sessionByUuid = new Map<string, string>();
+  private readonly policies = new Map<string, Entry<PolicyResource>>();
+  private readonly tokens = new Map<string, Entry<string>>();
+  /** Deleted objects (`Kind/name`) with the last resourceVersion seen: older watch events cannot revive them. */
+  private readonly tombstones = new Map<string, number>();
+  /** Ports this process is claiming right now, per router. */
+  private readonly reserving = new Map<string, Set<number>>();
+  /** Creates in flight in this process, by session name: a second one waits for the first. */
+  private readonly creating = new Map<string, Promise<unknown>>();
+
+  /** Observations not yet written to status. */
+  private readonly pendingRouterStatus = new Map<string, RouterStatus>();
+  private readonly pendingMetrics = new Map<string, SessionMetrics>();
+
+  private informers: Informer<KubernetesObject>[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(options: KubernetesStoreOptions) {
+    this.kubeConfig = options.kubeConfig;
+    this.api = new KubeApi(options.kubeConfig, options.namespace);
+    this.log = (options.logger ?? pino({ level: 'silent' })).child({ store: 'kubernetes' });
+    this.flushIntervalMs = options.flushIntervalMs ?? 2000;
+    this.staleClaimMs = (options.staleClaimSeconds ?? 60) * 1000;
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  async start(): Promise<void> {
+    const kinds: Kind[] = ['Router', 'PeeringSession', 'RoutingPolicy'];
+    try {
+      for (const kind of kinds) {
+        const informer = makeInformer<KubernetesObject>(this.kubeConfig, this.api.path(kind), () =>
+          this.api.list(kind),
+        );
+        this.follow(
+          informer,
+          (obj) => this.applyPut(kind, obj),
+          (obj) => this.applyDelete(kind, obj),
+        );
+        await informer.start();
+        this.informers.push(informer);
+      }
+      const secrets = makeInformer<V1Secret>(
+        this.kubeConfig,
+        this.api.tokenSecretsPath(),
+        () => this.api.listTokenSecrets(),
+        'peerops.dev/agent-token',
+      );
+      this.follow(
+        secrets,
+        (s) => this.applyToken(s),
+        (s) => this.applyTokenDelete(s),
+      );
+      await secrets.start();
+      this.informers.push(secrets as Informer<KubernetesObject>);
+    } catch (err) {
+      await this.stopInformers();
+      throw storeError(err, `cannot list peerops resources in namespace ${this.api.namespace}`);
+    }
+    this.flushTimer = setInterval(() => void this.flushObservations(), this.flushIntervalMs);
+    this.flushTimer.unref();
+    this.log.info(
+      { namespace: this.api.namespace, routers: this.routers.size, sessions: this.sessions.size },
+      'kubernetes store started',
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.flushTimer);
+    await this.flushObservations();
+    await this.stopInformers();
+  }
+
+  private follow<T extends KubernetesObject>(
+    informer: Informer<T>,
+    put: (obj: T) => void,
+    remove: (obj: T) => void,
+  ): void {
+    informer.on('add', put);
+    informer.on('update', put);
+    informer.on('delete', remove);
+    informer.on('error', (err: unknown) => {
+      if (this.closed) return;
+      // the watch ended with an error: start over (re-list) after a pause, as long as the store is open
+      this.log.warn({ err }, 'kubernetes watch failed; restarting in 2 s');
+      setTimeout(() => {
+        if (!this.closed)
+          informer.start().catch((e: unknown) => this.log.warn({ err: e }, 'watch restart failed'));
+      }, 2000).unref();
+    });
+  }
+
+  private async stopInformers(): Promise<void> {
+    const informers = this.informers;
+    this.informers = [];
+    await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
+  }
+
+  // ---------------------------------------------------------------- index
+
+  private applyPut(kind: Kind, obj: KubernetesObject): void {
+    const name = obj.metadata?.name;
+    if (!name) return;
+    const rv = rvOf(obj);
+    if ((this.tombstones.get(`${kind}/${name}`) ?? -1) >= rv) return;
+    this.tombstones.delete(`${kind}/${name}`);
+    if (kind === 'Router') {
+      if ((this.routers.get(name)?.rv ?? -1) >= rv) return;
+      this.routers.set(name, { rv, value: obj as RouterResource });
+      this.feed.publish({ kind, name, type: 'put' });
+    } else if (kind === 'PeeringSession') {
+      const current = this.sessions.get(name);
+      if ((current?.rv ?? -1) >= rv) return;
+      const resource = obj as SessionResource;
+      if (current && current.value.spec.uuid !== resource.spec.uuid)
+        this.sessionByUuid.delete(current.value.spec.uuid);
+      this.sessions.set(name, { rv, value: resource });
+      this.sessionByUuid.set(resource.spec.uuid, name);
+      this.feed.publish({ kind, name, type: 'put', router: resource.spec.router });
+    } else {
+      if ((this.policies.get(name)?.rv ?? -1) >= rv) return;
+      this.policies.set(name, { rv, value: obj as PolicyResource });
+      this.feed.publish({ kind, name, type: 'put' });
+    }
+  }
+
+  private applyDelete(kind: Kind, obj: KubernetesObject): void {
+    const name = obj.metadata?.name;
+    if (!name) return;
+    const rv = rvOf(obj);
+    const key = `${kind}/${name}`;
+    this.tombstones.set(key, Math.max(rv, this.tombstones.get(key) ?? 0));
+    if (kind === 'Router') {
+      const current = this.routers.get(name);
+      if (!current || current.rv > rv) return;
+      this.routers.delete(name);
+      this.pendingRouterStatus.delete(name);
+      this.feed.publish({ kind, name, type: 'delete' });
+    } else if (kind === 'PeeringSession') {
+      const current = this.sessions.get(name);
+      if (!current || current.rv > rv) return;
+      this.sessions.delete(name);
+      this.sessionByUuid.delete(current.value.spec.uuid);
+      this.pendingMetrics.delete(current.value.spec.uuid);
+      this.feed.publish({ kind, name, type: 'delete', router: current.value.spec.router });
+    } else {
+      const current = this.policies.get(name);
+      if (!current || current.rv > rv) return;
+      this.policies.delete(name);
+      this.feed.publish({ kind, name, type: 'delete' });
+    }
+  }
+
+  private applyToken(secret: V1Secret): void {
+    const router = secret.metadata?.labels?.['peerops.dev/agent-token'];
+    const hash = tokenHashOf(secret);
+    if (!router || !hash) return;
+    const rv = rvOf(secret);
+    if ((this.tokens.get(router)?.rv ?? -1) >= rv) return;
+    this.tokens.set(router, { rv, value: hash });
+  }
+
+  private applyTokenDelete(secret: V1Secret): void {
+    const router = secret.metadata?.labels?.['peerops.dev/agent-token'];
+    if (router && (this.tokens.get(router)?.rv ?? -1) <= rvOf(secret)) this.tokens.delete(router);
+  }
+
+  private toRouter(resource: RouterResource): Router {
+    const pending = this.pendingRouterStatus.get(resource.metadata.name);
+    return {
+      name: resource.metadata.name,
+      spec: resource.spec,
+      status: pending ?? resource.status ?? {},
+    };
+  }
+
+  private toSession(resource: SessionResource): Session {
+    let status = resource.status as SessionStatusRecord | undefined;
+    if (status?.code === undefined) {
+      // created, status subresource not written yet: the first status rides on an annotation
+      const initial = resource.metadata.annotations?.[ANNOTATION_INITIAL_STATUS];
+      status = initial ? (JSON.parse(initial) as SessionStatusRecord) : { code: 3, name: 'PENDING_REVIEW' };
+    }
+    const metrics = this.pendingMetrics.get(resource.spec.uuid);
+    if (metrics) status = { ...status, metrics };
+    return { name: resource.metadata.name, spec: resource.spec, status };
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  listRouters(): Router[] {
+    return [...this.routers.values()]
+      .map((e) => this.toRouter(e.value))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getRouter(name: string): Router | undefined {
+    const entry = this.routers.get(name);
+    return entry ? this.toRouter(entry.value) : undefined;
+  }
+
+  listSessions(filter: { router?: string; asn?: number } = {}): Session[] {
+    const out: Session[] = [];
+    for (const { value } of this.sessions.values()) {
+      if (filter.router !== undefined && value.spec.router !== filter.router) continue;
+      if (filter.asn !== undefined && value.spec.asn !== filter.asn) continue;
+      out.push(this.toSession(value));
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getSession(uuid: string): Session | undefined {
+    const name = this.sessionByUuid.get(uuid);
+    const entry = name === undefined ? undefined : this.sessions.get(name);
+    return entry ? this.toSession(entry.value) : undefined;
+  }
+
+  listPolicies(): Policy[] {
+    return [...this.policies.values()]
+      .map((e) => ({ name: e.value.metadata.name, spec: e.value.spec }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  getPolicy(name: string): Policy | undefined {
+    const entry = this.policies.get(name);
+    return entry ? { name, spec: entry.value.spec } : undefined;
+  }
+
+  getAgentTokenHash(router: string): string | undefined {
+    return this.tokens.get(router)?.value;
+  }
+
+  // ---------------------------------------------------------------- change feed
+
+  revision(router: string): number {
+    return this.feed.revision(router);
+  }
+
+  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+    return this.feed.wait(router, since, timeoutMs, signal);
+  }
+
+  onChange(listener: (event: StoreEvent) => void): () => void {
+    return this.feed.subscribe(listener);
+  }
+
+  // ---------------------------------------------------------------- router writes
+
+  async createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
+    checkName(name);
+    const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
+    if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
+    this.throwRouterConflicts(name, value);
+    try {
+      const created = await this.api.create<RouterSpec, RouterStatus>('Router', {
+        apiVersion: GROUP_VERSION,
+        kind: 'Router',
+        metadata: { name, annotations: audit(actor, `add router ${name}`) },
+        spec: value,
+      });
+      this.applyPut('Router', created);
+      return this.toRouter(created);
+    } catch (err) {
+      if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
+      throw storeError(err, `create router ${name}`);
+    }
+  }
+
+  async updateRouter(
+    name: string,
+    mutate: (spec: RouterSpec) => RouterSpec,
+    actor: Actor,
+    message: string,
+  ): Promise<Router> {
+    for (let attempt = 0; ; attempt++) {
+      const current =
+        attempt === 0 ? this.routers.get(name)?.value : await this.refresh<RouterResource>('Router', name);
+      if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
+      this.throwRouterConflicts(name, value);
+      try {
+        const updated = await this.api.replace<RouterSpec, RouterStatus>('Router', {
+          ...current,
+          metadata: withAudit(current.metadata, actor, message),
+          spec: value,
+        });
+        this.applyPut('Router', updated);
+        return this.toRouter(updated);
+      } catch (err) {
+        if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
+        if (isNotFound(err)) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+        throw storeError(err, `update router ${name}`);
+      }
+    }
+  }
+
+  async deleteRouter(name: string, actor: Actor): Promise<void> {
+    const current = this.routers.get(name);
+    if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+    const used = this.listSessions({ router: name }).length;
+    if (used > 0) throw new ProblemError('INVALID_STATE', `router ${name} still has ${used} session(s)`);
+    try {
+      await this.api.delete('Router', name);
+      await this.api.deleteTokenHash(name);
+    } catch (err) {
+      if (!isNotFound(err)) throw storeError(err, `delete router ${name}`);
+    }
+    this.log.info({ router: name, actor: actor.name }, 'router deleted');
+    this.applyDelete('Router', current.value);
+    this.tokens.delete(name);
+  }
+
+  async setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
+    if (!this.routers.has(router))
+      throw new ProblemError('ROUTER_NOT_FOUND', `router ${router} does not exist`);
+    if (!/^[0-9a-f]{64}$/.test(sha256))
+      throw new ProblemError('INVALID_REQUEST', 'agent token hash must be 64 hex digits', [
+        { pointer: '/agentTokenSha256', message: 'must be 64 hex digits' },
+      ]);
+    try {
+      const secret = await this.api.putTokenHash(router, sha256);
+      this.applyToken(secret);
+    } catch (err) {
+      throw storeError(err, `set the agent token of router ${router}`);
+    }
+    this.log.info({ router, actor: actor.name }, 'agent token set');
+    this.feed.publish({ kind: 'Router', name: router, type: 'put' });
+  }
+
+  // ---------------------------------------------------------------- session writes
+
+  async createSession(
+    input: NewSession,
+    status: SessionStatusRecord,
+    actor: Actor,
+    message: string,
+  ): Promise<Session> {
+    const name = sessionName(input.asn, input.router);
+    for (let inFlight = this.creating.get(name); inFlight; inFlight = this.creating.get(name))
+      await inFlight.catch(() => undefined);
+    const created = this.createSessionNow(input, status, actor, message);
+    this.creating.set(name, created);
+    try {
+      return await created;
+    } finally {
+      if (this.creating.get(name) === created) this.creating.delete(name);
+    }
+  }
+
+  private async createSessionNow(
+    input: NewSession,
+    status: SessionStatusRecord,
+    actor: Actor,
+    message: string,
+  ): Promise<Session> {
+    const router = this.routers.get(input.router)?.value;
+    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
+    const name = sessionName(input.asn, input.router);
+    const exists = () =>
+      new ProblemError('SESSION_EXISTS', `AS${input.asn} already has a session on router ${input.router}`);
+    if (this.sessions.has(name)) throw exists();
+    // validated with a placeholder port first, so a bad request claims nothing
+    const draft = validateOrThrow<SessionSpec>(
+      SessionSpecSchema,
+      { ...input, uuid: randomUUID(), listenPort: 1, createdAt: new Date().toISOString() },
+      'session',
+    );
+    const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
+
+    const reserving = this.reserving.get(input.router) ?? new Set<number>();
+    this.reserving.set(input.router, reserving);
+    const { port, claimed } = await this.claimPort(router, input.asn, name, reserving);
+    try {
+      const spec: SessionSpec = { ...draft, listenPort: port };
+      let created: SessionResource;
+      try {
+        created = await this.api.create<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
+          apiVersion: GROUP_VERSION,
+          kind: 'PeeringSession',
+          metadata: {
+            name,
+            labels: { [LABEL_ROUTER]: spec.router, [LABEL_ASN]: String(spec.asn) },
+            annotations: { ...audit(actor, message), [ANNOTATION_INITIAL_STATUS]: JSON.stringify(first) },
+          },
+          spec,
+        });
+      } catch (err) {
+        if (isAlreadyExists(err)) throw exists();
+        if (claimed) await this.api.releaseClaim(input.router, port, name).catch(() => undefined);
+        throw storeError(err, `create session ${name}`);
+      }
+      this.applyPut('PeeringSession', created);
+      const withStatus = await this.writeStatus(created, first);
+      return this.toSession(withStatus);
+    } finally {
+      reserving.delete(port);
+    }
+  }
+
+  /**
+   * Claims a free listen port on the router for session `name`. A claim that already names this session
+   * belongs to a concurrent create of the same session: its port is used, and creating the object decides.
+   */
+  private async claimPort(
+    router: RouterResource,
+    asn: number,
+    name: string,
+    reserving: Set<number>,
+  ): Promise<{ port: number; claimed: boolean }> {
+    const routerName = router.metadata.name;
+    const taken = new Set<number>();
+    for (let attempt = 0; attempt < 1000; attempt++) {
+      const used = new Set<number>([...this.portsOf(routerName), ...reserving, ...taken]);
+      const port = allocateListenPort(asn, router.spec, used);
+      if (port === undefined)
+        throw new ProblemError('ROUTER_FULL', `router ${routerName} has no free listen port for AS${asn}`);
+      reserving.add(port);
+      try {
+        await this.api.createClaim(routerName, port, name);
+        return { port, claimed: true };
+      } catch (err) {
+        if (!isAlreadyExists(err)) {
+          reserving.delete(port);
+          throw storeError(err, `claim port ${port} on router ${routerName}`);
+        }
+      }
+      const claim = await this.api.readClaim(routerName, port).catch((err: unknown) => {
+        reserving.delete(port);
+        throw storeError(err, `read the claim of port ${port} on router ${routerName}`);
+      });
+      const owner = claim?.data?.['session'];
+      if (owner === name) return { port, claimed: false };
+      const ownerSession = owner ? this.sessions.get(owner)?.value : undefined;
+      const age = Date.now() - (claim?.metadata?.creationTimestamp?.getTime() ?? Date.now());
+      const stale =
+        claim !== undefined &&
+        ((ownerSession !== undefined && ownerSession.spec.listenPort !== port) ||
+          (ownerSession === undefined &&
+            age > this.staleClaimMs &&
+            !(await this.api.get('PeeringSession', owner ?? ''))));
+      if (stale) {
+        try {
+          await this.api.replaceClaim(claim, name);
+          this.log.warn({ router: routerName, port, previous: owner }, 'took over a stale port claim');
+          return { port, claimed: true };
+        } catch (err) {
+          if (!isConflict(err)) {
+            reserving.delete(port);
+            throw storeError(err, `take over port ${port} on router ${routerName}`);
+          }
+        }
+      }
+      reserving.delete(port);
+      taken.add(port);
+    }
+    throw new ProblemError('STORE_UNAVAILABLE', `cannot claim a listen port on router ${routerName}`);
+  }
+
+  private portsOf(router: string): number[] {
+    const out: number[] = [];
+    for (const { value } of this.sessions.values())
+      if (value.spec.router === router) out.push(value.spec.listenPort);
+    return out;
+  }
+
+  /** Writes a session's status through the status subresource, retrying on a concurrent status patch. */
+  private async writeStatus(
+    resource: SessionResource,
+    status: SessionStatusRecord,
+  ): Promise<SessionResource> {
+    let current = resource;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const updated = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
+          'PeeringSession',
+          { ...current, status },
+        );
+        this.applyPut('PeeringSession', updated);
+        return updated;
+      } catch (err) {
+        if (isConflict(err) && attempt < MAX_ATTEMPTS) {
+          const fresh = await this.refresh<SessionResource>('PeeringSession', current.metadata.name);
+          if (!fresh)
+            throw new ProblemError('SESSION_NOT_FOUND', `session ${current.metadata.name} was deleted`);
+          current = fresh;
+          continue;
+        }
+        throw storeError(err, `write the status of session ${current.metadata.name}`);
+      }
+    }
+  }
+
+  async updateSession(
+    uuid: string,
+    mutate: (current: Session) => SessionChange,
+    actor: Actor,
+    message: string,
+  ): Promise<Session | undefined> {
+    const name = this.sessionByUuid.get(uuid);
+    for (let attempt = 0; ; attempt++) {
+      const current =
+        name === undefined
+          ? undefined
+          : attempt === 0
+            ? this.sessions.get(name)?.value
+            : await this.refresh<SessionResource>('PeeringSession', name);
+      if (!current || current.spec.uuid !== uuid)
+        throw new ProblemError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
+      const before = this.toSession(current);
+      const change = mutate(before);
+      try {
+        if (change.delete) {
+          await this.api.delete('PeeringSession', current.metadata.name, current.metadata.resourceVersion);
+          this.applyDelete('PeeringSession', current);
+          await this.api
+            .releaseClaim(current.spec.router, current.spec.listenPort, current.metadata.name)
+            .catch((err: unknown) =>
+              this.log.warn({ err, session: current.metadata.name }, 'port claim not released'),
+            );
+          this.log.info({ session: current.metadata.name, actor: actor.name, message }, 'session deleted');
+          return undefined;
+        }
+        const spec = change.spec ? this.checkSessionSpec(before, change.spec) : current.spec;
+        const status = change.status
+          ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
+          : undefined;
+        let resource = current;
+        if (change.spec) {
+          if (spec.listenPort !== current.spec.listenPort)
+            await this.claimChangedPort(current, spec.listenPort);
+          resource = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
+            ...current,
+            metadata: withAudit(current.metadata, actor, message),
+            spec,
+          });
+          this.applyPut('PeeringSession', resource);
+          if (spec.listenPort !== current.spec.listenPort)
+            await this.api
+              .releaseClaim(spec.router, current.spec.listenPort, current.metadata.name)
+              .catch(() => undefined);
+        }
+        if (status) {
+          if (change.spec) resource = await this.writeStatus(resource, status);
+          else {
+            // a status change alone: checked against the resourceVersion mutate saw
+            resource = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
+              'PeeringSession',
+              {
+                ...current,
+                status,
+              },
+            );
+            this.applyPut('PeeringSession', resource);
+          }
+        }
+        return this.toSession(resource);
+      } catch (err) {
+        if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
+        if (isNotFound(err)) throw new ProblemError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
+        throw storeError(err, `update session ${current.metadata.name}`);
+      }
+    }
+  }
+
+  private async claimChangedPort(current: SessionResource, port: number): Promise<void> {
+    const owner = [...this.sessions.values()].find(
+      (e) => e.value.spec.router === current.spec.router && e.value.spec.listenPort === port,
+    );
+    const conflict = (who: string) =>
+      new ProblemError('CONFLICT', `port ${port} is used by session ${who}`, [
+        { pointer: '/listenPort', message: `is used by session ${who}` },
+      ]);
+    if (owner && owner.value.metadata.name !== current.metadata.name)
+      throw conflict(owner.value.metadata.name);
+    try {
+      await this.api.createClaim(current.spec.router, port, current.metadata.name);
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      const claim = await this.api.readClaim(current.spec.router, port);
+      const holder = claim?.data?.['session'];
+      if (holder !== current.metadata.name) throw conflict(holder ?? 'unknown');
+    }
+  }
+
+  private checkSessionSpec(current: Session, next: SessionSpec): SessionSpec {
+    const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
+    for (const field of ['uuid', 'asn', 'router'] as const) {
+      if (spec[field] !== current.spec[field]) {
+        throw new ProblemError('INVALID_REQUEST', `session ${field} cannot change`, [
+          { pointer: `/${field}`, message: 'cannot change' },
+        ]);
+      }
+    }
+    return spec;
+  }
+
+  // ---------------------------------------------------------------- policy writes
+
+  async putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
+    if (name !== 'default') checkName(name, 'policy name');
+    const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
+    for (let attempt = 0; ; attempt++) {
+      const current =
+        attempt === 0
+          ? this.policies.get(name)?.value
+          : await this.refresh<PolicyResource>('RoutingPolicy', name);
+      try {
+        const written = current
+          ? await this.api.replace<PolicySpec, unknown>('RoutingPolicy', {
+              ...current,
+              metadata: withAudit(current.metadata, actor, `set policy ${name}`),
+              spec: value,
+            })
+          : await this.api.create<PolicySpec, unknown>('RoutingPolicy', {
+              apiVersion: GROUP_VERSION,
+              kind: 'RoutingPolicy',
+              metadata: { name, annotations: audit(actor, `set policy ${name}`) },
+              spec: value,
+            });
+        this.applyPut('RoutingPolicy', written);
+        return { name, spec: written.spec };
+      } catch (err) {
+        if ((isConflict(err) || isAlreadyExists(err) || isNotFound(err)) && attempt < MAX_ATTEMPTS) continue;
+        throw storeError(err, `set policy ${name}`);
+      }
+    }
+  }
+
+  async deletePolicy(name: string, actor: Actor): Promise<void> {
+    const current = this.policies.get(name)?.value;
+    if (!current) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
+    try {
+      await this.api.delete('RoutingPolicy', name);
+    } catch (err) {
+      if (isNotFound(err)) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
+      throw storeError(err, `delete policy ${name}`);
+    }
+    this.log.info({ policy: name, actor: actor.name }, 'policy deleted');
+    this.applyDelete('RoutingPolicy', current);
+  }
+
+  // ---------------------------------------------------------------- observations
+
+  recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
+    const current = this.getRouter(router);
+    if (!current) return;
+    const status = validateOrThrow<RouterStatus>(
+      RouterStatusSchema,
+      { ...current.status, ...patch },
+      'router status',
+    );
+    const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
+    this.pendingRouterStatus.set(router, status);
+    if (keyChanged) this.feed.publish({ kind: 'Router', name: router, type: 'put' });
+  }
+
+  recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
+    if (!this.sessionByUuid.has(uuid)) return;
+    const checked = validateOrThrow<SessionMetrics>(SessionMetricsSchema, metrics, 'session metrics');
+    this.pendingMetrics.set(uuid, checked);
+  }
+
+  /** Merge the observations gathered since the last flush onto status (one patch per object). */
+  flushObservations(): Promise<void> {
+    this.flushing = this.flushing.then(async () => {
+      const routers = [...this.pendingRouterStatus];
+      const metrics = [...this.pendingMetrics];
+      for (const [router, status] of routers) {
+        try {
+          const updated = await this.api.patchStatus<RouterSpec, RouterStatus>('Router', router, status);
+          if (this.pendingRouterStatus.get(router) === status) this.pendingRouterStatus.delete(router);
+          this.applyPut('Router', updated);
+        } catch (err) {
+          if (isNotFound(err)) this.pendingRouterStatus.delete(router);
+          else this.log.warn({ err, router }, 'router status not written; kept for the next flush');
+        }
+      }
+      for (const [uuid, value] of metrics) {
+        const name = this.sessionByUuid.get(uuid);
+        if (name === undefined) {
+          this.pendingMetrics.delete(uuid);
+          continue;
+        }
+        try {
+          const updated = await this.api.patchStatus<SessionSpec, Partial<SessionStatusRecord>>(
+            'PeeringSession',
+            name,
+            { metrics: value },
+          );
+          if (this.pendingMetrics.get(uuid) === value) this.pendingMetrics.delete(uuid);
+          this.applyPut('PeeringSession', updated);
+        } catch (err) {
+          if (isNotFound(err)) this.pendingMetrics.delete(uuid);
+          else this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
+        }
+      }
+    });
+    return this.flushing;
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  /** Reads one object from the API server (after a 409) and brings the index up to date with it. */
+  private async refresh<T extends Resource<unknown, unknown>>(
+    kind: Kind,
+    name: string,
+  ): Promise<T | undefined> {
+    try {
+      const fresh = await this.api.get(kind, name);
+      if (fresh) this.applyPut(kind, fresh);
+      return fresh as T | undefined;
+    } catch (err) {
+      throw storeError(err, `read ${kind} ${name}`);
+    }
+  }
+
+  private throwRouterConflicts(name: string, spec: RouterSpec): void {
+    const errors = routerSetErrors(name, spec, this.listRouters());
+    if (errors.length > 0)
+      throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+  }
+}
+
+function checkName(name: string, what = 'router name'): void {
+  if (!validate(RouterName, name).ok) {
+    throw new ProblemError(
+      'INVALID_REQUEST',
+      `${what} must be 1-31 characters: a-z, 0-9 and -, starting with a letter`,
+      [{ pointer: '/name', message: 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter' }],
+    );
+  }
+}
+
+/** Who made the last change and why, kept on the object (the API server's audit log has the full trail). */
+function audit(actor: Actor, message: string): Record<string, string> {
+  return { [ANNOTATION_ACTOR]: actor.name, [ANNOTATION_MESSAGE]: message.slice(0, 1024) };
+}
+
+function withAudit<M extends { annotations?: Record<string, string> }>(
+  metadata: M,
+  actor: Actor,
+  message: string,
+): M {
+  return { ...metadata, annotations: { ...metadata.annotations, ...audit(actor, message) } };
+}

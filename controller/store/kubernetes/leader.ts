@@ -1,0 +1,171 @@
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the holder renews the lease
+ * every renewInterval; another candidate takes it over once renewTime + leaseDuration has passed. Every
+ * replica serves the REST API; only the leader runs the reconciler (onStartedLeading/onStoppedLeading).
+ * A leader that cannot renew within the lease duration stops leading on its own before anyone else may
+ * take over, so two reconcilers never run at once as long as clocks agree within a renew interval.
+ */
+import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import pino from 'pino';
+import { isAlreadyExists, isConflict, isNotFound } from './api.ts';
+
+export interface LeaderElectorOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  /** Lease name, e.g. `peerops-controller`. */
+  name: string;
+  /** This replica's identity (the pod name). */
+  identity: string;
+  /** How long a lease is valid without renewal; default 15 s. */
+  leaseDurationSeconds?: number;
+  /** How often the leader renews and candidates retry; default leaseDuration / 3. */
+  retryIntervalMs?: number;
+  onStartedLeading: () => void | Promise<void>;
+  onStoppedLeading: () => void | Promise<void>;
+  logger?: pino.Logger;
+}
+
+export class LeaderElector {
+  private readonly api: CoordinationV1Api;
+  private readonly options: LeaderElectorOptions;
+  private readonly durationMs: number;
+  private readonly retryMs: number;
+  private readonly log: pino.Logger;
+  private timer: NodeJS.Timeout | undefined;
+  private leading = false;
+  /** When this replica last renewed successfully (its own clock). */
+  private renewedAt = 0;
+  private running = false;
+  private tick: Promise<void> = Promise.resolve();
+
+  constructor(options: LeaderElectorOptions) {
+    this.options = options;
+    this.api = options.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.durationMs = (options.leaseDurationSeconds ?? 15) * 1000;
+    this.retryMs = options.retryIntervalMs ?? Math.max(200, Math.floor(this.durationMs / 3));
+    this.log = (options.logger ?? pino({ level: 'silent' })).child({
+      lease: options.name,
+      identity: options.identity,
+    });
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    const loop = () => {
+      this.tick = this.tick.then(() => this.attempt());
+      void this.tick.then(() => {
+        if (this.running) this.timer = setTimeout(loop, this.retryMs);
+      });
+    };
+    loop();
+  }
+
+  /** Stop renewing; with release (the default) the lease is handed back at once so another replica takes over. */
+  async stop(options: { release?: boolean } = {}): Promise<void> {
+    this.running = false;
+    clearTimeout(this.timer);
+    await this.tick;
+    if (this.leading && options.release !== false) await this.release();
+    if (this.leading) await this.setLeading(false);
+  }
+
+  private async attempt(): Promise<void> {
+    try {
+      const ok = await this.acquireOrRenew();
+      if (ok) {
+        this.renewedAt = Date.now();
+        if (!this.leading) await this.setLeading(true);
+      } else if (this.leading) await this.setLeading(false);
+    } catch (err) {
+      this.log.warn({ err }, 'lease not renewed');
+      // could not reach the API server: give up leading before the lease can expire for the others
+      if (this.leading && Date.now() - this.renewedAt > this.durationMs - this.retryMs)
+        await this.setLeading(false);
+    }
+  }
+
+  private async setLeading(leading: boolean): Promise<void> {
+    this.leading = leading;
+    this.log.info({ leading }, leading ? 'started leading' : 'stopped leading');
+    try {
+      await (leading ? this.options.onStartedLeading() : this.options.onStoppedLeading());
+    } catch (err) {
+      this.log.error({ err }, 'leader callback failed');
+    }
+  }
+
+  private spec(acquireTime: Date, transitions: number): V1Lease['spec'] {
+    return {
+      holderIdentity: this.options.identity,
+      leaseDurationSeconds: Math.ceil(this.durationMs / 1000),
+      acquireTime: new V1MicroTime(acquireTime.getTime()),
+      renewTime: new V1MicroTime(),
+      leaseTransitions: transitions,
+    };
+  }
+
+  /** True when this replica holds the lease after the call. */
+  private async acquireOrRenew(): Promise<boolean> {
+    const { namespace, name, identity } = this.options;
+    let lease: V1Lease;
+    try {
+      lease = await this.api.readNamespacedLease({ name, namespace });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      try {
+        await this.api.createNamespacedLease({
+          namespace,
+          body: { metadata: { name, namespace }, spec: this.spec(new Date(), 0) },
+        });
+        return true;
+      } catch (createErr) {
+        if (isAlreadyExists(createErr)) return false;
+        throw createErr;
+      }
+    }
+    const spec = lease.spec ?? {};
+    const holder = spec.holderIdentity ?? '';
+    const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
+    const duration = (spec.leaseDurationSeconds ?? 0) * 1000;
+    const mine = holder === identity;
+    // client-go measures expiry on its own clock from when it saw the record change; the API server's
+    // renewTime is the same clock here (one machine) and close enough between nodes for a 15 s lease
+    if (!mine && holder !== '' && renewed + duration > Date.now()) return false;
+    const acquired = mine && spec.acquireTime ? new Date(spec.acquireTime) : new Date();
+    const transitions = (spec.leaseTransitions ?? 0) + (mine ? 0 : 1);
+    try {
+      await this.api.replaceNamespacedLease({
+        name,
+        namespace,
+        body: { ...lease, spec: this.spec(acquired, transitions) },
+      });
+      return true;
+    } catch (err) {
+      if (isConflict(err)) return false;
+      throw err;
+    }
+  }
+
+  private async release(): Promise<void> {
+    const { namespace, name, identity } = this.options;
+    try {
+      const lease = await this.api.readNamespacedLease({ name, namespace });
+      if (lease.spec?.holderIdentity !== identity) return;
+      await this.api.replaceNamespacedLease({
+        name,
+        namespace,
+        body: {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime() },
+        },
+      });
+    } catch (err) {
+      this.log.warn({ err }, 'lease not released; it expires after its duration');
+    }
+  }
+}
