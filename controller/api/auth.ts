@@ -37,21 +37,23 @@ export function installAuth(
   app.decorateRequest('identity', undefined);
   app.decorateRequest('authError', undefined);
   app.decorateRequest('agentRouter', undefined);
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const token = bearer(request);
-    if (token === undefined) return;
-    if (request.routeOptions.config?.agent) {
-      const router = (request.params as { router?: string }).router;
-      if (router !== undefined && agentTokenMatches(token, deps.store.getAgentTokenHash(router)))
-        request.agentRouter = router;
-      return;
+    if (token !== undefined) {
+      if (request.routeOptions.config?.agent) {
+        const router = (request.params as { router?: string }).router;
+        if (router !== undefined && agentTokenMatches(token, deps.store.getAgentTokenHash(router)))
+          request.agentRouter = router;
+      } else {
+        try {
+          request.identity = deps.tokens.verify(token);
+        } catch (err) {
+          request.authError =
+            err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
+        }
+      }
     }
-    try {
-      request.identity = deps.tokens.verify(token);
-    } catch (err) {
-      request.authError =
-        err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
-    }
+    done();
   });
 }
 

@@ -41,9 +41,9 @@ export async function installRateLimit(
         `more than ${context.max} requests a minute; retry after ${context.after}`,
       ),
   });
-  app.addHook('onSend', async (_request, reply, payload) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     const reset = reply.getHeader('x-ratelimit-reset');
     if (reset !== undefined) reply.header('x-ratelimit-reset', Math.ceil(Date.now() / 1000) + Number(reset));
-    return payload;
+    done(null, payload);
   });
 }
