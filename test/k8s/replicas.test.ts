@@ -1,0 +1,147 @@
+/**
+ * Two controller replicas on one API server: each has its own KubeConfig and clients, its own store and
+ * its own LeaderElector, as two pods would.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isProblem } from '../../common/errors.ts';
+import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import type { Store } from '../../controller/store/store.ts';
+import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
+import { startApiServer, type TestApiServer } from './apiserver.ts';
+
+let server: TestApiServer;
+beforeAll(async () => {
+  server = await startApiServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function replicas(namespace: string): Promise<[Store, Store]> {
+  const stores = [0, 1].map(() =>
+    createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 }),
+  ) as [Store, Store];
+  await Promise.all(stores.map((s) => s.start()));
+  return stores;
+}
+
+async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('two controller replicas', () => {
+  it('let exactly one of 20 concurrent creates for one (ASN, router) win, spread over both', async () => {
+    const namespace = await server.createNamespace('replicas');
+    const [a, b] = await replicas(namespace);
+    try {
+      await a.createRouter('fra1', routerSpec(1), admin);
+      await until('replica b sees the router', () => b.getRouter('fra1') !== undefined, 5000);
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 === 0 ? a : b).createSession(newSession(64512, 'fra1'), pending, user(64512), 'create'),
+        ),
+      );
+      const won = results.filter((r) => r.status === 'fulfilled');
+      expect(won).toHaveLength(1);
+      for (const r of results)
+        if (r.status === 'rejected')
+          expect(isProblem(r.reason, 'SESSION_EXISTS'), String(r.reason)).toBe(true);
+      await until('both replicas see one session', () => b.listSessions().length === 1, 5000);
+      expect(a.listSessions()).toHaveLength(1);
+      expect(a.listSessions()[0]?.spec.uuid).toBe(b.listSessions()[0]?.spec.uuid);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('keep listen ports unique per router when both create sessions at once', async () => {
+    const namespace = await server.createNamespace('ports');
+    const [a, b] = await replicas(namespace);
+    try {
+      await a.createRouter('fra1', routerSpec(1), admin);
+      await until('replica b sees the router', () => b.getRouter('fra1') !== undefined, 5000);
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 === 0 ? a : b).createSession(newSession(64600 + i, 'fra1'), pending, user(64600 + i), 'c'),
+        ),
+      );
+      expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+      await until(
+        'both replicas see 20 sessions',
+        () => a.listSessions().length === 20 && b.listSessions().length === 20,
+        5000,
+      );
+      const ports = a.listSessions().map((s) => s.spec.listenPort);
+      expect(new Set(ports).size).toBe(20);
+      expect(Math.max(...ports)).toBe(30019);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('run the reconciler on one replica only; the other takes over within the lease duration', async () => {
+    const namespace = await server.createNamespace('lease');
+    const leaseDurationSeconds = 3;
+    const leading = new Set<string>();
+    const electors = ['replica-a', 'replica-b'].map(
+      (identity) =>
+        new LeaderElector({
+          kubeConfig: server.kubeConfig(),
+          namespace,
+          name: 'peerops-controller',
+          identity,
+          leaseDurationSeconds,
+          retryIntervalMs: 250,
+          onStartedLeading: () => void leading.add(identity),
+          onStoppedLeading: () => void leading.delete(identity),
+        }),
+    );
+    try {
+      for (const e of electors) e.start();
+      await until('a leader', () => leading.size === 1, 10_000);
+      // both keep running a while: never two leaders
+      for (let i = 0; i < 20; i++) {
+        expect(leading.size).toBe(1);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const [leader] = [...leading];
+      const old = electors.find((e) => e.isLeader);
+      const other = electors.find((e) => !e.isLeader);
+      if (!old || !other) throw new Error('expected one leader and one candidate');
+      // the leader dies: it stops renewing and does not hand the lease back
+      const killedAt = Date.now();
+      await old.stop({ release: false });
+      await until('the other replica leads', () => other.isLeader, (leaseDurationSeconds + 2) * 1000);
+      const takeover = Date.now() - killedAt;
+      console.log(
+        `leader ${leader} killed; the other replica took over after ${takeover} ms (lease ${leaseDurationSeconds} s)`,
+      );
+      // at most the lease duration after its last renewal, plus one retry interval and API latency
+      expect(takeover).toBeLessThanOrEqual(leaseDurationSeconds * 1000 + 1000);
+      expect(leading.size).toBe(1);
+      // a graceful stop hands the lease back at once
+      const restarted = new LeaderElector({
+        kubeConfig: server.kubeConfig(),
+        namespace,
+        name: 'peerops-controller',
+        identity: 'replica-c',
+        leaseDurationSeconds,
+        retryIntervalMs: 250,
+        onStartedLeading: () => void leading.add('replica-c'),
+        onStoppedLeading: () => void leading.delete('replica-c'),
+      });
+      electors.push(restarted);
+      restarted.start();
+      const releasedAt = Date.now();
+      await other.stop();
+      await until('replica-c leads', () => restarted.isLeader, 2000);
+      console.log(`lease released on stop; replica-c took over after ${Date.now() - releasedAt} ms`);
+    } finally {
+      await Promise.all(electors.map((e) => e.stop()));
+    }
+  });
+});
