@@ -94,7 +94,7 @@ export const AgentConfigFile = Type.Object(
         releaseRepo: Type.String({
           minLength: 1,
           maxLength: 2048,
-          default: 'https://releases.peerops.dev/peerops',
+          default: 'peerops/peerops',
         }),
       },
       { additionalProperties: false, default: {} },
