@@ -91,7 +91,12 @@ export async function main(argv: string[]): Promise<number> {
     stuckAfterSeconds: config.stuckAfterSeconds,
     offlineAfterSeconds: config.offlineAfterSeconds,
   });
-  reconciler.start();
+  // Kubernetes store: every replica serves the API, only the holder of the Lease reconciles
+  const elector =
+    store.backend === 'kubernetes'
+      ? (await import('./store/kubernetes/index.ts')).electReconciler(reconciler, { logger })
+      : undefined;
+  if (!elector) reconciler.start();
   const address = await listen(app, config.listen);
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
 
@@ -108,6 +113,7 @@ export async function main(argv: string[]): Promise<number> {
     process.once('SIGINT', onInt);
   });
   await app.close();
+  await elector?.stop();
   await reconciler.stop();
   await store.close();
   await registry?.close();

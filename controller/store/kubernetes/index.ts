@@ -4,10 +4,12 @@
  * $KUBECONFIG) is used; without a namespace, PEEROPS_NAMESPACE, then the pod's own namespace.
  */
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import type pino from 'pino';
 import type { Store } from '../store.ts';
 import { KubernetesStore, type KubernetesStoreOptions } from './kubernetes-store.ts';
+import { LeaderElector } from './leader.ts';
 
 export { KubernetesStore, type KubernetesStoreOptions } from './kubernetes-store.ts';
 export { LeaderElector, type LeaderElectorOptions } from './leader.ts';
@@ -40,4 +42,45 @@ export function createKubernetesStore(
     kubeConfig: options.kubeConfig ?? defaultKubeConfig(),
     namespace: options.namespace ?? defaultNamespace(),
   });
+}
+
+/** What electReconciler runs while leading: the controller's Reconciler (start again after stop is fine). */
+export interface Leadable {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `reconciler` only while this replica holds the Lease PEEROPS_LEASE_NAME (default
+ * `peerops-controller`, in the store's namespace) for PEEROPS_LEASE_DURATION_SECONDS (default 15); the
+ * identity is POD_NAME (else the host name). Returns the started elector: stop() it on shutdown, which
+ * hands the lease to another replica at once.
+ */
+export function electReconciler(
+  reconciler: Leadable,
+  options: {
+    logger?: pino.Logger;
+    kubeConfig?: KubeConfig;
+    namespace?: string;
+    env?: NodeJS.ProcessEnv;
+  } = {},
+): LeaderElector {
+  const env = options.env ?? process.env;
+  const duration = Number(env['PEEROPS_LEASE_DURATION_SECONDS'] ?? 15);
+  if (!Number.isInteger(duration) || duration < 1)
+    throw new Error(
+      `PEEROPS_LEASE_DURATION_SECONDS must be a whole number of seconds, not '${String(env['PEEROPS_LEASE_DURATION_SECONDS'])}'`,
+    );
+  const elector = new LeaderElector({
+    kubeConfig: options.kubeConfig ?? defaultKubeConfig(),
+    namespace: options.namespace ?? defaultNamespace(env),
+    name: env['PEEROPS_LEASE_NAME'] || 'peerops-controller',
+    identity: env['POD_NAME'] || hostname(),
+    leaseDurationSeconds: duration,
+    onStartedLeading: () => reconciler.start(),
+    onStoppedLeading: () => reconciler.stop(),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  elector.start();
+  return elector;
 }
