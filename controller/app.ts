@@ -86,7 +86,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         ...opts.login,
         ...loginState,
         isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
-        issueToken: (asn, role) => tokens.issueToken(asn, role),
+        issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
       });
     await scope.register(publicRoutes, { store, openapi });

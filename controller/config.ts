@@ -21,6 +21,8 @@ export interface Config {
   registry: string | undefined;
   adminAsns: number[];
   serviceHost: string | undefined;
+  /** Lifetime of the JWTs that login issues, seconds (`PEEROPS_TOKEN_TTL`, default 12 h). */
+  tokenTtlSeconds: number;
   /** Status 4 for longer than this is "stuck" (SPEC.md section 8). */
   stuckAfterSeconds: number;
   /** No heartbeat for longer than this is "offline" (SPEC.md section 8). */
@@ -53,6 +55,14 @@ function parseAsnList(value: string | undefined): number[] {
     });
 }
 
+function parseTtl(value: string | undefined): number {
+  if (!value) return 12 * 3600;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 60 || n > 366 * 24 * 3600)
+    throw new Error(`PEEROPS_TOKEN_TTL: '${value}' is not a number of seconds from 60 to 31622400`);
+  return n;
+}
+
 export interface Flags {
   listen?: string | undefined;
   data?: string | undefined;
@@ -73,6 +83,7 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     registry: env.PEEROPS_REGISTRY || undefined,
     adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),
     serviceHost: env.PEEROPS_SERVICE_HOST || undefined,
+    tokenTtlSeconds: parseTtl(env.PEEROPS_TOKEN_TTL),
     stuckAfterSeconds: 600,
     offlineAfterSeconds: 300,
     bodyLimitBytes: 64 * 1024,

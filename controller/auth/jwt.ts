@@ -22,7 +22,8 @@ export interface IssuedToken {
 }
 
 export const ISSUER = 'peerops';
-export const DEFAULT_TTL_SECONDS = 24 * 3600;
+/** Issue 4: tokens live 12 h unless configured otherwise. */
+export const DEFAULT_TTL_SECONDS = 12 * 3600;
 const MAX_TTL_SECONDS = 366 * 24 * 3600;
 
 /** Writes the key atomically (temp + fsync + rename), mode 0600 from the start. */

@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../controller/config.ts';
+
+describe('controller configuration', () => {
+  it('defaults: listen :8080, ./data, git store, 12 h tokens', () => {
+    const config = loadConfig({}, {});
+    expect(config.listen).toEqual({ host: '', port: 8080 });
+    expect(config.store).toBe('git');
+    expect(config.tokenTtlSeconds).toBe(12 * 3600);
+    expect(config.agentAutoUpdate).toBe(true);
+  });
+
+  it('reads the token lifetime and refuses a bad one with the variable named', () => {
+    expect(loadConfig({}, { PEEROPS_TOKEN_TTL: '3600' }).tokenTtlSeconds).toBe(3600);
+    expect(() => loadConfig({}, { PEEROPS_TOKEN_TTL: '12h' })).toThrow(/PEEROPS_TOKEN_TTL/);
+  });
+
+  it('AGENT_AUTOUPDATE=false turns auto-update off fleet-wide', () => {
+    expect(loadConfig({}, { AGENT_AUTOUPDATE: 'false' }).agentAutoUpdate).toBe(false);
+  });
+
+  it('flags win over the environment', () => {
+    const config = loadConfig({ listen: '127.0.0.1:9000' }, { PEEROPS_LISTEN: ':7000' });
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 9000 });
+  });
+});
