@@ -9,7 +9,13 @@ import { promisify } from 'node:util';
 import { KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, installCrds, startApiServer, type TestApiServer } from './apiserver.ts';
+import {
+  TOOLS_BUILD_TIMEOUT_MS,
+  ROOT,
+  installCrds,
+  startApiServer,
+  type TestApiServer,
+} from './apiserver.ts';
 
 const run = promisify(execFile);
 const CHART = join(ROOT, 'charts', 'peerops');
@@ -25,7 +31,7 @@ let server: TestApiServer;
 beforeAll(async () => {
   server = await startApiServer();
   await installCrds(server.kubeConfig(), join(ROOT, 'test', 'k8s', 'fixtures'));
-});
+}, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await server?.stop();
 });

@@ -6,17 +6,13 @@ import { afterAll, beforeAll } from 'vitest';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { storeConformance } from '../store/conformance.ts';
-import { startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
 
 let server: TestApiServer;
-const processStarted = Date.now() - process.uptime() * 1000;
 
 beforeAll(async () => {
   server = await startApiServer();
-  console.log(
-    `first Kubernetes test starts ${((Date.now() - processStarted) / 1000).toFixed(1)}s after the test process started (tool build included)`,
-  );
-});
+}, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await server?.stop();
 });

@@ -7,12 +7,12 @@ import { isProblem } from '../../common/errors.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
-import { startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
 
 let server: TestApiServer;
 beforeAll(async () => {
   server = await startApiServer();
-});
+}, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await server?.stop();
 });

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, ROOT, startApiServer, type TestApiServer } from './apiserver.ts';
 
 let server: TestApiServer;
 let dir: string;
@@ -20,7 +20,7 @@ const LEASE_SECONDS = 2;
 beforeAll(async () => {
   server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-serve-'));
-});
+}, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   for (const child of children)
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
