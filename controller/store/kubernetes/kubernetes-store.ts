@@ -60,6 +60,7 @@ import {
   ANNOTATION_MESSAGE,
   KubeApi,
   LABEL_ASN,
+  httpCode,
   LABEL_ROUTER,
   isAlreadyExists,
   isConflict,
@@ -146,7 +147,7 @@ export class KubernetesStore implements Store {
           (obj) => this.applyPut(kind, obj),
           (obj) => this.applyDelete(kind, obj),
         );
-        await informer.start();
+        await startInformer(informer);
         this.informers.push(informer);
       }
       const secrets = makeInformer<V1Secret>(
@@ -160,7 +161,7 @@ export class KubernetesStore implements Store {
         (s) => this.applyToken(s),
         (s) => this.applyTokenDelete(s),
       );
-      await secrets.start();
+      await startInformer(secrets);
       this.informers.push(secrets as Informer<KubernetesObject>);
     } catch (err) {
       await this.stopInformers();
@@ -191,7 +192,8 @@ export class KubernetesStore implements Store {
     informer.on('update', put);
     informer.on('delete', remove);
     informer.on('error', (err: unknown) => {
-      if (this.closed) return;
+      // failures while starting are start()'s to report; afterwards the watch is restarted
+      if (this.closed || !this.informers.includes(informer as Informer<KubernetesObject>)) return;
       // the watch ended with an error: start over (re-list) after a pause, as long as the store is open
       this.log.warn({ err }, 'kubernetes watch failed; restarting in 2 s');
       setTimeout(() => {
@@ -829,6 +831,41 @@ export class KubernetesStore implements Store {
     const errors = routerSetErrors(name, spec, this.listRouters());
     if (errors.length > 0)
       throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+  }
+}
+
+/** Starts an informer; its first list failing (forbidden, unreachable) rejects instead of only calling the error handlers. */
+async function startInformer<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
+  // the API server answers 429/5xx for a while after a CRD appears or while its watch cache fills: retry
+  // those for up to 30 s; refusals (401, 403, 404) fail at once
+  const deadline = Date.now() + 30_000;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+    try {
+      await startInformerOnce(informer);
+      return;
+    } catch (err) {
+      const code = httpCode(err);
+      const transient = code === undefined || code === 429 || code >= 500;
+      if (!transient || Date.now() + delay > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+async function startInformerOnce<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
+  let failure: unknown;
+  const capture = (err: unknown) => {
+    failure ??= err ?? new Error('watch failed');
+  };
+  informer.on('error', capture);
+  try {
+    await informer.start();
+  } finally {
+    informer.off('error', capture);
+  }
+  if (failure !== undefined) {
+    await informer.stop().catch(() => undefined);
+    throw failure;
   }
 }
 
