@@ -85,6 +85,7 @@ type SessionResource = Resource<SessionSpec, Partial<SessionStatusRecord>>;
 type PolicyResource = Resource<PolicySpec>;
 
 const MAX_ATTEMPTS = 20;
+const MAX_TOMBSTONES = 10_000;
 
 const rvOf = (obj: KubernetesObject | undefined): number => Number(obj?.metadata?.resourceVersion ?? 0);
 
@@ -242,7 +243,14 @@ export class KubernetesStore implements Store {
     if (!name) return;
     const rv = rvOf(obj);
     const key = `${kind}/${name}`;
-    this.tombstones.set(key, Math.max(rv, this.tombstones.get(key) ?? 0));
+    const previous = this.tombstones.get(key) ?? 0;
+    this.tombstones.delete(key);
+    this.tombstones.set(key, Math.max(rv, previous));
+    // only recent deletes can race with their own older watch events: keep the newest MAX_TOMBSTONES
+    if (this.tombstones.size > MAX_TOMBSTONES) {
+      const oldest = this.tombstones.keys().next().value;
+      if (oldest !== undefined) this.tombstones.delete(oldest);
+    }
     if (kind === 'Router') {
       const current = this.routers.get(name);
       if (!current || current.rv > rv) return;
