@@ -2,7 +2,7 @@
  * Two controller replicas on one API server: each has its own KubeConfig and clients, its own store and
  * its own LeaderElector, as two pods would.
  */
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isProblem } from '../../common/errors.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
@@ -79,6 +79,35 @@ describe('two controller replicas', () => {
       const ports = a.listSessions().map((s) => s.spec.listenPort);
       expect(new Set(ports).size).toBe(20);
       expect(Math.max(...ports)).toBe(30019);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('keep the agent token hash in a Secret, not on the Router, and both see it', async () => {
+    const namespace = await server.createNamespace('tokens');
+    const [a, b] = await replicas(namespace);
+    try {
+      await a.createRouter('fra1', { ...routerSpec(1), agentTokenSha256: 'd'.repeat(64) }, admin);
+      await a.setAgentTokenHash('fra1', 'e'.repeat(64), admin);
+      await until('replica b sees the new hash', () => b.getAgentTokenHash('fra1') === 'e'.repeat(64), 5000);
+      expect(b.getRouter('fra1')?.spec.agentTokenSha256).toBe('e'.repeat(64));
+      const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+      const stored = (await custom.getNamespacedCustomObject({
+        group: 'peerops.dev',
+        version: 'v1alpha1',
+        namespace,
+        plural: 'routers',
+        name: 'fra1',
+      })) as { spec: Record<string, unknown> };
+      expect(stored.spec).not.toHaveProperty('agentTokenSha256');
+      const secret = await server
+        .kubeConfig()
+        .makeApiClient(CoreV1Api)
+        .readNamespacedSecret({ namespace, name: 'peerops-agent-token-fra1' });
+      expect(Buffer.from(secret.data?.['sha256'] ?? '', 'base64').toString()).toBe('e'.repeat(64));
+      await b.deleteRouter('fra1', admin);
+      await until('replica a forgets the hash', () => a.getAgentTokenHash('fra1') === undefined, 5000);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

@@ -287,10 +287,14 @@ export class KubernetesStore implements Store {
   }
 
   private toRouter(resource: RouterResource): Router {
-    const pending = this.pendingRouterStatus.get(resource.metadata.name);
+    const name = resource.metadata.name;
+    const pending = this.pendingRouterStatus.get(name);
+    // the token hash lives in a Secret, not on the Router object; readers see it in the spec as with git
+    const { agentTokenSha256: _stored, ...spec } = resource.spec;
+    const hash = this.tokens.get(name)?.value;
     return {
-      name: resource.metadata.name,
-      spec: resource.spec,
+      name,
+      spec: hash === undefined ? spec : { ...spec, agentTokenSha256: hash },
       status: pending ?? resource.status ?? {},
     };
   }
@@ -372,14 +376,16 @@ export class KubernetesStore implements Store {
     const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
     if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
     this.throwRouterConflicts(name, value);
+    const { agentTokenSha256: hash, ...stored } = value;
     try {
       const created = await this.api.create<RouterSpec, RouterStatus>('Router', {
         apiVersion: GROUP_VERSION,
         kind: 'Router',
         metadata: { name, annotations: audit(actor, `add router ${name}`) },
-        spec: value,
+        spec: stored,
       });
       this.applyPut('Router', created);
+      if (hash !== undefined) this.applyToken(await this.api.putTokenHash(name, hash));
       return this.toRouter(created);
     } catch (err) {
       if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
@@ -397,15 +403,19 @@ export class KubernetesStore implements Store {
       const current =
         attempt === 0 ? this.routers.get(name)?.value : await this.refresh<RouterResource>('Router', name);
       if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
+      const before = this.toRouter(current).spec;
+      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(before), 'router spec');
       this.throwRouterConflicts(name, value);
+      const { agentTokenSha256: hash, ...stored } = value;
       try {
         const updated = await this.api.replace<RouterSpec, RouterStatus>('Router', {
           ...current,
           metadata: withAudit(current.metadata, actor, message),
-          spec: value,
+          spec: stored,
         });
         this.applyPut('Router', updated);
+        if (hash !== undefined && hash !== before.agentTokenSha256)
+          this.applyToken(await this.api.putTokenHash(name, hash));
         return this.toRouter(updated);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
