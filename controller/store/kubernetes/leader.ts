@@ -2,8 +2,8 @@
  * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the holder renews the lease
  * every renewInterval; another candidate takes it over once renewTime + leaseDuration has passed. Every
  * replica serves the REST API; only the leader runs the reconciler (onStartedLeading/onStoppedLeading).
- * A leader that cannot renew within the lease duration stops leading on its own before anyone else may
- * take over, so two reconcilers never run at once as long as clocks agree within a renew interval.
+ * Candidates judge expiry on their own clock, from when they last saw the record change (as client-go),
+ * and a leader that has not renewed for a lease duration stops leading on its own.
  */
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import pino from 'pino';
@@ -36,6 +36,8 @@ export class LeaderElector {
   /** When this replica last renewed successfully (its own clock). */
   private renewedAt = 0;
   private running = false;
+  /** The lease record last seen and when (own clock): expiry is judged from that, never from another node's clock. */
+  private observed: { record: string; at: number } | undefined;
   private tick: Promise<void> = Promise.resolve();
 
   constructor(options: LeaderElectorOptions) {
@@ -75,10 +77,13 @@ export class LeaderElector {
   }
 
   private async attempt(): Promise<void> {
+    const startedAt = Date.now();
+    // a leader that has not renewed for a whole lease may already have been replaced
+    if (this.leading && startedAt - this.renewedAt > this.durationMs) await this.setLeading(false);
     try {
       const ok = await this.acquireOrRenew();
       if (ok) {
-        this.renewedAt = Date.now();
+        this.renewedAt = startedAt;
         if (!this.leading) await this.setLeading(true);
       } else if (this.leading) await this.setLeading(false);
     } catch (err) {
@@ -130,12 +135,13 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const holder = spec.holderIdentity ?? '';
-    const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
     const duration = (spec.leaseDurationSeconds ?? 0) * 1000;
     const mine = holder === identity;
-    // client-go measures expiry on its own clock from when it saw the record change; the API server's
-    // renewTime is the same clock here (one machine) and close enough between nodes for a 15 s lease
-    if (!mine && holder !== '' && renewed + duration > Date.now()) return false;
+    // as client-go: the lease has expired when its record has not changed for a lease duration on this
+    // replica's clock (renewTime comes from the holder's clock, which may be skewed)
+    const record = `${holder}@${spec.renewTime ? new Date(spec.renewTime).toISOString() : ''}`;
+    if (this.observed?.record !== record) this.observed = { record, at: Date.now() };
+    if (!mine && holder !== '' && this.observed.at + duration > Date.now()) return false;
     const acquired = mine && spec.acquireTime ? new Date(spec.acquireTime) : new Date();
     const transitions = (spec.leaseTransitions ?? 0) + (mine ? 0 : 1);
     try {
