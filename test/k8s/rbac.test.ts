@@ -98,6 +98,17 @@ describe("the chart's RBAC", () => {
       expect(reopened.getAgentTokenHash('fra1')).toBe('c'.repeat(64));
       expect(reopened.getSession(s.spec.uuid)?.status).toMatchObject({ code: 4, metrics: { rxBytes: 1 } });
       expect(reopened.getRouter('fra1')?.status.lastHeartbeat).toBe('2026-01-01T00:00:00.000Z');
+      // the audit trail: one Event per change, naming who made it
+      const events = await server
+        .kubeConfig()
+        .makeApiClient(CoreV1Api)
+        .listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${s.name}` });
+      expect(events.items.map((e) => `${e.reason} ${e.message}`)).toEqual(
+        expect.arrayContaining([
+          'Created AS64512: c (status 3 PENDING_REVIEW)',
+          `StatusChanged ${admin.name}: approve (status 4 QUEUED_FOR_SETUP)`,
+        ]),
+      );
       await reopened.updateSession(s.spec.uuid, () => ({ delete: true }), admin, 'delete');
       await reopened.deleteRouter('fra1', admin);
       await reopened.close();

@@ -15,7 +15,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { ProblemError } from '../../../common/errors.ts';
-import { API_GROUP, API_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
+import { API_GROUP, API_VERSION, GROUP_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
 
 /** A peerops custom resource as the API server returns it. */
 export interface Resource<S, T = unknown> extends KubernetesObject {
@@ -159,6 +159,37 @@ export class KubeApi {
       ...this.ref(kind),
       name,
       body: resourceVersion ? { preconditions: { resourceVersion } } : {},
+    });
+  }
+
+  /** A core/v1 Event on a peerops object: the audit trail of who changed what (`kubectl get events`). */
+  async recordEvent(
+    object: Resource<unknown, unknown>,
+    reason: string,
+    actor: string,
+    message: string,
+  ): Promise<void> {
+    const now = new Date();
+    await this.core.createNamespacedEvent({
+      namespace: this.namespace,
+      body: {
+        metadata: { generateName: `${object.metadata.name}.` },
+        involvedObject: {
+          apiVersion: object.apiVersion ?? GROUP_VERSION,
+          kind: object.kind ?? '',
+          name: object.metadata.name,
+          namespace: this.namespace,
+          ...(object.metadata.uid ? { uid: object.metadata.uid } : {}),
+        },
+        reason,
+        message: `${actor}: ${message}`.slice(0, 1024),
+        type: 'Normal',
+        source: { component: FIELD_MANAGER },
+        reportingComponent: FIELD_MANAGER,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
     });
   }
 

@@ -124,6 +124,8 @@ export class KubernetesStore implements Store {
   private informers: Informer<KubernetesObject>[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  /** Audit events being written; close() waits for them. */
+  private readonly events = new Set<Promise<void>>();
   private closed = false;
 
   constructor(options: KubernetesStoreOptions) {
@@ -181,6 +183,7 @@ export class KubernetesStore implements Store {
     this.closed = true;
     clearInterval(this.flushTimer);
     await this.flushObservations();
+    await Promise.all(this.events);
     await this.stopInformers();
   }
 
@@ -386,6 +389,7 @@ export class KubernetesStore implements Store {
       });
       this.applyPut('Router', created);
       if (hash !== undefined) this.applyToken(await this.api.putTokenHash(name, hash));
+      this.event(created, 'Created', actor, `add router ${name}`);
       return this.toRouter(created);
     } catch (err) {
       if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
@@ -416,6 +420,7 @@ export class KubernetesStore implements Store {
         this.applyPut('Router', updated);
         if (hash !== undefined && hash !== before.agentTokenSha256)
           this.applyToken(await this.api.putTokenHash(name, hash));
+        this.event(updated, 'Updated', actor, message);
         return this.toRouter(updated);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
@@ -437,6 +442,7 @@ export class KubernetesStore implements Store {
       if (!isNotFound(err)) throw storeError(err, `delete router ${name}`);
     }
     this.log.info({ router: name, actor: actor.name }, 'router deleted');
+    this.event(current.value, 'Deleted', actor, `remove router ${name}`);
     this.applyDelete('Router', current.value);
     this.tokens.delete(name);
   }
@@ -455,6 +461,8 @@ export class KubernetesStore implements Store {
       throw storeError(err, `set the agent token of router ${router}`);
     }
     this.log.info({ router, actor: actor.name }, 'agent token set');
+    const resource = this.routers.get(router)?.value;
+    if (resource) this.event(resource, 'AgentTokenSet', actor, `set the agent token of router ${router}`);
     this.feed.publish({ kind: 'Router', name: router, type: 'put' });
   }
 
@@ -522,6 +530,7 @@ export class KubernetesStore implements Store {
       }
       this.applyPut('PeeringSession', created);
       const withStatus = await this.writeStatus(created, first);
+      this.event(withStatus, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
       return this.toSession(withStatus);
     } finally {
       reserving.delete(port);
@@ -648,7 +657,7 @@ export class KubernetesStore implements Store {
             .catch((err: unknown) =>
               this.log.warn({ err, session: current.metadata.name }, 'port claim not released'),
             );
-          this.log.info({ session: current.metadata.name, actor: actor.name, message }, 'session deleted');
+          this.event(current, 'Deleted', actor, message);
           return undefined;
         }
         const spec = change.spec ? this.checkSessionSpec(before, change.spec) : current.spec;
@@ -684,6 +693,12 @@ export class KubernetesStore implements Store {
             this.applyPut('PeeringSession', resource);
           }
         }
+        const what =
+          status && status.code !== current.status?.code
+            ? `${message} (status ${status.code} ${status.name})`
+            : message;
+        if (change.spec || status)
+          this.event(resource, change.spec ? 'Updated' : 'StatusChanged', actor, what);
         return this.toSession(resource);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
@@ -749,6 +764,7 @@ export class KubernetesStore implements Store {
               spec: value,
             });
         this.applyPut('RoutingPolicy', written);
+        this.event(written, current ? 'Updated' : 'Created', actor, `set policy ${name}`);
         return { name, spec: written.spec };
       } catch (err) {
         if ((isConflict(err) || isAlreadyExists(err) || isNotFound(err)) && attempt < MAX_ATTEMPTS) continue;
@@ -766,7 +782,7 @@ export class KubernetesStore implements Store {
       if (isNotFound(err)) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
       throw storeError(err, `delete policy ${name}`);
     }
-    this.log.info({ policy: name, actor: actor.name }, 'policy deleted');
+    this.event(current, 'Deleted', actor, `remove policy ${name}`);
     this.applyDelete('RoutingPolicy', current);
   }
 
@@ -830,6 +846,17 @@ export class KubernetesStore implements Store {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  /** Records who changed what as an Event on the object; best effort, never fails the write. */
+  private event(object: Resource<unknown, unknown>, reason: string, actor: Actor, message: string): void {
+    const written = this.api
+      .recordEvent(object, reason, actor.name, message)
+      .catch((err: unknown) =>
+        this.log.debug({ err, object: object.metadata.name }, 'audit event not written'),
+      )
+      .finally(() => this.events.delete(written));
+    this.events.add(written);
+  }
 
   /** Reads one object from the API server (after a 409) and brings the index up to date with it. */
   private async refresh<T extends Resource<unknown, unknown>>(

@@ -1,6 +1,6 @@
 /**
  * Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: the holder renews the lease
- * every renewInterval; another candidate takes it over once renewTime + leaseDuration has passed. Every
+ * every renewInterval; another candidate takes it over once it has gone unrenewed for leaseDuration. Every
  * replica serves the REST API; only the leader runs the reconciler (onStartedLeading/onStoppedLeading).
  * Candidates judge expiry on their own clock, from when they last saw the record change (as client-go),
  * and a leader that has not renewed for a lease duration stops leading on its own.
