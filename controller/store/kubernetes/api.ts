@@ -208,7 +208,7 @@ export class KubeApi {
           name: KubeApi.claimName(router, port),
           labels: { [LABEL_PORT_CLAIM]: router, 'app.kubernetes.io/managed-by': 'peerops' },
         },
-        data: { session, router, port: String(port) },
+        data: { session, router, port: String(port), claimedAt: new Date().toISOString() },
       },
     });
   }
@@ -230,7 +230,7 @@ export class KubeApi {
       namespace: this.namespace,
       name: claim.metadata?.name ?? '',
       fieldManager: FIELD_MANAGER,
-      body: { ...claim, data: { ...claim.data, session } },
+      body: { ...claim, data: { ...claim.data, session, claimedAt: new Date().toISOString() } },
     });
   }
 

@@ -571,13 +571,17 @@ export class KubernetesStore implements Store {
       const owner = claim?.data?.['session'];
       if (owner === name) return { port, claimed: false };
       const ownerSession = owner ? this.sessions.get(owner)?.value : undefined;
-      const age = Date.now() - (claim?.metadata?.creationTimestamp?.getTime() ?? Date.now());
+      // claimedAt is renewed on takeover (creationTimestamp is not)
+      const claimedAt = Date.parse(claim?.data?.['claimedAt'] ?? '');
+      const age =
+        Date.now() -
+        (Number.isNaN(claimedAt) ? (claim?.metadata?.creationTimestamp?.getTime() ?? Date.now()) : claimedAt);
       const stale =
         claim !== undefined &&
         ((ownerSession !== undefined && ownerSession.spec.listenPort !== port) ||
           (ownerSession === undefined &&
-            age > this.staleClaimMs &&
-            !(await this.api.get('PeeringSession', owner ?? ''))));
+            age >= this.staleClaimMs &&
+            (owner === undefined || !(await this.api.get('PeeringSession', owner)))));
       if (stale) {
         try {
           await this.api.replaceClaim(claim, name);
