@@ -6,6 +6,7 @@
 import type { AgentSession, ReportBody } from '../../common/agent-api.ts';
 import type { BirdControl } from '../bird/control.ts';
 import { sessionProtocolName } from '../bird/names.ts';
+import { mapLimit } from '../../common/concurrency.ts';
 import { run } from '../system/exec.ts';
 import { readInterface } from '../wireguard/interface.ts';
 import { wantsUp } from './desired.ts';
@@ -33,24 +34,6 @@ export async function ping(target: string, iface: string, opts: MetricOptions): 
   return parsePingAvg(r.stdout);
 }
 
-/** Runs `fn` over `items` with at most `workers` at a time. */
-export async function pool<T, R>(
-  items: readonly T[],
-  workers: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(workers, items.length) }, worker));
-  return out;
-}
-
 export async function collectMetrics(
   sessions: readonly AgentSession[],
   bird: BirdControl,
@@ -63,7 +46,7 @@ export async function collectMetrics(
   } catch {
     // BIRD unreachable: routes count as 0 this round
   }
-  const records = await pool(live, opts.pingWorkers, async (s) => {
+  const records = await mapLimit(live, opts.pingWorkers, async (s) => {
     const link = await readInterface(s.interface);
     const peer = link?.wg?.peers.find((p) => p.publicKey === s.publicKey);
     const rtt = link ? await ping(s.linkLocal, s.interface, opts) : null;

@@ -12,7 +12,7 @@ import {
   UsersFileRegistry,
 } from '../../controller/auth/login/registry.ts';
 import { parseRpsl, values } from '../../controller/auth/login/rpsl.ts';
-import { serveGit, type GitHttpServer } from './git-http.ts';
+import { serveGit, type GitHttpServer } from '../support/git-http.ts';
 import { buildApp, run, type SshKey, sshKey, sshSign, tempDir, writeRegistry } from './support.ts';
 
 const AS1 = 4242420101;

@@ -17,7 +17,8 @@ import {
 } from '../../controller/store/git/index.ts';
 import { storeConformance } from './conformance.ts';
 import { admin, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
-import { eventually, git, put, serveGit } from './git-helpers.ts';
+import { serveGit } from '../support/git-http.ts';
+import { eventually, git, put } from './git-helpers.ts';
 
 const quiet = pino({ level: process.env.STORE_TEST_LOG ?? 'silent' });
 const execNode = promisify(execFile);

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
+import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
 import { readRef, updateRef } from './refs.ts';
 import {
@@ -168,22 +169,4 @@ async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }
   };
   walk(root, '');
   return { changes };
-}
-
-/** map with at most `limit` calls in flight, results in input order. */
-export async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }

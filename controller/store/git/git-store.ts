@@ -44,7 +44,8 @@ import type {
   Store,
   StoreEvent,
 } from '../store.ts';
-import { Branch, mapLimit, type FileWrite } from './branch.ts';
+import { mapLimit } from '../../../common/concurrency.ts';
+import { Branch, type FileWrite } from './branch.ts';
 import {
   classifyPath,
   isManifestPath,
