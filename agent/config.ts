@@ -126,6 +126,9 @@ export class ConfigError extends Error {
   }
 }
 
+/** Seconds WireGuard waits before it retries a handshake (REKEY_TIMEOUT of the protocol). */
+const WIREGUARD_REKEY_TIMEOUT = 5;
+
 /** Validates a parsed config object; `file` names it in errors. */
 export function parseConfig(input: unknown, file: string): AgentConfig {
   const result = validate<AgentConfigFile>(AgentConfigFile, input);
@@ -134,6 +137,15 @@ export function parseConfig(input: unknown, file: string): AgentConfig {
   const errors: FieldError[] = [];
   if (c.routing.poolSizeMax < c.routing.poolSize) {
     errors.push({ pointer: '/routing/poolSizeMax', message: 'must be at least routing.poolSize' });
+  }
+  const keepalive = c.tunnel.persistentKeepaliveInterval;
+  if (keepalive > 0 && keepalive <= WIREGUARD_REKEY_TIMEOUT) {
+    // Both ends of a mesh link keep alive: at or below the handshake retry interval their keepalive
+    // timers fire in lock-step, the handshakes cross and each side drops the other's response, forever.
+    errors.push({
+      pointer: '/tunnel/persistentKeepaliveInterval',
+      message: `must be 0 (off) or above ${WIREGUARD_REKEY_TIMEOUT} s, WireGuard's handshake retry interval`,
+    });
   }
   const port = Number(c.server.listen.slice(c.server.listen.lastIndexOf(':') + 1));
   if (port > 65535)

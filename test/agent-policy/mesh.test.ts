@@ -198,7 +198,7 @@ protocol bgp r1 {
           node: { name: r.name, id: r.id },
           controlPlane: { url: 'http://127.0.0.1:9', token: 'test-token-0123456789' },
           routing: paths,
-          tunnel: { configDir: path.join(r.dir, 'wireguard'), persistentKeepaliveInterval: 5 },
+          tunnel: { configDir: path.join(r.dir, 'wireguard'), persistentKeepaliveInterval: 10 },
           metric: { pingTimeout: 2 },
         },
         `${r.name}.json`,
@@ -260,10 +260,15 @@ describe('three-router mesh', () => {
         );
       };
       await waitFor(`babel routes on ${r.name}`, carried, 120_000).catch(async (err: Error) => {
-        // what Babel and WireGuard saw, for the failure message
-        const wg = await r.ns.exec('wg', ['show']);
-        const babel = await exec('birdc', ['-s', r.bird!.socket, 'show', 'babel', 'neighbors']);
-        throw new Error(`${err.message}\n${babel.stdout}\n${wg.stdout}`);
+        // what Babel and WireGuard saw on every router, for the failure message
+        let dump = '';
+        for (const o of routers) {
+          const wg = await o.ns.exec('wg', ['show']);
+          const babel = await exec('birdc', ['-s', o.bird!.socket, 'show', 'babel', 'neighbors']);
+          const addrs = await o.ns.exec('ip', ['-br', 'addr']);
+          dump += `== ${o.name}\n${babel.stdout}\n${wg.stdout}\n${addrs.stdout}\n`;
+        }
+        throw new Error(`${err.message}\n${dump}`);
       });
       const kernel = await r.ns.run('ip', ['-6', 'route', 'show', 'proto', 'bird']);
       for (const o of others) expect(kernel).toContain(o.loopback.ipv6);

@@ -88,6 +88,20 @@ describe('agent config file', () => {
     expect(e.errors.find((x) => x.pointer === '/routing/birdSocket')?.message).toBe('is not a known field');
   });
 
+  it('refuses a keepalive at or below the handshake retry interval (mesh handshakes would cross forever)', () => {
+    for (const persistentKeepaliveInterval of [1, 5]) {
+      expect(() => parseConfig({ ...bootstrap, tunnel: { persistentKeepaliveInterval } }, 'a.json')).toThrow(
+        /\/tunnel\/persistentKeepaliveInterval: must be 0 \(off\) or above 5 s/,
+      );
+    }
+    expect(
+      parseConfig({ ...bootstrap, tunnel: { persistentKeepaliveInterval: 0 } }, 'a.json').tunnel,
+    ).toMatchObject({ persistentKeepaliveInterval: 0 });
+    expect(
+      parseConfig({ ...bootstrap, tunnel: { persistentKeepaliveInterval: 6 } }, 'a.json').tunnel,
+    ).toMatchObject({ persistentKeepaliveInterval: 6 });
+  });
+
   it('requires the bootstrap keys', () => {
     expect(() => parseConfig({ node: { name: 'fra1' } }, 'a.json')).toThrow(/\/controlPlane: is required/);
   });

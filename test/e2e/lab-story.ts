@@ -390,7 +390,7 @@ export class LabStory {
       tunnel: {
         configDir: join(r.root, 'wireguard'),
         dn42Ipv6LinkLocal: ROUTER_LINK_LOCAL,
-        persistentKeepaliveInterval: 5,
+        persistentKeepaliveInterval: 10,
       },
       metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 4 },
       autoUpdate: { enabled: false },
