@@ -47,6 +47,17 @@ const FORMAT_MESSAGES: Record<string, string> = {
 };
 
 const compiled = new WeakMap<object, ValidateFunction>();
+const withDefaults = new WeakMap<object, boolean>();
+
+/** Whether ajv would write defaults into the value: only then does validation need its own copy. */
+function hasDefaults(schema: TSchema): boolean {
+  let found = withDefaults.get(schema);
+  if (found === undefined) {
+    found = JSON.stringify(schema).includes('"default":');
+    withDefaults.set(schema, found);
+  }
+  return found;
+}
 
 function compile(schema: TSchema): ValidateFunction {
   let fn = compiled.get(schema);
@@ -92,9 +103,13 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined,
 
 export type Validation<T> = { ok: true; value: T } | { ok: false; errors: FieldError[] };
 
-/** Validate (applying schema defaults to a copy) and canonicalise addresses. */
+/**
+ * Validate (applying schema defaults to a copy) and canonicalise addresses. The input is never changed
+ * and the result shares no object or array with it. The copy before validation is taken only for
+ * schemas with defaults: cloning every heartbeat cost more than validating it.
+ */
 export function validate<T>(schema: TSchema, input: unknown, base = ''): Validation<T> {
-  const value = structuredClone(input);
+  const value = hasDefaults(schema) ? structuredClone(input) : input;
   const fn = compile(schema);
   if (!fn(value)) return { ok: false, errors: toFieldErrors(fn.errors, base) };
   return { ok: true, value: canonicalize(schema, value) as T };
@@ -114,6 +129,8 @@ export function validateOrThrow<T>(schema: TSchema, input: unknown, what = 'requ
   return result.value;
 }
 
+const ANY: TSchema = {} as TSchema;
+
 /** Walks value along schema and rewrites formatted strings to their one canonical spelling. */
 function canonicalize(schema: TSchema, value: unknown): unknown {
   const s = schema as Record<string, unknown>;
@@ -130,20 +147,21 @@ function canonicalize(schema: TSchema, value: unknown): unknown {
         return value;
     }
   }
+  // Containers are always copied (an unknown part with the empty schema), so the result owns all of them.
   if (Array.isArray(value)) {
-    const items = s.items as TSchema | undefined;
-    return items ? value.map((v) => canonicalize(items, v)) : value;
+    const items = (s.items as TSchema | undefined) ?? ANY;
+    return value.map((v) => canonicalize(items, v));
   }
   if (value && typeof value === 'object') {
-    const props = s.properties as Record<string, TSchema> | undefined;
     const variants = (s.anyOf ?? s.oneOf) as TSchema[] | undefined;
     if (variants) {
-      const match = variants.find((v) => compile(v)(structuredClone(value)));
-      return match ? canonicalize(match, value) : value;
+      const match = variants.find((v) => compile(v)(hasDefaults(v) ? structuredClone(value) : value));
+      return canonicalize(match ?? ANY, value);
     }
-    if (!props) return value;
+    const props = (s.properties as Record<string, TSchema> | undefined) ?? {};
+    const rest = typeof s.additionalProperties === 'object' ? (s.additionalProperties as TSchema) : ANY;
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = props[k] ? canonicalize(props[k], v) : v;
+    for (const [k, v] of Object.entries(value)) out[k] = canonicalize(props[k] ?? rest, v);
     return out;
   }
   return value;

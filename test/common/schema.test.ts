@@ -1,7 +1,14 @@
 /** Field rules of the shared schemas, including hostile strings that must never reach a file or a config. */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { PolicySpec, RouterName, RouterSpec, SessionSpec, SessionSpecInput } from '../../common/schema.ts';
+import {
+  PolicySpec,
+  RouterName,
+  RouterSpec,
+  RouterStatus,
+  SessionSpec,
+  SessionSpecInput,
+} from '../../common/schema.ts';
 import { validate } from '../../common/validate.ts';
 
 const key = () => randomBytes(32).toString('base64');
@@ -230,5 +237,26 @@ describe('policy fields', () => {
     expect(validate(PolicySpec, { blockedAsns: [1, '2'] }).ok).toBe(false);
     expect(validate(PolicySpec, { rpkiServers: [{ host: 'rpki.example;x', port: 8282 }] }).ok).toBe(false);
     expect(validate(PolicySpec, { ownPrefixes: { ipv6: ['fd00::/8', 'fd00::1'] } }).ok).toBe(false);
+  });
+});
+
+describe('validate()', () => {
+  it('never changes its input and returns a value that shares no object with it', () => {
+    // a schema without defaults is validated in place: the result must still be a copy
+    const status = { uptime: 5, meshPeers: [{ router: 'fra1', reachable: true }] };
+    const before = structuredClone(status);
+    const result = validate<typeof status>(RouterStatus, status);
+    if (!result.ok) throw new Error(`valid status refused: ${JSON.stringify(result.errors)}`);
+    expect(result.value).toEqual(before);
+    expect(result.value.meshPeers).not.toBe(status.meshPeers);
+    expect(result.value.meshPeers[0]).not.toBe(status.meshPeers[0]);
+
+    const input = session({ linkLocal: 'FE80:0:0::1' });
+    delete input.mtu;
+    const copy = structuredClone(input);
+    const checked = validate<Record<string, unknown>>(SessionSpecInput, input);
+    if (!checked.ok) throw new Error('valid session refused');
+    expect(input).toEqual(copy); // the default mtu and the canonical address went into the result only
+    expect(checked.value).toMatchObject({ mtu: 1420, linkLocal: 'fe80::1' });
   });
 });
