@@ -3,9 +3,10 @@
  * (`~/.config/peerops/token`, mode 0600; `peerops login` writes it with saveToken), requests that turn
  * problem details into `code: detail`, and plain tables for people (`--json` for scripts).
  */
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { atomicWriteFile } from '../common/atomic-write.ts';
 
 export const DEFAULT_URL = 'http://localhost:8080';
 
@@ -18,15 +19,7 @@ export function configDir(env: NodeJS.ProcessEnv = process.env): string {
 export async function saveToken(token: string, dir = configDir()): Promise<string> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, 'token');
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fh = await open(tmp, 'w', 0o600);
-  try {
-    await fh.writeFile(`${token}\n`);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, file);
+  await atomicWriteFile(file, `${token}\n`, { mode: 0o600 });
   return file;
 }
 

@@ -161,7 +161,8 @@ function canonicalize(schema: TSchema, value: unknown): unknown {
     const props = (s.properties as Record<string, TSchema> | undefined) ?? {};
     const rest = typeof s.additionalProperties === 'object' ? (s.additionalProperties as TSchema) : ANY;
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = canonicalize(props[k] ?? rest, v);
+    for (const [k, v] of Object.entries(value))
+      out[k] = canonicalize(Object.hasOwn(props, k) ? props[k]! : rest, v);
     return out;
   }
   return value;

@@ -8,10 +8,11 @@
  *      BIRD's message and the files it blamed (file:line), so only those sessions are marked failed.
  */
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, open, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
+import { atomicWriteFile } from '../../common/atomic-write.ts';
 
 /** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
 const LOCAL_DIR = 'local.d';
@@ -118,7 +119,7 @@ export class BirdApplier {
     for (const d of new Set(changes.map((c) => resolve(c.path, '..')))) await mkdir(d, { recursive: true });
     for (const c of changes) {
       if (c.content === undefined) await unlink(c.path).catch(() => undefined);
-      else await atomicWrite(c.path, c.content);
+      else await atomicWriteFile(c.path, c.content);
     }
     try {
       await this.configure();
@@ -127,7 +128,7 @@ export class BirdApplier {
       const failure = failureOf(err, changed, 'configure');
       for (const r of restore) {
         if (r.saved === undefined) await unlink(r.path).catch(() => undefined);
-        else await atomicWrite(r.path, await readFile(r.saved, 'utf8'));
+        else await atomicWriteFile(r.path, await readFile(r.saved, 'utf8'));
       }
       // BIRD keeps running its old config after a refused configure; configuring back makes sure.
       await this.configure().catch(() => undefined);
@@ -205,17 +206,4 @@ async function listConf(dir: string): Promise<string[]> {
   } catch {
     return [];
   }
-}
-
-/** temp file in the same dir + fsync + rename: a reader sees the old or the new file, never half. */
-export async function atomicWrite(path: string, content: string, mode = 0o644): Promise<void> {
-  const tmp = `${path}.tmp-${randomBytes(4).toString('hex')}`;
-  const fh = await open(tmp, 'w', mode);
-  try {
-    await fh.writeFile(content);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
 }

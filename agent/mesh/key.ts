@@ -4,9 +4,10 @@
  * heartbeat as `meshPublicKey`, which is how the other routers learn it.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { publicKeyOfPrivateKeyFile } from '../wireguard/interface.ts';
+import { atomicWriteFile } from '../../common/atomic-write.ts';
 
 export const MESH_KEY_FILE = 'mesh.key';
 
@@ -43,19 +44,5 @@ async function writeNewKey(target: string): Promise<void> {
   const d = privateKey.export({ format: 'jwk' }).d;
   if (!d) throw new Error('X25519 key generation returned no private key');
   const text = `${Buffer.from(d, 'base64url').toString('base64')}\n`;
-  const tmp = `${target}.${process.pid}.tmp`;
-  // O_EXCL and mode 0600 from the first byte: the key is never readable by anyone else, even briefly.
-  const fh = await open(tmp, 'wx', 0o600);
-  try {
-    await fh.writeFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  try {
-    await rename(tmp, target);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+  await atomicWriteFile(target, text, { mode: 0o600 });
 }

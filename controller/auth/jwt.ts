@@ -4,10 +4,11 @@
  * Claims: sub `AS<asn>`, asn, role, iss `peerops`, iat, exp.
  */
 import { generateKeyPairSync, createPrivateKey, createPublicKey } from 'node:crypto';
-import { mkdir, open, readFile, rename, chmod } from 'node:fs/promises';
+import { mkdir, readFile, chmod } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { createSigner, createVerifier } from 'fast-jwt';
 import { ProblemError } from '../../common/errors.ts';
+import { atomicWriteFile } from '../../common/atomic-write.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -26,18 +27,9 @@ export const ISSUER = 'peerops';
 export const DEFAULT_TTL_SECONDS = 12 * 3600;
 const MAX_TTL_SECONDS = 366 * 24 * 3600;
 
-/** Writes the key atomically (temp + fsync + rename), mode 0600 from the start. */
 async function writeKeyFile(path: string, pem: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  const fh = await open(tmp, 'wx', 0o600);
-  try {
-    await fh.writeFile(pem);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
+  await atomicWriteFile(path, pem, { mode: 0o600 });
 }
 
 /** Reads the Ed25519 private key PEM at `path`, creating it when absent. */

@@ -18,8 +18,15 @@ const GIT_ENV = {
 };
 
 export async function git(cwd: string, ...args: string[]): Promise<string> {
-  const { stdout } = await exec('git', args, { cwd, env: GIT_ENV, maxBuffer: 64 * 1024 * 1024 });
-  return stdout;
+  try {
+    const { stdout } = await exec('git', args, { cwd, env: GIT_ENV, maxBuffer: 64 * 1024 * 1024 });
+    return stdout;
+  } catch (err) {
+    // some commands (fsck) say what is wrong on stdout, which execFile's message leaves out
+    const { stdout } = err as { stdout?: string };
+    if (stdout) (err as Error).message += `\nstdout: ${stdout}`;
+    throw err;
+  }
 }
 
 /** Write a file (creating directories) inside a work tree. */

@@ -249,8 +249,9 @@ describe('git store: the repository', () => {
     await git(work, 'add', '.');
     await git(work, 'commit', '-q', '-m', 'Merge pull request #5');
     let pushed = false;
-    for (let i = 0; i < 20 && !pushed; i++) {
-      // a push races the store's writes; a rejected (non-fast-forward) push is retried like a person would
+    for (let i = 0; i < 200 && !pushed; i++) {
+      // a push races the store's 20 writes; a rejected (non-fast-forward) push is retried like a person
+      // would, and goes through at the latest once the store is quiet
       pushed = await git(work, 'push', '-q', 'origin', 'main').then(
         () => true,
         async () => {

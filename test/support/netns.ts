@@ -154,6 +154,18 @@ export class NetnsLab {
         await ns.run('ip', ['addr', 'add', addr, 'dev', name, ...(addr.includes(':') ? ['nodad'] : [])]);
       await ns.run('ip', ['link', 'set', name, 'up']);
     }
+    // The kernel's link watch marks the carrier up asynchronously (up to a second, longer under load);
+    // until then the link drops what is sent on it.
+    for (const [ns, name] of [
+      [a, names.a],
+      [b, names.b],
+    ] as const) {
+      await waitFor(
+        `${name} up`,
+        async () => (await ns.run('ip', ['-br', 'link', 'show', 'dev', name])).includes(' UP '),
+        10_000,
+      );
+    }
     return names;
   }
 

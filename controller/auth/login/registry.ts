@@ -11,6 +11,7 @@
  * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
  */
 import * as fs from 'node:fs';
+import { gitFs } from '../../git-fs.ts';
 import { readFile, stat } from 'node:fs/promises';
 import * as path from 'node:path';
 import git from 'isomorphic-git';
@@ -207,10 +208,10 @@ export class GitRegistry implements Registry {
   async start(): Promise<void> {
     await fs.promises.mkdir(this.gitdir, { recursive: true });
     if (!fs.existsSync(path.join(this.gitdir, 'HEAD'))) {
-      await git.init({ fs, gitdir: this.gitdir, bare: true });
+      await git.init({ fs: gitFs, gitdir: this.gitdir, bare: true });
     }
     await git.writeRef({
-      fs,
+      fs: gitFs,
       gitdir: this.gitdir,
       ref: 'HEAD',
       value: GOOD_BRANCH,
@@ -218,9 +219,15 @@ export class GitRegistry implements Registry {
       force: true,
     });
     // Recorded without credentials (they are passed to each fetch instead); force: this run's URL wins.
-    await git.addRemote({ fs, gitdir: this.gitdir, remote: 'origin', url: this.shownUrl, force: true });
+    await git.addRemote({
+      fs: gitFs,
+      gitdir: this.gitdir,
+      remote: 'origin',
+      url: this.shownUrl,
+      force: true,
+    });
     try {
-      this.commit = await git.resolveRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH });
+      this.commit = await git.resolveRef({ fs: gitFs, gitdir: this.gitdir, ref: GOOD_BRANCH });
     } catch {
       this.commit = undefined;
     }
@@ -249,7 +256,7 @@ export class GitRegistry implements Registry {
     });
     try {
       const fetching = git.fetch({
-        fs,
+        fs: gitFs,
         http,
         gitdir: this.gitdir,
         remote: 'origin',
@@ -264,11 +271,11 @@ export class GitRegistry implements Registry {
       const result = await Promise.race([fetching, timeout]);
       const commit = result.fetchHead;
       if (!commit) throw new Error('the remote sent no commit');
-      const root = await git.readTree({ fs, gitdir: this.gitdir, oid: commit, cache: this.cache });
+      const root = await git.readTree({ fs: gitFs, gitdir: this.gitdir, oid: commit, cache: this.cache });
       if (!root.tree.some((e) => e.path === 'data' && e.type === 'tree')) {
         throw new Error(`commit ${commit} has no data/ directory`);
       }
-      await git.writeRef({ fs, gitdir: this.gitdir, ref: GOOD_BRANCH, value: commit, force: true });
+      await git.writeRef({ fs: gitFs, gitdir: this.gitdir, ref: GOOD_BRANCH, value: commit, force: true });
       if (commit !== this.commit) this.log.info({ url: this.shownUrl, commit }, 'login registry updated');
       this.commit = commit;
       this.lastError = undefined;
@@ -296,7 +303,7 @@ export class GitRegistry implements Registry {
     return resolveAsn(async (filepath) => {
       try {
         const { blob } = await git.readBlob({
-          fs,
+          fs: gitFs,
           gitdir: this.gitdir,
           oid: commit,
           filepath,

@@ -2,7 +2,7 @@
  * One branch of the store's bare repository: its head, the mirror of its tree, commits built straight from
  * objects, and catching up with commits that arrived from outside (a push, a fetch).
  */
-import * as fs from 'node:fs';
+import { gitFs } from '../../git-fs.ts';
 import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
@@ -96,7 +96,12 @@ export class Branch {
       this.headOid = undefined;
       return changes;
     }
-    const commit = await git.readCommit({ fs, gitdir: this.ctx.gitdir, oid: next, cache: this.ctx.cache });
+    const commit = await git.readCommit({
+      fs: gitFs,
+      gitdir: this.ctx.gitdir,
+      oid: next,
+      cache: this.ctx.cache,
+    });
     const { root, changes } = await diffTree(this.ctx, this.tree, commit.commit.tree);
     this.tree = root;
     this.headOid = next;
@@ -131,7 +136,7 @@ export class Branch {
     const now = Math.floor(Date.now() / 1000);
     const author = { ...commitAuthor(actor), timestamp: now, timezoneOffset: 0 };
     const oid = await git.writeCommit({
-      fs,
+      fs: gitFs,
       gitdir: this.ctx.gitdir,
       commit: {
         message: commitMessage(message, actor),

@@ -5,7 +5,7 @@
  * whose author and message say who asked for what. Reads come from an in-memory index only.
  */
 import { randomUUID } from 'node:crypto';
-import * as fs from 'node:fs';
+import { gitFs } from '../../git-fs.ts';
 import { access, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
@@ -180,7 +180,7 @@ export class GitStore implements Store {
       await access(join(this.options.dir, 'HEAD'));
     } catch {
       await mkdir(this.options.dir, { recursive: true });
-      await git.init({ fs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
+      await git.init({ fs: gitFs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
     await this.cache.load();
     await this.serialised(async () => {
@@ -201,7 +201,13 @@ export class GitStore implements Store {
     );
     if (this.options.remote) {
       const remote = this.options.remote;
-      await git.addRemote({ fs, gitdir: this.ctx.gitdir, remote: REMOTE, url: remote.url, force: true });
+      await git.addRemote({
+        fs: gitFs,
+        gitdir: this.ctx.gitdir,
+        remote: REMOTE,
+        url: remote.url,
+        force: true,
+      });
       this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 30000));
       this.requestRemoteSync();
     }
@@ -866,7 +872,7 @@ export class GitStore implements Store {
     if (!remote) return;
     await this.syncAll();
     const result = await git.fetch({
-      fs,
+      fs: gitFs,
       http,
       gitdir: this.ctx.gitdir,
       url: remote.url,
@@ -880,11 +886,14 @@ export class GitStore implements Store {
     const ours = this.spec.head;
     if (!theirs || theirs === ours) return;
     const gitdir = this.ctx.gitdir;
-    if (ours && (await git.isDescendent({ fs, gitdir, oid: ours, ancestor: theirs, cache: this.ctx.cache })))
+    if (
+      ours &&
+      (await git.isDescendent({ fs: gitFs, gitdir, oid: ours, ancestor: theirs, cache: this.ctx.cache }))
+    )
       return;
     if (
       !ours ||
-      (await git.isDescendent({ fs, gitdir, oid: theirs, ancestor: ours, cache: this.ctx.cache }))
+      (await git.isDescendent({ fs: gitFs, gitdir, oid: theirs, ancestor: ours, cache: this.ctx.cache }))
     ) {
       await updateRef(gitdir, this.spec.ref, ours, theirs);
       this.log.info({ from: ours, to: theirs }, 'store: fast-forwarded to the remote');
@@ -897,7 +906,7 @@ export class GitStore implements Store {
   private async mergeRemote(ours: string, theirs: string): Promise<void> {
     const gitdir = this.ctx.gitdir;
     const [base] = (await git.findMergeBase({
-      fs,
+      fs: gitFs,
       gitdir,
       oids: [ours, theirs],
       cache: this.ctx.cache,

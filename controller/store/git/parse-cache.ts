@@ -4,9 +4,10 @@
  * so a restart reads neither the blobs nor YAML again: cold start with 10,000 sessions stays fast.
  * Tied to the release (VERSION): new validation rules start with an empty cache.
  */
-import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { VERSION } from '../../../common/version.ts';
+import { atomicWriteFile } from '../../../common/atomic-write.ts';
 
 const FORMAT = 1;
 
@@ -52,7 +53,7 @@ export class ParseCache {
     this.changed = true;
   }
 
-  /** Keep only `live` keys and write the file atomically (temp + fsync + rename), if anything changed. */
+  /** Keep only `live` keys and write the file atomically (common/atomic-write.ts), if anything changed. */
   async save(live: Set<string>): Promise<void> {
     for (const key of this.entries.keys()) {
       if (!live.has(key)) {
@@ -63,16 +64,10 @@ export class ParseCache {
     if (!this.changed) return;
     this.changed = false;
     await mkdir(join(this.file, '..'), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const handle = await open(tmp, 'w', 0o600);
-    try {
-      await handle.writeFile(
-        JSON.stringify({ format: FORMAT, version: VERSION, entries: [...this.entries] }),
-      );
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(tmp, this.file);
+    await atomicWriteFile(
+      this.file,
+      JSON.stringify({ format: FORMAT, version: VERSION, entries: [...this.entries] }),
+      { mode: 0o600 },
+    );
   }
 }

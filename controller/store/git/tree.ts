@@ -4,7 +4,7 @@
  * update simply drops the new mirror. Also the diff between the mirror and another commit's tree, which
  * reads only the subtrees whose ids differ.
  */
-import * as fs from 'node:fs';
+import { gitFs } from '../../git-fs.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
@@ -102,7 +102,7 @@ export async function writeTrees(ctx: GitContext, root: DirNode): Promise<{ oid:
         tree.push({ mode: '100644', path: name, oid: node.oid, type: 'blob' });
       }
     }
-    const oid = await git.writeTree({ fs, gitdir: ctx.gitdir, tree });
+    const oid = await git.writeTree({ fs: gitFs, gitdir: ctx.gitdir, tree });
     return { type: 'tree', oid, entries };
   };
   const written = await write(root);
@@ -127,7 +127,7 @@ export async function diffTree(
   };
   const walk = async (before: DirNode, oid: string, prefix: string): Promise<DirNode> => {
     if (before.oid === oid) return before;
-    const { tree } = await git.readTree({ fs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+    const { tree } = await git.readTree({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
     const entries = new Map<string, FileNode | DirNode>();
     for (const entry of tree) {
       const prev = before.entries.get(entry.path);
@@ -172,12 +172,12 @@ export async function readText(ctx: GitContext, oid: string): Promise<string> {
       throw new Error(`object ${oid} is not a valid blob`);
     return raw.subarray(nul + 1).toString('utf8');
   }
-  const { blob } = await git.readBlob({ fs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+  const { blob } = await git.readBlob({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
   return Buffer.from(blob).toString('utf8');
 }
 
 export async function writeText(ctx: GitContext, text: string): Promise<string> {
-  return git.writeBlob({ fs, gitdir: ctx.gitdir, blob: Buffer.from(text, 'utf8') });
+  return git.writeBlob({ fs: gitFs, gitdir: ctx.gitdir, blob: Buffer.from(text, 'utf8') });
 }
 
 /** Every file of a mirror as [path, blob id]. */
