@@ -134,6 +134,7 @@ export async function main(argv: string[]): Promise<number> {
             `  endpoint    ${res.serverEndpoint}`,
             `  public key  ${res.serverPublicKey}`,
             `  link-local  ${res.serverLinkLocal}`,
+            ...(res.serverIpv4 ? [`  ipv4        ${res.serverIpv4} (the far end of your tunnel IPv4)`] : []),
           ].join('\n'),
         );
         return 0;

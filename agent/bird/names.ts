@@ -22,6 +22,11 @@ export function sessionProtocolName(listenPort: number): string {
   return `dn42_${listenPort}`;
 }
 
+/** The second protocol of a session whose peer does not do multiprotocol BGP: IPv4 on its own. */
+export function sessionIpv4ProtocolName(listenPort: number): string {
+  return `${sessionProtocolName(listenPort)}_v4`;
+}
+
 /** DN42 link latency community (64511, 1..9) from a measured round-trip time in milliseconds. */
 export function latencyCommunity(rttMs: number | null | undefined): number {
   if (rttMs === null || rttMs === undefined) return 9;

@@ -6,8 +6,8 @@
  */
 import Mustache from 'mustache';
 import type { AgentSession, BirdConfigResponse } from '../../common/agent-api.ts';
-import { canonicalIpv6, isLinkLocal } from '../../common/net.ts';
-import { BIRD_NAMES, latencyCommunity, sessionProtocolName } from './names.ts';
+import { canonicalIpv6, isIpv4, isLinkLocal } from '../../common/net.ts';
+import { BIRD_NAMES, latencyCommunity, sessionIpv4ProtocolName, sessionProtocolName } from './names.ts';
 
 export const BUILTIN_PEER_TEMPLATE = `# Rendered by peerops for session {{uuid}}; changes here are overwritten.
 protocol bgp {{protocol}} from {{template}} {
@@ -32,6 +32,22 @@ protocol bgp {{protocol}} from {{template}} {
     export where {{exportFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
   };
 }
+{{#ipv4Neighbor}}
+
+# The peer does not do multiprotocol BGP: IPv4 in a session of its own, over the tunnel's IPv4 addresses.
+protocol bgp {{ipv4Protocol}} from {{template}} {
+  neighbor {{ipv4Neighbor}} as {{asn}};
+  direct;
+  ipv4 {
+    import where {{importFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
+    export where {{exportFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
+  };
+  ipv6 {
+    import none;
+    export none;
+  };
+}
+{{/ipv4Neighbor}}
 `;
 
 /** What a template sees. All fields are safe tokens for BIRD (numbers, addresses, names). */
@@ -44,6 +60,9 @@ export interface PeerView {
   asn: number;
   /** The session carries IPv4 (MP-BGP over the link-local session). */
   ipv4: boolean;
+  /** Without MP-BGP: the peer's tunnel IPv4, the neighbour of a second, IPv4-only session; else ''. */
+  ipv4Neighbor: string;
+  ipv4Protocol: string;
   extendedNextHop: boolean;
   latency: number;
   bandwidth: number;
@@ -65,10 +84,15 @@ export function peerFileName(session: Pick<AgentSession, 'listenPort'>): string 
   return `${sessionProtocolName(session.listenPort)}.conf`;
 }
 
+/**
+ * `ownIpv4` is the router's tunnel IPv4 (`tunnel.dn42Ipv4`, '' when none): a peer without MP-BGP gets its
+ * IPv4 session only when both ends have an IPv4 on the tunnel.
+ */
 export function peerView(
   session: AgentSession,
   policy: Pick<BirdConfigResponse, 'communities'>,
   rttMs: number | null | undefined,
+  ownIpv4 = '',
 ): PeerView {
   const safe = (ok: boolean, field: string) => {
     if (!ok) throw new TemplateError(`session ${session.uuid}: ${field} is not safe to render`);
@@ -76,6 +100,8 @@ export function peerView(
   safe(isLinkLocal(session.linkLocal), 'linkLocal');
   safe(/^wg_[0-9]{1,5}$/.test(session.interface), 'interface');
   safe(Number.isInteger(session.asn) && Number.isInteger(session.listenPort), 'asn/listenPort');
+  const ipv4Neighbor = !session.mpbgp && session.ipv4 && ownIpv4 ? session.ipv4 : '';
+  if (ipv4Neighbor) safe(isIpv4(ipv4Neighbor), 'ipv4');
   return {
     uuid: session.uuid.toLowerCase().replace(/[^0-9a-f-]/g, ''),
     protocol: sessionProtocolName(session.listenPort),
@@ -84,6 +110,8 @@ export function peerView(
     linkLocal: canonicalIpv6(session.linkLocal),
     asn: session.asn,
     ipv4: session.mpbgp,
+    ipv4Neighbor,
+    ipv4Protocol: sessionIpv4ProtocolName(session.listenPort),
     extendedNextHop: session.mpbgp && session.extendedNextHop,
     latency: latencyCommunity(rttMs),
     bandwidth: policy.communities.bandwidth,

@@ -18,10 +18,11 @@ export function wantsUp(session: AgentSession): boolean {
 export function sessionInterfaceSpec(session: AgentSession, config: AgentConfig): WgInterfaceSpec {
   const t = config.tunnel;
   const addresses = [`${t.dn42Ipv6LinkLocal}/64`];
-  if (t.dn42Ipv4) addresses.push(`${t.dn42Ipv4}/32`);
+  // Point-to-point towards the peer's tunnel IPv4, as DN42 peers set it up: BIRD sees the peer as
+  // directly connected, which a separate IPv4 BGP session (a peer without MP-BGP) needs.
+  if (t.dn42Ipv4) addresses.push(session.ipv4 ? `${t.dn42Ipv4} peer ${session.ipv4}/32` : `${t.dn42Ipv4}/32`);
   if (t.dn42Ipv6) addresses.push(`${t.dn42Ipv6}/128`);
   const peerRoutes: string[] = [];
-  if (session.ipv4 && t.dn42Ipv4) peerRoutes.push(session.ipv4);
   if (t.dn42Ipv6) peerRoutes.push(session.ipv6);
   return {
     name: session.interface,

@@ -5,7 +5,7 @@
  */
 import type { AgentSession, ReportBody } from '../../common/agent-api.ts';
 import type { BirdControl } from '../bird/control.ts';
-import { sessionProtocolName } from '../bird/names.ts';
+import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { mapLimit } from '../../common/concurrency.ts';
 import { run } from '../system/exec.ts';
 import { readInterface } from '../wireguard/interface.ts';
@@ -55,7 +55,9 @@ export async function collectMetrics(
       rtt,
       rxBytes: peer?.rxBytes ?? 0,
       txBytes: peer?.txBytes ?? 0,
-      routesImported: routes.get(sessionProtocolName(s.listenPort)) ?? 0,
+      routesImported:
+        (routes.get(sessionProtocolName(s.listenPort)) ?? 0) +
+        (routes.get(sessionIpv4ProtocolName(s.listenPort)) ?? 0),
     };
   });
   return { sessions: records };

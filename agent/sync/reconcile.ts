@@ -14,7 +14,7 @@ import type { BirdApplier, ManagedDir } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
 import { renderMainConfig } from '../bird/main-config.ts';
-import { sessionProtocolName } from '../bird/names.ts';
+import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import type { AgentConfig } from '../config.ts';
 import {
@@ -149,7 +149,7 @@ export class Reconciler {
       }
       try {
         const rtt = this.rtt.has(s.uuid) ? this.rtt.get(s.uuid) : latencyFromFile(onDisk);
-        peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt), template));
+        peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
       } catch (err) {
         if (onDisk !== undefined) peerFiles.set(name, onDisk);
         const running = s.status === SessionStatus.ACTIVE || s.status === SessionStatus.ERROR;
@@ -217,11 +217,13 @@ export class Reconciler {
     }
     // A tunnel made anew under a BGP session BIRD already runs: reconnect now, not after BGP's retry time.
     for (const s of recreated) {
-      const name = sessionProtocolName(s.listenPort);
-      if (!protocols.has(name) || failed.has(s.uuid)) continue;
-      await this.deps.bird
-        .restartProtocol(name)
-        .catch((err: Error) => log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
+      if (failed.has(s.uuid)) continue;
+      for (const name of [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)]) {
+        if (!protocols.has(name)) continue;
+        await this.deps.bird
+          .restartProtocol(name)
+          .catch((err: Error) => log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
+      }
     }
     if (applied.configured || recreated.length) protocols = await this.protocols();
 

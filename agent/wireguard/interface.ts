@@ -173,7 +173,8 @@ export async function ensureInterface(
   const want = new Map(spec.addresses.map((a) => [canonicalAddress(a), a]));
   const have = new Set(actual.addresses.map(canonicalAddress));
   for (const addr of have) {
-    if (!want.has(addr)) await step(`del address ${addr}`, 'ip', ['addr', 'del', addr, 'dev', spec.name]);
+    if (!want.has(addr))
+      await step(`del address ${addr}`, 'ip', ['addr', 'del', ...addr.split(' '), 'dev', spec.name]);
   }
   for (const [key, addr] of want) {
     if (!have.has(key)) {
@@ -181,7 +182,7 @@ export async function ensureInterface(
       await step(`add address ${key}`, 'ip', [
         'addr',
         'add',
-        addr,
+        ...addr.split(' '),
         'dev',
         spec.name,
         ...(v6 ? ['nodad'] : []),
@@ -255,6 +256,8 @@ async function waitForSocketGone(name: string): Promise<void> {
 }
 
 function canonicalAddress(value: string): string {
+  const [local, remote] = value.split(' peer ');
+  if (remote !== undefined) return `${local} peer ${canonicalAddress(remote)}`;
   const [addr = '', len] = value.split('/');
   return `${isIpv6(addr) ? canonicalIpv6(addr) : addr}/${len ?? (isIpv6(addr) ? '128' : '32')}`;
 }

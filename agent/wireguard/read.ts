@@ -20,7 +20,7 @@ export interface WgInterfaceState {
   mtu: number;
   up: boolean;
   addrGenModeNone: boolean;
-  /** `addr/prefixlen` of every address on the link. */
+  /** `addr/prefixlen` of every address on the link; a point-to-point one as `local peer remote/len`. */
   addresses: string[];
   /** Destinations of routes through the link (`10.0.0.1`, `fd00::/64`), kernel-made ones excluded. */
   routes: string[];
@@ -51,7 +51,8 @@ interface IpLink {
 }
 interface IpAddr {
   ifname: string;
-  addr_info?: { family: string; local: string; prefixlen: number }[];
+  /** `address` is the far end of a point-to-point address (`ip addr add A peer B/32`). */
+  addr_info?: { family: string; local: string; address?: string; prefixlen: number }[];
 }
 interface IpRoute {
   dst: string;
@@ -103,7 +104,11 @@ function toState(
     mtu: link.mtu,
     up: (link.flags ?? []).includes('UP'),
     addrGenModeNone: link.inet6_addr_gen_mode === 'none',
-    addresses: addrs.map((a) => `${a.local}/${a.prefixlen}`),
+    addresses: addrs.map((a) =>
+      a.address && a.address !== a.local
+        ? `${a.local} peer ${a.address}/${a.prefixlen}`
+        : `${a.local}/${a.prefixlen}`,
+    ),
     routes: routes.filter((r) => r.protocol !== 'kernel').map((r) => r.dst),
     generation: alias.startsWith(ALIAS_PREFIX) ? Number(alias.slice(ALIAS_PREFIX.length)) : undefined,
     wg,

@@ -139,6 +139,8 @@ export const CreateResponse = Type.Object({
   serverEndpoint: Type.String(),
   serverPublicKey: WireGuardKey,
   serverLinkLocal: LinkLocal,
+  /** The router's tunnel IPv4 (its IPv4 loopback), when the session has an IPv4: the far end of yours. */
+  serverIpv4: Type.Optional(Ipv4),
   listenPort: Port,
   interface: Type.String(),
 });

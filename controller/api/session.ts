@@ -193,6 +193,9 @@ export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }
             serverEndpoint: serverEndpoint(router, session.spec.listenPort),
             serverPublicKey: router.spec.publicKey,
             serverLinkLocal: router.spec.linkLocal,
+            ...(session.spec.ipv4 && router.spec.loopback.ipv4
+              ? { serverIpv4: router.spec.loopback.ipv4 }
+              : {}),
             listenPort: session.spec.listenPort,
             interface: interfaceName(session.spec.listenPort),
           };

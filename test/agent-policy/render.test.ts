@@ -53,8 +53,28 @@ function sessionFiles(policy: BirdConfigResponse): Map<string, string> {
   ] as const) {
     files.set(peerFileName(s), renderPeerConfig(peerView(s, policy, rtt)));
   }
+  files.set(peerFileName(withoutMpbgp), renderPeerConfig(peerView(withoutMpbgp, policy, 3, '172.20.10.1')));
   return files;
 }
+
+/** A peer without multiprotocol BGP: IPv4 in a session of its own. */
+const withoutMpbgp: AgentSession = {
+  uuid: '7a2d3b4f-8b7c-4d2e-8f30-1b2c3d4e5f60',
+  asn: 4242420003,
+  status: 1,
+  statusName: 'ACTIVE',
+  interface: 'wg_20003',
+  listenPort: 20003,
+  endpoint: null,
+  publicKey: 'B'.repeat(43) + '=',
+  ipv6: 'fd42:3::1',
+  linkLocal: 'fe80::3',
+  ipv4: '172.20.3.1',
+  mtu: 1420,
+  mpbgp: false,
+  extendedNextHop: false,
+  restartGeneration: 0,
+};
 
 async function golden(name: string, text: string): Promise<void> {
   const file = path.join(GOLDEN, name);
@@ -115,6 +135,22 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
       for (const [name, ibgp] of renderIbgpConfigs(c.policy)) await golden(`${c.name}.ibgp.${name}`, ibgp);
     });
   }
+
+  it('gives a peer without MP-BGP a second, IPv4-only session when both ends have a tunnel IPv4', () => {
+    const both = renderPeerConfig(peerView(withoutMpbgp, basePolicy, null, '172.20.10.1'));
+    expect(both).toContain('protocol bgp dn42_20003 from dnpeers {');
+    expect(both).toContain(
+      'protocol bgp dn42_20003_v4 from dnpeers {\n  neighbor 172.20.3.1 as 4242420003;\n  direct;',
+    );
+    // the link-local session carries no IPv4, the IPv4 session no IPv6
+    expect(both.match(/ipv4 \{\n\s+import none;\n\s+export none;/g)).toHaveLength(1);
+    expect(both.match(/ipv6 \{\n\s+import none;\n\s+export none;/g)).toHaveLength(1);
+    // no own tunnel IPv4, or MP-BGP: one session
+    expect(renderPeerConfig(peerView(withoutMpbgp, basePolicy, null, ''))).not.toContain('_v4');
+    expect(
+      renderPeerConfig(peerView({ ...withoutMpbgp, mpbgp: true }, basePolicy, null, '172.20.10.1')),
+    ).not.toContain('_v4');
+  });
 
   it('takes the ASN and RPKI servers from the policy alone', () => {
     const fallback = renderMainConfig(basePolicy, goldenPaths);

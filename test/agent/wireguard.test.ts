@@ -31,8 +31,8 @@ beforeAll(async () => {
     listenPort: port,
     privateKeyPath: keyPath,
     mtu: 1420,
-    addresses: ['fe80::1/64', '172.20.0.1/32'],
-    peerRoutes: ['172.20.9.9'],
+    addresses: ['fe80::1/64', '172.20.0.1 peer 172.20.9.9/32'],
+    peerRoutes: ['fd42:9::9'],
     peer: {
       publicKey: peerKey,
       endpoint: '127.0.0.1:51820',
@@ -57,8 +57,10 @@ describe('wireguard interfaces (wireguard-go in a namespace)', () => {
     expect(first.created).toBe(true);
     const state = await readInterface(spec.name);
     expect(state).toMatchObject({ mtu: 1420, up: true, addrGenModeNone: true, generation: 0 });
-    expect(state?.addresses.sort()).toEqual(['172.20.0.1/32', 'fe80::1/64']);
-    expect(state?.routes).toContain('172.20.9.9');
+    expect(state?.addresses.sort()).toEqual(['172.20.0.1 peer 172.20.9.9/32', 'fe80::1/64']);
+    expect(state?.routes).toContain('fd42:9::9');
+    // the point-to-point address routes the peer's IPv4 through the tunnel
+    expect(await node.run('ip', ['-4', 'route', 'get', '172.20.9.9'])).toContain(`dev ${spec.name}`);
     expect(state?.wg?.listenPort).toBe(spec.listenPort);
     expect(state?.wg?.peers).toMatchObject([
       { publicKey: peerKey, endpoint: '127.0.0.1:51820', persistentKeepalive: 25 },

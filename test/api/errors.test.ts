@@ -224,13 +224,17 @@ describe('policy checks at create', () => {
       const res = await h.post('/session', newUser(), sessionFields('fra1', extra));
       expect(problem(res), JSON.stringify(extra)).toMatchObject({ code: 'INVALID_REQUEST' });
     }
-    await expectOk(
+    const withoutMpbgp = await expectOk(
       h.post(
         '/session',
         newUser(),
         sessionFields('fra1', { mpbgp: false, extendedNextHop: false, ipv4: '172.20.1.3' }),
       ),
     );
+    // the answer names the far end of the peer's tunnel IPv4: the router's IPv4 loopback
+    expect(withoutMpbgp.json().serverIpv4).toBe(h.store.getRouter('fra1')?.spec.loopback.ipv4);
+    const ipv6Only = await expectOk(h.post('/session', newUser(), sessionFields('fra1')));
+    expect(ipv6Only.json()).not.toHaveProperty('serverIpv4');
   });
   it('create accepts the router name as well as its UUID', async () => {
     const uuid = h.store.getRouter('fra1')?.spec.uuid;

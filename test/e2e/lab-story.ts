@@ -67,6 +67,8 @@ interface UserNet {
   wgPort: number;
   linkLocal: string;
   prefix: string;
+  /** A peer without multiprotocol BGP: IPv4 in a session of its own, over these tunnel addresses. */
+  ipv4?: { address: string; prefix: string };
   home: string;
   publicKey: string;
   router: RouterNode;
@@ -231,6 +233,7 @@ export class LabStory {
           wgPort: 41000 + i,
           linkLocal: `fe80::${(asn % 10000).toString(16)}`,
           prefix: `fd42:${(asn % 10000).toString(16)}::/48`,
+          ...(i === 1 ? { ipv4: { address: '172.21.77.1', prefix: '172.21.77.0/27' } } : {}),
           home: await this.lab.tempDir(label),
           publicKey: '',
           router: this.routers[i]!,
@@ -390,6 +393,8 @@ export class LabStory {
       tunnel: {
         configDir: join(r.root, 'wireguard'),
         dn42Ipv6LinkLocal: ROUTER_LINK_LOCAL,
+        // the router's IPv4 on every session tunnel: a peer without MP-BGP peers with it over IPv4
+        dn42Ipv4: r.loopback.ipv4,
         persistentKeepaliveInterval: 10,
       },
       metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 4 },
@@ -460,6 +465,22 @@ export class LabStory {
         await u.ns.run('ip', ['link', 'set', u.iface, 'addrgenmode', 'none']);
         await u.ns.run('ip', ['addr', 'add', `${u.linkLocal}/64`, 'dev', u.iface, 'nodad']);
         await u.ns.run('ip', ['link', 'set', u.iface, 'mtu', '1420', 'up']);
+        // short timers so that a re-created tunnel (restart) is noticed in seconds
+        const timers = 'hold time 9;\n  keepalive time 3;\n  connect retry time 2;';
+        let ipv4 = '';
+        if (u.ipv4) {
+          const routerIpv4 = u.router.loopback.ipv4;
+          await u.ns.run('ip', ['addr', 'add', u.ipv4.address, 'peer', `${routerIpv4}/32`, 'dev', u.iface]);
+          ipv4 = `protocol static { ipv4; route ${u.ipv4.prefix} unreachable; }
+protocol bgp peerops_v4 {
+  local ${u.ipv4.address} as ${u.asn};
+  neighbor ${routerIpv4} as ${this.networkAsn};
+  direct;
+  ${timers}
+  ipv4 { import all; export where source = RTS_STATIC; };
+}
+`;
+        }
         u.bird = await this.lab.startBird(
           u.ns,
           `router id 10.77.0.${u.label.slice(1)};
@@ -468,15 +489,13 @@ protocol static { ipv6; route ${u.prefix} unreachable; }
 protocol bgp peerops {
   local ${u.linkLocal} as ${u.asn};
   neighbor ${ROUTER_LINK_LOCAL} % '${u.iface}' as ${this.networkAsn};
-  # short timers so that a re-created tunnel (restart) is noticed in seconds
-  hold time 9;
-  keepalive time 3;
-  connect retry time 2;
+  ${timers}
   ipv6 { import all; export where source = RTS_STATIC; };
 }
-`,
+${ipv4}`,
         );
-        return `announces ${u.prefix}; tunnel ${u.iface} listens on [${u.addr}]:${u.wgPort}`;
+        const v4 = u.ipv4 ? ` and, without MP-BGP, ${u.ipv4.prefix} from ${u.ipv4.address}` : '';
+        return `announces ${u.prefix}${v4}; tunnel ${u.iface} listens on [${u.addr}]:${u.wgPort}`;
       });
     }
   }
@@ -530,6 +549,7 @@ protocol bgp peerops {
           `[${u.addr}]:${u.wgPort}`,
           '--mtu',
           '1420',
+          ...(u.ipv4 ? ['--ipv4', u.ipv4.address, '--no-mpbgp', '--no-extended-next-hop'] : []),
           '--json',
         ]);
         const res = JSON.parse(out) as {
@@ -538,8 +558,13 @@ protocol bgp peerops {
           serverEndpoint: string;
           serverPublicKey: string;
           serverLinkLocal: string;
+          serverIpv4?: string;
         };
         u.uuid = res.uuid;
+        if (u.ipv4 && res.serverIpv4 !== u.router.loopback.ipv4)
+          throw new Error(
+            `the answer names ${res.serverIpv4} as the router's IPv4, not ${u.router.loopback.ipv4}`,
+          );
         u.listenPort = Number(res.serverEndpoint.slice(res.serverEndpoint.lastIndexOf(':') + 1));
         // the user's side of the tunnel, from the answer (what a user pastes into their config)
         await u.ns.run('wg', [
@@ -575,7 +600,9 @@ protocol bgp peerops {
           async () => {
             if (configured === undefined && (await u.router.bird!.birdc('show protocols')).includes(protocol))
               configured = performance.now();
-            return /Established/.test(await u.bird!.birdc('show protocols peerops'));
+            const established = async (p: string) =>
+              /Established/.test(await u.bird!.birdc(`show protocols ${p}`));
+            return (await established('peerops')) && (!u.ipv4 || (await established('peerops_v4')));
           },
           60_000,
           50,
@@ -583,7 +610,18 @@ protocol bgp peerops {
         ms = performance.now() - approved;
         times.push(ms);
         const applied = configured === undefined ? '?' : seconds(configured - approved);
-        return `approval → Established ${seconds(ms)} (router configured after ${applied}; the approve command itself took ${seconds(approved - asked)})`;
+        let v4 = '';
+        if (u.ipv4) {
+          const prefix = u.ipv4.prefix;
+          await this.wait(
+            `${prefix} at ${u.router.name} through ${protocol}_v4`,
+            async () => (await u.router.bird!.birdc(`show route ${prefix}`)).includes(`${protocol}_v4`),
+            30_000,
+            100,
+          );
+          v4 = `; the IPv4 session ${protocol}_v4 too, ${prefix} learned through it`;
+        }
+        return `approval → Established ${seconds(ms)} (router configured after ${applied}; the approve command itself took ${seconds(approved - asked)})${v4}`;
       });
       await this.step(`user ${u.label}: status ACTIVE`, async () => {
         const s = await this.waitStatus(u, 1);
