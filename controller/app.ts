@@ -9,7 +9,7 @@ import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
 import { installErrorHandling } from './api/problem.ts';
 import { installAuth } from './api/auth.ts';
-import { installRateLimit } from './api/rate-limit.ts';
+import { connectRedis, installRateLimit } from './api/rate-limit.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
@@ -18,6 +18,7 @@ import { agentRoutes } from './api/agent.ts';
 import { addMetricsSource, httpDuration, httpRequests, loginTotal } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
 import { FailureLimiter, MemoryChallengeStore } from './auth/login/challenges.ts';
+import { RedisChallengeStore } from './auth/login/redis-challenges.ts';
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './api/views.ts';
 
@@ -47,7 +48,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   installErrorHandling(app);
   installAuth(app, { store, tokens });
-  await installRateLimit(app, config);
+  const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
+  await installRateLimit(app, config, redis);
   const operations = collectRoutes(app);
 
   // One request log line and the HTTP metrics, keyed by route pattern (never the raw URL). The labelled
@@ -78,8 +80,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   let document: Record<string, unknown> | undefined;
   const openapi = () => (document ??= openApiDocument(operations));
-  // One challenge store and failure limiter for both prefixes: a challenge from /login verifies at /api/v1/login.
-  const loginState = { challengeStore: new MemoryChallengeStore(), failureLimiter: new FailureLimiter() };
+  // One challenge store and failure limiter for both prefixes: a challenge from /login verifies at
+  // /api/v1/login. With Redis the challenges are shared by every replica too.
+  const loginState = {
+    challengeStore: redis ? new RedisChallengeStore(redis) : new MemoryChallengeStore(),
+    failureLimiter: new FailureLimiter(),
+  };
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)
       await scope.register(loginPlugin, {

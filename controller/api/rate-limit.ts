@@ -10,22 +10,21 @@ import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
 import { rateLimitKey } from './auth.ts';
 
+/** The Redis client of PEEROPS_REDIS_URL, shared by the rate limiter and the login challenges; closed with the app. */
+export async function connectRedis(app: FastifyInstance, url: string): Promise<Redis> {
+  const ioredis = await import('ioredis');
+  const redis = new ioredis.Redis(url, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
+  app.addHook('onClose', async () => {
+    await redis.quit();
+  });
+  return redis;
+}
+
 export async function installRateLimit(
   app: FastifyInstance,
-  config: Pick<Config, 'rateLimit' | 'redisUrl'>,
+  config: Pick<Config, 'rateLimit'>,
+  redis: Redis | undefined,
 ): Promise<void> {
-  let redis: Redis | undefined;
-  if (config.redisUrl) {
-    const ioredis = await import('ioredis');
-    redis = new ioredis.Redis(config.redisUrl, {
-      connectTimeout: 2000,
-      maxRetriesPerRequest: 1,
-      lazyConnect: false,
-    });
-    app.addHook('onClose', async () => {
-      await redis?.quit();
-    });
-  }
   await app.register(rateLimit, {
     global: true,
     // One counter per key across every route (and both prefixes): agents get theirs per router.

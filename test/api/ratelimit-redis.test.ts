@@ -1,14 +1,26 @@
-/** Two controller replicas sharing rate-limit counters through a real Redis (PEEROPS_REDIS_URL). */
-import { spawn, type ChildProcess } from 'node:child_process';
+/**
+ * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller, and
+ * login challenges that one replica hands out and the other verifies, once.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../controller/app.ts';
-import { problem, startHarness, type Harness } from './helpers.ts';
+import { openRegistry, type Registry } from '../../controller/auth/login/registry.ts';
+import { ADMIN_ASN, problem, startHarness, type Harness } from './helpers.ts';
+
+const exec = promisify(execFile);
 
 let h: Harness;
 let redis: ChildProcess;
 const replicas: FastifyInstance[] = [];
+let registry: Registry;
+let keyDir: string;
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -47,14 +59,22 @@ beforeAll(async () => {
     redisUrl: `redis://127.0.0.1:${port}`,
     rateLimit: { perMinute: 60, agentPerMinute: 300 },
   };
+  keyDir = await mkdtemp(join(tmpdir(), 'peerops-redislogin-'));
+  await exec('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'test', '-f', join(keyDir, 'key')]);
+  const pub = (await readFile(join(keyDir, 'key.pub'), 'utf8')).trim();
+  await writeFile(join(keyDir, 'users'), `AS${ADMIN_ASN}: ${pub}\n`);
+  registry = await openRegistry({ source: join(keyDir, 'users') });
+  const login = { registry, serviceHost: 'peerops.test', admins: [ADMIN_ASN] };
   for (let i = 0; i < 2; i++)
-    replicas.push(await buildApp({ store: h.store, tokens: h.tokens, config, logger: false }));
+    replicas.push(await buildApp({ store: h.store, tokens: h.tokens, config, logger: false, login }));
 });
 
 afterAll(async () => {
   for (const app of replicas) await app.close();
+  await registry?.close();
   await h?.close();
   redis?.kill('SIGTERM');
+  if (keyDir) await rm(keyDir, { recursive: true, force: true });
 });
 
 describe('rate limits with Redis', () => {
@@ -74,5 +94,38 @@ describe('rate limits with Redis', () => {
     const res = await list(replicas[0] as FastifyInstance);
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});
+
+describe('login challenges with Redis', () => {
+  it('a challenge from one replica verifies at the other, and only once', async () => {
+    const post = (app: FastifyInstance, body: unknown) =>
+      app.inject({
+        method: 'POST',
+        url: '/login',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
+    const [a, b] = replicas as [FastifyInstance, FastifyInstance];
+    const c = await post(a, { action: 'challenge', asn: ADMIN_ASN });
+    expect(c.statusCode, c.body).toBe(200);
+    const challenge = c.json().challenge as string;
+    await writeFile(join(keyDir, 'challenge'), challenge);
+    await exec('ssh-keygen', [
+      '-Y',
+      'sign',
+      '-n',
+      'peerops',
+      '-f',
+      join(keyDir, 'key'),
+      join(keyDir, 'challenge'),
+    ]);
+    const signature = await readFile(join(keyDir, 'challenge.sig'), 'utf8');
+    const verify = { action: 'verify', asn: ADMIN_ASN, challenge, signature };
+    const v = await post(b, verify);
+    expect(v.statusCode, v.body).toBe(200);
+    expect(h.tokens.verify(v.json().token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
+    // used up everywhere: neither replica takes it again
+    for (const app of [a, b]) expect(problem(await post(app, verify))).toMatchObject({ code: 'AUTH_FAILED' });
   });
 });

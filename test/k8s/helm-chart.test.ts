@@ -25,6 +25,7 @@ const VALUES = [
   'agent.configs.edge1.router=fra1',
   'config.adminAsns={4242420000}',
   'controller.replicas=3',
+  'config.redisUrl=redis://redis:6379',
 ];
 
 let server: TestApiServer;
@@ -136,6 +137,33 @@ describe('charts/peerops', () => {
     const rule = loadAll(rendered)[0] as { spec: unknown };
     const alerts = loadAll(await readFile(join(CHART, 'files', 'alerts.yaml'), 'utf8'))[0];
     expect(rule.spec).toEqual(alerts);
+  });
+
+  it('pins clients to one replica without a shared Redis, and shares Redis when given', async () => {
+    const render = async (...set: string[]) => {
+      const out = await helm(
+        'template',
+        'peerops',
+        CHART,
+        ...set.flatMap((v) => ['--set', v]),
+        '--show-only',
+        'templates/service.yaml',
+        '--show-only',
+        'templates/configmap.yaml',
+      );
+      const objects = loadAll(out) as { kind: string; spec?: { sessionAffinity?: string }; data?: object }[];
+      return {
+        service: objects.find((o) => o.kind === 'Service'),
+        config: objects.find((o) => o.kind === 'ConfigMap')?.data as Record<string, string>,
+      };
+    };
+    const alone = await render();
+    expect(alone.service?.spec?.sessionAffinity).toBe('ClientIP');
+    expect(alone.config).not.toHaveProperty('PEEROPS_REDIS_URL');
+    const shared = await render('config.redisUrl=redis://redis:6379');
+    expect(shared.service?.spec?.sessionAffinity).toBeUndefined();
+    expect(shared.config.PEEROPS_REDIS_URL).toBe('redis://redis:6379');
+    expect((await render('controller.replicas=1')).service?.spec?.sessionAffinity).toBeUndefined();
   });
 
   it('ships the generated CRDs', async () => {
