@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
+import { forwardingOff } from './system/forwarding.ts';
 import { Agent } from './agent.ts';
 import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
@@ -69,6 +70,12 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   log.info({ backend: await detectBackend() }, 'WireGuard backend');
+  const off = await forwardingOff();
+  if (off.length)
+    log.warn(
+      { off },
+      `IP forwarding is off: transit traffic is dropped; set ${off.map((k) => `${k}=1`).join(' ')}`,
+    );
   const mesh = new MeshManager(config, client, log.child({ part: 'mesh' }));
   const agent = new Agent(config, log, client, mesh.hooks());
   const server = await startServer(config, agent);

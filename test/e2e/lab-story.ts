@@ -77,6 +77,11 @@ interface UserNet {
   listenPort?: number;
 }
 
+/** The address of a host in the user's prefix (also the session's `ipv6`). */
+function hostAddress(u: UserNet): string {
+  return u.prefix.replace('::/48', '::1');
+}
+
 interface SessionView {
   uuid: string;
   status: number;
@@ -407,6 +412,8 @@ export class LabStory {
     for (const r of this.routers) {
       await this.step(`router ${r.name}: BIRD and peerops agent`, async () => {
         const bird = join(r.root, 'bird');
+        // a router forwards: what an operator sets once with sysctl (docs/operator-guide.md)
+        await r.ns.run('sysctl', ['-q', '-w', 'net.ipv6.conf.all.forwarding=1', 'net.ipv4.ip_forward=1']);
         // BIRD starts empty, as on a fresh router; the agent renders the whole config from the policy.
         await writeFile(join(bird, 'bird.conf'), `router id ${r.loopback.ipv4};\nprotocol device {}\n`);
         r.bird = await this.lab.startBird(r.ns, {
@@ -465,6 +472,8 @@ export class LabStory {
         await u.ns.run('ip', ['link', 'set', u.iface, 'addrgenmode', 'none']);
         await u.ns.run('ip', ['addr', 'add', `${u.linkLocal}/64`, 'dev', u.iface, 'nodad']);
         await u.ns.run('ip', ['link', 'set', u.iface, 'mtu', '1420', 'up']);
+        // a host of the user's network, in its own prefix: the data-plane check pings it from the other user
+        await u.ns.run('ip', ['-6', 'addr', 'add', `${hostAddress(u)}/128`, 'dev', 'lo']);
         // short timers so that a re-created tunnel (restart) is noticed in seconds
         const timers = 'hold time 9;\n  keepalive time 3;\n  connect retry time 2;';
         let ipv4 = '';
@@ -486,6 +495,7 @@ protocol bgp peerops_v4 {
           `router id 10.77.0.${u.label.slice(1)};
 protocol device {}
 protocol static { ipv6; route ${u.prefix} unreachable; }
+protocol kernel { ipv6 { import none; export where source = RTS_BGP; }; }
 protocol bgp peerops {
   local ${u.linkLocal} as ${u.asn};
   neighbor ${ROUTER_LINK_LOCAL} % '${u.iface}' as ${this.networkAsn};
@@ -540,7 +550,7 @@ ${ipv4}`,
           '--router',
           u.router.name,
           '--ipv6',
-          u.prefix.replace('::/48', '::1'),
+          hostAddress(u),
           '--link-local',
           u.linkLocal,
           '--public-key',
@@ -648,6 +658,22 @@ ${ipv4}`,
       const seen = await u2.bird!.birdc(`show route all ${u1.prefix}`);
       const path = /BGP\.as_path: ([\d ]+)/.exec(seen)?.[1]?.trim();
       return `${u1.prefix} (u1, via ${u1.router.name}) visible at u2 via ${u2.router.name}, AS path ${path ?? '?'}; and back`;
+    });
+    await this.step('data plane: u1 pings u2 through both tunnels and the mesh', async () => {
+      const [u1, u2] = this.users as [UserNet, UserNet];
+      const ping = () =>
+        u1.ns.exec('ping', ['-6', '-c', '3', '-i', '0.2', '-W', '2', '-I', hostAddress(u1), hostAddress(u2)]);
+      const answered = await this.wait(
+        `${hostAddress(u2)} answering ${hostAddress(u1)}`,
+        async () => {
+          const r = await ping();
+          return r.code === 0 ? r.stdout : undefined;
+        },
+        30_000,
+        500,
+      );
+      const rtt = /rtt min\/avg\/max\/mdev = [\d.]+\/([\d.]+)/.exec(answered)?.[1];
+      return `${hostAddress(u1)} → ${hostAddress(u2)}: 3 of 3 answered, avg ${rtt ?? '?'} ms (u1 → ${u1.router.name} → mesh → ${u2.router.name} → u2)`;
     });
   }
 
