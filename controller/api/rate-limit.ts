@@ -14,8 +14,10 @@ import { rateLimitKey } from './auth.ts';
 export async function connectRedis(app: FastifyInstance, url: string): Promise<Redis> {
   const ioredis = await import('ioredis');
   const redis = new ioredis.Redis(url, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
+  // ioredis reconnects by itself; without a listener it would print every failed attempt to the console
+  redis.on('error', (err: Error) => app.log.warn({ err: err.message }, 'Redis unreachable; retrying'));
   app.addHook('onClose', async () => {
-    await redis.quit();
+    await redis.quit().catch(() => redis.disconnect());
   });
   return redis;
 }

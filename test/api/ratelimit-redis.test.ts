@@ -128,4 +128,17 @@ describe('login challenges with Redis', () => {
     // used up everywhere: neither replica takes it again
     for (const app of [a, b]) expect(problem(await post(app, verify))).toMatchObject({ code: 'AUTH_FAILED' });
   });
+
+  it('answers 503 STORE_UNAVAILABLE, not an internal error, while Redis is down', async () => {
+    redis.kill('SIGKILL');
+    await new Promise((resolve) => redis.once('exit', resolve));
+    const res = await replicas[0]!.inject({
+      method: 'POST',
+      url: '/login',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ action: 'challenge', asn: ADMIN_ASN }),
+    });
+    expect(problem(res)).toMatchObject({ status: 503, code: 'STORE_UNAVAILABLE' });
+    expect(res.json().detail).toMatch(/Redis is unreachable/);
+  });
 });

@@ -4,9 +4,18 @@
  * so a challenge is still used at most once across all replicas.
  */
 import type { Redis } from 'ioredis';
+import { ProblemError } from '../../../common/errors.ts';
 import { type Challenge, type ChallengeStore } from './challenges.ts';
 
 const PREFIX = 'peerops-login:';
+
+/** Redis down: the login answers 503 and says why, instead of an internal error. */
+function unavailable(err: unknown): never {
+  throw new ProblemError(
+    'STORE_UNAVAILABLE',
+    `login challenges: Redis is unreachable (${(err as Error).message})`,
+  );
+}
 
 export class RedisChallengeStore implements ChallengeStore {
   private readonly redis: Redis;
@@ -19,11 +28,14 @@ export class RedisChallengeStore implements ChallengeStore {
 
   async put(c: Challenge): Promise<boolean> {
     const ttl = Math.max(1, c.expiresAt - this.now());
-    return (await this.redis.set(PREFIX + c.nonce, JSON.stringify(c), 'PX', ttl, 'NX')) === 'OK';
+    const answer = await this.redis
+      .set(PREFIX + c.nonce, JSON.stringify(c), 'PX', ttl, 'NX')
+      .catch(unavailable);
+    return answer === 'OK';
   }
 
   async take(nonce: string): Promise<Challenge | undefined> {
-    const text = await this.redis.getdel(PREFIX + nonce);
+    const text = await this.redis.getdel(PREFIX + nonce).catch(unavailable);
     return text === null ? undefined : (JSON.parse(text) as Challenge);
   }
 }
