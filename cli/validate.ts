@@ -12,10 +12,10 @@ import {
   parseManifest,
   parseYaml,
   policyWarnings,
-  routerSetErrors,
   sessionSetErrors,
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
+import { routerSetErrors } from '../controller/store/rules.ts';
 
 const USAGE = `usage: peerops validate [dir]
 

@@ -128,6 +128,9 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     return router;
   };
 
+  // Every route here needs the agent token of the router in its path (this plugin is encapsulated).
+  app.addHook('preHandler', requireAgent);
+
   const agentConfig = (docs: Omit<RouteDocs, 'auth'>) => ({
     agent: true,
     docs: { auth: 'agent' as const, ...docs },
@@ -136,7 +139,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.get<RouterRoute>(
     '/agent/:router/sessions',
     {
-      preHandler: requireAgent,
       config: agentConfig({
         summary: "The router's sessions (all but PENDING_REVIEW); ETag, If-None-Match, ?wait=<s> long poll",
         response: AgentSessionsResponse,
@@ -173,7 +175,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.get<RouterRoute>(
     '/agent/:router/bird-config',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Routing policy merged for the router', response: BirdConfigResponse }),
     },
     async (request: RouterRequest) => {
@@ -205,7 +206,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.get<RouterRoute>(
     '/agent/:router/mesh',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Mesh peers (routers with a known mesh key)', response: MeshResponse }),
     },
     async (request: RouterRequest) => ({ peers: meshPeers(store, routerOf(request)) }),
@@ -214,7 +214,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.get<RouterRoute>(
     '/agent/:router/config',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Bootstrap configuration', response: BootstrapConfigResponse }),
     },
     async (request: RouterRequest) => {
@@ -250,7 +249,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.post<RouterRoute>(
     '/agent/:router/heartbeat',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
     },
     async (request: RouterRequest) => {
@@ -270,7 +268,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.post<RouterRoute>(
     '/agent/:router/report',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
     },
     async (request: RouterRequest) => {
@@ -306,7 +303,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.post<RouterRoute>(
     '/agent/:router/modify',
     {
-      preHandler: requireAgent,
       config: agentConfig({
         summary: 'Session status after configuration (SPEC 2.7)',
         body: ModifyBody,
@@ -370,7 +366,6 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
   app.post<RouterRoute>(
     '/agent/:router/mesh/status',
     {
-      preHandler: requireAgent,
       config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
     },
     async (request: RouterRequest) => {

@@ -17,7 +17,6 @@ import { ProblemError, type FieldError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
   PolicySpec as PolicySpecSchema,
-  RouterName,
   RouterSpec as RouterSpecSchema,
   RouterStatus as RouterStatusSchema,
   SessionMetrics as SessionMetricsSchema,
@@ -34,6 +33,7 @@ import { transition } from '../../../common/state-machine.ts';
 import { statusName } from '../../../common/status.ts';
 import { validate, validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
+import { assertNoRouterConflicts, assertRouterName, checkedSessionSpec, routerSetErrors } from '../rules.ts';
 import type {
   Actor,
   NewSession,
@@ -54,7 +54,6 @@ import {
   policyPath,
   renderManifest,
   routerPath,
-  routerSetErrors,
   sessionPath,
   sessionSetErrors,
   type ManifestSet,
@@ -298,10 +297,10 @@ export class GitStore implements Store {
 
   createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
     return this.write(async () => {
-      this.checkRouterName(name);
+      assertRouterName(name);
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
       if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
-      this.throwRouterConflicts(name, value);
+      assertNoRouterConflicts(name, value, this.routers.values());
       await this.spec.commit(
         [manifestWrite('Router', routerPath(name), name, value)],
         actor,
@@ -321,7 +320,7 @@ export class GitStore implements Store {
       const current = this.routers.get(name);
       if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
-      this.throwRouterConflicts(name, value);
+      assertNoRouterConflicts(name, value, this.routers.values());
       await this.spec.commit([manifestWrite('Router', routerPath(name), name, value)], actor, message);
       return this.putRouter(name, value);
     });
@@ -435,7 +434,7 @@ export class GitStore implements Store {
 
   putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
     return this.write(async () => {
-      if (name !== 'default') this.checkRouterName(name, 'policy name');
+      if (name !== 'default') assertRouterName(name, 'policy name');
       const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
       await this.spec.commit(
         [manifestWrite('RoutingPolicy', policyPath(name), name, value)],
@@ -954,31 +953,9 @@ export class GitStore implements Store {
     return new Set(this.ports.get(router)?.keys() ?? []);
   }
 
-  private checkRouterName(name: string, what = 'router name'): void {
-    if (!validate(RouterName, name).ok) {
-      throw new ProblemError(
-        'INVALID_REQUEST',
-        `${what} must be 1-31 characters: a-z, 0-9 and -, starting with a letter`,
-        [{ pointer: '/name', message: `must be 1-31 characters: a-z, 0-9 and -, starting with a letter` }],
-      );
-    }
-  }
-
-  private throwRouterConflicts(name: string, spec: RouterSpec): void {
-    const errors = routerSetErrors(name, spec, this.routers.values());
-    if (errors.length > 0)
-      throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
-  }
-
+  /** The shared spec rules (rules.ts), then: a changed port must be free on this store's index. */
   private checkSessionSpec(current: Session, next: SessionSpec): SessionSpec {
-    const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
-    for (const field of ['uuid', 'asn', 'router'] as const) {
-      if (spec[field] !== current.spec[field]) {
-        throw new ProblemError('INVALID_REQUEST', `session ${field} cannot change`, [
-          { pointer: `/${field}`, message: 'cannot change' },
-        ]);
-      }
-    }
+    const spec = checkedSessionSpec(current, next);
     if (spec.listenPort !== current.spec.listenPort) {
       const owner = this.ports.get(spec.router)?.get(spec.listenPort);
       if (owner && owner !== current.name) {

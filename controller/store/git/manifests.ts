@@ -177,28 +177,6 @@ export function sessionSetErrors(
   return errors;
 }
 
-/** Router-level rules: unique uuid and nodeId across routers. */
-export function routerSetErrors(
-  name: string,
-  spec: RouterSpec,
-  routers: Iterable<{ name: string; spec: RouterSpec }>,
-): FieldError[] {
-  const errors: FieldError[] = [];
-  for (const other of routers) {
-    if (other.name === name) continue;
-    if (other.spec.uuid === spec.uuid) {
-      errors.push({ pointer: '/spec/uuid', message: `uuid is already used by router ${other.name}` });
-    }
-    if (other.spec.nodeId === spec.nodeId) {
-      errors.push({
-        pointer: '/spec/nodeId',
-        message: `nodeId ${spec.nodeId} is already used by router ${other.name}`,
-      });
-    }
-  }
-  return errors;
-}
-
 /** Policy-level advice that the store tolerates but validate reports. */
 export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
   if (name === 'default' && spec.dn42Asn === undefined) {

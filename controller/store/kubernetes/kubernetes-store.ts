@@ -27,7 +27,6 @@ import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
   GROUP_VERSION,
   PolicySpec as PolicySpecSchema,
-  RouterName,
   RouterSpec as RouterSpecSchema,
   RouterStatus as RouterStatusSchema,
   SessionMetrics as SessionMetricsSchema,
@@ -41,9 +40,9 @@ import {
   type SessionSpec,
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { validate, validateOrThrow } from '../../../common/validate.ts';
+import { validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
-import { routerSetErrors } from '../git/manifests.ts';
+import { assertNoRouterConflicts, assertRouterName, checkedSessionSpec } from '../rules.ts';
 import type {
   Actor,
   NewSession,
@@ -375,10 +374,10 @@ export class KubernetesStore implements Store {
   // ---------------------------------------------------------------- router writes
 
   async createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
-    checkName(name);
+    assertRouterName(name);
     const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
     if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
-    this.throwRouterConflicts(name, value);
+    assertNoRouterConflicts(name, value, this.listRouters());
     const { agentTokenSha256: hash, ...stored } = value;
     try {
       const created = await this.api.create<RouterSpec, RouterStatus>('Router', {
@@ -409,7 +408,7 @@ export class KubernetesStore implements Store {
       if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
       const before = this.toRouter(current).spec;
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(before), 'router spec');
-      this.throwRouterConflicts(name, value);
+      assertNoRouterConflicts(name, value, this.listRouters());
       const { agentTokenSha256: hash, ...stored } = value;
       try {
         const updated = await this.api.replace<RouterSpec, RouterStatus>('Router', {
@@ -664,7 +663,7 @@ export class KubernetesStore implements Store {
           this.event(current, 'Deleted', actor, message);
           return undefined;
         }
-        const spec = change.spec ? this.checkSessionSpec(before, change.spec) : current.spec;
+        const spec = change.spec ? checkedSessionSpec(before, change.spec) : current.spec;
         const status = change.status
           ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
           : undefined;
@@ -732,22 +731,10 @@ export class KubernetesStore implements Store {
     }
   }
 
-  private checkSessionSpec(current: Session, next: SessionSpec): SessionSpec {
-    const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
-    for (const field of ['uuid', 'asn', 'router'] as const) {
-      if (spec[field] !== current.spec[field]) {
-        throw new ProblemError('INVALID_REQUEST', `session ${field} cannot change`, [
-          { pointer: `/${field}`, message: 'cannot change' },
-        ]);
-      }
-    }
-    return spec;
-  }
-
   // ---------------------------------------------------------------- policy writes
 
   async putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
-    if (name !== 'default') checkName(name, 'policy name');
+    if (name !== 'default') assertRouterName(name, 'policy name');
     const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
     for (let attempt = 0; ; attempt++) {
       const current =
@@ -875,12 +862,6 @@ export class KubernetesStore implements Store {
       throw storeError(err, `read ${kind} ${name}`);
     }
   }
-
-  private throwRouterConflicts(name: string, spec: RouterSpec): void {
-    const errors = routerSetErrors(name, spec, this.listRouters());
-    if (errors.length > 0)
-      throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
-  }
 }
 
 /** Starts an informer; its first list failing (forbidden, unreachable) rejects instead of only calling the error handlers. */
@@ -915,16 +896,6 @@ async function startInformerOnce<T extends KubernetesObject>(informer: Informer<
   if (failure !== undefined) {
     await informer.stop().catch(() => undefined);
     throw failure;
-  }
-}
-
-function checkName(name: string, what = 'router name'): void {
-  if (!validate(RouterName, name).ok) {
-    throw new ProblemError(
-      'INVALID_REQUEST',
-      `${what} must be 1-31 characters: a-z, 0-9 and -, starting with a letter`,
-      [{ pointer: '/name', message: 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter' }],
-    );
   }
 }
 
