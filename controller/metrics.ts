@@ -3,7 +3,15 @@
  * (per-session RTT/routes/bytes, stuck sessions, offline agents, login outcomes, store latency).
  * Gauges about stored state are computed at scrape time from every open store, so they survive restarts.
  */
-import { Counter, Gauge, Histogram, register } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  register,
+  type CounterConfiguration,
+  type GaugeConfiguration,
+  type HistogramConfiguration,
+} from 'prom-client';
 import type { Store } from './store/store.ts';
 import { ALL_STATUS_CODES, SessionStatus, statusName } from '../common/status.ts';
 
@@ -23,128 +31,103 @@ export function addMetricsSource(
   return () => sources.delete(entry);
 }
 
-function getOrCreate<T>(name: string, make: () => T): T {
-  return (register.getSingleMetric(name) as T | undefined) ?? make();
+// The registry is process-wide and this module may be loaded more than once (tests, several apps): a
+// metric already registered under the name is the one to use.
+function counter<T extends string>(config: CounterConfiguration<T>): Counter<T> {
+  return (register.getSingleMetric(config.name) as Counter<T> | undefined) ?? new Counter(config);
+}
+function gauge<T extends string>(config: GaugeConfiguration<T>): Gauge<T> {
+  return (register.getSingleMetric(config.name) as Gauge<T> | undefined) ?? new Gauge(config);
+}
+function histogram<T extends string>(config: HistogramConfiguration<T>): Histogram<T> {
+  return (register.getSingleMetric(config.name) as Histogram<T> | undefined) ?? new Histogram(config);
 }
 
-export const httpRequests = getOrCreate(
-  'http_requests_total',
-  () =>
-    new Counter({
-      name: 'http_requests_total',
-      help: 'HTTP requests by route pattern, method and status',
-      labelNames: ['route', 'method', 'status'] as const,
-    }),
-);
+export const httpRequests = counter({
+  name: 'http_requests_total',
+  help: 'HTTP requests by route pattern, method and status',
+  labelNames: ['route', 'method', 'status'] as const,
+});
 
-export const httpDuration = getOrCreate(
-  'http_request_duration_seconds',
-  () =>
-    new Histogram({
-      name: 'http_request_duration_seconds',
-      help: 'HTTP request latency by route pattern and method',
-      labelNames: ['route', 'method'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    }),
-);
+export const httpDuration = histogram({
+  name: 'http_request_duration_seconds',
+  help: 'HTTP request latency by route pattern and method',
+  labelNames: ['route', 'method'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+});
 
-/** Login outcomes; the login plugin increments it (`ok`, `bad_signature`, `expired`, `blocked`, …). */
-export const loginTotal = getOrCreate(
-  'peerops_login_total',
-  () =>
-    new Counter({
-      name: 'peerops_login_total',
-      help: 'Login attempts by outcome',
-      labelNames: ['outcome'] as const,
-    }),
-);
+/** Login outcomes; the login plugin increments it (`success`, `auth_failed`, `asn_blocked`, …: docs/login.md). */
+export const loginTotal = counter({
+  name: 'peerops_login_total',
+  help: 'Login attempts by outcome',
+  labelNames: ['outcome'] as const,
+});
 
-export const storeLatency = getOrCreate(
-  'peerops_store_operation_duration_seconds',
-  () =>
-    new Histogram({
-      name: 'peerops_store_operation_duration_seconds',
-      help: 'Latency of store writes by operation',
-      labelNames: ['operation', 'outcome'] as const,
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    }),
-);
+export const storeLatency = histogram({
+  name: 'peerops_store_operation_duration_seconds',
+  help: 'Latency of store writes by operation',
+  labelNames: ['operation', 'outcome'] as const,
+  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+});
 
-getOrCreate(
-  'active_sessions_total',
-  () =>
-    new Gauge({
-      name: 'active_sessions_total',
-      help: 'BGP sessions by status',
-      labelNames: ['status'] as const,
-      collect() {
-        const counts = new Map<number, number>(ALL_STATUS_CODES.map((c) => [c, 0]));
-        for (const { store } of sources)
-          for (const s of store.listSessions())
-            counts.set(s.status.code, (counts.get(s.status.code) ?? 0) + 1);
-        this.reset();
-        for (const [code, n] of counts) this.set({ status: statusName(code as 0) }, n);
-      },
-    }),
-);
+gauge({
+  name: 'active_sessions_total',
+  help: 'BGP sessions by status',
+  labelNames: ['status'] as const,
+  collect() {
+    const counts = new Map<number, number>(ALL_STATUS_CODES.map((c) => [c, 0]));
+    for (const { store } of sources)
+      for (const s of store.listSessions()) counts.set(s.status.code, (counts.get(s.status.code) ?? 0) + 1);
+    this.reset();
+    for (const [code, n] of counts) this.set({ status: statusName(code as 0) }, n);
+  },
+});
 
-getOrCreate(
-  'agent_heartbeat_timestamp',
-  () =>
-    new Gauge({
-      name: 'agent_heartbeat_timestamp',
-      help: 'Unix time (seconds) of the last heartbeat per router',
-      labelNames: ['router'] as const,
-      collect() {
-        this.reset();
-        for (const { store } of sources)
-          for (const r of store.listRouters()) {
-            const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) / 1000 : 0;
-            this.set({ router: r.name }, at);
-          }
-      },
-    }),
-);
+gauge({
+  name: 'agent_heartbeat_timestamp',
+  help: 'Unix time (seconds) of the last heartbeat per router',
+  labelNames: ['router'] as const,
+  collect() {
+    this.reset();
+    for (const { store } of sources)
+      for (const r of store.listRouters()) {
+        const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) / 1000 : 0;
+        this.set({ router: r.name }, at);
+      }
+  },
+});
 
-getOrCreate(
-  'peerops_agent_offline',
-  () =>
-    new Gauge({
-      name: 'peerops_agent_offline',
-      help: '1 when the router has sent no heartbeat for more than the offline threshold (5 min)',
-      labelNames: ['router'] as const,
-      collect() {
-        this.reset();
-        const now = Date.now();
-        for (const { store, offlineAfterSeconds } of sources)
-          for (const r of store.listRouters()) {
-            const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) : 0;
-            this.set({ router: r.name }, now - at > offlineAfterSeconds * 1000 ? 1 : 0);
-          }
-      },
-    }),
-);
+gauge({
+  name: 'peerops_agent_offline',
+  help: '1 when the router has sent no heartbeat for more than the offline threshold (5 min)',
+  labelNames: ['router'] as const,
+  collect() {
+    this.reset();
+    const now = Date.now();
+    for (const { store, offlineAfterSeconds } of sources)
+      for (const r of store.listRouters()) {
+        const at = r.status.lastHeartbeat ? Date.parse(r.status.lastHeartbeat) : 0;
+        this.set({ router: r.name }, now - at > offlineAfterSeconds * 1000 ? 1 : 0);
+      }
+  },
+});
 
-getOrCreate(
-  'peerops_sessions_stuck',
-  () =>
-    new Gauge({
-      name: 'peerops_sessions_stuck',
-      help: 'Sessions in QUEUED_FOR_SETUP for longer than the stuck threshold (10 min), by router',
-      labelNames: ['router'] as const,
-      collect() {
-        this.reset();
-        const now = Date.now();
-        for (const { store, stuckAfterSeconds } of sources) {
-          for (const r of store.listRouters()) this.set({ router: r.name }, 0);
-          for (const s of store.listSessions()) {
-            if (!isStuck(s.status, now, stuckAfterSeconds)) continue;
-            this.inc({ router: s.spec.router });
-          }
-        }
-      },
-    }),
-);
+gauge({
+  name: 'peerops_sessions_stuck',
+  help: 'Sessions in QUEUED_FOR_SETUP for longer than the stuck threshold (10 min), by router',
+  labelNames: ['router'] as const,
+  collect() {
+    this.reset();
+    const now = Date.now();
+    for (const { store, stuckAfterSeconds } of sources) {
+      for (const r of store.listRouters()) this.set({ router: r.name }, 0);
+      for (const s of store.listSessions()) {
+        if (!isStuck(s.status, now, stuckAfterSeconds)) continue;
+        this.inc({ router: s.spec.router });
+      }
+    }
+  },
+});
 
 /** Is a session stuck in QUEUED_FOR_SETUP? */
 export function isStuck(
@@ -162,26 +145,22 @@ function sessionGauge(
   help: string,
   pick: (m: NonNullable<SessionMetricsLike>) => number | null,
 ) {
-  return getOrCreate(
+  return gauge({
     name,
-    () =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['session', 'router', 'asn'] as const,
-        collect() {
-          this.reset();
-          for (const { store } of sources)
-            for (const s of store.listSessions()) {
-              const m = s.status.metrics;
-              if (!m) continue;
-              const v = pick(m);
-              if (v === null) continue;
-              this.set({ session: s.spec.uuid, router: s.spec.router, asn: String(s.spec.asn) }, v);
-            }
-        },
-      }),
-  );
+    help,
+    labelNames: ['session', 'router', 'asn'] as const,
+    collect() {
+      this.reset();
+      for (const { store } of sources)
+        for (const s of store.listSessions()) {
+          const m = s.status.metrics;
+          if (!m) continue;
+          const v = pick(m);
+          if (v === null) continue;
+          this.set({ session: s.spec.uuid, router: s.spec.router, asn: String(s.spec.asn) }, v);
+        }
+    },
+  });
 }
 type SessionMetricsLike = ReturnType<Store['listSessions']>[number]['status']['metrics'];
 
