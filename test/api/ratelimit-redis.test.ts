@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createServer } from 'node:net';
+import { freePort } from '../support/ports.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../controller/app.ts';
@@ -21,17 +22,6 @@ let redis: ChildProcess;
 const replicas: FastifyInstance[] = [];
 let registry: Registry;
 let keyDir: string;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   const port = await freePort();

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from '../support/ports.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
@@ -27,17 +27,6 @@ afterAll(async () => {
   await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function serve(
   name: string,
