@@ -3,7 +3,7 @@
  * updater and its default restart (exit with RESTART_EXIT_CODE), as the agent's timer would.
  * Arguments come as JSON in PEEROPS_TEST_UPDATE.
  */
-import { ControlPlaneClient } from '../../agent/sync/client.ts';
+import { autoUpdateFrom } from './update-controller.ts';
 import { checkForUpdate } from '../../agent/update/updater.ts';
 
 const args = JSON.parse(process.env.PEEROPS_TEST_UPDATE ?? '{}') as {
@@ -12,22 +12,9 @@ const args = JSON.parse(process.env.PEEROPS_TEST_UPDATE ?? '{}') as {
   installPath: string;
   currentVersion: string;
 };
-/** The agent's own control-plane client asks the controller, as in agent/main.ts. */
-function controller(url: string, token: string) {
-  const client = new ControlPlaneClient({
-    url,
-    token,
-    router: 'r1',
-    requestTimeout: 5,
-    maxRetries: 0,
-    retryInitialDelay: 100,
-  });
-  return client.bootstrap().then((b) => b.autoUpdate);
-}
-
 const outcome = await checkForUpdate({
   local: { enabled: true, checkInterval: 60, channel: 'stable', releaseRepo: args.releaseRepo },
-  controller: () => controller(args.controlPlane, 'test-token-0123456789'),
+  controller: () => autoUpdateFrom(args.controlPlane, 'test-token-0123456789'),
   installPath: args.installPath,
   currentVersion: args.currentVersion,
 });

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlaneClient } from '../../agent/sync/client.ts';
+import { autoUpdateFrom } from './update-controller.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
 import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
@@ -31,19 +31,6 @@ const files = new Map<string, Buffer>();
 let listing: Release[] = [];
 let autoUpdateEnabled = true;
 const hits = { listing: 0, downloads: 0 };
-
-/** The agent's own control-plane client asks the controller, as in agent/main.ts. */
-function controller(url: string, token: string) {
-  const client = new ControlPlaneClient({
-    url,
-    token,
-    router: 'r1',
-    requestTimeout: 5,
-    maxRetries: 0,
-    retryInitialDelay: 100,
-  });
-  return client.bootstrap().then((b) => b.autoUpdate);
-}
 
 function bootstrap(): BootstrapConfigResponse {
   return {
@@ -214,7 +201,7 @@ describe('self-update', () => {
           channel: 'stable',
           releaseRepo: `${base}/mirror/acme/peerops`,
         },
-        controller: () => controller(base, TOKEN),
+        controller: () => autoUpdateFrom(base, TOKEN),
         installPath,
         currentVersion: '0.1.0',
         restart: () => (restarted = true),
@@ -238,7 +225,7 @@ describe('self-update', () => {
         channel: 'stable',
         releaseRepo: `${base}/mirror/acme/peerops`,
       },
-      controller: () => controller(base, TOKEN),
+      controller: () => autoUpdateFrom(base, TOKEN),
       installPath,
       currentVersion: '0.1.0',
       restart: () => {
