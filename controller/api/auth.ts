@@ -3,7 +3,7 @@
  * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
  * the router named in the path (a token opens no other router's paths).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
 import type { Identity, TokenIssuer } from '../auth/jwt.ts';
 import { agentTokenMatches } from '../auth/agent-token.ts';
@@ -68,9 +68,17 @@ export async function requireAdmin(request: FastifyRequest): Promise<void> {
     throw new ProblemError('FORBIDDEN', 'this action needs an admin token');
 }
 
-export async function requireAgent(request: FastifyRequest): Promise<void> {
+/** Callback style: it runs before every agent request, and an async hook costs a promise each time. */
+export function requireAgent(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: (err?: Error) => void,
+): void {
   if (request.agentRouter === undefined)
-    throw new ProblemError('INVALID_TOKEN', "the agent token is missing or is not this router's token");
+    return done(
+      new ProblemError('INVALID_TOKEN', "the agent token is missing or is not this router's token"),
+    );
+  done();
 }
 
 /** Rate-limit key: the user, the router (agent routes), or before authentication the client address. */

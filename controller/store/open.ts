@@ -22,25 +22,34 @@ const WRITES = new Set<string>([
 
 /** The same store, with each write timed. */
 export function instrumentStore(store: Store): Store {
+  // One wrapper per method, made on first use: reads sit on every request's path.
+  const methods = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, prop, receiver) {
+      const cached = methods.get(prop);
+      if (cached) return cached;
       const value: unknown = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function') return value;
-      const fn = value as (...args: unknown[]) => unknown;
-      if (typeof prop !== 'string' || !WRITES.has(prop)) return fn.bind(target);
-      return async (...args: unknown[]) => {
-        const end = storeLatency.startTimer({ operation: prop });
-        try {
-          const result = await fn.apply(target, args);
-          end({ outcome: 'ok' });
-          return result;
-        } catch (err) {
-          end({ outcome: 'error' });
-          throw err;
-        }
-      };
+      const wrapped = wrap(target, prop, value as (...args: unknown[]) => unknown);
+      methods.set(prop, wrapped);
+      return wrapped;
     },
   });
+}
+
+function wrap(target: Store, prop: PropertyKey, fn: (...args: unknown[]) => unknown) {
+  if (typeof prop !== 'string' || !WRITES.has(prop)) return fn.bind(target);
+  return async (...args: unknown[]) => {
+    const end = storeLatency.startTimer({ operation: prop });
+    try {
+      const result = await fn.apply(target, args);
+      end({ outcome: 'ok' });
+      return result;
+    } catch (err) {
+      end({ outcome: 'error' });
+      throw err;
+    }
+  };
 }
 
 export async function openStore(config: Pick<Config, 'store' | 'dataDir'>, logger?: Logger): Promise<Store> {

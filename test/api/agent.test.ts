@@ -1,6 +1,7 @@
 /** The agent endpoints: per-router tokens, ETag/304, long poll on a listening server, scoped reports. */
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashAgentToken } from '../../controller/auth/agent-token.ts';
+import { agentTokenMatches, hashAgentToken, newAgentToken } from '../../controller/auth/agent-token.ts';
 import { ADMIN_ASN, driver, expectOk, problem, startHarness, wgKey, type Harness } from './helpers.ts';
 
 let h: Harness;
@@ -30,6 +31,15 @@ describe('agent tokens', () => {
   it('are stored only as a sha256 hash', () => {
     expect(h.store.getAgentTokenHash('fra1')).toBe(hashAgentToken(fraToken));
     expect(JSON.stringify(h.store.getRouter('fra1'))).not.toContain(fraToken);
+  });
+  it('match only the stored hash, in any malformed case no', () => {
+    const { token, sha256 } = newAgentToken();
+    expect(sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(agentTokenMatches(token, sha256)).toBe(true);
+    expect(agentTokenMatches(`${token}x`, sha256)).toBe(false);
+    expect(agentTokenMatches(token, undefined)).toBe(false);
+    expect(agentTokenMatches(token, sha256.slice(2))).toBe(false);
+    expect(agentTokenMatches(token, `zz${sha256.slice(2)}`)).toBe(false);
   });
   it("a router's token opens no other router's paths (401)", async () => {
     for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
@@ -82,6 +92,40 @@ describe('GET /agent/:router/sessions', () => {
     const changed = await h.get('/agent/fra1/sessions', fraToken, { 'if-none-match': etag });
     expect(changed.statusCode).toBe(200);
     expect(changed.headers.etag).not.toBe(etag);
+  });
+  it('is gzipped for clients that accept it, under a weak tag of the same hash', async () => {
+    await fra.inStatus(4);
+    const plain = await expectOk(h.get('/agent/fra1/sessions', fraToken));
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.headers.vary).toBe('accept-encoding');
+    const zipped = await expectOk(
+      h.get('/agent/fra1/sessions', fraToken, { 'accept-encoding': 'gzip, deflate' }),
+    );
+    expect(zipped.headers['content-encoding']).toBe('gzip');
+    expect(zipped.headers.vary).toBe('accept-encoding');
+    expect(zipped.headers.etag).toBe(`W/${plain.headers.etag}`);
+    expect(gunzipSync(zipped.rawPayload).toString()).toBe(plain.body);
+    expect(zipped.rawPayload.length).toBeLessThan(plain.rawPayload.length);
+    // gzip refused by q=0, or not offered: the identity body
+    for (const accept of ['gzip;q=0, identity', 'br'])
+      expect(
+        (await h.get('/agent/fra1/sessions', fraToken, { 'accept-encoding': accept })).headers[
+          'content-encoding'
+        ],
+      ).toBeUndefined();
+    // Either tag is current for either representation.
+    for (const [tag, accept] of [
+      [plain.headers.etag, 'gzip'],
+      [zipped.headers.etag, 'identity'],
+    ])
+      expect(
+        (
+          await h.get('/agent/fra1/sessions', fraToken, {
+            'if-none-match': tag as string,
+            'accept-encoding': accept as string,
+          })
+        ).statusCode,
+      ).toBe(304);
   });
   it('answers under /api/v1 too', async () => {
     await expectOk(h.get('/api/v1/agent/fra1/sessions', fraToken));

@@ -458,9 +458,10 @@ export class GitStore implements Store {
   recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
     const current = this.routers.get(router);
     if (!current) return;
-    const status = deepFreeze(
-      validateOrThrow<RouterStatus>(RouterStatusSchema, { ...current.status, ...patch }, 'router status'),
-    );
+    // Every field is optional and the current status was checked when it was recorded: the patch alone
+    // needs checking (a heartbeat would otherwise re-validate every mesh peer each time).
+    const checked = validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status');
+    const status = deepFreeze({ ...current.status, ...checked });
     const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
     this.routerStatus.set(router, status);
     this.routers.set(router, deepFreeze({ ...current, status }));

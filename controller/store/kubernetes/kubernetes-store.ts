@@ -782,11 +782,11 @@ export class KubernetesStore implements Store {
   recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
     const current = this.getRouter(router);
     if (!current) return;
-    const status = validateOrThrow<RouterStatus>(
-      RouterStatusSchema,
-      { ...current.status, ...patch },
-      'router status',
-    );
+    // All fields optional, the current status checked when recorded: the patch alone needs checking.
+    const status = {
+      ...current.status,
+      ...validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status'),
+    };
     const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
     this.pendingRouterStatus.set(router, status);
     if (keyChanged) this.feed.publish({ kind: 'Router', name: router, type: 'put' });
