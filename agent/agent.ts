@@ -33,11 +33,15 @@ export class Agent {
   private loops: Promise<void>[] = [];
   lastPass: PassResult | undefined;
   passes = 0;
+  /** Settles after the first pass that fetched from the controller and reconciled: this version works here. */
+  readonly firstPass: Promise<void>;
+  private passed: () => void = () => undefined;
 
   constructor(config: AgentConfig, log: Logger, client: ControlPlaneClient, hooks?: ReconcileHooks) {
     this.config = config;
     this.log = log;
     this.client = client;
+    this.firstPass = new Promise((resolve) => (this.passed = resolve));
     this.bird = new BirdControl(config.routing.controlSocket, {
       poolSize: config.routing.poolSize,
       poolSizeMax: config.routing.poolSizeMax,
@@ -115,6 +119,7 @@ export class Agent {
     const result = await this.reconciler.pass(this.sessions, this.policy);
     this.lastPass = result;
     this.passes++;
+    this.passed();
     return result;
   }
 

@@ -11,6 +11,7 @@ import { Agent } from './agent.ts';
 import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
 import { ControlPlaneClient } from './sync/client.ts';
+import { endProbation } from './update/probation.ts';
 import { runningArtifact, startUpdater } from './update/updater.ts';
 import { detectBackend } from './wireguard/interface.ts';
 
@@ -82,10 +83,16 @@ export async function main(argv: string[]): Promise<number> {
   log.info({ listen: config.server.listen, mode: config.mode }, 'agent started');
   agent.start();
   mesh.start();
+  const installPath = runningArtifact();
+  if (installPath)
+    void agent.firstPass
+      .then(() => endProbation(installPath))
+      .then((version) => version && log.info({ version }, 'self-update confirmed by a good pass'))
+      .catch((err: Error) => log.warn({ err: err.message }, 'could not end the self-update probation'));
   const updater = startUpdater({
     local: config.autoUpdate,
     controller: async () => (await client.bootstrap()).autoUpdate,
-    installPath: runningArtifact(),
+    installPath,
     log: log.child({ part: 'update' }),
   });
   await new Promise<void>((resolve) =>

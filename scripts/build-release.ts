@@ -3,6 +3,7 @@
  *   dist/peerops.mjs   one esbuild bundle of bin/peerops.ts with the version baked in
  *                      (process.env.PEEROPS_BUILD_VERSION); `node peerops.mjs --version` prints it
  *   dist/peerops       a launcher that runs the bundle beside it with Node 24 (PEEROPS_NODE or `node`)
+ *                      and rolls back a self-update that never completes a pass (agent/update/probation.ts)
  *   dist/SHA256SUMS    sha256sum lines for both
  *
  *   node scripts/build-release.ts [--version 1.2.3] [--out dist]   (npm run build:release)
@@ -19,16 +20,35 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 import semver from 'semver';
+import { ARTIFACT_NAME, previousPath } from '../agent/update/install.ts';
+import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
-const ARTIFACT = 'peerops.mjs';
+const ARTIFACT = ARTIFACT_NAME;
 const LAUNCHER = 'peerops';
 const CHECKSUMS = 'SHA256SUMS';
+const PREVIOUS = path.basename(previousPath(ARTIFACT));
 
 const LAUNCHER_TEXT = `#!/bin/sh
 # peerops launcher: runs the release bundle beside this file with Node 24 (PEEROPS_NODE, else node on PATH).
-exec "\${PEEROPS_NODE:-node}" "$(dirname "$(readlink -f "$0")")/${ARTIFACT}" "$@"
+# After a self-update the agent is on probation (agent/update/probation.ts): every agent start is counted
+# here; a version that started ${PROBATION_STARTS} times without a good pass is rolled back to the previous bundle.
+dir=$(dirname "$(readlink -f "$0")")
+probation="$dir/${PROBATION_NAME}"
+if [ "$1" = agent ] && [ -f "$probation" ]; then
+  read -r version starts < "$probation"
+  case "$starts" in '' | *[!0-9]*) starts=0 ;; esac
+  if [ "$starts" -ge ${PROBATION_STARTS} ] && [ -f "$dir/${PREVIOUS}" ]; then
+    echo "peerops: version $version started $starts times without a good pass; rolling back to the previous version" >&2
+    mv -f "$dir/${PREVIOUS}" "$dir/${ARTIFACT}"
+    echo "$version" >> "$dir/${REJECTED_NAME}"
+    rm -f "$probation"
+  else
+    echo "$version $((starts + 1))" > "$probation.tmp" && mv -f "$probation.tmp" "$probation"
+  fi
+fi
+exec "\${PEEROPS_NODE:-node}" "$dir/${ARTIFACT}" "$@"
 `;
 
 /** Rewrites bin/peerops.ts's `import(command.module)` into literal imports esbuild can bundle. */

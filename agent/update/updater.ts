@@ -5,11 +5,14 @@
  * (refuse on mismatch), run it with `--version`, swap it in atomically keeping the previous file, and
  * restart through the supervisor: the process exits with RESTART_EXIT_CODE and systemd
  * (`Restart=always`) or the DaemonSet starts the new file. Tunnels and BIRD keep running meanwhile.
+ * The new version runs on probation until its first good pass (probation.ts); versions rolled back
+ * there are skipped.
  */
 import path from 'node:path';
 import { VERSION } from '../../common/version.ts';
 import { ARTIFACT_NAME, checkRuns, downloadArtifact, fetchExpectedSha256, swapInstall } from './install.ts';
-import { fetchReleases, selectRelease, UpdateError, type UpdateChannel } from './releases.ts';
+import { endProbation, rejectedVersions, startProbation } from './probation.ts';
+import { fetchReleases, releaseVersion, selectRelease, UpdateError, type UpdateChannel } from './releases.ts';
 import { rm } from 'node:fs/promises';
 
 /** Exit status that asks the supervisor for a restart into the new version (EX_TEMPFAIL). */
@@ -69,7 +72,13 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
     return { result: 'disabled', by: 'local' };
   }
 
-  const releases = await fetchReleases(opts.local.releaseRepo, timeoutMs);
+  const rejected = await rejectedVersions(opts.installPath);
+  const releases = (await fetchReleases(opts.local.releaseRepo, timeoutMs)).filter((r) => {
+    const version = releaseVersion(r);
+    if (version === undefined || !rejected.has(version)) return true;
+    log.warn({ version }, 'release skipped: it was rolled back after it failed to run here');
+    return false;
+  });
   const pick = selectRelease(releases, channel, current);
   if (!pick) return { result: 'up-to-date', version: current };
 
@@ -82,7 +91,14 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
       );
     }
     await checkRuns(file, pick.version);
-    await swapInstall(opts.installPath, file);
+    // Probation before the swap: the new file never runs outside it.
+    await startProbation(opts.installPath, pick.version);
+    try {
+      await swapInstall(opts.installPath, file);
+    } catch (err) {
+      await endProbation(opts.installPath);
+      throw err;
+    }
   } catch (err) {
     await rm(file, { force: true });
     throw err;

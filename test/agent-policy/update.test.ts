@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autoUpdateFrom } from './update-controller.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
+import { endProbation, PROBATION_NAME, REJECTED_NAME } from '../../agent/update/probation.ts';
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
 import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
 import type { BootstrapConfigResponse } from '../../common/agent-api.ts';
@@ -64,11 +65,30 @@ async function sha256(file: string): Promise<string> {
     .digest('hex');
 }
 
-/** A fresh install dir holding release 0.1.0 as the running file. */
-async function install(): Promise<string> {
+/** A fresh install dir holding release 0.1.0 as the running file (and its launcher, when asked). */
+async function install(withLauncher = false): Promise<string> {
   const dir = await mkdtemp(path.join(root, 'install-'));
   await copyFile(path.join(root, 'v0.1.0', ARTIFACT_NAME), path.join(dir, ARTIFACT_NAME));
+  if (withLauncher) await copyFile(path.join(root, 'v0.1.0', 'peerops'), path.join(dir, 'peerops'));
   return path.join(dir, ARTIFACT_NAME);
+}
+
+/** The update as the agent's updater does it, in a child process that exits for its restart. */
+async function updateInChild(installPath: string): Promise<{ code: number; stderr: string }> {
+  return run(process.execPath, [path.join(import.meta.dirname, 'update-child.ts')], {
+    env: {
+      ...process.env,
+      PEEROPS_TEST_UPDATE: JSON.stringify({
+        controlPlane: base,
+        releaseRepo: `${base}/mirror/acme/peerops`,
+        installPath,
+        currentVersion: '0.1.0',
+      }),
+    },
+  }).then(
+    (r) => ({ code: 0, stderr: r.stderr }),
+    (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
+  );
 }
 
 beforeAll(async () => {
@@ -161,27 +181,20 @@ describe('self-update', () => {
     listing = [release('v0.2.0'), release('v0.2.1-beta.1', { prerelease: true })];
     autoUpdateEnabled = true;
     const installPath = await install();
-    const child = await run(process.execPath, [path.join(import.meta.dirname, 'update-child.ts')], {
-      env: {
-        ...process.env,
-        PEEROPS_TEST_UPDATE: JSON.stringify({
-          controlPlane: base,
-          releaseRepo: `${base}/mirror/acme/peerops`,
-          installPath,
-          currentVersion: '0.1.0',
-        }),
-      },
-    }).then(
-      (r) => ({ code: 0, stderr: r.stderr }),
-      (err: { code: number; stderr: string }) => ({ code: err.code, stderr: err.stderr }),
-    );
+    const child = await updateInChild(installPath);
     expect(child.code, child.stderr).toBe(RESTART_EXIT_CODE);
     // the supervisor starts the file again: it is the new release; the previous one is kept
     expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.2.0');
     expect((await run(process.execPath, [previousPath(installPath), '--version'])).stdout.trim()).toBe(
       '0.1.0',
     );
-    expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME, 'peerops.previous.mjs'].sort());
+    expect(await readdir(path.dirname(installPath))).toEqual(
+      [ARTIFACT_NAME, 'peerops.previous.mjs', PROBATION_NAME].sort(),
+    );
+    // the new version is on probation until its first good pass
+    expect(await readFile(path.join(path.dirname(installPath), PROBATION_NAME), 'utf8')).toBe('0.2.0 0\n');
+    expect(await endProbation(installPath)).toBe('0.2.0');
+    expect(await endProbation(installPath)).toBeUndefined();
     await rollback(installPath);
     expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
   }, 60_000);
@@ -236,4 +249,71 @@ describe('self-update', () => {
     expect(hits).toEqual(before);
     expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
   }, 30_000);
+});
+
+describe('probation after a self-update', () => {
+  it('a version that starts 3 times without a good pass is rolled back by the launcher and never installed again', async () => {
+    listing = [release('v0.2.0')];
+    autoUpdateEnabled = true;
+    const installPath = await install(true);
+    const dir = path.dirname(installPath);
+    const child = await updateInChild(installPath);
+    expect(child.code, child.stderr).toBe(RESTART_EXIT_CODE);
+    const launcher = path.join(dir, 'peerops');
+    const launch = (...args: string[]) =>
+      run(launcher, args, { env: { ...process.env, PEEROPS_NODE: process.execPath } }).then(
+        (r) => ({ code: 0, ...r }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+    const probation = () => readFile(path.join(dir, PROBATION_NAME), 'utf8');
+    // Other commands do not count; the agent here cannot run (its config is missing), as a release that
+    // breaks on this router would not.
+    expect((await launch('--version')).stdout.trim()).toBe('0.2.0');
+    expect(await probation()).toBe('0.2.0 0\n');
+    const missing = path.join(dir, 'missing.json');
+    for (const starts of [1, 2, 3]) {
+      expect((await launch('agent', '--config', missing)).code).not.toBe(0);
+      expect(await probation()).toBe(`0.2.0 ${starts}\n`);
+    }
+    const fourth = await launch('agent', '--config', missing);
+    expect(fourth.stderr).toMatch(/version 0\.2\.0 started 3 times without a good pass; rolling back/);
+    expect((await launch('--version')).stdout.trim()).toBe('0.1.0');
+    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_NAME, 'peerops', REJECTED_NAME].sort());
+    expect(await readFile(path.join(dir, REJECTED_NAME), 'utf8')).toBe('0.2.0\n');
+    // The rolled-back version is skipped: nothing downloaded, the old version stays.
+    const downloads = hits.downloads;
+    const outcome = await checkForUpdate({
+      local: {
+        enabled: true,
+        checkInterval: 60,
+        channel: 'stable',
+        releaseRepo: `${base}/mirror/acme/peerops`,
+      },
+      controller: () => autoUpdateFrom(base, TOKEN),
+      installPath,
+      currentVersion: '0.1.0',
+      restart: () => {
+        throw new Error('must not restart');
+      },
+    });
+    expect(outcome).toEqual({ result: 'up-to-date', version: '0.1.0' });
+    expect(hits.downloads).toBe(downloads);
+  }, 60_000);
+
+  it('a version confirmed by a good pass is not counted any more', async () => {
+    listing = [release('v0.2.0')];
+    autoUpdateEnabled = true;
+    const installPath = await install(true);
+    expect((await updateInChild(installPath)).code).toBe(RESTART_EXIT_CODE);
+    expect(await endProbation(installPath)).toBe('0.2.0');
+    const missing = path.join(path.dirname(installPath), 'missing.json');
+    for (let i = 0; i < 4; i++)
+      await run(path.join(path.dirname(installPath), 'peerops'), ['agent', '--config', missing], {
+        env: { ...process.env, PEEROPS_NODE: process.execPath },
+      }).catch(() => undefined);
+    expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.2.0');
+    expect((await readdir(path.dirname(installPath))).sort()).toEqual(
+      [ARTIFACT_NAME, 'peerops', 'peerops.previous.mjs'].sort(),
+    );
+  }, 60_000);
 });

@@ -38,7 +38,12 @@ describe('agent session machinery', () => {
     expect(status(uuid)).toBe(4);
     port = L.h.store.getSession(uuid)!.spec.listenPort;
     await L.connectPeer(peer, port);
+    let confirmed = false;
+    void agent.firstPass.then(() => (confirmed = true));
+    await Promise.resolve();
+    expect(confirmed).toBe(false); // what ends a self-update's probation: no pass yet
     const pass = await agent.syncOnce();
+    await expect(agent.firstPass).resolves.toBeUndefined();
     expect(pass?.failed.size).toBe(0);
     expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
     expect(status(uuid)).toBe(1);
