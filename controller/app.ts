@@ -17,8 +17,8 @@ import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
 import { addMetricsSource, httpDuration, httpRequests, loginTotal } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
-import { FailureLimiter, MemoryChallengeStore } from './auth/login/challenges.ts';
-import { RedisChallengeStore } from './auth/login/redis-challenges.ts';
+import { MemoryChallengeStore, MemoryFailureLimiter } from './auth/login/challenges.ts';
+import { RedisChallengeStore, RedisFailureLimiter } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './api/views.ts';
 
@@ -81,10 +81,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   let document: Record<string, unknown> | undefined;
   const openapi = () => (document ??= openApiDocument(operations));
   // One challenge store and failure limiter for both prefixes: a challenge from /login verifies at
-  // /api/v1/login. With Redis the challenges are shared by every replica too.
+  // /api/v1/login. With Redis both are shared by every replica too.
   const loginState = {
     challengeStore: redis ? new RedisChallengeStore(redis) : new MemoryChallengeStore(),
-    failureLimiter: new FailureLimiter(),
+    failureLimiter: redis ? new RedisFailureLimiter(redis) : new MemoryFailureLimiter(),
   };
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)

@@ -1,6 +1,6 @@
 /**
- * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller, and
- * login challenges that one replica hands out and the other verifies, once.
+ * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller,
+ * login challenges that one replica hands out and the other verifies, once, and one count of failed logins.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -117,6 +117,37 @@ describe('login challenges with Redis', () => {
     expect(h.tokens.verify(v.json().token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
     // used up everywhere: neither replica takes it again
     for (const app of [a, b]) expect(problem(await post(app, verify))).toMatchObject({ code: 'AUTH_FAILED' });
+  });
+
+  it('failed logins count across replicas: the limit holds for the service, not per replica', async () => {
+    const verify = (app: FastifyInstance) =>
+      app.inject({
+        method: 'POST',
+        url: '/login',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({
+          action: 'verify',
+          asn: 4242421999,
+          challenge: 'not a challenge',
+          signature: 'x',
+        }),
+      });
+    const [a, b] = replicas as [FastifyInstance, FastifyInstance];
+    // Alternating replicas: shared counting refuses after 10 failures (fewer when the client address
+    // already failed above); counting per replica would allow about 20.
+    let refusedAt = 0;
+    for (let attempt = 1; attempt <= 20 && !refusedAt; attempt++) {
+      const res = await verify(attempt % 2 ? a : b);
+      if (res.statusCode === 429) refusedAt = attempt;
+      else expect(problem(res)).toMatchObject({ code: 'AUTH_FAILED' });
+    }
+    expect(refusedAt).toBeGreaterThan(0);
+    expect(refusedAt).toBeLessThanOrEqual(11);
+    for (const app of [a, b]) {
+      const res = await verify(app);
+      expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(800); // the 15-minute window
+    }
   });
 
   it('answers 503 STORE_UNAVAILABLE, not an internal error, while Redis is down', async () => {

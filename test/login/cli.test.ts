@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as login } from '../../cli/login.ts';
 import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
-import { FailureLimiter, MemoryChallengeStore } from '../../controller/auth/login/challenges.ts';
+import { MemoryChallengeStore, MemoryFailureLimiter } from '../../controller/auth/login/challenges.ts';
 import loginPlugin, { type LoginPluginOptions } from '../../controller/auth/login/plugin.ts';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { loadConfig } from '../../controller/config.ts';
@@ -47,7 +47,7 @@ async function startController(serviceHost: string): Promise<{ app: FastifyInsta
     isBlocked: () => false,
     issueToken: (asn, role) => tokens.issueToken(asn, role, 12 * 3600),
     challengeStore: new MemoryChallengeStore(),
-    failureLimiter: new FailureLimiter(),
+    failureLimiter: new MemoryFailureLimiter(),
   };
   await app.register(loginPlugin, login);
   await app.register(loginPlugin, { ...login, prefix: '/api/v1' });

@@ -87,27 +87,36 @@ export class MemoryChallengeStore implements ChallengeStore {
   }
 }
 
-/** Failed attempts per key (an ASN, a client address) in a sliding window. */
-export class FailureLimiter {
+/** Failed login attempts per key (an ASN, a client address) in a sliding window. */
+export interface FailureLimiter {
+  /** Seconds until the key may try again, or 0 when it may now. */
+  retryAfter(key: string): Promise<number>;
+  fail(key: string): Promise<void>;
+}
+
+/** Limits that allow this many failures per window, the defaults of both implementations. */
+export const FAILURE_LIMIT = { max: 10, windowMs: 15 * 60_000 };
+
+/** In this process only; with several replicas each counts its own (RedisFailureLimiter shares them). */
+export class MemoryFailureLimiter implements FailureLimiter {
   private readonly failures = new Map<string, number[]>();
   readonly max: number;
   readonly windowMs: number;
   private readonly now: () => number;
 
   constructor(opts: { max?: number; windowMs?: number; now?: () => number } = {}) {
-    this.max = opts.max ?? 10;
-    this.windowMs = opts.windowMs ?? 15 * 60_000;
+    this.max = opts.max ?? FAILURE_LIMIT.max;
+    this.windowMs = opts.windowMs ?? FAILURE_LIMIT.windowMs;
     this.now = opts.now ?? Date.now;
   }
 
-  /** Seconds until the key may try again, or 0 when it may now. */
-  retryAfter(key: string): number {
+  async retryAfter(key: string): Promise<number> {
     const recent = this.recent(key);
     if (recent.length < this.max) return 0;
     return Math.max(1, Math.ceil((recent[recent.length - this.max]! + this.windowMs - this.now()) / 1000));
   }
 
-  fail(key: string): void {
+  async fail(key: string): Promise<void> {
     const recent = this.recent(key);
     recent.push(this.now());
     this.failures.set(key, recent);

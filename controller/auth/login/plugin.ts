@@ -17,7 +17,8 @@ import { validateOrThrow } from '../../../common/validate.ts';
 import { describeMethod } from './auth-methods.ts';
 import {
   type ChallengeStore,
-  FailureLimiter,
+  type FailureLimiter,
+  MemoryFailureLimiter,
   MemoryChallengeStore,
   newChallenge,
   readChallenge,
@@ -82,12 +83,16 @@ type VerifyRequest = Static<typeof VerifyRequest>;
 export default async function loginPlugin(app: FastifyInstance, opts: LoginPluginOptions): Promise<void> {
   const now = opts.now ?? Date.now;
   const store = opts.challengeStore ?? new MemoryChallengeStore({ now });
-  const limiter = opts.failureLimiter ?? new FailureLimiter({ ...opts.failureLimit, now });
+  const limiter = opts.failureLimiter ?? new MemoryFailureLimiter({ ...opts.failureLimit, now });
   const admins = new Set(opts.admins);
   const outcome = (o: LoginOutcome) => opts.onOutcome?.(o);
 
-  function refuseLimitedOrBlocked(req: FastifyRequest, reply: FastifyReply, asn: number): void {
-    const wait = Math.max(limiter.retryAfter(`asn:${asn}`), limiter.retryAfter(`ip:${req.ip}`));
+  async function refuseLimitedOrBlocked(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    asn: number,
+  ): Promise<void> {
+    const wait = Math.max(await limiter.retryAfter(`asn:${asn}`), await limiter.retryAfter(`ip:${req.ip}`));
     if (wait > 0) {
       outcome('rate_limited');
       reply.header('Retry-After', String(wait));
@@ -118,7 +123,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   }
 
   async function challenge(req: FastifyRequest, reply: FastifyReply, body: ChallengeRequest) {
-    refuseLimitedOrBlocked(req, reply, body.asn);
+    await refuseLimitedOrBlocked(req, reply, body.asn);
     const auth = await lookup(body.asn);
     if (auth.methods.length === 0) {
       outcome('auth_failed');
@@ -146,10 +151,9 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   }
 
   async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
-    refuseLimitedOrBlocked(req, reply, body.asn);
-    const fail = (reason: string): never => {
-      limiter.fail(`asn:${body.asn}`);
-      limiter.fail(`ip:${req.ip}`);
+    await refuseLimitedOrBlocked(req, reply, body.asn);
+    const fail = async (reason: string): Promise<never> => {
+      await Promise.all([limiter.fail(`asn:${body.asn}`), limiter.fail(`ip:${req.ip}`)]);
       outcome('auth_failed');
       req.log.info({ asn: body.asn, reason }, 'login failed');
       throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
