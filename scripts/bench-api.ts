@@ -11,7 +11,11 @@
  * with wrk). CPU µs per request of the server process (from /proc) is printed beside req/s: on a shared VM
  * it moves less than throughput does. Requests carry what agents send (Node's fetch: Accept-Encoding gzip).
  *
- * Options: --duration SECONDS (default 10), --connections N (default 32), --routers N, --sessions N.
+ * The measurements run in rounds, each round every endpoint and ceiling once, so a change in the host's
+ * load hits them alike; the ratios are taken within a round (seconds apart) and their median printed.
+ *
+ * Options: --duration SECONDS per measurement (default 5), --rounds N (default 3), --connections N
+ * (default 32), --routers N, --sessions N.
  * Needs wrk (Debian package `wrk`; installed when missing and running as root).
  */
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
@@ -29,7 +33,8 @@ const { values } = parseArgs({
   options: {
     serve: { type: 'string' },
     data: { type: 'string' },
-    duration: { type: 'string', default: '10' },
+    duration: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '32' },
     routers: { type: 'string', default: '100' },
     sessions: { type: 'string', default: '100' },
@@ -267,7 +272,13 @@ function wrkScript(requests: LoadRequest[]): string {
   ].join('\n');
 }
 
-async function load(name: string, server: Server, requests: LoadRequest[]): Promise<Figures> {
+interface Load {
+  name: string;
+  server: Server;
+  requests: LoadRequest[];
+}
+
+async function measure({ name, server, requests }: Load, warmUp: boolean): Promise<Figures> {
   const script = join(tmpdir(), `peerops-bench-${randomUUID()}.lua`);
   await writeFile(script, wrkScript(requests));
   const wrk = (seconds: number) =>
@@ -285,7 +296,7 @@ async function load(name: string, server: Server, requests: LoadRequest[]): Prom
       { encoding: 'utf8' },
     );
   try {
-    wrk(2); // warm-up (JIT, connections), not measured
+    if (warmUp) wrk(2); // JIT, connections: not measured
     const before = cpuTicks(server.child.pid as number);
     const out = wrk(Number(values.duration));
     const ticks = cpuTicks(server.child.pid as number) - before;
@@ -403,54 +414,75 @@ async function bench(): Promise<void> {
         ...(method === 'POST' ? { body: heartbeats.get(router) as string } : {}),
       }));
     const helloGet: LoadRequest[] = [{ method: 'GET', path: '/' }];
-    const ceiling = await load('hello-world GET (the ceiling)', hello, helloGet);
-    const postCeiling = await load('hello-world POST, heartbeat body', hello, [
-      {
-        method: 'POST',
-        path: '/',
-        headers: { 'content-type': 'application/json' },
-        body: heartbeats.get(names[0] as string) as string,
-      },
-    ]);
-    const listCeiling = await load('hello-world GET, the list static', hello, [
-      { method: 'GET', path: '/list', headers: { 'accept-encoding': AGENT_ACCEPT_ENCODING } },
-    ]);
-    const sessions = await load(
-      `GET /agent/:router/sessions (${perRouter})`,
-      controller,
-      agentRequests('GET', 'sessions'),
-    );
-    const heartbeat = await load(
-      'POST /agent/:router/heartbeat',
-      controller,
-      agentRequests('POST', 'heartbeat'),
-    );
-    // The machine may be shared: the ceiling is measured again after the controller and averaged.
-    const ceilingAfter = await load('hello-world GET (again)', hello, helloGet);
-    console.log(
-      `ceiling before/after: ${ceiling.rps.toFixed(0)} / ${ceilingAfter.rps.toFixed(0)} req/s, ` +
-        `${ceiling.cpuUs.toFixed(1)} / ${ceilingAfter.cpuUs.toFixed(1)} CPU µs per request`,
-    );
-    ceiling.rps = (ceiling.rps + ceilingAfter.rps) / 2;
-    ceiling.cpuUs = (ceiling.cpuUs + ceilingAfter.cpuUs) / 2;
-    ceiling.name = 'hello-world GET (ceiling, mean of 2)';
+    const ceiling: Load = { name: 'hello-world GET (the ceiling)', server: hello, requests: helloGet };
+    const postCeiling: Load = {
+      name: 'hello-world POST, heartbeat body',
+      server: hello,
+      requests: [
+        {
+          method: 'POST',
+          path: '/',
+          headers: { 'content-type': 'application/json' },
+          body: heartbeats.get(names[0] as string) as string,
+        },
+      ],
+    };
+    const listCeiling: Load = {
+      name: 'hello-world GET, the list static',
+      server: hello,
+      requests: [{ method: 'GET', path: '/list', headers: { 'accept-encoding': AGENT_ACCEPT_ENCODING } }],
+    };
+    const sessions: Load = {
+      name: `GET /agent/:router/sessions (${perRouter})`,
+      server: controller,
+      requests: agentRequests('GET', 'sessions'),
+    };
+    const heartbeat: Load = {
+      name: 'POST /agent/:router/heartbeat',
+      server: controller,
+      requests: agentRequests('POST', 'heartbeat'),
+    };
+    const loads = [ceiling, postCeiling, listCeiling, sessions, heartbeat];
+    const rounds = Number(values.rounds);
     console.log(
       `session list: ${(listBody.length / 1024).toFixed(0)} KiB, ${(gzipBytes.length / 1024).toFixed(1)} KiB gzipped (what agents receive)`,
     );
-    const rows = [ceiling, postCeiling, listCeiling, sessions, heartbeat];
-    const pct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(0)}%`;
-    console.log(
-      `\n${'endpoint'.padEnd(38)}   req/s  % ceiling  CPU µs/req  % by CPU   p50 ms   p99 ms  errors`,
-    );
-    for (const r of rows)
-      console.log(
-        `${r.name.padEnd(38)} ${r.rps.toFixed(0).padStart(7)} ${pct(r.rps, ceiling.rps).padStart(10)} ` +
-          `${r.cpuUs.toFixed(1).padStart(11)} ${pct(ceiling.cpuUs, r.cpuUs).padStart(9)} ` +
-          `${r.p50.toFixed(2).padStart(8)} ${r.p99.toFixed(2).padStart(8)} ${String(r.errors).padStart(7)}`,
+    console.log(`${rounds} rounds of ${loads.length} measurements, ${values.duration} s each …`);
+    const results = new Map<Load, Figures[]>(loads.map((l) => [l, []]));
+    for (let round = 0; round < rounds; round++)
+      for (const l of loads) results.get(l)?.push(await measure(l, round === 0));
+    const median = (xs: number[]) =>
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        50,
       );
-    const rounds = 30;
-    const wake = await longPollWakeups(controller.url, fixture.data, fixture.tokens, rounds);
-    console.log(`\nlong poll wake-up after an admin approval (${rounds} rounds):`);
+    const of = (l: Load) => results.get(l) as Figures[];
+    /** Per round: the load's req/s over the ceiling's in the same round. */
+    const ratios = (l: Load) => of(l).map((f, i) => f.rps / (of(ceiling)[i] as Figures).rps);
+    const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
+    console.log(
+      `\n${'endpoint (medians of the rounds)'.padEnd(38)}   req/s  % ceiling  CPU µs/req   p50 ms   p99 ms  errors   % ceiling per round`,
+    );
+    for (const l of loads) {
+      const f = of(l);
+      console.log(
+        `${l.name.padEnd(38)} ${median(f.map((x) => x.rps))
+          .toFixed(0)
+          .padStart(7)} ` +
+          `${pct(median(ratios(l))).padStart(10)} ${median(f.map((x) => x.cpuUs))
+            .toFixed(1)
+            .padStart(11)} ` +
+          `${median(f.map((x) => x.p50))
+            .toFixed(2)
+            .padStart(8)} ${median(f.map((x) => x.p99))
+            .toFixed(2)
+            .padStart(8)} ` +
+          `${String(f.reduce((n, x) => n + x.errors, 0)).padStart(7)}   ${ratios(l).map(pct).join(' ')}`,
+      );
+    }
+    const approvals = 30;
+    const wake = await longPollWakeups(controller.url, fixture.data, fixture.tokens, approvals);
+    console.log(`\nlong poll wake-up after an admin approval (${approvals} approvals):`);
     console.log(
       `  from sending the approval:      p50 ${percentile(wake.fromRequest, 50).toFixed(1)} ms   p99 ${percentile(wake.fromRequest, 99).toFixed(1)} ms   (includes the git commit)`,
     );
@@ -459,14 +491,18 @@ async function bench(): Promise<void> {
     );
     const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
     console.log('\ntargets:');
-    for (const [r, alike] of [
+    for (const [l, alike] of [
       [sessions, listCeiling],
       [heartbeat, postCeiling],
-    ] as const)
+    ] as const) {
+      const share = median(ratios(l));
+      const alikeShare = median(of(l).map((f, i) => f.rps / (of(alike)[i] as Figures).rps));
+      const p99 = median(of(l).map((f) => f.p99));
       console.log(
-        `  ${r.name}: ≥ 50 % of the ceiling ${verdict(r.rps >= ceiling.rps / 2)} (${pct(r.rps, ceiling.rps)}; ` +
-          `${pct(r.rps, alike.rps)} of "${alike.name}"), p99 < 20 ms ${verdict(r.p99 < 20)}`,
+        `  ${l.name}: ≥ 50 % of the ceiling ${verdict(share >= 0.5)} (${pct(share)}; ` +
+          `${pct(alikeShare)} of "${alike.name}"), p99 < 20 ms ${verdict(p99 < 20)}`,
       );
+    }
     console.log(`  wake-up p50 < 100 ms: ${verdict(percentile(wake.fromRequest, 50) < 100)}`);
   } finally {
     const exited = (c: ChildProcess) =>
