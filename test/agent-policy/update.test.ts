@@ -73,6 +73,27 @@ async function install(withLauncher = false): Promise<string> {
   return path.join(dir, ARTIFACT_NAME);
 }
 
+/** checkForUpdate as the agent runs it: version 0.1.0, the test's mirror, the controller's switch. */
+function checkAsAgent(
+  installPath: string,
+  restart: () => void = () => {
+    throw new Error('must not restart');
+  },
+) {
+  return checkForUpdate({
+    local: {
+      enabled: true,
+      checkInterval: 60,
+      channel: 'stable',
+      releaseRepo: `${base}/mirror/acme/peerops`,
+    },
+    controller: () => autoUpdateFrom(base, TOKEN),
+    installPath,
+    currentVersion: '0.1.0',
+    restart,
+  });
+}
+
 /** The update as the agent's updater does it, in a child process that exits for its restart. */
 async function updateInChild(installPath: string): Promise<{ code: number; stderr: string }> {
   return run(process.execPath, [path.join(import.meta.dirname, 'update-child.ts')], {
@@ -206,20 +227,9 @@ describe('self-update', () => {
     const before = await sha256(installPath);
     const downloads = hits.downloads;
     let restarted = false;
-    await expect(
-      checkForUpdate({
-        local: {
-          enabled: true,
-          checkInterval: 60,
-          channel: 'stable',
-          releaseRepo: `${base}/mirror/acme/peerops`,
-        },
-        controller: () => autoUpdateFrom(base, TOKEN),
-        installPath,
-        currentVersion: '0.1.0',
-        restart: () => (restarted = true),
-      }),
-    ).rejects.toThrow(/SHA256SUMS says (ab)+: refused/);
+    await expect(checkAsAgent(installPath, () => (restarted = true))).rejects.toThrow(
+      /SHA256SUMS says (ab)+: refused/,
+    );
     expect(hits.downloads).toBe(downloads + 1);
     expect(restarted).toBe(false);
     expect(await sha256(installPath)).toBe(before);
@@ -231,20 +241,7 @@ describe('self-update', () => {
     autoUpdateEnabled = false;
     const installPath = await install();
     const before = { ...hits };
-    const outcome = await checkForUpdate({
-      local: {
-        enabled: true,
-        checkInterval: 60,
-        channel: 'stable',
-        releaseRepo: `${base}/mirror/acme/peerops`,
-      },
-      controller: () => autoUpdateFrom(base, TOKEN),
-      installPath,
-      currentVersion: '0.1.0',
-      restart: () => {
-        throw new Error('must not restart');
-      },
-    });
+    const outcome = await checkAsAgent(installPath);
     expect(outcome).toEqual({ result: 'disabled', by: 'controller' });
     expect(hits).toEqual(before);
     expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
@@ -282,20 +279,7 @@ describe('probation after a self-update', () => {
     expect(await readFile(path.join(dir, REJECTED_NAME), 'utf8')).toBe('0.2.0\n');
     // The rolled-back version is skipped: nothing downloaded, the old version stays.
     const downloads = hits.downloads;
-    const outcome = await checkForUpdate({
-      local: {
-        enabled: true,
-        checkInterval: 60,
-        channel: 'stable',
-        releaseRepo: `${base}/mirror/acme/peerops`,
-      },
-      controller: () => autoUpdateFrom(base, TOKEN),
-      installPath,
-      currentVersion: '0.1.0',
-      restart: () => {
-        throw new Error('must not restart');
-      },
-    });
+    const outcome = await checkAsAgent(installPath);
     expect(outcome).toEqual({ result: 'up-to-date', version: '0.1.0' });
     expect(hits.downloads).toBe(downloads);
   }, 60_000);
