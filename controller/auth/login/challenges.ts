@@ -94,7 +94,7 @@ export interface FailureLimiter {
   fail(key: string): Promise<void>;
 }
 
-/** Limits that allow this many failures per window, the defaults of both implementations. */
+/** The default limit of both implementations: 10 failed logins per key within 15 minutes. */
 export const FAILURE_LIMIT = { max: 10, windowMs: 15 * 60_000 };
 
 /** In this process only; with several replicas each counts its own (RedisFailureLimiter shares them). */
