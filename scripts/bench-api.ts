@@ -224,10 +224,14 @@ function ensureWrk(): void {
     if (process.getuid?.() !== 0)
       throw new Error('bench:api needs wrk: apt-get install wrk (as root)', { cause: err });
     console.log('installing wrk (Debian package) …');
-    execFileSync('apt-get', ['install', '-y', '-qq', 'wrk'], {
-      stdio: 'inherit',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
+    const apt = (...args: string[]) =>
+      execFileSync('apt-get', args, {
+        stdio: 'inherit',
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      });
+    // a fresh machine may have no package lists yet
+    apt('update', '-qq');
+    apt('install', '-y', '-qq', 'wrk');
   }
 }
 
