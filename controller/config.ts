@@ -30,6 +30,19 @@ export interface Config {
   bodyLimitBytes: number;
   /** Upper bound of `?wait=` on the agent's long poll. */
   maxLongPollSeconds: number;
+  /** pino level of the controller's log (`PEEROPS_LOG_LEVEL`, default info). */
+  logLevel: LogLevel;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function parseLogLevel(value: string | undefined): LogLevel {
+  if (!value) return 'info';
+  const level = value.toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(level))
+    throw new Error(`PEEROPS_LOG_LEVEL: '${value}' is not one of ${LOG_LEVELS.join(', ')}`);
+  return level as LogLevel;
 }
 
 /** `HOST:PORT`, `:PORT`, `[v6]:PORT`. */
@@ -84,6 +97,7 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),
     serviceHost: env.PEEROPS_SERVICE_HOST || undefined,
     tokenTtlSeconds: parseTtl(env.PEEROPS_TOKEN_TTL),
+    logLevel: parseLogLevel(env.PEEROPS_LOG_LEVEL),
     stuckAfterSeconds: 600,
     offlineAfterSeconds: 300,
     bodyLimitBytes: 64 * 1024,

@@ -8,8 +8,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { loadConfig } from './config.ts';
+import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { buildApp } from './app.ts';
@@ -56,7 +56,6 @@ export async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const logger = pino({ name: 'peerops', redact: ['req.headers.authorization', '*.token', '*.agentToken'] });
   let config;
   try {
     config = loadConfig(flags);
@@ -64,6 +63,7 @@ export async function main(argv: string[]): Promise<number> {
     console.error(`peerops serve: ${(err as Error).message}`);
     return 2;
   }
+  const logger = controllerLogger(config.logLevel);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const tokens = await TokenIssuer.fromFile(config.jwtKeyFile ?? defaultKeyPath(config.dataDir));
   const store = await openStore(config, logger);

@@ -72,7 +72,10 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     const store = await openStore(config, pino({ level: 'warn' }));
     await store.start();
     const tokens = await TokenIssuer.fromFile(defaultKeyPath(config.dataDir));
-    app = await buildApp({ store, tokens, config, logger: false });
+    // The controller's own logger (one info line per request), written to /dev/null instead of stdout.
+    const { controllerLogger } = await import('../controller/logger.ts');
+    const logger = controllerLogger(config.logLevel, pino.destination({ dest: '/dev/null', sync: false }));
+    app = await buildApp({ store, tokens, config, logger });
     process.on(
       'SIGTERM',
       () =>

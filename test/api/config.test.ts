@@ -15,6 +15,14 @@ describe('controller configuration', () => {
     expect(() => loadConfig({}, { PEEROPS_TOKEN_TTL: '12h' })).toThrow(/PEEROPS_TOKEN_TTL/);
   });
 
+  it('reads the log level (default info) and refuses an unknown one with the variable named', () => {
+    expect(loadConfig({}, {}).logLevel).toBe('info');
+    expect(loadConfig({}, { PEEROPS_LOG_LEVEL: 'DEBUG' }).logLevel).toBe('debug');
+    expect(() => loadConfig({}, { PEEROPS_LOG_LEVEL: 'verbose' })).toThrow(
+      /PEEROPS_LOG_LEVEL: 'verbose' is not one of fatal, error, warn, info, debug, trace, silent/,
+    );
+  });
+
   it('AGENT_AUTOUPDATE=false turns auto-update off fleet-wide', () => {
     expect(loadConfig({}, { AGENT_AUTOUPDATE: 'false' }).agentAutoUpdate).toBe(false);
   });

@@ -1,6 +1,7 @@
 /**
  * `peerops serve` as a real process: key file created 0600, listens, one JSON log line per request without
- * secrets, and SIGTERM releases long polls, finishes in-flight requests and exits 0.
+ * secrets (an agent's routine requests at debug, PEEROPS_LOG_LEVEL), and SIGTERM releases long polls,
+ * finishes in-flight requests and exits 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
@@ -24,7 +25,7 @@ beforeAll(async () => {
     process.execPath,
     ['bin/peerops.ts', 'serve', '--listen', `127.0.0.1:${port}`, '--data', dir],
     {
-      env: { ...process.env, PEEROPS_STORE: 'git' },
+      env: { ...process.env, PEEROPS_STORE: 'git', PEEROPS_LOG_LEVEL: 'debug' },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
@@ -60,6 +61,10 @@ describe('peerops serve', () => {
     expect(res.status).toBe(200);
     const { agentToken } = (await res.json()) as { agentToken: string };
 
+    const refused = await fetch(`${base}/agent/fra1/sessions`, {
+      headers: { authorization: 'Bearer not-the-token' },
+    });
+    expect(refused.status).toBe(401);
     const first = await fetch(`${base}/agent/fra1/sessions`, {
       headers: { authorization: `Bearer ${agentToken}` },
     });
@@ -82,7 +87,18 @@ describe('peerops serve', () => {
 
     const lines = output.split('\n').filter((l) => l.startsWith('{'));
     const requests = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
-    expect(requests.find((l) => l.route === '/admin/router')).toMatchObject({ status: 200, method: 'POST' });
+    expect(requests.find((l) => l.route === '/admin/router')).toMatchObject({
+      status: 200,
+      method: 'POST',
+      level: 30,
+    });
+    // an agent's routine requests are debug lines (the default level, info, leaves them out); refusals info
+    expect(requests.find((l) => l.route === '/agent/:router/sessions' && l.status === 200)).toMatchObject({
+      level: 20,
+    });
+    expect(requests.find((l) => l.route === '/agent/:router/sessions' && l.status === 401)).toMatchObject({
+      level: 30,
+    });
     expect(output).not.toContain(agentToken);
     expect(output).not.toContain(admin);
     expect(output).toContain('"msg":"stopped"');

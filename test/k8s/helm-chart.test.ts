@@ -166,6 +166,24 @@ describe('charts/peerops', () => {
     expect((await render('controller.replicas=1')).service?.spec?.sessionAffinity).toBeUndefined();
   });
 
+  it('passes the log level to the controller', async () => {
+    const level = async (...set: string[]) =>
+      (
+        loadAll(
+          await helm(
+            'template',
+            'peerops',
+            CHART,
+            ...set.flatMap((v) => ['--set', v]),
+            '--show-only',
+            'templates/configmap.yaml',
+          ),
+        ) as { data: Record<string, string> }[]
+      )[0]?.data.PEEROPS_LOG_LEVEL;
+    expect(await level()).toBe('info');
+    expect(await level('config.logLevel=debug')).toBe('debug');
+  });
+
   it('ships the generated CRDs', async () => {
     for (const name of [
       'peerops.dev_routers.yaml',
