@@ -10,18 +10,6 @@ import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
 import { rateLimitKey } from './auth.ts';
 
-/** The Redis client of PEEROPS_REDIS_URL, shared by the rate limiter and the login challenges; closed with the app. */
-export async function connectRedis(app: FastifyInstance, url: string): Promise<Redis> {
-  const ioredis = await import('ioredis');
-  const redis = new ioredis.Redis(url, { connectTimeout: 2000, maxRetriesPerRequest: 1, lazyConnect: false });
-  // ioredis reconnects by itself; without a listener it would print every failed attempt to the console
-  redis.on('error', (err: Error) => app.log.warn({ err: err.message }, 'Redis unreachable; retrying'));
-  app.addHook('onClose', async () => {
-    await redis.quit().catch(() => redis.disconnect());
-  });
-  return redis;
-}
-
 export async function installRateLimit(
   app: FastifyInstance,
   config: Pick<Config, 'rateLimit'>,
