@@ -92,7 +92,9 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     reply: FastifyReply,
     asn: number,
   ): Promise<void> {
-    const wait = Math.max(await limiter.retryAfter(`asn:${asn}`), await limiter.retryAfter(`ip:${req.ip}`));
+    const wait = Math.max(
+      ...(await Promise.all([limiter.retryAfter(`asn:${asn}`), limiter.retryAfter(`ip:${req.ip}`)])),
+    );
     if (wait > 0) {
       outcome('rate_limited');
       reply.header('Retry-After', String(wait));

@@ -57,15 +57,19 @@ export class RedisFailureLimiter implements FailureLimiter {
 
   async retryAfter(key: string): Promise<number> {
     const now = this.now();
-    const [, oldest] = (await this.redis
-      .multi()
-      .zremrangebyscore(FAILURES + key, '-inf', now - this.windowMs)
-      // the failure that must leave the window before another attempt: the max-th newest
-      .zrevrange(FAILURES + key, this.max - 1, this.max - 1, 'WITHSCORES')
-      .exec()
-      .catch(unavailable)) as [unknown, [Error | null, string[]]];
-    if (oldest[0]) unavailable(oldest[0]);
-    const at = oldest[1][1];
+    // The failure that must leave the window before another attempt: the max-th newest inside it
+    // (older ones are outside the score range; fail() removes them).
+    const [, at] = await this.redis
+      .zrevrangebyscore(
+        FAILURES + key,
+        '+inf',
+        `(${now - this.windowMs}`,
+        'WITHSCORES',
+        'LIMIT',
+        this.max - 1,
+        1,
+      )
+      .catch(unavailable);
     if (at === undefined) return 0;
     return Math.max(1, Math.ceil((Number(at) + this.windowMs - now) / 1000));
   }
