@@ -202,7 +202,6 @@ function startServer(kind: string, data?: string, env: Record<string, string> = 
 }
 
 interface Figures {
-  name: string;
   rps: number;
   p50: number;
   p99: number;
@@ -285,7 +284,7 @@ interface Load {
   requests: LoadRequest[];
 }
 
-async function measure({ name, server, requests }: Load, warmUp: boolean): Promise<Figures> {
+async function measure({ server, requests }: Load, warmUp: boolean): Promise<Figures> {
   const script = join(tmpdir(), `peerops-bench-${randomUUID()}.lua`);
   await writeFile(script, wrkScript(requests));
   const wrk = (seconds: number) =>
@@ -311,7 +310,6 @@ async function measure({ name, server, requests }: Load, warmUp: boolean): Promi
     if (!line) throw new Error(`wrk printed no figures:\n${out}`);
     const f = JSON.parse(line) as { requests: number; us: number; bad: number; p50: number; p99: number };
     return {
-      name,
       rps: f.requests / (f.us / 1e6),
       p50: f.p50 / 1000,
       p99: f.p99 / 1000,
@@ -464,27 +462,26 @@ async function bench(): Promise<void> {
         50,
       );
     const of = (l: Load) => results.get(l) as Figures[];
-    /** Per round: the load's req/s over the ceiling's in the same round. */
-    const ratios = (l: Load) => of(l).map((f, i) => f.rps / (of(ceiling)[i] as Figures).rps);
+    const mid = (l: Load, key: 'rps' | 'cpuUs' | 'p50' | 'p99') => median(of(l).map((f) => f[key]));
+    /** Per round: the load's req/s over the base's in the same round. */
+    const shares = (l: Load, base = ceiling) => of(l).map((f, i) => f.rps / (of(base)[i] as Figures).rps);
     const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
     console.log(
       `\n${'endpoint (medians of the rounds)'.padEnd(38)}   req/s  % ceiling  CPU µs/req   p50 ms   p99 ms  errors   % ceiling per round`,
     );
     for (const l of loads) {
-      const f = of(l);
+      const errors = of(l).reduce((n, x) => n + x.errors, 0);
       console.log(
-        `${l.name.padEnd(38)} ${median(f.map((x) => x.rps))
-          .toFixed(0)
-          .padStart(7)} ` +
-          `${pct(median(ratios(l))).padStart(10)} ${median(f.map((x) => x.cpuUs))
-            .toFixed(1)
-            .padStart(11)} ` +
-          `${median(f.map((x) => x.p50))
-            .toFixed(2)
-            .padStart(8)} ${median(f.map((x) => x.p99))
-            .toFixed(2)
-            .padStart(8)} ` +
-          `${String(f.reduce((n, x) => n + x.errors, 0)).padStart(7)}   ${ratios(l).map(pct).join(' ')}`,
+        [
+          l.name.padEnd(38),
+          mid(l, 'rps').toFixed(0).padStart(7),
+          pct(median(shares(l))).padStart(10),
+          mid(l, 'cpuUs').toFixed(1).padStart(11),
+          mid(l, 'p50').toFixed(2).padStart(8),
+          mid(l, 'p99').toFixed(2).padStart(8),
+          String(errors).padStart(7),
+          `  ${shares(l).map(pct).join(' ')}`,
+        ].join(' '),
       );
     }
     const approvals = 30;
@@ -502,12 +499,10 @@ async function bench(): Promise<void> {
       [sessions, listCeiling],
       [heartbeat, postCeiling],
     ] as const) {
-      const share = median(ratios(l));
-      const alikeShare = median(of(l).map((f, i) => f.rps / (of(alike)[i] as Figures).rps));
-      const p99 = median(of(l).map((f) => f.p99));
+      const share = median(shares(l));
       console.log(
         `  ${l.name}: ≥ 50 % of the ceiling ${verdict(share >= 0.5)} (${pct(share)}; ` +
-          `${pct(alikeShare)} of "${alike.name}"), p99 < 20 ms ${verdict(p99 < 20)}`,
+          `${pct(median(shares(l, alike)))} of "${alike.name}"), p99 < 20 ms ${verdict(mid(l, 'p99') < 20)}`,
       );
     }
     console.log(`  wake-up p50 < 100 ms: ${verdict(percentile(wake.fromRequest, 50) < 100)}`);
