@@ -31,6 +31,8 @@ export async function installRateLimit(
       ),
   });
   app.addHook('onSend', (_request, reply, payload, done) => {
+    // The limiter gives whole seconds left (rounded up); rounding the current time up too keeps the
+    // epoch second at or after the real reset, never before it (a client waiting for it is not early).
     const reset = reply.getHeader('x-ratelimit-reset');
     if (reset !== undefined) reply.header('x-ratelimit-reset', Math.ceil(Date.now() / 1000) + Number(reset));
     done(null, payload);
