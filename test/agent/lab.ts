@@ -10,6 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pino from 'pino';
+import { expect } from 'vitest';
 import type { BirdConfigResponse } from '../../common/agent-api.ts';
 import { Agent } from '../../agent/agent.ts';
 import { renderMainConfig } from '../../agent/bird/main-config.ts';
@@ -29,13 +30,34 @@ export async function wgKeyPair(): Promise<{ privateKey: string; publicKey: stri
   return { privateKey, publicKey };
 }
 
+/** Milliseconds since midnight of BIRD's `since` column (its time of day; a date before it is ignored). */
+function sinceMs(since: string | undefined): number {
+  const m = /(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(since ?? '');
+  if (!m) return NaN;
+  return (
+    ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 + Number((m[4] ?? '0').padEnd(3, '0'))
+  );
+}
+
+/**
+ * Asserts that a BGP protocol has not flapped: its `since` is the one seen before. BIRD prints `since` by
+ * converting its monotonic clock to wall time on every query, which can move the last millisecond; a flap
+ * (down, reconnect, OPEN exchange) moves it by far more than 100 ms.
+ */
+export function expectSameSince(name: string, after: string | undefined, before: string | undefined): void {
+  const apart = Math.abs(sinceMs(after) - sinceMs(before));
+  const drift = Math.min(apart, 86_400_000 - apart); // across midnight too
+  expect(drift, `${name} since ${before} → ${after}`).toBeLessThan(100);
+}
+
 /**
  * Waits until BIRD's protocol list (name, since, BGP state) is the same across one second: a BGP session
  * that has just come up may still note a state change, and uptime comparisons need a settled start.
  */
 export async function settledProtocols(bird: BirdControl): Promise<void> {
   const snapshot = async () =>
-    JSON.stringify((await bird.protocols()).map((p) => [p.name, p.since, p.bgpState]));
+    // `since` to the second: its last millisecond may move between queries (see expectSameSince).
+    JSON.stringify((await bird.protocols()).map((p) => [p.name, p.since.replace(/\.\d+$/, ''), p.bgpState]));
   await waitFor(
     'BIRD protocols settled',
     async () => {
