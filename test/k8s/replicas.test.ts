@@ -2,9 +2,10 @@
  * Two controller replicas on one API server: each has its own KubeConfig and clients, its own store and
  * its own LeaderElector, as two pods would.
  */
+import { randomUUID } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isProblem } from '../../common/errors.ts';
+import { isProblem, type ProblemError } from '../../common/errors.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
@@ -144,6 +145,112 @@ describe('two controller replicas', () => {
       ).rejects.toMatchObject({ code: 404 });
     } finally {
       await b.close();
+    }
+  });
+
+  it('let one of concurrent router adds with the same nodeId or uuid win, across both replicas', async () => {
+    const namespace = await server.createNamespace('nodeids');
+    const [a, b] = await replicas(namespace);
+    try {
+      // Each replica's own index check passes for all of these: none sees the others before they land.
+      const sameNode = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, i) =>
+          (i % 2 === 0 ? a : b).createRouter(`n${i}`, routerSpec(7), admin),
+        ),
+      );
+      expect(sameNode.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of sameNode)
+        if (r.status === 'rejected') {
+          expect(isProblem(r.reason, 'CONFLICT'), String(r.reason)).toBe(true);
+          expect((r.reason as ProblemError).errors?.[0]?.pointer).toBe('/spec/nodeId');
+        }
+      const uuid = randomUUID();
+      const sameUuid = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, i) =>
+          (i % 2 === 0 ? a : b).createRouter(`u${i}`, routerSpec(100 + i, { uuid }), admin),
+        ),
+      );
+      expect(sameUuid.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of sameUuid)
+        if (r.status === 'rejected')
+          expect((r.reason as ProblemError).errors?.[0]?.pointer, String(r.reason)).toBe('/spec/uuid');
+      await until(
+        'both replicas see 2 routers',
+        () => a.listRouters().length === 2 && b.listRouters().length === 2,
+        5000,
+      );
+      expect(a.listRouters().filter((r) => r.spec.nodeId === 7)).toHaveLength(1);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('free a nodeId when its router moves to another or is removed; refuse one held by a write in flight', async () => {
+    const namespace = await server.createNamespace('nodeid-moves');
+    const [a, b] = await replicas(namespace);
+    const core = server.kubeConfig().makeApiClient(CoreV1Api);
+    const idsOf = async () =>
+      (await core.readNamespacedConfigMap({ namespace, name: 'peerops-router-ids' })).data ?? {};
+    try {
+      await a.createRouter('fra1', routerSpec(1), admin);
+      await b.createRouter('ams1', routerSpec(2), admin);
+      // fra1 moves from nodeId 1 to 2, which ams1 holds: refused; to 3: 1 is free for ams1 at once
+      await expect(a.updateRouter('fra1', (s) => ({ ...s, nodeId: 2 }), admin, 'm')).rejects.toMatchObject({
+        code: 'CONFLICT',
+      });
+      await a.updateRouter('fra1', (s) => ({ ...s, nodeId: 3 }), admin, 'm');
+      await until('replica b sees nodeId 3', () => b.getRouter('fra1')?.spec.nodeId === 3, 5000);
+      await b.updateRouter('ams1', (s) => ({ ...s, nodeId: 1 }), admin, 'm');
+      expect(
+        Object.keys(await idsOf())
+          .filter((k) => k.startsWith('node-'))
+          .sort(),
+      ).toEqual(['node-1', 'node-3']);
+      // removing fra1 frees 3 for a new router on the other replica
+      await until('replica a sees ams1 on nodeId 1', () => a.getRouter('ams1')?.spec.nodeId === 1, 5000);
+      await a.deleteRouter('fra1', admin);
+      await b.createRouter('par1', routerSpec(3), admin);
+      // an entry written a moment ago by a replica about to create its router holds nodeId 9
+      const ids = await core.readNamespacedConfigMap({ namespace, name: 'peerops-router-ids' });
+      ids.data = { ...ids.data, 'node-9': JSON.stringify({ router: 'ghost', at: new Date().toISOString() }) };
+      await core.replaceNamespacedConfigMap({ namespace, name: 'peerops-router-ids', body: ids });
+      await expect(a.createRouter('lon1', routerSpec(9), admin)).rejects.toMatchObject({ code: 'CONFLICT' });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+    // a replica that treats such entries as stale at once (ghost was never created) takes nodeId 9
+    const c = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, staleClaimSeconds: 0 });
+    await c.start();
+    try {
+      await c.createRouter('lon1', routerSpec(9), admin);
+      expect(JSON.parse((await idsOf())['node-9'] ?? '{}')).toMatchObject({ router: 'lon1' });
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('record the identities of routers written before the identity map, on start', async () => {
+    const namespace = await server.createNamespace('nodeid-backfill');
+    const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const spec = routerSpec(5);
+    await custom.createNamespacedCustomObject({
+      group: 'peerops.dev',
+      version: 'v1alpha1',
+      namespace,
+      plural: 'routers',
+      body: { apiVersion: 'peerops.dev/v1alpha1', kind: 'Router', metadata: { name: 'old1' }, spec },
+    });
+    const [a, b] = await replicas(namespace);
+    try {
+      const ids = await server
+        .kubeConfig()
+        .makeApiClient(CoreV1Api)
+        .readNamespacedConfigMap({ namespace, name: 'peerops-router-ids' });
+      expect(JSON.parse(ids.data?.['node-5'] ?? '{}')).toMatchObject({ router: 'old1' });
+      expect(JSON.parse(ids.data?.[`uuid-${spec.uuid}`] ?? '{}')).toMatchObject({ router: 'old1' });
+      await expect(b.createRouter('new1', routerSpec(5), admin)).rejects.toMatchObject({ code: 'CONFLICT' });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
     }
   });
 

@@ -1,6 +1,7 @@
 /**
  * The Kubernetes calls of the store: peerops custom resources (with their status subresource), port-claim
- * ConfigMaps and agent-token Secrets, with the API server's failures mapped onto the store's errors.
+ * ConfigMaps, the router-identity ConfigMap and agent-token Secrets, with the API server's failures mapped
+ * onto the store's errors.
  */
 import {
   ApiException,
@@ -29,6 +30,8 @@ export const LABEL_ROUTER = 'peerops.dev/router';
 export const LABEL_ASN = 'peerops.dev/asn';
 export const LABEL_TOKEN = 'peerops.dev/agent-token';
 export const LABEL_PORT_CLAIM = 'peerops.dev/port-claim';
+/** The ConfigMap that holds which router uses which nodeId and uuid (router-ids.ts). */
+export const ROUTER_IDS = 'peerops-router-ids';
 export const ANNOTATION_ACTOR = 'peerops.dev/last-actor';
 export const ANNOTATION_MESSAGE = 'peerops.dev/last-change';
 /** The first status of a session, kept on the object until the status subresource has been written. */
@@ -247,6 +250,38 @@ export class KubeApi {
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
+  }
+
+  // ---- router identities: one ConfigMap mapping every nodeId and uuid to its router ----
+
+  async readRouterIds(): Promise<V1ConfigMap | undefined> {
+    try {
+      return await this.core.readNamespacedConfigMap({ namespace: this.namespace, name: ROUTER_IDS });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Create, or replace with the resourceVersion read: 409 when another replica wrote in between. */
+  async writeRouterIds(current: V1ConfigMap | undefined, data: Record<string, string>): Promise<void> {
+    if (!current) {
+      await this.core.createNamespacedConfigMap({
+        namespace: this.namespace,
+        fieldManager: FIELD_MANAGER,
+        body: {
+          metadata: { name: ROUTER_IDS, labels: { 'app.kubernetes.io/managed-by': 'peerops' } },
+          data,
+        },
+      });
+      return;
+    }
+    await this.core.replaceNamespacedConfigMap({
+      namespace: this.namespace,
+      name: ROUTER_IDS,
+      fieldManager: FIELD_MANAGER,
+      body: { ...current, data },
+    });
   }
 
   // ---- agent tokens: one Secret per router holding the sha256 of the token ----

@@ -9,7 +9,8 @@
  *   server, so two replicas can never both claim a port; the claim names its session, so a claim left by a
  *   crash between claim and create is recognised (no such session after a grace period) and taken over with
  *   a resourceVersion-checked replace. A single per-router allocation object would serialise every create
- *   on one router through 409 retries; per-port claims only collide when two creates want the same port.
+ *   on one router through 409 retries; per-port claims only collide when two creates want the same port;
+ * - one router per nodeId and per uuid: reserved in one ConfigMap before the Router is written (router-ids.ts).
  * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
  * status in batches. Agent token hashes live in Secrets.
  */
@@ -43,6 +44,7 @@ import {
 import { validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import { assertNoRouterConflicts, assertRouterName, checkedSessionSpec } from '../rules.ts';
+import { RouterIds } from './router-ids.ts';
 import type {
   Actor,
   NewSession,
@@ -75,7 +77,10 @@ export interface KubernetesStoreOptions {
   logger?: pino.Logger;
   /** How often batched observations (heartbeats, metrics) are written to status; default 2000 ms. */
   flushIntervalMs?: number;
-  /** A claim older than this whose session does not exist is taken over; default 60 s. */
+  /**
+   * A port claim older than this whose session does not exist is taken over, and so is a router-identity
+   * entry whose router does not have it; default 60 s.
+   */
   staleClaimSeconds?: number;
 }
 
@@ -103,6 +108,7 @@ export class KubernetesStore implements Store {
   private readonly feed = new ChangeFeed();
   private readonly flushIntervalMs: number;
   private readonly staleClaimMs: number;
+  private readonly routerIds: RouterIds;
 
   private readonly routers = new Map<string, Entry<RouterResource>>();
   private readonly sessions = new Map<string, Entry<SessionResource>>();
@@ -133,6 +139,12 @@ export class KubernetesStore implements Store {
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ store: 'kubernetes' });
     this.flushIntervalMs = options.flushIntervalMs ?? 2000;
     this.staleClaimMs = (options.staleClaimSeconds ?? 60) * 1000;
+    this.routerIds = new RouterIds(
+      this.api,
+      this.staleClaimMs,
+      async (router) => (await this.api.get<RouterSpec, RouterStatus>('Router', router))?.spec,
+      this.log,
+    );
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -169,6 +181,12 @@ export class KubernetesStore implements Store {
       await this.stopInformers();
       throw storeError(err, `cannot list peerops resources in namespace ${this.api.namespace}`);
     }
+    // Routers written before the identity map existed get their entries (idempotent on every start).
+    await this.routerIds
+      .backfill(this.listRouters())
+      .catch((err: unknown) =>
+        this.log.warn({ err }, 'router identities not recorded; nodeId uniqueness rests on this replica'),
+      );
     this.flushTimer = setInterval(() => void this.flushObservations(), this.flushIntervalMs);
     this.flushTimer.unref();
     this.log.info(
@@ -378,6 +396,7 @@ export class KubernetesStore implements Store {
     const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
     if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
     assertNoRouterConflicts(name, value, this.listRouters());
+    await this.routerIds.reserve(name, value);
     const { agentTokenSha256: hash, ...stored } = value;
     try {
       const created = await this.api.create<RouterSpec, RouterStatus>('Router', {
@@ -391,7 +410,9 @@ export class KubernetesStore implements Store {
       this.event(created, 'Created', actor, `add router ${name}`);
       return this.toRouter(created);
     } catch (err) {
+      // on AlreadyExists the entries are the existing router's (same name), so they stay
       if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
+      await this.routerIds.release(name, value).catch(() => undefined);
       throw storeError(err, `create router ${name}`);
     }
   }
@@ -409,6 +430,8 @@ export class KubernetesStore implements Store {
       const before = this.toRouter(current).spec;
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(before), 'router spec');
       assertNoRouterConflicts(name, value, this.listRouters());
+      const newIdentity = value.nodeId !== before.nodeId || value.uuid !== before.uuid;
+      if (newIdentity) await this.routerIds.reserve(name, value, before);
       const { agentTokenSha256: hash, ...stored } = value;
       try {
         const updated = await this.api.replace<RouterSpec, RouterStatus>('Router', {
@@ -417,12 +440,14 @@ export class KubernetesStore implements Store {
           spec: stored,
         });
         this.applyPut('Router', updated);
+        if (newIdentity) await this.routerIds.release(name, before).catch(() => undefined);
         if (hash !== undefined && hash !== before.agentTokenSha256)
           this.applyToken(await this.api.putTokenHash(name, hash));
         this.event(updated, 'Updated', actor, message);
         return this.toRouter(updated);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
+        if (newIdentity) await this.routerIds.release(name, value).catch(() => undefined);
         if (isNotFound(err)) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
         throw storeError(err, `update router ${name}`);
       }
@@ -440,6 +465,9 @@ export class KubernetesStore implements Store {
     } catch (err) {
       if (!isNotFound(err)) throw storeError(err, `delete router ${name}`);
     }
+    await this.routerIds
+      .release(name, current.value.spec)
+      .catch((err: unknown) => this.log.warn({ err, router: name }, 'router identity not released'));
     this.log.info({ router: name, actor: actor.name }, 'router deleted');
     this.event(current.value, 'Deleted', actor, `remove router ${name}`);
     this.applyDelete('Router', current.value);
