@@ -11,7 +11,7 @@ import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import {
-  expectSameSince,
+  expectSameBirdTime,
   settledProtocols,
   startAgentLab,
   wgKeyPair,
@@ -75,7 +75,7 @@ describe('failed setups', () => {
     // Session A: same file, same BGP session (no flap), still ACTIVE.
     expect(await readFile(join(L.config.routing.peerConfDir, `dn42_${portA}.conf`), 'utf8')).toBe(fileA);
     const [protoAfter] = await agent.bird.protocols(`dn42_${portA}`);
-    expectSameSince(`dn42_${portA}`, protoAfter?.since, protoA?.since);
+    expectSameBirdTime(`dn42_${portA}`, protoAfter?.since, protoA?.since);
     expect(status(uuidA)?.code).toBe(1);
     // Session B's file never reached the live tree; BIRD runs no protocol for it.
     await expect(

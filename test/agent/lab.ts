@@ -19,6 +19,7 @@ import { ControlPlaneClient } from '../../agent/sync/client.ts';
 import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import type { BirdControl } from '../../agent/bird/control.ts';
+import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 
 export const ROUTER_ASN = 4242420001;
@@ -30,24 +31,18 @@ export async function wgKeyPair(): Promise<{ privateKey: string; publicKey: stri
   return { privateKey, publicKey };
 }
 
-/** Milliseconds since midnight of BIRD's `since` column (its time of day; a date before it is ignored). */
-function sinceMs(since: string | undefined): number {
-  const m = /(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?$/.exec(since ?? '');
-  if (!m) return NaN;
-  return (
-    ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 + Number((m[4] ?? '0').padEnd(3, '0'))
-  );
-}
-
 /**
- * Asserts that a BGP protocol has not flapped: its `since` is the one seen before. BIRD prints `since` by
- * converting its monotonic clock to wall time on every query, which can move the last millisecond; a flap
- * (down, reconnect, OPEN exchange) moves it by far more than 100 ms.
+ * Asserts that a time BIRD printed is the one seen before: a BGP protocol's `since` (no flap), or the last
+ * reconfiguration (no configure). BIRD converts its monotonic clock to wall time on every query, which can
+ * move the last millisecond; a flap (down, reconnect, OPEN exchange) or a configure moves it by far more
+ * than 100 ms.
  */
-export function expectSameSince(name: string, after: string | undefined, before: string | undefined): void {
-  const apart = Math.abs(sinceMs(after) - sinceMs(before));
-  const drift = Math.min(apart, 86_400_000 - apart); // across midnight too
-  expect(drift, `${name} since ${before} → ${after}`).toBeLessThan(100);
+export function expectSameBirdTime(
+  what: string,
+  after: string | undefined,
+  before: string | undefined,
+): void {
+  expect(birdTimeApartMs(after, before), `${what}: ${before} → ${after}`).toBeLessThan(100);
 }
 
 /**
@@ -56,7 +51,7 @@ export function expectSameSince(name: string, after: string | undefined, before:
  */
 export async function settledProtocols(bird: BirdControl): Promise<void> {
   const snapshot = async () =>
-    // `since` to the second: its last millisecond may move between queries (see expectSameSince).
+    // `since` to the second: its last millisecond may move between queries (see expectSameBirdTime).
     JSON.stringify((await bird.protocols()).map((p) => [p.name, p.since.replace(/\.\d+$/, ''), p.bgpState]));
   await waitFor(
     'BIRD protocols settled',

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BirdControl } from '../../agent/bird/control.ts';
 import { readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { expectSameSince, settledProtocols, startAgentLab, type AgentLab } from './lab.ts';
+import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab } from './lab.ts';
 
 const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 120_000);
 
@@ -88,7 +88,7 @@ describe('controller outage', () => {
       while (Date.now() - start < OUTAGE_MS) {
         const [p] = await bird.protocols(`dn42_${port}`);
         expect(p?.bgpState).toBe('Established');
-        expectSameSince(`dn42_${port}`, p?.since, before[0]?.since);
+        expectSameBirdTime(`dn42_${port}`, p?.since, before[0]?.since);
         if (!modified && Date.now() - start > OUTAGE_MS / 2) {
           const res = await L.h.post('/session', peer.userToken, { action: 'modify', uuid, mtu: 1400 });
           expect(res.statusCode).toBe(200);
@@ -125,7 +125,7 @@ describe('controller outage', () => {
         500,
       );
       const [after] = await bird.protocols(`dn42_${port}`);
-      expectSameSince(`dn42_${port}`, after?.since, before[0]?.since);
+      expectSameBirdTime(`dn42_${port}`, after?.since, before[0]?.since);
       await agent.kill('SIGTERM');
     },
     OUTAGE_MS + 240_000,

@@ -11,7 +11,7 @@ import { Reconciler } from '../../agent/sync/reconcile.ts';
 import { VERSION } from '../../common/version.ts';
 import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
-import { expectSameSince, settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
 let agent: Agent;
@@ -118,7 +118,7 @@ describe('agent session machinery', () => {
     expect(link?.wg?.peers[0]?.endpoint).toBe(endpoint);
     const [protoAfter] = await agent.bird.protocols(`dn42_${port}`);
     expect(protoAfter?.bgpState).toBe('Established');
-    expectSameSince(`dn42_${port}`, protoAfter?.since, protoBefore?.since);
+    expectSameBirdTime(`dn42_${port}`, protoAfter?.since, protoBefore?.since);
   });
 
   it('a restart re-creates the tunnel and BGP comes back', async () => {

@@ -17,6 +17,7 @@ import { randomInt } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 
 const REPO = join(import.meta.dirname, '..', '..');
@@ -106,6 +107,15 @@ export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** The user's `peerops` BGP protocol in `birdc show protocols` output: its since time, and whether it is up. */
+function peeropsProtocol(out: string): { since: string | undefined; established: boolean } {
+  const line = out.split('\n').find((l) => l.startsWith('peerops'));
+  return {
+    since: /\d{2}:\d{2}:\d{2}(?:\.\d+)?/.exec(line ?? '')?.[0],
+    established: line?.includes('Established') ?? false,
+  };
 }
 
 export class LabStory {
@@ -730,18 +740,15 @@ ${ipv4}`,
   private async restart(): Promise<void> {
     const u = this.users[0]!;
     await this.step(`user ${u.label}: peerops session restart`, async () => {
-      const since = (await u.bird!.birdc('show protocols peerops'))
-        .split('\n')
-        .find((l) => l.startsWith('peerops'));
+      const { since } = peeropsProtocol(await u.bird!.birdc('show protocols peerops'));
       await this.cli(u.ns, u.home, ['session', 'restart', u.uuid!]);
       await this.waitStatus(u, 1);
       await this.wait(
         'BGP re-established after restart',
         async () => {
-          const line = (await u.bird!.birdc('show protocols peerops'))
-            .split('\n')
-            .find((l) => l.startsWith('peerops'));
-          return line !== since && line?.includes('Established');
+          const now = peeropsProtocol(await u.bird!.birdc('show protocols peerops'));
+          // a new `since`, not the same one printed a millisecond apart (see birdTimeApartMs)
+          return now.established && birdTimeApartMs(now.since, since) >= 100;
         },
         60_000,
         100,

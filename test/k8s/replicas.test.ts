@@ -229,6 +229,37 @@ describe('two controller replicas', () => {
     }
   });
 
+  it('take a router add back, identity included, when its token hash cannot be stored', async () => {
+    const namespace = await server.createNamespace('router-rollback');
+    const core = server.kubeConfig().makeApiClient(CoreV1Api);
+    // an immutable Secret of that name: the store's replace of it fails
+    await core.createNamespacedSecret({
+      namespace,
+      body: { metadata: { name: 'peerops-agent-token-fra9' }, immutable: true, data: { sha256: 'eA==' } },
+    });
+    const [a] = await replicas(namespace);
+    try {
+      await expect(
+        a.createRouter('fra9', { ...routerSpec(4), agentTokenSha256: 'f'.repeat(64) }, admin),
+      ).rejects.toMatchObject({ message: expect.stringMatching(/the router was not added/) });
+      expect(a.getRouter('fra9')).toBeUndefined();
+      const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+      await expect(
+        custom.getNamespacedCustomObject({
+          group: 'peerops.dev',
+          version: 'v1alpha1',
+          namespace,
+          plural: 'routers',
+          name: 'fra9',
+        }),
+      ).rejects.toMatchObject({ code: 404 });
+      // nodeId 4 is free again at once
+      await a.createRouter('fra4', routerSpec(4), admin);
+    } finally {
+      await a.close();
+    }
+  });
+
   it('record the identities of routers written before the identity map, on start', async () => {
     const namespace = await server.createNamespace('nodeid-backfill');
     const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);

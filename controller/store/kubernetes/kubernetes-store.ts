@@ -398,23 +398,34 @@ export class KubernetesStore implements Store {
     assertNoRouterConflicts(name, value, this.listRouters());
     await this.routerIds.reserve(name, value);
     const { agentTokenSha256: hash, ...stored } = value;
+    let created: RouterResource;
     try {
-      const created = await this.api.create<RouterSpec, RouterStatus>('Router', {
+      created = await this.api.create<RouterSpec, RouterStatus>('Router', {
         apiVersion: GROUP_VERSION,
         kind: 'Router',
         metadata: { name, annotations: audit(actor, `add router ${name}`) },
         spec: stored,
       });
-      this.applyPut('Router', created);
-      if (hash !== undefined) this.applyToken(await this.api.putTokenHash(name, hash));
-      this.event(created, 'Created', actor, `add router ${name}`);
-      return this.toRouter(created);
     } catch (err) {
       // on AlreadyExists the entries are the existing router's (same name), so they stay
       if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
       await this.routerIds.release(name, value).catch(() => undefined);
       throw storeError(err, `create router ${name}`);
     }
+    this.applyPut('Router', created);
+    if (hash !== undefined) {
+      try {
+        this.applyToken(await this.api.putTokenHash(name, hash));
+      } catch (err) {
+        // its agent could never authenticate, and the token was never shown: the add is taken back
+        await this.api.delete('Router', name).catch(() => undefined);
+        this.applyDelete('Router', created);
+        await this.routerIds.release(name, value).catch(() => undefined);
+        throw storeError(err, `store the agent token hash of router ${name}; the router was not added`);
+      }
+    }
+    this.event(created, 'Created', actor, `add router ${name}`);
+    return this.toRouter(created);
   }
 
   async updateRouter(
