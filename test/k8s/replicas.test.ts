@@ -273,13 +273,16 @@ describe('two controller replicas', () => {
     });
     const [a, b] = await replicas(namespace);
     try {
-      const ids = await server
-        .kubeConfig()
-        .makeApiClient(CoreV1Api)
-        .readNamespacedConfigMap({ namespace, name: 'peerops-router-ids' });
+      const core = server.kubeConfig().makeApiClient(CoreV1Api);
+      const ids = await core.readNamespacedConfigMap({ namespace, name: 'peerops-router-ids' });
       expect(JSON.parse(ids.data?.['node-5'] ?? '{}')).toMatchObject({ router: 'old1' });
       expect(JSON.parse(ids.data?.[`uuid-${spec.uuid}`] ?? '{}')).toMatchObject({ router: 'old1' });
       await expect(b.createRouter('new1', routerSpec(5), admin)).rejects.toMatchObject({ code: 'CONFLICT' });
+      // entries edited by hand to a bare router name: held while that router has the identity, else free
+      ids.data = { ...ids.data, 'node-5': 'old1', 'node-12': 'old1' };
+      await core.replaceNamespacedConfigMap({ namespace, name: 'peerops-router-ids', body: ids });
+      await expect(b.createRouter('new1', routerSpec(5), admin)).rejects.toMatchObject({ code: 'CONFLICT' });
+      await b.createRouter('new1', routerSpec(12), admin);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

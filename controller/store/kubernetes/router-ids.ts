@@ -33,13 +33,16 @@ function keysOf(spec: Identity): { key: string; pointer: string; label: string }
   ];
 }
 
+/** An entry's holder; a bare router name (written by hand) counts as an entry of unknown age. */
 function parseHeld(value: string | undefined): Held | undefined {
+  if (!value?.trim()) return undefined;
   try {
-    const held = JSON.parse(value ?? '') as Partial<Held>;
-    return typeof held.router === 'string' ? { router: held.router, at: String(held.at) } : undefined;
+    const held = JSON.parse(value) as Partial<Held>;
+    if (typeof held.router === 'string') return { router: held.router, at: String(held.at) };
   } catch {
-    return undefined;
+    // not JSON: a bare name
   }
+  return { router: value.trim(), at: '' };
 }
 
 export class RouterIds {
@@ -113,8 +116,9 @@ export class RouterIds {
   }
 
   private async isStale(key: string, held: Held): Promise<boolean> {
-    const age = Date.now() - Date.parse(held.at);
-    if (!(age >= this.staleMs)) return false;
+    const at = Date.parse(held.at);
+    // an entry without a readable time (edited by hand) is old, not in flight forever
+    if (!Number.isNaN(at) && Date.now() - at < this.staleMs) return false;
     const live = await this.liveIdentity(held.router);
     return !live || !keysOf(live).some((k) => k.key === key);
   }
