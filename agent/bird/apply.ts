@@ -6,6 +6,9 @@
  *      `<root>/.peerops-previous/`), then one `configure` over the control socket;
  *   4. BIRD refuses → the previous files come back and BIRD is configured back; the result names
  *      BIRD's message and the files it blamed (file:line), so only those sessions are marked failed.
+ * A marker file is written before the swap and removed once BIRD has been configured on the result: an
+ * agent that dies in between finds it on the next pass and configures even though the files match, so
+ * BIRD never keeps running the old config behind new files.
  */
 import { randomBytes } from 'node:crypto';
 import { cp, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
@@ -16,6 +19,8 @@ import { atomicWriteFile } from '../../common/atomic-write.ts';
 
 /** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
 const LOCAL_DIR = 'local.d';
+/** In the BIRD root while files have been swapped in that BIRD has not been configured on yet. */
+export const CONFIGURE_PENDING = '.peerops-configure-pending';
 
 export interface ManagedDir {
   /** Key the main renderer receives the dir under (`peerConfDir`, `ibgpConfDir`, `meshConfDir`). */
@@ -56,6 +61,7 @@ interface FileChange {
 export class BirdApplier {
   readonly mainPath: string;
   readonly root: string;
+  private readonly pendingPath: string;
   private readonly control: BirdControl;
   /** Count of `configure` calls made, for tests and the benchmark. */
   configureCalls = 0;
@@ -64,6 +70,7 @@ export class BirdApplier {
     this.control = control;
     this.mainPath = resolve(mainPath);
     this.root = resolve(mainPath, '..');
+    this.pendingPath = join(this.root, CONFIGURE_PENDING);
   }
 
   /** The changes that would make the disk match `tree`. Reads every managed file. */
@@ -92,9 +99,11 @@ export class BirdApplier {
     const changes = await this.diff(tree);
     const changed = changes.map((c) => c.path);
     if (changes.length === 0) {
-      if (!opts.forceConfigure) return { writes: 0, configured: false, changed };
+      const pending = (await readText(this.pendingPath)) !== undefined;
+      if (!opts.forceConfigure && !pending) return { writes: 0, configured: false, changed };
       try {
         await this.configure();
+        await rm(this.pendingPath, { force: true });
         return { writes: 0, configured: true, changed };
       } catch (err) {
         return { writes: 0, configured: false, changed, failure: failureOf(err, [], 'configure') };
@@ -117,12 +126,14 @@ export class BirdApplier {
       restore.push({ path: c.path, saved });
     }
     for (const d of new Set(changes.map((c) => resolve(c.path, '..')))) await mkdir(d, { recursive: true });
+    await atomicWriteFile(this.pendingPath, `${new Date().toISOString()}\n`);
     for (const c of changes) {
       if (c.content === undefined) await unlink(c.path).catch(() => undefined);
       else await atomicWriteFile(c.path, c.content);
     }
     try {
       await this.configure();
+      await rm(this.pendingPath, { force: true });
       return { writes: changes.length, configured: true, changed };
     } catch (err) {
       const failure = failureOf(err, changed, 'configure');
@@ -130,8 +141,11 @@ export class BirdApplier {
         if (r.saved === undefined) await unlink(r.path).catch(() => undefined);
         else await atomicWriteFile(r.path, await readFile(r.saved, 'utf8'));
       }
-      // BIRD keeps running its old config after a refused configure; configuring back makes sure.
-      await this.configure().catch(() => undefined);
+      // BIRD keeps running its old config after a refused configure; configuring back makes sure. While
+      // that fails too (BIRD down), the marker stays and the next pass configures.
+      await this.configure()
+        .then(() => rm(this.pendingPath, { force: true }))
+        .catch(() => undefined);
       return { writes: changes.length * 2, configured: false, changed, failure };
     }
   }

@@ -183,8 +183,9 @@ export class Reconciler {
       ],
     };
 
-    // BIRD must run what the files say: a protocol set that differs (agent died between swap and
-    // configure, BIRD restarted on other files) forces one configure even when the files match.
+    // BIRD must run what the files say: a protocol set that differs (BIRD restarted on other files)
+    // forces one configure even when the files match; the applier's marker covers an agent that died
+    // between its swap and its configure.
     let protocols = await this.protocols();
     const wantProtocols = [...peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
     const haveProtocols = [...protocols.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();

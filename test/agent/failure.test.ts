@@ -2,10 +2,11 @@
  * BIRD refusing a config or a broken template: the failing session gets status 6 with BIRD's words,
  * the old files come back, and the sessions that were running are untouched.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
+import { CONFIGURE_PENDING } from '../../agent/bird/apply.ts';
 import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
 import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
@@ -143,6 +144,48 @@ describe('failed setups', () => {
     const again = await agent.syncOnce();
     expect(again).toMatchObject({ writes: 0, configured: false, interfacesChanged: 0 });
     await removeInterface(`wgm_${meshPort - 33000}`);
+  });
+
+  it('the agent dying between the swap and the configure: the next pass configures although the files match', async () => {
+    const agent = good;
+    const path = join(L.config.routing.peerConfDir, `dn42_${portA}.conf`);
+    const fileA = await readFile(path, 'utf8');
+    const main = await readFile(L.config.birdMainConfig, 'utf8');
+    // every peer file as it is, session A's as given
+    const dir = L.config.routing.peerConfDir;
+    const others = new Map<string, string>();
+    for (const f of await readdir(dir))
+      if (f.endsWith('.conf') && f !== `dn42_${portA}.conf`)
+        others.set(f, await readFile(join(dir, f), 'utf8'));
+    const treeWith = (content: string) => ({
+      main: () => main,
+      dirs: [{ key: 'peerConfDir', dir, files: new Map([...others, [`dn42_${portA}.conf`, content]]) }],
+    });
+    const described = fileA.replace(
+      /(protocol bgp dn42_\d+ from \S+ \{\n)/,
+      '$1    description "after the crash";\n',
+    );
+    expect(described).not.toBe(fileA);
+    const description = async () =>
+      (await agent.bird.command(`show protocols all dn42_${portA}`)).lines.some((l) =>
+        l.text.includes('after the crash'),
+      );
+    // What apply leaves behind when the process dies right after the swap: marker and new file, old config in BIRD.
+    await writeFile(join(agent.applier.root, CONFIGURE_PENDING), 'crashed\n');
+    await writeFile(path, described);
+    expect(await description()).toBe(false);
+    const before = agent.applier.configureCalls;
+    const result = await agent.applier.apply(treeWith(described));
+    expect(result).toMatchObject({ writes: 0, configured: true });
+    expect(agent.applier.configureCalls).toBe(before + 1);
+    expect(await description()).toBe(true);
+    await expect(readFile(join(agent.applier.root, CONFIGURE_PENDING))).rejects.toMatchObject({
+      code: 'ENOENT',
+    });
+    // the marker is gone: files that match are left alone again
+    expect(await agent.applier.apply(treeWith(described))).toMatchObject({ writes: 0, configured: false });
+    expect(await agent.applier.apply(treeWith(fileA))).toMatchObject({ writes: 1, configured: true });
+    expect(await description()).toBe(false);
   });
 
   it('BIRD gone at configure time: the previous files come back', async () => {
