@@ -119,7 +119,7 @@ export class BirdControl {
   private readonly max: number;
   private idle: BirdConnection[] = [];
   private total = 0;
-  private queue: ((c: BirdConnection) => void)[] = [];
+  private queue: { resolve: (c: BirdConnection) => void; reject: (err: unknown) => void }[] = [];
 
   constructor(path: string, opts: { poolSize?: number; poolSizeMax?: number } = {}) {
     this.path = path;
@@ -146,25 +146,35 @@ export class BirdControl {
       try {
         return await this.connect();
       } catch (err) {
-        this.total--;
+        this.slotFreed();
         throw err;
       }
     }
-    return new Promise((resolve) => this.queue.push(resolve));
+    return new Promise((resolve, reject) => this.queue.push({ resolve, reject }));
   }
 
   private release(c: BirdConnection): void {
     if (c.closed) {
-      this.total--;
+      this.slotFreed();
       return;
     }
     const next = this.queue.shift();
-    if (next) next(c);
+    if (next) next.resolve(c);
     else if (this.idle.length < this.min) this.idle.push(c);
     else {
       this.total--;
       c.close();
     }
+  }
+
+  /**
+   * A connection is gone (died, or never came up): the next waiter gets a new one or the error of
+   * connecting, so no caller waits for a connection that will never be released.
+   */
+  private slotFreed(): void {
+    this.total--;
+    const next = this.queue.shift();
+    if (next) this.acquire().then(next.resolve, next.reject);
   }
 
   /** Runs one command on a pooled connection; a dead connection (BIRD restarted) is retried once on a new one. */

@@ -1,5 +1,6 @@
 /** BIRD's control socket protocol against a real BIRD 2: replies, errors, configure verdicts, reconnects. */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BirdControl, BirdError, ReplyParser } from '../../agent/bird/control.ts';
 import { NetnsLab, type BirdInstance, type Namespace } from '../support/netns.ts';
@@ -52,6 +53,34 @@ describe('BIRD control socket', () => {
   it('runs commands in parallel on up to poolSizeMax connections', async () => {
     const replies = await Promise.all(Array.from({ length: 10 }, () => control.command('show status')));
     expect(replies.every((r) => r.code === 13)).toBe(true);
+  });
+
+  it('commands queued for a full pool settle when BIRD dies under them; the next BIRD answers', async () => {
+    const single = new BirdControl(bird.socket, { poolSize: 1, poolSizeMax: 1 });
+    try {
+      expect(await single.ping()).toBe(true);
+      const pid = Number((await readFile(join(bird.dir, 'bird.pid'), 'utf8')).trim());
+      // BIRD frozen: the first command waits on the pool's only connection, the others queue for it
+      process.kill(pid, 'SIGSTOP');
+      const settled = Array.from({ length: 3 }, () =>
+        single.command('show status').then(
+          () => 'answered',
+          () => 'failed',
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      process.kill(pid, 'SIGKILL');
+      const outcome = await Promise.race([
+        Promise.all(settled),
+        new Promise((r) => setTimeout(() => r('still waiting after 10 s'), 10_000)),
+      ]);
+      expect(outcome).toEqual(['failed', 'failed', 'failed']);
+      await bird.stop();
+      bird = await lab.startBird(ns, { configPath: bird.configPath, socket: bird.socket });
+      expect(await single.ping()).toBe(true);
+    } finally {
+      single.close();
+    }
   });
 
   it('reconnects after BIRD restarts', async () => {
