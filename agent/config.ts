@@ -182,8 +182,10 @@ export async function loadConfig(file: string): Promise<AgentConfig> {
 }
 
 /**
- * Fills a bootstrap-mode config from the controller's answer. Values the file sets explicitly win for
- * keys the file may hold; node identity and addresses come from the controller.
+ * Fills a bootstrap-mode config from the controller's answer: node identity, addresses, intervals and
+ * metric settings come from the controller (central management is what bootstrap mode is for). The
+ * `autoUpdate` section stays the file's: the updater asks the controller before every check, and the
+ * file's `enabled: false` must keep opting this node out.
  */
 export function mergeBootstrap(config: AgentConfig, boot: BootstrapConfigResponse): AgentConfig {
   return {
@@ -193,7 +195,6 @@ export function mergeBootstrap(config: AgentConfig, boot: BootstrapConfigRespons
     controlPlane: { ...config.controlPlane, ...boot.controlPlane },
     tunnel: { ...config.tunnel, ...boot.tunnel },
     metric: { ...config.metric, ...boot.metric },
-    autoUpdate: { ...config.autoUpdate, ...boot.autoUpdate },
   };
 }
 

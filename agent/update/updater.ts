@@ -61,15 +61,13 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   const current = opts.currentVersion ?? VERSION;
   const timeoutMs = opts.timeoutMs ?? 120_000;
   if (!opts.installPath) return { result: 'not-installed' };
-  let enabled = opts.local.enabled;
+  // Both switches must allow it: the controller turns updates off fleet-wide, the file opts one node out.
+  if (!opts.local.enabled) return { result: 'disabled', by: 'local' };
   let channel = opts.local.channel as UpdateChannel;
   if (opts.controller) {
     const central = await opts.controller();
-    enabled = central.enabled;
+    if (!central.enabled) return { result: 'disabled', by: 'controller' };
     channel = central.channel as UpdateChannel;
-    if (!enabled) return { result: 'disabled', by: 'controller' };
-  } else if (!enabled) {
-    return { result: 'disabled', by: 'local' };
   }
 
   const rejected = await rejectedVersions(opts.installPath);

@@ -79,10 +79,11 @@ function checkAsAgent(
   restart: () => void = () => {
     throw new Error('must not restart');
   },
+  localEnabled = true,
 ) {
   return checkForUpdate({
     local: {
-      enabled: true,
+      enabled: localEnabled,
       checkInterval: 60,
       channel: 'stable',
       releaseRepo: `${base}/mirror/acme/peerops`,
@@ -243,6 +244,19 @@ describe('self-update', () => {
     const before = { ...hits };
     const outcome = await checkAsAgent(installPath);
     expect(outcome).toEqual({ result: 'disabled', by: 'controller' });
+    expect(hits).toEqual(before);
+    expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
+  }, 30_000);
+});
+
+describe('who may turn self-update off', () => {
+  it('enabled: false in the file opts that node out although the controller allows it', async () => {
+    listing = [release('v0.2.0')];
+    autoUpdateEnabled = true;
+    const installPath = await install();
+    const before = { ...hits };
+    const outcome = await checkAsAgent(installPath, undefined, false);
+    expect(outcome).toEqual({ result: 'disabled', by: 'local' });
     expect(hits).toEqual(before);
     expect((await run(process.execPath, [installPath, '--version'])).stdout.trim()).toBe('0.1.0');
   }, 30_000);

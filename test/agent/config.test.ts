@@ -106,7 +106,7 @@ describe('agent config file', () => {
     expect(() => parseConfig({ node: { name: 'fra1' } }, 'a.json')).toThrow(/\/controlPlane: is required/);
   });
 
-  it('merges the bootstrap answer', () => {
+  it('merges the bootstrap answer, all but autoUpdate', () => {
     const c = mergeBootstrap(parseConfig(bootstrap, 'a.json'), {
       node: { name: 'fra1', id: 7, region: 'eu', location: 'Frankfurt', provider: 'lab' },
       asn: 4242420001,
@@ -122,7 +122,8 @@ describe('agent config file', () => {
     expect(c.tunnel.dn42Ipv6LinkLocal).toBe('fe80::7');
     expect(c.controlPlane.syncInterval).toBe(20);
     expect(c.controlPlane.token).toBe(bootstrap.controlPlane.token);
-    expect(c.autoUpdate.enabled).toBe(false);
+    // the file's section (the updater asks the controller before each check)
+    expect(c.autoUpdate).toEqual(parseConfig(bootstrap, 'a.json').autoUpdate);
   });
 
   it('the agent refuses to start on a bad file (exit 1), on JSON that does not parse too', async () => {
