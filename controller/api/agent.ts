@@ -29,7 +29,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName, meshListenPort } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { SessionStatusRecord } from '../../common/schema.ts';
+import type { PolicySpec, SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import type { Router, Store } from '../store/store.ts';
 import { parseAgentBody, statusRecord } from './actions.ts';
@@ -61,6 +61,16 @@ type RouterRequest = FastifyRequest<RouterRoute>;
 
 const routerId = (router: Router): string =>
   router.spec.loopback.ipv4 ?? `0.0.${router.spec.nodeId >> 8}.${router.spec.nodeId & 255}`;
+
+/** The network's ASN; an agent can neither bootstrap nor render BIRD before an admin sets it. */
+function networkAsn(policy: PolicySpec): number {
+  if (policy.dn42Asn === undefined)
+    throw new ProblemError(
+      'CONFLICT',
+      'the routing policy sets no dn42Asn yet; an admin sets it with `admin policy set`',
+    );
+  return policy.dn42Asn;
+}
 
 function ibgpPeers(store: Store, self: string): IbgpPeer[] {
   return store
@@ -192,13 +202,8 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     async (request: RouterRequest) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
-      if (policy.dn42Asn === undefined)
-        throw new ProblemError(
-          'CONFLICT',
-          'the routing policy sets no dn42Asn yet; an admin sets it with `admin policy set`',
-        );
       return {
-        dn42Asn: policy.dn42Asn,
+        dn42Asn: networkAsn(policy),
         rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
         ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
         importLimit: { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit },
@@ -239,7 +244,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           location: router.spec.location ?? '',
           provider: router.spec.provider ?? '',
         },
-        asn: policy.dn42Asn ?? 0,
+        asn: networkAsn(policy),
         loopback: { ...router.spec.loopback },
         tunnel: {
           dn42Ipv4: router.spec.loopback.ipv4 ?? '',

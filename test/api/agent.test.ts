@@ -226,6 +226,19 @@ describe('reports', () => {
 });
 
 describe('configuration for the agent', () => {
+  it('bird-config and config answer 409 naming dn42Asn while the policy has none', async () => {
+    const fresh = await startHarness();
+    try {
+      const token = await fresh.addRouter('new1');
+      for (const path of ['bird-config', 'config']) {
+        const res = await fresh.get(`/agent/new1/${path}`, token);
+        expect(problem(res), path).toMatchObject({ status: 409, code: 'CONFLICT' });
+        expect(problem(res).detail).toMatch(/sets no dn42Asn/);
+      }
+    } finally {
+      await fresh.close();
+    }
+  });
   it('bird-config merges the policy for the router', async () => {
     const res = await expectOk(h.get('/agent/fra1/bird-config', fraToken));
     expect(res.json()).toMatchObject({
