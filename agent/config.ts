@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import Type, { type Static } from 'typebox';
 import type { BootstrapConfigResponse } from '../common/agent-api.ts';
 import type { FieldError } from '../common/errors.ts';
-import { LinkLocal, RouterName } from '../common/schema.ts';
+import { Ipv4, Ipv6, LinkLocal, RouterName } from '../common/schema.ts';
 import { validate } from '../common/validate.ts';
 
 const Seconds = (def: number) => Type.Integer({ minimum: 1, maximum: 86400, default: def });
@@ -72,8 +72,9 @@ export const AgentConfigFile = Type.Object(
         publicKeyPath: Type.Optional(Path),
         configDir: Type.String({ ...Path, default: '/etc/wireguard' }),
         persistentKeepaliveInterval: Type.Integer({ minimum: 0, maximum: 65535, default: 25 }),
-        dn42Ipv4: Type.String({ default: '', maxLength: 15 }),
-        dn42Ipv6: Type.String({ default: '', maxLength: 45 }),
+        // '' for none: the session tunnels then carry no address of that family
+        dn42Ipv4: Type.Union([Type.Literal(''), Ipv4], { default: '' }),
+        dn42Ipv6: Type.Union([Type.Literal(''), Ipv6], { default: '' }),
         dn42Ipv6LinkLocal: Type.Unsafe<string>({ ...LinkLocal, default: 'fe80::1' }),
       },
       { additionalProperties: false, default: {} },

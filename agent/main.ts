@@ -14,6 +14,7 @@ import { ControlPlaneClient } from './sync/client.ts';
 import { endProbation } from './update/probation.ts';
 import { runningArtifact, startUpdater } from './update/updater.ts';
 import { detectBackend } from './wireguard/interface.ts';
+import { syncPublicKeyFile } from './wireguard/public-key.ts';
 
 const USAGE = `usage: peerops agent --config PATH
 
@@ -71,6 +72,7 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   log.info({ backend: await detectBackend() }, 'WireGuard backend');
+  await reportPublicKey(config.tunnel, log);
   const off = await forwardingOff();
   if (off.length)
     log.warn(
@@ -105,4 +107,23 @@ export async function main(argv: string[]): Promise<number> {
   server.closeAllConnections();
   await agent.close();
   return 0;
+}
+
+/** The session tunnels' public key, in the log and in tunnel.publicKeyPath (public keys are no secret). */
+async function reportPublicKey(
+  tunnel: { privateKeyPath: string; publicKeyPath: string },
+  log: pino.Logger,
+): Promise<void> {
+  try {
+    const file = await syncPublicKeyFile(tunnel.privateKeyPath, tunnel.publicKeyPath);
+    if (file.state === 'mismatch')
+      log.error(
+        { publicKey: file.publicKey, inFile: file.inFile, path: tunnel.publicKeyPath },
+        "the public key file names another key than the private key's; peers must use publicKey, and the router's publicKey at the controller must be it",
+      );
+    else log.info({ publicKey: file.publicKey, path: tunnel.publicKeyPath, state: file.state }, 'tunnel key');
+  } catch (err) {
+    // a private key that cannot be used fails every session setup too, with the same words
+    log.error({ err: (err as Error).message }, 'tunnel key not checked');
+  }
 }

@@ -88,6 +88,17 @@ describe('agent config file', () => {
     expect(e.errors.find((x) => x.pointer === '/routing/birdSocket')?.message).toBe('is not a known field');
   });
 
+  it('refuses tunnel addresses that are not addresses of their family; empty is none', () => {
+    expect(() => parseConfig({ ...bootstrap, tunnel: { dn42Ipv4: 'fd00::1' } }, 'a.json')).toThrow(
+      /\/tunnel\/dn42Ipv4: must be an IPv4 address/,
+    );
+    expect(() => parseConfig({ ...bootstrap, tunnel: { dn42Ipv6: '172.20.0.1; rm' } }, 'a.json')).toThrow(
+      /\/tunnel\/dn42Ipv6: must be an IPv6 address/,
+    );
+    const c = parseConfig({ ...bootstrap, tunnel: { dn42Ipv4: '172.20.0.1' } }, 'a.json');
+    expect([c.tunnel.dn42Ipv4, c.tunnel.dn42Ipv6]).toEqual(['172.20.0.1', '']);
+  });
+
   it('refuses a keepalive at or below the handshake retry interval (mesh handshakes would cross forever)', () => {
     for (const persistentKeepaliveInterval of [1, 5]) {
       expect(() => parseConfig({ ...bootstrap, tunnel: { persistentKeepaliveInterval } }, 'a.json')).toThrow(
