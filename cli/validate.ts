@@ -15,7 +15,7 @@ import {
   sessionSetErrors,
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
-import { routerSetErrors } from '../controller/store/rules.ts';
+import { mergePolicies, routerSetErrors, sessionPolicyErrors } from '../controller/store/rules.ts';
 
 const USAGE = `usage: peerops validate [dir]
 
@@ -124,11 +124,16 @@ export async function validateRepository(root: string): Promise<ValidationReport
   }
   const set: ManifestSet = {
     router: (name) => routers.find((r) => r.name === name)?.spec,
-    defaultPolicy: () => defaultPolicy?.spec,
+    policyFor: (router) => mergePolicies(defaultPolicy?.spec, policies.find((p) => p.name === router)?.spec),
     portOwner: (router, port, self) => byPort.get(`${router}:${port}`)?.find((n) => n !== self),
     sessionUuidOwner: (uuid, self) => byUuid.get(uuid)?.find((n) => n !== self),
   };
-  for (const s of sessions) add(s.file, sessionSetErrors(s.name, s.spec, set));
+  for (const s of sessions) {
+    add(s.file, sessionSetErrors(s.name, s.spec, set));
+    // what the API refuses at create; the store serves such a session, so the pull request is the place
+    const router = set.router(s.spec.router);
+    if (router) add(s.file, sessionPolicyErrors(s.spec, router, set.policyFor(s.spec.router), '/spec'));
+  }
 
   // stable: problems of one file keep their order
   problems.sort((x, y) => (x.file < y.file ? -1 : x.file > y.file ? 1 : 0));

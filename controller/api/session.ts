@@ -4,12 +4,12 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
-import { ProblemError, type FieldError } from '../../common/errors.ts';
-import { inRanges } from '../../common/net.ts';
+import { ProblemError } from '../../common/errors.ts';
 import { interfaceName, sessionName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
+import { sessionPolicyErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -80,40 +80,7 @@ function checkCreate(
         `AS${asn} already has ${pending} sessions awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
       );
   }
-  const errors: FieldError[] = [];
-  if (!inRanges(body.ipv6, policy.peerAddressRanges?.ipv6))
-    errors.push({
-      pointer: '/ipv6',
-      message: `must be inside ${policy.peerAddressRanges?.ipv6?.join(', ')}`,
-    });
-  if (body.ipv4 !== undefined && !inRanges(body.ipv4, policy.peerAddressRanges?.ipv4))
-    errors.push({
-      pointer: '/ipv4',
-      message: `must be inside ${policy.peerAddressRanges?.ipv4?.join(', ')}`,
-    });
-  if (body.linkLocal === router.spec.linkLocal)
-    errors.push({
-      pointer: '/linkLocal',
-      message: `collides with the router's own link-local ${router.spec.linkLocal}`,
-    });
-  const mpbgp = body.mpbgp ?? true;
-  const enh = body.extendedNextHop ?? true;
-  if (enh && !mpbgp)
-    errors.push({
-      pointer: '/extendedNextHop',
-      message: 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',
-    });
-  if (!mpbgp && body.ipv4 === undefined)
-    errors.push({
-      pointer: '/mpbgp',
-      message:
-        'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
-    });
-  if (mpbgp && !enh && body.ipv4 === undefined)
-    errors.push({
-      pointer: '/extendedNextHop',
-      message: 'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
-    });
+  const errors = sessionPolicyErrors(body, router.spec, policy);
   if (errors.length)
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }

@@ -4,6 +4,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { PolicySpec } from '../../common/schema.ts';
+import { mergePolicies } from '../store/rules.ts';
 import type { Router, Session, Store } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
 
@@ -90,7 +91,8 @@ export function routerAccepting(router: Router, sessions: number): boolean {
 
 /** The default policy with the router's override on top (field by field). */
 export function mergedPolicy(store: Store, router: string | undefined): PolicySpec {
-  const base = store.getPolicy('default')?.spec ?? {};
-  const own = router === undefined ? undefined : store.getPolicy(router)?.spec;
-  return { ...base, ...own };
+  return mergePolicies(
+    store.getPolicy('default')?.spec,
+    router === undefined ? undefined : store.getPolicy(router)?.spec,
+  );
 }

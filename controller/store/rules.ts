@@ -1,12 +1,15 @@
 /**
  * Rules every store back end enforces the same way, whatever holds the data: router names, router-set
- * uniqueness (uuid, nodeId), and the session fields that never change. `peerops validate` applies the
- * router-set rule to a GitOps checkout too.
+ * uniqueness (uuid, nodeId), and the session fields that never change; and a session's addressing
+ * against its router and policy. `peerops validate` applies the router-set and addressing rules to a
+ * GitOps checkout too.
  */
 import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { inRanges } from '../../common/net.ts';
 import {
   RouterName,
   SessionSpec as SessionSpecSchema,
+  type PolicySpec,
   type RouterSpec,
   type SessionSpec,
 } from '../../common/schema.ts';
@@ -42,6 +45,59 @@ export function routerSetErrors(
       });
     }
   }
+  return errors;
+}
+
+/**
+ * The policy for one router: its own policy over the default, field by field, except `blockedAsns`,
+ * which adds to the default's list (a router's list must not unblock an ASN the network blocks).
+ */
+export function mergePolicies(base: PolicySpec | undefined, own: PolicySpec | undefined): PolicySpec {
+  const merged: PolicySpec = { ...base, ...own };
+  if (base?.blockedAsns && own?.blockedAsns)
+    merged.blockedAsns = [...new Set([...base.blockedAsns, ...own.blockedAsns])];
+  return merged;
+}
+
+/** The fields of a session that `sessionPolicyErrors` judges (a create body or a stored spec). */
+export type SessionAddressing = Pick<
+  SessionSpec,
+  'ipv6' | 'ipv4' | 'linkLocal' | 'mpbgp' | 'extendedNextHop'
+>;
+
+/**
+ * A session's addressing against its router and the policy merged for that router: peer addresses in
+ * the policy's ranges, a link-local that is not the router's own, and the MP-BGP / extended next hop /
+ * IPv4 combination that gives the IPv4 side a session. The API refuses a create that breaks them and
+ * `peerops validate` a manifest; `prefix` is where the fields sit (`''` in a body, `/spec` in a manifest).
+ */
+export function sessionPolicyErrors(
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  prefix = '',
+): FieldError[] {
+  const errors: FieldError[] = [];
+  const at = (field: string, message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+  if (!inRanges(spec.ipv6, policy.peerAddressRanges?.ipv6))
+    at('ipv6', `must be inside ${policy.peerAddressRanges?.ipv6?.join(', ')}`);
+  if (spec.ipv4 !== undefined && !inRanges(spec.ipv4, policy.peerAddressRanges?.ipv4))
+    at('ipv4', `must be inside ${policy.peerAddressRanges?.ipv4?.join(', ')}`);
+  if (spec.linkLocal === router.linkLocal)
+    at('linkLocal', `collides with the router's own link-local ${router.linkLocal}`);
+  const mpbgp = spec.mpbgp ?? true;
+  const enh = spec.extendedNextHop ?? true;
+  if (enh && !mpbgp) at('extendedNextHop', 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true');
+  if (!mpbgp && spec.ipv4 === undefined)
+    at(
+      'mpbgp',
+      'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
+    );
+  if (mpbgp && !enh && spec.ipv4 === undefined)
+    at(
+      'extendedNextHop',
+      'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
+    );
   return errors;
 }
 

@@ -181,6 +181,18 @@ describe('session errors', () => {
     const res = await h.post('/session', blocked, sessionFields('fra1'));
     expect(problem(res)).toMatchObject({ status: 403, code: 'ASN_BLOCKED' });
   });
+  it("ASN_BLOCKED: a router's own block list adds to the network's, never unblocks", async () => {
+    await h.addRouter('blk1');
+    await expectOk(
+      h.post('/admin/policy', h.admin, { action: 'set', name: 'blk1', spec: { blockedAsns: [4242420777] } }),
+    );
+    for (const asn of [4242429999, 4242420777]) {
+      const res = await h.post('/session', h.tokens.issueToken(asn, 'user').token, sessionFields('blk1'));
+      expect(problem(res), `AS${asn}`).toMatchObject({ status: 403, code: 'ASN_BLOCKED' });
+    }
+    const elsewhere = h.tokens.issueToken(4242420777, 'user').token;
+    await expectOk(h.post('/session', elsewhere, sessionFields('fra1')));
+  });
   it('CONFLICT: more pending sessions than maxPendingPerAsn', async () => {
     const token = newUser();
     for (const r of ['pend1', 'pend2', 'pend3', 'pend4']) await h.addRouter(r);

@@ -118,6 +118,10 @@ describe('git store: the repository', () => {
 
   it('reports and skips malformed manifests while everything else keeps working', async () => {
     const before = await invalidCount();
+    // fra1's own policy blocks one more ASN, added to the default's list (which still applies)
+    await store.putPolicy('fra1', { blockedAsns: [4242420207] }, admin);
+    await git(work, 'pull', '-q', '--ff-only');
+    await put(work, 'sessions/fra1/as4242420207.yaml', sessionManifest(4242420207, 'fra1'));
     await put(work, 'sessions/fra1/as4242420201.yaml', 'spec: [unclosed\n  : :');
     await put(work, 'sessions/fra1/as4242420202.yaml', sessionManifest(4242420202, 'fra1', { mtu: 99999 }));
     await put(work, 'sessions/fra1/as4242420203.yaml', sessionManifest(4242420299, 'fra1'));
@@ -131,11 +135,12 @@ describe('git store: the repository', () => {
 
     await eventually(() => store.listSessions({ asn: 4242420205 }).length === 1);
     expect(store.listSessions()).toHaveLength(1);
-    expect(await invalidCount()).toBe(before + 5);
+    expect(await invalidCount()).toBe(before + 6);
     expect(store.rejectedManifests()).toEqual([
       'sessions/fra1/as4242420201.yaml',
       'sessions/fra1/as4242420202.yaml',
       'sessions/fra1/as4242420203.yaml',
+      'sessions/fra1/as4242420207.yaml',
       'sessions/fra1/as4242429999.yaml',
       'sessions/nope/as4242420204.yaml',
     ]);
@@ -145,7 +150,7 @@ describe('git store: the repository', () => {
     await store.createRouter('nope', routerSpec(7), admin);
     // the session for router nope now validates
     await eventually(() => store.listSessions({ asn: 4242420204 }).length === 1);
-    expect(await invalidCount()).toBe(before + 5);
+    expect(await invalidCount()).toBe(before + 6);
   });
 
   it('keeps the audit log: author and message of each write', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -78,7 +78,7 @@ describe('peerops validate', () => {
     );
     expect(out).toContain("sessions/zzz1/as4242420004.yaml: /spec/router: names an unknown router 'zzz1'");
     expect(out).toContain(
-      'sessions/fra1/as4242429999.yaml: /spec/asn: AS4242429999 is blocked by policy default',
+      'sessions/fra1/as4242429999.yaml: /spec/asn: AS4242429999 is blocked by the policy of router fra1',
     );
     expect(out).toContain(
       "policy/default.yaml: /spec/dn42Asn: the default policy must set dn42Asn (the network's own ASN)",
@@ -100,6 +100,33 @@ describe('peerops validate', () => {
       expect(out).toContain('policy/default.yaml: /: is missing: the network needs a default policy');
       expect(out.every((l) => !l.includes('\n'))).toBe(true);
       expect(out.some((l) => l.startsWith('sessions/fra1/as64513.yaml: '))).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses what the API refuses at create: a router's blocked ASN, its own link-local, an IPv4 side without a session", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-validate-'));
+    try {
+      await cp(join(fixtures, 'good'), dir, { recursive: true });
+      const policy = join(dir, 'policy/fra1.yaml');
+      await writeFile(policy, `${await readFile(policy, 'utf8')}  blockedAsns: [4242420001]\n`);
+      const session = join(dir, 'sessions/ams1/as64512.yaml');
+      const text = (await readFile(session, 'utf8')).replace(/linkLocal: .*/, 'linkLocal: fe80::2');
+      await writeFile(session, `${text}  mpbgp: false\n  extendedNextHop: true\n`);
+      const { code, out } = await capture([dir]);
+      expect(code).toBe(1);
+      expect(out).toContain(
+        'sessions/fra1/as4242420001.yaml: /spec/asn: AS4242420001 is blocked by the policy of router fra1',
+      );
+      // the same session on ams1, whose policy does not block it, passes
+      expect(out.filter((l) => l.startsWith('sessions/ams1/as4242420001.yaml'))).toEqual([]);
+      expect(out).toContain(
+        "sessions/ams1/as64512.yaml: /spec/linkLocal: collides with the router's own link-local fe80::2",
+      );
+      expect(out).toContain(
+        'sessions/ams1/as64512.yaml: /spec/extendedNextHop: extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

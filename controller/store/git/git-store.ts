@@ -33,7 +33,13 @@ import { transition } from '../../../common/state-machine.ts';
 import { statusName } from '../../../common/status.ts';
 import { validate, validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
-import { assertNoRouterConflicts, assertRouterName, checkedSessionSpec, routerSetErrors } from '../rules.ts';
+import {
+  assertNoRouterConflicts,
+  assertRouterName,
+  checkedSessionSpec,
+  mergePolicies,
+  routerSetErrors,
+} from '../rules.ts';
 import type {
   Actor,
   NewSession,
@@ -938,7 +944,8 @@ export class GitStore implements Store {
   private manifestSet(): ManifestSet {
     return {
       router: (name) => this.routers.get(name)?.spec,
-      defaultPolicy: () => this.policies.get('default')?.spec,
+      policyFor: (router) =>
+        mergePolicies(this.policies.get('default')?.spec, this.policies.get(router)?.spec),
       portOwner: (router, port, self) => {
         const owner = this.ports.get(router)?.get(port);
         return owner !== self ? owner : undefined;

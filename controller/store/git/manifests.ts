@@ -142,7 +142,8 @@ export function renderManifest(kind: ManifestKind, name: string, spec: object): 
 /** What the cross-file rules need to know about the other manifests. */
 export interface ManifestSet {
   router(name: string): RouterSpec | undefined;
-  defaultPolicy(): PolicySpec | undefined;
+  /** The policy for sessions on `router`: the default, with the router's own policy over it field by field. */
+  policyFor(router: string): PolicySpec;
   /** Name of the session (other than `self`) holding this port on this router. */
   portOwner(router: string, port: number, self: string): string | undefined;
   /** Name of the session (other than `self`) with this uuid. */
@@ -158,8 +159,11 @@ export function sessionSetErrors(
   if (!set.router(spec.router)) {
     errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
   }
-  if (set.defaultPolicy()?.blockedAsns?.includes(spec.asn)) {
-    errors.push({ pointer: '/spec/asn', message: `AS${spec.asn} is blocked by policy default` });
+  if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
+    errors.push({
+      pointer: '/spec/asn',
+      message: `AS${spec.asn} is blocked by the policy of router ${spec.router}`,
+    });
   }
   if (spec.listenPort !== undefined) {
     const owner = set.portOwner(spec.router, spec.listenPort, name);
