@@ -25,6 +25,8 @@ import {
 import pino from 'pino';
 import { ProblemError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
+import { transition } from '../../../common/state-machine.ts';
+import { SessionStatus, statusName } from '../../../common/status.ts';
 import {
   GROUP_VERSION,
   PolicySpec as PolicySpecSchema,
@@ -324,11 +326,28 @@ export class KubernetesStore implements Store {
     if (status?.code === undefined) {
       // created, status subresource not written yet: the first status rides on an annotation
       const initial = resource.metadata.annotations?.[ANNOTATION_INITIAL_STATUS];
-      status = initial ? (JSON.parse(initial) as SessionStatusRecord) : { code: 3, name: 'PENDING_REVIEW' };
+      status = initial ? (JSON.parse(initial) as SessionStatusRecord) : this.appliedStatus(resource);
     }
     const metrics = this.pendingMetrics.get(resource.spec.uuid);
     if (metrics) status = { ...status, metrics };
     return { name: resource.metadata.name, spec: resource.spec, status };
+  }
+
+  /**
+   * A session applied without status (kubectl, Flux, Argo CD: a merge into the GitOps repo): 3, or 4
+   * where the default policy says a merge is an approval (DESIGN 4), since it was created. The first
+   * status write (approval, agent report) stores it.
+   */
+  private appliedStatus(resource: SessionResource): SessionStatusRecord {
+    const mergeIsApproval = this.policies.get('default')?.value.spec.mergeIsApproval ?? false;
+    const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
+    const code = outcome.result === 'status' ? outcome.to : SessionStatus.PENDING_REVIEW;
+    const created = resource.metadata.creationTimestamp;
+    return {
+      code,
+      name: statusName(code),
+      ...(created ? { lastTransitionTime: new Date(created).toISOString() } : {}),
+    };
   }
 
   // ---------------------------------------------------------------- reads
