@@ -4,6 +4,7 @@
  * `/<path>` and at `/api/v1/<path>`.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
@@ -99,6 +100,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
         issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
+      });
+    else
+      // Undocumented on purpose (no docs: not in openapi.json): it only says why there is no login.
+      scope.post('/login', async () => {
+        throw new ProblemError(
+          'NOT_FOUND',
+          'login is not set up on this controller (no PEEROPS_REGISTRY); ask its operator for a token (`peerops admin token`)',
+        );
       });
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(sessionRoutes, { store });

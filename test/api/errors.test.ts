@@ -98,6 +98,14 @@ describe('request errors', () => {
     expect(problem(await h.get('/api/v1/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
     expect(problem(await h.get('/session'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
   });
+  it('NOT_FOUND: /login on a controller without a login registry says why', async () => {
+    for (const url of ['/login', '/api/v1/login']) {
+      const res = await h.post(url, undefined, { asn: 4242420001 });
+      expect(problem(res)).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(problem(res).detail).toMatch(/no PEEROPS_REGISTRY/);
+    }
+    expect(JSON.stringify((await expectOk(h.get('/openapi.json'))).json().paths)).not.toContain('/login');
+  });
 });
 
 describe('authentication', () => {
