@@ -11,6 +11,7 @@ import { BirdApplier } from './bird/apply.ts';
 import { BirdControl } from './bird/control.ts';
 import type { AgentConfig } from './config.ts';
 import type { ControlPlaneClient } from './sync/client.ts';
+import { AgentMetrics } from './metrics.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import { Reconciler, type ReconcileHooks, type PassResult } from './sync/reconcile.ts';
 
@@ -33,6 +34,9 @@ export class Agent {
   private loops: Promise<void>[] = [];
   lastPass: PassResult | undefined;
   passes = 0;
+  private lastReport: ReportBody | undefined;
+  /** Served at GET /metrics by the local server. */
+  readonly metrics: AgentMetrics;
   /** Settles after the first pass that fetched from the controller and reconciled: this version works here. */
   readonly firstPass: Promise<void>;
   private passed: () => void = () => undefined;
@@ -42,6 +46,16 @@ export class Agent {
     this.log = log;
     this.client = client;
     this.firstPass = new Promise((resolve) => (this.passed = resolve));
+    this.metrics = new AgentMetrics({
+      // the agent's own verdict of the last pass where it reported one, else the controller's status
+      sessions: () => {
+        const reported = new Map(this.lastPass?.reports.map((r) => [r.uuid, r.status]));
+        return this.sessions.map((s) => ({ ...s, status: reported.get(s.uuid) ?? s.status }));
+      },
+      lastReport: () => this.lastReport,
+      configureCalls: () => this.applier.configureCalls,
+      health: () => this.health(),
+    });
     this.bird = new BirdControl(config.routing.controlSocket, {
       poolSize: config.routing.poolSize,
       poolSizeMax: config.routing.poolSizeMax,
@@ -116,7 +130,9 @@ export class Agent {
     if (r.body) this.sessions = r.body.sessions;
     this.etag = r.etag;
     this.policy = await this.client.birdConfig();
+    const reconcileStart = performance.now();
     const result = await this.reconciler.pass(this.sessions, this.policy);
+    this.metrics.passSeconds.observe((performance.now() - reconcileStart) / 1000);
     this.lastPass = result;
     this.passes++;
     this.passed();
@@ -130,11 +146,13 @@ export class Agent {
       try {
         const t0 = Date.now();
         await this.syncOnce(wait);
+        this.metrics.passes.inc({ result: 'ok' });
         this.failures = 0;
         if (!this.longPoll || wait === 0)
           await this.sleep(Math.max(0, (this.passes > 1 ? interval * 1000 : 0) - (Date.now() - t0)));
       } catch (err) {
         if (this.stop.signal.aborted) break;
+        this.metrics.passes.inc({ result: 'failed' });
         this.failures++;
         const delay = Math.min(60_000, this.client.backoff(Math.min(this.failures, 10)));
         this.log.warn(
@@ -167,6 +185,7 @@ export class Agent {
     if (this.passes === 0) return undefined;
     const report = await collectMetrics(this.sessions, this.bird, this.config.metric);
     for (const r of report.sessions) this.reconciler.rtt.set(r.uuid, r.rtt);
+    this.lastReport = report;
     await this.client.report(report);
     return report;
   }

@@ -1,16 +1,19 @@
 /**
  * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`, 503 when BIRD or
- * the controller is unreachable. It answers only loopback, the controller's addresses and
- * `server.allowFrom`; everyone else gets the connection closed. Timeouts from `server.*`.
+ * the controller is unreachable; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
+ * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
+ * closed. Timeouts from `server.*`. Nothing here changes anything on the router.
  */
 import { createServer, type Server } from 'node:http';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
+import type { Registry } from 'prom-client';
 import type { AgentConfig } from './config.ts';
 import { parseListen } from './config.ts';
 
-export interface HealthSource {
+export interface LocalSource {
   health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; [k: string]: unknown }>;
+  metrics: { registry: Pick<Registry, 'metrics' | 'contentType'> };
 }
 
 function normalize(addr: string): string {
@@ -36,7 +39,7 @@ export async function allowedAddresses(config: AgentConfig): Promise<Set<string>
   return allowed;
 }
 
-export async function startServer(config: AgentConfig, source: HealthSource): Promise<Server> {
+export async function startServer(config: AgentConfig, source: LocalSource): Promise<Server> {
   const allowed = await allowedAddresses(config);
   const server = createServer(async (req, res) => {
     const from = normalize(req.socket.remoteAddress ?? '');
@@ -48,6 +51,12 @@ export async function startServer(config: AgentConfig, source: HealthSource): Pr
       const h = await source.health();
       const body = JSON.stringify({ ...h, status: h.ok ? 'ok' : 'unavailable' });
       res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(body);
+      return;
+    }
+    if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
+      const { registry } = source.metrics;
+      const body = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType }).end(body);
       return;
     }
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'not found' }));

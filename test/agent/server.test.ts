@@ -1,5 +1,6 @@
-/** The agent's local server: /health 200/503 with the reason, who may ask, timeouts from the config. */
+/** The agent's local server: /health 200/503 with the reason, /metrics, who may ask, timeouts from the config. */
 import type { AddressInfo } from 'node:net';
+import { Counter, Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../agent/config.ts';
 import { allowedAddresses, startServer } from '../../agent/server.ts';
@@ -13,7 +14,9 @@ const config = parseConfig(
   'agent.json',
 );
 let health = { ok: true, bird: true, controller: true };
-const server = await startServer(config, { health: async () => health });
+const registry = new Registry();
+const passes = new Counter({ name: 'test_passes_total', help: 'a counter', registers: [registry] });
+const server = await startServer(config, { health: async () => health, metrics: { registry } });
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
@@ -27,6 +30,14 @@ describe('agent local server', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ status: 'unavailable', bird: false });
     expect((await fetch(`${base}/other`)).status).toBe(404);
+  });
+
+  it('GET /metrics: the Prometheus text format of the agent registry', async () => {
+    passes.inc(3);
+    const res = await fetch(`${base}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(await res.text()).toMatch(/^test_passes_total 3$/m);
   });
 
   it('answers loopback, the controller and allowFrom only; timeouts from the config', async () => {

@@ -77,6 +77,17 @@ describe('agent session machinery', () => {
     const [proto] = await agent.bird.protocols(`dn42_${port}`);
     expect(mine?.routesImported).toBe(proto?.routesImported);
     expect(L.h.store.getSession(uuid)?.status.metrics).toMatchObject({ rtt: mine?.rtt });
+    // the same figures on the router's own /metrics, with BIRD's and the controller's state
+    const text = await agent.metrics.registry.metrics();
+    const series = `{interface="wg_${port}",asn="${peer.asn}"}`;
+    expect(text).toContain(`peerops_agent_session_rtt_milliseconds${series} ${mine?.rtt}`);
+    expect(text).toContain(`peerops_agent_session_receive_bytes${series} ${mine?.rxBytes}`);
+    expect(text).toContain(`peerops_agent_session_routes_imported${series} ${mine?.routesImported}`);
+    expect(text).toMatch(/^peerops_agent_sessions\{status="ACTIVE"\} 1$/m);
+    expect(text).toMatch(/^peerops_agent_up\{part="bird"\} 1$/m);
+    expect(text).toMatch(/^peerops_agent_up\{part="controller"\} 1$/m);
+    expect(text).toMatch(/^peerops_agent_bird_configures_total [1-9]\d*$/m);
+    expect(text).toMatch(/^peerops_agent_sync_pass_seconds_count [1-9]\d*$/m);
   });
 
   it('the measured RTT sets the latency community; then a pass with nothing to change makes zero writes and zero configure calls', async () => {
