@@ -198,6 +198,14 @@ describe('reports', () => {
     expect(ok.json()).toMatchObject({ ok: true, recorded: 1 });
     expect(h.store.getSession(own)?.status.metrics).toMatchObject(m);
   });
+  it('takes rtt null (the peer did not answer the ping) and keeps it as null', async () => {
+    const uuid = await fra.inStatus(1);
+    const m = { rtt: null, rxBytes: 0, txBytes: 64, routesImported: 0 };
+    await expectOk(h.post('/agent/fra1/report', fraToken, { sessions: [{ uuid, ...m }] }));
+    expect(h.store.getSession(uuid)?.status.metrics).toMatchObject(m);
+    const res = await h.post('/agent/fra1/report', fraToken, { sessions: [{ uuid, ...m, rtt: 'n/a' }] });
+    expect(problem(res)).toMatchObject({ code: 'INVALID_REQUEST' });
+  });
   it('refuses a wrong interface name', async () => {
     const uuid = await fra.inStatus(4);
     const res = await h.post('/agent/fra1/modify', fraToken, { uuid, status: 1, interface: 'wg_1' });
