@@ -59,6 +59,23 @@ function hasDefaults(schema: TSchema): boolean {
   return found;
 }
 
+/**
+ * The schema with every `default` removed: for partial updates, where a field left out means "keep it",
+ * and a default filled in by validation would silently reset it.
+ */
+export function withoutDefaults<T extends TSchema>(schema: T): T {
+  const strip = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(strip);
+    if (typeof node !== 'object' || node === null) return node;
+    // own symbol keys too: TypeBox marks its schemas with them
+    const copy: Record<PropertyKey, unknown> = {};
+    for (const key of Reflect.ownKeys(node))
+      if (key !== 'default') copy[key] = strip((node as Record<PropertyKey, unknown>)[key]);
+    return copy;
+  };
+  return strip(schema) as T;
+}
+
 function compile(schema: TSchema): ValidateFunction {
   let fn = compiled.get(schema);
   if (!fn) {

@@ -22,6 +22,7 @@ import {
   Uuid,
   WireGuardKey,
 } from '../../common/schema.ts';
+import { withoutDefaults } from '../../common/validate.ts';
 
 const Reason = Type.String({ minLength: 1, maxLength: 500, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });
 
@@ -44,14 +45,17 @@ export const SessionCreate = Type.Object(
   },
   { additionalProperties: false },
 );
-export const SessionModify = Type.Object(
-  {
-    action: Type.Literal('modify'),
-    uuid: Uuid,
-    endpoint: Type.Optional(Type.Union([Endpoint, Type.Null()])),
-    mtu: Type.Optional(Mtu),
-  },
-  { additionalProperties: false },
+// Partial updates carry no defaults: a field left out keeps its value.
+export const SessionModify = withoutDefaults(
+  Type.Object(
+    {
+      action: Type.Literal('modify'),
+      uuid: Uuid,
+      endpoint: Type.Optional(Type.Union([Endpoint, Type.Null()])),
+      mtu: Type.Optional(Mtu),
+    },
+    { additionalProperties: false },
+  ),
 );
 export const SessionUuidAction = (action: string) =>
   Type.Object({ action: Type.Literal(action), uuid: Uuid }, { additionalProperties: false });
@@ -83,7 +87,7 @@ export const AdminRouterUpdate = Type.Object(
   {
     action: Type.Literal('update'),
     name: RouterName,
-    spec: Type.Partial(Type.Object(writableRouterFields, { additionalProperties: false })),
+    spec: withoutDefaults(Type.Partial(Type.Object(writableRouterFields, { additionalProperties: false }))),
   },
   { additionalProperties: false },
 );

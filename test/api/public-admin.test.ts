@@ -96,6 +96,23 @@ describe('admin router', () => {
       }),
     );
     expect(upd.json().router.spec).toMatchObject({ autoApprove: true, maxSessions: 5 });
+    // an update of other fields keeps these (no schema default fills the ones left out)
+    await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'tmp1',
+        spec: { acceptingSessions: false },
+      }),
+    );
+    const later = await expectOk(
+      h.post('/admin/router', h.admin, { action: 'update', name: 'tmp1', spec: { displayName: 'Temp One' } }),
+    );
+    expect(later.json().router.spec).toMatchObject({
+      displayName: 'Temp One',
+      autoApprove: true,
+      maxSessions: 5,
+      acceptingSessions: false,
+    });
     expect(h.store.getAgentTokenHash('tmp1')).toMatch(/^[0-9a-f]{64}$/);
     const list = await expectOk(h.post('/admin/router', h.admin, { action: 'list' }));
     expect(list.json().routers.map((r: { name: string }) => r.name)).toContain('tmp1');

@@ -126,6 +126,14 @@ describe('user modify, restart, delete', () => {
       const res = await expectOk(d.user('modify', uuid, { mtu: 1380 }));
       expect(res.json()).toMatchObject({ status: from, mtu: 1380 });
     });
+  it('modify keeps what it is not given: an endpoint change leaves the mtu, an mtu change the endpoint', async () => {
+    const uuid = await d.inStatus(3);
+    await expectOk(d.user('modify', uuid, { mtu: 1400 }));
+    const res = await expectOk(d.user('modify', uuid, { endpoint: '[2001:db8::7]:51820' }));
+    expect(res.json()).toMatchObject({ mtu: 1400, endpoint: '[2001:db8::7]:51820' });
+    const again = await expectOk(d.user('modify', uuid, { mtu: 1380 }));
+    expect(again.json()).toMatchObject({ mtu: 1380, endpoint: '[2001:db8::7]:51820' });
+  });
   it('modify with endpoint null drops the endpoint (peer behind NAT)', async () => {
     const uuid = await d.inStatus(3);
     const res = await expectOk(d.user('modify', uuid, { endpoint: null }));
