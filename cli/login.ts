@@ -10,6 +10,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
 import { DEFAULT_URL, saveToken } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
@@ -23,6 +24,8 @@ const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--ur
   --expect-host HOST sign challenges for HOST although the URL names another host (e.g. an SSH tunnel)
 
 The token is saved to $PEEROPS_CONFIG_DIR/token (default ~/.config/peerops/token), mode 0600.`;
+
+const CHALLENGE_SKEW_MS = 15 * 60_000;
 
 interface ChallengeAnswer {
   challenge: string;
@@ -101,6 +104,34 @@ async function defaultSshKey(methods: ChallengeAnswer['methods']): Promise<strin
   throw new LoginError('give --ssh-key PATH or --gpg KEYID: no key in ~/.ssh is listed for this ASN');
 }
 
+/**
+ * Signs only a peerops challenge for this host and ASN that has not expired. Anything else may be
+ * another service's challenge relayed through this one, or bytes that mean something elsewhere.
+ */
+function checkChallenge(c: ChallengeAnswer, asn: number, expectHost: string): void {
+  const fields = parseChallengeText(c.challenge);
+  if (!fields)
+    throw new LoginError(
+      'the server sent something that is not a peerops login challenge; refusing to sign it',
+    );
+  // A challenge for another host may be one relayed from another service: never sign it.
+  if (fields.host !== expectHost || c.host !== expectHost)
+    throw new LoginError(
+      `the challenge is for host '${fields.host}' but you are talking to '${expectHost}'; refusing to sign (use --expect-host ${fields.host} if that is really this service)`,
+    );
+  if (fields.asn !== asn)
+    throw new LoginError(`the challenge is for AS${fields.asn}, not AS${asn}; refusing to sign`);
+  // the server enforces its 5 minutes; this only refuses what no clock skew explains
+  if (Math.abs(fields.expiresAt - Date.now()) > CHALLENGE_SKEW_MS)
+    throw new LoginError(
+      `the challenge expires ${new Date(fields.expiresAt).toISOString()}, far from this machine's time; refusing to sign`,
+    );
+  if (c.namespace !== SSH_NAMESPACE)
+    throw new LoginError(
+      `the server asks for SSH namespace '${c.namespace}', not '${SSH_NAMESPACE}'; refusing to sign`,
+    );
+}
+
 async function sign(
   challenge: ChallengeAnswer,
   opts: { sshKey: string | undefined; gpg: string | undefined },
@@ -118,7 +149,7 @@ async function sign(
       return { signature, publicKey };
     }
     const key = opts.sshKey ?? (await defaultSshKey(challenge.methods));
-    await runTool('ssh-keygen', ['-Y', 'sign', '-n', challenge.namespace, '-f', key, file]);
+    await runTool('ssh-keygen', ['-Y', 'sign', '-n', SSH_NAMESPACE, '-f', key, file]);
     return { signature: await readFile(`${file}.sig`, 'utf8') };
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -172,12 +203,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     const url = `${base}/login`;
     const c = await post<ChallengeAnswer>(url, { action: 'challenge', asn });
-    // A challenge for another host may be one relayed from another service: never sign it.
-    if (c.host !== expectHost) {
-      throw new LoginError(
-        `the challenge is for host '${c.host}' but you are talking to '${expectHost}'; refusing to sign (use --expect-host ${c.host} if that is really this service)`,
-      );
-    }
+    checkChallenge(c, asn, expectHost);
     const signed = await sign(c, { sshKey: values['ssh-key'], gpg: values.gpg });
     const t = await post<TokenAnswer>(url, { action: 'verify', asn, challenge: c.challenge, ...signed });
     const file = await saveToken(t.token);

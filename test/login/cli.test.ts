@@ -4,6 +4,7 @@
  * plugin registered under both prefixes; the token it saves then opens `/session`.
  */
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -11,10 +12,9 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as login } from '../../cli/login.ts';
+import { challengeText } from '../../common/login-challenge.ts';
 import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
-import { MemoryChallengeStore, MemoryFailureLimiter } from '../../controller/auth/login/challenges.ts';
-import loginPlugin, { type LoginPluginOptions } from '../../controller/auth/login/plugin.ts';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { loadConfig } from '../../controller/config.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
@@ -39,18 +39,14 @@ async function startController(serviceHost: string): Promise<{ app: FastifyInsta
     ...loadConfig({ data: dir, listen: '127.0.0.1:0' }, {}),
     rateLimit: { perMinute: 100_000, agentPerMinute: 100_000 },
   };
-  const app = await buildApp({ store, tokens, config, logger: false });
-  const login: LoginPluginOptions = {
-    registry,
-    serviceHost,
-    admins: [AS_ADMIN],
-    isBlocked: () => false,
-    issueToken: (asn, role) => tokens.issueToken(asn, role, 12 * 3600),
-    challengeStore: new MemoryChallengeStore(),
-    failureLimiter: new MemoryFailureLimiter(),
-  };
-  await app.register(loginPlugin, login);
-  await app.register(loginPlugin, { ...login, prefix: '/api/v1' });
+  // the controller as `peerops serve` wires it: login on both prefixes
+  const app = await buildApp({
+    store,
+    tokens,
+    config,
+    logger: false,
+    login: { registry, serviceHost, admins: [AS_ADMIN] },
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
@@ -181,6 +177,64 @@ describe('peerops login refuses a challenge for another host', () => {
       expect(r.stderr).toMatch(/challenge is for host 'peering.elsewhere.test'.*refusing to sign/);
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('peerops login signs nothing but a peerops challenge for this host and ASN', () => {
+  it('refuses relayed, foreign and crafted challenges from a hostile server, never reaching verify', async () => {
+    let answer: Record<string, unknown> = {};
+    let verifies = 0;
+    // A stand-in for a hostile controller: it answers the challenge request with whatever the case needs.
+    const hostile = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if ((JSON.parse(body) as { action: string }).action === 'verify') verifies++;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+      });
+    });
+    await new Promise<void>((r) => hostile.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+    const expiresAt = Date.now() + 60_000;
+    const text = (host: string, asn = AS_SSH) =>
+      challengeText({ host, asn, nonce: 'n'.repeat(43), expiresAt });
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      [
+        'relayed from another service',
+        { host: '127.0.0.1', challenge: text('peering.victim.test') },
+        /challenge is for host 'peering.victim.test'/,
+      ],
+      [
+        'a git commit',
+        { host: '127.0.0.1', challenge: 'tree 4b825dc6\nauthor x <x@y> 0 +0000\n\nhi\n', namespace: 'git' },
+        /not a peerops login challenge/,
+      ],
+      [
+        'another ASN',
+        { host: '127.0.0.1', challenge: text('127.0.0.1', 4242420999), namespace: 'peerops' },
+        /for AS4242420999, not AS4242420201/,
+      ],
+      [
+        'the git namespace',
+        { host: '127.0.0.1', challenge: text('127.0.0.1'), namespace: 'git' },
+        /namespace 'git'/,
+      ],
+    ];
+    try {
+      for (const [what, body, refusal] of cases) {
+        answer = { expiresAt: new Date(expiresAt).toISOString(), namespace: 'peerops', methods: [], ...body };
+        const r = await peerops(['--asn', String(AS_SSH), '--ssh-key', listed.path, '--url', url], {
+          PEEROPS_CONFIG_DIR: path.join(dir, 'cfg-hostile'),
+          HOME: path.join(dir, 'home'),
+        });
+        expect(r.code, what).toBe(1);
+        expect(r.stderr, what).toMatch(refusal);
+        expect(r.stderr, what).toMatch(/refusing to sign/);
+      }
+      expect(verifies).toBe(0);
+    } finally {
+      await new Promise<void>((r) => hostile.close(() => r()));
     }
   });
 });

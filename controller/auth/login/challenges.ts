@@ -4,9 +4,9 @@
  * for one login, at one service, for one ASN, for five minutes.
  */
 import { randomBytes } from 'node:crypto';
+import { CHALLENGE_HEADER, challengeText } from '../../../common/login-challenge.ts';
 
 export const CHALLENGE_TTL_MS = 5 * 60_000;
-const HEADER = 'peerops login challenge';
 
 export interface Challenge {
   nonce: string;
@@ -19,23 +19,19 @@ export interface Challenge {
 }
 
 export function newChallenge(asn: number, host: string, now: number): Challenge {
-  const nonce = randomBytes(32).toString('base64url');
-  const expiresAt = now + CHALLENGE_TTL_MS;
-  const text = [
-    HEADER,
-    `host: ${host}`,
-    `asn: ${asn}`,
-    `nonce: ${nonce}`,
-    `expires: ${new Date(expiresAt).toISOString()}`,
-    '',
-  ].join('\n');
-  return { nonce, asn, host, expiresAt, text };
+  const fields = {
+    nonce: randomBytes(32).toString('base64url'),
+    asn,
+    host,
+    expiresAt: now + CHALLENGE_TTL_MS,
+  };
+  return { ...fields, text: challengeText(fields) };
 }
 
 /** The fields of a challenge text as the client sent it back (possibly altered); undefined if not one. */
 export function readChallenge(text: string): { nonce: string; asn: number; host: string } | undefined {
   const lines = text.replace(/\r\n/g, '\n').split('\n');
-  if (lines[0] !== HEADER) return undefined;
+  if (lines[0] !== CHALLENGE_HEADER) return undefined;
   const field = (name: string) => lines.find((l) => l.startsWith(`${name}: `))?.slice(name.length + 2);
   const nonce = field('nonce');
   const host = field('host');

@@ -24,7 +24,8 @@ import {
   readChallenge,
 } from './challenges.ts';
 import type { AsnAuth, Registry } from './registry.ts';
-import { SSH_NAMESPACE, verifyLogin } from './verify.ts';
+import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
+import { verifyLogin } from './verify.ts';
 
 export type Role = 'user' | 'admin';
 

@@ -5,10 +5,9 @@
  * the user's pasted key when its fingerprint is listed.
  */
 import * as openpgp from 'openpgp';
+import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import type { AuthMethod } from './auth-methods.ts';
 import { checkSshSignature, parseSshSignature, SshSigError } from './sshsig.ts';
-
-export const SSH_NAMESPACE = 'peerops';
 
 export type Verdict = { ok: true; method: AuthMethod } | { ok: false; reason: string };
 
