@@ -6,7 +6,7 @@
  *
  * Errors: AUTH_FAILED 401 (bad signature, or challenge unknown/used/expired/altered/for another host or
  * ASN), ASN_BLOCKED 403, NOT_FOUND 404 (ASN not in the registry), RATE_LIMITED 429 (too many failed
- * attempts for the ASN or from the client address), REGISTRY_UNAVAILABLE 503, INVALID_REQUEST /
+ * attempts from the client address), REGISTRY_UNAVAILABLE 503, INVALID_REQUEST /
  * INVALID_ACTION 400.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -60,7 +60,7 @@ export interface LoginPluginOptions {
    */
   challengeStore?: ChallengeStore;
   failureLimiter?: FailureLimiter;
-  /** Without failureLimiter: failed verifications allowed per ASN and per client address (default 10 per 15 min). */
+  /** Without failureLimiter: failed verifications allowed per client address (default 10 per 15 min). */
   failureLimit?: { max?: number; windowMs?: number };
 }
 
@@ -93,16 +93,13 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     reply: FastifyReply,
     asn: number,
   ): Promise<void> {
-    const wait = Math.max(
-      ...(await Promise.all([limiter.retryAfter(`asn:${asn}`), limiter.retryAfter(`ip:${req.ip}`)])),
-    );
+    // Failures count per client address only: a signature cannot be guessed, so a per-ASN count would
+    // guard nothing and let anyone lock an ASN (its admins too) out with a few bad attempts.
+    const wait = await limiter.retryAfter(`ip:${req.ip}`);
     if (wait > 0) {
       outcome('rate_limited');
       reply.header('Retry-After', String(wait));
-      throw new ProblemError(
-        'RATE_LIMITED',
-        `too many failed logins for AS${asn} or from this address; retry in ${wait} s`,
-      );
+      throw new ProblemError('RATE_LIMITED', `too many failed logins from this address; retry in ${wait} s`);
     }
     if (opts.isBlocked(asn)) {
       outcome('asn_blocked');
@@ -156,7 +153,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
   async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
     await refuseLimitedOrBlocked(req, reply, body.asn);
     const fail = async (reason: string): Promise<never> => {
-      await Promise.all([limiter.fail(`asn:${body.asn}`), limiter.fail(`ip:${req.ip}`)]);
+      await limiter.fail(`ip:${req.ip}`);
       outcome('auth_failed');
       req.log.info({ asn: body.asn, reason }, 'login failed');
       throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);

@@ -3,7 +3,7 @@
  * handed out by one replica verifies at any other, and failed attempts, so that the failure limit holds
  * for the whole service, not per replica. Each challenge is one key that expires with it; `take` is
  * GETDEL, one atomic step, so a challenge is still used at most once across all replicas. Failures are
- * a sorted set per key (ASN or client address), scored by time and trimmed to the window.
+ * a sorted set per key (the client address), scored by time and trimmed to the window.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
