@@ -15,7 +15,12 @@ import {
   sessionSetErrors,
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
-import { mergePolicies, routerSetErrors, sessionPolicyErrors } from '../controller/store/rules.ts';
+import {
+  mergePolicies,
+  routerSetErrors,
+  sessionAddressErrors,
+  sessionPolicyErrors,
+} from '../controller/store/rules.ts';
 
 const USAGE = `usage: peerops validate [dir]
 
@@ -132,7 +137,13 @@ export async function validateRepository(root: string): Promise<ValidationReport
     add(s.file, sessionSetErrors(s.name, s.spec, set));
     // what the API refuses at create; the store serves such a session, so the pull request is the place
     const router = set.router(s.spec.router);
-    if (router) add(s.file, sessionPolicyErrors(s.spec, router, set.policyFor(s.spec.router), '/spec'));
+    if (!router) continue;
+    const policy = set.policyFor(s.spec.router);
+    add(s.file, sessionPolicyErrors(s.spec, router, policy, '/spec'));
+    add(
+      s.file,
+      sessionAddressErrors(s.name, s.spec, { routers, sessions, ownPrefixes: policy.ownPrefixes }, '/spec'),
+    );
   }
 
   // stable: problems of one file keep their order

@@ -101,6 +101,44 @@ export function sessionPolicyErrors(
   return errors;
 }
 
+/** What `sessionAddressErrors` compares a session's peer addresses with. */
+export interface AddressContext {
+  routers: Iterable<{ name: string; spec: RouterSpec }>;
+  sessions: Iterable<{ name: string; spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> }>;
+  ownPrefixes: PolicySpec['ownPrefixes'];
+}
+
+/**
+ * A session's peer addresses become routes into its tunnel on the router (`ip route replace <ipv6> dev
+ * wg_<port>`, `peer <ipv4>/32`), which win over what BIRD installs. So they must not be a router's
+ * loopback (that would capture the iBGP mesh), lie in the network's own prefixes, or be another ASN's
+ * session address (that would capture its traffic). The same ASN may use one address on several routers.
+ */
+export function sessionAddressErrors(
+  name: string,
+  spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'>,
+  context: AddressContext,
+  prefix = '',
+): FieldError[] {
+  const errors: FieldError[] = [];
+  const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
+    if (address === undefined) return;
+    const at = (message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+    const router = [...context.routers].find(
+      (r) => r.spec.loopback.ipv6 === address || r.spec.loopback.ipv4 === address,
+    );
+    if (router) return at(`is the loopback of router ${router.name}`);
+    if (context.ownPrefixes?.[field]?.length && inRanges(address, context.ownPrefixes[field]))
+      return at(`lies in this network's own prefixes (${context.ownPrefixes[field]?.join(', ')})`);
+    for (const other of context.sessions)
+      if (other.name !== name && other.spec.asn !== spec.asn && other.spec[field] === address)
+        return at(`is the address of AS${other.spec.asn}'s session ${other.name}`);
+  };
+  check('ipv6', spec.ipv6);
+  check('ipv4', spec.ipv4);
+  return errors;
+}
+
 /** CONFLICT when router `name` with `spec` would share a uuid or nodeId with another router. */
 export function assertNoRouterConflicts(
   name: string,

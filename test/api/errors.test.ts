@@ -189,6 +189,40 @@ describe('session errors', () => {
     const res = await h.post('/session', blocked, sessionFields('fra1'));
     expect(problem(res)).toMatchObject({ status: 403, code: 'ASN_BLOCKED' });
   });
+  it("INVALID_REQUEST: peer addresses that would pull others' traffic into the tunnel", async () => {
+    await h.addRouter('own1');
+    await expectOk(
+      h.post('/admin/policy', h.admin, {
+        action: 'set',
+        name: 'own1',
+        spec: { ownPrefixes: { ipv6: ['fd00:4242::/48'] } },
+      }),
+    );
+    const loopback = h.store.getRouter('fra1')?.spec.loopback;
+    const taken = h.store.listSessions()[0];
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ ipv6: loopback?.ipv6 }, '/ipv6', /is the loopback of router fra1/],
+      [
+        { ipv4: loopback?.ipv4, mpbgp: true, extendedNextHop: false },
+        '/ipv4',
+        /is the loopback of router fra1/,
+      ],
+      [{ ipv6: 'fd00:4242::7' }, '/ipv6', /this network's own prefixes \(fd00:4242::\/48\)/],
+      [{ ipv6: taken?.spec.ipv6 }, '/ipv6', new RegExp(`is the address of AS${taken?.spec.asn}'s session`)],
+    ];
+    for (const [extra, pointer, message] of cases) {
+      const res = await h.post('/session', newUser(), sessionFields('own1', extra));
+      expect(problem(res), JSON.stringify(extra)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+      expect(res.json().errors, JSON.stringify(extra)).toContainEqual({
+        pointer,
+        message: expect.stringMatching(message),
+      });
+    }
+    expect(h.store.listSessions({ router: 'own1' })).toEqual([]);
+    // the same ASN may use its address on another router
+    const owner = h.tokens.issueToken(taken?.spec.asn ?? 0, 'user').token;
+    await expectOk(h.post('/session', owner, sessionFields('own1', { ipv6: taken?.spec.ipv6 })));
+  });
   it("ASN_BLOCKED: a router's own block list adds to the network's, never unblocks", async () => {
     await h.addRouter('blk1');
     await expectOk(

@@ -41,11 +41,14 @@ export function routerFields(name: string, extra: Record<string, unknown> = {}) 
   };
 }
 
+/** Peer addresses differ per call: two ASNs may not share one (rules.ts, sessionAddressErrors). */
+let peerAddresses = 0x100;
+
 export function sessionFields(router: string, extra: Record<string, unknown> = {}) {
   return {
     action: 'create',
     router,
-    ipv6: 'fd42:1234::1',
+    ipv6: `fd42:1234::${(peerAddresses++).toString(16)}`,
     linkLocal: 'fe80::1234',
     endpoint: 'peer.example.org:51820',
     publicKey: wgKey(),

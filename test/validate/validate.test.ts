@@ -105,28 +105,39 @@ describe('peerops validate', () => {
     }
   });
 
-  it("refuses what the API refuses at create: a router's blocked ASN, its own link-local, an IPv4 side without a session", async () => {
+  it("refuses what the API refuses at create: a router's blocked ASN, its own link-local, an IPv4 side without a session, another ASN's address", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'peerops-validate-'));
     try {
       await cp(join(fixtures, 'good'), dir, { recursive: true });
       const policy = join(dir, 'policy/fra1.yaml');
       await writeFile(policy, `${await readFile(policy, 'utf8')}  blockedAsns: [4242420001]\n`);
       const session = join(dir, 'sessions/ams1/as64512.yaml');
-      const text = (await readFile(session, 'utf8')).replace(/linkLocal: .*/, 'linkLocal: fe80::2');
+      const text = (await readFile(session, 'utf8'))
+        .replace(/linkLocal: .*/, 'linkLocal: fe80::2')
+        .replace(/ipv6: .*/, 'ipv6: fd42:3121::1');
       await writeFile(session, `${text}  mpbgp: false\n  extendedNextHop: true\n`);
       const { code, out } = await capture([dir]);
       expect(code).toBe(1);
       expect(out).toContain(
         'sessions/fra1/as4242420001.yaml: /spec/asn: AS4242420001 is blocked by the policy of router fra1',
       );
-      // the same session on ams1, whose policy does not block it, passes
-      expect(out.filter((l) => l.startsWith('sessions/ams1/as4242420001.yaml'))).toEqual([]);
+      // the same ASN on ams1, whose policy does not block it, is not refused for its ASN
+      expect(out.filter((l) => l.startsWith('sessions/ams1/as4242420001.yaml: /spec/asn'))).toEqual([]);
       expect(out).toContain(
         "sessions/ams1/as64512.yaml: /spec/linkLocal: collides with the router's own link-local fe80::2",
       );
       expect(out).toContain(
         'sessions/ams1/as64512.yaml: /spec/extendedNextHop: extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',
       );
+      // AS4242420001's address, which that ASN itself uses on two routers (allowed)
+      expect(out).toContain(
+        "sessions/ams1/as64512.yaml: /spec/ipv6: is the address of AS4242420001's session as4242420001-ams1",
+      );
+      // both sides are named; the ASN's own two sessions do not clash with each other
+      expect(out.filter((l) => l.includes('as4242420001.yaml: /spec/ipv6'))).toEqual([
+        "sessions/ams1/as4242420001.yaml: /spec/ipv6: is the address of AS64512's session as64512-ams1",
+        "sessions/fra1/as4242420001.yaml: /spec/ipv6: is the address of AS64512's session as64512-ams1",
+      ]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
