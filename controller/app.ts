@@ -34,6 +34,8 @@ export interface AppOptions {
   login?: { registry: Registry; serviceHost: string; admins: number[] };
 }
 
+const REQUEST_TIMEOUT_MS = 30_000;
+
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { store, tokens, config } = opts;
   const app = Fastify({
@@ -42,6 +44,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // One log line per request comes from our onResponse hook (route pattern, status, duration).
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
+    // A request (headers and body) must arrive within this; without it a client dripping a body holds
+    // its socket for ever. It does not cover the answer, so long polls are unaffected.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
   });

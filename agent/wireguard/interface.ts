@@ -15,8 +15,8 @@
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
-import { open, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   canonicalIpv6,
@@ -29,6 +29,9 @@ import {
 import { run, runOk } from '../system/exec.ts';
 import { generationAlias, listLinks, readInterface, type WgInterfaceState } from './read.ts';
 import type { WgInterfaceSpec } from './types.ts';
+
+/** wireguard-go's own directory (its UAPI sockets): root's, unlike /tmp, so nobody else names files in it. */
+const WIREGUARD_RUN_DIR = '/var/run/wireguard';
 
 export { readAllInterfaces, readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
 
@@ -218,10 +221,16 @@ async function createLink(name: string): Promise<void> {
     return;
   }
   // A stale UAPI socket from a daemon killed hard would make wireguard-go refuse to start.
-  await run('rm', ['-f', `/var/run/wireguard/${name}.sock`]);
+  await run('rm', ['-f', `${WIREGUARD_RUN_DIR}/${name}.sock`]);
   // The daemon's log goes to a file: it keeps writing after the command returns (a pipe would break it).
   const logPath = wireguardGoLog(name);
-  const log = await open(logPath, 'w', 0o600);
+  await mkdir(WIREGUARD_RUN_DIR, { recursive: true, mode: 0o755 });
+  // never through a link someone placed there
+  const log = await open(
+    logPath,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+    0o600,
+  );
   let r;
   try {
     r = await run('wireguard-go', [name], {
@@ -244,13 +253,16 @@ async function createLink(name: string): Promise<void> {
 }
 
 function wireguardGoLog(name: string): string {
-  return join(tmpdir(), `peerops-wireguard-go-${name}.log`);
+  return join(WIREGUARD_RUN_DIR, `${name}.peerops.log`);
 }
 
 async function waitForSocketGone(name: string): Promise<void> {
   if ((await detectBackend()) === 'kernel') return;
   const deadline = Date.now() + 3000;
-  while ((await run('test', ['-e', `/var/run/wireguard/${name}.sock`])).code === 0 && Date.now() < deadline) {
+  while (
+    (await run('test', ['-e', `${WIREGUARD_RUN_DIR}/${name}.sock`])).code === 0 &&
+    Date.now() < deadline
+  ) {
     await new Promise((res) => setTimeout(res, 50));
   }
 }

@@ -93,6 +93,10 @@ describe('request errors', () => {
     const res = await h.post('/session', h.user, { action: 'list', pad: 'x'.repeat(1024 * 1024) });
     expect(problem(res)).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
   });
+  it('a request must arrive within 30 s (Node answers 408 and closes; the wait of a long poll is not counted)', () => {
+    // Node checks this every 30 s, so a test of the 408 itself would take a minute: the server's setting.
+    expect(h.app.server.requestTimeout).toBe(30_000);
+  });
   it('NOT_FOUND: unknown route, also under /api/v1', async () => {
     expect(problem(await h.get('/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
     expect(problem(await h.get('/api/v1/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
