@@ -45,31 +45,47 @@ export function readChallenge(text: string): { nonce: string; asn: number; host:
  * challenge cannot both get it. A store shared between controller replicas implements the same contract.
  */
 export interface ChallengeStore {
-  /** false when the store is full (the caller answers RATE_LIMITED). */
-  put(c: Challenge): boolean | Promise<boolean>;
+  put(c: Challenge): void | Promise<void>;
   take(nonce: string): Challenge | undefined | Promise<Challenge | undefined>;
 }
 
+/**
+ * In this process: at most `perAsn` challenges per ASN and `max` in all, the oldest giving way. A full
+ * store never refuses a login (which would let a flood of challenge requests stop every login); a flood
+ * only pushes out challenges older than itself, and of one ASN only that ASN's.
+ */
 export class MemoryChallengeStore implements ChallengeStore {
+  /** Insertion order is age order. */
   private readonly byNonce = new Map<string, Challenge>();
+  private readonly byAsn = new Map<number, string[]>();
   private readonly max: number;
+  private readonly perAsn: number;
   private readonly now: () => number;
 
-  constructor(opts: { max?: number; now?: () => number } = {}) {
+  constructor(opts: { max?: number; perAsn?: number; now?: () => number } = {}) {
     this.max = opts.max ?? 10_000;
+    this.perAsn = opts.perAsn ?? 5;
     this.now = opts.now ?? Date.now;
   }
 
-  put(c: Challenge): boolean {
+  put(c: Challenge): void {
+    let mine = this.byAsn.get(c.asn) ?? [];
+    while (mine.length >= this.perAsn) {
+      this.remove(mine[0] ?? '');
+      mine = this.byAsn.get(c.asn) ?? []; // remove() replaced the list
+    }
     if (this.byNonce.size >= this.max) this.dropExpired();
-    if (this.byNonce.size >= this.max) return false;
+    for (const oldest of this.byNonce.keys()) {
+      if (this.byNonce.size < this.max) break;
+      this.remove(oldest);
+    }
     this.byNonce.set(c.nonce, c);
-    return true;
+    this.byAsn.set(c.asn, [...(this.byAsn.get(c.asn) ?? []), c.nonce]);
   }
 
   take(nonce: string): Challenge | undefined {
     const c = this.byNonce.get(nonce);
-    this.byNonce.delete(nonce);
+    this.remove(nonce);
     return c;
   }
 
@@ -77,9 +93,18 @@ export class MemoryChallengeStore implements ChallengeStore {
     return this.byNonce.size;
   }
 
+  private remove(nonce: string): void {
+    const c = this.byNonce.get(nonce);
+    if (!c) return;
+    this.byNonce.delete(nonce);
+    const left = (this.byAsn.get(c.asn) ?? []).filter((n) => n !== nonce);
+    if (left.length) this.byAsn.set(c.asn, left);
+    else this.byAsn.delete(c.asn);
+  }
+
   private dropExpired(): void {
     const now = this.now();
-    for (const [nonce, c] of this.byNonce) if (c.expiresAt <= now) this.byNonce.delete(nonce);
+    for (const [nonce, c] of this.byNonce) if (c.expiresAt <= now) this.remove(nonce);
   }
 }
 

@@ -26,12 +26,9 @@ export class RedisChallengeStore implements ChallengeStore {
     this.now = now;
   }
 
-  async put(c: Challenge): Promise<boolean> {
+  async put(c: Challenge): Promise<void> {
     const ttl = Math.max(1, c.expiresAt - this.now());
-    const answer = await this.redis
-      .set(PREFIX + c.nonce, JSON.stringify(c), 'PX', ttl, 'NX')
-      .catch(unavailable);
-    return answer === 'OK';
+    await this.redis.set(PREFIX + c.nonce, JSON.stringify(c), 'PX', ttl).catch(unavailable);
   }
 
   async take(nonce: string): Promise<Challenge | undefined> {
