@@ -10,12 +10,13 @@ import { CliError, Client, output, run, saveToken, table } from './client.ts';
 const USAGE = `usage: peerops admin <area> <action> [options]
 
   token --data DIR --asn N [--admin] [--ttl SECONDS] [--save]
-        mint a JWT with the controller's key (<DIR>/jwt-ed25519.pem or PEEROPS_JWT_KEY_FILE)
+        mint a JWT with the controller's key (<DIR>/jwt-ed25519.pem, DIR from --data or PEEROPS_DATA;
+        or PEEROPS_JWT_KEY_FILE); the key must exist (peerops serve creates it on first start)
   session list [--router R] [--asn N] [--status CODE]
   session approve|reject|disable|enable UUID [--reason TEXT]
   router list
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
-             --public-key .. --link-local .. [--loopback-ipv4 ..] [--loopback-ipv6 ..] [--location ..]
+             --public-key .. --link-local .. --loopback-ipv6 .. and/or --loopback-ipv4 .. [--location ..]
              [--provider ..] [--max-sessions N] [--auto-approve] [--not-accepting]
   router update NAME [same fields as add]
   router remove NAME
@@ -112,15 +113,17 @@ async function routerSpec(v: Values): Promise<Record<string, unknown>> {
 }
 
 async function mintToken(v: Values): Promise<number> {
-  if (!v.data && !process.env.PEEROPS_JWT_KEY_FILE)
-    throw new CliError('USAGE', 'token needs --data DIR (or PEEROPS_JWT_KEY_FILE)');
+  const data = v.data ?? process.env.PEEROPS_DATA;
+  if (!data && !process.env.PEEROPS_JWT_KEY_FILE)
+    throw new CliError('USAGE', 'token needs --data DIR (or PEEROPS_DATA, or PEEROPS_JWT_KEY_FILE)');
   const asn = int('asn', v.asn);
   if (asn === undefined) throw new CliError('USAGE', 'token needs --asn N');
   const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
-  const keyFile = process.env.PEEROPS_JWT_KEY_FILE || defaultKeyPath(v.data ?? '.');
+  const keyFile = process.env.PEEROPS_JWT_KEY_FILE || defaultKeyPath(data ?? '.');
   let issued;
   try {
-    const issuer = await TokenIssuer.fromFile(keyFile);
+    // the controller's key or nothing: a new key's tokens would be refused by the controller
+    const issuer = await TokenIssuer.fromExistingFile(keyFile);
     issued = issuer.issueToken(asn, v.admin ? 'admin' : 'user', int('ttl', v.ttl));
   } catch (err) {
     throw new CliError('INVALID_REQUEST', (err as Error).message);
@@ -217,10 +220,17 @@ async function routerCommand(
   if (!name) throw new CliError('USAGE', `router ${action} needs the router name`);
   switch (action) {
     case 'add': {
+      const spec = await routerSpec(v);
+      const loopback = spec.loopback as { ipv4?: unknown; ipv6?: unknown } | undefined;
+      if (loopback?.ipv4 === undefined && loopback?.ipv6 === undefined)
+        throw new CliError(
+          'USAGE',
+          "router add needs --loopback-ipv6 and/or --loopback-ipv4 (the router's own DN42 addresses)",
+        );
       const res = await client.post<{ router: AdminRouter; agentToken: string }>('/admin/router', {
         action: 'add',
         name,
-        ...(await routerSpec(v)),
+        ...spec,
       });
       output(v.json, res, () =>
         [

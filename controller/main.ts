@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { loadConfig } from './config.ts';
+import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
@@ -64,10 +64,54 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const logger = controllerLogger(config.logLevel);
+  // Everything that can fail at start (data dir, key, store, registry, the listen address) ends in one
+  // line naming the cause and exit status 1, with what was already opened closed again.
+  const opened: (() => Promise<unknown>)[] = [];
+  let running: Awaited<ReturnType<typeof start>>;
+  try {
+    running = await start(config, logger, opened);
+  } catch (err) {
+    for (const close of opened.reverse()) await close().catch(() => undefined);
+    console.error(`peerops serve: ${startupFailure(err, config)}`);
+    return 1;
+  }
+  const { app, store, registry, reconciler, elector } = running;
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, 'shutting down');
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+      resolve();
+    };
+    const onTerm = () => stop('SIGTERM');
+    const onInt = () => stop('SIGINT');
+    process.once('SIGTERM', onTerm);
+    process.once('SIGINT', onInt);
+  });
+  await app.close();
+  await elector?.stop();
+  await reconciler.stop();
+  await store.close();
+  await registry?.close();
+  logger.info('stopped');
+  return 0;
+}
+
+/** Opens everything `peerops serve` runs on and listens; `opened` collects what to close on a failure. */
+async function start(
+  config: Config,
+  logger: ReturnType<typeof controllerLogger>,
+  opened: (() => Promise<unknown>)[],
+) {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  const tokens = await TokenIssuer.fromFile(config.jwtKeyFile ?? defaultKeyPath(config.dataDir));
+  // A key file named explicitly (a mounted Secret, shared by replicas) must exist; the data dir's
+  // default key is created on first start.
+  const tokens = config.jwtKeyFile
+    ? await TokenIssuer.fromExistingFile(config.jwtKeyFile)
+    : await TokenIssuer.fromFile(defaultKeyPath(config.dataDir));
   const store = await openStore(config, logger);
   await store.start();
+  opened.push(() => store.close());
   let registry: Registry | undefined;
   if (config.registry) {
     registry = await openRegistry({
@@ -75,6 +119,12 @@ export async function main(argv: string[]): Promise<number> {
       cacheDir: join(config.dataDir, 'registry.git'),
       log: logger,
     });
+    opened.push(() => registry?.close() ?? Promise.resolve());
+    if (config.serviceHost === undefined)
+      logger.warn(
+        { serviceHost: hostname() },
+        'PEEROPS_SERVICE_HOST is not set: login challenges name this machine; `peerops login` refuses them when it reaches the service by another name',
+      );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
   const app = await buildApp({
     store,
@@ -97,26 +147,26 @@ export async function main(argv: string[]): Promise<number> {
       ? (await import('./store/kubernetes/index.ts')).electReconciler(reconciler, { logger })
       : undefined;
   if (!elector) reconciler.start();
+  opened.push(async () => {
+    await elector?.stop();
+    await reconciler.stop();
+  });
+  opened.push(() => app.close());
   const address = await listen(app, config.listen);
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
+  return { app, store, registry, reconciler, elector };
+}
 
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, 'shutting down');
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve();
-    };
-    const onTerm = () => stop('SIGTERM');
-    const onInt = () => stop('SIGINT');
-    process.once('SIGTERM', onTerm);
-    process.once('SIGINT', onInt);
-  });
-  await app.close();
-  await elector?.stop();
-  await reconciler.stop();
-  await store.close();
-  await registry?.close();
-  logger.info('stopped');
-  return 0;
+/** One line for a failed start: the reason in the operator's terms where Node's words are cryptic. */
+function startupFailure(err: unknown, config: Config): string {
+  const e = err as NodeJS.ErrnoException & { path?: string };
+  if (e.code === 'EADDRINUSE')
+    return `cannot listen on ${config.listen.host || '*'}:${config.listen.port}: the address is in use`;
+  if (e.code === 'EADDRNOTAVAIL')
+    return `cannot listen on ${config.listen.host}: no such address on this machine`;
+  if ((e.code === 'EEXIST' || e.code === 'ENOTDIR') && e.path?.startsWith(config.dataDir))
+    return `data dir ${config.dataDir} is not a directory`;
+  // `ENOENT: no such file or directory, stat '/x'` → `/x: no such file or directory`
+  if (e.code && e.path) return `${e.path}: ${e.message.replace(/^[A-Z]+: /, '').replace(/, \w+ '.*'$/, '')}`;
+  return e.message ?? String(err);
 }

@@ -4,7 +4,7 @@
  * Claims: sub `AS<asn>`, asn, role, iss `peerops`, iat, exp.
  */
 import { generateKeyPairSync, createPrivateKey, createPublicKey } from 'node:crypto';
-import { mkdir, readFile, chmod } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { createSigner, createVerifier } from 'fast-jwt';
 import { ProblemError } from '../../common/errors.ts';
@@ -32,16 +32,33 @@ async function writeKeyFile(path: string, pem: string): Promise<void> {
   await atomicWriteFile(path, pem, { mode: 0o600 });
 }
 
-/** Reads the Ed25519 private key PEM at `path`, creating it when absent. */
+/**
+ * Reads the Ed25519 private key PEM at `path`; never creates one. A key made up where the controller's
+ * was expected (a wrong --data, an unmounted Secret) would sign tokens that fail everywhere else.
+ */
+export async function loadKey(path: string): Promise<string> {
+  let pem: string;
+  try {
+    pem = await readFile(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new Error(`no JWT key at ${path} (the controller creates it in its data dir on first start)`, {
+        cause: err,
+      });
+    throw err;
+  }
+  if (createPrivateKey(pem).asymmetricKeyType !== 'ed25519')
+    throw new Error(`${path}: the JWT key must be an Ed25519 private key`);
+  await chmod(path, 0o600);
+  return pem;
+}
+
+/** Reads the Ed25519 private key PEM at `path`, creating it when absent (the data dir's default key). */
 export async function loadOrCreateKey(path: string): Promise<string> {
   try {
-    const pem = await readFile(path, 'utf8');
-    if (createPrivateKey(pem).asymmetricKeyType !== 'ed25519')
-      throw new Error(`${path}: the JWT key must be an Ed25519 private key`);
-    await chmod(path, 0o600);
-    return pem;
+    return await loadKey(path);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if ((await stat(path).catch(() => undefined)) !== undefined) throw err;
   }
   const { privateKey } = generateKeyPairSync('ed25519');
   const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
@@ -75,8 +92,14 @@ export class TokenIssuer {
     }) as (token: string) => Record<string, unknown>;
   }
 
+  /** With the key at `path`, created when absent. */
   static async fromFile(path: string): Promise<TokenIssuer> {
     return new TokenIssuer(await loadOrCreateKey(path));
+  }
+
+  /** With the key at `path`, which must exist. */
+  static async fromExistingFile(path: string): Promise<TokenIssuer> {
+    return new TokenIssuer(await loadKey(path));
   }
 
   issueToken(asn: number, role: Role, ttlSeconds: number = DEFAULT_TTL_SECONDS): IssuedToken {

@@ -4,7 +4,7 @@
  * finishes in-flight requests and exits 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { freePort } from '../support/ports.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,7 +48,66 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** Runs the CLI to its end: exit status and output. */
+function runPeerops(args: string[], env: Record<string, string> = {}) {
+  return new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
+    const p = spawn(process.execPath, ['bin/peerops.ts', ...args], {
+      env: { ...process.env, PEEROPS_STORE: 'git', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    p.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 describe('peerops serve', () => {
+  it('a start that cannot work ends with one line naming the cause and exit 1, no stack trace', async () => {
+    const spare = await mkdtemp(join(tmpdir(), 'peerops-serve-bad-'));
+    try {
+      const file = join(spare, 'a-file');
+      await writeFile(file, 'x');
+      const port = new URL(base).port;
+      const cases: [string[], Record<string, string>, RegExp][] = [
+        [
+          ['--listen', `127.0.0.1:${port}`, '--data', join(spare, 'd1')],
+          {},
+          /cannot listen on 127\.0\.0\.1:\d+: the address is in use/,
+        ],
+        [['--listen', '127.0.0.1:0', '--data', file], {}, /data dir .*a-file is not a directory/],
+        [
+          ['--listen', '127.0.0.1:0', '--data', join(spare, 'd2')],
+          { PEEROPS_JWT_KEY_FILE: join(spare, 'nokey.pem') },
+          /no JWT key at .*nokey\.pem/,
+        ],
+        [
+          ['--listen', '127.0.0.1:0', '--data', join(spare, 'd3')],
+          { PEEROPS_REGISTRY: join(spare, 'no-registry') },
+          /\/\S*no-registry: no such file or directory/,
+        ],
+      ];
+      for (const [args, env, reason] of cases) {
+        const r = await runPeerops(['serve', ...args], env);
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`^peerops serve: ${reason.source}`, 'm'));
+        expect(r.stderr).not.toMatch(/^\s+at /m);
+      }
+      // a token is minted with the controller's key or not at all
+      const empty = await runPeerops(['admin', 'token', '--data', join(spare, 'd4'), '--asn', '4242420000']);
+      expect(empty.code).toBe(1);
+      expect(empty.stderr).toMatch(/no JWT key at .*d4\/jwt-ed25519\.pem/);
+      const viaEnv = await runPeerops(['admin', 'token', '--asn', '4242420000'], { PEEROPS_DATA: dir });
+      expect(viaEnv.code, viaEnv.stderr).toBe(0);
+      expect(
+        (await TokenIssuer.fromExistingFile(defaultKeyPath(dir))).verify(viaEnv.stdout.trim()),
+      ).toMatchObject({ asn: 4242420000 });
+    } finally {
+      await rm(spare, { recursive: true, force: true });
+    }
+  });
+
   it('creates the JWT key with mode 0600 and serves with it', async () => {
     const keyPath = defaultKeyPath(dir);
     expect((await stat(keyPath)).mode & 0o777).toBe(0o600);

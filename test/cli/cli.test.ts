@@ -225,6 +225,19 @@ describe('peerops session', () => {
     expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
     expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
     expect((await peerops(['session', 'delete'], user())).code).toBe(2);
+    // a router without its DN42 addresses: said before anything is sent
+    const noLoopback = await peerops([
+      'admin',
+      'router',
+      'add',
+      'cli9',
+      '--display-name',
+      'x',
+      '--node-id',
+      '9',
+    ]);
+    expect(noLoopback.code).toBe(2);
+    expect(noLoopback.stderr).toMatch(/router add needs --loopback-ipv6 and\/or --loopback-ipv4/);
     const noLogin = await peerops(['session', 'list']);
     expect(noLogin.code, noLogin.stderr).toBe(0); // the admin token saved by `admin token --save`
     await writeFile(join(home, 'config', 'token'), '');
