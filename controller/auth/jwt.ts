@@ -49,7 +49,9 @@ export async function loadKey(path: string): Promise<string> {
   }
   if (createPrivateKey(pem).asymmetricKeyType !== 'ed25519')
     throw new Error(`${path}: the JWT key must be an Ed25519 private key`);
-  await chmod(path, 0o600);
+  // Only a key others may read is tightened: a Secret mount (read-only, 0400) must not be touched, a
+  // chmod there fails with EROFS.
+  if ((await stat(path)).mode & 0o077) await chmod(path, 0o600);
   return pem;
 }
 

@@ -4,7 +4,8 @@
  * finishes in-flight requests and exits 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { generateKeyPairSync } from 'node:crypto';
+import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { freePort } from '../support/ports.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,6 +104,26 @@ describe('peerops serve', () => {
       expect(
         (await TokenIssuer.fromExistingFile(defaultKeyPath(dir))).verify(viaEnv.stdout.trim()),
       ).toMatchObject({ asn: 4242420000 });
+    } finally {
+      await rm(spare, { recursive: true, force: true });
+    }
+  });
+
+  it('uses a 0400 key (a Secret mount, read-only) as it is; tightens one others can read to 0600', async () => {
+    const spare = await mkdtemp(join(tmpdir(), 'peerops-key-'));
+    try {
+      const pem = generateKeyPairSync('ed25519')
+        .privateKey.export({ format: 'pem', type: 'pkcs8' })
+        .toString();
+      const mounted = join(spare, 'mounted.pem');
+      await writeFile(mounted, pem, { mode: 0o400 });
+      await TokenIssuer.fromExistingFile(mounted);
+      expect((await stat(mounted)).mode & 0o777).toBe(0o400);
+      const loose = join(spare, 'loose.pem');
+      await writeFile(loose, pem);
+      await chmod(loose, 0o644);
+      await TokenIssuer.fromExistingFile(loose);
+      expect((await stat(loose)).mode & 0o777).toBe(0o600);
     } finally {
       await rm(spare, { recursive: true, force: true });
     }
