@@ -166,6 +166,72 @@ describe('charts/peerops', () => {
     expect((await render('controller.replicas=1')).service?.spec?.sessionAffinity).toBeUndefined();
   });
 
+  it("runs one agent DaemonSet per router node, pinned to it, mounting only that node's config", async () => {
+    type AgentDaemonSet = {
+      kind: string;
+      metadata: { name: string };
+      spec: {
+        template: {
+          spec: {
+            nodeSelector: Record<string, string>;
+            volumes: {
+              name: string;
+              secret?: { secretName: string; items?: { key: string; path: string }[] };
+            }[];
+          };
+        };
+      };
+    };
+    const render = async (...set: string[]) =>
+      (
+        loadAll(
+          await helm(
+            'template',
+            'peerops',
+            CHART,
+            ...['agent.enabled=true', ...set].flatMap((v) => ['--set', v]),
+            '--show-only',
+            'templates/agent-daemonset.yaml',
+          ),
+        ) as AgentDaemonSet[]
+      ).filter((o) => o?.kind);
+    const configOf = (d: AgentDaemonSet) =>
+      d.spec.template.spec.volumes.find((v) => v.name === 'config')?.secret;
+    // configs in values: a Secret per node holding only its config
+    const own = await render('agent.configs.edge1.router=fra1', 'agent.configs.edge2.router=ams1');
+    const secrets = own.filter((o) => o.kind === 'Secret') as unknown as {
+      metadata: { name: string };
+      data: Record<string, string>;
+    }[];
+    expect(secrets.map((x) => [x.metadata.name, Object.keys(x.data)])).toEqual([
+      ['peerops-agent-edge1', ['agent.json']],
+      ['peerops-agent-edge2', ['agent.json']],
+    ]);
+    expect(JSON.parse(Buffer.from(secrets[1]?.data['agent.json'] ?? '', 'base64').toString())).toEqual({
+      router: 'ams1',
+    });
+    const sets = own.filter((o) => o.kind === 'DaemonSet');
+    expect(
+      sets.map((d) => [
+        d.metadata.name,
+        d.spec.template.spec.nodeSelector['kubernetes.io/hostname'],
+        configOf(d)?.secretName,
+      ]),
+    ).toEqual([
+      ['peerops-agent-edge1', 'edge1', 'peerops-agent-edge1'],
+      ['peerops-agent-edge2', 'edge2', 'peerops-agent-edge2'],
+    ]);
+    expect(sets[0]?.spec.template.spec.nodeSelector['peerops.dev/router']).toBe('true');
+    // an operator's Secret with every node's key: each DaemonSet mounts its own key only
+    const shared = (await render('agent.configSecret=peerops-agents', 'agent.nodes={n1,n2}')).filter(
+      (o) => o.kind === 'DaemonSet',
+    );
+    expect(shared.map((d) => configOf(d))).toEqual([
+      { secretName: 'peerops-agents', defaultMode: 0o400, items: [{ key: 'n1.json', path: 'agent.json' }] },
+      { secretName: 'peerops-agents', defaultMode: 0o400, items: [{ key: 'n2.json', path: 'agent.json' }] },
+    ]);
+  });
+
   it('passes the log level to the controller', async () => {
     const level = async (...set: string[]) =>
       (

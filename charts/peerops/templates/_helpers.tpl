@@ -40,7 +40,3 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "peerops.jwtSecretName" -}}
 {{- default (printf "%s-jwt" (include "peerops.fullname" .)) .Values.config.existingJwtSecret -}}
 {{- end -}}
-
-{{- define "peerops.agentSecretName" -}}
-{{- default (printf "%s-agent" (include "peerops.fullname" .)) .Values.agent.configSecret -}}
-{{- end -}}
