@@ -5,8 +5,10 @@
  *   dist/peerops       a launcher that runs the bundle beside it with Node 24 (PEEROPS_NODE or `node`)
  *                      and rolls back a self-update that never completes a pass (agent/update/probation.ts)
  *   dist/SHA256SUMS    sha256sum lines for both
+ *   dist/SHA256SUMS.sig  its Ed25519 signature (base64), with --signing-key (or PEEROPS_RELEASE_SIGNING_KEY),
+ *                      a PEM file; agents install only releases signed by a key of autoUpdate.publicKeys
  *
- *   node scripts/build-release.ts [--version 1.2.3] [--out dist]   (npm run build:release)
+ *   node scripts/build-release.ts [--version 1.2.3] [--out dist] [--signing-key key.pem]   (npm run build:release)
  *
  * The version defaults to PEEROPS_RELEASE_VERSION, else package.json's. bin/peerops.ts loads each
  * command with `import(command.module)`, which a bundler cannot follow; a plugin rewrites that call into
@@ -22,6 +24,7 @@ import { build, type Plugin } from 'esbuild';
 import semver from 'semver';
 import { ARTIFACT_NAME, previousPath } from '../agent/update/install.ts';
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
+import { SIGNATURE_NAME, signChecksums } from '../agent/update/signature.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
@@ -80,7 +83,8 @@ ${cases}
 export async function buildRelease(
   version: string,
   outDir: string,
-): Promise<{ artifact: string; sums: string }> {
+  signingKeyPem?: string,
+): Promise<{ artifact: string; sums: string; publicKey?: string }> {
   if (!semver.valid(version)) throw new Error(`--version '${version}' is not a semantic version`);
   await mkdir(outDir, { recursive: true });
   const artifact = path.join(outDir, ARTIFACT);
@@ -121,17 +125,33 @@ export async function buildRelease(
     lines.push(`${sum}  ${file}`);
   }
   const sums = path.join(outDir, CHECKSUMS);
-  await writeFile(sums, `${lines.join('\n')}\n`);
-  return { artifact, sums };
+  const text = Buffer.from(`${lines.join('\n')}\n`);
+  await writeFile(sums, text);
+  if (signingKeyPem === undefined) return { artifact, sums };
+  const { signature, publicKey } = signChecksums(text, signingKeyPem);
+  await writeFile(path.join(outDir, SIGNATURE_NAME), `${signature}\n`);
+  return { artifact, sums, publicKey };
 }
 
 if (import.meta.main) {
   const { values } = parseArgs({
-    options: { version: { type: 'string' }, out: { type: 'string', default: 'dist' } },
+    options: {
+      version: { type: 'string' },
+      out: { type: 'string', default: 'dist' },
+      'signing-key': { type: 'string' },
+    },
   });
   const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
   const version = values.version ?? process.env.PEEROPS_RELEASE_VERSION ?? pkg.version;
   const out = path.resolve(values.out ?? 'dist');
-  const { artifact, sums } = await buildRelease(version, out);
+  const keyFile = values['signing-key'] ?? process.env.PEEROPS_RELEASE_SIGNING_KEY;
+  const { artifact, sums, publicKey } = await buildRelease(
+    version,
+    out,
+    keyFile ? await readFile(keyFile, 'utf8') : undefined,
+  );
   console.log(`built ${artifact} (${version}) and ${sums}`);
+  if (publicKey)
+    console.log(`signed ${SIGNATURE_NAME}; agents trust it with autoUpdate.publicKeys ["${publicKey}"]`);
+  else console.log(`not signed (no --signing-key): agents will not install this release`);
 }

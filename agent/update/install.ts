@@ -1,7 +1,9 @@
 /**
  * Download, verification and the swap of a release artifact:
  *   1. the artifact streams into a temp file beside the installed one, hashed on the way;
- *   2. its SHA256 must equal the line for it in the release's SHA256SUMS, else it is deleted (refused);
+ *   2. its SHA256 must equal the line for it in the release's SHA256SUMS, whose signature
+ *      (SHA256SUMS.sig, signature.ts) must verify with a key of autoUpdate.publicKeys; else it is deleted
+ *      (refused);
  *   3. the new file is run with `--version` and must print the release's version;
  *   4. the installed file is kept as `peerops.previous.mjs` (hard link) and the new one renamed over it:
  *      an atomic replace, so the path never lacks a working file. rollback() undoes it.
@@ -13,6 +15,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Release } from './releases.ts';
 import { UpdateError } from './releases.ts';
+import { checksumsSigned, SIGNATURE_NAME } from './signature.ts';
 
 const execFileP = promisify(execFile);
 
@@ -44,14 +47,27 @@ export function parseChecksums(text: string): Map<string, string> {
   return sums;
 }
 
-export async function fetchExpectedSha256(release: Release, timeoutMs: number): Promise<string> {
-  const url = asset(release, CHECKSUMS_NAME);
-  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-  if (!res.ok) throw new UpdateError(`${CHECKSUMS_NAME} of ${release.tag_name} answered HTTP ${res.status}`);
-  const text = await res.text();
-  if (text.length > MAX_CHECKSUMS_BYTES)
-    throw new UpdateError(`${CHECKSUMS_NAME} of ${release.tag_name} is too large`);
-  const sum = parseChecksums(text).get(ARTIFACT_NAME);
+/** The artifact's SHA256 from the release's SHA256SUMS, once its signature verified with a trusted key. */
+export async function fetchExpectedSha256(
+  release: Release,
+  publicKeys: readonly string[],
+  timeoutMs: number,
+): Promise<string> {
+  const fetchSmall = async (name: string): Promise<Buffer> => {
+    const res = await fetch(asset(release, name), { signal: AbortSignal.timeout(timeoutMs) });
+    if (!res.ok) throw new UpdateError(`${name} of ${release.tag_name} answered HTTP ${res.status}`);
+    const body = Buffer.from(await res.arrayBuffer());
+    if (body.length > MAX_CHECKSUMS_BYTES)
+      throw new UpdateError(`${name} of ${release.tag_name} is too large`);
+    return body;
+  };
+  const checksums = await fetchSmall(CHECKSUMS_NAME);
+  const signature = (await fetchSmall(SIGNATURE_NAME)).toString('utf8');
+  if (!checksumsSigned(checksums, signature, publicKeys))
+    throw new UpdateError(
+      `${CHECKSUMS_NAME} of ${release.tag_name} is not signed by a key of autoUpdate.publicKeys: refused`,
+    );
+  const sum = parseChecksums(checksums.toString('utf8')).get(ARTIFACT_NAME);
   if (!sum)
     throw new UpdateError(`${CHECKSUMS_NAME} of ${release.tag_name} has no line for ${ARTIFACT_NAME}`);
   return sum;

@@ -25,7 +25,14 @@ export interface UpdaterLog {
 
 export interface UpdaterOptions {
   /** The local `autoUpdate` section of the agent config. */
-  local: { enabled: boolean; checkInterval: number; channel: string; releaseRepo: string };
+  local: {
+    enabled: boolean;
+    checkInterval: number;
+    channel: string;
+    releaseRepo: string;
+    /** Ed25519 keys (base64, raw 32 bytes) that sign releases; none: no update is ever installed. */
+    publicKeys: readonly string[];
+  };
   /** The controller's setting, asked before every check; a failure skips the check. */
   controller?: () => Promise<ControllerAutoUpdate>;
   /** The running release artifact; undefined when not running from one (nothing to swap). */
@@ -44,7 +51,7 @@ export interface ControllerAutoUpdate {
 }
 
 export type UpdateOutcome =
-  | { result: 'disabled'; by: 'controller' | 'local' }
+  | { result: 'disabled'; by: 'controller' | 'local' | 'no-release-key' }
   | { result: 'not-installed' }
   | { result: 'up-to-date'; version: string }
   | { result: 'updated'; from: string; to: string };
@@ -63,6 +70,8 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   if (!opts.installPath) return { result: 'not-installed' };
   // Both switches must allow it: the controller turns updates off fleet-wide, the file opts one node out.
   if (!opts.local.enabled) return { result: 'disabled', by: 'local' };
+  // unsigned code is never run: without a key to check releases with, there is nothing to install
+  if (opts.local.publicKeys.length === 0) return { result: 'disabled', by: 'no-release-key' };
   let channel = opts.local.channel as UpdateChannel;
   if (opts.controller) {
     const central = await opts.controller();
@@ -80,7 +89,7 @@ export async function checkForUpdate(opts: UpdaterOptions): Promise<UpdateOutcom
   const pick = selectRelease(releases, channel, current);
   if (!pick) return { result: 'up-to-date', version: current };
 
-  const expected = await fetchExpectedSha256(pick.release, timeoutMs);
+  const expected = await fetchExpectedSha256(pick.release, opts.local.publicKeys, timeoutMs);
   const { file, sha256 } = await downloadArtifact(pick.release, opts.installPath, timeoutMs);
   try {
     if (sha256 !== expected) {

@@ -11,9 +11,16 @@ const args = JSON.parse(process.env.PEEROPS_TEST_UPDATE ?? '{}') as {
   releaseRepo: string;
   installPath: string;
   currentVersion: string;
+  publicKeys: string[];
 };
 const outcome = await checkForUpdate({
-  local: { enabled: true, checkInterval: 60, channel: 'stable', releaseRepo: args.releaseRepo },
+  local: {
+    enabled: true,
+    checkInterval: 60,
+    channel: 'stable',
+    releaseRepo: args.releaseRepo,
+    publicKeys: args.publicKeys,
+  },
   controller: () => autoUpdateFrom(args.controlPlane, 'test-token-0123456789'),
   installPath: args.installPath,
   currentVersion: args.currentVersion,

@@ -1,12 +1,14 @@
 /**
  * Self-update against a local HTTP server (127.0.0.1) that serves a release listing in the GitHub API
  * format, real release artifacts built by scripts/build-release.ts, and the controller's
- * /agent/:router/config. Good checksum → swapped, previous kept, process exits for its restart and the
- * new file answers the new version; bad checksum → refused, the running file untouched; `enabled:
- * false` from the controller → nothing listed, nothing downloaded.
+ * /agent/:router/config. Releases are signed with a key made for the test (its public key is the
+ * agent's autoUpdate.publicKeys). Good checksum → swapped, previous kept, process exits for its restart
+ * and the new file answers the new version; bad checksum, a checksum list not signed by a trusted key,
+ * or no trusted key at all → refused, the running file untouched; `enabled: false` from the controller
+ * → nothing listed, nothing downloaded.
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +20,7 @@ import { autoUpdateFrom } from './update-controller.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
 import { endProbation, PROBATION_NAME, REJECTED_NAME } from '../../agent/update/probation.ts';
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
+import { SIGNATURE_NAME, signChecksums } from '../../agent/update/signature.ts';
 import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
 import type { BootstrapConfigResponse } from '../../common/agent-api.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
@@ -32,6 +35,11 @@ const files = new Map<string, Buffer>();
 let listing: Release[] = [];
 let autoUpdateEnabled = true;
 const hits = { listing: 0, downloads: 0 };
+const newSigningKey = () =>
+  generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+const signingKey = newSigningKey();
+/** The public key of signingKey: what the agents trust. */
+let releaseKey = '';
 
 function bootstrap(): BootstrapConfigResponse {
   return {
@@ -52,7 +60,7 @@ function release(tag: string, opts: { prerelease?: boolean; draft?: boolean } = 
     tag_name: tag,
     prerelease: opts.prerelease ?? false,
     draft: opts.draft ?? false,
-    assets: [ARTIFACT_NAME, CHECKSUMS_NAME].map((name) => ({
+    assets: [ARTIFACT_NAME, CHECKSUMS_NAME, SIGNATURE_NAME].map((name) => ({
       name,
       browser_download_url: `${base}/download/${tag}/${name}`,
     })),
@@ -80,6 +88,7 @@ function checkAsAgent(
     throw new Error('must not restart');
   },
   localEnabled = true,
+  publicKeys = [releaseKey],
 ) {
   return checkForUpdate({
     local: {
@@ -87,6 +96,7 @@ function checkAsAgent(
       checkInterval: 60,
       channel: 'stable',
       releaseRepo: `${base}/mirror/acme/peerops`,
+      publicKeys,
     },
     controller: () => autoUpdateFrom(base, TOKEN),
     installPath,
@@ -105,6 +115,7 @@ async function updateInChild(installPath: string): Promise<{ code: number; stder
         releaseRepo: `${base}/mirror/acme/peerops`,
         installPath,
         currentVersion: '0.1.0',
+        publicKeys: [releaseKey],
       }),
     },
   }).then(
@@ -115,7 +126,8 @@ async function updateInChild(installPath: string): Promise<{ code: number; stder
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'apupd-'));
-  for (const v of ['0.1.0', '0.2.0']) await buildRelease(v, path.join(root, `v${v}`));
+  for (const v of ['0.1.0', '0.2.0'])
+    releaseKey = (await buildRelease(v, path.join(root, `v${v}`), signingKey)).publicKey ?? '';
   server = createServer((req, res) => {
     const url = req.url ?? '';
     if (url === '/mirror/repos/acme/peerops/releases') {
@@ -142,10 +154,23 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const v2 = path.join(root, 'v0.2.0');
   files.set('/download/v0.2.0/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
-  files.set('/download/v0.2.0/SHA256SUMS', await readFile(path.join(v2, CHECKSUMS_NAME)));
-  // the same artifact under a release whose checksum list does not match it
+  const sums = await readFile(path.join(v2, CHECKSUMS_NAME));
+  files.set('/download/v0.2.0/SHA256SUMS', sums);
+  files.set('/download/v0.2.0/SHA256SUMS.sig', await readFile(path.join(v2, SIGNATURE_NAME)));
+  // the same artifact under a release whose (signed) checksum list does not match it
+  const wrong = Buffer.from(`${'ab'.repeat(32)}  ${ARTIFACT_NAME}\n`);
   files.set('/download/v0.2.1/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
-  files.set('/download/v0.2.1/SHA256SUMS', Buffer.from(`${'ab'.repeat(32)}  ${ARTIFACT_NAME}\n`));
+  files.set('/download/v0.2.1/SHA256SUMS', wrong);
+  files.set('/download/v0.2.1/SHA256SUMS.sig', Buffer.from(signChecksums(wrong, signingKey).signature));
+  // a mirror's own build: right checksums, signed by a key nobody trusts
+  files.set('/download/v0.3.0/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
+  files.set('/download/v0.3.0/SHA256SUMS', sums);
+  files.set('/download/v0.3.0/SHA256SUMS.sig', Buffer.from(signChecksums(sums, newSigningKey()).signature));
+  // the publisher's signature, over a checksum list the mirror changed
+  const altered = Buffer.from(sums.toString().replace(/^[0-9a-f]{64}/, 'cd'.repeat(32)));
+  files.set('/download/v0.3.1/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
+  files.set('/download/v0.3.1/SHA256SUMS', altered);
+  files.set('/download/v0.3.1/SHA256SUMS.sig', await readFile(path.join(v2, SIGNATURE_NAME)));
 }, 120_000);
 
 afterAll(async () => {
@@ -235,6 +260,32 @@ describe('self-update', () => {
     expect(restarted).toBe(false);
     expect(await sha256(installPath)).toBe(before);
     expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME]);
+  }, 30_000);
+
+  it('a checksum list not signed by a trusted key is refused before anything is downloaded', async () => {
+    for (const tag of ['v0.3.0', 'v0.3.1']) {
+      listing = [release(tag)];
+      autoUpdateEnabled = true;
+      const installPath = await install();
+      const downloads = hits.downloads;
+      await expect(checkAsAgent(installPath), tag).rejects.toThrow(
+        new RegExp(`SHA256SUMS of ${tag} is not signed by a key of autoUpdate.publicKeys: refused`),
+      );
+      expect(hits.downloads, tag).toBe(downloads);
+      expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME]);
+    }
+  }, 30_000);
+
+  it('without a trusted release key nothing is listed or installed', async () => {
+    listing = [release('v0.2.0')];
+    autoUpdateEnabled = true;
+    const installPath = await install();
+    const before = { ...hits };
+    expect(await checkAsAgent(installPath, undefined, true, [])).toEqual({
+      result: 'disabled',
+      by: 'no-release-key',
+    });
+    expect(hits).toEqual(before);
   }, 30_000);
 
   it('enabled: false from the controller wins over the local setting: nothing downloaded', async () => {
