@@ -3,8 +3,8 @@
  * data dir is the root of trust); `session`, `router` and `policy` drive the admin API over HTTP.
  */
 import { readFile } from 'node:fs/promises';
-
 import { parseArgs } from 'node:util';
+import { SessionStatus } from '../common/status.ts';
 import { CliError, Client, output, run, saveToken, table } from './client.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
@@ -12,7 +12,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   token --data DIR --asn N [--admin] [--ttl SECONDS] [--save]
         mint a JWT with the controller's key (<DIR>/jwt-ed25519.pem, DIR from --data or PEEROPS_DATA;
         or PEEROPS_JWT_KEY_FILE); the key must exist (peerops serve creates it on first start)
-  session list [--router R] [--asn N] [--status CODE]
+  session list [--router R] [--asn N] [--status CODE|NAME]   (e.g. 3 or PENDING_REVIEW)
   session approve|reject|disable|enable UUID [--reason TEXT]
   router list
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
@@ -112,6 +112,20 @@ async function routerSpec(v: Values): Promise<Record<string, unknown>> {
   return spec;
 }
 
+/** --status as a code (3) or a name (PENDING_REVIEW, pending_review). */
+function statusCode(value: string): number {
+  if (/^\d+$/.test(value)) return Number(value);
+  const code = (SessionStatus as Record<string, number>)[value.toUpperCase()];
+  if (code === undefined)
+    throw new CliError(
+      'USAGE',
+      `--status: one of ${Object.entries(SessionStatus)
+        .map(([n, c]) => `${c} ${n}`)
+        .join(', ')}`,
+    );
+  return code;
+}
+
 async function mintToken(v: Values): Promise<number> {
   const data = v.data ?? process.env.PEEROPS_DATA;
   if (!data && !process.env.PEEROPS_JWT_KEY_FILE)
@@ -153,7 +167,7 @@ async function sessionCommand(
     const body: Record<string, unknown> = { action: 'list' };
     if (v.router) body.router = v.router;
     if (v.asn) body.asn = int('asn', v.asn);
-    if (v.status) body.status = int('status', v.status);
+    if (v.status) body.status = statusCode(v.status);
     const res = await client.post<{ sessions: SessionRecord[] }>('/admin/session', body);
     output(v.json, res, () =>
       table(

@@ -77,7 +77,10 @@ export class Client {
         signal: AbortSignal.timeout(30_000),
       });
     } catch (err) {
-      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${(err as Error).message}`);
+      // fetch says only "fetch failed"; the reason (refused, TLS, DNS, timeout) is its cause
+      const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
+      const why = cause?.message ?? cause?.code ?? (err as Error).message;
+      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${why}`);
     }
     const text = await res.text();
     let parsed: unknown;

@@ -147,6 +147,24 @@ export async function main(argv: string[]): Promise<number> {
         if (values['no-endpoint']) body.endpoint = null;
         const mtu = intFlag('mtu', values.mtu);
         if (mtu !== undefined) body.mtu = mtu;
+        // a session's other fields are fixed once created: say so rather than ignore the flag
+        const fixed = [
+          'router',
+          'ipv6',
+          'ipv4',
+          'link-local',
+          'public-key',
+          'no-mpbgp',
+          'no-extended-next-hop',
+        ];
+        const given = fixed.filter((f) => values[f as keyof typeof values] !== undefined);
+        if (given.length)
+          throw new CliError(
+            'USAGE',
+            `modify changes only --endpoint, --no-endpoint and --mtu; ${given.map((f) => `--${f}`).join(', ')} cannot change (delete the session and create it again)`,
+          );
+        if (Object.keys(body).length === 2)
+          throw new CliError('USAGE', 'modify needs --endpoint HOST:PORT, --no-endpoint or --mtu N');
         const res = await client.post<SessionRecord>('/session', body);
         output(values.json, res, () => describe(res));
         return 0;

@@ -3,7 +3,7 @@
  * same manifest rules the git store applies, plus what the store tolerates but an operator should fix.
  * Prints `file: /pointer: reason` per problem; exit status 1 on any problem, 0 with a summary when clean.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type { FieldError } from '../common/errors.ts';
 import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
@@ -170,6 +170,8 @@ export async function main(argv: string[]): Promise<number> {
   const root = args[0] ?? '.';
   let report: ValidationReport;
   try {
+    // a mistyped path is not "a repository without a default policy"
+    if (!(await stat(root)).isDirectory()) throw new Error('not a directory');
     report = await validateRepository(root);
   } catch (err) {
     console.error(

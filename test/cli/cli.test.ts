@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadToken, saveToken } from '../../cli/client.ts';
 import { ADMIN_ASN, USER_ASN, routerFields, startHarness, wgKey, type Harness } from '../api/helpers.ts';
+import { freePort } from '../support/ports.ts';
 
 const exec = promisify(execFile);
 
@@ -187,6 +188,9 @@ describe('peerops session', () => {
     expect(JSON.parse(del.stdout)).toMatchObject({ status: 5 });
     const adminList = await peerops(['admin', 'session', 'list', '--status', '5']);
     expect(adminList.stdout).toContain(uuid);
+    // by the name the tables show, too
+    const byName = await peerops(['admin', 'session', 'list', '--status', 'queued_for_delete']);
+    expect(byName.stdout).toBe(adminList.stdout);
   });
   it('errors are shown as code: detail with exit status 1, usage errors with 2', async () => {
     const res = await peerops(
@@ -225,6 +229,21 @@ describe('peerops session', () => {
     expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
     expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
     expect((await peerops(['session', 'delete'], user())).code).toBe(2);
+    // modify changes endpoint and mtu only: other flags are refused, not ignored
+    const fixed = await peerops(
+      ['session', 'modify', '6f1c2a4e-0000-4000-8000-000000000000', '--ipv6', 'fd42::2'],
+      user(),
+    );
+    expect(fixed.code).toBe(2);
+    expect(fixed.stderr).toMatch(/--ipv6 cannot change/);
+    expect(
+      (await peerops(['session', 'modify', '6f1c2a4e-0000-4000-8000-000000000000'], user())).stderr,
+    ).toMatch(/modify needs --endpoint/);
+    // an unreachable controller: the reason, not just "fetch failed"
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const down = await peerops(['session', 'list', '--url', closed], user());
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(new RegExp(`^UNREACHABLE: cannot reach ${closed}: .*ECONNREFUSED`));
     // a router without its DN42 addresses: said before anything is sent
     const noLoopback = await peerops([
       'admin',

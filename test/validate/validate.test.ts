@@ -149,6 +149,10 @@ describe('peerops validate', () => {
     expect(help.out.join('\n')).toMatch(/usage: peerops validate \[dir\]/);
     expect((await capture(['--frobnicate'])).code).toBe(2);
     expect((await capture(['a', 'b'])).code).toBe(2);
+    // a mistyped directory is said as such, not reported as a repository without a default policy
+    const missing = await capture([join(tmpdir(), 'peerops-validate-no-such-dir')]);
+    expect(missing.code).toBe(2);
+    expect(missing.err.join('\n')).toMatch(/cannot read .*no-such-dir: ENOENT/);
   });
 
   it('runs as `peerops validate` in a checkout, as a CI step would (default dir: the current one)', async () => {
