@@ -34,6 +34,14 @@ export interface Config {
   logLevel: LogLevel;
 }
 
+/** `true`/`false` (any case); anything else is a typo that must not quietly mean one of them. */
+function parseSwitch(name: string, value: string | undefined, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  const v = value.toLowerCase();
+  if (v !== 'true' && v !== 'false') throw new Error(`${name}: '${value}' is not true or false`);
+  return v === 'true';
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -90,7 +98,7 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     dataDir: resolve(flags.data ?? env.PEEROPS_DATA ?? './data'),
     store,
     jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,
-    agentAutoUpdate: (env.AGENT_AUTOUPDATE ?? 'true').toLowerCase() !== 'false',
+    agentAutoUpdate: parseSwitch('AGENT_AUTOUPDATE', env.AGENT_AUTOUPDATE, true),
     redisUrl: env.PEEROPS_REDIS_URL || undefined,
     rateLimit: { perMinute: 60, agentPerMinute: 300 },
     registry: env.PEEROPS_REGISTRY || undefined,

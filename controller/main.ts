@@ -22,7 +22,7 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
   --data     data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
-     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST`;
+     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL`;
 
 /** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
 async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {

@@ -25,6 +25,11 @@ describe('controller configuration', () => {
 
   it('AGENT_AUTOUPDATE=false turns auto-update off fleet-wide', () => {
     expect(loadConfig({}, { AGENT_AUTOUPDATE: 'false' }).agentAutoUpdate).toBe(false);
+    expect(loadConfig({}, { AGENT_AUTOUPDATE: 'TRUE' }).agentAutoUpdate).toBe(true);
+    expect(loadConfig({}, {}).agentAutoUpdate).toBe(true);
+    expect(() => loadConfig({}, { AGENT_AUTOUPDATE: 'maybe' })).toThrow(
+      /AGENT_AUTOUPDATE: 'maybe' is not true or false/,
+    );
   });
 
   it('flags win over the environment', () => {
