@@ -142,7 +142,7 @@ async function mintToken(v: Values): Promise<number> {
   } catch (err) {
     throw new CliError('INVALID_REQUEST', (err as Error).message);
   }
-  if (v.save) await saveToken(issued.token);
+  if (v.save) console.error(`token saved to ${await saveToken(issued.token)}`);
   output(v.json, { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
   return 0;
 }
@@ -293,6 +293,12 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
   }
   if (action !== 'set') throw new CliError('USAGE', `unknown policy action '${action}'`);
   // Flags edit the stored policy; --spec replaces it.
+  const edits = ['spec', 'dn42-asn', 'rpki', 'block', 'unblock', 'max-pending'] as const;
+  if (!edits.some((f) => v[f] !== undefined))
+    throw new CliError(
+      'USAGE',
+      `policy set needs --spec FILE or a field (${edits.map((f) => `--${f}`).join(', ')})`,
+    );
   const current = v.spec
     ? await readSpec(v.spec)
     : (await client.post<{ spec: Record<string, unknown> }>('/admin/policy', { action: 'get', name })).spec;

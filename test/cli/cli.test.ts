@@ -74,6 +74,7 @@ describe('peerops admin', () => {
     const token = res.stdout.trim();
     expect(h.tokens.verify(token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
     expect(await readFile(join(home, 'config', 'token'), 'utf8')).toBe(`${token}\n`);
+    expect(res.stderr).toContain(`token saved to ${join(home, 'config', 'token')}`);
   });
   it('router add (token shown once), list, update, rotate-token', async () => {
     const f = routerFields('cli1');
@@ -133,6 +134,10 @@ describe('peerops admin', () => {
       '64512',
     ]);
     expect(set.code, set.stderr).toBe(0);
+    // nothing to change: a usage error, not an empty commit
+    const empty = await peerops(['admin', 'policy', 'set']);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/policy set needs --spec FILE or a field/);
     const get = await peerops(['admin', 'policy', 'get', '--json']);
     expect(JSON.parse(get.stdout).spec).toMatchObject({
       dn42Asn: ADMIN_ASN,
