@@ -95,12 +95,44 @@ export class Client {
         detail?: string;
         errors?: { pointer: string; message: string }[];
       };
-      const fields = p.errors?.map((e) => `\n  ${e.pointer}: ${e.message}`).join('') ?? '';
+      const fields =
+        p.errors
+          ?.map((e) => {
+            const flag = FLAG_OF_FIELD[e.pointer.replace(/^\/spec\//, '/').slice(1)];
+            return `\n  ${e.pointer}${flag ? ` (${flag})` : ''}: ${e.message}`;
+          })
+          .join('') ?? '';
       throw new CliError(p.code ?? `HTTP_${res.status}`, `${p.detail ?? res.statusText}${fields}`);
     }
     return parsed as T;
   }
 }
+
+/** The command-line flag that sets a request field, so a field error tells the user what to type. */
+const FLAG_OF_FIELD: Record<string, string> = {
+  router: '--router',
+  ipv6: '--ipv6',
+  ipv4: '--ipv4',
+  linkLocal: '--link-local',
+  publicKey: '--public-key',
+  endpoint: '--endpoint',
+  mtu: '--mtu',
+  mpbgp: '--no-mpbgp',
+  extendedNextHop: '--no-extended-next-hop',
+  displayName: '--display-name',
+  nodeId: '--node-id',
+  region: '--region',
+  location: '--location',
+  provider: '--provider',
+  endpointHost: '--endpoint-host',
+  maxSessions: '--max-sessions',
+  'loopback/ipv4': '--loopback-ipv4',
+  'loopback/ipv6': '--loopback-ipv6',
+  dn42Asn: '--dn42-asn',
+  rpkiServers: '--rpki',
+  blockedAsns: '--block',
+  maxPendingPerAsn: '--max-pending',
+};
 
 /** A plain text table: header row, then rows; columns as wide as their widest cell. */
 export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {

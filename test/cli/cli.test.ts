@@ -230,7 +230,8 @@ describe('peerops session', () => {
       ],
       user(),
     );
-    expect(bad.stderr).toMatch(/^INVALID_REQUEST: .*\n {2}\/ipv6: must be an IPv6 address/);
+    // each field error names the flag that sets the field
+    expect(bad.stderr).toMatch(/^INVALID_REQUEST: .*\n {2}\/ipv6 \(--ipv6\): must be an IPv6 address/);
     expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
     expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
     expect((await peerops(['session', 'delete'], user())).code).toBe(2);
