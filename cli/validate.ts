@@ -15,12 +15,7 @@ import {
   sessionSetErrors,
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
-import {
-  mergePolicies,
-  routerSetErrors,
-  sessionAddressErrors,
-  sessionPolicyErrors,
-} from '../controller/store/rules.ts';
+import { mergePolicies, routerSetErrors, sessionAddressingErrors } from '../controller/store/rules.ts';
 
 const USAGE = `usage: peerops validate [dir]
 
@@ -139,11 +134,7 @@ export async function validateRepository(root: string): Promise<ValidationReport
     const router = set.router(s.spec.router);
     if (!router) continue;
     const policy = set.policyFor(s.spec.router);
-    add(s.file, sessionPolicyErrors(s.spec, router, policy, '/spec'));
-    add(
-      s.file,
-      sessionAddressErrors(s.name, s.spec, { routers, sessions, ownPrefixes: policy.ownPrefixes }, '/spec'),
-    );
+    add(s.file, sessionAddressingErrors(s.name, s.spec, router, policy, { routers, sessions }, '/spec'));
   }
 
   // stable: problems of one file keep their order

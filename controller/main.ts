@@ -14,7 +14,7 @@ import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { buildApp } from './app.ts';
 import { Reconciler } from './reconcile/index.ts';
-import { openRegistry, type Registry } from './auth/login/registry.ts';
+import { openRegistry } from './auth/login/registry.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
 
@@ -65,17 +65,16 @@ export async function main(argv: string[]): Promise<number> {
   }
   const logger = controllerLogger(config.logLevel);
   // Everything that can fail at start (data dir, key, store, registry, the listen address) ends in one
-  // line naming the cause and exit status 1, with what was already opened closed again.
+  // line naming the cause and exit status 1, with what was already opened closed again. A shutdown
+  // closes the same things, newest first: the API, the reconciler, the registry, the store.
   const opened: (() => Promise<unknown>)[] = [];
-  let running: Awaited<ReturnType<typeof start>>;
   try {
-    running = await start(config, logger, opened);
+    await start(config, logger, opened);
   } catch (err) {
     for (const close of opened.reverse()) await close().catch(() => undefined);
     console.error(`peerops serve: ${startupFailure(err, config)}`);
     return 1;
   }
-  const { app, store, registry, reconciler, elector } = running;
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       logger.info({ signal }, 'shutting down');
@@ -88,16 +87,12 @@ export async function main(argv: string[]): Promise<number> {
     process.once('SIGTERM', onTerm);
     process.once('SIGINT', onInt);
   });
-  await app.close();
-  await elector?.stop();
-  await reconciler.stop();
-  await store.close();
-  await registry?.close();
+  for (const close of opened.reverse()) await close();
   logger.info('stopped');
   return 0;
 }
 
-/** Opens everything `peerops serve` runs on and listens; `opened` collects what to close on a failure. */
+/** Opens everything `peerops serve` runs on and listens; `opened` collects how to close each, in order. */
 async function start(
   config: Config,
   logger: ReturnType<typeof controllerLogger>,
@@ -112,14 +107,15 @@ async function start(
   const store = await openStore(config, logger);
   await store.start();
   opened.push(() => store.close());
-  let registry: Registry | undefined;
-  if (config.registry) {
-    registry = await openRegistry({
-      source: config.registry,
-      cacheDir: join(config.dataDir, 'registry.git'),
-      log: logger,
-    });
-    opened.push(() => registry?.close() ?? Promise.resolve());
+  const registry = config.registry
+    ? await openRegistry({
+        source: config.registry,
+        cacheDir: join(config.dataDir, 'registry.git'),
+        log: logger,
+      })
+    : undefined;
+  if (registry) {
+    opened.push(() => registry.close());
     if (config.serviceHost === undefined)
       logger.warn(
         { serviceHost: hostname() },
@@ -154,7 +150,6 @@ async function start(
   opened.push(() => app.close());
   const address = await listen(app, config.listen);
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
-  return { app, store, registry, reconciler, elector };
 }
 
 /** One line for a failed start: the reason in the operator's terms where Node's words are cryptic. */

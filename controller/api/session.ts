@@ -9,7 +9,7 @@ import { interfaceName, sessionName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
-import { sessionAddressErrors, sessionPolicyErrors } from '../store/rules.ts';
+import { sessionAddressingErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -80,14 +80,16 @@ function checkCreate(
         `AS${asn} already has ${pending} sessions awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
       );
   }
-  const errors = [
-    ...sessionPolicyErrors(body, router.spec, policy),
-    ...sessionAddressErrors(
-      sessionName(asn, router.name),
-      { asn, ipv6: body.ipv6, ...(body.ipv4 !== undefined ? { ipv4: body.ipv4 } : {}) },
-      { routers: store.listRouters(), sessions: store.listSessions(), ownPrefixes: policy.ownPrefixes },
-    ),
-  ];
+  const errors = sessionAddressingErrors(
+    sessionName(asn, router.name),
+    { ...body, asn },
+    router.spec,
+    policy,
+    {
+      routers: store.listRouters(),
+      sessions: store.listSessions(),
+    },
+  );
   if (errors.length)
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }

@@ -60,7 +60,7 @@ export async function loadOrCreateKey(path: string): Promise<string> {
   try {
     return await loadKey(path);
   } catch (err) {
-    if ((await stat(path).catch(() => undefined)) !== undefined) throw err;
+    if (((err as Error).cause as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') throw err;
   }
   const { privateKey } = generateKeyPairSync('ed25519');
   const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();

@@ -6,12 +6,15 @@
  */
 import { ProblemError, type FieldError } from '../../common/errors.ts';
 import { inRanges } from '../../common/net.ts';
+import { transition } from '../../common/state-machine.ts';
+import { SessionStatus, statusName } from '../../common/status.ts';
 import {
   RouterName,
   SessionSpec as SessionSpecSchema,
   type PolicySpec,
   type RouterSpec,
   type SessionSpec,
+  type SessionStatusRecord,
 } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import type { Session } from './store.ts';
@@ -59,19 +62,53 @@ export function mergePolicies(base: PolicySpec | undefined, own: PolicySpec | un
   return merged;
 }
 
-/** The fields of a session that `sessionPolicyErrors` judges (a create body or a stored spec). */
+/**
+ * The first status of a session that came without one, merged into the GitOps repo (git) or applied by
+ * kubectl/Flux/Argo CD (Kubernetes): PENDING_REVIEW, or QUEUED_FOR_SETUP where the default policy says a
+ * merge is an approval (DESIGN 4), since `at`.
+ */
+export function mergedSessionStatus(mergeIsApproval: boolean, at: string | undefined): SessionStatusRecord {
+  const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
+  const code = outcome.result === 'status' ? outcome.to : SessionStatus.PENDING_REVIEW;
+  return { code, name: statusName(code), ...(at !== undefined ? { lastTransitionTime: at } : {}) };
+}
+
+/** The fields of a session that `sessionAddressingErrors` judges (a create body or a stored spec). */
 export type SessionAddressing = Pick<
   SessionSpec,
-  'ipv6' | 'ipv4' | 'linkLocal' | 'mpbgp' | 'extendedNextHop'
+  'asn' | 'ipv6' | 'ipv4' | 'linkLocal' | 'mpbgp' | 'extendedNextHop'
 >;
 
+/** The other routers and sessions a session's peer addresses are compared with. */
+export interface NetworkView {
+  routers: Iterable<{ name: string; spec: RouterSpec }>;
+  sessions: Iterable<{ name: string; spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> }>;
+}
+
 /**
- * A session's addressing against its router and the policy merged for that router: peer addresses in
- * the policy's ranges, a link-local that is not the router's own, and the MP-BGP / extended next hop /
- * IPv4 combination that gives the IPv4 side a session. The API refuses a create that breaks them and
- * `peerops validate` a manifest; `prefix` is where the fields sit (`''` in a body, `/spec` in a manifest).
+ * A session's addressing against its router, the policy merged for that router and the rest of the
+ * network. The API refuses a create that breaks it and `peerops validate` a manifest; `prefix` is where
+ * the fields sit (`''` in a body, `/spec` in a manifest).
  */
-export function sessionPolicyErrors(
+export function sessionAddressingErrors(
+  name: string,
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  network: NetworkView,
+  prefix = '',
+): FieldError[] {
+  return [
+    ...sessionPolicyErrors(spec, router, policy, prefix),
+    ...peerAddressErrors(name, spec, policy.ownPrefixes, network, prefix),
+  ];
+}
+
+/**
+ * Peer addresses in the policy's ranges, a link-local that is not the router's own, and the MP-BGP /
+ * extended next hop / IPv4 combination that gives the IPv4 side a session.
+ */
+function sessionPolicyErrors(
   spec: SessionAddressing,
   router: RouterSpec,
   policy: PolicySpec,
@@ -101,36 +138,29 @@ export function sessionPolicyErrors(
   return errors;
 }
 
-/** What `sessionAddressErrors` compares a session's peer addresses with. */
-export interface AddressContext {
-  routers: Iterable<{ name: string; spec: RouterSpec }>;
-  sessions: Iterable<{ name: string; spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> }>;
-  ownPrefixes: PolicySpec['ownPrefixes'];
-}
-
 /**
  * A session's peer addresses become routes into its tunnel on the router (`ip route replace <ipv6> dev
  * wg_<port>`, `peer <ipv4>/32`), which win over what BIRD installs. So they must not be a router's
  * loopback (that would capture the iBGP mesh), lie in the network's own prefixes, or be another ASN's
  * session address (that would capture its traffic). The same ASN may use one address on several routers.
  */
-export function sessionAddressErrors(
+function peerAddressErrors(
   name: string,
   spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'>,
-  context: AddressContext,
-  prefix = '',
+  ownPrefixes: PolicySpec['ownPrefixes'],
+  network: NetworkView,
+  prefix: string,
 ): FieldError[] {
   const errors: FieldError[] = [];
+  const routers = [...network.routers];
   const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
     if (address === undefined) return;
     const at = (message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
-    const router = [...context.routers].find(
-      (r) => r.spec.loopback.ipv6 === address || r.spec.loopback.ipv4 === address,
-    );
+    const router = routers.find((r) => r.spec.loopback.ipv6 === address || r.spec.loopback.ipv4 === address);
     if (router) return at(`is the loopback of router ${router.name}`);
-    if (context.ownPrefixes?.[field]?.length && inRanges(address, context.ownPrefixes[field]))
-      return at(`lies in this network's own prefixes (${context.ownPrefixes[field]?.join(', ')})`);
-    for (const other of context.sessions)
+    if (ownPrefixes?.[field]?.length && inRanges(address, ownPrefixes[field]))
+      return at(`lies in this network's own prefixes (${ownPrefixes[field]?.join(', ')})`);
+    for (const other of network.sessions)
       if (other.name !== name && other.spec.asn !== spec.asn && other.spec[field] === address)
         return at(`is the address of AS${other.spec.asn}'s session ${other.name}`);
   };

@@ -41,7 +41,7 @@ export function routerFields(name: string, extra: Record<string, unknown> = {}) 
   };
 }
 
-/** Peer addresses differ per call: two ASNs may not share one (rules.ts, sessionAddressErrors). */
+/** Peer addresses differ per call: two ASNs may not share one (rules.ts, sessionAddressingErrors). */
 let peerAddresses = 0x100;
 
 export function sessionFields(router: string, extra: Record<string, unknown> = {}) {

@@ -29,14 +29,13 @@ import {
   type SessionSpec,
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { transition } from '../../../common/state-machine.ts';
-import { statusName } from '../../../common/status.ts';
 import { validate, validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
   assertRouterName,
   checkedSessionSpec,
+  mergedSessionStatus,
   mergePolicies,
   routerSetErrors,
 } from '../rules.ts';
@@ -845,9 +844,7 @@ export class GitStore implements Store {
     else if (file && file.uuid === spec.uuid) status = file.status;
     else {
       const mergeIsApproval = this.policies.get('default')?.spec.mergeIsApproval ?? false;
-      const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
-      const code = outcome.result === 'status' ? outcome.to : 3;
-      status = { code, name: statusName(code), lastTransitionTime: new Date().toISOString() };
+      status = mergedSessionStatus(mergeIsApproval, new Date().toISOString());
     }
     this.putSession(manifest.name, spec, status);
     if (file && file.uuid === spec.uuid) this.unsavedStatus.delete(manifest.name);

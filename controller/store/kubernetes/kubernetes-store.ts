@@ -25,8 +25,6 @@ import {
 import pino from 'pino';
 import { ProblemError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
-import { transition } from '../../../common/state-machine.ts';
-import { SessionStatus, statusName } from '../../../common/status.ts';
 import {
   GROUP_VERSION,
   PolicySpec as PolicySpecSchema,
@@ -45,7 +43,12 @@ import {
 } from '../../../common/schema.ts';
 import { validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
-import { assertNoRouterConflicts, assertRouterName, checkedSessionSpec } from '../rules.ts';
+import {
+  assertNoRouterConflicts,
+  assertRouterName,
+  checkedSessionSpec,
+  mergedSessionStatus,
+} from '../rules.ts';
 import { RouterIds } from './router-ids.ts';
 import type {
   Actor,
@@ -334,20 +337,15 @@ export class KubernetesStore implements Store {
   }
 
   /**
-   * A session applied without status (kubectl, Flux, Argo CD: a merge into the GitOps repo): 3, or 4
-   * where the default policy says a merge is an approval (DESIGN 4), since it was created. The first
-   * status write (approval, agent report) stores it.
+   * A session applied without status (kubectl, Flux, Argo CD), since its creation. The first status
+   * write (approval, agent report) stores it.
    */
   private appliedStatus(resource: SessionResource): SessionStatusRecord {
-    const mergeIsApproval = this.policies.get('default')?.value.spec.mergeIsApproval ?? false;
-    const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
-    const code = outcome.result === 'status' ? outcome.to : SessionStatus.PENDING_REVIEW;
     const created = resource.metadata.creationTimestamp;
-    return {
-      code,
-      name: statusName(code),
-      ...(created ? { lastTransitionTime: new Date(created).toISOString() } : {}),
-    };
+    return mergedSessionStatus(
+      this.policies.get('default')?.value.spec.mergeIsApproval ?? false,
+      created ? new Date(created).toISOString() : undefined,
+    );
   }
 
   // ---------------------------------------------------------------- reads
