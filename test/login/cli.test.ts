@@ -233,6 +233,7 @@ describe('peerops login signs nothing but a peerops challenge for this host and 
         expect(r.stderr, what).toMatch(/refusing to sign/);
       }
       expect(verifies).toBe(0);
+      await expect(stat(path.join(dir, 'cfg-hostile', 'token'))).rejects.toThrow(/ENOENT/);
     } finally {
       await new Promise<void>((r) => hostile.close(() => r()));
     }
