@@ -348,7 +348,8 @@ async function longPollWakeups(url: string, data: string, tokens: Map<string, st
     const { uuid } = await post('/session', user, {
       action: 'create',
       router,
-      ipv6: 'fd42:beef::1',
+      // A fresh address per round: an address already used by another ASN's session is refused.
+      ipv6: `fd42:beef:${i.toString(16)}::1`,
       linkLocal: 'fe80::beef',
       publicKey: wgKey(),
       endpoint: 'bench.example.org:51820',

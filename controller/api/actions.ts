@@ -6,8 +6,7 @@ import type { TSchema } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import { ajv, toFieldErrors, validateOrThrow } from '../../common/validate.ts';
-import type { ValidateFunction } from 'ajv';
+import { checkOrThrow, validateOrThrow } from '../../common/validate.ts';
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
@@ -16,16 +15,33 @@ import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
  * JSON numbers beyond 2^53 lose precision silently (an ASN or a byte count would change on the way in):
  * they are refused wherever they appear, before any schema sees them.
  */
-export function assertSafeNumbers(value: unknown, pointer = ''): void {
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value) || Math.abs(value) > Number.MAX_SAFE_INTEGER)
-      throw new ProblemError('INVALID_REQUEST', `${pointer || '/'}: number out of range`, [
-        { pointer: pointer || '/', message: `must be at most ${Number.MAX_SAFE_INTEGER} in magnitude` },
-      ]);
-  } else if (Array.isArray(value)) value.forEach((v, i) => assertSafeNumbers(v, `${pointer}/${i}`));
-  else if (value && typeof value === 'object')
-    for (const [k, v] of Object.entries(value))
-      assertSafeNumbers(v, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+export function assertSafeNumbers(value: unknown): void {
+  const path = unsafeNumberPath(value);
+  if (path === undefined) return;
+  const pointer = path.map((k) => `/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('') || '/';
+  throw new ProblemError('INVALID_REQUEST', `${pointer}: number out of range`, [
+    { pointer, message: `must be at most ${Number.MAX_SAFE_INTEGER} in magnitude` },
+  ]);
+}
+
+/** The path to the first unsafe number, or undefined; pointers are built only for a refusal. */
+function unsafeNumberPath(value: unknown): (string | number)[] | undefined {
+  if (typeof value === 'number')
+    return Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER ? undefined : [];
+  if (value === null || typeof value !== 'object') return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const path = unsafeNumberPath(value[i]);
+      if (path) return [i, ...path];
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    const path = unsafeNumberPath((value as Record<string, unknown>)[key]);
+    if (path) return [key, ...path];
+  }
+  return undefined;
 }
 
 /** validateOrThrow after the number guard: the one way a request body is read. */
@@ -34,28 +50,10 @@ export function parseBody<T>(schema: TSchema, body: unknown, what: string): T {
   return validateOrThrow<T>(schema, body, what);
 }
 
-const inPlace = new WeakMap<object, ValidateFunction>();
-
-/**
- * The agent's hot path (heartbeats, reports): validates the freshly parsed body in place, without the copy
- * and canonicalisation pass of validate(). Only for schemas without address fields, which have no
- * canonical form to rewrite.
- */
+/** The agent's hot path (heartbeats, reports): the number guard, then the schema on the parsed body itself. */
 export function parseAgentBody<T>(schema: TSchema, body: unknown, what: string): T {
   assertSafeNumbers(body);
-  let check = inPlace.get(schema);
-  if (!check) {
-    check = ajv.compile(schema);
-    inPlace.set(schema, check);
-  }
-  if (check(body)) return body as T;
-  const errors = toFieldErrors(check.errors);
-  const first = errors[0];
-  throw new ProblemError(
-    'INVALID_REQUEST',
-    first ? `${what} ${first.pointer}: ${first.message}` : `${what} is invalid`,
-    errors,
-  );
+  return checkOrThrow<T>(schema, body, what);
 }
 
 /** Picks the action's schema and validates the body with it: INVALID_ACTION before INVALID_REQUEST. */

@@ -1,12 +1,12 @@
 /**
- * Who is calling. One onRequest hook resolves the caller without failing (so the rate limiter can key
+ * Who is calling. An onRequest hook resolves the caller without failing (so the rate limiter can key
  * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
  * the router named in the path (a token opens no other router's paths).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
 import type { Identity, TokenIssuer } from '../auth/jwt.ts';
-import { agentTokenMatches } from '../auth/agent-token.ts';
+import { AgentTokenVerifier } from '../auth/agent-token.ts';
 import type { Store } from '../store/store.ts';
 
 declare module 'fastify' {
@@ -30,6 +30,11 @@ export function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
+/**
+ * Adds to every route registered after it, as the route's first onRequest hook, the check its kind
+ * needs: agent routes compare the router's token, the others verify a JWT. Decided once per route, so
+ * the request path does not look the route up again.
+ */
 export function installAuth(
   app: FastifyInstance,
   deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'> },
@@ -37,23 +42,31 @@ export function installAuth(
   app.decorateRequest('identity', undefined);
   app.decorateRequest('authError', undefined);
   app.decorateRequest('agentRouter', undefined);
-  app.addHook('onRequest', (request, _reply, done) => {
+  const agentTokens = new AgentTokenVerifier((router) => deps.store.getAgentTokenHash(router));
+
+  const agentAuth: onRequestHookHandler = (request, _reply, done) => {
+    const token = bearer(request);
+    const router = (request.params as { router?: string }).router;
+    if (token !== undefined && router !== undefined && agentTokens.matches(router, token))
+      request.agentRouter = router;
+    done();
+  };
+  const userAuth: onRequestHookHandler = (request, _reply, done) => {
     const token = bearer(request);
     if (token !== undefined) {
-      if (request.routeOptions.config?.agent) {
-        const router = (request.params as { router?: string }).router;
-        if (router !== undefined && agentTokenMatches(token, deps.store.getAgentTokenHash(router)))
-          request.agentRouter = router;
-      } else {
-        try {
-          request.identity = deps.tokens.verify(token);
-        } catch (err) {
-          request.authError =
-            err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
-        }
+      try {
+        request.identity = deps.tokens.verify(token);
+      } catch (err) {
+        request.authError =
+          err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
       }
     }
     done();
+  };
+
+  app.addHook('onRoute', (route) => {
+    const auth = route.config?.agent ? agentAuth : userAuth;
+    route.onRequest = [auth, ...(route.onRequest === undefined ? [] : [route.onRequest].flat())];
   });
 }
 

@@ -60,10 +60,13 @@ export function installErrorHandling(app: FastifyInstance): void {
     const problem = toProblem(err);
     if (problem) {
       if (problem.status >= 500)
-        request.log.error({ code: problem.code, detail: problem.message }, 'request failed');
+        request.log.error(
+          { reqId: request.id, code: problem.code, detail: problem.message },
+          'request failed',
+        );
       return sendProblem(reply, problem);
     }
-    request.log.error({ err }, 'unexpected error');
+    request.log.error({ reqId: request.id, err }, 'unexpected error');
     return sendProblem(
       reply,
       new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),

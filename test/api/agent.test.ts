@@ -1,7 +1,12 @@
 /** The agent endpoints: per-router tokens, ETag/304, long poll on a listening server, scoped reports. */
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentTokenMatches, hashAgentToken, newAgentToken } from '../../controller/auth/agent-token.ts';
+import {
+  AgentTokenVerifier,
+  agentTokenMatches,
+  hashAgentToken,
+  newAgentToken,
+} from '../../controller/auth/agent-token.ts';
 import { ADMIN_ASN, driver, expectOk, problem, startHarness, wgKey, type Harness } from './helpers.ts';
 
 let h: Harness;
@@ -41,6 +46,24 @@ describe('agent tokens', () => {
     expect(agentTokenMatches(token, sha256.slice(2))).toBe(false);
     expect(agentTokenMatches(token, `zz${sha256.slice(2)}`)).toBe(false);
   });
+  it('a matched token is remembered with its hash: other tokens and a changed hash refuse it', () => {
+    const first = newAgentToken();
+    const second = newAgentToken();
+    let stored: string | undefined = first.sha256;
+    const verifier = new AgentTokenVerifier((router) => (router === 'r' ? stored : undefined));
+    expect(verifier.matches('r', second.token)).toBe(false);
+    expect(verifier.matches('r', first.token)).toBe(true);
+    expect(verifier.matches('r', first.token)).toBe(true); // the remembered path
+    expect(verifier.matches('r', second.token)).toBe(false);
+    expect(verifier.matches('r', `${first.token}x`)).toBe(false);
+    expect(verifier.matches('r', first.token.slice(1))).toBe(false);
+    expect(verifier.matches('other', first.token)).toBe(false); // a router without a stored hash
+    stored = second.sha256; // rotated
+    expect(verifier.matches('r', first.token)).toBe(false);
+    expect(verifier.matches('r', second.token)).toBe(true);
+    stored = undefined; // removed
+    expect(verifier.matches('r', second.token)).toBe(false);
+  });
   it("a router's token opens no other router's paths (401)", async () => {
     for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
       const res = await h.get(`/agent/ams1/${path}`, fraToken);
@@ -56,11 +79,15 @@ describe('agent tokens', () => {
     expect(problem(await h.get('/agent/nowhere/sessions', fraToken)).status).toBe(401);
   });
   it('rotate-token answers a new token once and the old one stops working', async () => {
-    await h.addRouter('rot1');
+    const old = await h.addRouter('rot1');
+    // used once first, so the controller remembers it as the router's matching token
+    await expectOk(h.get('/agent/rot1/sessions', old));
     const res = await expectOk(h.post('/admin/router', h.admin, { action: 'rotate-token', name: 'rot1' }));
     const fresh = res.json().agentToken as string;
     expect(fresh).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(problem(await h.get('/agent/rot1/sessions', old)).status).toBe(401);
     await expectOk(h.get('/agent/rot1/sessions', fresh));
+    expect(problem(await h.get('/agent/rot1/sessions', old)).status).toBe(401);
     const list = await expectOk(h.post('/admin/router', h.admin, { action: 'list' }));
     expect(list.body).not.toContain(fresh);
     expect(list.body).not.toContain('agentTokenSha256');

@@ -1,6 +1,7 @@
 /** SPEC.md section 8: 60/min per user (or address), 300/min per router on /agent/*, none on /health and /metrics. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_ASN, USER_ASN, problem, startHarness, type Harness } from './helpers.ts';
+import { MemoryRateLimitCounter } from '../../controller/api/rate-limit.ts';
 
 let h: Harness;
 let fraToken: string;
@@ -70,5 +71,22 @@ describe('rate limits', () => {
     for (let i = 0; i < 30; i++)
       expect((await h.post('/admin/router', token, { action: 'list' })).statusCode).toBe(200);
     expect((await h.post('/api/v1/admin/policy', token, { action: 'get' })).statusCode).toBe(429);
+  });
+});
+
+describe('the in-memory counter', () => {
+  it('starts a new window when the last one ended, and forgets ended windows', () => {
+    let now = 1_000_000;
+    const counter = new MemoryRateLimitCounter({ windowMs: 60_000, now: () => now });
+    expect(counter.hit('a')).toEqual({ count: 1, resetAt: 1_060_000 });
+    now += 30_000;
+    expect(counter.hit('a')).toEqual({ count: 2, resetAt: 1_060_000 });
+    expect(counter.hit('b')).toEqual({ count: 1, resetAt: 1_090_000 });
+    now = 1_060_000; // a's window has ended, b's has not
+    expect(counter.hit('a')).toEqual({ count: 1, resetAt: 1_120_000 });
+    expect(counter.hit('b').count).toBe(2);
+    now = 1_200_000; // both ended: the sweep empties the map before counting c
+    counter.hit('c');
+    expect(counter.size).toBe(1);
   });
 });

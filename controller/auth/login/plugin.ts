@@ -151,7 +151,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     const fail = async (reason: string): Promise<never> => {
       await limiter.fail(`ip:${req.ip}`);
       outcome('auth_failed');
-      req.log.info({ asn: body.asn, reason }, 'login failed');
+      req.log.info({ reqId: req.id, asn: body.asn, reason }, 'login failed');
       throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
     };
     const sent = readChallenge(body.challenge);
@@ -170,7 +170,7 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     const { token, expiresAt } = await opts.issueToken(body.asn, role);
     outcome('success');
     req.log.info(
-      { asn: body.asn, role, mntner: verdict.method.mntner, method: verdict.method.type },
+      { reqId: req.id, asn: body.asn, role, mntner: verdict.method.mntner, method: verdict.method.type },
       'login',
     );
     return { token, expiresAt, role };

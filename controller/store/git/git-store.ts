@@ -29,7 +29,7 @@ import {
   type SessionSpec,
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { validate, validateOrThrow } from '../../../common/validate.ts';
+import { checkOrThrow, validate, validateOrThrow } from '../../../common/validate.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
@@ -464,8 +464,12 @@ export class GitStore implements Store {
     const current = this.routers.get(router);
     if (!current) return;
     // Every field is optional and the current status was checked when it was recorded: the patch alone
-    // needs checking (a heartbeat would otherwise re-validate every mesh peer each time).
-    const checked = validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status');
+    // needs checking (a heartbeat would otherwise re-validate every mesh peer each time). A patch of plain
+    // fields (a heartbeat) is checked as it is; mesh peers carry addresses to canonicalise.
+    const checked =
+      patch.meshPeers === undefined
+        ? checkOrThrow<Partial<RouterStatus>>(RouterStatusSchema, patch, 'router status')
+        : validateOrThrow<Partial<RouterStatus>>(RouterStatusSchema, patch, 'router status');
     const status = deepFreeze({ ...current.status, ...checked });
     const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
     this.routerStatus.set(router, status);
