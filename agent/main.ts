@@ -29,7 +29,7 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (err) {
-    console.error(`peerops agent: ${(err as Error).message}\n\n${USAGE}`);
+    console.error(`USAGE: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
   }
   if (flags.help) {

@@ -31,7 +31,7 @@ async function run(argv: string[]): Promise<number> {
   }
   const command = commands[name];
   if (!command) {
-    console.error(`peerops: unknown command '${name}'\n\n${usage()}`);
+    console.error(`USAGE: unknown command '${name}'\n\n${usage()}`);
     return 2;
   }
   const mod = (await import(command.module)) as { main(argv: string[]): Promise<number> };

@@ -165,7 +165,7 @@ async function sessionCommand(
 ): Promise<number> {
   if (action === 'list') {
     const body: Record<string, unknown> = { action: 'list' };
-    if (v.router) body.router = v.router;
+    if (v.router !== undefined) body.router = v.router;
     if (v.asn) body.asn = int('asn', v.asn);
     if (v.status) body.status = statusCode(v.status);
     const res = await client.post<{ sessions: SessionRecord[] }>('/admin/session', body);

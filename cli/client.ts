@@ -90,19 +90,8 @@ export class Client {
       throw new CliError(`HTTP_${res.status}`, `the controller answered something that is not JSON`);
     }
     if (!res.ok) {
-      const p = (parsed ?? {}) as {
-        code?: string;
-        detail?: string;
-        errors?: { pointer: string; message: string }[];
-      };
-      const fields =
-        p.errors
-          ?.map((e) => {
-            const flag = FLAG_OF_FIELD[e.pointer.replace(/^\/spec\//, '/').slice(1)];
-            return `\n  ${e.pointer}${flag ? ` (${flag})` : ''}: ${e.message}`;
-          })
-          .join('') ?? '';
-      throw new CliError(p.code ?? `HTTP_${res.status}`, `${p.detail ?? res.statusText}${fields}`);
+      const p = (parsed ?? {}) as { code?: string; detail?: string; errors?: FieldProblem[] };
+      throw new CliError(p.code ?? `HTTP_${res.status}`, problemText(p.detail ?? res.statusText, p.errors));
     }
     return parsed as T;
   }
@@ -134,6 +123,36 @@ const FLAG_OF_FIELD: Record<string, string> = {
   maxPendingPerAsn: '--max-pending',
 };
 
+interface FieldProblem {
+  pointer: string;
+  message: string;
+}
+
+/** `/ipv6 (--ipv6)`: the pointer of a field error and the flag that sets the field, if there is one. */
+function fieldName(pointer: string): string {
+  const flag = FLAG_OF_FIELD[pointer.replace(/^\/spec\//, '/').slice(1)];
+  return flag ? `${pointer} (${flag})` : pointer;
+}
+
+/**
+ * A problem's detail, then one line per field error, each field error once. The controller's detail
+ * usually restates the first field error (`create /ipv6: must be an IPv6 address`, `router r1: <message>`):
+ * that error is then told in the detail line, its pointer and flag added there, and not listed again.
+ */
+export function problemText(detail: string, errors: FieldProblem[] = []): string {
+  const [first, ...rest] = errors;
+  let head = detail;
+  let listed = errors;
+  if (first && detail.endsWith(`: ${first.message}`)) {
+    let lead = detail.slice(0, -`: ${first.message}`.length);
+    if (lead === first.pointer || lead.endsWith(` ${first.pointer}`))
+      lead = lead.slice(0, -first.pointer.length).trimEnd();
+    head = `${lead ? `${lead} ` : ''}${fieldName(first.pointer)}: ${first.message}`;
+    listed = rest;
+  }
+  return [head, ...listed.map((e) => `  ${fieldName(e.pointer)}: ${e.message}`)].join('\n');
+}
+
 /** A plain text table: header row, then rows; columns as wide as their widest cell. */
 export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
   const cells = [
@@ -151,19 +170,31 @@ export function table(headers: string[], rows: (string | number | null | undefin
     .join('\n');
 }
 
+/** Exit status of a usage error (bad or missing arguments); any other failure exits with 1. */
+const USAGE_EXIT = 2;
+
+/** Says a usage error the way every command does, `USAGE: message` on stderr; answers the exit status. */
+export function usageError(message: string): number {
+  console.error(`USAGE: ${message}`);
+  return USAGE_EXIT;
+}
+
+/** Whether `err` is node:util parseArgs refusing the arguments (unknown option, missing value, …). */
+function isParseArgsError(err: unknown): err is TypeError {
+  return err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS');
+}
+
 /** Runs a command body: prints CliErrors as `code: detail` and returns the exit status. */
 export async function run(body: () => Promise<number | void>): Promise<number> {
   try {
     return (await body()) ?? 0;
   } catch (err) {
     if (err instanceof CliError) {
+      if (err.code === 'USAGE') return usageError(err.message);
       console.error(`${err.code}: ${err.message}`);
-      return err.code === 'USAGE' ? 2 : 1;
+      return 1;
     }
-    if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
-      console.error(`USAGE: ${err.message}`);
-      return 2;
-    }
+    if (isParseArgsError(err)) return usageError(err.message);
     throw err;
   }
 }

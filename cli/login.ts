@@ -11,7 +11,7 @@ import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
-import { DEFAULT_URL, saveToken } from './client.ts';
+import { DEFAULT_URL, saveToken, usageError } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
 
@@ -45,10 +45,15 @@ class LoginError extends Error {
   override name = 'LoginError';
 }
 
+/** Bad arguments: `USAGE: …`, exit status 2. */
+class UsageError extends Error {
+  override name = 'UsageError';
+}
+
 function parseAsn(value: string): number {
   const n = Number(value.replace(/^AS/i, ''));
   if (!Number.isInteger(n) || n < 1 || n > 4294967295)
-    throw new LoginError(`--asn: '${value}' is not an ASN`);
+    throw new UsageError(`--asn: '${value}' is not an ASN`);
   return n;
 }
 
@@ -179,19 +184,16 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     }));
   } catch (err) {
-    console.error(`peerops login: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    return usageError(`${(err as Error).message}\n\n${USAGE}`);
   }
   if (values.help) {
     console.log(USAGE);
     return 0;
   }
-  if (!values.asn || (values['ssh-key'] && values.gpg)) {
-    console.error(
-      `peerops login: ${values.asn ? 'give --ssh-key or --gpg, not both' : '--asn is required'}\n\n${USAGE}`,
+  if (!values.asn || (values['ssh-key'] && values.gpg))
+    return usageError(
+      `${values.asn ? 'give --ssh-key or --gpg, not both' : '--asn is required'}\n\n${USAGE}`,
     );
-    return 2;
-  }
   try {
     const asn = parseAsn(values.asn);
     const base = (values.url ?? process.env.PEEROPS_URL ?? DEFAULT_URL).replace(/\/+$/, '');
@@ -199,7 +201,7 @@ export async function main(argv: string[]): Promise<number> {
     try {
       expectHost = values['expect-host'] ?? new URL(base).hostname.replace(/^\[|\]$/g, '');
     } catch {
-      throw new LoginError(`--url: '${base}' is not a URL`);
+      throw new UsageError(`--url: '${base}' is not a URL`);
     }
     const url = `${base}/login`;
     const c = await post<ChallengeAnswer>(url, { action: 'challenge', asn });
@@ -212,6 +214,7 @@ export async function main(argv: string[]): Promise<number> {
     );
     return 0;
   } catch (err) {
+    if (err instanceof UsageError) return usageError(err.message);
     if (!(err instanceof LoginError)) throw err;
     console.error(`peerops login: ${err.message}`);
     return 1;

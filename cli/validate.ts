@@ -16,6 +16,7 @@ import {
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
 import { mergePolicies, routerSetErrors, sessionAddressingErrors } from '../controller/store/rules.ts';
+import { usageError } from './client.ts';
 
 const USAGE = `usage: peerops validate [dir]
 
@@ -152,12 +153,8 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const unknown = args.find((a) => a.startsWith('-'));
-  if (unknown || args.length > 1) {
-    console.error(
-      `peerops validate: ${unknown ? `unknown option ${unknown}` : 'at most one directory'}\n\n${USAGE}`,
-    );
-    return 2;
-  }
+  if (unknown || args.length > 1)
+    return usageError(`${unknown ? `unknown option ${unknown}` : 'at most one directory'}\n\n${USAGE}`);
   const root = args[0] ?? '.';
   let report: ValidationReport;
   try {
@@ -165,10 +162,7 @@ export async function main(argv: string[]): Promise<number> {
     if (!(await stat(root)).isDirectory()) throw new Error('not a directory');
     report = await validateRepository(root);
   } catch (err) {
-    console.error(
-      `peerops validate: cannot read ${root}: ${err instanceof Error ? err.message : String(err)}`,
-    );
-    return 2;
+    return usageError(`cannot read ${root}: ${err instanceof Error ? err.message : String(err)}`);
   }
   const { problems, counts } = report;
   for (const p of problems) console.log(`${p.file}: ${p.pointer}: ${p.message}`);

@@ -49,7 +49,7 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (err) {
-    console.error(`peerops serve: ${(err as Error).message}\n\n${USAGE}`);
+    console.error(`USAGE: ${(err as Error).message}\n\n${USAGE}`);
     return 2;
   }
   if (flags.help) {
@@ -60,7 +60,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig(flags);
   } catch (err) {
-    console.error(`peerops serve: ${(err as Error).message}`);
+    console.error(`USAGE: ${(err as Error).message}`);
     return 2;
   }
   const logger = controllerLogger(config.logLevel);

@@ -116,7 +116,9 @@ export function installRateLimit(
     if (window.count <= max) return done();
     const after = Math.max(1, Math.ceil((window.resetAt - Date.now()) / 1000));
     reply.header('retry-after', after);
-    done(new ProblemError('RATE_LIMITED', `more than ${max} requests a minute; retry after ${after} seconds`));
+    done(
+      new ProblemError('RATE_LIMITED', `more than ${max} requests a minute; retry after ${after} seconds`),
+    );
   };
 
   const limit: onRequestHookHandler = (request: FastifyRequest, reply, done) => {

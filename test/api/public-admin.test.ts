@@ -180,6 +180,11 @@ describe('admin session list', () => {
     );
     expect(res.json().sessions.map((s: { uuid: string }) => s.uuid)).toEqual([uuid]);
   });
+  it('ROUTER_NOT_FOUND for a router filter naming no router, not an empty list', async () => {
+    expect(
+      problem(await h.post('/admin/session', h.admin, { action: 'list', router: 'nowhere1' })),
+    ).toMatchObject({ status: 404, code: 'ROUTER_NOT_FOUND', detail: 'no router nowhere1' });
+  });
   it('SESSION_NOT_FOUND for an unknown uuid', async () => {
     expect(problem(await d.admin('approve', '7f3c2a4e-1b2d-4c5e-8f90-123456789abc'))).toMatchObject({
       code: 'SESSION_NOT_FOUND',

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadToken, saveToken } from '../../cli/client.ts';
+import { loadToken, problemText, saveToken } from '../../cli/client.ts';
 import { ADMIN_ASN, USER_ASN, routerFields, startHarness, wgKey, type Harness } from '../api/helpers.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -53,6 +53,52 @@ describe('cli/client', () => {
     expect((await stat(file)).mode & 0o777).toBe(0o600);
     expect(await loadToken(dir)).toBe('abc.def.ghi');
     expect(await loadToken(join(home, 'none'))).toBeUndefined();
+  });
+  it('problemText tells each field error once: the one the detail restates there, with its flag', () => {
+    const ipv6 = { pointer: '/ipv6', message: 'must be an IPv6 address' };
+    const mtu = { pointer: '/mtu', message: 'must be >= 1280' };
+    expect(problemText('create /ipv6: must be an IPv6 address', [ipv6, mtu])).toBe(
+      'create /ipv6 (--ipv6): must be an IPv6 address\n  /mtu (--mtu): must be >= 1280',
+    );
+    expect(problemText('/ipv6: must be an IPv6 address', [ipv6])).toBe(
+      '/ipv6 (--ipv6): must be an IPv6 address',
+    );
+    const node = { pointer: '/nodeId', message: 'nodeId 3 is used by router r2' };
+    expect(problemText('router r1: nodeId 3 is used by router r2', [node])).toBe(
+      'router r1 /nodeId (--node-id): nodeId 3 is used by router r2',
+    );
+    // a detail that does not restate the first field error stays; every field error is listed
+    const port = { pointer: '/listenPort', message: 'is used by session as1.r1' };
+    expect(problemText('port 20001 is used by session as1.r1', [port])).toBe(
+      'port 20001 is used by session as1.r1\n  /listenPort: is used by session as1.r1',
+    );
+    expect(problemText('no router r9')).toBe('no router r9');
+  });
+});
+
+describe('usage errors', () => {
+  it('every command says them as USAGE: … on stderr with exit status 2', async () => {
+    const cases = [
+      ['frobnicate'],
+      ['login'],
+      ['login', '--frobnicate'],
+      ['login', '--asn', 'nope'],
+      ['serve', '--frobnicate'],
+      ['serve', '--listen', 'nope'],
+      ['agent', '--frobnicate'],
+      ['agent', 'extra'],
+      ['validate', '--frobnicate'],
+      ['validate', 'a', 'b'],
+      ['validate', join(home, 'no-such-dir')],
+      ['session', 'frobnicate'],
+      ['admin', 'session', 'list', '--frobnicate'],
+    ];
+    const results = await Promise.all(cases.map((args) => peerops(args)));
+    // every case that does not, with what it said instead
+    const wrong = results
+      .map((r, i) => ({ args: (cases[i] ?? []).join(' '), code: r.code, said: r.stderr.split('\n')[0] }))
+      .filter((r) => r.code !== 2 || !/^USAGE: \S/.test(r.said ?? ''));
+    expect(wrong).toEqual([]);
   });
 });
 
@@ -120,6 +166,21 @@ describe('peerops admin', () => {
     });
     const rot = await peerops(['admin', 'router', 'rotate-token', 'cli1']);
     expect(rot.stdout).toMatch(/[A-Za-z0-9_-]{43}/);
+  });
+  it('session list --router: an unknown router is ROUTER_NOT_FOUND, not an empty table', async () => {
+    const none = await peerops(['admin', 'session', 'list', '--router', 'nowhere']);
+    expect(none.code).toBe(1);
+    expect(none.stderr.trim()).toBe('ROUTER_NOT_FOUND: no router nowhere');
+    expect(none.stdout).toBe('');
+    const json = await peerops(['admin', 'session', 'list', '--router', 'nowhere', '--json']);
+    expect(json.code).toBe(1);
+    expect(json.stderr.trim()).toBe('ROUTER_NOT_FOUND: no router nowhere');
+    // a router without sessions is an empty list, not an error
+    const empty = await peerops(['admin', 'session', 'list', '--router', 'cli1']);
+    expect(empty.code, empty.stderr).toBe(0);
+    expect(empty.stdout.trim()).toMatch(/^UUID\s+ROUTER\s+ASN\s+STATUS\s+IPV6\s+ENDPOINT\s+CREATED$/);
+    const emptyJson = await peerops(['admin', 'session', 'list', '--router', 'cli1', '--json']);
+    expect(JSON.parse(emptyJson.stdout)).toEqual({ sessions: [] });
   });
   it('policy set edits the stored policy with flags; get shows it', async () => {
     const set = await peerops([
@@ -193,6 +254,9 @@ describe('peerops session', () => {
     expect(JSON.parse(del.stdout)).toMatchObject({ status: 5 });
     const adminList = await peerops(['admin', 'session', 'list', '--status', '5']);
     expect(adminList.stdout).toContain(uuid);
+    const onFra1 = await peerops(['admin', 'session', 'list', '--router', 'fra1']);
+    expect(onFra1.code, onFra1.stderr).toBe(0);
+    expect(onFra1.stdout).toContain(uuid);
     // by the name the tables show, too
     const byName = await peerops(['admin', 'session', 'list', '--status', 'queued_for_delete']);
     expect(byName.stdout).toBe(adminList.stdout);
@@ -230,8 +294,28 @@ describe('peerops session', () => {
       ],
       user(),
     );
-    // each field error names the flag that sets the field
-    expect(bad.stderr).toMatch(/^INVALID_REQUEST: .*\n {2}\/ipv6 \(--ipv6\): must be an IPv6 address/);
+    // each field error names the flag that sets the field, and is told once
+    expect(bad.stderr.trim()).toBe('INVALID_REQUEST: create /ipv6 (--ipv6): must be an IPv6 address');
+    const worse = await peerops(
+      [
+        'session',
+        'create',
+        '--router',
+        'fra1',
+        '--ipv6',
+        'nope',
+        '--link-local',
+        'fd42::1',
+        '--public-key',
+        wgKey(),
+      ],
+      user(),
+    );
+    expect(worse.code).toBe(1);
+    expect(worse.stderr.trim().split('\n')).toEqual([
+      'INVALID_REQUEST: create /ipv6 (--ipv6): must be an IPv6 address',
+      '  /linkLocal (--link-local): must be an IPv6 link-local address (fe80::/10)',
+    ]);
     expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
     expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
     expect((await peerops(['session', 'delete'], user())).code).toBe(2);
