@@ -25,8 +25,8 @@ export function canonicalIpv6(value: string): string {
 }
 
 /**
- * Base64 of exactly 32 bytes: 43 characters and one `=`, the last character carrying only the 2 bits left
- * of 256 (its low 4 bits zero), so the pattern alone proves the length.
+ * Base64 of exactly 32 bytes: 43 characters and one `=`, the last character carrying the 4 bits left of
+ * 256 and two zero bits, so the pattern alone proves the length.
  */
 export function isWireGuardKey(value: string): boolean {
   return /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/.test(value);

@@ -279,38 +279,26 @@ describe('peerops session', () => {
     );
     expect(res.code).toBe(1);
     expect(res.stderr.trim()).toBe('ROUTER_NOT_FOUND: no router nowhere');
-    const bad = await peerops(
-      [
-        'session',
-        'create',
-        '--router',
-        'fra1',
-        '--ipv6',
-        'nope',
-        '--link-local',
-        'fe80::42',
-        '--public-key',
-        wgKey(),
-      ],
-      user(),
-    );
+    const createOnFra1 = (ipv6: string, linkLocal: string) =>
+      peerops(
+        [
+          'session',
+          'create',
+          '--router',
+          'fra1',
+          '--ipv6',
+          ipv6,
+          '--link-local',
+          linkLocal,
+          '--public-key',
+          wgKey(),
+        ],
+        user(),
+      );
+    const bad = await createOnFra1('nope', 'fe80::42');
     // each field error names the flag that sets the field, and is told once
     expect(bad.stderr.trim()).toBe('INVALID_REQUEST: create /ipv6 (--ipv6): must be an IPv6 address');
-    const worse = await peerops(
-      [
-        'session',
-        'create',
-        '--router',
-        'fra1',
-        '--ipv6',
-        'nope',
-        '--link-local',
-        'fd42::1',
-        '--public-key',
-        wgKey(),
-      ],
-      user(),
-    );
+    const worse = await createOnFra1('nope', 'fd42::1');
     expect(worse.code).toBe(1);
     expect(worse.stderr.trim().split('\n')).toEqual([
       'INVALID_REQUEST: create /ipv6 (--ipv6): must be an IPv6 address',
