@@ -3,7 +3,13 @@
  * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
  * the router named in the path (a token opens no other router's paths).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  RouteOptions,
+  onRequestHookHandler,
+} from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
 import type { Identity, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
@@ -65,9 +71,13 @@ export function installAuth(
   };
 
   app.addHook('onRoute', (route) => {
-    const auth = route.config?.agent ? agentAuth : userAuth;
-    route.onRequest = [auth, ...(route.onRequest === undefined ? [] : [route.onRequest].flat())];
+    route.onRequest = [route.config?.agent ? agentAuth : userAuth, ...routeOnRequestHooks(route)];
   });
+}
+
+/** A route's own onRequest hooks as a list (fastify takes none, one or several). */
+export function routeOnRequestHooks(route: RouteOptions): onRequestHookHandler[] {
+  return route.onRequest === undefined ? [] : [route.onRequest].flat();
 }
 
 export async function requireUser(request: FastifyRequest): Promise<void> {

@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import type { Redis } from 'ioredis';
 import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
-import { rateLimitKey } from './auth.ts';
+import { rateLimitKey, routeOnRequestHooks } from './auth.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -138,6 +138,6 @@ export function installRateLimit(
 
   app.addHook('onRoute', (route) => {
     if (route.config?.rateLimit === false) return;
-    route.onRequest = [...(route.onRequest === undefined ? [] : [route.onRequest].flat()), limit];
+    route.onRequest = [...routeOnRequestHooks(route), limit];
   });
 }
