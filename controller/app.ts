@@ -3,7 +3,13 @@
  * fastify instance without listening, so tests and the lab start it in-process. Every route answers at
  * `/<path>` and at `/api/v1/<path>`.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+  type onResponseHookHandler,
+} from 'fastify';
 import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
@@ -17,7 +23,7 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
-import { addMetricsSource, httpDuration, httpRequests, loginTotal } from './metrics.ts';
+import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
 import { MemoryChallengeStore, MemoryFailureLimiter } from './auth/login/challenges.ts';
 import { RedisChallengeStore, RedisFailureLimiter } from './auth/login/redis-state.ts';
@@ -35,6 +41,25 @@ export interface AppOptions {
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/** The request's log line. */
+function logRequest(request: FastifyRequest, route: string, status: number, ms: number): void {
+  const line = { reqId: request.id, route, method: request.method, status, ms: Math.round(ms * 10) / 10 };
+  // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
+  // be most of the log, and writing it cost 10-15 µs of each such request in bench:api.
+  if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
+  else request.log.info(line, 'request');
+}
+
+/** A route's onResponse hook: its metrics and the log line. Callback style: no promise per request. */
+function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseHookHandler {
+  return (request, reply, done) => {
+    const elapsed = reply.elapsedTime;
+    metrics.record(reply.statusCode, elapsed / 1000);
+    logRequest(request, route, reply.statusCode, elapsed);
+    done();
+  };
+}
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { store, tokens, config } = opts;
@@ -55,35 +80,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
 
-  installErrorHandling(app);
+  installErrorHandling(app, (request, reply) => {
+    const elapsed = reply.elapsedTime;
+    routeHttpMetrics('unmatched', request.method).record(404, elapsed / 1000);
+    logRequest(request, 'unmatched', 404, elapsed);
+  });
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   installRateLimit(app, config, redis ? new RedisRateLimitCounter(redis) : new MemoryRateLimitCounter());
   const operations = collectRoutes(app);
 
-  // One request log line and the HTTP metrics, keyed by route pattern (never the raw URL). The labelled
-  // children are cached: looking them up by label object on every request is the costly part.
-  const counters = new Map<string, { inc(): void }>();
-  const timers = new Map<string, { observe(v: number): void }>();
-  // Callback-style hooks on the hot path: no promise per request.
-  app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    const method = request.method;
-    const status = reply.statusCode;
-    const timerKey = `${method} ${route}`;
-    const counterKey = `${timerKey} ${status}`;
-    let counter = counters.get(counterKey);
-    if (!counter) counters.set(counterKey, (counter = httpRequests.labels(route, method, String(status))));
-    let timer = timers.get(timerKey);
-    if (!timer) timers.set(timerKey, (timer = httpDuration.labels(route, method)));
-    counter.inc();
-    timer.observe(reply.elapsedTime / 1000);
-    const line = { reqId: request.id, route, method, status, ms: Math.round(reply.elapsedTime * 10) / 10 };
-    // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
-    // be most of the log, and writing it cost 10-15 µs of each such request in bench:api.
-    if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
-    else request.log.info(line, 'request');
-    done();
+  // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):
+  // each route gets a hook of its own that knows its route; unmatched requests are told by the 404 handler.
+  app.addHook('onRoute', (route) => {
+    const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
+    route.onResponse = [...[route.onResponse ?? []].flat(), responseRecorder(route.url, metrics)];
   });
 
   const shutdown = new AbortController();

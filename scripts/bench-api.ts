@@ -11,14 +11,17 @@
  * with wrk). CPU µs per request of the server process (from /proc) is printed beside req/s: on a shared VM
  * it moves less than throughput does. Requests carry what agents send (Node's fetch: Accept-Encoding gzip).
  *
- * The measurements run in rounds, each round every endpoint and ceiling once, so a change in the host's
- * load hits them alike; the ratios are taken within a round (seconds apart) and their median printed.
+ * The measurements run in rounds, each round every endpoint and ceiling once. The host is a shared VM whose
+ * neighbours take CPU in bursts (the same server measured twice in a row differed by up to 40 %), and a
+ * burst only ever slows a measurement: each load's best round is the estimate of its own cost, as timeit
+ * and other benchmark tools take the minimum. The targets are judged on best against best; the median of
+ * the per-round ratios is printed beside it.
  *
  * A reference row, the hello-world with 20 µs of busy work per request, shows what a fixed amount of handler
  * time costs in the same run. Guest halt polling is switched on for the run where it can be (see
  * enableHaltPolling for why).
  *
- * Options: --duration SECONDS per measurement (default 5), --rounds N (default 3), --connections N
+ * Options: --duration SECONDS per measurement (default 3), --rounds N (default 5), --connections N
  * (default 32), --routers N, --sessions N, --no-halt-poll (measure with the VM's idle halting as it is).
  * Needs wrk (Debian package `wrk`; installed when missing and running as root).
  */
@@ -37,8 +40,8 @@ const { values } = parseArgs({
   options: {
     serve: { type: 'string' },
     data: { type: 'string' },
-    duration: { type: 'string', default: '5' },
-    rounds: { type: 'string', default: '3' },
+    duration: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
     connections: { type: 'string', default: '32' },
     routers: { type: 'string', default: '100' },
     sessions: { type: 'string', default: '100' },
@@ -528,16 +531,21 @@ async function measureAll(): Promise<void> {
     const mid = (l: Load, key: 'rps' | 'cpuUs' | 'p50' | 'p99') => median(of(l).map((f) => f[key]));
     /** Per round: the load's req/s over the base's in the same round. */
     const shares = (l: Load, base = ceiling) => of(l).map((f, i) => f.rps / (of(base)[i] as Figures).rps);
+    const best = (l: Load) => Math.max(...of(l).map((f) => f.rps));
+    /** The load's best round over the base's best round. */
+    const bestShare = (l: Load, base = ceiling) => best(l) / best(base);
     const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
     console.log(
-      `\n${'endpoint (medians of the rounds)'.padEnd(38)}   req/s  % ceiling  CPU µs/req   p50 ms   p99 ms  errors   % ceiling per round`,
+      `\n${'endpoint'.padEnd(38)} best req/s  % ceiling  median: req/s  % ceiling  CPU µs/req   p50 ms   p99 ms  errors   % ceiling per round`,
     );
     for (const l of loads) {
       const errors = of(l).reduce((n, x) => n + x.errors, 0);
       console.log(
         [
           l.name.padEnd(38),
-          mid(l, 'rps').toFixed(0).padStart(7),
+          best(l).toFixed(0).padStart(10),
+          pct(bestShare(l)).padStart(10),
+          mid(l, 'rps').toFixed(0).padStart(14),
           pct(median(shares(l))).padStart(10),
           mid(l, 'cpuUs').toFixed(1).padStart(11),
           mid(l, 'p50').toFixed(2).padStart(8),
@@ -562,10 +570,11 @@ async function measureAll(): Promise<void> {
       [sessions, listCeiling],
       [heartbeat, postCeiling],
     ] as const) {
-      const share = median(shares(l));
+      const share = bestShare(l);
       console.log(
-        `  ${l.name}: ≥ 50 % of the ceiling ${verdict(share >= 0.5)} (${pct(share)}; ` +
-          `${pct(median(shares(l, alike)))} of "${alike.name}"), p99 < 20 ms ${verdict(mid(l, 'p99') < 20)}`,
+        `  ${l.name}: ≥ 50 % of the ceiling ${verdict(share >= 0.5)} (best rounds ${pct(share)}, ` +
+          `median ${pct(median(shares(l)))}; ${pct(bestShare(l, alike))} of "${alike.name}"), ` +
+          `p99 < 20 ms ${verdict(mid(l, 'p99') < 20)}`,
       );
     }
     console.log(`  wake-up p50 < 100 ms: ${verdict(percentile(wake.fromRequest, 50) < 100)}`);

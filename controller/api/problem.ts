@@ -55,7 +55,14 @@ function toProblem(err: FastifyError | ProblemError | Error): ProblemError | und
   return undefined;
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
+/**
+ * The error handler and the 404 answer. `onNotFound` runs as a request that matched no route is answered
+ * (routes' own hooks do not run for it): the app's metrics and log line.
+ */
+export function installErrorHandling(
+  app: FastifyInstance,
+  onNotFound: (request: FastifyRequest, reply: FastifyReply) => void = () => {},
+): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const problem = toProblem(err);
     if (problem) {
@@ -72,10 +79,11 @@ export function installErrorHandling(app: FastifyInstance): void {
       new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
     );
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(
+  app.setNotFoundHandler((request, reply) => {
+    onNotFound(request, reply);
+    return sendProblem(
       reply,
       new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`),
-    ),
-  );
+    );
+  });
 }

@@ -1,6 +1,7 @@
 /** Health, metrics, routers, OpenAPI; the admin router and policy actions; the /api/v1 prefix. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ajv } from '../../common/validate.ts';
+import { RouteHttpMetrics } from '../../controller/metrics.ts';
 import { ADMIN_ASN, driver, expectOk, problem, routerFields, startHarness, type Harness } from './helpers.ts';
 
 let h: Harness;
@@ -52,6 +53,35 @@ describe('public routes', () => {
     expect(text).toMatch(
       /peerops_store_operation_duration_seconds_count\{operation="createSession",outcome="ok"\} [1-9]/,
     );
+  });
+  it('GET /metrics counts requests per route pattern and status, with a cumulative latency histogram', async () => {
+    const series = async () => {
+      const text = (await expectOk(h.get('/metrics'))).body;
+      const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
+      return {
+        ok: value(/http_requests_total\{route="\/routers",method="GET",status="200"\} (\d+)/),
+        count: value(/http_request_duration_seconds_count\{route="\/routers",method="GET"\} (\d+)/),
+        inf: value(/http_request_duration_seconds_bucket\{le="\+Inf",route="\/routers",method="GET"\} (\d+)/),
+        buckets: [
+          ...text.matchAll(
+            /http_request_duration_seconds_bucket\{le="[^"]+",route="\/routers",method="GET"\} (\d+)/g,
+          ),
+        ].map((m) => Number(m[1])),
+        unmatched: value(/http_requests_total\{route="unmatched",method="GET",status="404"\} (\d+)/),
+      };
+    };
+    const before = await series();
+    for (let i = 0; i < 3; i++) await expectOk(h.get('/routers'));
+    // a URL naming no route is counted under one label, never under its raw path
+    const missing = await h.get('/no/such/route/42');
+    expect(missing.statusCode).toBe(404);
+    const after = await series();
+    expect(after.ok - before.ok).toBe(3);
+    expect(after.count - before.count).toBe(3);
+    expect(after.inf).toBe(after.count);
+    expect(after.buckets).toEqual([...after.buckets].sort((a, b) => a - b));
+    expect(after.unmatched - before.unmatched).toBe(1);
+    expect((await expectOk(h.get('/metrics'))).body).not.toContain('/no/such/route');
   });
   it('GET /openapi.json is generated from the shared schemas', async () => {
     const doc = (await expectOk(h.get('/openapi.json'))).json();
@@ -189,5 +219,21 @@ describe('admin session list', () => {
     expect(problem(await d.admin('approve', '7f3c2a4e-1b2d-4c5e-8f90-123456789abc'))).toMatchObject({
       code: 'SESSION_NOT_FOUND',
     });
+  });
+});
+
+describe('RouteHttpMetrics', () => {
+  it('puts a latency in the first bucket whose bound it does not exceed, above all bounds in the last', () => {
+    const m = new RouteHttpMetrics('/x', 'GET');
+    for (const seconds of [0.0005, 0.001, 0.0011, 5, 7]) m.record(200, seconds);
+    m.record(500, 0.003);
+    // bounds 0.001, 0.0025, 0.005, …, 5 and one bucket above: 0.001 is "le 0.001" as Prometheus has it
+    expect(m.buckets).toEqual([2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
+    expect(m.count).toBe(6);
+    expect(m.sum).toBeCloseTo(12.0056, 6);
+    expect([...m.statuses]).toEqual([
+      [200, 5],
+      [500, 1],
+    ]);
   });
 });
