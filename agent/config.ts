@@ -12,7 +12,7 @@ import type { BootstrapConfigResponse } from '../common/agent-api.ts';
 import type { FieldError } from '../common/errors.ts';
 import { Ipv4, Ipv6, LinkLocal, RouterName } from '../common/schema.ts';
 import { validate } from '../common/validate.ts';
-import { PUBLIC_KEY_PATTERN } from './update/signature.ts';
+import { KEY32_BASE64_PATTERN } from '../common/net.ts';
 
 const Seconds = (def: number) => Type.Integer({ minimum: 1, maximum: 86400, default: def });
 const Path = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
@@ -99,7 +99,7 @@ export const AgentConfigFile = Type.Object(
           default: 'peerops/peerops',
         }),
         // the release signing keys (agent/update/signature.ts); none configured: self-update stays off
-        publicKeys: Type.Array(Type.String({ pattern: PUBLIC_KEY_PATTERN }), { maxItems: 16, default: [] }),
+        publicKeys: Type.Array(Type.String({ pattern: KEY32_BASE64_PATTERN }), { maxItems: 16, default: [] }),
       },
       { additionalProperties: false, default: {} },
     ),

@@ -49,6 +49,12 @@ export interface ClientOptions {
   token?: string | undefined;
 }
 
+/** Why fetch failed: it says only "fetch failed", the reason (refused, TLS, DNS, timeout) is its cause. */
+export function fetchFailure(err: unknown): string {
+  const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
+  return cause?.message ?? cause?.code ?? (err as Error).message;
+}
+
 export class Client {
   readonly url: string;
   private readonly token: string | undefined;
@@ -77,10 +83,7 @@ export class Client {
         signal: AbortSignal.timeout(30_000),
       });
     } catch (err) {
-      // fetch says only "fetch failed"; the reason (refused, TLS, DNS, timeout) is its cause
-      const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
-      const why = cause?.message ?? cause?.code ?? (err as Error).message;
-      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${why}`);
+      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${fetchFailure(err)}`);
     }
     const text = await res.text();
     let parsed: unknown;

@@ -11,7 +11,7 @@ import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
-import { DEFAULT_URL, saveToken, usageError } from './client.ts';
+import { CliError, DEFAULT_URL, fetchFailure, saveToken, usageError } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
 
@@ -45,15 +45,10 @@ class LoginError extends Error {
   override name = 'LoginError';
 }
 
-/** Bad arguments: `USAGE: …`, exit status 2. */
-class UsageError extends Error {
-  override name = 'UsageError';
-}
-
 function parseAsn(value: string): number {
   const n = Number(value.replace(/^AS/i, ''));
   if (!Number.isInteger(n) || n < 1 || n > 4294967295)
-    throw new UsageError(`--asn: '${value}' is not an ASN`);
+    throw new CliError('USAGE', `--asn: '${value}' is not an ASN`);
   return n;
 }
 
@@ -81,7 +76,7 @@ async function post<T>(url: string, body: unknown): Promise<T> {
       signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
-    throw new LoginError(`cannot reach ${url}: ${(err as Error).cause ?? (err as Error).message}`);
+    throw new LoginError(`cannot reach ${url}: ${fetchFailure(err)}`);
   }
   const text = await res.text();
   let json: unknown;
@@ -201,7 +196,7 @@ export async function main(argv: string[]): Promise<number> {
     try {
       expectHost = values['expect-host'] ?? new URL(base).hostname.replace(/^\[|\]$/g, '');
     } catch {
-      throw new UsageError(`--url: '${base}' is not a URL`);
+      throw new CliError('USAGE', `--url: '${base}' is not a URL`);
     }
     const url = `${base}/login`;
     const c = await post<ChallengeAnswer>(url, { action: 'challenge', asn });
@@ -214,7 +209,7 @@ export async function main(argv: string[]): Promise<number> {
     );
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) return usageError(err.message);
+    if (err instanceof CliError && err.code === 'USAGE') return usageError(err.message);
     if (!(err instanceof LoginError)) throw err;
     console.error(`peerops login: ${err.message}`);
     return 1;

@@ -25,11 +25,14 @@ export function canonicalIpv6(value: string): string {
 }
 
 /**
- * Base64 of exactly 32 bytes: 43 characters and one `=`, the last character carrying the 4 bits left of
- * 256 and two zero bits, so the pattern alone proves the length.
+ * Base64 of exactly 32 bytes (WireGuard keys, Ed25519 public keys): 43 characters and one `=`, the last
+ * character carrying the 4 bits left of 256 and two zero bits, so the pattern alone proves the length.
  */
+export const KEY32_BASE64_PATTERN = '^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$';
+const KEY32_BASE64 = new RegExp(KEY32_BASE64_PATTERN);
+
 export function isWireGuardKey(value: string): boolean {
-  return /^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$/.test(value);
+  return KEY32_BASE64.test(value);
 }
 
 export function isHostname(value: string): boolean {

@@ -15,7 +15,7 @@ import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
 import { installErrorHandling } from './api/problem.ts';
-import { installAuth } from './api/auth.ts';
+import { hookList, installAuth } from './api/auth.ts';
 import { MemoryRateLimitCounter, RedisRateLimitCounter, installRateLimit } from './api/rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
@@ -94,7 +94,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // each route gets a hook of its own that knows its route; unmatched requests are told by the 404 handler.
   app.addHook('onRoute', (route) => {
     const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
-    route.onResponse = [...[route.onResponse ?? []].flat(), responseRecorder(route.url, metrics)];
+    route.onResponse = [...hookList(route.onResponse), responseRecorder(route.url, metrics)];
   });
 
   const shutdown = new AbortController();

@@ -8,8 +8,6 @@
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
 
 export const SIGNATURE_NAME = 'SHA256SUMS.sig';
-/** base64 of exactly 32 bytes. */
-export const PUBLIC_KEY_PATTERN = '^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$';
 /** DER header of an Ed25519 SubjectPublicKeyInfo; the raw key follows. */
 const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 

@@ -3,13 +3,7 @@
  * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
  * the router named in the path (a token opens no other router's paths).
  */
-import type {
-  FastifyInstance,
-  FastifyReply,
-  FastifyRequest,
-  RouteOptions,
-  onRequestHookHandler,
-} from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
 import type { Identity, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
@@ -71,13 +65,13 @@ export function installAuth(
   };
 
   app.addHook('onRoute', (route) => {
-    route.onRequest = [route.config?.agent ? agentAuth : userAuth, ...routeOnRequestHooks(route)];
+    route.onRequest = [route.config?.agent ? agentAuth : userAuth, ...hookList(route.onRequest)];
   });
 }
 
-/** A route's own onRequest hooks as a list (fastify takes none, one or several). */
-export function routeOnRequestHooks(route: RouteOptions): onRequestHookHandler[] {
-  return route.onRequest === undefined ? [] : [route.onRequest].flat();
+/** A route's own hooks of one kind as a list (fastify takes none, one or several). */
+export function hookList<T>(hooks: T | T[] | undefined): T[] {
+  return hooks === undefined ? [] : (([hooks] as (T | T[])[]).flat() as T[]);
 }
 
 export async function requireUser(request: FastifyRequest): Promise<void> {

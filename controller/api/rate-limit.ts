@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandle
 import type { Redis } from 'ioredis';
 import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
-import { rateLimitKey, routeOnRequestHooks } from './auth.ts';
+import { hookList, rateLimitKey } from './auth.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -138,6 +138,6 @@ export function installRateLimit(
 
   app.addHook('onRoute', (route) => {
     if (route.config?.rateLimit === false) return;
-    route.onRequest = [...routeOnRequestHooks(route), limit];
+    route.onRequest = [...hookList(route.onRequest), limit];
   });
 }
