@@ -4,7 +4,7 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import type { TSchema } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
 import { ProblemError } from './errors.ts';
 import {
@@ -148,15 +148,24 @@ export function validateOrThrow<T>(schema: TSchema, input: unknown, what = 'requ
   return result.value;
 }
 
+declare const checkedBrand: unique symbol;
+
+/**
+ * A value that checkOrThrow found valid under the schema of its type. The brand exists only for the
+ * compiler: a store method taking `Checked<T>` can trust the value without checking it again, and a
+ * value that skipped the check does not type-check there.
+ */
+export type Checked<T> = T & { readonly [checkedBrand]: true };
+
 /**
  * Checks the value itself, without validate()'s copy and canonicalisation: for the agent's hot path
  * (heartbeats, reports, their status patches), where the copy cost more than the check. Only for values
  * the caller owns, under schemas without defaults or address fields (nothing to fill in or rewrite).
  */
-export function checkOrThrow<T>(schema: TSchema, value: unknown, what: string): T {
+export function checkOrThrow<S extends TSchema>(schema: S, value: unknown, what: string): Checked<Static<S>> {
   const fn = compile(schema);
   if (!fn(value)) throw invalid(what, toFieldErrors(fn.errors));
-  return value as T;
+  return value as Checked<Static<S>>;
 }
 
 const ANY: TSchema = {} as TSchema;

@@ -2,11 +2,11 @@
  * Helpers shared by the user, admin and agent routes: multi-action dispatch, actors, ownership and the
  * one way a status changes (through common/state-machine.ts).
  */
-import type { TSchema } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import { checkOrThrow, validateOrThrow } from '../../common/validate.ts';
+import { checkOrThrow, validateOrThrow, type Checked } from '../../common/validate.ts';
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
@@ -51,9 +51,13 @@ export function parseBody<T>(schema: TSchema, body: unknown, what: string): T {
 }
 
 /** The agent's hot path (heartbeats, reports): the number guard, then the schema on the parsed body itself. */
-export function parseAgentBody<T>(schema: TSchema, body: unknown, what: string): T {
+export function parseAgentBody<S extends TSchema>(
+  schema: S,
+  body: unknown,
+  what: string,
+): Checked<Static<S>> {
   assertSafeNumbers(body);
-  return checkOrThrow<T>(schema, body, what);
+  return checkOrThrow(schema, body, what);
 }
 
 /** Picks the action's schema and validates the body with it: INVALID_ACTION before INVALID_REQUEST. */

@@ -25,6 +25,7 @@ import {
   type MeshPeer,
 } from '../../common/agent-api.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { isoNow } from '../../common/clock.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName, meshListenPort } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
@@ -34,7 +35,7 @@ import type { Config } from '../config.ts';
 import type { Router, Store } from '../store/store.ts';
 import { parseAgentBody, statusRecord } from './actions.ts';
 import type { RouteDocs } from './openapi.ts';
-import { requireAgent } from './auth.ts';
+import { hookList, requireAgent } from './auth.ts';
 import { agentSession, mergedPolicy } from './views.ts';
 
 interface SessionsView {
@@ -142,8 +143,12 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     return router;
   };
 
-  // Every route here needs the agent token of the router in its path (this plugin is encapsulated).
-  app.addHook('preHandler', requireAgent);
+  // Every route here needs the agent token of the router in its path (this plugin is encapsulated). The
+  // check is the route's last onRequest hook: after the limiter has counted the request (a wrong token
+  // counts against the caller's address) and before anything reads the body.
+  app.addHook('onRoute', (route) => {
+    route.onRequest = [...hookList(route.onRequest), requireAgent];
+  });
 
   const agentConfig = (docs: Omit<RouteDocs, 'auth'>) => ({
     agent: true,
@@ -269,15 +274,8 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseAgentBody<HeartbeatBody>(HeartbeatBody, request.body, 'heartbeat');
-      const router = routerOf(request);
-      const patch: Parameters<Store['recordRouterStatus']>[1] = {
-        lastHeartbeat: new Date().toISOString(),
-        agentVersion: body.version,
-        uptime: body.uptime,
-      };
-      if (body.meshPublicKey !== undefined) patch.meshPublicKey = body.meshPublicKey;
-      store.recordRouterStatus(router.name, patch);
+      const heartbeat = parseAgentBody(HeartbeatBody, request.body, 'heartbeat');
+      store.recordHeartbeat(routerOf(request).name, heartbeat);
       return { ok: true };
     },
   );
@@ -288,7 +286,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseAgentBody<ReportBody>(ReportBody, request.body, 'report');
+      const body = parseAgentBody(ReportBody, request.body, 'report');
       const router = routerOf(request);
       const foreign: FieldError[] = [];
       body.sessions.forEach((m, i) => {
@@ -304,7 +302,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           `the report names ${foreign.length} session(s) that are not this router's; nothing recorded`,
           foreign,
         );
-      const at = new Date().toISOString();
+      const at = isoNow();
       for (const m of body.sessions)
         store.recordSessionMetrics(m.uuid, {
           rtt: m.rtt,
@@ -327,7 +325,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       }),
     },
     async (request: RouterRequest) => {
-      const body = parseAgentBody<ModifyBody>(ModifyBody, request.body, 'modify');
+      const body = parseAgentBody(ModifyBody, request.body, 'modify');
       const router = routerOf(request);
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
@@ -344,7 +342,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           ],
         );
       const reported = body.status as SessionStatusCode;
-      const now = new Date().toISOString();
+      const now = isoNow();
       const change = (s: typeof current) => {
         if (s.spec.router !== router.name)
           throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
@@ -386,11 +384,11 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
       config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
     },
     async (request: RouterRequest) => {
-      const body = parseAgentBody<MeshStatusBody>(MeshStatusBody, request.body, 'mesh status');
+      const body = parseAgentBody(MeshStatusBody, request.body, 'mesh status');
       const router = routerOf(request);
       store.recordRouterStatus(router.name, {
         meshPeers: body.peers,
-        meshUpdatedAt: new Date().toISOString(),
+        meshUpdatedAt: isoNow(),
       });
       return { ok: true };
     },

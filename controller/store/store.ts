@@ -12,6 +12,9 @@ import type {
   SessionSpec,
   SessionStatusRecord,
 } from '../../common/schema.ts';
+import type { HeartbeatBody } from '../../common/agent-api.ts';
+import type { Checked } from '../../common/validate.ts';
+import { isoNow } from '../../common/clock.ts';
 
 /** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
 export interface Actor {
@@ -127,5 +130,22 @@ export interface Store {
 
   // ---- observations (frequent; visible at once, persisted in batches, never a commit each) ----
   recordRouterStatus(router: string, patch: Partial<RouterStatus>): void;
+  /**
+   * An agent's heartbeat: its version, uptime and mesh key become the router's status, lastHeartbeat the
+   * time of recording. The API checked it against HeartbeatBody (the brand says so) and it is not checked
+   * again: every agent sends one every 30 seconds, the most frequent write there is.
+   */
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void;
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void;
+}
+
+/** The router status fields a heartbeat sets, in either back end. */
+export function heartbeatStatus(heartbeat: HeartbeatBody): Partial<RouterStatus> {
+  const status: Partial<RouterStatus> = {
+    lastHeartbeat: isoNow(),
+    agentVersion: heartbeat.version,
+    uptime: heartbeat.uptime,
+  };
+  if (heartbeat.meshPublicKey !== undefined) status.meshPublicKey = heartbeat.meshPublicKey;
+  return status;
 }

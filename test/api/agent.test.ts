@@ -73,6 +73,15 @@ describe('agent tokens', () => {
     expect(problem(hb)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
     expect(h.store.getRouter('ams1')?.status.lastHeartbeat).toBeUndefined();
   });
+  it('a wrong token is refused before the body is read: 401 even for a body that is not JSON', async () => {
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/agent/ams1/heartbeat',
+      headers: { authorization: `Bearer ${fraToken}`, 'content-type': 'application/json' },
+      payload: '{"version": ',
+    });
+    expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+  });
   it('a user JWT, a missing token and an unknown router are 401', async () => {
     expect(problem(await h.get('/agent/fra1/sessions', h.admin)).status).toBe(401);
     expect(problem(await h.get('/agent/fra1/sessions')).status).toBe(401);

@@ -4,9 +4,11 @@
  * store.close()) a started store on the same data, and cleanup() removes the data.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { HeartbeatBody } from '../../common/agent-api.ts';
 import { isProblem, type ErrorCode } from '../../common/errors.ts';
+import { checkOrThrow } from '../../common/validate.ts';
 import type { Store } from '../../controller/store/store.ts';
-import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user } from './fixtures.ts';
+import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
 
 export interface StoreHarness {
   store: Store;
@@ -369,6 +371,36 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         store = await h.reopen();
         expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
         expect(store.getRouter('fra1')?.status.uptime).toBe(6);
+      });
+
+      it('record a heartbeat as the router status, told as a change only when the mesh key changes', async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        const meshPublicKey = wgKey();
+        const beat = (uptime: number) =>
+          checkOrThrow(HeartbeatBody, { version: '1.2.3', uptime, meshPublicKey }, 'heartbeat');
+        const routerChanges: unknown[] = [];
+        const off = store.onChange((e) => {
+          if (e.kind === 'Router') routerChanges.push(e);
+        });
+        const before = Date.now();
+        store.recordHeartbeat('fra1', beat(60));
+        const first = store.getRouter('fra1')?.status;
+        expect(first).toMatchObject({ agentVersion: '1.2.3', uptime: 60, meshPublicKey });
+        const at = Date.parse(String(first?.lastHeartbeat));
+        expect(at).toBeGreaterThanOrEqual(before);
+        expect(at).toBeLessThanOrEqual(Date.now());
+        expect(routerChanges).toHaveLength(1);
+        store.recordHeartbeat('fra1', beat(90));
+        expect(routerChanges).toHaveLength(1); // the same key: nothing for agents to fetch again
+        store.recordHeartbeat('nowhere', beat(1)); // an unknown router: ignored
+        off();
+        await store.close();
+        store = await h.reopen();
+        expect(store.getRouter('fra1')?.status).toMatchObject({
+          agentVersion: '1.2.3',
+          uptime: 90,
+          meshPublicKey,
+        });
       });
     });
 

@@ -29,7 +29,8 @@ import {
   type SessionSpec,
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { checkOrThrow, validate, validateOrThrow } from '../../../common/validate.ts';
+import { checkOrThrow, validate, validateOrThrow, type Checked } from '../../../common/validate.ts';
+import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
@@ -49,6 +50,7 @@ import type {
   Store,
   StoreEvent,
 } from '../store.ts';
+import { heartbeatStatus } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { Branch, type FileWrite } from './branch.ts';
 import {
@@ -465,17 +467,29 @@ export class GitStore implements Store {
     if (!current) return;
     // Every field is optional and the current status was checked when it was recorded: the patch alone
     // needs checking (a heartbeat would otherwise re-validate every mesh peer each time). A patch of plain
-    // fields (a heartbeat) is checked as it is; mesh peers carry addresses to canonicalise.
-    const checked =
-      patch.meshPeers === undefined
-        ? checkOrThrow<Partial<RouterStatus>>(RouterStatusSchema, patch, 'router status')
-        : validateOrThrow<Partial<RouterStatus>>(RouterStatusSchema, patch, 'router status');
-    const status = deepFreeze({ ...current.status, ...checked });
-    const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
-    this.routerStatus.set(router, status);
-    this.routers.set(router, deepFreeze({ ...current, status }));
-    this.dirtyRouters.add(router);
-    if (keyChanged) this.feed.publish({ kind: 'Router', name: router, type: 'put' });
+    // fields is checked as it is; mesh peers carry addresses to canonicalise, into a copy to freeze.
+    if (patch.meshPeers === undefined)
+      this.putRouterStatus(current, checkOrThrow(RouterStatusSchema, patch, 'router status'));
+    else
+      this.putRouterStatus(
+        current,
+        deepFreeze(validateOrThrow<Partial<RouterStatus>>(RouterStatusSchema, patch, 'router status')),
+      );
+  }
+
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void {
+    const current = this.routers.get(router);
+    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+  }
+
+  /** The router's status with the patch merged in (whose fields are frozen or plain values): visible now, committed at the next flush. */
+  private putRouterStatus(current: Router, patch: Partial<RouterStatus>): void {
+    const status = Object.freeze({ ...current.status, ...patch });
+    this.routerStatus.set(current.name, status);
+    this.routers.set(current.name, Object.freeze({ ...current, status }));
+    this.dirtyRouters.add(current.name);
+    if (status.meshPublicKey !== current.status.meshPublicKey)
+      this.feed.publish({ kind: 'Router', name: current.name, type: 'put' });
   }
 
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {

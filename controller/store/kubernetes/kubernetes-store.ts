@@ -41,7 +41,8 @@ import {
   type SessionSpec,
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { validateOrThrow } from '../../../common/validate.ts';
+import { validateOrThrow, type Checked } from '../../../common/validate.ts';
+import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
@@ -60,6 +61,7 @@ import type {
   Store,
   StoreEvent,
 } from '../store.ts';
+import { heartbeatStatus } from '../store.ts';
 import {
   ANNOTATION_ACTOR,
   ANNOTATION_INITIAL_STATUS,
@@ -839,13 +841,20 @@ export class KubernetesStore implements Store {
     const current = this.getRouter(router);
     if (!current) return;
     // All fields optional, the current status checked when recorded: the patch alone needs checking.
-    const status = {
-      ...current.status,
-      ...validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status'),
-    };
-    const keyChanged = status.meshPublicKey !== current.status.meshPublicKey;
-    this.pendingRouterStatus.set(router, status);
-    if (keyChanged) this.feed.publish({ kind: 'Router', name: router, type: 'put' });
+    this.putRouterStatus(current, validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status'));
+  }
+
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void {
+    const current = this.getRouter(router);
+    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+  }
+
+  /** The router's status with the patch merged in, patched onto the resource at the next flush. */
+  private putRouterStatus(current: Router, patch: Partial<RouterStatus>): void {
+    const status = { ...current.status, ...patch };
+    this.pendingRouterStatus.set(current.name, status);
+    if (status.meshPublicKey !== current.status.meshPublicKey)
+      this.feed.publish({ kind: 'Router', name: current.name, type: 'put' });
   }
 
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
