@@ -40,17 +40,17 @@ import {
   mergePolicies,
   routerSetErrors,
 } from '../rules.ts';
-import type {
-  Actor,
-  NewSession,
-  Policy,
-  Router,
-  Session,
-  SessionChange,
-  Store,
-  StoreEvent,
+import {
+  heartbeatStatus,
+  type Actor,
+  type NewSession,
+  type Policy,
+  type Router,
+  type Session,
+  type SessionChange,
+  type Store,
+  type StoreEvent,
 } from '../store.ts';
-import { heartbeatStatus } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { Branch, type FileWrite } from './branch.ts';
 import {
@@ -482,7 +482,10 @@ export class GitStore implements Store {
     if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
   }
 
-  /** The router's status with the patch merged in (whose fields are frozen or plain values): visible now, committed at the next flush. */
+  /**
+   * The router's status with the patch merged in (its fields plain values or frozen already): visible at
+   * once, committed at the next flush.
+   */
   private putRouterStatus(current: Router, patch: Partial<RouterStatus>): void {
     const status = Object.freeze({ ...current.status, ...patch });
     this.routerStatus.set(current.name, status);

@@ -51,17 +51,17 @@ import {
   mergedSessionStatus,
 } from '../rules.ts';
 import { RouterIds } from './router-ids.ts';
-import type {
-  Actor,
-  NewSession,
-  Policy,
-  Router,
-  Session,
-  SessionChange,
-  Store,
-  StoreEvent,
+import {
+  heartbeatStatus,
+  type Actor,
+  type NewSession,
+  type Policy,
+  type Router,
+  type Session,
+  type SessionChange,
+  type Store,
+  type StoreEvent,
 } from '../store.ts';
-import { heartbeatStatus } from '../store.ts';
 import {
   ANNOTATION_ACTOR,
   ANNOTATION_INITIAL_STATUS,
