@@ -11,7 +11,8 @@ import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
-import { CliError, DEFAULT_URL, fetchFailure, saveToken, usageError } from './client.ts';
+import { createDecoder } from 'fast-jwt';
+import { CliError, DEFAULT_URL, fetchFailure, loadToken, saveToken, usageError } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
 
@@ -23,7 +24,8 @@ const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--ur
   --url URL          the peerops API (default $PEEROPS_URL or http://localhost:8080)
   --expect-host HOST sign challenges for HOST although the URL names another host (e.g. an SSH tunnel)
 
-The token is saved to $PEEROPS_CONFIG_DIR/token (default ~/.config/peerops/token), mode 0600.`;
+The token is saved to $PEEROPS_CONFIG_DIR/token (default ~/.config/peerops/token), mode 0600, in place
+of the one saved before (the output says whose that was).`;
 
 const CHALLENGE_SKEW_MS = 15 * 60_000;
 
@@ -41,8 +43,26 @@ interface TokenAnswer {
   role: string;
 }
 
+const decodeToken = createDecoder();
+
 class LoginError extends Error {
   override name = 'LoginError';
+}
+
+/** Who a saved token was for, read without verifying it (only to say what a login replaced). */
+function describeToken(token: string): string {
+  try {
+    const claims = decodeToken(token) as { asn?: unknown; role?: unknown; exp?: unknown };
+    const expiry = typeof claims.exp === 'number' ? new Date(claims.exp * 1000) : undefined;
+    return [
+      `AS${String(claims.asn)} (${String(claims.role)})`,
+      ...(expiry
+        ? [`${expiry.getTime() < Date.now() ? 'expired' : 'valid until'} ${expiry.toISOString()}`]
+        : []),
+    ].join(', ');
+  } catch {
+    return 'one that is not a peerops token';
+  }
 }
 
 function parseAsn(value: string): number {
@@ -203,10 +223,15 @@ export async function main(argv: string[]): Promise<number> {
     checkChallenge(c, asn, expectHost);
     const signed = await sign(c, { sshKey: values['ssh-key'], gpg: values.gpg });
     const t = await post<TokenAnswer>(url, { action: 'verify', asn, challenge: c.challenge, ...signed });
+    const previous = await loadToken();
     const file = await saveToken(t.token);
     console.log(
       `Logged in to ${base} as AS${asn} (${t.role}) until ${t.expiresAt}.\nToken saved to ${file}.`,
     );
+    // Say which token went: replacing an admin token with a user one silently would leave the admin
+    // wondering where their rights went.
+    if (previous !== undefined && previous !== t.token)
+      console.log(`It replaced the token saved before: ${describeToken(previous)}.`);
     return 0;
   } catch (err) {
     if (err instanceof CliError && err.code === 'USAGE') return usageError(err.message);

@@ -136,7 +136,19 @@ describe('peerops login', () => {
     });
     expect(a.code, a.stderr).toBe(0);
     expect(a.stdout).toMatch(/\(admin\)/);
+    expect(a.stdout).not.toMatch(/replaced/);
     await expectSavedToken(adminDir, AS_ADMIN, 'admin');
+
+    // a user login over the saved admin token says which token it replaced
+    const u = await peerops(['--asn', String(AS_SSH), '--ssh-key', listed.path, '--url', url], {
+      PEEROPS_CONFIG_DIR: adminDir,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(u.code, u.stderr).toBe(0);
+    expect(u.stdout).toMatch(
+      new RegExp(`It replaced the token saved before: AS${AS_ADMIN} \\(admin\\), valid until \\d{4}-`),
+    );
+    await expectSavedToken(adminDir, AS_SSH, 'user');
   });
 
   it('a key not listed: exit 1 with AUTH_FAILED, no token written', async () => {
