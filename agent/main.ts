@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { usageError } from '../common/usage.ts';
 import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
 import { Agent } from './agent.ts';
@@ -29,8 +30,7 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (err) {
-    console.error(`USAGE: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    return usageError(`${(err as Error).message}\n\n${USAGE}`);
   }
   if (flags.help) {
     console.log(USAGE);

@@ -4,6 +4,8 @@
  * that `peerops agent` never loads the controller and vice versa. Every module exports
  * `main(argv: string[]): Promise<number>` returning the exit status.
  */
+import { usageError } from '../common/usage.ts';
+
 const commands: Record<string, { module: string; summary: string }> = {
   serve: { module: '../controller/main.ts', summary: 'run the controller (REST API, store, reconciler)' },
   agent: { module: '../agent/main.ts', summary: 'run the router agent' },
@@ -31,8 +33,7 @@ async function run(argv: string[]): Promise<number> {
   }
   const command = commands[name];
   if (!command) {
-    console.error(`USAGE: unknown command '${name}'\n\n${usage()}`);
-    return 2;
+    return usageError(`unknown command '${name}'\n\n${usage()}`);
   }
   const mod = (await import(command.module)) as { main(argv: string[]): Promise<number> };
   return mod.main(rest);

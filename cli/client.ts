@@ -7,6 +7,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { atomicWriteFile } from '../common/atomic-write.ts';
+import { usageError } from '../common/usage.ts';
 
 export const DEFAULT_URL = 'http://localhost:8080';
 
@@ -171,15 +172,6 @@ export function table(headers: string[], rows: (string | number | null | undefin
         .trimEnd(),
     )
     .join('\n');
-}
-
-/** Exit status of a usage error (bad or missing arguments); any other failure exits with 1. */
-const USAGE_EXIT = 2;
-
-/** Says a usage error the way every command does, `USAGE: message` on stderr; answers the exit status. */
-export function usageError(message: string): number {
-  console.error(`USAGE: ${message}`);
-  return USAGE_EXIT;
 }
 
 /** Whether `err` is node:util parseArgs refusing the arguments (unknown option, missing value, …). */

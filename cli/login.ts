@@ -12,7 +12,8 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
 import { createDecoder } from 'fast-jwt';
-import { CliError, DEFAULT_URL, fetchFailure, loadToken, saveToken, usageError } from './client.ts';
+import { usageError } from '../common/usage.ts';
+import { CliError, DEFAULT_URL, fetchFailure, loadToken, saveToken } from './client.ts';
 
 const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
 

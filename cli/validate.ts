@@ -16,7 +16,7 @@ import {
   type ManifestSet,
 } from '../controller/store/git/manifests.ts';
 import { mergePolicies, routerSetErrors, sessionAddressingErrors } from '../controller/store/rules.ts';
-import { usageError } from './client.ts';
+import { usageError } from '../common/usage.ts';
 
 const USAGE = `usage: peerops validate [dir]
 

@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
+import { usageError } from '../common/usage.ts';
 import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
@@ -49,8 +50,7 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (err) {
-    console.error(`USAGE: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    return usageError(`${(err as Error).message}\n\n${USAGE}`);
   }
   if (flags.help) {
     console.log(USAGE);
@@ -60,8 +60,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig(flags);
   } catch (err) {
-    console.error(`USAGE: ${(err as Error).message}`);
-    return 2;
+    return usageError((err as Error).message);
   }
   const logger = controllerLogger(config.logLevel);
   // Everything that can fail at start (data dir, key, store, registry, the listen address) ends in one

@@ -451,7 +451,7 @@ async function measureAll(): Promise<void> {
   try {
     // The fixture is written straight into git, without the status file a controller keeps for each
     // session: a first start writes those 10 000 files, and a process that had done so measured up to
-    // twice the CPU per request for the minutes it was measured (its heap after that burst). A controller
+    // twice the CPU per request afterwards (docs/api.md, Performance). A controller
     // restarted on its own store is what runs in production: one start completes the fixture, a second
     // process is measured.
     let t = Date.now();

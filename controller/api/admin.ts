@@ -83,10 +83,12 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
       const body = parseAction<SessionBody>(request.body, ADMIN_SESSION_ACTIONS);
       if (body.action === 'list') {
         const filter: { router?: string; asn?: number } = {};
-        // A mistyped router name is an error, not a router without sessions.
-        if (body.router !== undefined && !store.getRouter(body.router))
-          throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.router}`);
-        if (body.router !== undefined) filter.router = body.router;
+        if (body.router !== undefined) {
+          // A mistyped router name is an error, not a router without sessions.
+          if (!store.getRouter(body.router))
+            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.router}`);
+          filter.router = body.router;
+        }
         if (body.asn !== undefined) filter.asn = body.asn;
         const sessions = store
           .listSessions(filter)

@@ -1,7 +1,8 @@
 /**
  * Who is calling. An onRequest hook resolves the caller without failing (so the rate limiter can key
- * on it); the routes' preHandlers then demand what they need: a user or admin JWT, or the agent token of
- * the router named in the path (a token opens no other router's paths).
+ * on it); then each route demands what it needs: a user or admin JWT (preHandlers requireUser,
+ * requireAdmin), or the agent token of the router named in the path (requireAgent, the agent routes' last
+ * onRequest hook; a token opens no other router's paths).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';

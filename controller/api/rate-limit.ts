@@ -130,7 +130,10 @@ export function installRateLimit(
       (window) => answer(reply, max, window, done),
       (err: unknown) => {
         // A Redis outage must not take the API down with it: the request goes through uncounted.
-        request.log.warn({ err: (err as Error).message }, 'rate limit not counted: Redis unreachable');
+        request.log.warn(
+          { reqId: request.id, err: (err as Error).message },
+          'rate limit not counted: Redis unreachable',
+        );
         done();
       },
     );
