@@ -7,6 +7,7 @@ import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
+import { writeCommit } from './objects.ts';
 import { readRef, updateRef } from './refs.ts';
 import {
   EMPTY_DIR,
@@ -133,23 +134,13 @@ export class Branch {
     if (changed.length === 0 && extraParents.length === 0) return false;
     const root = setFiles(this.tree, changed);
     const tree = await writeTrees(this.ctx, root);
-    const now = Math.floor(Date.now() / 1000);
-    const author = { ...commitAuthor(actor), timestamp: now, timezoneOffset: 0 };
-    const oid = await git.writeCommit({
-      fs: gitFs,
-      gitdir: this.ctx.gitdir,
-      commit: {
-        message: commitMessage(message, actor),
-        tree: tree.oid,
-        parent: [...(this.headOid ? [this.headOid] : []), ...extraParents],
-        author,
-        committer: {
-          name: 'peerops controller',
-          email: 'controller@peerops.invalid',
-          timestamp: now,
-          timezoneOffset: 0,
-        },
-      },
+    const oid = await writeCommit(this.ctx.gitdir, {
+      tree: tree.oid,
+      parents: [...(this.headOid ? [this.headOid] : []), ...extraParents],
+      author: commitAuthor(actor),
+      committer: { name: 'peerops controller', email: 'controller@peerops.invalid' },
+      timestamp: Math.floor(Date.now() / 1000),
+      message: commitMessage(message, actor),
     });
     await updateRef(this.ctx.gitdir, this.ref, 'refNow' in options ? options.refNow : this.headOid, oid);
     this.headOid = oid;

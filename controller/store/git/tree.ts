@@ -8,7 +8,8 @@ import { gitFs } from '../../git-fs.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
-import git, { type TreeEntry } from 'isomorphic-git';
+import git from 'isomorphic-git';
+import { writeBlob, writeTree, type TreeEntry } from './objects.ts';
 
 export interface FileNode {
   type: 'blob';
@@ -93,16 +94,11 @@ export async function writeTrees(ctx: GitContext, root: DirNode): Promise<{ oid:
     const entries = new Map<string, FileNode | DirNode>();
     const tree: TreeEntry[] = [];
     for (const [name, node] of dir.entries) {
-      if (node.type === 'tree') {
-        const written = await write(node);
-        entries.set(name, written);
-        tree.push({ mode: '040000', path: name, oid: written.oid as string, type: 'tree' });
-      } else {
-        entries.set(name, node);
-        tree.push({ mode: '100644', path: name, oid: node.oid, type: 'blob' });
-      }
+      const written = node.type === 'tree' ? await write(node) : node;
+      entries.set(name, written);
+      tree.push({ type: node.type, name, oid: written.oid as string });
     }
-    const oid = await git.writeTree({ fs: gitFs, gitdir: ctx.gitdir, tree });
+    const oid = await writeTree(ctx.gitdir, tree);
     return { type: 'tree', oid, entries };
   };
   const written = await write(root);
@@ -176,8 +172,8 @@ export async function readText(ctx: GitContext, oid: string): Promise<string> {
   return Buffer.from(blob).toString('utf8');
 }
 
-export async function writeText(ctx: GitContext, text: string): Promise<string> {
-  return git.writeBlob({ fs: gitFs, gitdir: ctx.gitdir, blob: Buffer.from(text, 'utf8') });
+export function writeText(ctx: GitContext, text: string): Promise<string> {
+  return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
 }
 
 /** Every file of a mirror as [path, blob id]. */
