@@ -275,7 +275,9 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     },
     async (request: RouterRequest) => {
       const heartbeat = parseAgentBody(HeartbeatBody, request.body, 'heartbeat');
-      store.recordHeartbeat(routerOf(request).name, heartbeat);
+      // The token check found the router; recording it looks it up once more (it may have gone since).
+      if (!store.recordHeartbeat(request.params.router, heartbeat))
+        throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
       return { ok: true };
     },
   );

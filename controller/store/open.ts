@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import { storeLatency } from '../metrics.ts';
 import type { Store } from './store.ts';
 
-const WRITES = new Set<string>([
+const WRITES = [
   'createRouter',
   'updateRouter',
   'deleteRouter',
@@ -18,38 +18,32 @@ const WRITES = new Set<string>([
   'updateSession',
   'putPolicy',
   'deletePolicy',
-]);
+] as const satisfies (keyof Store)[];
 
-/** The same store, with each write timed. */
-export function instrumentStore(store: Store): Store {
-  // One wrapper per method, made on first use: reads sit on every request's path.
-  const methods = new Map<PropertyKey, unknown>();
-  return new Proxy(store, {
-    get(target, prop, receiver) {
-      const cached = methods.get(prop);
-      if (cached) return cached;
-      const value: unknown = Reflect.get(target, prop, receiver);
-      if (typeof value !== 'function') return value;
-      const wrapped = wrap(target, prop, value as (...args: unknown[]) => unknown);
-      methods.set(prop, wrapped);
-      return wrapped;
-    },
-  });
-}
+type Write = (...args: unknown[]) => Promise<unknown>;
 
-function wrap(target: Store, prop: PropertyKey, fn: (...args: unknown[]) => unknown) {
-  if (typeof prop !== 'string' || !WRITES.has(prop)) return fn.bind(target);
-  return async (...args: unknown[]) => {
-    const end = storeLatency.startTimer({ operation: prop });
-    try {
-      const result = await fn.apply(target, args);
-      end({ outcome: 'ok' });
-      return result;
-    } catch (err) {
-      end({ outcome: 'error' });
-      throw err;
-    }
-  };
+/**
+ * The same store, with each write timed: the write methods are replaced on the instance itself and the
+ * reads are left alone. (A Proxy did this before; its trap ran on every method access, and reads sit on
+ * every request's path.)
+ */
+export function instrumentStore<S extends Store>(store: S): S {
+  const methods = store as unknown as Record<(typeof WRITES)[number], Write>;
+  for (const operation of WRITES) {
+    const write = methods[operation].bind(store);
+    methods[operation] = async (...args) => {
+      const end = storeLatency.startTimer({ operation });
+      try {
+        const result = await write(...args);
+        end({ outcome: 'ok' });
+        return result;
+      } catch (err) {
+        end({ outcome: 'error' });
+        throw err;
+      }
+    };
+  }
+  return store;
 }
 
 export async function openStore(config: Pick<Config, 'store' | 'dataDir'>, logger?: Logger): Promise<Store> {

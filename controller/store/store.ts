@@ -133,9 +133,10 @@ export interface Store {
   /**
    * An agent's heartbeat: its version, uptime and mesh key become the router's status, lastHeartbeat the
    * time of recording. The API checked it against HeartbeatBody (the brand says so) and it is not checked
-   * again: every agent sends one every 30 seconds, the most frequent write there is.
+   * again: every agent sends one every 30 seconds, the most frequent write there is. False when there is
+   * no such router (nothing recorded).
    */
-  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void;
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean;
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void;
 }
 

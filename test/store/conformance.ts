@@ -383,7 +383,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           if (e.kind === 'Router') routerChanges.push(e);
         });
         const before = Date.now();
-        store.recordHeartbeat('fra1', beat(60));
+        expect(store.recordHeartbeat('fra1', beat(60))).toBe(true);
         const first = store.getRouter('fra1')?.status;
         expect(first).toMatchObject({ agentVersion: '1.2.3', uptime: 60, meshPublicKey });
         const at = Date.parse(String(first?.lastHeartbeat));
@@ -392,7 +392,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(routerChanges).toHaveLength(1);
         store.recordHeartbeat('fra1', beat(90));
         expect(routerChanges).toHaveLength(1); // the same key: nothing for agents to fetch again
-        store.recordHeartbeat('nowhere', beat(1)); // an unknown router: ignored
+        expect(store.recordHeartbeat('nowhere', beat(1))).toBe(false); // an unknown router: nothing recorded
         off();
         await store.close();
         store = await h.reopen();

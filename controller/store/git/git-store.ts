@@ -477,9 +477,10 @@ export class GitStore implements Store {
       );
   }
 
-  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void {
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
     const current = this.routers.get(router);
     if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+    return current !== undefined;
   }
 
   /**

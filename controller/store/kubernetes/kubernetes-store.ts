@@ -844,9 +844,10 @@ export class KubernetesStore implements Store {
     this.putRouterStatus(current, validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status'));
   }
 
-  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): void {
+  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
     const current = this.getRouter(router);
     if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+    return current !== undefined;
   }
 
   /** The router's status with the patch merged in, patched onto the resource at the next flush. */
