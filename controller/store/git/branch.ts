@@ -7,19 +7,9 @@ import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
-import { writeCommit } from './objects.ts';
+import { writeCommit, writeText, type GitContext } from './objects.ts';
 import { readRef, updateRef } from './refs.ts';
-import {
-  EMPTY_DIR,
-  diffTree,
-  getFile,
-  setFiles,
-  writeText,
-  writeTrees,
-  type DirNode,
-  type FileChange,
-  type GitContext,
-} from './tree.ts';
+import { EMPTY_DIR, diffTree, getFile, setFiles, writeTrees, type DirNode, type FileChange } from './tree.ts';
 
 /** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
 export interface FileWrite {

@@ -69,7 +69,8 @@ import {
 } from './manifests.ts';
 import { RefMovedError, updateRef } from './refs.ts';
 import { ParseCache } from './parse-cache.ts';
-import { listFiles, readText, type FileChange, type GitContext } from './tree.ts';
+import { readText, type GitContext } from './objects.ts';
+import { listFiles, type FileChange } from './tree.ts';
 
 export interface GitStoreOptions {
   /** The store repository (bare; created if missing). */

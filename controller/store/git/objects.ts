@@ -1,6 +1,7 @@
 /**
- * The store's writes of git objects (blobs, trees, commits): serialised and deflated here with native
- * zlib, then stored as loose objects by isomorphic-git (through gitFs, so atomically).
+ * The git objects the store reads and writes itself, with native zlib: blobs, trees and commits are
+ * serialised and deflated here and stored as loose objects by isomorphic-git (through gitFs, so
+ * atomically); a loose blob is read and inflated here, packed ones through isomorphic-git.
  *
  * Why not isomorphic-git's writeBlob/writeTree/writeCommit: under Node they deflate through
  * CompressionStream, web streams over a zlib stream. Those objects go through the same Readable and
@@ -10,9 +11,17 @@
  * touches no stream.
  */
 import { createHash } from 'node:crypto';
-import { deflateSync } from 'node:zlib';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { deflateSync, inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
 import { gitFs } from '../../git-fs.ts';
+
+export interface GitContext {
+  gitdir: string;
+  /** isomorphic-git's object cache (keeps packfile indexes loaded between calls). */
+  cache: object;
+}
 
 export interface TreeEntry {
   type: 'blob' | 'tree';
@@ -45,6 +54,34 @@ async function writeObject(
 
 export function writeBlob(gitdir: string, content: Buffer): Promise<string> {
   return writeObject(gitdir, 'blob', content);
+}
+
+export function writeText(ctx: GitContext, text: string): Promise<string> {
+  return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
+}
+
+/**
+ * A blob's text. Loose objects (everything the store wrote itself) are read and inflated here directly,
+ * one read and native zlib instead of isomorphic-git's stat + read + JavaScript inflate; packed objects
+ * (pushed or fetched) go through isomorphic-git.
+ */
+export async function readText(ctx: GitContext, oid: string): Promise<string> {
+  let compressed: Buffer | undefined;
+  try {
+    compressed = await readFile(join(ctx.gitdir, 'objects', oid.slice(0, 2), oid.slice(2)));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (compressed) {
+    const raw = inflateSync(compressed);
+    const nul = raw.indexOf(0);
+    const [type, size] = raw.subarray(0, nul).toString('latin1').split(' ');
+    if (type !== 'blob' || Number(size) !== raw.length - nul - 1)
+      throw new Error(`object ${oid} is not a valid blob`);
+    return raw.subarray(nul + 1).toString('utf8');
+  }
+  const { blob } = await git.readBlob({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+  return Buffer.from(blob).toString('utf8');
 }
 
 /** Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". */

@@ -5,11 +5,8 @@
  * reads only the subtrees whose ids differ.
  */
 import { gitFs } from '../../git-fs.ts';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
-import { writeBlob, writeTree, type TreeEntry } from './objects.ts';
+import { writeTree, type GitContext, type TreeEntry } from './objects.ts';
 
 export interface FileNode {
   type: 'blob';
@@ -29,12 +26,6 @@ export const EMPTY_DIR: DirNode = { type: 'tree', oid: undefined, entries: new M
 export interface FileChange {
   path: string;
   oid: string | undefined;
-}
-
-export interface GitContext {
-  gitdir: string;
-  /** isomorphic-git's object cache (keeps packfile indexes loaded between calls). */
-  cache: object;
 }
 
 export function getFile(root: DirNode, path: string): string | undefined {
@@ -146,34 +137,6 @@ export async function diffTree(
   };
   const root = await walk(old, treeOid, '');
   return { root, changes };
-}
-
-/**
- * A blob's text. Loose objects (everything the store wrote itself) are read and inflated here directly,
- * one read and native zlib instead of isomorphic-git's stat + read + JavaScript inflate; packed objects
- * (pushed or fetched) go through isomorphic-git.
- */
-export async function readText(ctx: GitContext, oid: string): Promise<string> {
-  let compressed: Buffer | undefined;
-  try {
-    compressed = await readFile(join(ctx.gitdir, 'objects', oid.slice(0, 2), oid.slice(2)));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  if (compressed) {
-    const raw = inflateSync(compressed);
-    const nul = raw.indexOf(0);
-    const [type, size] = raw.subarray(0, nul).toString('latin1').split(' ');
-    if (type !== 'blob' || Number(size) !== raw.length - nul - 1)
-      throw new Error(`object ${oid} is not a valid blob`);
-    return raw.subarray(nul + 1).toString('utf8');
-  }
-  const { blob } = await git.readBlob({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
-  return Buffer.from(blob).toString('utf8');
-}
-
-export function writeText(ctx: GitContext, text: string): Promise<string> {
-  return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
 }
 
 /** Every file of a mirror as [path, blob id]. */
