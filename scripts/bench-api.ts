@@ -159,7 +159,7 @@ async function buildFixture(routers: number, perRouter: number): Promise<Fixture
           asn,
           router: name,
           ipv6: `fd42:${s.toString(16)}::1`,
-          linkLocal: `fe80::${s.toString(16)}`,
+          linkLocal: `fe80::2:${s.toString(16)}`,
           endpoint: `peer${s}.example.org:51820`,
           publicKey: wgKey(),
           mtu: 1420,

@@ -43,7 +43,7 @@ async function generate(root: string, sessions: number): Promise<string> {
         region: 'eu',
         endpointHost: `${name}.example.net`,
         publicKey: key(),
-        linkLocal: `fe80::${r}`,
+        linkLocal: `fe80::1:${r.toString(16)}`,
         loopback: { ipv6: `fd00::${r}` },
       }),
     );
@@ -91,7 +91,14 @@ async function measure(dir: string, creates: number): Promise<void> {
     const asn = 64512 + i;
     const t = performance.now();
     await store.createSession(
-      { asn, router: 'r1', ipv6: 'fd42:ffff::1', linkLocal: 'fe80::3', publicKey: key(), mtu: 1420 },
+      {
+        asn,
+        router: 'r1',
+        ipv6: `fd42:ffff:${i.toString(16)}::1`,
+        linkLocal: 'fe80::3',
+        publicKey: key(),
+        mtu: 1420,
+      },
       { code: 3, name: 'PENDING_REVIEW' },
       { name: `AS${asn}`, role: 'user', asn },
       `create session AS${asn} on r1`,

@@ -1,8 +1,8 @@
 /**
  * Rules every store back end enforces the same way, whatever holds the data: router names, router-set
  * uniqueness (uuid, nodeId), and the session fields that never change; and a session's addressing
- * against its router and policy. `peerops validate` applies the router-set and addressing rules to a
- * GitOps checkout too.
+ * against its router and policy. The git store applies the addressing rules to manifests merged in git,
+ * and `peerops validate` the router-set and addressing rules to a GitOps checkout.
  */
 import { ProblemError, type FieldError } from '../../common/errors.ts';
 import { inRanges } from '../../common/net.ts';
@@ -87,8 +87,8 @@ export interface NetworkView {
 
 /**
  * A session's addressing against its router, the policy merged for that router and the rest of the
- * network. The API refuses a create that breaks it and `peerops validate` a manifest; `prefix` is where
- * the fields sit (`''` in a body, `/spec` in a manifest).
+ * network. The API refuses a create that breaks it, the git store skips such a merged manifest and
+ * `peerops validate` reports it; `prefix` is where the fields sit (`''` in a body, `/spec` in a manifest).
  */
 export function sessionAddressingErrors(
   name: string,

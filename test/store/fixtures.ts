@@ -28,7 +28,8 @@ export function newSession(asn: number, router: string, extra: Partial<NewSessio
   return {
     asn,
     router,
-    ipv6: 'fd42:1::1',
+    // Each ASN its own address: another ASN's session address is refused (rules.ts), at load too.
+    ipv6: `fd42:1:${(asn % 0x10000).toString(16)}::1`,
     linkLocal: 'fe80::1234',
     publicKey: wgKey(),
     mtu: 1420,

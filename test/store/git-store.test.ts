@@ -44,7 +44,15 @@ function sessionManifest(asn: number, router: string, spec: Record<string, unkno
     apiVersion: GROUP_VERSION,
     kind: 'PeeringSession',
     metadata: { name: `as${asn}-${router}` },
-    spec: { asn, router, ipv6: 'fd42:2::1', linkLocal: 'fe80::abcd', publicKey: wgKey(), mtu: 1420, ...spec },
+    spec: {
+      asn,
+      router,
+      ipv6: `fd42:2:${(asn % 0x10000).toString(16)}::1`,
+      linkLocal: 'fe80::abcd',
+      publicKey: wgKey(),
+      mtu: 1420,
+      ...spec,
+    },
   };
 }
 
@@ -151,6 +159,81 @@ describe('git store: the repository', () => {
     // the session for router nope now validates
     await eventually(() => store.listSessions({ asn: 4242420204 }).length === 1);
     expect(await invalidCount()).toBe(before + 6);
+  });
+
+  it('refuses merged sessions whose addresses the API refuses at create, and applies them once the conflict is gone', async () => {
+    await store.createRouter('ams1', routerSpec(2, { loopback: { ipv4: '172.20.0.2' } }), admin);
+    await store.putPolicy(
+      'default',
+      {
+        dn42Asn: 4242420000,
+        mergeIsApproval: true,
+        peerAddressRanges: { ipv6: ['fd00::/8'] },
+        ownPrefixes: { ipv6: ['fd42:4242::/48'] },
+      },
+      admin,
+    );
+    await git(work, 'pull', '-q', '--ff-only');
+    const shared = 'fd42:77::1';
+    const before = await invalidCount();
+    await put(work, 'sessions/fra1/as4242420401.yaml', sessionManifest(4242420401, 'fra1', { ipv6: shared }));
+    // the same ASN may use its address on another router
+    await put(work, 'sessions/ams1/as4242420401.yaml', sessionManifest(4242420401, 'ams1', { ipv6: shared }));
+    // another ASN with that address would capture AS4242420401's traffic
+    await put(work, 'sessions/fra1/as4242420402.yaml', sessionManifest(4242420402, 'fra1', { ipv6: shared }));
+    // a router's loopback (the iBGP mesh), the network's own prefix, outside the peer ranges
+    await put(
+      work,
+      'sessions/fra1/as4242420403.yaml',
+      sessionManifest(4242420403, 'fra1', { ipv6: 'fd00::1' }),
+    );
+    const ipv4 = { ipv4: '172.20.0.2', mpbgp: false, extendedNextHop: false };
+    await put(work, 'sessions/fra1/as4242420404.yaml', sessionManifest(4242420404, 'fra1', ipv4));
+    await put(
+      work,
+      'sessions/fra1/as4242420405.yaml',
+      sessionManifest(4242420405, 'fra1', { ipv6: 'fd42:4242::5' }),
+    );
+    await put(
+      work,
+      'sessions/fra1/as4242420406.yaml',
+      sessionManifest(4242420406, 'fra1', { ipv6: '2001:db8::6' }),
+    );
+    // fra1's own link-local
+    await put(
+      work,
+      'sessions/fra1/as4242420407.yaml',
+      sessionManifest(4242420407, 'fra1', { linkLocal: 'fe80::1' }),
+    );
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', 'Merge pull requests #10-#16');
+    await git(work, 'push', '-q', 'origin', 'main');
+
+    await eventually(() => store.listSessions({ asn: 4242420401 }).length === 2);
+    expect(store.listSessions().map((s) => s.name)).toEqual(['as4242420401-ams1', 'as4242420401-fra1']);
+    expect(store.rejectedManifests()).toEqual([
+      'sessions/fra1/as4242420402.yaml',
+      'sessions/fra1/as4242420403.yaml',
+      'sessions/fra1/as4242420404.yaml',
+      'sessions/fra1/as4242420405.yaml',
+      'sessions/fra1/as4242420406.yaml',
+      'sessions/fra1/as4242420407.yaml',
+    ]);
+    expect(await invalidCount()).toBe(before + 6);
+
+    // a restart judges the same files the same way
+    await store.close();
+    store = await open();
+    expect(store.listSessions().map((s) => s.name)).toEqual(['as4242420401-ams1', 'as4242420401-fra1']);
+    expect(store.rejectedManifests()).toHaveLength(6);
+
+    // once AS4242420401 leaves fra1, the address is free there and AS4242420402's session applies
+    await git(work, 'pull', '-q', '--ff-only');
+    await git(work, 'rm', '-q', 'sessions/fra1/as4242420401.yaml', 'sessions/ams1/as4242420401.yaml');
+    await git(work, 'commit', '-q', '-m', 'Merge pull request #17: AS4242420401 leaves');
+    await git(work, 'push', '-q', 'origin', 'main');
+    await eventually(() => store.listSessions({ asn: 4242420402 }).length === 1);
+    expect(store.listSessions({ asn: 4242420402 })[0]?.spec.ipv6).toBe(shared);
   });
 
   it('keeps the audit log: author and message of each write', async () => {

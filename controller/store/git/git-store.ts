@@ -39,6 +39,7 @@ import {
   mergedSessionStatus,
   mergePolicies,
   routerSetErrors,
+  sessionAddressingErrors,
 } from '../rules.ts';
 import {
   heartbeatStatus,
@@ -141,6 +142,8 @@ export class GitStore implements Store {
   private readonly sessions = new Map<string, Session>();
   private readonly sessionByName = new Map<string, string>();
   private readonly ports = new Map<string, Map<number, string>>();
+  /** Session uuids by peer address (ipv6 and ipv4): the address rules of merged manifests look here. */
+  private readonly sessionsByAddress = new Map<string, Set<string>>();
   private readonly policies = new Map<string, Policy>();
   /** Status files read from the status ref, by session name. */
   private readonly statusFiles = new Map<string, SessionStatusFile>();
@@ -834,9 +837,21 @@ export class GitStore implements Store {
     const existingUuid = this.sessionByName.get(manifest.name);
     const existing = existingUuid ? this.sessions.get(existingUuid) : undefined;
     const input = manifest.spec;
-    const errors: FieldError[] = sessionSetErrors(manifest.name, input, this.manifestSet());
+    const set = this.manifestSet();
+    const errors: FieldError[] = sessionSetErrors(manifest.name, input, set);
     if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
     const router = this.routers.get(input.router) as Router;
+    // What the API refuses at create, a merge must not bring in either: a peer address routed into the
+    // tunnel would capture a loopback, the network's own prefixes or another ASN's traffic.
+    const addressing = sessionAddressingErrors(
+      manifest.name,
+      input,
+      router.spec,
+      set.policyFor(input.router),
+      { routers: this.routers.values(), sessions: this.sessionsAt(input.ipv6, input.ipv4) },
+      '/spec',
+    );
+    if (addressing.length > 0) return this.reject(path, oid, addressing, previouslyRejected);
     let listenPort = input.listenPort ?? existing?.spec.listenPort;
     if (listenPort === undefined) {
       const used = this.usedPorts(input.router);
@@ -977,6 +992,27 @@ export class GitStore implements Store {
     };
   }
 
+  /** Files the session under its peer addresses (present) or takes it out of the index. */
+  private indexAddresses(session: Session, present: boolean): void {
+    for (const address of [session.spec.ipv6, session.spec.ipv4]) {
+      if (address === undefined) continue;
+      let uuids = this.sessionsByAddress.get(address);
+      if (present) {
+        if (!uuids) this.sessionsByAddress.set(address, (uuids = new Set()));
+        uuids.add(session.spec.uuid);
+      } else if (uuids?.delete(session.spec.uuid) && uuids.size === 0) this.sessionsByAddress.delete(address);
+    }
+  }
+
+  /** The sessions holding either address: all the address rules compare with, without a walk of every session. */
+  private sessionsAt(...addresses: (string | undefined)[]): Session[] {
+    const uuids = new Set<string>();
+    for (const address of addresses)
+      if (address !== undefined)
+        for (const uuid of this.sessionsByAddress.get(address) ?? []) uuids.add(uuid);
+    return [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []);
+  }
+
   private usedPorts(router: string): Set<number> {
     return new Set(this.ports.get(router)?.keys() ?? []);
   }
@@ -1036,9 +1072,13 @@ export class GitStore implements Store {
 
   private putSession(name: string, spec: SessionSpec, status: SessionStatusRecord): Session {
     const previous = this.sessions.get(spec.uuid);
-    if (previous) this.ports.get(previous.spec.router)?.delete(previous.spec.listenPort);
+    if (previous) {
+      this.ports.get(previous.spec.router)?.delete(previous.spec.listenPort);
+      this.indexAddresses(previous, false);
+    }
     const session = deepFreeze({ name, spec, status });
     this.sessions.set(spec.uuid, session);
+    this.indexAddresses(session, true);
     this.sessionByName.set(name, spec.uuid);
     let ports = this.ports.get(spec.router);
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
@@ -1054,6 +1094,7 @@ export class GitStore implements Store {
     if (!uuid || !session) return;
     this.sessions.delete(uuid);
     this.sessionByName.delete(name);
+    this.indexAddresses(session, false);
     this.unsavedStatus.add(name);
     this.incompleteSpecs.delete(name);
     this.dirtySessions.delete(name);
