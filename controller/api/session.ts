@@ -9,7 +9,6 @@ import { interfaceName, sessionName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
-import { sessionAddressingErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -46,13 +45,11 @@ function resolveRouter(store: Store, ref: string): Router {
   return router;
 }
 
-/** The checks of a create that the store cannot make (policy, capacity, address sanity). */
-function checkCreate(
-  store: Store,
-  identity: Identity,
-  router: Router,
-  body: Static<typeof SessionCreate>,
-): void {
+/**
+ * The checks of a create that concern the caller (blocked ASN, one session per router, capacity, pending
+ * reviews). The peer addresses are the store's to check (assertSessionAddressing), where it writes.
+ */
+function checkCreate(store: Store, identity: Identity, router: Router): void {
   const policy = mergedPolicy(store, router.name);
   const asn = identity.asn;
   if (policy.blockedAsns?.includes(asn))
@@ -80,18 +77,6 @@ function checkCreate(
         `AS${asn} already has ${pending} sessions awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
       );
   }
-  const errors = sessionAddressingErrors(
-    sessionName(asn, router.name),
-    { ...body, asn },
-    router.spec,
-    policy,
-    {
-      routers: store.listRouters(),
-      sessions: store.listSessions(),
-    },
-  );
-  if (errors.length)
-    throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
 export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
@@ -137,7 +122,7 @@ export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }
         }
         case 'create': {
           const router = resolveRouter(store, body.router);
-          checkCreate(store, identity, router, body);
+          checkCreate(store, identity, router);
           const outcome = transition(undefined, {
             kind: 'create',
             autoApprove: router.spec.autoApprove ?? false,

@@ -169,6 +169,22 @@ function peerAddressErrors(
   return errors;
 }
 
+/**
+ * sessionAddressingErrors as the refusal of a create (INVALID_REQUEST naming the first field). The stores
+ * run it where they write, so that two creates from different ASNs for one address cannot both pass.
+ */
+export function assertSessionAddressing(
+  name: string,
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  network: NetworkView,
+): void {
+  const errors = sessionAddressingErrors(name, spec, router, policy, network);
+  if (errors.length > 0)
+    throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
 /** CONFLICT when router `name` with `spec` would share a uuid or nodeId with another router. */
 export function assertNoRouterConflicts(
   name: string,

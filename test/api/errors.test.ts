@@ -227,6 +227,23 @@ describe('session errors', () => {
     const owner = h.tokens.issueToken(taken?.spec.asn ?? 0, 'user').token;
     await expectOk(h.post('/session', owner, sessionFields('own1', { ipv6: taken?.spec.ipv6 })));
   });
+  it('INVALID_REQUEST: of creates from different ASNs sent at once for one address, only one is stored', async () => {
+    await h.addRouter('race1');
+    await h.addRouter('race2');
+    const ipv6 = 'fd42:1234:ace::1';
+    const responses = await Promise.all(
+      ['race1', 'race1', 'race2', 'race2'].map((router) =>
+        h.post('/session', newUser(), sessionFields(router, { ipv6 })),
+      ),
+    );
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([200, 400, 400, 400]);
+    for (const res of responses.filter((r) => r.statusCode === 400))
+      expect(res.json().errors).toContainEqual({
+        pointer: '/ipv6',
+        message: expect.stringMatching(/is the address of AS[0-9]+'s session/),
+      });
+    expect(h.store.listSessions().filter((s) => s.spec.ipv6 === ipv6)).toHaveLength(1);
+  });
   it("ASN_BLOCKED: a router's own block list adds to the network's, never unblocks", async () => {
     await h.addRouter('blk1');
     await expectOk(

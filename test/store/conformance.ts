@@ -205,6 +205,37 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(Math.max(...ports)).toBe(30029);
       });
 
+      it("refuses another ASN's peer address and a router's loopback, also under concurrent creates", async () => {
+        const held = { ipv6: 'fd42:1:ab::1' };
+        // one ASN may use its address on several routers
+        await store.createSession(newSession(64700, 'fra1', held), pending, user(64700), 'c');
+        await store.createSession(newSession(64700, 'ams1', held), pending, user(64700), 'c');
+        const refused = [
+          store.createSession(newSession(64701, 'fra1', held), pending, user(64701), 'c'),
+          store.createSession(newSession(64702, 'fra1', { ipv6: 'fd00::2' }), pending, user(64702), 'c'),
+        ];
+        const messages = [/is the address of AS64700's session/, /is the loopback of router ams1/];
+        for (const [i, promise] of refused.entries()) {
+          const err: unknown = await promise.catch((e: unknown) => e);
+          expect(isProblem(err, 'INVALID_REQUEST'), String(err)).toBe(true);
+          expect((err as { errors: unknown[] }).errors).toEqual([
+            { pointer: '/ipv6', message: expect.stringMatching(messages[i] as RegExp) },
+          ]);
+        }
+        // of creates from other ASNs started together for one address, one is stored
+        const contested = { ipv6: 'fd42:1:cd::1' };
+        const results = await Promise.allSettled(
+          [64710, 64711, 64712, 64713].map((asn) =>
+            store.createSession(newSession(asn, 'fra1', contested), pending, user(asn), 'c'),
+          ),
+        );
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        for (const r of results)
+          if (r.status === 'rejected') expect(isProblem(r.reason, 'INVALID_REQUEST')).toBe(true);
+        expect(store.listSessions().filter((s) => s.spec.ipv6 === contested.ipv6)).toHaveLength(1);
+        expect(store.listSessions()).toHaveLength(3);
+      });
+
       it('updates spec and status, passes on what mutate throws and then writes nothing', async () => {
         const s = await store.createSession(newSession(4242420003, 'fra1'), pending, user(4242420003), 'c');
         const updated = await store.updateSession(

@@ -35,6 +35,7 @@ import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
   assertRouterName,
+  assertSessionAddressing,
   checkedSessionSpec,
   mergedSessionStatus,
   mergePolicies,
@@ -389,6 +390,12 @@ export class GitStore implements Store {
         { ...input, uuid: randomUUID(), listenPort: port, createdAt: new Date().toISOString() },
         'session',
       );
+      // Checked here, inside the write queue, not only by the API before it: two creates from different
+      // ASNs for one address would otherwise both pass, each before the other was stored.
+      assertSessionAddressing(name, spec, router.spec, this.manifestSet().policyFor(spec.router), {
+        routers: this.routers.values(),
+        sessions: this.sessionsAt(spec.ipv6, spec.ipv4),
+      });
       const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
       await this.spec.commit(
         [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],

@@ -47,8 +47,10 @@ import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
   assertRouterName,
+  assertSessionAddressing,
   checkedSessionSpec,
   mergedSessionStatus,
+  mergePolicies,
 } from '../rules.ts';
 import { RouterIds } from './router-ids.ts';
 import {
@@ -106,6 +108,13 @@ interface Entry<T> {
   value: T;
 }
 
+function sessionExists(session: Pick<NewSession, 'asn' | 'router'>): ProblemError {
+  return new ProblemError(
+    'SESSION_EXISTS',
+    `AS${session.asn} already has a session on router ${session.router}`,
+  );
+}
+
 export class KubernetesStore implements Store {
   readonly backend = 'kubernetes' as const;
 
@@ -128,6 +137,8 @@ export class KubernetesStore implements Store {
   private readonly reserving = new Map<string, Set<number>>();
   /** Creates in flight in this process, by session name: a second one waits for the first. */
   private readonly creating = new Map<string, Promise<unknown>>();
+  /** The specs of those creates, until they are in the index: the address check counts them too. */
+  private readonly creatingSpecs = new Map<string, { name: string; spec: SessionSpec }>();
 
   /** Observations not yet written to status. */
   private readonly pendingRouterStatus = new Map<string, RouterStatus>();
@@ -552,9 +563,7 @@ export class KubernetesStore implements Store {
     const router = this.routers.get(input.router)?.value;
     if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
     const name = sessionName(input.asn, input.router);
-    const exists = () =>
-      new ProblemError('SESSION_EXISTS', `AS${input.asn} already has a session on router ${input.router}`);
-    if (this.sessions.has(name)) throw exists();
+    if (this.sessions.has(name)) throw sessionExists(input);
     // validated with a placeholder port first, so a bad request claims nothing
     const draft = validateOrThrow<SessionSpec>(
       SessionSpecSchema,
@@ -562,10 +571,32 @@ export class KubernetesStore implements Store {
       'session',
     );
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
+    // Checked and recorded before the first await, so of two creates in this process from different ASNs
+    // for one address only the first passes. (Replicas do not see each other's creates in flight.)
+    assertSessionAddressing(name, draft, router.spec, this.policyFor(input.router), {
+      routers: this.listRouters(),
+      sessions: [...this.sessionSpecs(), ...this.creatingSpecs.values()],
+    });
+    this.creatingSpecs.set(name, { name, spec: draft });
+    try {
+      return await this.writeNewSession(router, name, draft, first, actor, message);
+    } finally {
+      this.creatingSpecs.delete(name);
+    }
+  }
 
-    const reserving = this.reserving.get(input.router) ?? new Set<number>();
-    this.reserving.set(input.router, reserving);
-    const { port, claimed } = await this.claimPort(router, input.asn, name, reserving);
+  /** Claims a port for the checked draft, then creates the object and writes its first status. */
+  private async writeNewSession(
+    router: RouterResource,
+    name: string,
+    draft: SessionSpec,
+    first: SessionStatusRecord,
+    actor: Actor,
+    message: string,
+  ): Promise<Session> {
+    const reserving = this.reserving.get(draft.router) ?? new Set<number>();
+    this.reserving.set(draft.router, reserving);
+    const { port, claimed } = await this.claimPort(router, draft.asn, name, reserving);
     try {
       const spec: SessionSpec = { ...draft, listenPort: port };
       let created: SessionResource;
@@ -581,8 +612,8 @@ export class KubernetesStore implements Store {
           spec,
         });
       } catch (err) {
-        if (isAlreadyExists(err)) throw exists();
-        if (claimed) await this.api.releaseClaim(input.router, port, name).catch(() => undefined);
+        if (isAlreadyExists(err)) throw sessionExists(spec);
+        if (claimed) await this.api.releaseClaim(spec.router, port, name).catch(() => undefined);
         throw storeError(err, `create session ${name}`);
       }
       this.applyPut('PeeringSession', created);
@@ -592,6 +623,16 @@ export class KubernetesStore implements Store {
     } finally {
       reserving.delete(port);
     }
+  }
+
+  /** The policy merged for a router: the default policy with the router's own on top. */
+  private policyFor(router: string): PolicySpec {
+    return mergePolicies(this.policies.get('default')?.value.spec, this.policies.get(router)?.value.spec);
+  }
+
+  /** Every indexed session's name and spec, for the rules that compare with other sessions. */
+  private *sessionSpecs(): Iterable<{ name: string; spec: SessionSpec }> {
+    for (const { value } of this.sessions.values()) yield { name: value.metadata.name, spec: value.spec };
   }
 
   /**
