@@ -102,9 +102,9 @@ export class AgentMetrics {
         },
       });
     perSession(
-      'peerops_agent_session_rtt_milliseconds',
+      'peerops_agent_session_rtt_seconds',
       'Ping RTT through the tunnel (absent when unanswered)',
-      (m) => m.rtt,
+      (m) => (m.rtt === null ? null : m.rtt / 1000),
     );
     perSession(
       'peerops_agent_session_receive_bytes',

@@ -2,7 +2,8 @@
  * API load benchmark (npm run bench:api). A controller on the git store holding 100 routers × 100 sessions
  * is measured with wrk against a bare fastify hello-world in the same run (the ceiling): throughput,
  * p50/p99 and CPU time per request of `GET /agent/:router/sessions` and of heartbeats; then the delay
- * from an admin approval to the wake-up of a waiting long poll. Targets: ≥ 50 % of the ceiling, p99 < 20 ms,
+ * from an admin approval to the wake-up of a waiting long poll, and a /metrics scrape once every session
+ * has reported. Targets: ≥ 50 % of the ceiling, p99 < 20 ms,
  * wake-up p50 < 100 ms.
  *
  * Each server runs in its own process pinned to CPU 0 and wrk (one thread, C) to CPU 1, so neither steals
@@ -25,13 +26,13 @@
  * (default 32), --routers N, --sessions N, --no-halt-poll (measure with the VM's idle halting as it is).
  * Needs wrk (Debian package `wrk`; installed when missing and running as root).
  */
-import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
@@ -49,6 +50,7 @@ const { values } = parseArgs({
   },
 });
 
+const execFileAsync = promisify(execFile);
 const ADMIN_ASN = 4242420000;
 /** What Node's fetch, and so the agent, sends. */
 const AGENT_ACCEPT_ENCODING = 'gzip, deflate';
@@ -397,6 +399,70 @@ async function longPollWakeups(url: string, data: string, tokens: Map<string, st
 }
 
 /**
+ * GET /metrics once every session has an agent report (each router reports all its sessions once), as
+ * Prometheus scrapes it: time to the whole body (the bench's own receiving included) and its size; and
+ * what a scrape does to agents: the latency of heartbeats sent one after another meanwhile.
+ */
+async function metricsScrapes(url: string, tokens: Map<string, string>, scrapes: number) {
+  let sessions = 0;
+  for (const [router, token] of tokens) {
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const list = (await (await fetch(`${url}/agent/${router}/sessions`, { headers })).json()) as {
+      sessions: { uuid: string }[];
+    };
+    const report = list.sessions.map(({ uuid }, i) => ({
+      uuid,
+      rtt: 10 + i / 7,
+      rxBytes: 1e9 + i,
+      txBytes: 2e9 + i,
+      routesImported: i,
+    }));
+    const res = await fetch(`${url}/agent/${router}/report`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ sessions: report }),
+    });
+    if (!res.ok) throw new Error(`report of ${router}: ${res.status} ${await res.text()}`);
+    sessions += report.length;
+  }
+  const [router, token] = [...tokens][0] as [string, string];
+  const heartbeat = {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ version: '1.0.0', uptime: 100 }),
+  };
+  const ms: number[] = [];
+  const heartbeatMs: number[] = [];
+  let bytes = 0;
+  let scraping = true;
+  const agent = (async () => {
+    while (scraping) {
+      const t = performance.now();
+      await (await fetch(`${url}/agent/${router}/heartbeat`, heartbeat)).arrayBuffer();
+      heartbeatMs.push(performance.now() - t);
+    }
+  })();
+  // curl takes the scrapes, so that receiving 4 MiB does not hold up this process's heartbeats
+  for (let i = 0; i < scrapes; i++) {
+    const { stdout } = await execFileAsync('curl', [
+      '-sf',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{time_total} %{size_download}',
+      `${url}/metrics`,
+    ]);
+    const [seconds, size] = stdout.split(' ').map(Number);
+    ms.push((seconds ?? NaN) * 1000);
+    bytes = size ?? 0;
+  }
+  scraping = false;
+  await agent;
+  const sorted = (xs: number[]) => xs.sort((a, b) => a - b);
+  return { sessions, ms: sorted(ms), bytes, heartbeatMs: sorted(heartbeatMs) };
+}
+
+/**
  * This VM halts an idle vCPU, and waking a halted one costs its waker a trip through the hypervisor: on
  * loopback the server's every response write wakes wrk, so a server pays that once per response when it is
  * slower than wrk and wrk waits, and hardly ever when wrk is busy (the hello-world). Measured here: a
@@ -570,6 +636,15 @@ async function measureAll(): Promise<void> {
     );
     console.log(
       `  from the approval's response:   p50 ${percentile(wake.fromResponse, 50).toFixed(1)} ms   p99 ${percentile(wake.fromResponse, 99).toFixed(1)} ms   (negative: the poll woke first)`,
+    );
+    const scrape = await metricsScrapes(controller.url, fixture.tokens, 20);
+    console.log(
+      `\nGET /metrics with ${scrape.sessions} sessions reported (${scrape.ms.length} scrapes): p50 ${percentile(scrape.ms, 50).toFixed(1)} ms, ` +
+        `max ${percentile(scrape.ms, 100).toFixed(1)} ms, ${(scrape.bytes / 1048576).toFixed(1)} MiB`,
+    );
+    console.log(
+      `  heartbeats meanwhile (${scrape.heartbeatMs.length}, one at a time): p50 ${percentile(scrape.heartbeatMs, 50).toFixed(1)} ms, ` +
+        `p99 ${percentile(scrape.heartbeatMs, 99).toFixed(1)} ms, max ${percentile(scrape.heartbeatMs, 100).toFixed(1)} ms`,
     );
     const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
     console.log('\ntargets:');

@@ -1,7 +1,7 @@
 /** Unauthenticated routes: health, metrics, the router list and the OpenAPI document. */
 import type { FastifyInstance } from 'fastify';
 import type { Store } from '../store/store.ts';
-import { register } from '../metrics.ts';
+import { metricsText, register } from '../metrics.ts';
 import { RoutersResponse } from './schemas.ts';
 import { publicRouter } from './views.ts';
 import Type from 'typebox';
@@ -24,7 +24,7 @@ export async function publicRoutes(
   app.get(
     '/metrics',
     { config: { rateLimit: false, docs: { summary: 'Prometheus metrics (text format)', auth: 'none' } } },
-    async (_request, reply) => reply.type(register.contentType).send(await register.metrics()),
+    async (_request, reply) => reply.type(register.contentType).send(await metricsText()),
   );
   app.get(
     '/routers',

@@ -11,6 +11,7 @@ import { Reconciler } from '../../agent/sync/reconcile.ts';
 import { VERSION } from '../../common/version.ts';
 import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
+import { promtool } from '../support/promtool.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
 
 let L: AgentLab;
@@ -80,10 +81,12 @@ describe('agent session machinery', () => {
     // the same figures on the router's own /metrics, with BIRD's and the controller's state
     const text = await agent.metrics.registry.metrics();
     const series = `{interface="wg_${port}",asn="${peer.asn}"}`;
-    expect(text).toContain(`peerops_agent_session_rtt_milliseconds${series} ${mine?.rtt}`);
+    expect(text).toContain(`peerops_agent_session_rtt_seconds${series} ${(mine?.rtt ?? 0) / 1000}`);
     expect(text).toContain(`peerops_agent_session_receive_bytes${series} ${mine?.rxBytes}`);
     expect(text).toContain(`peerops_agent_session_routes_imported${series} ${mine?.routesImported}`);
     expect(text).toMatch(/^peerops_agent_sessions\{status="ACTIVE"\} 1$/m);
+    // Prometheus's own parser and linter accept the whole exposition
+    expect(await promtool(['check', 'metrics'], text)).toEqual({ code: 0, output: '' });
     expect(text).toMatch(/^peerops_agent_up\{part="bird"\} 1$/m);
     expect(text).toMatch(/^peerops_agent_up\{part="controller"\} 1$/m);
     expect(text).toMatch(/^peerops_agent_bird_configures_total [1-9]\d*$/m);

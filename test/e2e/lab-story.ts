@@ -705,7 +705,7 @@ ${ipv4}`,
         'per-session metrics on /metrics',
         async () => {
           const r = await this.ctl.exec('curl', ['-sf', '-m', '5', `${URL_BASE}/metrics`]);
-          return r.stdout.includes('peerops_session_rtt_milliseconds') && r.stdout.includes(u.uuid!)
+          return r.stdout.includes('peerops_session_rtt_seconds') && r.stdout.includes(u.uuid!)
             ? r.stdout
             : undefined;
         },
