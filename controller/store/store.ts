@@ -106,7 +106,9 @@ export interface Store {
   /**
    * Allocates uuid, listen port and createdAt and stores the session with `status` as its first status.
    * SESSION_EXISTS for a second session of one (ASN, router), also under concurrent creates;
-   * ROUTER_NOT_FOUND; ROUTER_FULL when no listen port is free.
+   * ROUTER_NOT_FOUND; ROUTER_FULL when no listen port is free; INVALID_REQUEST when a peer address breaks
+   * the address rules (rules.ts: another ASN's address, a loopback, …), counting this process's creates
+   * in flight.
    */
   createSession(
     input: NewSession,
