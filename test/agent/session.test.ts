@@ -69,6 +69,14 @@ describe('agent session machinery', () => {
   it('heartbeat and metric report reach the controller (RTT by ping through the tunnel)', async () => {
     await agent.heartbeatOnce();
     expect(L.h.store.getRouter(L.router)?.status).toMatchObject({ agentVersion: VERSION });
+    // The peer's one prefix can arrive just after Established: wait for it, so that the report and the
+    // BIRD query below count the same routes.
+    await waitFor(
+      "the peer's prefix imported",
+      async () => (await agent.bird.protocols(`dn42_${port}`))[0]?.routesImported === 1,
+      15_000,
+      200,
+    );
     const report = await agent.reportMetricsOnce();
     const mine = report?.sessions.find((r) => r.uuid === uuid);
     measuredRtt = mine?.rtt ?? null;
