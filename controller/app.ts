@@ -28,7 +28,7 @@ import loginPlugin from './auth/login/plugin.ts';
 import { MemoryChallengeStore, MemoryFailureLimiter } from './auth/login/challenges.ts';
 import { RedisChallengeStore, RedisFailureLimiter } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
-import { mergedPolicy } from './api/views.ts';
+import { mergedPolicy } from './store/rules.ts';
 
 export interface AppOptions {
   store: Store;

@@ -32,11 +32,12 @@ import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { PolicySpec, SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
+import { mergedPolicy } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { parseAgentBody, statusRecord } from './actions.ts';
 import type { RouteDocs } from './openapi.ts';
 import { hookList, requireAgent } from './auth.ts';
-import { agentSession, mergedPolicy } from './views.ts';
+import { agentSession } from './views.ts';
 
 interface SessionsView {
   revision: number;

@@ -9,6 +9,7 @@ import { interfaceName, sessionName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
+import { mergedPolicy } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -23,7 +24,7 @@ import {
   SessionRecord,
   SessionRestart,
 } from './schemas.ts';
-import { mergedPolicy, serverEndpoint, sessionRecord } from './views.ts';
+import { serverEndpoint, sessionRecord } from './views.ts';
 
 export const SESSION_ACTIONS = {
   list: SessionList,

@@ -3,9 +3,7 @@ import type { AgentSession } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { PolicySpec } from '../../common/schema.ts';
-import { mergePolicies } from '../store/rules.ts';
-import type { Router, Session, Store } from '../store/store.ts';
+import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
 
 /** `host:port` of the router's side of a session tunnel. */
@@ -87,12 +85,4 @@ export function routerAccepting(router: Router, sessions: number): boolean {
   if (router.spec.acceptingSessions === false) return false;
   const max = router.spec.maxSessions;
   return max === undefined || sessions < max;
-}
-
-/** The default policy with the router's override on top (field by field). */
-export function mergedPolicy(store: Store, router: string | undefined): PolicySpec {
-  return mergePolicies(
-    store.getPolicy('default')?.spec,
-    router === undefined ? undefined : store.getPolicy(router)?.spec,
-  );
 }

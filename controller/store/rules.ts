@@ -17,7 +17,7 @@ import {
   type SessionStatusRecord,
 } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
-import type { Session } from './store.ts';
+import type { Session, Store } from './store.ts';
 
 const NAME_RULE = 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter';
 
@@ -60,6 +60,14 @@ export function mergePolicies(base: PolicySpec | undefined, own: PolicySpec | un
   if (base?.blockedAsns && own?.blockedAsns)
     merged.blockedAsns = [...new Set([...base.blockedAsns, ...own.blockedAsns])];
   return merged;
+}
+
+/** The policy a store holds for one router (mergePolicies), or the default alone without a router. */
+export function mergedPolicy(store: Pick<Store, 'getPolicy'>, router: string | undefined): PolicySpec {
+  return mergePolicies(
+    store.getPolicy('default')?.spec,
+    router === undefined ? undefined : store.getPolicy(router)?.spec,
+  );
 }
 
 /**

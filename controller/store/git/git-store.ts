@@ -37,10 +37,11 @@ import {
   assertRouterName,
   assertSessionAddressing,
   checkedSessionSpec,
+  mergedPolicy,
   mergedSessionStatus,
-  mergePolicies,
   routerSetErrors,
   sessionAddressingErrors,
+  type NetworkView,
 } from '../rules.ts';
 import {
   heartbeatStatus,
@@ -392,10 +393,13 @@ export class GitStore implements Store {
       );
       // Checked here, inside the write queue, not only by the API before it: two creates from different
       // ASNs for one address would otherwise both pass, each before the other was stored.
-      assertSessionAddressing(name, spec, router.spec, this.manifestSet().policyFor(spec.router), {
-        routers: this.routers.values(),
-        sessions: this.sessionsAt(spec.ipv6, spec.ipv4),
-      });
+      assertSessionAddressing(
+        name,
+        spec,
+        router.spec,
+        mergedPolicy(this, spec.router),
+        this.addressNeighbours(spec),
+      );
       const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
       await this.spec.commit(
         [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
@@ -855,7 +859,7 @@ export class GitStore implements Store {
       input,
       router.spec,
       set.policyFor(input.router),
-      { routers: this.routers.values(), sessions: this.sessionsAt(input.ipv6, input.ipv4) },
+      this.addressNeighbours(input),
       '/spec',
     );
     if (addressing.length > 0) return this.reject(path, oid, addressing, previouslyRejected);
@@ -986,8 +990,7 @@ export class GitStore implements Store {
   private manifestSet(): ManifestSet {
     return {
       router: (name) => this.routers.get(name)?.spec,
-      policyFor: (router) =>
-        mergePolicies(this.policies.get('default')?.spec, this.policies.get(router)?.spec),
+      policyFor: (router) => mergedPolicy(this, router),
       portOwner: (router, port, self) => {
         const owner = this.ports.get(router)?.get(port);
         return owner !== self ? owner : undefined;
@@ -1011,13 +1014,19 @@ export class GitStore implements Store {
     }
   }
 
-  /** The sessions holding either address: all the address rules compare with, without a walk of every session. */
-  private sessionsAt(...addresses: (string | undefined)[]): Session[] {
+  /**
+   * What the address rules compare a session's peer addresses with: the routers, and of the sessions only
+   * those holding one of its addresses (no walk of every session).
+   */
+  private addressNeighbours(spec: { ipv6: string; ipv4?: string | undefined }): NetworkView {
     const uuids = new Set<string>();
-    for (const address of addresses)
+    for (const address of [spec.ipv6, spec.ipv4])
       if (address !== undefined)
         for (const uuid of this.sessionsByAddress.get(address) ?? []) uuids.add(uuid);
-    return [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []);
+    return {
+      routers: this.routers.values(),
+      sessions: [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []),
+    };
   }
 
   private usedPorts(router: string): Set<number> {

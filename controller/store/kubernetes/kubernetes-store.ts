@@ -49,8 +49,8 @@ import {
   assertRouterName,
   assertSessionAddressing,
   checkedSessionSpec,
+  mergedPolicy,
   mergedSessionStatus,
-  mergePolicies,
 } from '../rules.ts';
 import { RouterIds } from './router-ids.ts';
 import {
@@ -573,7 +573,7 @@ export class KubernetesStore implements Store {
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
     // Checked and recorded before the first await, so of two creates in this process from different ASNs
     // for one address only the first passes. (Replicas do not see each other's creates in flight.)
-    assertSessionAddressing(name, draft, router.spec, this.policyFor(input.router), {
+    assertSessionAddressing(name, draft, router.spec, mergedPolicy(this, input.router), {
       routers: this.listRouters(),
       sessions: [...this.sessionSpecs(), ...this.creatingSpecs.values()],
     });
@@ -623,11 +623,6 @@ export class KubernetesStore implements Store {
     } finally {
       reserving.delete(port);
     }
-  }
-
-  /** The policy merged for a router: the default policy with the router's own on top. */
-  private policyFor(router: string): PolicySpec {
-    return mergePolicies(this.policies.get('default')?.value.spec, this.policies.get(router)?.value.spec);
   }
 
   /** Every indexed session's name and spec, for the rules that compare with other sessions. */
