@@ -7,15 +7,15 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type { FieldError } from '../common/errors.ts';
 import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
+import { isManifestPath, parseManifest, parseYaml } from '../controller/store/git/manifests.ts';
 import {
-  isManifestPath,
-  parseManifest,
-  parseYaml,
+  mergePolicies,
   policyWarnings,
+  routerSetErrors,
+  sessionAddressingErrors,
   sessionSetErrors,
   type ManifestSet,
-} from '../controller/store/git/manifests.ts';
-import { mergePolicies, routerSetErrors, sessionAddressingErrors } from '../controller/store/rules.ts';
+} from '../controller/store/rules.ts';
 import { usageError } from '../common/usage.ts';
 
 const USAGE = `usage: peerops validate [dir]

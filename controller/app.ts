@@ -23,6 +23,7 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
+import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
 import { MemoryChallengeStore, MemoryFailureLimiter } from './auth/login/challenges.ts';
@@ -143,5 +144,33 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });
+  return app;
+}
+
+/** Two objects at etcd's size limit (1.5 MiB each): an update's review carries the old object too. */
+const ADMISSION_BODY_LIMIT = 3 * 1024 * 1024;
+
+/**
+ * The admission webhook's own server (Kubernetes store): HTTPS, because the API server calls webhooks only
+ * over TLS, on a port of its own, so the API's authentication and rate limits stay out of the API server's
+ * path. It writes nothing and answers only on the object it is shown.
+ */
+export async function buildAdmissionApp(opts: {
+  store: Store;
+  logger: FastifyBaseLogger;
+  tls: { key: Buffer; cert: Buffer };
+}): Promise<FastifyInstance> {
+  const app = Fastify({
+    https: opts.tls,
+    loggerInstance: opts.logger,
+    bodyLimit: ADMISSION_BODY_LIMIT,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    return503OnClosing: true,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+  });
+  app.removeContentTypeParser('text/plain');
+  installErrorHandling(app);
+  await app.register(admissionRoutes, { store: opts.store });
   return app;
 }

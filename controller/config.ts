@@ -32,6 +32,11 @@ export interface Config {
   maxLongPollSeconds: number;
   /** pino level of the controller's log (`PEEROPS_LOG_LEVEL`, default info). */
   logLevel: LogLevel;
+  /**
+   * The HTTPS admission webhook (Kubernetes store only): `PEEROPS_WEBHOOK_LISTEN` and
+   * `PEEROPS_WEBHOOK_CERT_DIR` (holding `tls.crt` and `tls.key`, as a kubernetes.io/tls Secret mounts).
+   */
+  webhook: { listen: { host: string; port: number }; certDir: string } | undefined;
 }
 
 /** `true`/`false` (any case); anything else is a typo that must not quietly mean one of them. */
@@ -84,6 +89,17 @@ function parseTtl(value: string | undefined): number {
   return n;
 }
 
+function parseWebhook(env: NodeJS.ProcessEnv, store: Config['store']): Config['webhook'] {
+  const listen = env.PEEROPS_WEBHOOK_LISTEN || undefined;
+  const certDir = env.PEEROPS_WEBHOOK_CERT_DIR || undefined;
+  if (listen === undefined && certDir === undefined) return undefined;
+  if (listen === undefined || certDir === undefined)
+    throw new Error('PEEROPS_WEBHOOK_LISTEN and PEEROPS_WEBHOOK_CERT_DIR go together: set both or neither');
+  if (store !== 'kubernetes')
+    throw new Error('PEEROPS_WEBHOOK_LISTEN: the admission webhook is for PEEROPS_STORE=kubernetes');
+  return { listen: parseListen(listen), certDir: resolve(certDir) };
+}
+
 export interface Flags {
   listen?: string | undefined;
   data?: string | undefined;
@@ -110,5 +126,6 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     offlineAfterSeconds: 300,
     bodyLimitBytes: 64 * 1024,
     maxLongPollSeconds: 300,
+    webhook: parseWebhook(env, store),
   };
 }

@@ -3,7 +3,7 @@
  * reconciler and listens. SIGTERM/SIGINT: stop accepting, release long polls, let in-flight requests
  * finish, stop the reconciler, close the store (which finishes queued writes).
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -13,7 +13,7 @@ import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
-import { buildApp } from './app.ts';
+import { buildAdmissionApp, buildApp } from './app.ts';
 import { Reconciler } from './reconcile/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
@@ -23,7 +23,8 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
   --data     data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
-     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL`;
+     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL,
+     PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR (Kubernetes store: the admission webhook)`;
 
 /** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
 async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {
@@ -149,15 +150,30 @@ async function start(
   opened.push(() => app.close());
   const address = await listen(app, config.listen);
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
+  if (config.webhook) {
+    const { certDir } = config.webhook;
+    const tls = {
+      cert: await readFile(join(certDir, 'tls.crt')),
+      key: await readFile(join(certDir, 'tls.key')),
+    };
+    const webhook = await buildAdmissionApp({ store, logger, tls });
+    opened.push(() => webhook.close());
+    const at = await listen(webhook, config.webhook.listen);
+    logger.info({ address: at }, 'admission webhook listening');
+  }
 }
 
 /** One line for a failed start: the reason in the operator's terms where Node's words are cryptic. */
 function startupFailure(err: unknown, config: Config): string {
-  const e = err as NodeJS.ErrnoException & { path?: string };
+  const e = err as NodeJS.ErrnoException & { path?: string; port?: number };
+  // the API's address, or the webhook's when that is the port that failed
+  const where =
+    config.webhook && e.port === config.webhook.listen.port && e.port !== config.listen.port
+      ? config.webhook.listen
+      : config.listen;
   if (e.code === 'EADDRINUSE')
-    return `cannot listen on ${config.listen.host || '*'}:${config.listen.port}: the address is in use`;
-  if (e.code === 'EADDRNOTAVAIL')
-    return `cannot listen on ${config.listen.host}: no such address on this machine`;
+    return `cannot listen on ${where.host || '*'}:${where.port}: the address is in use`;
+  if (e.code === 'EADDRNOTAVAIL') return `cannot listen on ${where.host}: no such address on this machine`;
   if ((e.code === 'EEXIST' || e.code === 'ENOTDIR') && e.path?.startsWith(config.dataDir))
     return `data dir ${config.dataDir} is not a directory`;
   // `ENOENT: no such file or directory, stat '/x'` → `/x: no such file or directory`

@@ -14,6 +14,7 @@ import {
   type PolicySpec,
   type RouterSpec,
   type SessionSpec,
+  type SessionSpecInput,
   type SessionStatusRecord,
 } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
@@ -21,12 +22,15 @@ import type { Session, Store } from './store.ts';
 
 const NAME_RULE = 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter';
 
+/** The error of an invalid router (or policy) name, at `pointer`. */
+export function routerNameErrors(name: string, pointer = '/name'): FieldError[] {
+  return validate(RouterName, name).ok ? [] : [{ pointer, message: NAME_RULE }];
+}
+
 /** INVALID_REQUEST unless `name` is a valid router (or policy) name. */
 export function assertRouterName(name: string, what = 'router name'): void {
-  if (!validate(RouterName, name).ok)
-    throw new ProblemError('INVALID_REQUEST', `${what} ${NAME_RULE}`, [
-      { pointer: '/name', message: NAME_RULE },
-    ]);
+  const errors = routerNameErrors(name);
+  if (errors.length > 0) throw new ProblemError('INVALID_REQUEST', `${what} ${NAME_RULE}`, errors);
 }
 
 /** Router-level rules: unique uuid and nodeId across routers. */
@@ -214,4 +218,58 @@ export function checkedSessionSpec(current: Session, next: SessionSpec): Session
     }
   }
   return spec;
+}
+
+// ---- rules that span objects: for manifests merged in git, `peerops validate` and the admission webhook ----
+
+/** What the rules that span objects need to know about the others (git files or stored objects). */
+export interface ManifestSet {
+  router(name: string): RouterSpec | undefined;
+  /** The policy for sessions on `router`: the default, with the router's own policy over it field by field. */
+  policyFor(router: string): PolicySpec;
+  /** Name of the session (other than `self`) holding this port on this router. */
+  portOwner(router: string, port: number, self: string): string | undefined;
+  /** Name of the session (other than `self`) with this uuid. */
+  sessionUuidOwner(uuid: string, self: string): string | undefined;
+}
+
+export function sessionSetErrors(
+  name: string,
+  spec: SessionSpecInput | SessionSpec,
+  set: ManifestSet,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  if (!set.router(spec.router)) {
+    errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
+  }
+  if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
+    errors.push({
+      pointer: '/spec/asn',
+      message: `AS${spec.asn} is blocked by the policy of router ${spec.router}`,
+    });
+  }
+  if (spec.listenPort !== undefined) {
+    const owner = set.portOwner(spec.router, spec.listenPort, name);
+    if (owner) {
+      errors.push({
+        pointer: '/spec/listenPort',
+        message: `port ${spec.listenPort} on router ${spec.router} is already used by session ${owner}`,
+      });
+    }
+  }
+  if (spec.uuid !== undefined) {
+    const owner = set.sessionUuidOwner(spec.uuid, name);
+    if (owner) errors.push({ pointer: '/spec/uuid', message: `uuid is already used by session ${owner}` });
+  }
+  return errors;
+}
+
+/** Policy-level advice that the store tolerates but validate reports. */
+export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
+  if (name === 'default' && spec.dn42Asn === undefined) {
+    return [
+      { pointer: '/spec/dn42Asn', message: "the default policy must set dn42Asn (the network's own ASN)" },
+    ];
+  }
+  return [];
 }

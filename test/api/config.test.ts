@@ -37,3 +37,29 @@ describe('controller configuration', () => {
     expect(config.listen).toEqual({ host: '127.0.0.1', port: 9000 });
   });
 });
+
+describe('admission webhook configuration', () => {
+  it('takes PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR on the Kubernetes store', () => {
+    const env = { PEEROPS_STORE: 'kubernetes', PEEROPS_WEBHOOK_LISTEN: ':9443' };
+    expect(loadConfig({}, {}).webhook).toBeUndefined();
+    expect(loadConfig({}, { ...env, PEEROPS_WEBHOOK_CERT_DIR: '/etc/peerops/webhook' }).webhook).toEqual({
+      listen: { host: '', port: 9443 },
+      certDir: '/etc/peerops/webhook',
+    });
+  });
+
+  it('refuses one without the other, and the git store, naming the variables', () => {
+    expect(() => loadConfig({}, { PEEROPS_STORE: 'kubernetes', PEEROPS_WEBHOOK_LISTEN: ':9443' })).toThrow(
+      /PEEROPS_WEBHOOK_LISTEN and PEEROPS_WEBHOOK_CERT_DIR go together/,
+    );
+    expect(() =>
+      loadConfig({}, { PEEROPS_WEBHOOK_LISTEN: ':9443', PEEROPS_WEBHOOK_CERT_DIR: '/etc/peerops/webhook' }),
+    ).toThrow(/the admission webhook is for PEEROPS_STORE=kubernetes/);
+    expect(() =>
+      loadConfig(
+        {},
+        { PEEROPS_STORE: 'kubernetes', PEEROPS_WEBHOOK_LISTEN: '9443', PEEROPS_WEBHOOK_CERT_DIR: '/x' },
+      ),
+    ).toThrow(/listen address '9443' is not HOST:PORT/);
+  });
+});

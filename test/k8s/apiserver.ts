@@ -90,9 +90,16 @@ async function stopProcess(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
+/** The user the tests' stores and controllers act as. */
+export const ADMIN_USER = 'peerops-test-admin';
+/** A second user with the same rights: kubectl, Flux or Argo CD, which the admission webhook checks. */
+export const WRITER_USER = 'peerops-test-writer';
+
 export interface TestApiServer {
   url: string;
   token: string;
+  /** The bearer token of WRITER_USER. */
+  writerToken: string;
   tools: Tools;
   /** A fresh KubeConfig for the admin user (each caller gets its own client objects). */
   kubeConfig(): KubeConfig;
@@ -109,9 +116,12 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
   const dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-'));
   const [etcdPort, peerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
   const token = randomBytes(24).toString('hex');
-  await writeFile(join(dir, 'tokens.csv'), `${token},peerops-test-admin,1,"system:masters"\n`, {
-    mode: 0o600,
-  });
+  const writerToken = randomBytes(24).toString('hex');
+  await writeFile(
+    join(dir, 'tokens.csv'),
+    `${token},${ADMIN_USER},1,"system:masters"\n${writerToken},${WRITER_USER},2,"system:masters"\n`,
+    { mode: 0o600 },
+  );
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   await writeFile(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
   await writeFile(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
@@ -191,6 +201,7 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
     return {
       url,
       token,
+      writerToken,
       tools,
       kubeConfig: makeConfig,
       async kubeconfigFile() {

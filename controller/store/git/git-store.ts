@@ -41,6 +41,8 @@ import {
   mergedSessionStatus,
   routerSetErrors,
   sessionAddressingErrors,
+  sessionSetErrors,
+  type ManifestSet,
   type NetworkView,
 } from '../rules.ts';
 import {
@@ -65,8 +67,6 @@ import {
   renderManifest,
   routerPath,
   sessionPath,
-  sessionSetErrors,
-  type ManifestSet,
   type ParsedManifest,
   type ParseResult,
 } from './manifests.ts';

@@ -1,7 +1,7 @@
 /**
- * Manifest files of a GitOps repository (DESIGN.md section 2): where each kind lives, how a file is parsed
- * and validated, and the rules that span files (one port per router, unique uuids and node ids, known
- * routers, blocked ASNs). Shared by the git store and `peerops validate`, so both judge a file alike.
+ * Manifest files of a GitOps repository (DESIGN.md section 2): where each kind lives and how a file is
+ * parsed and validated. Shared by the git store and `peerops validate`, so both judge a file alike; the
+ * rules that span files are in ../rules.ts.
  */
 import { CORE_SCHEMA, dump, load } from 'js-yaml';
 import type { FieldError } from '../../../common/errors.ts';
@@ -13,7 +13,6 @@ import {
   SessionManifestInput,
   type PolicySpec,
   type RouterSpec,
-  type SessionSpec,
   type SessionSpecInput,
 } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
@@ -135,58 +134,4 @@ export function parseManifest(path: string, text: string): ParseResult {
 /** The YAML of a manifest as the store writes it (spec only: status lives on its own ref). */
 export function renderManifest(kind: ManifestKind, name: string, spec: object): string {
   return dump({ apiVersion: GROUP_VERSION, kind, metadata: { name }, spec }, { schema: CORE_SCHEMA });
-}
-
-// ---- rules that span files ----
-
-/** What the cross-file rules need to know about the other manifests. */
-export interface ManifestSet {
-  router(name: string): RouterSpec | undefined;
-  /** The policy for sessions on `router`: the default, with the router's own policy over it field by field. */
-  policyFor(router: string): PolicySpec;
-  /** Name of the session (other than `self`) holding this port on this router. */
-  portOwner(router: string, port: number, self: string): string | undefined;
-  /** Name of the session (other than `self`) with this uuid. */
-  sessionUuidOwner(uuid: string, self: string): string | undefined;
-}
-
-export function sessionSetErrors(
-  name: string,
-  spec: SessionSpecInput | SessionSpec,
-  set: ManifestSet,
-): FieldError[] {
-  const errors: FieldError[] = [];
-  if (!set.router(spec.router)) {
-    errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
-  }
-  if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
-    errors.push({
-      pointer: '/spec/asn',
-      message: `AS${spec.asn} is blocked by the policy of router ${spec.router}`,
-    });
-  }
-  if (spec.listenPort !== undefined) {
-    const owner = set.portOwner(spec.router, spec.listenPort, name);
-    if (owner) {
-      errors.push({
-        pointer: '/spec/listenPort',
-        message: `port ${spec.listenPort} on router ${spec.router} is already used by session ${owner}`,
-      });
-    }
-  }
-  if (spec.uuid !== undefined) {
-    const owner = set.sessionUuidOwner(spec.uuid, name);
-    if (owner) errors.push({ pointer: '/spec/uuid', message: `uuid is already used by session ${owner}` });
-  }
-  return errors;
-}
-
-/** Policy-level advice that the store tolerates but validate reports. */
-export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
-  if (name === 'default' && spec.dn42Asn === undefined) {
-    return [
-      { pointer: '/spec/dn42Asn', message: "the default policy must set dn42Asn (the network's own ASN)" },
-    ];
-  }
-  return [];
 }
