@@ -1,14 +1,30 @@
 /**
  * charts/peerops: helm lint, helm template (every optional part on), and each rendered object checked by
  * the test API server with a server-side dry run (apply), so schemas, RBAC rules and the CRDs are real.
+ * The admission webhook's configuration is also installed for real (helm install/upgrade) on that server:
+ * its certificate survives an upgrade, and the server sends it exactly the writes it should.
  */
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
-import { loadAll } from 'js-yaml';
+import {
+  AdmissionregistrationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type KubernetesObject,
+  type V1Deployment,
+  type V1Secret,
+  type V1Service,
+  type V1ValidatingWebhookConfiguration,
+} from '@kubernetes/client-node';
+import { load, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { routerSpec } from '../store/fixtures.ts';
 import {
   TOOLS_BUILD_TIMEOUT_MS,
   ROOT,
@@ -50,6 +66,40 @@ async function helm(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/** helm template with the defaults (the webhook on) and `--set`s, parsed. */
+async function renderChart(namespace: string, ...set: string[]): Promise<KubernetesObject[]> {
+  const rendered = await helm(
+    'template',
+    'peerops',
+    CHART,
+    '--namespace',
+    namespace,
+    ...set.flatMap((v) => ['--set', v]),
+  );
+  return loadAll(rendered).filter((o): o is KubernetesObject => typeof o === 'object' && o !== null);
+}
+
+function only<T extends KubernetesObject>(objects: KubernetesObject[], kind: string): T {
+  const found = objects.filter((o) => o.kind === kind);
+  expect(found, kind).toHaveLength(1);
+  return found[0] as T;
+}
+
+/** Installs (or upgrades) release peerops in namespace on the test API server. */
+async function install(verb: 'install' | 'upgrade', namespace: string): Promise<void> {
+  // startApiServer() installed the CRDs already
+  await helm(
+    verb,
+    'peerops',
+    CHART,
+    '--namespace',
+    namespace,
+    '--kubeconfig',
+    await server.kubeconfigFile(),
+    '--skip-crds',
+  );
+}
+
 describe('charts/peerops', () => {
   it('passes helm lint with the defaults and with every optional part on', async () => {
     expect(await helm('lint', CHART)).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
@@ -83,12 +133,18 @@ describe('charts/peerops', () => {
       'RoleBinding',
       'Secret',
       'Secret',
+      'Secret',
+      'Service',
       'Service',
       'ServiceAccount',
+      'ValidatingWebhookConfiguration',
     ]);
-    const client = KubernetesObjectApi.makeApiClient(server.kubeConfig());
+    // the client puts the namespaced objects (it asks the server's discovery which are) in the namespace;
+    // the CRDs and the ValidatingWebhookConfiguration are cluster-scoped
+    const kc = server.kubeConfig();
+    kc.contexts = kc.contexts.map((c) => ({ ...c, namespace }));
+    const client = KubernetesObjectApi.makeApiClient(kc);
     for (const object of objects) {
-      if (object.kind !== 'CustomResourceDefinition') object.metadata = { ...object.metadata, namespace };
       // apply, dry run: the server validates and admits without storing
       const checked = await client
         .patch(object, undefined, 'All', 'peerops-chart-test', true, PatchStrategy.ServerSideApply)
@@ -248,6 +304,176 @@ describe('charts/peerops', () => {
       )[0]?.data.PEEROPS_LOG_LEVEL;
     expect(await level()).toBe('info');
     expect(await level('config.logLevel=debug')).toBe('debug');
+  });
+
+  it('points the webhook at the Service, the certificate the pods mount, and exempts the controller', async () => {
+    const namespace = 'peerops-test';
+    const objects = await renderChart(namespace);
+    const config = only<V1ValidatingWebhookConfiguration>(objects, 'ValidatingWebhookConfiguration');
+    const service = objects.find((o) => o.metadata?.name === 'peerops-webhook') as V1Service;
+    const deployment = only<V1Deployment>(objects, 'Deployment');
+    const serviceAccount = only(objects, 'ServiceAccount');
+    const secret = objects.find((o) => o.metadata?.name === 'peerops-webhook-tls') as V1Secret;
+    expect(config.metadata?.name).toBe(`peerops-${namespace}`);
+    expect(config.webhooks).toHaveLength(1);
+    const webhook = config.webhooks?.[0];
+    expect(webhook).toMatchObject({
+      name: 'validate.peerops.dev',
+      admissionReviewVersions: ['v1'],
+      sideEffects: 'None',
+      failurePolicy: 'Fail',
+      timeoutSeconds: 5,
+    });
+
+    // the controller's own writes skip the webhook: its pods run as the rendered ServiceAccount
+    const pod = deployment.spec?.template.spec;
+    expect(pod?.serviceAccountName).toBe(serviceAccount.metadata?.name);
+    expect(webhook?.matchConditions).toEqual([
+      {
+        name: 'not-the-controller',
+        expression: `request.userInfo.username != 'system:serviceaccount:${namespace}:${serviceAccount.metadata?.name}'`,
+      },
+    ]);
+    // every peerops resource, as the CRDs name it, on create and update only; not their /status
+    const crds = (await Promise.all(
+      (await readdir(join(CHART, 'crds'))).map(async (f) =>
+        load(await readFile(join(CHART, 'crds', f), 'utf8')),
+      ),
+    )) as { spec: { group: string; names: { plural: string }; versions: { name: string }[] } }[];
+    expect(webhook?.rules).toEqual([
+      {
+        apiGroups: [...new Set(crds.map((c) => c.spec.group))],
+        apiVersions: [...new Set(crds.flatMap((c) => c.spec.versions.map((v) => v.name)))],
+        resources: crds.map((c) => c.spec.names.plural).sort(),
+        operations: ['CREATE', 'UPDATE'],
+        scope: 'Namespaced',
+      },
+    ]);
+    expect(webhook?.namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': namespace } });
+
+    // the API server reaches the webhook through a Service port that leads to the container's webhook port
+    const container = pod?.containers[0];
+    const env = Object.fromEntries((container?.env ?? []).map((e) => [e.name, e.value]));
+    const containerPort = container?.ports?.find((p) => p.name === 'webhook')?.containerPort;
+    expect(env.PEEROPS_WEBHOOK_LISTEN).toBe(`:${containerPort}`);
+    const target = webhook?.clientConfig.service;
+    expect(target).toMatchObject({ name: service.metadata?.name, namespace, path: '/validate' });
+    expect(service.spec?.ports?.find((p) => p.port === target?.port)?.targetPort).toBe('webhook');
+    // a Service of its own, inside the cluster whatever service.type publishes the API with
+    expect(service.spec?.type).toBe('ClusterIP');
+    expect(service.spec?.selector).toEqual(
+      only<V1Service>(
+        objects.filter((o) => o !== service),
+        'Service',
+      ).spec?.selector,
+    );
+
+    // the certificate the pods mount at PEEROPS_WEBHOOK_CERT_DIR is for the Service, signed by the caBundle
+    const mount = container?.volumeMounts?.find((m) => m.mountPath === env.PEEROPS_WEBHOOK_CERT_DIR);
+    expect(pod?.volumes?.find((v) => v.name === mount?.name)?.secret?.secretName).toBe(secret.metadata?.name);
+    expect(secret.type).toBe('kubernetes.io/tls');
+    const pem = (key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64');
+    const ca = new X509Certificate(Buffer.from(webhook?.clientConfig.caBundle ?? '', 'base64'));
+    const cert = new X509Certificate(pem('tls.crt'));
+    expect(cert.verify(ca.publicKey)).toBe(true);
+    expect(cert.checkPrivateKey(createPrivateKey(pem('tls.key')))).toBe(true);
+    expect(cert.subjectAltName?.split(', ')).toContain(`DNS:${service.metadata?.name}.${namespace}.svc`);
+    expect(pem('ca.crt').toString()).toBe(ca.toString());
+  });
+
+  it('renders no webhook, port or webhook settings with webhook.enabled=false', async () => {
+    const objects = await renderChart('peerops-test', 'webhook.enabled=false');
+    expect(objects.map((o) => o.kind)).not.toContain('ValidatingWebhookConfiguration');
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual(['peerops-jwt']);
+    expect(only<V1Service>(objects, 'Service').spec?.ports?.map((p) => p.name)).toEqual(['http']);
+    const pod = only<V1Deployment>(objects, 'Deployment').spec?.template.spec;
+    expect(pod?.containers[0]?.ports?.map((p) => p.name)).toEqual(['http']);
+    expect(pod?.containers[0]?.env?.map((e) => e.name)).toEqual(['PEEROPS_NAMESPACE', 'POD_NAME']);
+    expect(pod?.volumes?.map((v) => v.name)).toEqual(['jwt', 'data']);
+  });
+
+  // helm template has no cluster, so its lookup finds nothing and every render makes a new certificate:
+  // keeping it across upgrades is only seen with helm install and upgrade on the API server.
+  it('keeps the webhook certificate and its caBundle across helm upgrade', async () => {
+    const namespace = await server.createNamespace('webhook-upgrade');
+    const core = server.kubeConfig().makeApiClient(CoreV1Api);
+    const admission = server.kubeConfig().makeApiClient(AdmissionregistrationV1Api);
+    const installed = async () => ({
+      tls: (await core.readNamespacedSecret({ name: 'peerops-webhook-tls', namespace })).data,
+      caBundle: (await admission.readValidatingWebhookConfiguration({ name: `peerops-${namespace}` }))
+        .webhooks?.[0]?.clientConfig.caBundle,
+    });
+    await install('install', namespace);
+    const first = await installed();
+    expect(first.caBundle).toBe(first.tls?.['ca.crt']);
+    await install('upgrade', namespace);
+    expect(await installed()).toEqual(first);
+  });
+
+  it("sends others' creates and updates in its namespace to the webhook (failing closed), not the controller's", async () => {
+    const namespace = await server.createNamespace('webhook-admit');
+    // no pods run on the test API server (no scheduler, no kubelet): the webhook is installed but never
+    // answers, as in an outage
+    await install('install', namespace);
+    const admin = KubernetesObjectApi.makeApiClient(server.kubeConfig());
+    const router = (ns: string) => ({
+      apiVersion: 'peerops.dev/v1alpha1',
+      kind: 'Router',
+      metadata: { name: 'fra1', namespace: ns },
+      spec: routerSpec(1),
+    });
+    // the API server's message, JSON-quoted in the client's error; the test API server looks a Service up
+    // by its endpoints (there are none), so the call never leaves loopback
+    const refused = /failed calling webhook \W*validate\.peerops\.dev.*endpoints/;
+    // the API server picks the configuration up from its own watch: until it does, a create is stored (and
+    // removed again here); after, the rest of the test sees the webhook in force
+    const firstRefusal = async () => {
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
+        const stored = await admin.create(router(namespace)).catch((err: Error) => err);
+        if (stored instanceof Error) return stored.message;
+        await admin.delete(stored);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return 'no create refused in 15 s';
+    };
+    expect(await firstRefusal()).toMatch(refused);
+
+    // the controller, with a token of its ServiceAccount, writes without the webhook
+    const token = (
+      await server
+        .kubeConfig()
+        .makeApiClient(CoreV1Api)
+        .createNamespacedServiceAccountToken({
+          name: 'peerops',
+          namespace,
+          body: { spec: { audiences: [], expirationSeconds: 3600 } },
+        })
+    ).status?.token;
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'test', server: server.url, skipTLSVerify: true }],
+      users: [{ name: 'peerops', token }],
+      contexts: [{ name: 'test', cluster: 'test', user: 'peerops', namespace }],
+      currentContext: 'test',
+    });
+    const created = await KubernetesObjectApi.makeApiClient(kc).create(router(namespace));
+    await expect(admin.replace({ ...created, spec: routerSpec(2) })).rejects.toThrow(refused);
+
+    // status, deletes and other namespaces are not the webhook's
+    await server
+      .kubeConfig()
+      .makeApiClient(CustomObjectsApi)
+      .replaceNamespacedCustomObjectStatus({
+        group: 'peerops.dev',
+        version: 'v1alpha1',
+        namespace,
+        plural: 'routers',
+        name: 'fra1',
+        body: { ...created, status: { lastHeartbeat: '2026-01-01T00:00:00.000Z' } },
+      });
+    await admin.delete(created);
+    const other = await server.createNamespace('webhook-other');
+    await admin.create(router(other));
   });
 
   it('ships the generated CRDs', async () => {

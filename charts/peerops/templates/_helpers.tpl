@@ -40,3 +40,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "peerops.jwtSecretName" -}}
 {{- default (printf "%s-jwt" (include "peerops.fullname" .)) .Values.config.existingJwtSecret -}}
 {{- end -}}
+
+{{- define "peerops.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "peerops.fullname" .) -}}
+{{- end -}}
