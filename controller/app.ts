@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyRequest,
   type onResponseHookHandler,
 } from 'fastify';
+import type { Server as HttpsServer } from 'node:https';
 import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
@@ -159,7 +160,7 @@ export async function buildAdmissionApp(opts: {
   store: Store;
   logger: FastifyBaseLogger;
   tls: { key: Buffer; cert: Buffer };
-}): Promise<FastifyInstance> {
+}): Promise<FastifyInstance<HttpsServer>> {
   const app = Fastify({
     https: opts.tls,
     loggerInstance: opts.logger,

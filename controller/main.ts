@@ -3,7 +3,7 @@
  * reconciler and listens. SIGTERM/SIGINT: stop accepting, release long polls, let in-flight requests
  * finish, stop the reconciler, close the store (which finishes queued writes).
  */
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -14,6 +14,7 @@ import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { buildAdmissionApp, buildApp } from './app.ts';
+import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { Reconciler } from './reconcile/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
@@ -152,12 +153,13 @@ async function start(
   logger.info({ address, store: store.backend, data: config.dataDir }, 'peerops controller listening');
   if (config.webhook) {
     const { certDir } = config.webhook;
-    const tls = {
-      cert: await readFile(join(certDir, 'tls.crt')),
-      key: await readFile(join(certDir, 'tls.key')),
-    };
+    const tls = await readTlsDir(certDir);
     const webhook = await buildAdmissionApp({ store, logger, tls });
-    opened.push(() => webhook.close());
+    const stopWatching = watchTlsDir(certDir, tls, (pair) => webhook.server.setSecureContext(pair), logger);
+    opened.push(async () => {
+      stopWatching();
+      await webhook.close();
+    });
     const at = await listen(webhook, config.webhook.listen);
     logger.info({ address: at }, 'admission webhook listening');
   }

@@ -4,21 +4,19 @@
  * Flux or Argo CD would write them; the controller's user is exempt by a matchConditions expression, as
  * the chart configures it for the controller's ServiceAccount.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, defaultPolicy, newSession, pending, routerSpec } from '../store/fixtures.ts';
 import { freePort } from '../support/ports.ts';
+import { makeCertificate } from '../support/tls.ts';
 import { ADMIN_USER, ROOT, TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
-
-const run = promisify(execFile);
 
 let server: TestApiServer;
 let dir: string;
@@ -76,45 +74,6 @@ function appliedSpec(asn: number, router: string, extra: Record<string, unknown>
   return { ...newSession(asn, router), uuid: randomUUID(), listenPort: 30000 + (asn % 1000), ...extra };
 }
 
-/** A CA and a certificate for 127.0.0.1 signed by it, made by openssl in `dir`. */
-async function makeCertificates(certDir: string): Promise<string> {
-  const openssl = (...args: string[]) => run('openssl', args, { cwd: certDir });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  await openssl(
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=test-ca',
-  );
-  await openssl('req', ...ec, '-keyout', 'tls.key', '-out', 'tls.csr', '-subj', '/CN=127.0.0.1');
-  await writeFile(join(certDir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-  await openssl(
-    'x509',
-    '-req',
-    '-in',
-    'tls.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'tls.crt',
-    '-days',
-    '1',
-    '-extfile',
-    'san.ext',
-  );
-  return (await readFile(join(certDir, 'ca.crt'))).toString('base64');
-}
-
 /** Waits until the controller's index holds `sessions` sessions (its active_sessions_total gauges). */
 async function controllerSees(sessions: number): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -143,7 +102,7 @@ beforeAll(async () => {
   await store.createRouter('fra1', routerSpec(1), admin);
   await store.createSession(newSession(4242420001, 'fra1'), pending, admin, 'first session');
 
-  const caBundle = await makeCertificates(dir);
+  const caBundle = (await makeCertificate(dir)).toString('base64');
   webhookPort = await freePort();
   const apiPort = await freePort();
   apiBase = `http://127.0.0.1:${apiPort}`;

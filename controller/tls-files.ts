@@ -1,0 +1,52 @@
+/**
+ * The admission webhook's certificate and key from a directory, as a `kubernetes.io/tls` Secret mounts
+ * (`tls.crt`, `tls.key`). The kubelet rewrites a mounted Secret in place when it changes (a replaced
+ * Secret, cert-manager's renewals), so the pair is read again periodically and a changed one is served
+ * from the next TLS handshake on, without a restart.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+
+export interface TlsPair {
+  cert: Buffer;
+  key: Buffer;
+}
+
+export async function readTlsDir(dir: string): Promise<TlsPair> {
+  const [cert, key] = await Promise.all([readFile(join(dir, 'tls.crt')), readFile(join(dir, 'tls.key'))]);
+  return { cert, key };
+}
+
+/**
+ * Every `everyMs`, reads the pair again and hands it to `apply` when it differs from the last one. A pair
+ * that cannot be read or applied (caught mid-update, a key that does not match the certificate) is logged
+ * and tried again next time; the old one stays in service. Returns the stop function.
+ */
+export function watchTlsDir(
+  dir: string,
+  current: TlsPair,
+  apply: (pair: TlsPair) => void,
+  log: Pick<Logger, 'info' | 'warn'>,
+  everyMs = 30_000,
+): () => void {
+  let served = current;
+  let failed = false;
+  const check = async () => {
+    try {
+      const next = await readTlsDir(dir);
+      if (next.cert.equals(served.cert) && next.key.equals(served.key)) return;
+      apply(next);
+      served = next;
+      failed = false;
+      log.info({ dir }, 'webhook certificate reloaded');
+    } catch (err) {
+      // once per bad state, not every interval
+      if (!failed) log.warn({ dir, err: (err as Error).message }, 'webhook certificate not reloaded');
+      failed = true;
+    }
+  };
+  const timer = setInterval(() => void check(), everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
