@@ -15,6 +15,7 @@ declare -A need=(
   [gpg]=gnupg
   [redis-server]=redis-server
   [curl]=curl
+  [openssl]=openssl
 )
 missing=()
 for cmd in "${!need[@]}"; do
