@@ -107,6 +107,8 @@ export interface TestApiServer {
   kubeconfigFile(): Promise<string>;
   /** Creates a namespace with a random name and returns it. */
   createNamespace(prefix: string): Promise<string>;
+  /** A KubeConfig acting as ServiceAccount `name` (a token from the TokenRequest API), as a pod would. */
+  serviceAccountKubeConfig(namespace: string, name: string): Promise<KubeConfig>;
   stop(): Promise<void>;
 }
 
@@ -211,6 +213,25 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
         const file = join(dir, 'kubeconfig');
         await writeFile(file, makeConfig().exportConfig(), { mode: 0o600 });
         return file;
+      },
+      async serviceAccountKubeConfig(namespace: string, name: string) {
+        const request = await makeConfig()
+          .makeApiClient(CoreV1Api)
+          .createNamespacedServiceAccountToken({
+            name,
+            namespace,
+            body: { spec: { audiences: [], expirationSeconds: 3600 } },
+          });
+        const saToken = request.status?.token;
+        if (!saToken) throw new Error(`no token for service account ${namespace}/${name}`);
+        const kc = new KubeConfig();
+        kc.loadFromOptions({
+          clusters: [{ name: 'test', server: url, skipTLSVerify: true }],
+          users: [{ name, token: saToken }],
+          contexts: [{ name: 'test', cluster: 'test', user: name, namespace }],
+          currentContext: 'test',
+        });
+        return kc;
       },
       async createNamespace(prefix: string) {
         const name = `${prefix}-${randomBytes(4).toString('hex')}`;

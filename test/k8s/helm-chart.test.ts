@@ -13,7 +13,6 @@ import {
   AdmissionregistrationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
   type KubernetesObject,
@@ -66,7 +65,7 @@ async function helm(...args: string[]): Promise<string> {
   return stdout;
 }
 
-/** helm template with the defaults (the webhook on) and `--set`s, parsed. */
+/** helm template with the defaults (the webhook on) and `--set`s (or other flags, given as is), parsed. */
 async function renderChart(namespace: string, ...set: string[]): Promise<KubernetesObject[]> {
   const rendered = await helm(
     'template',
@@ -74,7 +73,7 @@ async function renderChart(namespace: string, ...set: string[]): Promise<Kuberne
     CHART,
     '--namespace',
     namespace,
-    ...set.flatMap((v) => ['--set', v]),
+    ...set.flatMap((v) => (v.startsWith('--') ? [v] : ['--set', v])),
   );
   return loadAll(rendered).filter((o): o is KubernetesObject => typeof o === 'object' && o !== null);
 }
@@ -108,18 +107,7 @@ describe('charts/peerops', () => {
 
   it('renders manifests the API server accepts (server-side dry run)', async () => {
     const namespace = await server.createNamespace('chart');
-    const rendered = await helm(
-      'template',
-      'peerops',
-      CHART,
-      '--namespace',
-      namespace,
-      '--include-crds',
-      ...VALUES.flatMap((v) => ['--set', v]),
-    );
-    const objects = loadAll(rendered).filter(
-      (o): o is KubernetesObject => typeof o === 'object' && o !== null,
-    );
+    const objects = await renderChart(namespace, '--include-crds', ...VALUES);
     const kinds = objects.map((o) => o.kind).sort();
     expect(kinds).toEqual([
       'ConfigMap',
@@ -439,23 +427,7 @@ describe('charts/peerops', () => {
     expect(await firstRefusal()).toMatch(refused);
 
     // the controller, with a token of its ServiceAccount, writes without the webhook
-    const token = (
-      await server
-        .kubeConfig()
-        .makeApiClient(CoreV1Api)
-        .createNamespacedServiceAccountToken({
-          name: 'peerops',
-          namespace,
-          body: { spec: { audiences: [], expirationSeconds: 3600 } },
-        })
-    ).status?.token;
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'test', server: server.url, skipTLSVerify: true }],
-      users: [{ name: 'peerops', token }],
-      contexts: [{ name: 'test', cluster: 'test', user: 'peerops', namespace }],
-      currentContext: 'test',
-    });
+    const kc = await server.serviceAccountKubeConfig(namespace, 'peerops');
     const created = await KubernetesObjectApi.makeApiClient(kc).create(router(namespace));
     await expect(admin.replace({ ...created, spec: routerSpec(2) })).rejects.toThrow(refused);
 

@@ -6,7 +6,12 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubernetesObjectApi,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
@@ -52,24 +57,7 @@ async function serviceAccountConfig(namespace: string): Promise<KubeConfig> {
   for (const object of objects)
     await client.create({ ...object, metadata: { ...object.metadata, namespace } });
   const name = objects.find((o) => o.kind === 'ServiceAccount')?.metadata?.name ?? '';
-  const request = await server
-    .kubeConfig()
-    .makeApiClient(CoreV1Api)
-    .createNamespacedServiceAccountToken({
-      name,
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 3600 } },
-    });
-  const token = request.status?.token;
-  if (!token) throw new Error('no service account token');
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'test', server: server.url, skipTLSVerify: true }],
-    users: [{ name: 'peerops', token }],
-    contexts: [{ name: 'test', cluster: 'test', user: 'peerops', namespace }],
-    currentContext: 'test',
-  });
-  return kc;
+  return server.serviceAccountKubeConfig(namespace, name);
 }
 
 describe("the chart's RBAC", () => {
