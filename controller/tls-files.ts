@@ -14,8 +14,9 @@ export interface TlsPair {
 }
 
 export async function readTlsDir(dir: string): Promise<TlsPair> {
-  const [cert, key] = await Promise.all([readFile(join(dir, 'tls.crt')), readFile(join(dir, 'tls.key'))]);
-  return { cert, key };
+  // one after the other: a missing directory is always reported as its tls.crt
+  const cert = await readFile(join(dir, 'tls.crt'));
+  return { cert, key: await readFile(join(dir, 'tls.key')) };
 }
 
 /**

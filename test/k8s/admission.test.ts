@@ -309,6 +309,50 @@ describe('the admission webhook', () => {
     expect(policy.warnings.join('\n')).toMatch(/names no router/);
   });
 
+  it('a controller that cannot serve the webhook does not start, and says why', async () => {
+    const start = async (env: Record<string, string>) => {
+      const child = spawn(
+        process.execPath,
+        [
+          'bin/peerops.ts',
+          'serve',
+          '--listen',
+          `127.0.0.1:${await freePort()}`,
+          '--data',
+          join(dir, 'data2'),
+        ],
+        {
+          cwd: ROOT,
+          env: {
+            ...process.env,
+            PEEROPS_STORE: 'kubernetes',
+            PEEROPS_NAMESPACE: namespace,
+            KUBECONFIG: await server.kubeconfigFile(),
+            POD_NAME: 'admission-test-2',
+            ...env,
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let stderr = '';
+      child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
+      const code = await new Promise((r) => child.once('exit', r));
+      return { code, stderr: stderr.trim() };
+    };
+    const busy = `127.0.0.1:${webhookPort}`;
+    expect(await start({ PEEROPS_WEBHOOK_LISTEN: busy, PEEROPS_WEBHOOK_CERT_DIR: dir })).toEqual({
+      code: 1,
+      stderr: `peerops serve: cannot listen on ${busy}: the address is in use`,
+    });
+    const missing = join(dir, 'nowhere');
+    expect(
+      await start({
+        PEEROPS_WEBHOOK_LISTEN: `127.0.0.1:${await freePort()}`,
+        PEEROPS_WEBHOOK_CERT_DIR: missing,
+      }),
+    ).toEqual({ code: 1, stderr: `peerops serve: ${missing}/tls.crt: no such file or directory` });
+  });
+
   it("exempts the controller's own writes: with the webhook down they still pass, the writer's do not", async () => {
     controller.kill('SIGTERM');
     await new Promise((r) => controller.once('exit', r));
