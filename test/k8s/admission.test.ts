@@ -92,6 +92,22 @@ async function controllerSees(sessions: number): Promise<void> {
   }
 }
 
+/** `peerops serve` on the test namespace (Kubernetes store) as pod `name`, with `env` added. */
+async function serve(name: string, listen: string, env: Record<string, string>): Promise<ChildProcess> {
+  return spawn(process.execPath, ['bin/peerops.ts', 'serve', '--listen', listen, '--data', join(dir, name)], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PEEROPS_STORE: 'kubernetes',
+      PEEROPS_NAMESPACE: namespace,
+      KUBECONFIG: await server.kubeconfigFile(),
+      POD_NAME: name,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
 beforeAll(async () => {
   server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-admission-'));
@@ -106,23 +122,10 @@ beforeAll(async () => {
   webhookPort = await freePort();
   const apiPort = await freePort();
   apiBase = `http://127.0.0.1:${apiPort}`;
-  controller = spawn(
-    process.execPath,
-    ['bin/peerops.ts', 'serve', '--listen', `127.0.0.1:${apiPort}`, '--data', join(dir, 'data')],
-    {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        PEEROPS_STORE: 'kubernetes',
-        PEEROPS_NAMESPACE: namespace,
-        KUBECONFIG: await server.kubeconfigFile(),
-        POD_NAME: 'admission-test',
-        PEEROPS_WEBHOOK_LISTEN: `127.0.0.1:${webhookPort}`,
-        PEEROPS_WEBHOOK_CERT_DIR: dir,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  controller = await serve('admission-test', `127.0.0.1:${apiPort}`, {
+    PEEROPS_WEBHOOK_LISTEN: `127.0.0.1:${webhookPort}`,
+    PEEROPS_WEBHOOK_CERT_DIR: dir,
+  });
   controller.stdout?.on('data', (b: Buffer) => (controllerOutput += b.toString()));
   controller.stderr?.on('data', (b: Buffer) => (controllerOutput += b.toString()));
   await controllerSees(1);
@@ -311,29 +314,7 @@ describe('the admission webhook', () => {
 
   it('a controller that cannot serve the webhook does not start, and says why', async () => {
     const start = async (env: Record<string, string>) => {
-      const child = spawn(
-        process.execPath,
-        [
-          'bin/peerops.ts',
-          'serve',
-          '--listen',
-          `127.0.0.1:${await freePort()}`,
-          '--data',
-          join(dir, 'data2'),
-        ],
-        {
-          cwd: ROOT,
-          env: {
-            ...process.env,
-            PEEROPS_STORE: 'kubernetes',
-            PEEROPS_NAMESPACE: namespace,
-            KUBECONFIG: await server.kubeconfigFile(),
-            POD_NAME: 'admission-test-2',
-            ...env,
-          },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      );
+      const child = await serve('admission-test-2', `127.0.0.1:${await freePort()}`, env);
       let stderr = '';
       child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
       const code = await new Promise((r) => child.once('exit', r));
