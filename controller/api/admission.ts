@@ -41,7 +41,7 @@ const StoredObject = Type.Object({
 type StoredObject = Static<typeof StoredObject>;
 
 /** The part of an `admission.k8s.io/v1` AdmissionReview this webhook reads. */
-export const AdmissionReview = Type.Object({
+const AdmissionReview = Type.Object({
   apiVersion: Type.Literal('admission.k8s.io/v1'),
   kind: Type.Literal('AdmissionReview'),
   request: Type.Object({
@@ -53,15 +53,13 @@ export const AdmissionReview = Type.Object({
     oldObject: Type.Optional(Type.Union([StoredObject, Type.Null()])),
   }),
 });
-export type AdmissionReview = Static<typeof AdmissionReview>;
+type AdmissionReview = Static<typeof AdmissionReview>;
 
 /** What the API server is told: `errors` refuse the object, `warnings` reach the writer (kubectl prints them). */
-export interface Verdict {
+interface Verdict {
   errors: FieldError[];
   warnings: string[];
 }
-
-const RULE_NAMES = 'one session per ASN and router';
 
 /** The store's objects as the rules that span objects see them. */
 function storeSet(store: Store): ManifestSet {
@@ -84,13 +82,16 @@ function sessionErrors(store: Store, name: string, input: unknown): FieldError[]
   const errors: FieldError[] = [];
   const expected = sessionName(spec.asn, spec.router);
   if (name !== expected)
-    errors.push({ pointer: '/metadata/name', message: `must be ${expected} (${RULE_NAMES})` });
-  errors.push(...sessionSetErrors(name, spec, storeSet(store)));
-  const router = store.getRouter(spec.router);
+    errors.push({
+      pointer: '/metadata/name',
+      message: `must be ${expected} (one session per ASN and router)`,
+    });
+  const set = storeSet(store);
+  errors.push(...sessionSetErrors(name, spec, set));
+  const router = set.router(spec.router);
   if (router) {
     const network = { routers: store.listRouters(), sessions: store.listSessions() };
-    const policy = mergedPolicy(store, spec.router);
-    errors.push(...sessionAddressingErrors(name, spec, router.spec, policy, network, '/spec'));
+    errors.push(...sessionAddressingErrors(name, spec, router, set.policyFor(spec.router), network, '/spec'));
   }
   return errors;
 }
@@ -130,7 +131,7 @@ const sameError = (a: FieldError, b: FieldError) => a.pointer === b.pointer && a
  * already had (a session whose ASN a later policy blocks can still be relabelled or edited) but may not
  * add one; a session's uuid never changes, as in the REST API.
  */
-export function review(store: Store, request: AdmissionReview['request']): Verdict {
+function review(store: Store, request: AdmissionReview['request']): Verdict {
   const { object, oldObject, operation, kind } = request;
   if ((operation !== 'CREATE' && operation !== 'UPDATE') || !object) return { errors: [], warnings: [] };
   let errors = errorsOf(store, kind.kind, object);
@@ -152,7 +153,7 @@ export function review(store: Store, request: AdmissionReview['request']): Verdi
 const fieldPath = (pointer: string) => pointer.slice(1).replaceAll('/', '.').replaceAll('~1', '/');
 
 /** The AdmissionReview answer; a refusal is 422 Invalid with one cause per field, as the API server's own. */
-export function admissionResponse(uid: string, verdict: Verdict) {
+function admissionResponse(uid: string, verdict: Verdict) {
   const response: Record<string, unknown> = { uid, allowed: verdict.errors.length === 0 };
   if (verdict.warnings.length > 0) response['warnings'] = verdict.warnings;
   if (verdict.errors.length > 0)

@@ -177,16 +177,18 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
     );
     processes.push(apiserver);
     const url = `https://127.0.0.1:${apiPort}`;
-    const makeConfig = () => {
+    /** A KubeConfig for this API server acting as `user` with its bearer token. */
+    const configFor = (user: string, bearer: string, namespace: string) => {
       const kc = new KubeConfig();
       kc.loadFromOptions({
         clusters: [{ name: 'test', server: url, skipTLSVerify: true }],
-        users: [{ name: 'admin', token }],
-        contexts: [{ name: 'test', cluster: 'test', user: 'admin', namespace: 'default' }],
+        users: [{ name: user, token: bearer }],
+        contexts: [{ name: 'test', cluster: 'test', user, namespace }],
         currentContext: 'test',
       });
       return kc;
     };
+    const makeConfig = () => configFor('admin', token, 'default');
     await waitFor(
       'kube-apiserver',
       async () => {
@@ -224,14 +226,7 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
           });
         const saToken = request.status?.token;
         if (!saToken) throw new Error(`no token for service account ${namespace}/${name}`);
-        const kc = new KubeConfig();
-        kc.loadFromOptions({
-          clusters: [{ name: 'test', server: url, skipTLSVerify: true }],
-          users: [{ name, token: saToken }],
-          contexts: [{ name: 'test', cluster: 'test', user: name, namespace }],
-          currentContext: 'test',
-        });
-        return kc;
+        return configFor(name, saToken, namespace);
       },
       async createNamespace(prefix: string) {
         const name = `${prefix}-${randomBytes(4).toString('hex')}`;
