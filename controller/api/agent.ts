@@ -274,7 +274,9 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     {
       config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
     },
-    async (request: RouterRequest) => {
+    // Synchronous: fastify sends a returned value at once (a throw becomes the error answer), where an
+    // async handler costs every heartbeat a promise and a turn of the microtask queue.
+    (request: RouterRequest) => {
       const heartbeat = parseAgentBody(HeartbeatBody, request.body, 'heartbeat');
       // The token check found the router; recording it looks it up once more (it may have gone since).
       if (!store.recordHeartbeat(request.params.router, heartbeat))

@@ -28,7 +28,8 @@ export function agentTokenMatches(token: string, expectedSha256: string | undefi
  * `npm run bench:api`, a sixth of the controller's budget). A changed hash (rotation, removal) drops it.
  */
 export class AgentTokenVerifier {
-  private readonly known = new Map<string, { sha256: string; token: Buffer }>();
+  /** Per router: the token that matched and a buffer of its size that presented tokens are copied into. */
+  private readonly known = new Map<string, { sha256: string; token: Buffer; presented: Buffer }>();
   private readonly hashOf: (router: string) => string | undefined;
 
   constructor(hashOf: (router: string) => string | undefined) {
@@ -39,13 +40,24 @@ export class AgentTokenVerifier {
     const sha256 = this.hashOf(router);
     const known = this.known.get(router);
     if (known && known.sha256 === sha256) {
-      // Only the remembered token hashes to the stored hash: any other token is refused unhashed.
-      const presented = Buffer.from(token);
-      return presented.length === known.token.length && timingSafeEqual(presented, known.token);
+      // Only the remembered token hashes to the stored hash: any other token is refused unhashed. The
+      // presented token is copied into the router's own buffer (no allocation per request); its bytes
+      // equal the remembered ones only if it fills the buffer exactly with the same (ASCII) characters.
+      const size = known.token.length;
+      return (
+        token.length === size &&
+        known.presented.write(token) === size &&
+        timingSafeEqual(known.presented, known.token)
+      );
     }
     if (known) this.known.delete(router);
     if (!agentTokenMatches(token, sha256)) return false;
-    this.known.set(router, { sha256: sha256 as string, token: Buffer.from(token) });
+    const remembered = Buffer.from(token);
+    this.known.set(router, {
+      sha256: sha256 as string,
+      token: remembered,
+      presented: Buffer.alloc(remembered.length),
+    });
     return true;
   }
 }

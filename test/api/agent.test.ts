@@ -57,6 +57,13 @@ describe('agent tokens', () => {
     expect(verifier.matches('r', second.token)).toBe(false);
     expect(verifier.matches('r', `${first.token}x`)).toBe(false);
     expect(verifier.matches('r', first.token.slice(1))).toBe(false);
+    // Same length, one character changed; then non-ASCII characters of the same length, one of whose
+    // encodings fills the buffer exactly: all refused, and the remembered token still matches after them.
+    const flipped = first.token.slice(0, -1) + (first.token.endsWith('A') ? 'B' : 'A');
+    expect(verifier.matches('r', flipped)).toBe(false);
+    expect(verifier.matches('r', `${first.token.slice(0, -1)}é`)).toBe(false);
+    expect(verifier.matches('r', `${first.token.slice(0, -2)}éx`)).toBe(false);
+    expect(verifier.matches('r', first.token)).toBe(true);
     expect(verifier.matches('other', first.token)).toBe(false); // a router without a stored hash
     stored = second.sha256; // rotated
     expect(verifier.matches('r', first.token)).toBe(false);
