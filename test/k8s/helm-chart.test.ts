@@ -2,7 +2,9 @@
  * charts/peerops: helm lint, helm template (every optional part on), and each rendered object checked by
  * the test API server with a server-side dry run (apply), so schemas, RBAC rules and the CRDs are real.
  * The admission webhook's configuration is also installed for real (helm install/upgrade) on that server:
- * its certificate survives an upgrade, and the server sends it exactly the writes it should.
+ * its certificate survives an upgrade, and the server sends it exactly the writes it should. With
+ * webhook.certManager.enabled the certificate comes from cert-manager, checked as rendered (no cert-manager
+ * runs here).
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
@@ -78,6 +80,33 @@ async function renderChart(namespace: string, ...set: string[]): Promise<Kuberne
   return loadAll(rendered).filter((o): o is KubernetesObject => typeof o === 'object' && o !== null);
 }
 
+/**
+ * Server-side apply of each object as a dry run: the server validates and admits without storing. The client
+ * puts the namespaced objects (it asks the server's discovery which are) in the namespace; CRDs and the
+ * ValidatingWebhookConfiguration are cluster-scoped.
+ */
+async function dryRunApply(namespace: string, objects: KubernetesObject[]): Promise<void> {
+  const kc = server.kubeConfig();
+  kc.contexts = kc.contexts.map((c) => ({ ...c, namespace }));
+  const client = KubernetesObjectApi.makeApiClient(kc);
+  for (const object of objects) {
+    const checked = await client
+      .patch(object, undefined, 'All', 'peerops-chart-test', true, PatchStrategy.ServerSideApply)
+      .catch((err: unknown) => {
+        throw new Error(
+          `${object.kind} ${object.metadata?.name} refused: ${String((err as { body?: unknown }).body ?? err)}`,
+        );
+      });
+    expect(checked.metadata?.name).toBe(object.metadata?.name);
+  }
+}
+
+interface CertificateSpec {
+  secretName: string;
+  dnsNames: string[];
+  issuerRef: { name: string; kind: string; group: string };
+}
+
 function only<T extends KubernetesObject>(objects: KubernetesObject[], kind: string): T {
   const found = objects.filter((o) => o.kind === kind);
   expect(found, kind).toHaveLength(1);
@@ -127,22 +156,7 @@ describe('charts/peerops', () => {
       'ServiceAccount',
       'ValidatingWebhookConfiguration',
     ]);
-    // the client puts the namespaced objects (it asks the server's discovery which are) in the namespace;
-    // the CRDs and the ValidatingWebhookConfiguration are cluster-scoped
-    const kc = server.kubeConfig();
-    kc.contexts = kc.contexts.map((c) => ({ ...c, namespace }));
-    const client = KubernetesObjectApi.makeApiClient(kc);
-    for (const object of objects) {
-      // apply, dry run: the server validates and admits without storing
-      const checked = await client
-        .patch(object, undefined, 'All', 'peerops-chart-test', true, PatchStrategy.ServerSideApply)
-        .catch((err: unknown) => {
-          throw new Error(
-            `${object.kind} ${object.metadata?.name} refused: ${String((err as { body?: unknown }).body ?? err)}`,
-          );
-        });
-      expect(checked.metadata?.name).toBe(object.metadata?.name);
-    }
+    await dryRunApply(namespace, objects);
 
     const deployment = objects.find((o) => o.kind === 'Deployment') as KubernetesObject & {
       spec: {
@@ -367,6 +381,49 @@ describe('charts/peerops', () => {
     expect(cert.checkPrivateKey(createPrivateKey(pem('tls.key')))).toBe(true);
     expect(cert.subjectAltName?.split(', ')).toContain(`DNS:${service.metadata?.name}.${namespace}.svc`);
     expect(pem('ca.crt').toString()).toBe(ca.toString());
+  });
+
+  it('has cert-manager issue the webhook certificate into the mounted Secret and inject its CA', async () => {
+    const namespace = await server.createNamespace('chart-cert-manager');
+    const objects = await renderChart(namespace, 'webhook.certManager.enabled=true');
+    const config = only<V1ValidatingWebhookConfiguration>(objects, 'ValidatingWebhookConfiguration');
+    const certificate = only<KubernetesObject & { spec: CertificateSpec }>(objects, 'Certificate');
+    const issuer = only<KubernetesObject & { spec: unknown }>(objects, 'Issuer');
+    const pod = only<V1Deployment>(objects, 'Deployment').spec?.template.spec;
+    const service = objects.find((o) => o.metadata?.name === 'peerops-webhook') as V1Service;
+    // no Secret from the chart (cert-manager writes it), no caBundle (cainjector writes it): every render
+    // is the same, whatever the cluster holds
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual(['peerops-jwt']);
+    expect(config.webhooks?.[0]?.clientConfig.caBundle).toBeUndefined();
+    expect(config.metadata?.annotations).toEqual({
+      'cert-manager.io/inject-ca-from': `${namespace}/${certificate.metadata?.name}`,
+    });
+    // the Secret cert-manager fills is the one the pods mount; the certificate names the webhook Service
+    const mounted = pod?.volumes?.find((v) => v.name === 'webhook-tls')?.secret?.secretName;
+    expect(certificate.spec.secretName).toBe(mounted);
+    expect(certificate.spec.dnsNames).toContain(`${service.metadata?.name}.${namespace}.svc`);
+    expect(certificate.spec.issuerRef).toEqual({
+      name: issuer.metadata?.name,
+      kind: 'Issuer',
+      group: 'cert-manager.io',
+    });
+    expect(issuer.spec).toEqual({ selfSigned: {} });
+    // the API server accepts every object (cert-manager's kinds: stand-in CRDs in test/k8s/fixtures)
+    await dryRunApply(namespace, objects);
+
+    // an issuer of the operator's own: no Issuer from the chart
+    const own = await renderChart(
+      namespace,
+      'webhook.certManager.enabled=true',
+      'webhook.certManager.issuerRef.name=internal-ca',
+      'webhook.certManager.issuerRef.kind=ClusterIssuer',
+    );
+    expect(own.map((o) => o.kind)).not.toContain('Issuer');
+    expect(only<KubernetesObject & { spec: CertificateSpec }>(own, 'Certificate').spec.issuerRef).toEqual({
+      name: 'internal-ca',
+      kind: 'ClusterIssuer',
+      group: 'cert-manager.io',
+    });
   });
 
   it('renders no webhook, port or webhook settings with webhook.enabled=false', async () => {
