@@ -20,9 +20,10 @@ export async function readTlsDir(dir: string): Promise<TlsPair> {
 }
 
 /**
- * Every `everyMs`, reads the pair again and hands it to `apply` when it differs from the last one. A pair
- * that cannot be read or applied (caught mid-update, a key that does not match the certificate) is logged
- * and tried again next time; the old one stays in service. Returns the stop function.
+ * `everyMs` after the last check ended, reads the pair again and hands it to `apply` when it differs from
+ * the last one. A pair that cannot be read or applied (caught mid-update, a key that does not match the
+ * certificate) is logged and tried again next time; the old one stays in service. Checks never overlap:
+ * two at once could each log the same bad pair. Returns the stop function.
  */
 export function watchTlsDir(
   dir: string,
@@ -47,7 +48,16 @@ export function watchTlsDir(
       failed = true;
     }
   };
-  const timer = setInterval(() => void check(), everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const next = () => {
+    if (stopped) return;
+    timer = setTimeout(() => void check().finally(next), everyMs);
+    timer.unref();
+  };
+  next();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }
