@@ -1,6 +1,7 @@
 /**
- * Git store benchmark: cold start time and memory with 1,000 and 10,000 sessions in the repository, and
- * create latency p50/p99. Each measurement runs in a fresh process so memory figures are its own.
+ * Git store benchmark: cold start time and memory with 1,000 and 10,000 sessions in the repository,
+ * create latency p50/p99, and the observation flush (every session's metrics and every router's heartbeat
+ * changed): its time and what it adds to the repository (nothing, it goes to the observation file). Each measurement runs in a fresh process so memory figures are its own.
  *
  *   npm run bench:store                                   (both sizes)
  *   node scripts/bench-store.ts 2000                      (one size)
@@ -9,7 +10,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -24,6 +25,36 @@ const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOS
 
 const key = () => randomBytes(32).toString('base64');
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`;
+const FLUSHES = 3;
+
+/** Bytes and files under the repository's objects/ directory. */
+async function objectsSize(dir: string): Promise<{ bytes: number; files: number }> {
+  let bytes = 0;
+  let files = 0;
+  for (const entry of await readdir(join(dir, 'objects'), { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    bytes += (await stat(join(entry.parentPath, entry.name))).size;
+    files++;
+  }
+  return { bytes, files };
+}
+
+/** Every session's metrics and every router's heartbeat changed, then flushed; the slowest of FLUSHES. */
+async function measureFlush(store: ReturnType<typeof createGitStore>, dir: string) {
+  const before = await objectsSize(dir);
+  let flushMs = 0;
+  for (let f = 1; f <= FLUSHES; f++) {
+    const at = new Date().toISOString();
+    for (const s of store.listSessions())
+      store.recordSessionMetrics(s.spec.uuid, { rtt: f, rxBytes: f, txBytes: f, routesImported: f, at });
+    for (const r of store.listRouters()) store.recordRouterStatus(r.name, { uptime: f, lastHeartbeat: at });
+    const t = performance.now();
+    await store.flushObservations();
+    flushMs = Math.max(flushMs, performance.now() - t);
+  }
+  const after = await objectsSize(dir);
+  return { flushMs, addedBytes: after.bytes - before.bytes, addedFiles: after.files - before.files };
+}
 
 /** A bare repository with `sessions` complete session manifests, as people would have pushed them. */
 async function generate(root: string, sessions: number): Promise<string> {
@@ -105,6 +136,7 @@ async function measure(dir: string, creates: number): Promise<void> {
     );
     latencies.push(performance.now() - t);
   }
+  const flush = creates > 0 ? await measureFlush(store, dir) : undefined;
   await store.close();
   latencies.sort((a, b) => a - b);
   const pct = (p: number) =>
@@ -117,6 +149,7 @@ async function measure(dir: string, creates: number): Promise<void> {
       heapUsed: mem.heapUsed,
       p50: pct(50),
       p99: pct(99),
+      flush,
     }),
   );
 }
@@ -128,6 +161,7 @@ interface Figures {
   heapUsed: number;
   p50: number;
   p99: number;
+  flush?: { flushMs: number; addedBytes: number; addedFiles: number };
 }
 
 async function child(dir: string, creates: number): Promise<Figures> {
@@ -165,6 +199,11 @@ async function bench(sessions: number): Promise<void> {
     console.log(
       `  create latency over ${CREATES} creates: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms`,
     );
+    if (cold.flush)
+      console.log(
+        `  observation flush (all metrics and heartbeats changed), slowest of ${FLUSHES}: ${cold.flush.flushMs.toFixed(0)} ms; ` +
+          `the repository grew by ${cold.flush.addedFiles} object files, ${cold.flush.addedBytes} bytes`,
+      );
   } finally {
     await rm(root, { recursive: true, force: true });
   }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -280,7 +280,7 @@ describe('git store: the repository', () => {
     );
   });
 
-  it('writes status and observations on the status ref only, batched into one commit', async () => {
+  it('writes status on the status ref only, and observations to the observation file, not into git', async () => {
     const s = await store.createSession(newSession(4242420400, 'fra1'), queued, admin, 'c');
     const specHead = await git(bare, 'rev-parse', 'main');
     const statusCommits = Number(await git(bare, 'rev-list', '--count', STATUS_REF));
@@ -290,6 +290,7 @@ describe('git store: the repository', () => {
       admin,
       'up',
     );
+    const objects = await git(bare, 'count-objects');
     for (let i = 0; i < 100; i++) {
       store.recordSessionMetrics(s.spec.uuid, {
         rtt: i,
@@ -299,15 +300,18 @@ describe('git store: the repository', () => {
         at: new Date().toISOString(),
       });
       store.recordRouterStatus('fra1', { uptime: i, lastHeartbeat: new Date().toISOString() });
+      await store.flushObservations();
     }
-    await store.flushObservations();
+    // 100 flushes of observations: not one commit, not one object more in the repository
     expect(await git(bare, 'rev-parse', 'main')).toBe(specHead);
-    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(statusCommits + 2);
+    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(statusCommits + 1);
+    expect(await git(bare, 'count-objects')).toBe(objects);
     const statusFile = load(
       await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420400.yaml`),
     ) as Record<string, unknown>;
     expect(Object.keys(statusFile).sort()).toEqual(['status', 'uuid']);
-    expect(statusFile.status).toMatchObject({ code: 1, metrics: { rtt: 99 } });
+    expect(statusFile.status).toMatchObject({ code: 1, name: 'ACTIVE' });
+    expect(statusFile.status).not.toHaveProperty('metrics');
     const specFile = load(await git(bare, 'show', 'main:sessions/fra1/as4242420400.yaml')) as Record<
       string,
       unknown
@@ -316,6 +320,34 @@ describe('git store: the repository', () => {
     // every status commit touches only status files, never the spec branch's history
     const shared = await git(bare, 'merge-base', '--all', 'main', STATUS_REF).catch(() => '');
     expect(shared).toBe('');
+
+    const file = join(bare, 'peerops', 'observations.json');
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const observed = JSON.parse(await readFile(file, 'utf8')) as {
+      sessions: Record<string, { rtt: number }>;
+      routers: Record<string, { uptime: number }>;
+    };
+    expect(observed.sessions[s.spec.uuid]?.rtt).toBe(99);
+    expect(observed.routers.fra1?.uptime).toBe(99);
+    // a restart restores them
+    await store.close();
+    store = await open();
+    expect(store.getSession(s.spec.uuid)?.status).toMatchObject({ code: 1, metrics: { rtt: 99 } });
+    expect(store.getRouter('fra1')?.status.uptime).toBe(99);
+  });
+
+  it('commits a changed mesh key to the status ref, alone, at the next flush', async () => {
+    const key = wgKey();
+    for (let i = 0; i < 3; i++) {
+      store.recordRouterStatus('fra1', { meshPublicKey: key, uptime: i, agentVersion: '1.2.3' });
+      await store.flushObservations();
+    }
+    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(1);
+    const file = load(await git(bare, 'show', `${STATUS_REF}:routers/fra1.yaml`)) as { status: unknown };
+    expect(file.status).toEqual({ meshPublicKey: key });
+    await store.close();
+    store = await open();
+    expect(store.getRouter('fra1')?.status).toEqual({ meshPublicKey: key, uptime: 2, agentVersion: '1.2.3' });
   });
 
   it('flushes observations on its own timer', async () => {
@@ -323,10 +355,65 @@ describe('git store: the repository', () => {
     store = await open({ observationFlushMs: 100 });
     store.recordRouterStatus('fra1', { uptime: 1 });
     store.recordRouterStatus('fra1', { uptime: 2 });
-    await new Promise((r) => setTimeout(r, 400));
-    expect(Number(await git(bare, 'rev-list', '--count', STATUS_REF))).toBe(1);
-    const file = load(await git(bare, 'show', `${STATUS_REF}:routers/fra1.yaml`)) as { status: unknown };
-    expect(file.status).toEqual({ uptime: 2 });
+    const file = join(bare, 'peerops', 'observations.json');
+    const observed = await eventually(async () =>
+      readFile(file, 'utf8').then(
+        (text) => JSON.parse(text) as { routers: Record<string, unknown> },
+        () => undefined,
+      ),
+    );
+    expect(observed.routers.fra1).toEqual({ uptime: 2 });
+  });
+
+  it('reads observations an older release committed to the status ref, and keeps them', async () => {
+    const s = await store.createSession(newSession(4242420410, 'fra1'), queued, admin, 'c');
+    await store.close();
+    const metrics = { rtt: 7, rxBytes: 1, txBytes: 2, routesImported: 3, at: '2026-01-01T00:00:00.000Z' };
+    await git(dir, 'clone', '-q', '-b', 'peerops-status', bare, join(dir, 'status'));
+    const sessionFile = join(dir, 'status', 'sessions', 'fra1', 'as4242420410.yaml');
+    const old = load(await readFile(sessionFile, 'utf8')) as { uuid: string; status: object };
+    await put(join(dir, 'status'), 'sessions/fra1/as4242420410.yaml', {
+      uuid: old.uuid,
+      status: { ...old.status, metrics },
+    });
+    await put(join(dir, 'status'), 'routers/fra1.yaml', { status: { uptime: 5, agentVersion: '0.9.0' } });
+    await git(join(dir, 'status'), 'add', '.');
+    await git(join(dir, 'status'), 'commit', '-q', '-m', 'observations: 1 session(s), 1 router(s)');
+    await git(join(dir, 'status'), 'push', '-q', 'origin', 'peerops-status');
+    store = await open();
+    expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
+    expect(store.getRouter('fra1')?.status).toEqual({ uptime: 5, agentVersion: '0.9.0' });
+    store.recordRouterStatus('fra1', { uptime: 6 });
+    await store.close();
+    // the router's file, which held nothing else, is gone from the status ref after the first flush
+    expect(await git(bare, 'ls-tree', '-r', '--name-only', STATUS_REF, 'routers')).toBe('');
+    store = await open();
+    expect(store.getRouter('fra1')?.status).toEqual({ uptime: 6, agentVersion: '0.9.0' });
+    expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics);
+  });
+
+  it('starts without observations when their file is damaged, and writes a good one at the next flush', async () => {
+    store.recordRouterStatus('fra1', { uptime: 3 });
+    await store.close();
+    const file = join(bare, 'peerops', 'observations.json');
+    await writeFile(file, '{"format":1,"routers":{"fra1":{"uptime":-1}},"sessions":');
+    store = await open();
+    expect(store.getRouter('fra1')?.status).toEqual({});
+    await writeFile(
+      file,
+      JSON.stringify({ format: 1, routers: { fra1: { uptime: -1 }, ams9: { uptime: 1 } } }),
+    );
+    await store.close();
+    store = await open();
+    // the invalid entry is left out; a router that no longer exists is ignored
+    expect(store.getRouter('fra1')?.status).toEqual({});
+    store.recordRouterStatus('fra1', { uptime: 4 });
+    await store.flushObservations();
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({
+      format: 1,
+      sessions: {},
+      routers: { fra1: { uptime: 4 } },
+    });
   });
 
   it('keeps writes and concurrent pushes apart: nothing lost on either side', async () => {

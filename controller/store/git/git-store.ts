@@ -72,6 +72,12 @@ import {
 } from './manifests.ts';
 import { RefMovedError, updateRef } from './refs.ts';
 import { ParseCache } from './parse-cache.ts';
+import {
+  ObservationFile,
+  routerObservations,
+  routerState,
+  type ObservationSnapshot,
+} from './observations.ts';
 import { readText, type GitContext } from './objects.ts';
 import { listFiles, type FileChange } from './tree.ts';
 
@@ -158,7 +164,10 @@ export class GitStore implements Store {
   private readonly rejected = new Map<string, string>();
 
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly dirtySessions = new Set<string>();
+  private readonly observations: ObservationFile;
+  /** Observations recorded since the last flush wrote the observation file. */
+  private observationsChanged = false;
+  /** Routers whose committed status (the mesh key) is not on the status ref yet. */
   private readonly dirtyRouters = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
   private syncQueued = false;
@@ -176,6 +185,7 @@ export class GitStore implements Store {
     this.log = options.logger ?? pino({ level: 'info' });
     this.ctx = { gitdir: options.dir, cache: {} };
     this.cache = new ParseCache(options.dir);
+    this.observations = new ObservationFile(options.dir);
     this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`, {
       cache: this.cache,
       kind: 'spec',
@@ -205,6 +215,7 @@ export class GitStore implements Store {
           this.log.warn({ err: String(err) }, 'store: completing manifests from git deferred'),
         );
       }
+      await this.loadObservations();
     });
     await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
@@ -506,9 +517,11 @@ export class GitStore implements Store {
     const status = Object.freeze({ ...current.status, ...patch });
     this.routerStatus.set(current.name, status);
     this.routers.set(current.name, Object.freeze({ ...current, status }));
-    this.dirtyRouters.add(current.name);
-    if (status.meshPublicKey !== current.status.meshPublicKey)
+    this.observationsChanged = true;
+    if (status.meshPublicKey !== current.status.meshPublicKey) {
+      this.dirtyRouters.add(current.name);
       this.feed.publish({ kind: 'Router', name: current.name, type: 'put' });
+    }
   }
 
   recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
@@ -517,44 +530,81 @@ export class GitStore implements Store {
     const checked = validateOrThrow<SessionMetrics>(SessionMetricsSchema, metrics, 'session metrics');
     const status = { ...current.status, metrics: checked };
     this.sessions.set(uuid, deepFreeze({ ...current, status }));
-    this.dirtySessions.add(current.name);
+    this.observationsChanged = true;
   }
 
-  /** Commit the observations gathered since the last flush, as one commit on the status ref. */
+  /**
+   * Commit the mesh keys that changed since the last flush (one commit on the status ref), then write the
+   * observations to the observation file (observations.ts), if any arrived.
+   */
   flushObservations(): Promise<void> {
     return this.serialised(async () => {
-      if (this.dirtySessions.size === 0 && this.dirtyRouters.size === 0) return;
-      const sessions = [...this.dirtySessions];
       const routers = [...this.dirtyRouters];
-      this.dirtySessions.clear();
       this.dirtyRouters.clear();
-      const writes: FileWrite[] = [];
-      for (const name of sessions) {
-        const uuid = this.sessionByName.get(name);
-        const session = uuid ? this.sessions.get(uuid) : undefined;
-        if (session) writes.push(this.sessionStatusWrite(session));
-      }
-      for (const name of routers) {
-        const status = this.routerStatus.get(name);
-        writes.push({
-          path: routerPath(name),
-          text: status ? dump({ status }, YAML) : undefined,
-          parsed: status,
+      if (routers.length > 0) {
+        const writes = routers.map((name): FileWrite => {
+          const state = routerState(this.routerStatus.get(name) ?? {});
+          // no file for a router without a committed field (or without a router)
+          const text = Object.keys(state).length > 0 ? dump({ status: state }, YAML) : undefined;
+          return { path: routerPath(name), text, parsed: state };
         });
+        try {
+          await this.commitStatus(writes, CONTROLLER, `mesh keys of ${routers.length} router(s)`);
+        } catch (err) {
+          for (const n of routers) this.dirtyRouters.add(n);
+          this.log.error({ err }, 'store: committing mesh keys failed; kept for the next flush');
+          throw err;
+        }
       }
+      if (!this.observationsChanged) return;
+      this.observationsChanged = false;
       try {
-        await this.commitStatus(
-          writes,
-          CONTROLLER,
-          `observations: ${sessions.length} session(s), ${routers.length} router(s)`,
-        );
+        await this.observations.save(this.observationSnapshot());
       } catch (err) {
-        for (const n of sessions) this.dirtySessions.add(n);
-        for (const n of routers) this.dirtyRouters.add(n);
-        this.log.error({ err }, 'store: flushing observations failed; kept for the next flush');
+        this.observationsChanged = true;
+        this.log.error({ err }, 'store: writing observations failed; kept for the next flush');
         throw err;
       }
     });
+  }
+
+  private observationSnapshot(): ObservationSnapshot {
+    const snapshot: ObservationSnapshot = { sessions: new Map(), routers: new Map() };
+    for (const [uuid, session] of this.sessions)
+      if (session.status.metrics) snapshot.sessions.set(uuid, session.status.metrics);
+    for (const [name, router] of this.routers) {
+      const observed = routerObservations(router.status);
+      if (Object.keys(observed).length > 0) snapshot.routers.set(name, observed);
+    }
+    return snapshot;
+  }
+
+  /** At start: the observations of the last flush, over what the status ref holds (older releases wrote them there). */
+  private async loadObservations(): Promise<void> {
+    let snapshot: Awaited<ReturnType<ObservationFile['load']>>;
+    try {
+      snapshot = await this.observations.load();
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'store: observations not restored; agents report them again');
+      return;
+    }
+    if (snapshot.invalid > 0)
+      this.log.warn(
+        { entries: snapshot.invalid },
+        'store: invalid observations left out; agents report them again',
+      );
+    for (const [uuid, metrics] of snapshot.sessions) {
+      const session = this.sessions.get(uuid);
+      if (session)
+        this.sessions.set(uuid, deepFreeze({ ...session, status: { ...session.status, metrics } }));
+    }
+    for (const [name, observed] of snapshot.routers) {
+      const router = this.routers.get(name);
+      if (!router) continue;
+      const status = deepFreeze({ ...router.status, ...observed });
+      this.routerStatus.set(name, status);
+      this.routers.set(name, deepFreeze({ ...router, status }));
+    }
   }
 
   // ---------------------------------------------------------------- serialisation
@@ -721,7 +771,15 @@ export class GitStore implements Store {
         if (parsed) this.statusFiles.set(info.name, parsed as SessionStatusFile);
         else this.statusFiles.delete(info.name);
       } else if (info.kind === 'Router') {
-        if (parsed) this.routerStatus.set(info.name, deepFreeze(parsed as RouterStatus));
+        // the file holds the committed part; what agents reported since stays
+        const file = (parsed ?? {}) as RouterStatus;
+        const status = { ...file, ...routerObservations(this.routerStatus.get(info.name) ?? {}) };
+        // an older release committed observations too: the next flush moves them to the observation file
+        if (Object.keys(routerObservations(file)).length > 0) {
+          this.dirtyRouters.add(info.name);
+          this.observationsChanged = true;
+        }
+        if (Object.keys(status).length > 0) this.routerStatus.set(info.name, deepFreeze(status));
         else this.routerStatus.delete(info.name);
         const router = this.routers.get(info.name);
         if (router)
@@ -1048,7 +1106,9 @@ export class GitStore implements Store {
   }
 
   private sessionStatusWrite(session: Session): FileWrite {
-    const file: SessionStatusFile = { uuid: session.spec.uuid, status: session.status };
+    // metrics are observations (observations.ts), not status history
+    const { metrics: _observed, ...status } = session.status;
+    const file: SessionStatusFile = { uuid: session.spec.uuid, status };
     return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML), parsed: file };
   }
 
@@ -1113,7 +1173,6 @@ export class GitStore implements Store {
     this.indexAddresses(session, false);
     this.unsavedStatus.add(name);
     this.incompleteSpecs.delete(name);
-    this.dirtySessions.delete(name);
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
