@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { createGitStore } from '../controller/store/git/index.ts';
+import { gcAuto } from '../controller/store/git/housekeeping.ts';
 import { renderManifest, routerPath, sessionPath } from '../controller/store/git/manifests.ts';
 
 const exec = promisify(execFile);
@@ -27,16 +28,19 @@ const key = () => randomBytes(32).toString('base64');
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`;
 const FLUSHES = 3;
 
-/** Bytes and files under the repository's objects/ directory. */
-async function objectsSize(dir: string): Promise<{ bytes: number; files: number }> {
+/** Bytes (content and on disk) and files under the repository's objects/ directory. */
+async function objectsSize(dir: string): Promise<{ bytes: number; disk: number; files: number }> {
   let bytes = 0;
+  let disk = 0;
   let files = 0;
   for (const entry of await readdir(join(dir, 'objects'), { recursive: true, withFileTypes: true })) {
     if (!entry.isFile()) continue;
-    bytes += (await stat(join(entry.parentPath, entry.name))).size;
+    const s = await stat(join(entry.parentPath, entry.name));
+    bytes += s.size;
+    disk += s.blocks * 512;
     files++;
   }
-  return { bytes, files };
+  return { bytes, disk, files };
 }
 
 /** Every session's metrics and every router's heartbeat changed, then flushed; the slowest of FLUSHES. */
@@ -184,6 +188,10 @@ async function bench(sessions: number): Promise<void> {
     );
     // first start: every session arrives without status and gets one (one commit on the status ref)
     const first = await child(dir, 0);
+    // housekeeping packs what the first start wrote loose
+    const loose = await objectsSize(dir);
+    const gc = await gcAuto(dir, new AbortController().signal);
+    const packed = await objectsSize(dir);
     // cold start proper: a restarted controller on a repository it has written before
     const cold = await child(dir, CREATES);
     // the same without the parse cache (first start after an upgrade): every blob read and parsed again
@@ -194,6 +202,10 @@ async function bench(sessions: number): Promise<void> {
         `  ${label.padEnd(28)} ${(f.startMs / 1000).toFixed(2).padStart(6)} s   rss ${mib(f.rss).padStart(8)}   heap ${mib(f.heapUsed).padStart(8)}   (${f.sessions} sessions loaded)`,
       );
     row('first start (status import)', first);
+    const size = (o: { files: number; disk: number }) => `${o.files} files, ${mib(o.disk)} on disk`;
+    console.log(
+      `  housekeeping (git gc --auto)  ${gc.ran ? `${(gc.ms / 1000).toFixed(2).padStart(6)} s` : gc.reason}: objects ${size(loose)} → ${size(packed)}`,
+    );
     row('cold start (restart)', cold);
     row('cold start, no parse cache', uncached);
     console.log(

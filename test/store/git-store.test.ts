@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -414,6 +414,73 @@ describe('git store: the repository', () => {
       sessions: {},
       routers: { fra1: { uptime: 4 } },
     });
+  });
+
+  it('packs its loose objects with git gc --auto beside its writes, and reads everything back from the packs', async () => {
+    // git estimates the loose objects from the directory objects/17 alone: with gc.auto 1, two files there
+    // are enough (git's default is 6,700 objects)
+    await git(bare, 'config', 'gc.auto', '1');
+    const loose17 = () =>
+      readdir(join(bare, 'objects', '17')).then(
+        (f) => f.length,
+        () => 0,
+      );
+    for (let i = 0; i < 400 && (await loose17()) < 2; i++)
+      await store.createSession(newSession(64000 + i, 'fra1'), pending, user(64000 + i), `create ${i}`);
+    const counts = async () =>
+      Object.fromEntries(
+        (await git(bare, 'count-objects', '-v'))
+          .trim()
+          .split('\n')
+          .map((l) => l.split(': ')),
+      ) as Record<string, string>;
+    const loose = Number((await counts()).count);
+    expect(loose).toBeGreaterThan(2);
+    // writes go on while git packs
+    await Promise.all([
+      store.housekeep(),
+      ...[1, 2, 3].map((i) =>
+        store.createSession(newSession(65000 + i, 'fra1'), pending, user(65000 + i), `during gc ${i}`),
+      ),
+    ]);
+    const packed = await counts();
+    expect(Number(packed['in-pack'])).toBeGreaterThanOrEqual(loose);
+    // what is still loose is at most what the three writes beside gc added
+    expect(Number(packed.count)).toBeLessThan(loose);
+    await git(bare, 'fsck', '--strict', '--no-dangling');
+    const view = () => ({ routers: store.listRouters(), sessions: store.listSessions() });
+    const before = view();
+    expect(before.sessions.filter((x) => x.spec.asn > 65000)).toHaveLength(3);
+    // a restart without the parse cache reads every blob again, now from the pack
+    await store.close();
+    await rm(join(bare, 'peerops', 'parsed.json'));
+    store = await open();
+    expect(view()).toEqual(before);
+    await store.createSession(newSession(65100, 'fra1'), pending, user(65100), 'after gc');
+    expect(store.listSessions()).toHaveLength(before.sessions.length + 1);
+  });
+
+  it('warns once and goes on when git is not installed for housekeeping', async () => {
+    const lines: string[] = [];
+    await store.close();
+    store = createGitStore({
+      dir: bare,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
+      pollIntervalMs: 100,
+    });
+    await store.start();
+    const path = process.env.PATH;
+    process.env.PATH = join(dir, 'no-programs-here');
+    try {
+      await store.housekeep();
+      await store.housekeep();
+    } finally {
+      process.env.PATH = path;
+    }
+    const warnings = lines.filter((l) => l.includes('no housekeeping'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('the git program is not installed');
+    await store.createSession(newSession(64990, 'fra1'), pending, user(64990), 'still writes');
   });
 
   it('keeps writes and concurrent pushes apart: nothing lost on either side', async () => {

@@ -72,6 +72,7 @@ import {
 } from './manifests.ts';
 import { RefMovedError, updateRef } from './refs.ts';
 import { ParseCache } from './parse-cache.ts';
+import { gcAuto } from './housekeeping.ts';
 import {
   ObservationFile,
   routerObservations,
@@ -90,8 +91,10 @@ export interface GitStoreOptions {
   pollIntervalMs?: number;
   /** A remote to pull commits from (HTTP(S); isomorphic-git speaks only HTTP). */
   remote?: { url: string; branch?: string; intervalMs?: number };
-  /** How often batched observations are committed to the status ref (default 30000 ms). */
+  /** How often observations are written to the observation file, observations.ts (default 30000 ms). */
   observationFlushMs?: number;
+  /** How often `git gc --auto` packs the repository, housekeeping.ts (default one hour; 0: never). */
+  housekeepingIntervalMs?: number;
   logger?: pino.Logger;
 }
 
@@ -136,7 +139,10 @@ interface SessionStatusFile {
 export class GitStore implements Store {
   readonly backend = 'git' as const;
   private readonly options: Required<
-    Pick<GitStoreOptions, 'dir' | 'branch' | 'pollIntervalMs' | 'observationFlushMs'>
+    Pick<
+      GitStoreOptions,
+      'dir' | 'branch' | 'pollIntervalMs' | 'observationFlushMs' | 'housekeepingIntervalMs'
+    >
   > &
     GitStoreOptions;
   private readonly log: pino.Logger;
@@ -170,6 +176,9 @@ export class GitStore implements Store {
   /** Routers whose committed status (the mesh key) is not on the status ref yet. */
   private readonly dirtyRouters = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
+  private readonly stopHousekeeping = new AbortController();
+  private housekeeping: Promise<void> | undefined;
+  private housekeepingUnavailable = false;
   private syncQueued = false;
   private remoteQueued = false;
   private started = false;
@@ -180,6 +189,7 @@ export class GitStore implements Store {
       branch: 'main',
       pollIntervalMs: 2000,
       observationFlushMs: 30000,
+      housekeepingIntervalMs: 3_600_000,
       ...options,
     };
     this.log = options.logger ?? pino({ level: 'info' });
@@ -222,6 +232,8 @@ export class GitStore implements Store {
     this.timers.push(
       setInterval(() => void this.flushObservations().catch(() => {}), this.options.observationFlushMs),
     );
+    if (this.options.housekeepingIntervalMs > 0)
+      this.timers.push(setInterval(() => void this.housekeep(), this.options.housekeepingIntervalMs));
     if (this.options.remote) {
       const remote = this.options.remote;
       await git.addRemote({
@@ -242,6 +254,8 @@ export class GitStore implements Store {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    this.stopHousekeeping.abort();
+    await this.housekeeping;
     await this.queue.catch(() => {});
     await this.flushObservations();
     await this.saveCache();
@@ -605,6 +619,33 @@ export class GitStore implements Store {
       this.routerStatus.set(name, status);
       this.routers.set(name, deepFreeze({ ...router, status }));
     }
+  }
+
+  /**
+   * `git gc --auto` on the repository (housekeeping.ts), one run at a time. Beside the store's writes, not
+   * in their queue: packing a large repository takes seconds that no API write should wait for.
+   */
+  housekeep(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.housekeeping ??= gcAuto(this.options.dir, this.stopHousekeeping.signal)
+      .then(
+        (result) => {
+          if (result.ran)
+            this.log.debug({ ms: Math.round(result.ms) }, 'store: housekeeping (git gc --auto) done');
+          else if (result.reason !== 'stopped' && !this.housekeepingUnavailable) {
+            this.housekeepingUnavailable = true;
+            this.log.warn(
+              `store: no housekeeping, ${result.reason}: the repository's loose objects are never packed`,
+            );
+          }
+        },
+        (err: unknown) =>
+          this.log.warn({ err: String(err) }, 'store: housekeeping failed; tried again later'),
+      )
+      .finally(() => {
+        this.housekeeping = undefined;
+      });
+    return this.housekeeping;
   }
 
   // ---------------------------------------------------------------- serialisation
