@@ -16,6 +16,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { ProblemError } from '../../../common/errors.ts';
+import { pooledConnections } from './connections.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
 
 /** A peerops custom resource as the API server returns it. */
@@ -91,6 +92,7 @@ export class KubeApi {
 
   constructor(kubeConfig: KubeConfig, namespace: string) {
     this.namespace = namespace;
+    pooledConnections(kubeConfig);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
   }

@@ -43,6 +43,7 @@ import {
 } from '../../../common/schema.ts';
 import { validateOrThrow, type Checked } from '../../../common/validate.ts';
 import type { HeartbeatBody } from '../../../common/agent-api.ts';
+import { mapLimit } from '../../../common/concurrency.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
   assertNoRouterConflicts,
@@ -99,6 +100,8 @@ type PolicyResource = Resource<PolicySpec>;
 
 const MAX_ATTEMPTS = 20;
 const MAX_TOMBSTONES = 10_000;
+/** Status patches of one flush in flight at once (kube-apiserver's default max-requests-inflight is 400). */
+const FLUSH_CONCURRENCY = 16;
 
 const rvOf = (obj: KubernetesObject | undefined): number => Number(obj?.metadata?.resourceVersion ?? 0);
 
@@ -900,12 +903,15 @@ export class KubernetesStore implements Store {
     this.pendingMetrics.set(uuid, checked);
   }
 
-  /** Merge the observations gathered since the last flush onto status (one patch per object). */
+  /**
+   * Merge the observations gathered since the last flush onto status: one patch per object, a few at a
+   * time. One after the other, 10,000 sessions' metrics took 80 s a flush (8 ms a patch).
+   */
   flushObservations(): Promise<void> {
     this.flushing = this.flushing.then(async () => {
       const routers = [...this.pendingRouterStatus];
       const metrics = [...this.pendingMetrics];
-      for (const [router, status] of routers) {
+      await mapLimit(routers, FLUSH_CONCURRENCY, async ([router, status]) => {
         try {
           const updated = await this.api.patchStatus<RouterSpec, RouterStatus>('Router', router, status);
           if (this.pendingRouterStatus.get(router) === status) this.pendingRouterStatus.delete(router);
@@ -914,12 +920,12 @@ export class KubernetesStore implements Store {
           if (isNotFound(err)) this.pendingRouterStatus.delete(router);
           else this.log.warn({ err, router }, 'router status not written; kept for the next flush');
         }
-      }
-      for (const [uuid, value] of metrics) {
+      });
+      await mapLimit(metrics, FLUSH_CONCURRENCY, async ([uuid, value]) => {
         const name = this.sessionByUuid.get(uuid);
         if (name === undefined) {
           this.pendingMetrics.delete(uuid);
-          continue;
+          return;
         }
         try {
           const updated = await this.api.patchStatus<SessionSpec, Partial<SessionStatusRecord>>(
@@ -933,7 +939,7 @@ export class KubernetesStore implements Store {
           if (isNotFound(err)) this.pendingMetrics.delete(uuid);
           else this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
         }
-      }
+      });
     });
     return this.flushing;
   }

@@ -8,6 +8,7 @@
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import pino from 'pino';
 import { isAlreadyExists, isConflict, isNotFound } from './api.ts';
+import { pooledConnections } from './connections.ts';
 
 export interface LeaderElectorOptions {
   kubeConfig: KubeConfig;
@@ -42,7 +43,7 @@ export class LeaderElector {
 
   constructor(options: LeaderElectorOptions) {
     this.options = options;
-    this.api = options.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.api = pooledConnections(options.kubeConfig).makeApiClient(CoordinationV1Api);
     this.durationMs = (options.leaseDurationSeconds ?? 15) * 1000;
     this.retryMs = options.retryIntervalMs ?? Math.max(200, Math.floor(this.durationMs / 3));
     this.log = (options.logger ?? pino({ level: 'silent' })).child({
