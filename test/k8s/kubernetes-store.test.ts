@@ -5,10 +5,11 @@
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { KubernetesStore, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { storeConformance } from '../store/conformance.ts';
-import { admin, newSession, routerSpec } from '../store/fixtures.ts';
+import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
+import { eventually } from '../store/git-helpers.ts';
 import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
 
 let server: TestApiServer;
@@ -68,6 +69,61 @@ describe('a session applied without status (kubectl, Flux, Argo CD)', () => {
       expect(Date.now() - Date.parse(approved?.lastTransitionTime ?? '')).toBeLessThan(60_000);
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe('session metrics on status', () => {
+  it('are written at most once per metricsWriteIntervalMs; the replica that got newer ones serves them, and shutdown writes them', async () => {
+    const namespace = await server.createNamespace('metrics');
+    const open = async () => {
+      const store = new KubernetesStore({
+        kubeConfig: server.kubeConfig(),
+        namespace,
+        flushIntervalMs: 3_600_000,
+        metricsWriteIntervalMs: 60_000,
+      });
+      await store.start();
+      return store;
+    };
+    const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+    const written = async (name: string) => {
+      const object = (await custom.getNamespacedCustomObject({
+        group: 'peerops.dev',
+        version: 'v1alpha1',
+        namespace,
+        plural: 'peeringsessions',
+        name,
+      })) as { status?: { metrics?: { rtt: number } } };
+      return object.status?.metrics?.rtt;
+    };
+    const metrics = (rtt: number) => ({
+      rtt,
+      rxBytes: 1,
+      txBytes: 1,
+      routesImported: 1,
+      at: new Date().toISOString(),
+    });
+    const store = await open();
+    const other = await open();
+    try {
+      await store.createRouter('fra1', routerSpec(1), admin);
+      const s = await store.createSession(newSession(4242420011, 'fra1'), queued, admin, 'c');
+      store.recordSessionMetrics(s.spec.uuid, metrics(1));
+      await store.flushObservations();
+      expect(await written(s.name)).toBe(1);
+      store.recordSessionMetrics(s.spec.uuid, metrics(2));
+      await store.flushObservations();
+      // within the interval: not written, served by this replica only
+      expect(await written(s.name)).toBe(1);
+      expect(store.getSession(s.spec.uuid)?.status.metrics?.rtt).toBe(2);
+      await eventually(() => other.getSession(s.spec.uuid)?.status.metrics?.rtt === 1);
+      await store.close();
+      expect(await written(s.name)).toBe(2);
+      await eventually(() => other.getSession(s.spec.uuid)?.status.metrics?.rtt === 2);
+    } finally {
+      await store.close();
+      await other.close();
     }
   });
 });

@@ -88,6 +88,11 @@ export interface KubernetesStoreOptions {
   /** How often batched observations (heartbeats, metrics) are written to status; default 2000 ms. */
   flushIntervalMs?: number;
   /**
+   * A session's metrics are written to its status at most this often (default 300,000 ms; they arrive
+   * every minute): in between, the replica that got them serves the newest, the others the last written.
+   */
+  metricsWriteIntervalMs?: number;
+  /**
    * A port claim older than this whose session does not exist is taken over, and so is a router-identity
    * entry whose router does not have it; default 60 s.
    */
@@ -146,6 +151,9 @@ export class KubernetesStore implements Store {
   /** Observations not yet written to status. */
   private readonly pendingRouterStatus = new Map<string, RouterStatus>();
   private readonly pendingMetrics = new Map<string, SessionMetrics>();
+  /** When this replica last wrote each session's metrics (epoch ms, by uuid). */
+  private readonly metricsWrittenAt = new Map<string, number>();
+  private readonly metricsWriteIntervalMs: number;
 
   private informers: Informer<KubernetesObject>[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
@@ -159,6 +167,7 @@ export class KubernetesStore implements Store {
     this.api = new KubeApi(options.kubeConfig, options.namespace);
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ store: 'kubernetes' });
     this.flushIntervalMs = options.flushIntervalMs ?? 2000;
+    this.metricsWriteIntervalMs = options.metricsWriteIntervalMs ?? 300_000;
     this.staleClaimMs = (options.staleClaimSeconds ?? 60) * 1000;
     this.routerIds = new RouterIds(
       this.api,
@@ -220,7 +229,7 @@ export class KubernetesStore implements Store {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.flushTimer);
-    await this.flushObservations();
+    await this.flushObservations({ allMetrics: true });
     await Promise.all(this.events);
     await this.stopInformers();
   }
@@ -304,6 +313,7 @@ export class KubernetesStore implements Store {
       this.sessions.delete(name);
       this.sessionByUuid.delete(current.value.spec.uuid);
       this.pendingMetrics.delete(current.value.spec.uuid);
+      this.metricsWrittenAt.delete(current.value.spec.uuid);
       this.feed.publish({ kind, name, type: 'delete', router: current.value.spec.router });
     } else {
       const current = this.policies.get(name);
@@ -905,12 +915,19 @@ export class KubernetesStore implements Store {
 
   /**
    * Merge the observations gathered since the last flush onto status: one patch per object, a few at a
-   * time. One after the other, 10,000 sessions' metrics took 80 s a flush (8 ms a patch).
+   * time (one after the other, 10,000 sessions' metrics took 80 s). Router status every time; a session's
+   * metrics once metricsWriteIntervalMs has passed since this replica last wrote them, or with
+   * `allMetrics` (at shutdown). Every status patch is an etcd revision and a watch event to every
+   * replica: 10,000 sessions reporting every minute would otherwise keep the API server busy with them.
    */
-  flushObservations(): Promise<void> {
+  flushObservations(options: { allMetrics?: boolean } = {}): Promise<void> {
     this.flushing = this.flushing.then(async () => {
       const routers = [...this.pendingRouterStatus];
-      const metrics = [...this.pendingMetrics];
+      const now = Date.now();
+      const metrics = [...this.pendingMetrics].filter(
+        ([uuid]) =>
+          options.allMetrics || now - (this.metricsWrittenAt.get(uuid) ?? 0) >= this.metricsWriteIntervalMs,
+      );
       await mapLimit(routers, FLUSH_CONCURRENCY, async ([router, status]) => {
         try {
           const updated = await this.api.patchStatus<RouterSpec, RouterStatus>('Router', router, status);
@@ -934,6 +951,7 @@ export class KubernetesStore implements Store {
             { metrics: value },
           );
           if (this.pendingMetrics.get(uuid) === value) this.pendingMetrics.delete(uuid);
+          this.metricsWrittenAt.set(uuid, now);
           this.applyPut('PeeringSession', updated);
         } catch (err) {
           if (isNotFound(err)) this.pendingMetrics.delete(uuid);
