@@ -50,7 +50,11 @@ export class ObservationFile {
    * out (its next report brings it back); `invalid` counts them.
    */
   async load(): Promise<ObservationSnapshot & { invalid: number }> {
-    const snapshot = { sessions: new Map(), routers: new Map(), invalid: 0 };
+    const snapshot: ObservationSnapshot & { invalid: number } = {
+      sessions: new Map(),
+      routers: new Map(),
+      invalid: 0,
+    };
     let doc: { format?: unknown; sessions?: unknown; routers?: unknown };
     try {
       doc = JSON.parse(await readFile(this.path, 'utf8')) as typeof doc;
