@@ -614,11 +614,16 @@ export class GitStore implements Store {
     }
     for (const [name, observed] of snapshot.routers) {
       const router = this.routers.get(name);
-      if (!router) continue;
-      const status = deepFreeze({ ...router.status, ...observed });
-      this.routerStatus.set(name, status);
-      this.routers.set(name, deepFreeze({ ...router, status }));
+      if (router) this.setRouterStatus(name, { ...router.status, ...observed });
     }
+  }
+
+  /** A router's whole status, read from the status ref or the observation file (not the hot path's putRouterStatus). */
+  private setRouterStatus(name: string, status: RouterStatus): void {
+    if (Object.keys(status).length > 0) this.routerStatus.set(name, deepFreeze(status));
+    else this.routerStatus.delete(name);
+    const router = this.routers.get(name);
+    if (router) this.routers.set(name, deepFreeze({ ...router, status: this.routerStatus.get(name) ?? {} }));
   }
 
   /**
@@ -820,14 +825,7 @@ export class GitStore implements Store {
           this.dirtyRouters.add(info.name);
           this.observationsChanged = true;
         }
-        if (Object.keys(status).length > 0) this.routerStatus.set(info.name, deepFreeze(status));
-        else this.routerStatus.delete(info.name);
-        const router = this.routers.get(info.name);
-        if (router)
-          this.routers.set(
-            info.name,
-            deepFreeze({ ...router, status: this.routerStatus.get(info.name) ?? {} }),
-          );
+        this.setRouterStatus(info.name, status);
       }
     }
   }
