@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -481,6 +481,54 @@ describe('git store: the repository', () => {
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('the git program is not installed');
     await store.createSession(newSession(64990, 'fra1'), pending, user(64990), 'still writes');
+  });
+
+  it('keeps observations and mesh keys for the next flush when writing them fails, and writes nothing half', async () => {
+    const file = join(bare, 'peerops', 'observations.json');
+    store.recordRouterStatus('fra1', { uptime: 1 });
+    await store.flushObservations();
+    const before = await readFile(file, 'utf8');
+    // the file cannot be replaced (a directory in its place): the old one stays, no temp file is left
+    await rm(file);
+    await mkdir(file);
+    store.recordRouterStatus('fra1', { uptime: 2 });
+    await expect(store.flushObservations()).rejects.toThrow();
+    expect((await readdir(join(bare, 'peerops'))).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+    await rm(file, { recursive: true });
+    await writeFile(file, before);
+    await store.flushObservations();
+    expect(JSON.parse(await readFile(file, 'utf8')).routers.fra1).toEqual({ uptime: 2 });
+    // the status ref locked (a push holds it): the new mesh key is not committed, then is at the next flush
+    const key = wgKey();
+    const statusHead = () => git(bare, 'rev-parse', '--verify', '-q', STATUS_REF).catch(() => 'none');
+    const headBefore = await statusHead();
+    const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    store.recordRouterStatus('fra1', { meshPublicKey: key });
+    const failed = await store.flushObservations().catch((e: unknown) => e);
+    expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
+    expect(await statusHead()).toBe(headBefore);
+    await rm(lock);
+    await store.flushObservations();
+    const committed = load(await git(bare, 'show', `${STATUS_REF}:routers/fra1.yaml`)) as { status: unknown };
+    expect(committed.status).toEqual({ meshPublicKey: key });
+  });
+
+  it('warns when git gc fails, and goes on', async () => {
+    const lines: string[] = [];
+    await store.close();
+    store = createGitStore({
+      dir: bare,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
+      pollIntervalMs: 100,
+    });
+    await store.start();
+    await git(bare, 'config', 'gc.auto', 'not-a-number');
+    await store.housekeep();
+    expect(lines.filter((l) => l.includes('housekeeping failed'))).toHaveLength(1);
+    expect(lines.join('')).toContain('gc.auto');
+    await git(bare, 'config', '--unset', 'gc.auto');
+    await store.createSession(newSession(64991, 'fra1'), pending, user(64991), 'still writes');
   });
 
   it('keeps writes and concurrent pushes apart: nothing lost on either side', async () => {
