@@ -67,6 +67,18 @@ describe('git store: the repository', () => {
     await s.start();
     return s;
   };
+  /** Reopens the store with a logger whose warnings the test reads. */
+  const reopenLogging = async (): Promise<string[]> => {
+    const lines: string[] = [];
+    await store.close();
+    store = createGitStore({
+      dir: bare,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
+      pollIntervalMs: 100,
+    });
+    await store.start();
+    return lines;
+  };
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'peerops-store-git-'));
@@ -461,14 +473,7 @@ describe('git store: the repository', () => {
   });
 
   it('warns once and goes on when git is not installed for housekeeping', async () => {
-    const lines: string[] = [];
-    await store.close();
-    store = createGitStore({
-      dir: bare,
-      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
-      pollIntervalMs: 100,
-    });
-    await store.start();
+    const lines = await reopenLogging();
     const path = process.env.PATH;
     process.env.PATH = join(dir, 'no-programs-here');
     try {
@@ -515,14 +520,7 @@ describe('git store: the repository', () => {
   });
 
   it('warns when git gc fails, and goes on', async () => {
-    const lines: string[] = [];
-    await store.close();
-    store = createGitStore({
-      dir: bare,
-      logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }),
-      pollIntervalMs: 100,
-    });
-    await store.start();
+    const lines = await reopenLogging();
     await git(bare, 'config', 'gc.auto', 'not-a-number');
     await store.housekeep();
     expect(lines.filter((l) => l.includes('housekeeping failed'))).toHaveLength(1);
