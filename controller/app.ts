@@ -17,7 +17,7 @@ import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
 import { installErrorHandling } from './api/problem.ts';
 import { hookList, installAuth } from './api/auth.ts';
-import { MemoryRateLimitCounter, RedisRateLimitCounter, installRateLimit } from './api/rate-limit.ts';
+import { installRateLimit } from './api/rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
@@ -98,7 +98,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   );
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
-  installRateLimit(app, config, redis ? new RedisRateLimitCounter(redis) : new MemoryRateLimitCounter());
+  installRateLimit(app, config, redis);
   const operations = collectRoutes(app);
 
   // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):

@@ -1,18 +1,26 @@
 /**
  * Rate limits of SPEC.md section 8: 60/min per user (or client address before login), 300/min per router
- * on /agent/*, none on routes with `config.rateLimit: false` (/health, /metrics). Fixed windows of one
- * minute, counted in memory or in Redis (PEEROPS_REDIS_URL) so that several replicas share them. Every
- * limited answer carries X-RateLimit-Limit, -Remaining and -Reset (Unix epoch seconds); a 429 also
- * Retry-After.
+ * on /agent/*, none on routes with `config.rateLimit: false` (/health, /metrics). Every limited answer
+ * carries X-RateLimit-Limit, -Remaining and -Reset (Unix epoch seconds); a 429 also Retry-After.
  *
- * Written here rather than with @fastify/rate-limit, which this controller used until 2026-11-22: its
- * per-request path (an async hook awaiting the key, the limit and the store in turn, and a second hook
- * to turn its relative reset into the epoch seconds SPEC.md asks for) cost 5-10 µs of each agent request
- * in `npm run bench:api`, about a third of what the throughput target leaves the controller. Counting is
- * the small part; this is one callback hook that touches a Map, or one Redis script.
+ * Counting is rate-limiter-flexible's: fixed windows of one minute per key, in memory, or in Redis
+ * (PEEROPS_REDIS_URL) so that replicas share them. While Redis is unreachable each replica counts in
+ * memory (the library's insurance limiter): the limits hold per replica instead of not at all. This
+ * module is the fastify side: one callback onRequest hook that picks the limit and writes the headers.
+ *
+ * Not @fastify/rate-limit, which this controller used until 2026-11-22: its per-request path (an async
+ * hook awaiting the key, the limit and the store in turn, and a second hook to turn its relative reset
+ * into the epoch seconds SPEC.md asks for) cost 5-10 µs of each agent request in `npm run bench:api`,
+ * about a third of what the throughput target leaves the controller; a consume here is one promise.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify';
 import type { Redis } from 'ioredis';
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
 import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
 import { hookList, rateLimitKey } from './auth.ts';
@@ -24,77 +32,21 @@ declare module 'fastify' {
   }
 }
 
-export const RATE_LIMIT_WINDOW_MS = 60_000;
+const RATE_LIMIT_WINDOW_SECONDS = 60;
 
-/** The count of a key's current window and when that window ends (epoch ms). */
-export interface WindowCount {
-  count: number;
-  resetAt: number;
-}
-
-/** Counts one request of `key`; synchronous in memory, a promise with Redis. */
-export interface RateLimitCounter {
-  hit(key: string): WindowCount | Promise<WindowCount>;
-}
-
-export class MemoryRateLimitCounter implements RateLimitCounter {
-  private readonly windows = new Map<string, WindowCount>();
-  private nextSweep = 0;
-  private readonly windowMs: number;
-  private readonly now: () => number;
-
-  constructor(opts: { windowMs?: number; now?: () => number } = {}) {
-    this.windowMs = opts.windowMs ?? RATE_LIMIT_WINDOW_MS;
-    this.now = opts.now ?? Date.now;
-  }
-
-  hit(key: string): WindowCount {
-    const now = this.now();
-    // Ended windows go once a window: the map holds only keys seen within the last two windows.
-    if (now >= this.nextSweep) {
-      for (const [k, w] of this.windows) if (w.resetAt <= now) this.windows.delete(k);
-      this.nextSweep = now + this.windowMs;
-    }
-    let window = this.windows.get(key);
-    if (!window || window.resetAt <= now) {
-      window = { count: 0, resetAt: now + this.windowMs };
-      this.windows.set(key, window);
-    }
-    window.count++;
-    return window;
-  }
-
-  /** Keys with a window open now (for tests of the sweep). */
-  get size(): number {
-    return this.windows.size;
-  }
-}
-
-/** The count and the window's end in one round trip; the first hit of a window starts its expiry. */
-const HIT_SCRIPT = `
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {n, redis.call('PTTL', KEYS[1])}
-`;
-
-export class RedisRateLimitCounter implements RateLimitCounter {
-  private readonly redis: Redis & { peeropsRateLimitHit(key: string, windowMs: number): Promise<number[]> };
-  private readonly windowMs: number;
-
-  constructor(redis: Redis, opts: { windowMs?: number } = {}) {
-    redis.defineCommand('peeropsRateLimitHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
-    this.redis = redis as RedisRateLimitCounter['redis'];
-    this.windowMs = opts.windowMs ?? RATE_LIMIT_WINDOW_MS;
-  }
-
-  async hit(key: string): Promise<WindowCount> {
-    const [count = 1, ttl = this.windowMs] = await this.redis.peeropsRateLimitHit(
-      `peerops-rl:${key}`,
-      this.windowMs,
-    );
-    // A key without expiry (-1) cannot come from the script; treat it as a fresh window all the same.
-    return { count, resetAt: Date.now() + (ttl > 0 ? ttl : this.windowMs) };
-  }
+/** A limiter of `points` requests a window, in Redis when one is given, else in this process. */
+function limiter(points: number, redis: Redis | undefined): RateLimiterAbstract {
+  const memory = new RateLimiterMemory({ points, duration: RATE_LIMIT_WINDOW_SECONDS });
+  if (!redis) return memory;
+  return new RateLimiterRedis({
+    points,
+    duration: RATE_LIMIT_WINDOW_SECONDS,
+    storeClient: redis,
+    keyPrefix: 'peerops-rl',
+    // Not ready (down, reconnecting): count in memory at once rather than queue behind the reconnect.
+    rejectIfRedisNotReady: true,
+    insuranceLimiter: memory,
+  });
 }
 
 /**
@@ -104,37 +56,40 @@ export class RedisRateLimitCounter implements RateLimitCounter {
 export function installRateLimit(
   app: FastifyInstance,
   config: Pick<Config, 'rateLimit'>,
-  counter: RateLimitCounter,
+  redis?: Redis,
 ): void {
-  const limitOf = (key: string) =>
-    key.startsWith('agent:') ? config.rateLimit.agentPerMinute : config.rateLimit.perMinute;
+  const users = limiter(config.rateLimit.perMinute, redis);
+  const agents = limiter(config.rateLimit.agentPerMinute, redis);
 
-  const answer = (reply: FastifyReply, max: number, window: WindowCount, done: (err?: Error) => void) => {
+  const headers = (reply: FastifyReply, max: number, counted: RateLimiterRes) => {
     reply.header('x-ratelimit-limit', max);
-    reply.header('x-ratelimit-remaining', Math.max(0, max - window.count));
-    reply.header('x-ratelimit-reset', Math.ceil(window.resetAt / 1000));
-    if (window.count <= max) return done();
-    const after = Math.max(1, Math.ceil((window.resetAt - Date.now()) / 1000));
-    reply.header('retry-after', after);
-    done(
-      new ProblemError('RATE_LIMITED', `more than ${max} requests a minute; retry after ${after} seconds`),
-    );
+    reply.header('x-ratelimit-remaining', counted.remainingPoints);
+    reply.header('x-ratelimit-reset', Math.ceil((Date.now() + counted.msBeforeNext) / 1000));
   };
 
-  const limit: onRequestHookHandler = (request: FastifyRequest, reply, done) => {
+  const limit: onRequestHookHandler = (request, reply, done) => {
     const key = rateLimitKey(request);
-    const max = limitOf(key);
-    const counted = counter.hit(key);
-    if (!(counted instanceof Promise)) return answer(reply, max, counted, done);
-    counted.then(
-      (window) => answer(reply, max, window, done),
-      (err: unknown) => {
-        // A Redis outage must not take the API down with it: the request goes through uncounted.
-        request.log.warn(
-          { reqId: request.id, err: (err as Error).message },
-          'rate limit not counted: Redis unreachable',
-        );
+    const counter = request.agentRouter !== undefined ? agents : users;
+    counter.consume(key).then(
+      (counted) => {
+        headers(reply, counter.points, counted);
         done();
+      },
+      (refusal: unknown) => {
+        if (!(refusal instanceof RateLimiterRes)) {
+          // Only if the in-memory stand-in failed too: the request goes through uncounted.
+          request.log.warn({ reqId: request.id, err: String(refusal) }, 'rate limit not counted');
+          return done();
+        }
+        headers(reply, counter.points, refusal);
+        const after = Math.max(1, Math.ceil(refusal.msBeforeNext / 1000));
+        reply.header('retry-after', after);
+        done(
+          new ProblemError(
+            'RATE_LIMITED',
+            `more than ${counter.points} requests a minute; retry after ${after} seconds`,
+          ),
+        );
       },
     );
   };

@@ -1,6 +1,6 @@
 /**
- * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller,
- * login challenges that one replica hands out and the other verifies, once, and one count of failed logins.
+ * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller (per
+ * replica while Redis is down), login challenges that one replica hands out and the other verifies, once, and one count of failed logins.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -163,15 +163,54 @@ describe('login challenges with Redis', () => {
     expect(res.json().detail).toMatch(/Redis is unreachable/);
   });
 
-  it('lets requests through uncounted while Redis is down (the API does not fall with it)', async () => {
-    // The user of the first test is over its limit; without Redis nothing counts, so it gets through.
-    const res = await replicas[1]!.inject({
-      method: 'POST',
-      url: '/session',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
-      payload: '{"action":"list"}',
+  it('counts in each replica memory while Redis is down (the limits hold per replica, the API stays up)', async () => {
+    // The user of the first test is over its limit in Redis; each replica now counts it afresh.
+    const list = (app: FastifyInstance) =>
+      app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
+        payload: '{"action":"list"}',
+      });
+    const [a, b] = replicas as [FastifyInstance, FastifyInstance];
+    for (let i = 1; i <= 60; i++) {
+      const res = await list(a);
+      expect(res.statusCode, `request ${i}: ${res.body}`).toBe(200);
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(60 - i));
+    }
+    expect(problem(await list(a))).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    const other = await list(b);
+    expect(other.statusCode).toBe(200);
+    expect(other.headers['x-ratelimit-remaining']).toBe('59');
+  });
+});
+
+describe('a controller whose Redis is down when it starts', () => {
+  it('starts at once and counts in memory until Redis is back', async () => {
+    const nobody = await freePort();
+    const t0 = Date.now();
+    const app = await buildApp({
+      store: h.store,
+      tokens: h.tokens,
+      config: {
+        ...h.config,
+        redisUrl: `redis://127.0.0.1:${nobody}`,
+        rateLimit: { perMinute: 60, agentPerMinute: 300 },
+      },
+      logger: false,
     });
-    expect(res.statusCode, res.body).toBe(200);
-    expect(res.headers['x-ratelimit-remaining']).toBeUndefined();
+    try {
+      expect(Date.now() - t0).toBeLessThan(2000);
+      const res = await app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
+        payload: '{"action":"list"}',
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.headers['x-ratelimit-remaining']).toBe('59');
+    } finally {
+      await app.close();
+    }
   });
 });
