@@ -67,15 +67,17 @@ afterAll(async () => {
   if (keyDir) await rm(keyDir, { recursive: true, force: true });
 });
 
+/** The test user's session list, on one replica. */
+const list = (app: FastifyInstance) =>
+  app.inject({
+    method: 'POST',
+    url: '/session',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
+    payload: '{"action":"list"}',
+  });
+
 describe('rate limits with Redis', () => {
   it('two replicas share one user counter: the 61st request across both is 429', async () => {
-    const list = (app: FastifyInstance) =>
-      app.inject({
-        method: 'POST',
-        url: '/session',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
-        payload: '{"action":"list"}',
-      });
     for (let i = 1; i <= 60; i++) {
       const res = await list(replicas[i % 2] as FastifyInstance);
       expect(res.statusCode, `request ${i}`).toBe(200);
@@ -165,13 +167,6 @@ describe('login challenges with Redis', () => {
 
   it('counts in each replica memory while Redis is down (the limits hold per replica, the API stays up)', async () => {
     // The user of the first test is over its limit in Redis; each replica now counts it afresh.
-    const list = (app: FastifyInstance) =>
-      app.inject({
-        method: 'POST',
-        url: '/session',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
-        payload: '{"action":"list"}',
-      });
     const [a, b] = replicas as [FastifyInstance, FastifyInstance];
     for (let i = 1; i <= 60; i++) {
       const res = await list(a);
@@ -201,12 +196,7 @@ describe('a controller whose Redis is down when it starts', () => {
     });
     try {
       expect(Date.now() - t0).toBeLessThan(2000);
-      const res = await app.inject({
-        method: 'POST',
-        url: '/session',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${h.user}` },
-        payload: '{"action":"list"}',
-      });
+      const res = await list(app);
       expect(res.statusCode, res.body).toBe(200);
       expect(res.headers['x-ratelimit-remaining']).toBe('59');
     } finally {
