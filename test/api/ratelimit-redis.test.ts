@@ -1,6 +1,7 @@
 /**
  * Two controller replicas sharing a real Redis (PEEROPS_REDIS_URL): one rate-limit counter per caller (per
- * replica while Redis is down), login challenges that one replica hands out and the other verifies, once, and one count of failed logins.
+ * replica while Redis is down), login challenges that one replica hands out and the other verifies, once,
+ * and one count of failed logins.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
