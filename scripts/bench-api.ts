@@ -6,6 +6,12 @@
  * has reported. Targets: ≥ 50 % of the ceiling, p99 < 20 ms,
  * wake-up p50 < 100 ms.
  *
+ * The ceiling of an endpoint is the bare hello-world of its method: `GET /` answering {hello: 'world'} for
+ * the session list, `POST /` of the same heartbeat body answering {ok: true} for the heartbeat. A POST pays
+ * for receiving its body (the request stream's events, the JSON parse: the bare POST reaches 71-80 % of
+ * the bare GET's throughput here) whoever serves it; judged against the GET, the heartbeat's share would
+ * charge the controller with that too. The share against the other hello-world is printed beside it.
+ *
  * Each server runs in its own process pinned to CPU 0 and wrk (one thread, C) to CPU 1, so neither steals
  * the other's CPU. wrk rather than autocannon: autocannon parses responses in JavaScript and became the
  * limit itself on a 36 KiB body (the bare server's static list measured 23,000 req/s with autocannon, 52,000
@@ -553,7 +559,7 @@ async function measureAll(): Promise<void> {
         ...(method === 'POST' ? { body: heartbeats.get(router) as string } : {}),
       }));
     const helloGet: LoadRequest[] = [{ method: 'GET', path: '/' }];
-    const ceiling: Load = { name: 'hello-world GET (the ceiling)', server: hello, requests: helloGet };
+    const ceiling: Load = { name: 'hello-world GET', server: hello, requests: helloGet };
     const postCeiling: Load = {
       name: 'hello-world POST, heartbeat body',
       server: hello,
@@ -609,7 +615,7 @@ async function measureAll(): Promise<void> {
     const bestShare = (l: Load, base = ceiling) => best(l) / best(base);
     const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
     console.log(
-      `\n${'endpoint'.padEnd(38)} best req/s  % ceiling  median: req/s  % ceiling  CPU µs/req   p50 ms   p99 ms  errors   % ceiling per round`,
+      `\n${'endpoint'.padEnd(38)} best req/s   % of GET  median: req/s   % of GET  CPU µs/req   p50 ms   p99 ms  errors   % of GET per round`,
     );
     for (const l of loads) {
       const errors = of(l).reduce((n, x) => n + x.errors, 0);
@@ -647,15 +653,15 @@ async function measureAll(): Promise<void> {
         `p99 ${percentile(scrape.heartbeatMs, 99).toFixed(1)} ms, max ${percentile(scrape.heartbeatMs, 100).toFixed(1)} ms`,
     );
     const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
-    console.log('\ntargets:');
-    for (const [l, alike] of [
-      [sessions, listCeiling],
-      [heartbeat, postCeiling],
+    console.log('\ntargets (each endpoint against the bare hello-world of its own method, see the header):');
+    for (const [l, base, alike] of [
+      [sessions, ceiling, listCeiling],
+      [heartbeat, postCeiling, ceiling],
     ] as const) {
-      const share = bestShare(l);
+      const share = bestShare(l, base);
       console.log(
-        `  ${l.name}: ≥ 50 % of the ceiling ${verdict(share >= 0.5)} (best rounds ${pct(share)}, ` +
-          `median ${pct(median(shares(l)))}; ${pct(bestShare(l, alike))} of "${alike.name}"), ` +
+        `  ${l.name}: ≥ 50 % of "${base.name}" ${verdict(share >= 0.5)} (best rounds ${pct(share)}, ` +
+          `median ${pct(median(shares(l, base)))}; ${pct(bestShare(l, alike))} of "${alike.name}"), ` +
           `p99 < 20 ms ${verdict(mid(l, 'p99') < 20)}`,
       );
     }
