@@ -109,9 +109,19 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   const shutdown = new AbortController();
-  app.addHook('preClose', async () => shutdown.abort());
+  // Node closes the idle keep-alive connections once, when close() begins; a request in flight then
+  // leaves its connection idle only after its answer, and one client that keeps it open would hold the
+  // shutdown for the keep-alive timeout (72 s). So they are closed as they turn idle until the server is.
+  let closeIdle: NodeJS.Timeout | undefined;
+  app.addHook('preClose', async () => {
+    shutdown.abort();
+    closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
+  });
   const removeSource = addMetricsSource(store, config);
-  app.addHook('onClose', async () => removeSource());
+  app.addHook('onClose', async () => {
+    clearInterval(closeIdle);
+    removeSource();
+  });
 
   let document: Record<string, unknown> | undefined;
   const openapi = () => (document ??= openApiDocument(operations));

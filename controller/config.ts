@@ -109,9 +109,12 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
   const store = env.PEEROPS_STORE ?? 'git';
   if (store !== 'git' && store !== 'kubernetes')
     throw new Error(`PEEROPS_STORE must be 'git' or 'kubernetes', not '${store}'`);
+  if (flags.data === '') throw new Error('--data must name a directory');
+  // An empty variable counts as unset, as for every other PEEROPS_* variable: a manifest that sets
+  // PEEROPS_DATA="" means the default, not the working directory.
   return {
-    listen: parseListen(flags.listen ?? env.PEEROPS_LISTEN ?? ':8080'),
-    dataDir: resolve(flags.data ?? env.PEEROPS_DATA ?? './data'),
+    listen: parseListen(flags.listen ?? (env.PEEROPS_LISTEN || ':8080')),
+    dataDir: resolve(flags.data ?? (env.PEEROPS_DATA || './data')),
     store,
     jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,
     agentAutoUpdate: parseSwitch('AGENT_AUTOUPDATE', env.AGENT_AUTOUPDATE, true),

@@ -69,6 +69,19 @@ export async function main(argv: string[]): Promise<number> {
   // line naming the cause and exit status 1, with what was already opened closed again. A shutdown
   // closes the same things, newest first: the API, the reconciler, the registry, the store.
   const opened: (() => Promise<unknown>)[] = [];
+  // The signal handlers come first: a SIGTERM while the store is still loading waits for the start to
+  // finish and then shuts down like any other, instead of killing the process halfway.
+  const signalled = new Promise<string>((resolve) => {
+    const onTerm = () => stop('SIGTERM');
+    const onInt = () => stop('SIGINT');
+    const stop = (signal: string) => {
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+      resolve(signal);
+    };
+    process.once('SIGTERM', onTerm);
+    process.once('SIGINT', onInt);
+  });
   try {
     await start(config, logger, opened);
   } catch (err) {
@@ -76,21 +89,17 @@ export async function main(argv: string[]): Promise<number> {
     console.error(`peerops serve: ${startupFailure(err, config)}`);
     return 1;
   }
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, 'shutting down');
-      process.off('SIGTERM', onTerm);
-      process.off('SIGINT', onInt);
-      resolve();
-    };
-    const onTerm = () => stop('SIGTERM');
-    const onInt = () => stop('SIGINT');
-    process.once('SIGTERM', onTerm);
-    process.once('SIGINT', onInt);
-  });
-  for (const close of opened.reverse()) await close();
-  logger.info('stopped');
-  return 0;
+  logger.info({ signal: await signalled }, 'shutting down');
+  // Every part is closed even when one before it fails: a failing API close must not leave the store's
+  // queued writes unfinished.
+  let failed = false;
+  for (const close of opened.reverse())
+    await close().catch((err: unknown) => {
+      failed = true;
+      logger.error({ err }, 'shutdown step failed');
+    });
+  logger.info(failed ? 'stopped, with errors' : 'stopped');
+  return failed ? 1 : 0;
 }
 
 /** Opens everything `peerops serve` runs on and listens; `opened` collects how to close each, in order. */

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
 
@@ -5,6 +6,7 @@ describe('controller configuration', () => {
   it('defaults: listen :8080, ./data, git store, 12 h tokens', () => {
     const config = loadConfig({}, {});
     expect(config.listen).toEqual({ host: '', port: 8080 });
+    expect(config.dataDir).toBe(resolve('data'));
     expect(config.store).toBe('git');
     expect(config.tokenTtlSeconds).toBe(12 * 3600);
     expect(config.agentAutoUpdate).toBe(true);
@@ -33,8 +35,20 @@ describe('controller configuration', () => {
   });
 
   it('flags win over the environment', () => {
-    const config = loadConfig({ listen: '127.0.0.1:9000' }, { PEEROPS_LISTEN: ':7000' });
+    const config = loadConfig(
+      { listen: '127.0.0.1:9000', data: '/srv/a' },
+      { PEEROPS_LISTEN: ':7000', PEEROPS_DATA: '/srv/b' },
+    );
     expect(config.listen).toEqual({ host: '127.0.0.1', port: 9000 });
+    expect(config.dataDir).toBe('/srv/a');
+    expect(loadConfig({}, { PEEROPS_DATA: '/srv/b' }).dataDir).toBe('/srv/b');
+  });
+
+  it('an empty PEEROPS_DATA or PEEROPS_LISTEN means the default; an empty --data is refused', () => {
+    const config = loadConfig({}, { PEEROPS_DATA: '', PEEROPS_LISTEN: '' });
+    expect(config.dataDir).toBe(resolve('data'));
+    expect(config.listen).toEqual({ host: '', port: 8080 });
+    expect(() => loadConfig({ data: '' }, {})).toThrow(/--data must name a directory/);
   });
 });
 

@@ -4,6 +4,7 @@
  * finishes in-flight requests and exits 0.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
 import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { freePort } from '../support/ports.ts';
@@ -182,5 +183,84 @@ describe('peerops serve', () => {
     expect(output).not.toContain(agentToken);
     expect(output).not.toContain(admin);
     expect(output).toContain('"msg":"stopped"');
+  });
+});
+
+/** A `peerops serve` of its own, with its combined output, resolved once `ready` matches the output. */
+async function serveUntil(data: string, port: number, ready: RegExp) {
+  const proc = spawn(
+    process.execPath,
+    ['bin/peerops.ts', 'serve', '--listen', `127.0.0.1:${port}`, '--data', data],
+    { env: { ...process.env, PEEROPS_STORE: 'git' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const log = { text: '' };
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve never logged ${ready}:\n${log.text}`)), 30_000);
+    const read = (b: Buffer) => {
+      log.text += b.toString();
+      if (ready.test(log.text)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    proc.stdout.on('data', read);
+    proc.stderr.on('data', read);
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { proc, log, exited };
+}
+
+describe('peerops serve, shutdown', () => {
+  it('a request in flight at SIGTERM (its body still arriving) gets its whole answer; then exit 0', async () => {
+    const data = await mkdtemp(join(tmpdir(), 'peerops-serve-inflight-'));
+    const port = await freePort();
+    const serve = await serveUntil(data, port, /peerops controller listening/);
+    try {
+      const admin = (await TokenIssuer.fromFile(defaultKeyPath(data))).issueToken(4242420000, 'admin').token;
+      const body = JSON.stringify({ action: 'add', ...routerFields('ams9') });
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (b: Buffer) => (answer += b.toString()));
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      await new Promise((resolve) => socket.once('connect', resolve));
+      // headers and half the body: the request has begun when the signal arrives
+      socket.write(
+        `POST /admin/router HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n` +
+          body.slice(0, 40),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      serve.proc.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      // the rest of the body, without closing our side: a client waiting for its answer
+      socket.write(body.slice(40));
+      await closed;
+      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+      const json = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { router: { name: string } };
+      expect(json.router.name).toBe('ams9');
+      expect(await serve.exited).toEqual({ code: 0, signal: null });
+      expect(serve.log.text).toContain('"msg":"stopped"');
+    } finally {
+      if (serve.proc.exitCode === null) serve.proc.kill('SIGKILL');
+      await rm(data, { recursive: true, force: true });
+    }
+  });
+
+  it('a SIGTERM while the store is still opening stops cleanly once the start is done (exit 0)', async () => {
+    const data = await mkdtemp(join(tmpdir(), 'peerops-serve-early-'));
+    const port = await freePort();
+    // this warning is written after the store is open and before the API listens
+    const serve = await serveUntil(data, port, /PEEROPS_REGISTRY is not set/);
+    try {
+      serve.proc.kill('SIGTERM');
+      expect(await serve.exited).toEqual({ code: 0, signal: null });
+      expect(serve.log.text).toContain('"signal":"SIGTERM"');
+      expect(serve.log.text).toContain('"msg":"stopped"');
+    } finally {
+      if (serve.proc.exitCode === null) serve.proc.kill('SIGKILL');
+      await rm(data, { recursive: true, force: true });
+    }
   });
 });
