@@ -7,6 +7,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { atomicWriteFile } from '../common/atomic-write.ts';
+import { showable } from '../common/text.ts';
 import { usageError } from '../common/usage.ts';
 
 export const DEFAULT_URL = 'http://localhost:8080';
@@ -154,14 +155,17 @@ export function problemText(detail: string, errors: FieldProblem[] = []): string
     head = `${lead ? `${lead} ` : ''}${fieldName(first.pointer)}: ${first.message}`;
     listed = rest;
   }
-  return [head, ...listed.map((e) => `  ${fieldName(e.pointer)}: ${e.message}`)].join('\n');
+  return [head, ...listed.map((e) => `  ${fieldName(e.pointer)}: ${e.message}`)].map(showable).join('\n');
 }
 
-/** A plain text table: header row, then rows; columns as wide as their widest cell. */
+/**
+ * A plain text table: header row, then rows; columns as wide as their widest cell. Cells come from the
+ * server: a control or bidi character is shown escaped, never sent to the terminal.
+ */
 export function table(headers: string[], rows: (string | number | null | undefined)[][]): string {
   const cells = [
     headers,
-    ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c)))),
+    ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : showable(String(c))))),
   ];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
   return cells

@@ -2,6 +2,7 @@
  * `peerops session list|create|modify|delete|restart`: the user's sessions over POST /session.
  */
 import { parseArgs } from 'node:util';
+import { showable } from '../common/text.ts';
 import { CliError, Client, output, run, table } from './client.ts';
 
 const USAGE = `usage: peerops session <action> [options]
@@ -50,7 +51,7 @@ function describe(s: SessionRecord): string {
     ['server endpoint', s.serverEndpoint],
   ];
   if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
-  return rows.map(([k, v]) => `${k.padEnd(16)}${v}`).join('\n');
+  return rows.map(([k, v]) => `${k.padEnd(16)}${showable(v)}`).join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {

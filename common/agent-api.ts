@@ -11,6 +11,7 @@ import {
   Ipv4Prefix,
   Ipv6,
   Ipv6Prefix,
+  Line,
   LinkLocal,
   MeshPeerState,
   Mtu,
@@ -58,8 +59,11 @@ export const ModifyBody = Type.Object(
     uuid: Uuid,
     status: StatusCode,
     interface: Type.String({ pattern: '^wg_[0-9]{1,5}$' }),
-    /** Why setup failed (status 6) or the session is in error (status 2): BIRD's or the kernel's words. */
-    message: Type.Optional(Type.String({ maxLength: 4096 })),
+    /**
+     * Why setup failed (status 6) or the session is in error (status 2): BIRD's or the kernel's words, made
+     * one printable line by the agent (common/text.ts oneLine); stored and shown to the session's owner.
+     */
+    message: Type.Optional(Line(4096)),
   },
   { additionalProperties: false },
 );

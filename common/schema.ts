@@ -5,6 +5,7 @@
  * no patternProperties, enums as `enum`.
  */
 import Type, { type Static } from 'typebox';
+import { UNPRINTABLE_CLASS } from './text.ts';
 
 export const API_GROUP = 'peerops.dev';
 export const API_VERSION = 'v1alpha1';
@@ -12,9 +13,13 @@ export const GROUP_VERSION = `${API_GROUP}/${API_VERSION}`;
 
 // ---- field types (formats are registered in validate.ts) ----
 
-/** Printable text without control characters: safe in a commit message, a log line or a BIRD comment. */
+/** One line of printable text (common/text.ts says what is refused and why). */
+export const Line = (maxLength: number) =>
+  Type.String({ minLength: 1, maxLength, pattern: `^[^${UNPRINTABLE_CLASS}]*$` });
+
+/** A Line without `"` and `\\` as well: a name that goes into a BIRD comment or a quoted string. */
 const Text = (maxLength: number) =>
-  Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000-\\u001f\\u007f"\\\\]*$' });
+  Type.String({ minLength: 1, maxLength, pattern: `^[^${UNPRINTABLE_CLASS}"\\\\]*$` });
 
 export const RouterName = Type.String({ pattern: '^[a-z][a-z0-9-]{0,30}$', maxLength: 31 });
 export const Asn = Type.Integer({ minimum: 1, maximum: 4294967295 });

@@ -7,6 +7,7 @@ import addFormatsModule from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
 import { ProblemError } from './errors.ts';
+import { UNPRINTABLE_CLASS } from './text.ts';
 import {
   canonicalEndpoint,
   canonicalIpv6,
@@ -105,7 +106,10 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined,
     } else if (e.keyword === 'format') {
       message = FORMAT_MESSAGES[String(e.params.format)] ?? message;
     } else if (e.keyword === 'pattern') {
-      message = `has characters or a form that is not allowed (pattern ${String(e.params.pattern)})`;
+      const pattern = String(e.params.pattern);
+      message = pattern.includes(UNPRINTABLE_CLASS)
+        ? `must be one line of printable text: no control characters, line breaks or bidi overrides${pattern.includes('"') ? ', no " or \\' : ''}`
+        : `has characters or a form that is not allowed (pattern ${pattern})`;
     } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
       continue; // the branch errors say more
     }

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
+import { oneLine } from '../../common/text.ts';
 import type { BirdApplier, ManagedDir } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
@@ -239,7 +240,8 @@ export class Reconciler {
       const body: ModifyBody = { uuid: s.uuid, status, interface: s.interface };
       const message = failed.get(s.uuid);
       if (message && (status === SessionStatus.SETUP_FAILED || status === SessionStatus.ERROR)) {
-        body.message = message.slice(0, 4096);
+        // one printable line: the controller refuses control characters (BIRD's output has newlines)
+        body.message = oneLine(message, 4096) || 'no message';
       }
       try {
         await this.deps.report(body);

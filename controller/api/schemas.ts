@@ -9,6 +9,7 @@ import {
   Ipv4,
   Ipv6,
   LastError,
+  Line,
   LinkLocal,
   Mtu,
   PolicySpec,
@@ -24,7 +25,7 @@ import {
 } from '../../common/schema.ts';
 import { withoutDefaults } from '../../common/validate.ts';
 
-const Reason = Type.String({ minLength: 1, maxLength: 500, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });
+const Reason = Line(500);
 
 /** `router` of create: the router's UUID (SPEC.md 2.2) or its name. */
 const RouterRef = Type.Union([Uuid, RouterName]);

@@ -3,6 +3,9 @@
  * odd unicode, out-of-range numbers, wrong types, huge bodies. Always 4xx, never 5xx, nothing stored.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCodes, type ErrorCode } from '../../common/errors.ts';
+import { interfaceName } from '../../common/naming.ts';
+import { UNPRINTABLE_CLASS } from '../../common/text.ts';
 import {
   driver,
   expectOk,
@@ -24,6 +27,10 @@ const STRINGS = [
   'cr\rlf',
   'nul\u0000byte',
   '\u202eevil\u202c',
+  'next\u0085line',
+  'para\u2029graph',
+  'iso\u2066late\u2069',
+  'zero\u200bwidth',
   'ｆｅ８０::１',
   '🙂',
   '../../etc/passwd',
@@ -35,21 +42,33 @@ const STRINGS = [
 ];
 const NUMBERS = [-1, 0, 1.5, 1e308, Number.MAX_SAFE_INTEGER + 2, '1420', true, null, [], {}];
 
+/** What the free-text rule refuses (common/text.ts): empty, over-long, control and bidi characters. */
+const unprintable = new RegExp(`[${UNPRINTABLE_CLASS}]`, 'u');
+const unsafeLine = (max: number) => STRINGS.filter((t) => t === '' || t.length > max || unprintable.test(t));
+
 let h: Harness;
 let fraToken: string;
 let snapshot: () => string;
+/** A session of fra1 in status 1 (ACTIVE), and its interface. */
+let active: { uuid: string; interface: string };
 
 beforeAll(async () => {
   h = await startHarness();
   fraToken = await h.addRouter('fra1');
   const d = driver(h, 'fra1', fraToken);
-  await d.inStatus(1);
+  const uuid = await d.inStatus(1);
+  active = { uuid, interface: interfaceName(h.store.getSession(uuid)?.spec.listenPort ?? 0) };
+  // everything a request could change: specs and whole statuses (last error, interface, heartbeat,
+  // agent version, mesh key and peers, metrics), policies, and the agent token hashes
   snapshot = () =>
     JSON.stringify({
-      sessions: h.store
-        .listSessions()
-        .map((s) => ({ spec: s.spec, code: s.status.code, metrics: s.status.metrics })),
-      routers: h.store.listRouters().map((r) => ({ spec: r.spec, hb: r.status.lastHeartbeat })),
+      sessions: h.store.listSessions().map((s) => ({ name: s.name, spec: s.spec, status: s.status })),
+      routers: h.store.listRouters().map((r) => ({
+        name: r.name,
+        spec: r.spec,
+        status: r.status,
+        token: h.store.getAgentTokenHash(r.name),
+      })),
       policies: h.store.listPolicies(),
     });
 });
@@ -110,13 +129,7 @@ describe('hostile input', () => {
     const strict = ['name', 'region', 'endpointHost', 'publicKey', 'linkLocal'];
     // Free text (displayName, location, provider) may hold '$(x)' or unicode: it is never pasted anywhere.
     // Quotes, backslashes, control characters, empty and over-long text are refused.
-    const unsafeText = STRINGS.filter(
-      (t) =>
-        t === '' ||
-        t.length > 64 ||
-        /["\\]/.test(t) ||
-        [...t].some((c) => c.charCodeAt(0) < 32 || c.charCodeAt(0) === 127),
-    );
+    const unsafeText = STRINGS.filter((t) => unsafeLine(64).includes(t) || /["\\]/.test(t));
     await expectRefusedAll('/admin/router', h.admin, [
       ...variants(base, strict, STRINGS),
       ...variants(base, ['displayName', 'location', 'provider'], unsafeText),
@@ -154,9 +167,8 @@ describe('hostile input', () => {
     ]);
   });
   it('agent bodies', async () => {
-    const uuid = h.store.listSessions()[0]?.spec.uuid as string;
-    const m = { uuid, rtt: 1, rxBytes: 1, txBytes: 1, routesImported: 1 };
-    const before = snapshot();
+    const m = { uuid: active.uuid, rtt: 1, rxBytes: 1, txBytes: 1, routesImported: 1 };
+    const modify = { uuid: active.uuid, status: 1, interface: active.interface };
     const bodies: [string, unknown][] = [
       ...variants({ version: '1.0.0', uptime: 1 }, ['version', 'meshPublicKey'], STRINGS).map(
         (b) => ['heartbeat', b] as [string, unknown],
@@ -166,11 +178,13 @@ describe('hostile input', () => {
         ['uptime'],
         NUMBERS.filter((n) => n !== 0),
       ).map((b) => ['heartbeat', b] as [string, unknown]),
-      ...variants({ uuid, status: 1, interface: 'wg_1' }, ['uuid', 'interface'], STRINGS).map(
-        (b) => ['modify', b] as [string, unknown],
-      ),
-      ...variants({ uuid, status: 1, interface: 'wg_1' }, ['status'], [...NUMBERS, 7, 99]).map(
-        (b) => ['modify', b] as [string, unknown],
+      ...variants(modify, ['uuid', 'interface'], STRINGS).map((b) => ['modify', b] as [string, unknown]),
+      ...variants(modify, ['status'], [...NUMBERS, 7, 99]).map((b) => ['modify', b] as [string, unknown]),
+      // the message is stored and shown to the session's owner: one printable line, at most 4096
+      ...[6, 2].flatMap((status) =>
+        variants({ ...modify, status }, ['message'], [...unsafeLine(4096), 1, null, ['x']]).map(
+          (b) => ['modify', b] as [string, unknown],
+        ),
       ),
       ...variants(m, ['uuid'], STRINGS).map((b) => ['report', { sessions: [b] }] as [string, unknown]),
       ...variants(m, ['rtt', 'rxBytes'], [-1, '1', null, [], 'NaN'])
@@ -180,16 +194,47 @@ describe('hostile input', () => {
         (s) => ['mesh/status', { peers: [{ router: s, reachable: true }] }] as [string, unknown],
       ),
     ];
+    const before = snapshot();
     for (const [path, body] of bodies) {
       const res = await h.post(`/agent/fra1/${path}`, fraToken, body);
-      expect(
-        res.statusCode,
-        `${path} ${JSON.stringify(body).slice(0, 120)} → ${res.body}`,
-      ).toBeGreaterThanOrEqual(400);
-      expect(res.statusCode).toBeLessThan(500);
+      const what = `${path} ${JSON.stringify(body).slice(0, 120)} → ${res.body}`;
+      // a malformed body is INVALID_REQUEST; a well-formed uuid of no session of this router
+      // SESSION_NOT_FOUND; a well-formed status the session cannot take (0 from an agent) INVALID_STATE
+      const { code, status } = problem(res);
+      expect(code, what).toMatch(/^(INVALID_REQUEST|SESSION_NOT_FOUND|INVALID_STATE)$/);
+      expect(status, what).toBe(ErrorCodes[code as ErrorCode]);
     }
     expect(snapshot()).toBe(before);
     expect(h.store.getRouter('fra1')?.status.lastHeartbeat).toBeUndefined();
+  });
+  it('agent modify names the message field and its reason', async () => {
+    const res = await h.post('/agent/fra1/modify', fraToken, {
+      uuid: active.uuid,
+      status: 6,
+      interface: active.interface,
+      message: 'bird: line 1\nprotocol bgp evil { }',
+    });
+    expect(problem(res)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect(res.json().errors).toEqual([
+      {
+        pointer: '/message',
+        message: 'must be one line of printable text: no control characters, line breaks or bidi overrides',
+      },
+    ]);
+  });
+  it('admin session actions: the reason, the uuid', async () => {
+    const bodies = ['reject', 'disable', 'enable', 'approve'].flatMap((action) => [
+      ...variants({ action, uuid: active.uuid }, ['reason'], [...unsafeLine(500), 1, null]),
+      ...variants({ action, uuid: active.uuid }, ['uuid'], [...STRINGS, ...NUMBERS]),
+    ]);
+    await expectRefusedAll('/admin/session', h.admin, bodies);
+  });
+  it('admin router remove and rotate-token: the router name', async () => {
+    await expectRefusedAll('/admin/router', h.admin, [
+      ...variants({ action: 'remove' }, ['name'], [...STRINGS, ...NUMBERS]),
+      ...variants({ action: 'rotate-token' }, ['name'], [...STRINGS, ...NUMBERS]),
+      ...variants({ action: 'update', spec: { displayName: 'x' } }, ['name'], [...STRINGS, ...NUMBERS]),
+    ]);
   });
   it('hostile paths, headers and query strings', async () => {
     const before = snapshot();
@@ -210,6 +255,7 @@ describe('hostile input', () => {
       });
       expect(res.statusCode, url).toBeGreaterThanOrEqual(400);
       expect(res.statusCode, url).toBeLessThan(500);
+      expect(problem(res).status, url).toBe(res.statusCode);
     }
     for (const authorization of [
       'Bearer "; }',
@@ -224,7 +270,7 @@ describe('hostile input', () => {
         headers: { authorization, 'content-type': 'application/json' },
         payload: '{"action":"list"}',
       });
-      expect(res.statusCode, authorization.slice(0, 30)).toBe(401);
+      expect(problem(res), authorization.slice(0, 30)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
     }
     expect(snapshot()).toBe(before);
   });

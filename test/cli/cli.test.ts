@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadToken, problemText, saveToken } from '../../cli/client.ts';
+import { loadToken, problemText, saveToken, table } from '../../cli/client.ts';
 import { ADMIN_ASN, USER_ASN, routerFields, startHarness, wgKey, type Harness } from '../api/helpers.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -73,6 +73,16 @@ describe('cli/client', () => {
       'port 20001 is used by session as1.r1\n  /listenPort: is used by session as1.r1',
     );
     expect(problemText('no router r9')).toBe('no router r9');
+  });
+
+  it('tables and problems show a control or bidi character from the server escaped', () => {
+    // an older store may hold text from before the field rule (a multi-line BIRD message, U+202E)
+    expect(table(['LAST ERROR'], [['bird: a\nb \u202eevil \u001b[2J']])).toBe(
+      'LAST ERROR\nbird: a\\u{a}b \\u{202e}evil \\u{1b}[2J',
+    );
+    expect(problemText('no router r\u202e9', [{ pointer: '/name', message: 'x\ny' }])).toBe(
+      'no router r\\u{202e}9\n  /name: x\\u{a}y',
+    );
   });
 });
 
