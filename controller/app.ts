@@ -15,7 +15,7 @@ import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
-import { installErrorHandling } from './api/problem.ts';
+import { clientErrorHandler, installErrorHandling } from './api/problem.ts';
 import { hookList, installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
 import { connectRedis } from './redis.ts';
@@ -75,7 +75,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     bodyLimit: config.bodyLimitBytes,
     // One log line per request comes from our onResponse hook (route pattern, status, duration).
     logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
+    // A request that arrives on a kept-alive connection while the server drains is served as any other
+    // (the store closes only after the server), with Connection: close; fastify's 503 for it had a
+    // body of its own, not problem+json, and a client would have had to retry it elsewhere.
+    return503OnClosing: false,
+    clientErrorHandler,
     // A request (headers and body) must arrive within this; without it a client dripping a body holds
     // its socket for ever. It does not cover the answer, so long polls are unaffected.
     requestTimeout: REQUEST_TIMEOUT_MS,

@@ -5,7 +5,8 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { STATUS_CODES } from 'node:http';
-import { ErrorCodes, ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
+import type { Socket } from 'node:net';
+import { ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
 
 export interface ProblemBody {
   type: 'about:blank';
@@ -48,11 +49,47 @@ function toProblem(err: FastifyError | ProblemError | Error): ProblemError | und
     return new ProblemError('INVALID_REQUEST', 'the request body is empty; a JSON object is expected');
   if (err instanceof SyntaxError || code === 'FST_ERR_CTP_INVALID_JSON_BODY')
     return new ProblemError('INVALID_REQUEST', 'the request body is not valid JSON');
-  if (typeof status === 'number' && status >= 400 && status < 500) {
-    const known = Object.entries(ErrorCodes).find(([, s]) => s === status)?.[0] as ErrorCode | undefined;
-    return new ProblemError(status === 400 || !known ? 'INVALID_REQUEST' : known, 'the request is not valid');
-  }
+  if (typeof status === 'number' && status >= 400 && status < 500)
+    return new ProblemError(
+      GENERIC_CODES[status] ?? 'INVALID_REQUEST',
+      `the request is not valid${code ? ` (${code})` : ''}`,
+    );
   return undefined;
+}
+
+/**
+ * Any other client error fastify raises (a Content-Length that does not match the body, a malformed
+ * URL, …) by its status: the code of DESIGN.md's table that means just that status, else 400.
+ */
+const GENERIC_CODES: Partial<Record<number, ErrorCode>> = {
+  400: 'INVALID_REQUEST',
+  401: 'INVALID_TOKEN',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+};
+
+/**
+ * Requests Node's HTTP parser refuses before fastify sees them (headers over 16 KiB, malformed request
+ * line or headers, a request not complete within the request timeout) get a problem+json answer too,
+ * written to the socket, which is then closed: the rest of what the client sent cannot be trusted.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (socket.writable) {
+    const detail =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'the request headers are larger than 16 KiB'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'the request did not arrive in full in time'
+          : 'the request is not valid HTTP/1.1';
+    const body = JSON.stringify(problemBody(new ProblemError('INVALID_REQUEST', detail)));
+    socket.write(
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /**

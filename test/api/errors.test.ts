@@ -5,6 +5,9 @@ import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer } from '../../controller/auth/jwt.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { generateKeyPairSync } from 'node:crypto';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import Fastify from 'fastify';
+import { clientErrorHandler, installErrorHandling } from '../../controller/api/problem.ts';
 import {
   ADMIN_ASN,
   OTHER_ASN,
@@ -96,6 +99,71 @@ describe('request errors', () => {
   it('a request must arrive within 30 s (Node answers 408 and closes; the wait of a long poll is not counted)', () => {
     // Node checks this every 30 s, so a test of the 408 itself would take a minute: the server's setting.
     expect(h.app.server.requestTimeout).toBe(30_000);
+  });
+  it('requests Node refuses before fastify: problem+json 400 INVALID_REQUEST, then the connection closes', async () => {
+    const address = await h.app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = new URL(address);
+    const cases: [string, RegExp][] = [
+      [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20 * 1024)}\r\n\r\n`, /larger than 16 KiB/],
+      ['GET /health HTP/1.1\r\nHost: x\r\n\r\n', /not valid HTTP/],
+      ['POST /session HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n{}', /not valid HTTP/],
+      ['GET /health HTTP/1.1\r\nHo st: x\r\n\r\n', /not valid HTTP/],
+    ];
+    for (const [request, detail] of cases) {
+      const answer = await rawExchange(Number(port), request);
+      expect(answer.head, request.slice(0, 40)).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(answer.head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/);
+      expect(answer.head).toMatch(/\r\nConnection: close\r\n/);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        status: 400,
+        code: 'INVALID_REQUEST',
+        detail: expect.stringMatching(detail),
+      });
+    }
+  });
+  it("another client error of fastify's is mapped by its status, never to a code of another meaning", async () => {
+    const app = Fastify({ logger: false });
+    installErrorHandling(app);
+    app.get('/:status', async (request) => {
+      const status = Number((request.params as { status: string }).status);
+      throw Object.assign(new Error('fastify words'), { statusCode: status, code: 'FST_ERR_SOMETHING' });
+    });
+    try {
+      for (const [status, code, answered] of [
+        [400, 'INVALID_REQUEST', 400],
+        [404, 'NOT_FOUND', 404],
+        [409, 'CONFLICT', 409],
+        [401, 'INVALID_TOKEN', 401],
+        [418, 'INVALID_REQUEST', 400],
+      ] as const) {
+        const res = await app.inject({ method: 'GET', url: `/${status}` });
+        expect(problem(res), String(status)).toMatchObject({
+          status: answered,
+          code,
+          detail: 'the request is not valid (FST_ERR_SOMETHING)',
+        });
+      }
+      expect(problem(await app.inject({ method: 'GET', url: '/500' }))).toMatchObject({ code: 'INTERNAL' });
+    } finally {
+      await app.close();
+    }
+  });
+  it('a request not complete within the request timeout gets the same problem+json answer', async () => {
+    // Node raises this error only after its 30 s check; the handler is given it on a real connection here
+    const server = createServer((socket) =>
+      clientErrorHandler(Object.assign(new Error('timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await rawExchange((server.address() as AddressInfo).port, 'POST / HTTP/1.1\r\n');
+      expect(answer.head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(JSON.parse(answer.body)).toMatchObject({
+        code: 'INVALID_REQUEST',
+        detail: 'the request did not arrive in full in time',
+      });
+    } finally {
+      server.close();
+    }
   });
   it('NOT_FOUND: unknown route, also under /api/v1', async () => {
     expect(problem(await h.get('/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
@@ -371,3 +439,16 @@ describe('server errors', () => {
     }
   });
 });
+
+/** Writes raw bytes to the port and reads the whole answer, up to the server closing the connection. */
+async function rawExchange(port: number, request: string): Promise<{ head: string; body: string }> {
+  const socket = connect(port, '127.0.0.1');
+  let answer = '';
+  socket.on('data', (b: Buffer) => (answer += b.toString()));
+  socket.on('error', () => undefined); // the server may reset after its answer
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(request);
+  await new Promise((resolve) => socket.once('close', resolve));
+  const split = answer.indexOf('\r\n\r\n');
+  return { head: answer.slice(0, split + 2), body: answer.slice(split + 4) };
+}

@@ -213,7 +213,7 @@ async function serveUntil(data: string, port: number, ready: RegExp) {
 }
 
 describe('peerops serve, shutdown', () => {
-  it('a request in flight at SIGTERM (its body still arriving) gets its whole answer; then exit 0', async () => {
+  it('a request in flight at SIGTERM (its body still arriving) and one after it on its connection are answered; then exit 0', async () => {
     const data = await mkdtemp(join(tmpdir(), 'peerops-serve-inflight-'));
     const port = await freePort();
     const serve = await serveUntil(data, port, /peerops controller listening/);
@@ -234,12 +234,19 @@ describe('peerops serve, shutdown', () => {
       await new Promise((r) => setTimeout(r, 300));
       serve.proc.kill('SIGTERM');
       await new Promise((r) => setTimeout(r, 300));
-      // the rest of the body, without closing our side: a client waiting for its answer
-      socket.write(body.slice(40));
+      // the rest of the body, without closing our side (a client waiting for its answer), and a second
+      // request on the same connection that reaches the server while it drains
+      socket.write(`${body.slice(40)}GET /health HTTP/1.1\r\nHost: x\r\n\r\n`);
       await closed;
-      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-      const json = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { router: { name: string } };
+      const [first, second] = answer.split(/(?=HTTP\/1\.1 )/);
+      expect(first).toMatch(/^HTTP\/1\.1 200 /);
+      const json = JSON.parse((first ?? '').slice((first ?? '').indexOf('\r\n\r\n') + 4)) as {
+        router: { name: string };
+      };
       expect(json.router.name).toBe('ams9');
+      // served as any other request, and told that the connection closes
+      expect(second).toMatch(/^HTTP\/1\.1 200 /);
+      expect(second).toMatch(/\r\nconnection: close\r\n/i);
       expect(await serve.exited).toEqual({ code: 0, signal: null });
       expect(serve.log.text).toContain('"msg":"stopped"');
     } finally {
