@@ -91,18 +91,20 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
 
-  installErrorHandling(app, (request, reply) =>
-    recordResponse(
-      request,
-      'unmatched',
-      routeHttpMetrics('unmatched', request.method),
-      404,
-      reply.elapsedTime,
-    ),
-  );
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
-  installRateLimit(app, config, redis);
+  const countRequest = installRateLimit(app, config, redis);
+  installErrorHandling(app, {
+    countRequest,
+    onNotFound: (request, reply, status) =>
+      recordResponse(
+        request,
+        'unmatched',
+        routeHttpMetrics('unmatched', request.method),
+        status,
+        reply.elapsedTime,
+      ),
+  });
   const operations = collectRoutes(app);
 
   // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):

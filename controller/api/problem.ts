@@ -93,12 +93,16 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
 }
 
 /**
- * The error handler and the 404 answer. `onNotFound` runs as a request that matched no route is answered
- * (routes' own hooks do not run for it): the app's metrics and log line.
+ * The error handler and the 404 answer. A request that matched no route is counted against the caller's
+ * rate limit like any other (`countRequest`, which sets the limit headers and throws RATE_LIMITED), and
+ * `onNotFound` records it as it is answered (routes' own hooks do not run for it): metrics and log line.
  */
 export function installErrorHandling(
   app: FastifyInstance,
-  onNotFound: (request: FastifyRequest, reply: FastifyReply) => void = () => {},
+  notFound: {
+    countRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    onNotFound?: (request: FastifyRequest, reply: FastifyReply, status: number) => void;
+  } = {},
 ): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const problem = toProblem(err);
@@ -116,11 +120,15 @@ export function installErrorHandling(
       new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
     );
   });
-  app.setNotFoundHandler((request, reply) => {
-    onNotFound(request, reply);
-    return sendProblem(
-      reply,
-      new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`),
-    );
+  app.setNotFoundHandler(async (request, reply) => {
+    let problem = new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+    try {
+      await notFound.countRequest?.(request, reply);
+    } catch (err) {
+      if (!(err instanceof ProblemError)) throw err;
+      problem = err;
+    }
+    notFound.onNotFound?.(request, reply, problem.status);
+    return sendProblem(reply, problem);
   });
 }

@@ -13,7 +13,7 @@
  * into the epoch seconds SPEC.md asks for) cost 5-10 µs of each agent request in `npm run bench:api`,
  * about a third of what the throughput target leaves the controller; a consume here is one promise.
  */
-import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { Redis } from 'ioredis';
 import {
   RateLimiterMemory,
@@ -51,13 +51,14 @@ function limiter(points: number, redis: Redis | undefined): RateLimiterAbstract 
 
 /**
  * Adds the limiter to every route registered after it, as the route's own onRequest hook (so the
- * routes that opt out pay nothing), after the authentication hook that names the caller.
+ * routes that opt out pay nothing), after the authentication hook that names the caller. Returns the
+ * same count for the 404 answer, which no route's hooks reach.
  */
 export function installRateLimit(
   app: FastifyInstance,
   config: Pick<Config, 'rateLimit'>,
   redis?: Redis,
-): void {
+): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   const users = limiter(config.rateLimit.perMinute, redis);
   const agents = limiter(config.rateLimit.agentPerMinute, redis);
 
@@ -98,4 +99,9 @@ export function installRateLimit(
     if (route.config?.rateLimit === false) return;
     route.onRequest = [...hookList(route.onRequest), limit];
   });
+  // For requests no route's hooks see (unknown URLs): the same count, as a promise.
+  return (request, reply) =>
+    new Promise<void>((resolve, reject) =>
+      limit.call(app, request, reply, (err?: Error) => (err ? reject(err) : resolve())),
+    );
 }

@@ -44,6 +44,22 @@ describe('rate limits', () => {
     for (let i = 0; i < 61; i++) last = (await h.get('/routers')).statusCode;
     expect(last).toBe(429);
   });
+  it('unknown URLs count against the address too: headers on the 404s, the 61st is 429', async () => {
+    // an address of its own (inject, no network): 127.0.0.1's minute is spent by the test above
+    const get = (i: number) =>
+      h.app.inject({ method: 'GET', url: `/no/such/${i}`, remoteAddress: '127.0.0.2' });
+    for (let i = 1; i <= 60; i++) {
+      const res = await get(i);
+      expect(problem(res), `request ${i}`).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(60 - i));
+    }
+    const res = await get(61);
+    expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(res.headers['x-ratelimit-limit']).toBe('60');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    const metrics = (await h.get('/metrics')).body;
+    expect(metrics).toMatch(/^http_requests_total\{[^}]*route="unmatched"[^}]*status="429"[^}]*\} 1$/m);
+  });
   it('/health and /metrics are not limited', async () => {
     for (let i = 0; i < 70; i++) {
       expect((await h.get('/health')).statusCode).toBe(200);
