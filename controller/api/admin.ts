@@ -15,6 +15,8 @@ import type { Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';
 import {
+  ADMIN_POLICY_RESPONSES,
+  ADMIN_ROUTER_RESPONSES,
   AdminPolicyGet,
   AdminPolicySet,
   AdminRouterAdd,
@@ -119,6 +121,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
           summary: 'Manage routers and their agent tokens',
           auth: 'admin',
           actions: ADMIN_ROUTER_ACTIONS,
+          responses: ADMIN_ROUTER_RESPONSES,
         },
       },
     },
@@ -173,7 +176,12 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
     {
       preHandler: requireAdmin,
       config: {
-        docs: { summary: 'Read and write the routing policy', auth: 'admin', actions: ADMIN_POLICY_ACTIONS },
+        docs: {
+          summary: 'Read and write the routing policy',
+          auth: 'admin',
+          actions: ADMIN_POLICY_ACTIONS,
+          responses: ADMIN_POLICY_RESPONSES,
+        },
       },
     },
     async (request) => {

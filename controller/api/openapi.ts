@@ -71,7 +71,7 @@ export function openApiDocument(operations: Operation[]): Record<string, unknown
         '200': docs.responses
           ? {
               description: 'by action',
-              content: json({ oneOf: Object.values(docs.responses) } as unknown as TSchema),
+              content: json({ anyOf: Object.values(docs.responses) } as unknown as TSchema),
             }
           : { description: 'OK', ...(docs.response ? { content: json(docs.response) } : {}) },
         default: {

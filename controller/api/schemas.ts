@@ -16,6 +16,7 @@ import {
   Port,
   RouterName,
   RouterSpec,
+  RouterStatus,
   SessionMetrics,
   StatusCode,
   StatusNameField,
@@ -163,6 +164,27 @@ export const PublicRouter = Type.Object({
   accepting: Type.Boolean(),
 });
 export const RoutersResponse = Type.Object({ routers: Type.Array(PublicRouter) });
+
+/** A router as the admin API shows it: its spec without the token hash, its status. */
+export const AdminRouterRecord = Type.Object({
+  name: RouterName,
+  spec: Type.Omit(RouterSpec, ['agentTokenSha256']),
+  status: RouterStatus,
+  hasAgentToken: Type.Boolean(),
+});
+/** The agent token is in an answer only here, once: add and rotate-token. */
+export const ADMIN_ROUTER_RESPONSES = {
+  list: Type.Object({ routers: Type.Array(AdminRouterRecord) }),
+  add: Type.Object({ router: AdminRouterRecord, agentToken: Type.String() }),
+  update: Type.Object({ router: AdminRouterRecord }),
+  remove: Type.Object({ name: RouterName, removed: Type.Literal(true) }),
+  'rotate-token': Type.Object({ name: RouterName, agentToken: Type.String() }),
+};
+const PolicyRecord = Type.Object({
+  name: Type.Union([Type.Literal('default'), RouterName]),
+  spec: PolicySpec,
+});
+export const ADMIN_POLICY_RESPONSES = { get: PolicyRecord, set: PolicyRecord };
 
 export const Problem = Type.Object({
   type: Type.String(),

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ajv } from '../../common/validate.ts';
 import { buildApp } from '../../controller/app.ts';
 import { openRegistry, type Registry } from '../../controller/auth/login/registry.ts';
 import type { FastifyInstance } from 'fastify';
@@ -68,6 +69,17 @@ describe('/login wired into buildApp', () => {
     expect(v.statusCode, v.body).toBe(200);
     expect(v.json().role).toBe('admin');
     expect(h.tokens.verify(v.json().token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
+    // /openapi.json documents /login, and both answers fit the schemas it gives
+    const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const login = doc.paths['/login'].post;
+    expect(
+      login.requestBody.content['application/json'].schema.oneOf.map(
+        (s: { properties: { action: { const: string } } }) => s.properties.action.const,
+      ),
+    ).toEqual(['challenge', 'verify']);
+    const answer = login.responses['200'].content['application/json'].schema;
+    expect(ajv.validate(answer, c.json()), ajv.errorsText()).toBe(true);
+    expect(ajv.validate(answer, v.json()), ajv.errorsText()).toBe(true);
     expect((await post('/admin/router', { action: 'list' }, v.json().token)).statusCode).toBe(200);
     const replay = await post('/login', { action: 'verify', asn: ADMIN_ASN, challenge, signature });
     expect(problem(replay)).toMatchObject({ status: 401, code: 'AUTH_FAILED' });

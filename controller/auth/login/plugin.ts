@@ -26,6 +26,7 @@ import {
 import type { AsnAuth, Registry } from './registry.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import { verifyLogin } from './verify.ts';
+import type { RouteDocs } from '../../api/openapi.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -78,6 +79,20 @@ const VerifyRequest = Type.Object(
   },
   { additionalProperties: false },
 );
+const ChallengeResponse = Type.Object({
+  challenge: Type.String(),
+  host: Type.String(),
+  asn: Asn,
+  expiresAt: Type.String({ format: 'date-time' }),
+  namespace: Type.String(),
+  /** The maintainers' keys the signature may come from: type, mntner and key, fingerprint or keyCert. */
+  methods: Type.Array(Type.Record(Type.String(), Type.String())),
+});
+const TokenResponse = Type.Object({
+  token: Type.String(),
+  expiresAt: Type.String({ format: 'date-time' }),
+  role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
+});
 type ChallengeRequest = Static<typeof ChallengeRequest>;
 type VerifyRequest = Static<typeof VerifyRequest>;
 
@@ -176,7 +191,13 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     return { token, expiresAt, role };
   }
 
-  app.post('/login', async (req, reply) => {
+  const docs: RouteDocs = {
+    summary: 'Log in with a signature of a maintainer of the ASN (challenge, then verify)',
+    auth: 'none',
+    actions: { challenge: ChallengeRequest, verify: VerifyRequest },
+    responses: { challenge: ChallengeResponse, verify: TokenResponse },
+  };
+  app.post('/login', { config: { docs } }, async (req, reply) => {
     const body = req.body as { action?: unknown } | null | undefined;
     const action = body && typeof body === 'object' ? body.action : undefined;
     try {
