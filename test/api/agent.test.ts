@@ -80,6 +80,44 @@ describe('agent tokens', () => {
     expect(problem(hb)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
     expect(h.store.getRouter('ams1')?.status.lastHeartbeat).toBeUndefined();
   });
+  it("a router's token on every POST of another router, under both prefixes: 401 with WWW-Authenticate, nothing stored", async () => {
+    const uuid = await ams.inStatus(4);
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    const before = JSON.stringify([h.store.getSession(uuid), h.store.getRouter('ams1')]);
+    const m = { uuid, rtt: 1, rxBytes: 1, txBytes: 1, routesImported: 1 };
+    for (const prefix of ['', '/api/v1'])
+      for (const [path, body] of [
+        ['heartbeat', { version: '1.0.0', uptime: 1, meshPublicKey: wgKey() }],
+        ['report', { sessions: [m] }],
+        ['modify', { uuid, status: 1, interface: `wg_${port}` }],
+        ['mesh/status', { peers: [{ router: 'fra1', reachable: true }] }],
+      ] as const) {
+        const res = await h.post(`${prefix}/agent/ams1/${path}`, fraToken, body);
+        expect(problem(res), `${prefix} ${path}`).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+        expect(res.headers['www-authenticate']).toBe('Bearer');
+      }
+    expect(JSON.stringify([h.store.getSession(uuid), h.store.getRouter('ams1')])).toBe(before);
+  });
+  it('the agent POSTs answer under /api/v1 with the same effect', async () => {
+    const uuid = await fra.inStatus(4);
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    await expectOk(h.post('/api/v1/agent/fra1/heartbeat', fraToken, { version: '9.9.9', uptime: 2 }));
+    expect(h.store.getRouter('fra1')?.status.agentVersion).toBe('9.9.9');
+    const modified = await expectOk(
+      h.post('/api/v1/agent/fra1/modify', fraToken, { uuid, status: 1, interface: `wg_${port}` }),
+    );
+    expect(modified.json()).toMatchObject({ ok: true, uuid, status: 1, statusName: 'ACTIVE' });
+    expect(fra.status(uuid)).toBe(1);
+    const m = { uuid, rtt: 3.5, rxBytes: 10, txBytes: 20, routesImported: 2 };
+    await expectOk(h.post('/api/v1/agent/fra1/report', fraToken, { sessions: [m] }));
+    expect(h.store.getSession(uuid)?.status.metrics).toMatchObject({ rtt: 3.5, routesImported: 2 });
+    await expectOk(
+      h.post('/api/v1/agent/fra1/mesh/status', fraToken, { peers: [{ router: 'ams1', reachable: false }] }),
+    );
+    expect(h.store.getRouter('fra1')?.status.meshPeers).toEqual([
+      expect.objectContaining({ router: 'ams1', reachable: false }),
+    ]);
+  });
   it('a wrong token is refused before the body is read: 401 even for a body that is not JSON', async () => {
     const res = await h.app.inject({
       method: 'POST',

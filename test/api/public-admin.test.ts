@@ -23,11 +23,18 @@ describe('public routes', () => {
   it('GET /routers lists what a user needs to peer, without secrets', async () => {
     const res = await expectOk(h.get('/routers'));
     const fra = res.json().routers.find((r: { name: string }) => r.name === 'fra1');
-    expect(fra).toMatchObject({
+    const spec = h.store.getRouter('fra1')?.spec;
+    // exactly DESIGN 3's nine fields, nothing more (no token hash, no addresses of the mesh)
+    expect(fra).toEqual({
       name: 'fra1',
+      uuid: spec?.uuid,
       displayName: 'Router fra1',
-      accepting: true,
+      region: 'eu-central',
+      location: 'Frankfurt',
+      endpointHost: 'fra1.example.net',
+      publicKey: spec?.publicKey,
       linkLocal: 'fe80::1',
+      accepting: true,
     });
     expect(res.body).not.toContain('agentTokenSha256');
   });
@@ -166,6 +173,34 @@ async function rotate(name: string): Promise<string> {
   const res = await expectOk(h.post('/admin/router', h.admin, { action: 'rotate-token', name }));
   return res.json().agentToken;
 }
+
+describe('session list', () => {
+  it("each record carries the fields of SPEC 2.1 with their types, and only the caller's sessions", async () => {
+    // earlier tests rotated fra1's token: a driver with a current one
+    const fra = driver(h, 'fra1', await rotate('fra1'));
+    const uuid = await fra.inStatus(1);
+    const owner = fra.ownerToken(uuid);
+    const res = await expectOk(h.post('/session', owner, { action: 'list' }));
+    const { sessions } = res.json() as { sessions: Record<string, unknown>[] };
+    expect(sessions).toHaveLength(1);
+    const record = sessions[0] as Record<string, unknown>;
+    const stored = h.store.getSession(uuid);
+    expect(record).toMatchObject({
+      uuid,
+      router: 'fra1',
+      routerName: 'Router fra1',
+      status: 1,
+      statusName: 'ACTIVE',
+      ipv6: stored?.spec.ipv6,
+      ipv6LinkLocal: stored?.spec.linkLocal,
+      mtu: 1420,
+      createdAt: stored?.spec.createdAt,
+    });
+    expect(typeof record.status).toBe('number');
+    expect(typeof record.mtu).toBe('number');
+    expect(new Date(String(record.createdAt)).toISOString()).toBe(record.createdAt);
+  });
+});
 
 describe('admin router', () => {
   it('add answers the token once; list hides it; update changes fields; remove', async () => {

@@ -88,6 +88,23 @@ describe('rate limits with Redis', () => {
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
   });
+  it("a router's 300 a minute are shared too: its 301st agent request across both is 429", async () => {
+    const token = await h.addRouter('rl1');
+    const sessions = (app: FastifyInstance) =>
+      app.inject({
+        method: 'GET',
+        url: '/agent/rl1/sessions',
+        headers: { authorization: `Bearer ${token}` },
+      });
+    for (let i = 1; i <= 300; i++) {
+      const res = await sessions(replicas[i % 2] as FastifyInstance);
+      if (res.statusCode !== 200 || res.headers['x-ratelimit-remaining'] !== String(300 - i))
+        throw new Error(`request ${i}: ${res.statusCode} remaining ${res.headers['x-ratelimit-remaining']}`);
+    }
+    const res = await sessions(replicas[1] as FastifyInstance);
+    expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(res.headers['x-ratelimit-limit']).toBe('300');
+  });
 });
 
 describe('login challenges with Redis', () => {

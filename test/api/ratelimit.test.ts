@@ -30,6 +30,7 @@ describe('rate limits', () => {
     }
     const res = await h.post('/session', h.user, { action: 'list' });
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(res.headers['x-ratelimit-limit']).toBe('60');
     expect(res.headers['x-ratelimit-remaining']).toBe('0');
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(60);
@@ -77,6 +78,14 @@ describe('rate limits', () => {
     }
     const res = await h.post('/agent/fra1/heartbeat', fraToken, { version: '1.0.0', uptime: 1 });
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    expect(res.headers['x-ratelimit-limit']).toBe('300');
+    expect(res.headers['x-ratelimit-remaining']).toBe('0');
+    const retryAfter = Number(res.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(Number(res.headers['x-ratelimit-reset'])).toBeGreaterThanOrEqual(
+      Math.floor(Date.now() / 1000) + retryAfter - 1,
+    );
     expect(h.store.getRouter('fra1')?.status.lastHeartbeat).toBeUndefined();
   });
   it('the user limit is shared across /session and the admin API', async () => {

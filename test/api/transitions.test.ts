@@ -1,6 +1,19 @@
 /** Every transition of DESIGN.md section 4, driven through the user, admin and agent APIs on the git store. */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { driver, expectOk, problem, startHarness, type Harness } from './helpers.ts';
+import {
+  ADMIN_ASN,
+  driver,
+  expectOk,
+  problem,
+  sessionFields,
+  startHarness,
+  type Harness,
+} from './helpers.ts';
+
+const exec = promisify(execFile);
 
 let h: Harness;
 let d: ReturnType<typeof driver>;
@@ -42,11 +55,22 @@ describe('admin review', () => {
     const res = await expectOk(d.admin('approve', uuid, 'looks fine'));
     expect(res.json()).toMatchObject({ status: 4, statusName: 'QUEUED_FOR_SETUP' });
   });
-  it('3 reject → removed', async () => {
+  it('3 reject → removed, committed with the admin as author and the reason in the message', async () => {
     const uuid = await d.inStatus(3);
+    const name = h.store.getSession(uuid)?.name;
     const res = await expectOk(d.admin('reject', uuid, 'unknown ASN'));
     expect(res.json()).toEqual({ uuid, deleted: true });
     expect(h.store.getSession(uuid)).toBeUndefined();
+    const { stdout } = await exec('git', [
+      `--git-dir=${join(h.dir, 'store.git')}`,
+      'log',
+      '-1',
+      '--format=%an <%ae>%n%B',
+      'main',
+    ]);
+    expect(stdout).toContain(`admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`);
+    expect(stdout).toContain(`reject session ${name}: unknown ASN`);
+    expect(stdout).toContain('Peerops-Role: admin');
   });
   for (const from of [1, 2, 4, 6])
     it(`${from} disable → 0`, async () => {
@@ -167,9 +191,41 @@ describe('user modify, restart, delete', () => {
   });
   it('admins may modify, restart and delete any session through /session', async () => {
     const uuid = await d.inStatus(1);
+    const modified = await expectOk(
+      d.user('modify', uuid, { endpoint: 'admin-set.example.org:51999', mtu: 1380 }, h.admin),
+    );
+    expect(modified.json()).toMatchObject({ status: 4, endpoint: 'admin-set.example.org:51999', mtu: 1380 });
+    await expectOk(d.report(uuid, 1));
     await expectOk(d.user('restart', uuid, {}, h.admin));
     expect(d.status(uuid)).toBe(4);
     await expectOk(d.user('delete', uuid, {}, h.admin));
+    expect(d.status(uuid)).toBe(5);
+  });
+  for (const from of [0, 1, 2, 4, 6])
+    it(`an admin's delete: ${from} → 5 QUEUED_FOR_DELETE`, async () => {
+      const uuid = await d.inStatus(from);
+      const res = await expectOk(d.user('delete', uuid, {}, h.admin));
+      expect(res.json()).toMatchObject({ status: 5, statusName: 'QUEUED_FOR_DELETE' });
+    });
+  it("an admin's delete: 3 → removed at once", async () => {
+    const uuid = await d.inStatus(3);
+    expect((await expectOk(d.user('delete', uuid, {}, h.admin))).json()).toEqual({ uuid, deleted: true });
+    expect(h.store.getSession(uuid)).toBeUndefined();
+  });
+  it('the session actions answer under /api/v1 with the same effect', async () => {
+    const token = d.freshUser();
+    const created = await expectOk(h.post('/api/v1/session', token, sessionFields('fra1')));
+    const uuid = created.json().uuid as string;
+    const listed = await expectOk(h.post('/api/v1/session', token, { action: 'list' }));
+    expect(listed.json().sessions.map((s: { uuid: string }) => s.uuid)).toEqual([uuid]);
+    await expectOk(d.admin('approve', uuid));
+    await expectOk(d.report(uuid, 1));
+    const modified = await expectOk(h.post('/api/v1/session', token, { action: 'modify', uuid, mtu: 1400 }));
+    expect(modified.json()).toMatchObject({ status: 4, mtu: 1400 });
+    await expectOk(d.report(uuid, 1));
+    await expectOk(h.post('/api/v1/session', token, { action: 'restart', uuid }));
+    expect(d.status(uuid)).toBe(4);
+    await expectOk(h.post('/api/v1/session', token, { action: 'delete', uuid }));
     expect(d.status(uuid)).toBe(5);
   });
 });
