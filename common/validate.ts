@@ -186,6 +186,9 @@ function canonicalize(schema: TSchema, value: unknown): unknown {
         return canonicalEndpoint(value);
       case 'host':
         return isIpv6(value) ? canonicalIpv6(value) : value.toLowerCase();
+      // UUIDs are compared as strings: an upper-case copy of a session's id names the same session
+      case 'uuid':
+        return value.toLowerCase();
       default:
         return value;
     }

@@ -163,7 +163,18 @@ export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }
           };
         }
         case 'modify': {
+          if (body.endpoint === undefined && body.mtu === undefined)
+            throw new ProblemError('INVALID_REQUEST', 'modify needs endpoint or mtu (or both)', [
+              { pointer: '/', message: 'give endpoint (null: none) or mtu' },
+            ]);
           const current = findOwned(store, identity, body.uuid);
+          // The status check first (a refused modify stays refused); then a modify that changes nothing
+          // writes nothing and leaves the session as it is, instead of sending it through setup again.
+          transition(current.status.code as SessionStatusCode, { kind: 'modify' });
+          const unchanged =
+            (body.endpoint === undefined || (body.endpoint ?? undefined) === current.spec.endpoint) &&
+            (body.mtu === undefined || body.mtu === current.spec.mtu);
+          if (unchanged) return view(current);
           const updated = await store.updateSession(
             body.uuid,
             (s) => {

@@ -158,6 +158,29 @@ describe('user modify, restart, delete', () => {
     const again = await expectOk(d.user('modify', uuid, { mtu: 1380 }));
     expect(again.json()).toMatchObject({ mtu: 1380, endpoint: '[2001:db8::7]:51820' });
   });
+  it('a modify that changes nothing writes nothing and leaves ACTIVE as it is; an empty one is refused', async () => {
+    const uuid = await d.inStatus(1);
+    const { spec } = h.store.getSession(uuid) ?? {};
+    const head = () =>
+      exec('git', [`--git-dir=${join(h.dir, 'store.git')}`, 'rev-parse', 'main']).then((r) => r.stdout);
+    const before = await head();
+    const same = await expectOk(d.user('modify', uuid, { endpoint: spec?.endpoint, mtu: spec?.mtu }));
+    expect(same.json()).toMatchObject({ status: 1, statusName: 'ACTIVE' });
+    expect(await head()).toBe(before);
+    expect(problem(await d.user('modify', uuid))).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect(d.status(uuid)).toBe(1);
+    // the status rule still comes first: unchanged values in status 5 are refused as any modify there
+    const deleting = await d.inStatus(5);
+    const s5 = h.store.getSession(deleting)?.spec;
+    expect(problem(await d.user('modify', deleting, { mtu: s5?.mtu }))).toMatchObject({
+      code: 'INVALID_STATE',
+    });
+  });
+  it('a session uuid in upper case names the same session', async () => {
+    const uuid = await d.inStatus(1);
+    const res = await expectOk(d.user('restart', uuid.toUpperCase(), {}, d.ownerToken(uuid)));
+    expect(res.json()).toMatchObject({ uuid, status: 4 });
+  });
   it('modify with endpoint null drops the endpoint (peer behind NAT)', async () => {
     const uuid = await d.inStatus(3);
     const res = await expectOk(d.user('modify', uuid, { endpoint: null }));
