@@ -4,7 +4,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { formatEndpoint } from '../common/net.ts';
 import { SessionStatus } from '../common/status.ts';
+import { showable } from '../common/text.ts';
 import { CliError, Client, output, run, saveToken, table } from './client.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
@@ -284,11 +286,38 @@ async function routerCommand(
   }
 }
 
+/**
+ * A policy as `field  value` lines: nested fields by their dotted path (communities.enabled), lists on
+ * one line, RPKI servers as host:port. Only what the policy sets; the rest is the defaults.
+ */
+function policyText(name: string, spec: Record<string, unknown>): string {
+  const rows: [string, string][] = [['policy', name]];
+  const item = (x: unknown): string =>
+    x !== null && typeof x === 'object' && 'host' in x && 'port' in x
+      ? formatEndpoint(x as { host: string; port: number })
+      : typeof x === 'object'
+        ? JSON.stringify(x)
+        : String(x);
+  const add = (field: string, value: unknown) => {
+    if (Array.isArray(value)) rows.push([field, value.length ? value.map(item).join(', ') : '-']);
+    else if (value !== null && typeof value === 'object')
+      for (const [k, x] of Object.entries(value)) add(`${field}.${k}`, x);
+    else rows.push([field, String(value)]);
+  };
+  for (const [field, value] of Object.entries(spec)) add(field, value);
+  if (rows.length === 1) rows.push(['(nothing set)', 'the defaults apply']);
+  const width = Math.max(...rows.map(([field]) => field.length)) + 2;
+  return rows.map(([field, value]) => `${field.padEnd(width)}${showable(value)}`).join('\n');
+}
+
 async function policyCommand(client: Client, action: string, v: Values): Promise<number> {
   const name = v.router ?? 'default';
   if (action === 'get') {
-    const res = await client.post('/admin/policy', { action: 'get', name });
-    output(v.json, res, () => JSON.stringify(res, null, 2));
+    const res = await client.post<{ name: string; spec: Record<string, unknown> }>('/admin/policy', {
+      action: 'get',
+      name,
+    });
+    output(v.json, res, () => policyText(res.name, res.spec));
     return 0;
   }
   if (action !== 'set') throw new CliError('USAGE', `unknown policy action '${action}'`);

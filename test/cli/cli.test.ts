@@ -6,7 +6,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadToken, problemText, saveToken, table } from '../../cli/client.ts';
-import { ADMIN_ASN, USER_ASN, routerFields, startHarness, wgKey, type Harness } from '../api/helpers.ts';
+import {
+  ADMIN_ASN,
+  USER_ASN,
+  routerFields,
+  sessionFields,
+  startHarness,
+  wgKey,
+  type Harness,
+} from '../api/helpers.ts';
 import { freePort } from '../support/ports.ts';
 
 const exec = promisify(execFile);
@@ -215,6 +223,43 @@ describe('peerops admin', () => {
       blockedAsns: [64512],
       rpkiServers: [{ host: 'rpki.example.net', port: 8282 }],
     });
+    const table = await peerops(['admin', 'policy', 'get']);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^policy\s+default$/m);
+    expect(table.stdout).toMatch(new RegExp(`^dn42Asn\\s+${ADMIN_ASN}$`, 'm'));
+    expect(table.stdout).toMatch(/^rpkiServers\s+rpki\.example\.net:8282$/m);
+    expect(table.stdout).toMatch(/^blockedAsns\s+64512$/m);
+  });
+  it('session reject, disable and enable; router remove', async () => {
+    const agentToken = await h.addRouter('cli2');
+    const create = async (asn: number) =>
+      (await h.post('/session', h.tokens.issueToken(asn, 'user').token, sessionFields('cli2'))).json()
+        .uuid as string;
+    const rejected = await create(4242427001);
+    const reject = await peerops(['admin', 'session', 'reject', rejected, '--reason', 'not in the registry']);
+    expect(reject.code, reject.stderr).toBe(0);
+    expect(reject.stdout).toContain(rejected);
+    expect(h.store.getSession(rejected)).toBeUndefined();
+
+    const uuid = await create(4242427002);
+    expect((await peerops(['admin', 'session', 'approve', uuid])).code).toBe(0);
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    await h.post('/agent/cli2/modify', agentToken, { uuid, status: 1, interface: `wg_${port}` });
+    const disable = await peerops(['admin', 'session', 'disable', uuid, '--reason', 'maintenance']);
+    expect(disable.code, disable.stderr).toBe(0);
+    expect(disable.stdout).toContain('DISABLED');
+    expect(h.store.getSession(uuid)?.status.code).toBe(0);
+    const enable = await peerops(['admin', 'session', 'enable', uuid, '--json']);
+    expect(enable.code, enable.stderr).toBe(0);
+    expect(JSON.parse(enable.stdout)).toMatchObject({ uuid, status: 4, statusName: 'QUEUED_FOR_SETUP' });
+
+    await h.addRouter('cli3');
+    const remove = await peerops(['admin', 'router', 'remove', 'cli3']);
+    expect(remove.code, remove.stderr).toBe(0);
+    expect(h.store.getRouter('cli3')).toBeUndefined();
+    const again = await peerops(['admin', 'router', 'remove', 'cli3']);
+    expect(again.code).toBe(1);
+    expect(again.stderr.trim()).toBe('ROUTER_NOT_FOUND: no router cli3');
   });
 });
 
@@ -270,6 +315,18 @@ describe('peerops session', () => {
     // by the name the tables show, too
     const byName = await peerops(['admin', 'session', 'list', '--status', 'queued_for_delete']);
     expect(byName.stdout).toBe(adminList.stdout);
+  });
+  it('restart of an ACTIVE session queues it for setup again', async () => {
+    const agentToken = await h.addRouter('cli4');
+    const token = h.tokens.issueToken(4242427003, 'user').token;
+    const uuid = (await h.post('/session', token, sessionFields('cli4'))).json().uuid as string;
+    await h.post('/admin/session', h.admin, { action: 'approve', uuid });
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    await h.post('/agent/cli4/modify', agentToken, { uuid, status: 1, interface: `wg_${port}` });
+    const restart = await peerops(['session', 'restart', uuid], token);
+    expect(restart.code, restart.stderr).toBe(0);
+    expect(restart.stdout).toMatch(/status\s+4 QUEUED_FOR_SETUP/);
+    expect(h.store.getSession(uuid)?.spec.restartGeneration).toBe(1);
   });
   it('errors are shown as code: detail with exit status 1, usage errors with 2', async () => {
     const res = await peerops(
