@@ -75,7 +75,7 @@ function checkCreate(store: Store, identity: Identity, router: Router): void {
     if (pending >= policy.maxPendingPerAsn)
       throw new ProblemError(
         'CONFLICT',
-        `AS${asn} already has ${pending} sessions awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
+        `AS${asn} already has ${pending} session${pending === 1 ? '' : 's'} awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
       );
   }
 }
