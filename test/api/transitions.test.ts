@@ -14,6 +14,13 @@ import {
 } from './helpers.ts';
 
 const exec = promisify(execFile);
+const ADMIN_AUTHOR = `admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`;
+
+/** Author and message of the store's newest commit: the audit log of DESIGN 2. */
+async function lastCommit(): Promise<string> {
+  const git = ['--git-dir', join(h.dir, 'store.git'), 'log', '-1', '--format=%an <%ae>%n%B', 'main'];
+  return (await exec('git', git)).stdout;
+}
 
 let h: Harness;
 let d: ReturnType<typeof driver>;
@@ -61,16 +68,10 @@ describe('admin review', () => {
     const res = await expectOk(d.admin('reject', uuid, 'unknown ASN'));
     expect(res.json()).toEqual({ uuid, deleted: true });
     expect(h.store.getSession(uuid)).toBeUndefined();
-    const { stdout } = await exec('git', [
-      `--git-dir=${join(h.dir, 'store.git')}`,
-      'log',
-      '-1',
-      '--format=%an <%ae>%n%B',
-      'main',
-    ]);
-    expect(stdout).toContain(`admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`);
-    expect(stdout).toContain(`reject session ${name}: unknown ASN`);
-    expect(stdout).toContain('Peerops-Role: admin');
+    const commit = await lastCommit();
+    expect(commit).toContain(ADMIN_AUTHOR);
+    expect(commit).toContain(`reject session ${name}: unknown ASN`);
+    expect(commit).toContain('Peerops-Role: admin');
   });
   for (const from of [1, 2, 4, 6])
     it(`${from} disable → 0`, async () => {
@@ -82,6 +83,22 @@ describe('admin review', () => {
     const uuid = await d.inStatus(0);
     await expectOk(d.admin('enable', uuid));
     expect(d.status(uuid)).toBe(4);
+  });
+  it('the admin session actions answer under /api/v1 with the same effect', async () => {
+    const admin = (action: string, uuid: string) =>
+      h.post('/api/v1/admin/session', h.admin, { action, uuid, reason: 'via v1' });
+    const uuid = await d.inStatus(3);
+    const listed = await expectOk(h.post('/api/v1/admin/session', h.admin, { action: 'list' }));
+    expect(listed.json().sessions.map((s: { uuid: string }) => s.uuid)).toContain(uuid);
+    expect((await expectOk(admin('approve', uuid))).json()).toMatchObject({ uuid, status: 4 });
+    expect(d.status(uuid)).toBe(4);
+    await expectOk(admin('disable', uuid));
+    expect(d.status(uuid)).toBe(0);
+    await expectOk(admin('enable', uuid));
+    expect(d.status(uuid)).toBe(4);
+    const rejected = await d.inStatus(3);
+    expect((await expectOk(admin('reject', rejected))).json()).toEqual({ uuid: rejected, deleted: true });
+    expect(h.store.getSession(rejected)).toBeUndefined();
   });
   it('refuses approve outside status 3 with INVALID_STATE and changes nothing', async () => {
     const uuid = await d.inStatus(1);
@@ -212,7 +229,7 @@ describe('user modify, restart, delete', () => {
     expect(res.json()).toEqual({ uuid, deleted: true });
     expect(h.store.getSession(uuid)).toBeUndefined();
   });
-  it('admins may modify, restart and delete any session through /session', async () => {
+  it("admins may modify, restart and delete another ASN's session through /session", async () => {
     const uuid = await d.inStatus(1);
     const modified = await expectOk(
       d.user('modify', uuid, { endpoint: 'admin-set.example.org:51999', mtu: 1380 }, h.admin),
@@ -224,17 +241,63 @@ describe('user modify, restart, delete', () => {
     await expectOk(d.user('delete', uuid, {}, h.admin));
     expect(d.status(uuid)).toBe(5);
   });
+  for (const from of [1, 2, 6])
+    it(`an admin's modify: ${from} → 4 with the new endpoint and mtu, committed as the admin`, async () => {
+      const uuid = await d.inStatus(from);
+      const change = { endpoint: `admin-${from}.example.org:51999`, mtu: 1380 };
+      const res = await expectOk(d.user('modify', uuid, change, h.admin));
+      expect(res.json()).toMatchObject({ uuid, status: 4, statusName: 'QUEUED_FOR_SETUP', ...change });
+      expect(h.store.getSession(uuid)?.spec).toMatchObject(change);
+      const commit = await lastCommit();
+      expect(commit).toContain(ADMIN_AUTHOR);
+      expect(commit).toContain(`modify session ${h.store.getSession(uuid)?.name}`);
+    });
+  for (const from of [3, 4, 0])
+    it(`an admin's modify: ${from} → unchanged status, data updated`, async () => {
+      const uuid = await d.inStatus(from);
+      const res = await expectOk(d.user('modify', uuid, { mtu: 1390 }, h.admin));
+      expect(res.json()).toMatchObject({ uuid, status: from, mtu: 1390 });
+      expect(h.store.getSession(uuid)?.spec.mtu).toBe(1390);
+      expect(d.status(uuid)).toBe(from);
+    });
+  for (const from of [1, 2, 6])
+    it(`an admin's restart: ${from} → 4 with restartGeneration + 1`, async () => {
+      const uuid = await d.inStatus(from);
+      const before = h.store.getSession(uuid)?.spec.restartGeneration ?? 0;
+      expect((await expectOk(d.user('restart', uuid, {}, h.admin))).json()).toMatchObject({ status: 4 });
+      expect(h.store.getSession(uuid)?.spec.restartGeneration).toBe(before + 1);
+    });
   for (const from of [0, 1, 2, 4, 6])
     it(`an admin's delete: ${from} → 5 QUEUED_FOR_DELETE`, async () => {
       const uuid = await d.inStatus(from);
       const res = await expectOk(d.user('delete', uuid, {}, h.admin));
       expect(res.json()).toMatchObject({ status: 5, statusName: 'QUEUED_FOR_DELETE' });
     });
-  it("an admin's delete: 3 → removed at once", async () => {
+  it("an admin's delete: 3 → removed at once, committed as the admin", async () => {
     const uuid = await d.inStatus(3);
+    const name = h.store.getSession(uuid)?.name;
     expect((await expectOk(d.user('delete', uuid, {}, h.admin))).json()).toEqual({ uuid, deleted: true });
     expect(h.store.getSession(uuid)).toBeUndefined();
+    const commit = await lastCommit();
+    expect(commit).toContain(ADMIN_AUTHOR);
+    expect(commit).toContain(`delete session ${name}`);
   });
+  for (const token of ['owner', 'admin'] as const)
+    it(`5: the ${token}'s delete, modify and restart are INVALID_STATE and change nothing`, async () => {
+      const uuid = await d.inStatus(5);
+      const before = JSON.stringify(h.store.getSession(uuid));
+      const caller = token === 'admin' ? h.admin : d.ownerToken(uuid);
+      for (const [action, extra] of [
+        ['delete', {}],
+        ['modify', { mtu: 1300 }],
+        ['restart', {}],
+      ] as const)
+        expect(problem(await d.user(action, uuid, extra, caller)), action).toMatchObject({
+          status: 409,
+          code: 'INVALID_STATE',
+        });
+      expect(JSON.stringify(h.store.getSession(uuid))).toBe(before);
+    });
   it('the session actions answer under /api/v1 with the same effect', async () => {
     const token = d.freshUser();
     const created = await expectOk(h.post('/api/v1/session', token, sessionFields('fra1')));
