@@ -71,11 +71,14 @@ describe('agent tokens', () => {
     stored = undefined; // removed
     expect(verifier.matches('r', second.token)).toBe(false);
   });
-  it("a router's token opens no other router's paths (401)", async () => {
-    for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
-      const res = await h.get(`/agent/ams1/${path}`, fraToken);
-      expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
-    }
+  it("a router's token opens no other router's GET paths, under both prefixes: 401 with WWW-Authenticate", async () => {
+    for (const prefix of ['', '/api/v1'])
+      for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
+        const res = await h.get(`${prefix}/agent/ams1/${path}`, fraToken);
+        expect(problem(res), `${prefix} ${path}`).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+        expect(res.headers['www-authenticate']).toBe('Bearer');
+        expect(res.body).not.toContain('ams1.example.net');
+      }
     const hb = await h.post('/agent/ams1/heartbeat', fraToken, { version: '1.0.0', uptime: 1 });
     expect(problem(hb)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
     expect(h.store.getRouter('ams1')?.status.lastHeartbeat).toBeUndefined();
@@ -127,10 +130,16 @@ describe('agent tokens', () => {
     });
     expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
   });
-  it('a user JWT, a missing token and an unknown router are 401', async () => {
-    expect(problem(await h.get('/agent/fra1/sessions', h.admin)).status).toBe(401);
-    expect(problem(await h.get('/agent/fra1/sessions')).status).toBe(401);
-    expect(problem(await h.get('/agent/nowhere/sessions', fraToken)).status).toBe(401);
+  it('a user JWT, a missing token and an unknown router are 401 with WWW-Authenticate', async () => {
+    for (const [url, token] of [
+      ['/agent/fra1/sessions', h.admin],
+      ['/agent/fra1/sessions', undefined],
+      ['/agent/nowhere/sessions', fraToken],
+    ] as const) {
+      const res = await h.get(url, token);
+      expect(problem(res)).toMatchObject({ status: 401, code: 'INVALID_TOKEN' });
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
   });
   it('rotate-token answers a new token once and the old one stops working', async () => {
     const old = await h.addRouter('rot1');
@@ -208,9 +217,12 @@ describe('GET /agent/:router/sessions', () => {
         ).statusCode,
       ).toBe(304);
   });
-  it('answers under /api/v1 too', async () => {
-    await expectOk(h.get('/api/v1/agent/fra1/sessions', fraToken));
-    await expectOk(h.get('/api/v1/agent/fra1/bird-config', fraToken));
+  it('the four GETs answer under /api/v1 too, with the same bodies', async () => {
+    for (const path of ['sessions', 'bird-config', 'mesh', 'config']) {
+      const plain = await expectOk(h.get(`/agent/fra1/${path}`, fraToken));
+      const v1 = await expectOk(h.get(`/api/v1/agent/fra1/${path}`, fraToken));
+      expect(v1.json(), path).toEqual(plain.json());
+    }
   });
   it('refuses a bad wait', async () => {
     expect(problem(await h.get('/agent/fra1/sessions?wait=abc', fraToken))).toMatchObject({
