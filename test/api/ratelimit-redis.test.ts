@@ -104,6 +104,9 @@ describe('rate limits with Redis', () => {
     const res = await sessions(replicas[1] as FastifyInstance);
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
     expect(res.headers['x-ratelimit-limit']).toBe('300');
+    expect(res.headers['x-ratelimit-remaining']).toBe('0');
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(res.headers['x-ratelimit-reset'])).toBeGreaterThan(Math.floor(Date.now() / 1000));
   });
 });
 
