@@ -1,16 +1,28 @@
 /**
- * What "printable text" means for every free-text field (names, reasons, an agent's error message): no
- * C0 or C1 control characters, DEL, line or paragraph separators, or bidirectional embeddings, overrides
- * and isolates. Such a field then reads as what it is, on one line, in a log line, a git commit message,
- * a terminal table or a BIRD comment: no forged second line, no text that displays reversed (U+202E).
+ * What "printable text" means for every free-text field (names, reasons, an agent's error message): one
+ * line of characters that show as themselves, decided by Unicode general category rather than by a list
+ * of code points, so that new format characters are covered too. Refused:
+ *
+ * - Cc, control characters: C0, DEL, C1 (a forged second line, terminal escapes);
+ * - Cf, format characters: zero-width space and joiners, the BOM, soft hyphen, bidi marks, embeddings,
+ *   overrides and isolates (text that displays reversed or hides what it says, U+202E);
+ * - Co, private use: no meaning of its own, shown differently by every font;
+ * - Cs, lone surrogates: not a character at all (a pair, an emoji say, is one code point and allowed);
+ * - Zl and Zp, line and paragraph separators.
+ *
+ * Such a field then reads as what it is, on one line, in a log line, a git commit message, a terminal
+ * table or a BIRD comment (docs/api.md, Conventions, Free text).
  */
 
-/** The refused characters, as the body of a regular-expression character class (JSON Schema and JS). */
-export const UNPRINTABLE_CLASS = '\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069';
+/**
+ * The refused characters, as the body of a regular-expression character class. Unicode property
+ * escapes: JavaScript needs the `u` or `v` flag (ajv compiles schema patterns with `u`); Go's RE2 (the
+ * CRDs' patterns) knows the same categories.
+ */
+export const UNPRINTABLE_CLASS = '\\p{Cc}\\p{Cf}\\p{Co}\\p{Cs}\\p{Zl}\\p{Zp}';
 
 const unprintable = new RegExp(`[${UNPRINTABLE_CLASS}]`, 'gu');
 const unprintableRun = new RegExp(`(?:\\s|[${UNPRINTABLE_CLASS}])+`, 'gu');
-
 /**
  * Text from elsewhere (BIRD's or the kernel's error output) made one printable line: every run of white
  * space and refused characters becomes one space. Cut to `max` characters, never inside a surrogate pair.
