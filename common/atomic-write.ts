@@ -1,7 +1,8 @@
 /**
  * The one way peerops replaces a file: a temp file in the same directory, created exclusively with its
- * final mode (a secret is never readable by others, even briefly), fsynced, then renamed into place. A
- * reader, or the file system after a crash, sees the old content or the new, never part of it.
+ * final mode (a secret is never readable by others, even briefly), fsynced, renamed into place, and the
+ * directory fsynced so the rename itself survives a power loss. A reader, or the file system after a
+ * crash, sees the old content or the new, never part of it.
  */
 import { randomBytes } from 'node:crypto';
 import { open, rename, rm } from 'node:fs/promises';
@@ -12,6 +13,11 @@ export interface AtomicWriteOptions {
   mode?: number;
   /** Name of the temp file in the target's directory (default `<name>.<random>.tmp`). */
   tempName?: (name: string) => string;
+  /**
+   * Called with the directory instead of fsyncing it here, for a caller that writes many files and
+   * fsyncs each directory once before it depends on them (git objects before a ref points at them).
+   */
+  deferDirSync?: (dir: string) => void;
 }
 
 const randomSuffix = () => randomBytes(6).toString('hex');
@@ -19,7 +25,11 @@ const randomSuffix = () => randomBytes(6).toString('hex');
 export async function atomicWriteFile(
   path: string,
   data: string | Uint8Array,
-  { mode = 0o644, tempName = (name) => `${name}.${randomSuffix()}.tmp` }: AtomicWriteOptions = {},
+  {
+    mode = 0o644,
+    tempName = (name) => `${name}.${randomSuffix()}.tmp`,
+    deferDirSync,
+  }: AtomicWriteOptions = {},
 ): Promise<void> {
   const tmp = join(dirname(path), tempName(basename(path)));
   const handle = await open(tmp, 'wx', mode);
@@ -35,7 +45,24 @@ export async function atomicWriteFile(
     await rm(tmp, { force: true });
     throw err;
   }
+  if (deferDirSync) deferDirSync(dirname(path));
+  else await fsyncDir(dirname(path));
 }
 
-/** A temp name git itself uses for objects: git fsck does not call it garbage, git prune removes leftovers. */
-export const gitTempName = (): string => `tmp_obj_${randomSuffix()}`;
+/** Make a directory's entries (a rename, a new file) durable. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * A temp name git itself uses for objects (git fsck does not call it garbage, git prune removes
+ * leftovers), marked as peerops' own so the store can remove a crashed write's leftovers at start
+ * without touching a temp file of a `git push` in progress.
+ */
+export const GIT_TEMP_PREFIX = 'tmp_obj_peerops_';
+export const gitTempName = (): string => `${GIT_TEMP_PREFIX}${randomSuffix()}`;

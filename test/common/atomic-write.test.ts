@@ -30,7 +30,7 @@ describe('atomicWriteFile', () => {
   });
 
   it('names temp files the way git does for objects, when asked', async () => {
-    expect(gitTempName()).toMatch(/^tmp_obj_[0-9a-f]{12}$/);
+    expect(gitTempName()).toMatch(/^tmp_obj_peerops_[0-9a-f]{12}$/);
     const file = join(dir, 'object');
     await atomicWriteFile(file, 'blob', { tempName: gitTempName });
     expect(await readFile(file, 'utf8')).toBe('blob');

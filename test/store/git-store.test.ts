@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -700,22 +700,49 @@ describe('git store: the ref lock', () => {
     expect(store.listSessions()).toHaveLength(1);
   });
 
-  it('commits a status deferred by a locked status ref on the next sync', async () => {
+  it('answers a write whose status ref is locked STORE_UNAVAILABLE, and the next sync completes it whole', async () => {
     const bare = join(dir, 'store.git');
     const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
     await writeFile(lock, '', { flag: 'wx' });
-    const s = await store.createSession(newSession(4242420802, 'fra1'), queued, admin, 'c');
-    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
     const failed = await store
-      .updateSession(s.spec.uuid, (c) => ({ status: { ...c.status, code: 1, name: 'ACTIVE' } }), admin, 'up')
+      .createSession(newSession(4242420802, 'fra1'), queued, admin, 'c')
       .catch((e: unknown) => e);
     expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
-    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    // the spec moved before the status ref refused: the journal keeps the write for the next sync
+    expect(await readFile(join(bare, 'peerops', 'journal.json'), 'utf8')).toContain(STATUS_REF);
     await rm(lock);
     await eventually(async () =>
       (await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`).catch(() => '')).includes(
         'code: 4',
       ),
     );
+    await eventually(async () => store.listSessions()[0]?.status.code === 4);
+    const [session] = store.listSessions();
+    expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`)).toContain(
+      `uuid: ${session?.spec.uuid}`,
+    );
+    await expect(readFile(join(bare, 'peerops', 'journal.json'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('refuses a status change while the status ref is locked, and changes nothing', async () => {
+    const bare = join(dir, 'store.git');
+    const s = await store.createSession(newSession(4242420803, 'fra1'), queued, admin, 'c');
+    await writeFile(join(bare, 'refs', 'heads', 'peerops-status.lock'), '', { flag: 'wx' });
+    const failed = await store
+      .updateSession(s.spec.uuid, (c) => ({ status: { ...c.status, code: 1, name: 'ACTIVE' } }), admin, 'up')
+      .catch((e: unknown) => e);
+    expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420803.yaml`)).toContain('code: 4');
+  });
+
+  it('removes a ref lock older than a crashed push could hold, logs it, and writes', async () => {
+    const lock = join(dir, 'store.git', 'refs', 'heads', 'main.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    const old = new Date(Date.now() - 60_000);
+    await utimes(lock, old, old);
+    const s = await store.createSession(newSession(4242420804, 'fra1'), pending, user(4242420804), 'c');
+    expect(store.getSession(s.spec.uuid)).toBeDefined();
+    await expect(readFile(lock)).rejects.toThrow(/ENOENT/);
   });
 });

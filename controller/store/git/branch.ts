@@ -1,14 +1,16 @@
 /**
  * One branch of the store's bare repository: its head, the mirror of its tree, commits built straight from
- * objects, and catching up with commits that arrived from outside (a push, a fetch).
+ * objects, and catching up with commits that arrived from outside (a push, a fetch). Moving the ref to a
+ * new commit is the store's (git-store.ts, through its journal).
  */
-import { gitFs } from '../../git-fs.ts';
+import { gitFs, syncWrittenDirs } from '../../git-fs.ts';
 import git from 'isomorphic-git';
 import type { Actor } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
 import { writeCommit, writeText, type GitContext } from './objects.ts';
-import { readRef, updateRef } from './refs.ts';
+import type { RefUpdate } from './recovery.ts';
+import { readRef } from './refs.ts';
 import { EMPTY_DIR, diffTree, getFile, setFiles, writeTrees, type DirNode, type FileChange } from './tree.ts';
 
 /** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
@@ -100,16 +102,17 @@ export class Branch {
   }
 
   /**
-   * One commit with these writes on top of the known head; RefMovedError when the ref moved meanwhile
-   * (the caller catches up and tries again). Returns false when nothing changed. `refNow`: the value the
-   * ref must have when it differs from the mirror's head (a merge built on the other side's commit).
+   * One commit with these writes on top of the known head, written as objects (their directories
+   * fsynced) but not yet on the ref: the store moves refs through its journal (recovery.ts) and then
+   * calls `advance`. Undefined when nothing changed. `refNow`: the value the ref must have when it
+   * differs from the mirror's head (a merge built on the other side's commit).
    */
-  async commit(
+  async prepare(
     writes: FileWrite[],
     actor: Actor,
     message: string,
     options: { extraParents?: string[]; refNow?: string } = {},
-  ): Promise<boolean> {
+  ): Promise<PreparedCommit | undefined> {
     const extraParents = options.extraParents ?? [];
     const oids = await mapLimit(writes, 16, (w) =>
       w.text === undefined ? Promise.resolve(undefined) : writeText(this.ctx, w.text),
@@ -121,7 +124,7 @@ export class Branch {
       if (oid !== undefined) written.push([w, oid]);
       if (getFile(this.tree, w.path) !== oid) changed.push([w.path, oid]);
     });
-    if (changed.length === 0 && extraParents.length === 0) return false;
+    if (changed.length === 0 && extraParents.length === 0) return undefined;
     const root = setFiles(this.tree, changed);
     const tree = await writeTrees(this.ctx, root);
     const oid = await writeCommit(this.ctx.gitdir, {
@@ -132,17 +135,34 @@ export class Branch {
       timestamp: Math.floor(Date.now() / 1000),
       message: commitMessage(message, actor),
     });
-    await updateRef(this.ctx.gitdir, this.ref, 'refNow' in options ? options.refNow : this.headOid, oid);
-    this.headOid = oid;
-    this.tree = tree.root;
+    await syncWrittenDirs();
+    return {
+      branch: this,
+      update: { ref: this.ref, from: 'refNow' in options ? options.refNow : this.headOid, to: oid },
+      root: tree.root,
+      written,
+    };
+  }
+
+  /** The ref now points at a prepared commit: the mirror follows. */
+  advance(prepared: PreparedCommit): void {
+    this.headOid = prepared.update.to;
+    this.tree = prepared.root;
     if (this.cache) {
-      for (const [w, blob] of written) {
+      for (const [w, blob] of prepared.written) {
         if (w.parsed !== undefined)
           this.cache.cache.set(ParseCache.key(this.cache.kind, w.path, blob), w.parsed);
       }
     }
-    return true;
   }
+}
+
+/** A commit written but not yet on its ref (Branch.prepare). */
+export interface PreparedCommit {
+  branch: Branch;
+  update: RefUpdate;
+  root: DirNode;
+  written: [FileWrite, string][];
 }
 
 async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }> {

@@ -6,7 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { gitFs } from '../../git-fs.ts';
-import { access, mkdir } from 'node:fs/promises';
+import { atomicWriteFile } from '../../../common/atomic-write.ts';
+import { access, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
@@ -33,9 +34,10 @@ import { checkOrThrow, validate, validateOrThrow, type Checked } from '../../../
 import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
+  assertAdmission,
   assertNoRouterConflicts,
+  assertRouterUnused,
   assertRouterName,
-  assertSessionAddressing,
   checkedSessionSpec,
   mergedPolicy,
   mergedSessionStatus,
@@ -57,7 +59,8 @@ import {
   type StoreEvent,
 } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
-import { Branch, type FileWrite } from './branch.ts';
+import { Branch, type FileWrite, type PreparedCommit } from './branch.ts';
+import { InstanceLock, Journal, removeTempLeftovers, type RefUpdate } from './recovery.ts';
 import {
   classifyPath,
   isManifestPath,
@@ -170,6 +173,12 @@ export class GitStore implements Store {
   private readonly rejected = new Map<string, string>();
 
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly journal: Journal;
+  /** A journal may be on disk: a write to finish before the next one (recovery.ts). */
+  private journalPending = true;
+  private instanceLock: InstanceLock | undefined;
+  /** Why writes fail now (a full or read-only disk); undefined while they succeed. */
+  private diskProblem: string | undefined;
   private readonly observations: ObservationFile;
   /** Observations recorded since the last flush wrote the observation file. */
   private observationsChanged = false;
@@ -196,6 +205,7 @@ export class GitStore implements Store {
     this.ctx = { gitdir: options.dir, cache: {} };
     this.cache = new ParseCache(options.dir);
     this.observations = new ObservationFile(options.dir);
+    this.journal = new Journal(options.dir);
     this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`, {
       cache: this.cache,
       kind: 'spec',
@@ -214,6 +224,7 @@ export class GitStore implements Store {
       await mkdir(this.options.dir, { recursive: true });
       await git.init({ fs: gitFs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
+    await this.takeOver();
     await this.cache.load();
     await this.serialised(async () => {
       await this.syncAll();
@@ -257,8 +268,42 @@ export class GitStore implements Store {
     this.stopHousekeeping.abort();
     await this.housekeeping;
     await this.queue.catch(() => {});
-    await this.flushObservations();
-    await this.saveCache();
+    try {
+      await this.flushObservations();
+      await this.saveCache();
+    } finally {
+      await this.instanceLock?.release();
+    }
+  }
+
+  /**
+   * Become the repository's one writer (recovery.ts): take the instance lock, then clean up after a
+   * crashed predecessor: finish or drop its interrupted write, remove its ref locks and temp files, and
+   * log each thing cleaned.
+   */
+  private async takeOver(): Promise<void> {
+    const { lock, stale } = await InstanceLock.acquire(this.options.dir);
+    this.instanceLock = lock;
+    if (stale)
+      this.log.warn({ pid: stale.pid }, 'store: took over from a controller that did not stop cleanly');
+    await this.journal.recover(this.log, { removeLocks: true });
+    this.journalPending = false;
+    // Only the controller writes the status ref, and it holds the instance lock: a lock there is a leftover.
+    const statusLock = join(this.options.dir, `${STATUS_REF}.lock`);
+    if (
+      await rm(statusLock).then(
+        () => true,
+        () => false,
+      )
+    )
+      this.log.warn({ lock: `${STATUS_REF}.lock` }, 'store: removed a stale ref lock (a crashed write)');
+    const removed = await removeTempLeftovers(this.options.dir);
+    if (removed > 0) this.log.warn({ files: removed }, 'store: removed temp files of an interrupted write');
+  }
+
+  /** Why the store cannot write now (a full or read-only disk), for /health; undefined when it can. */
+  writeProblem(): string | undefined {
+    return this.diskProblem;
   }
 
   private async saveCache(): Promise<void> {
@@ -339,7 +384,7 @@ export class GitStore implements Store {
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
       if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
       assertNoRouterConflicts(name, value, this.routers.values());
-      await this.spec.commit(
+      await this.commitSpec(
         [manifestWrite('Router', routerPath(name), name, value)],
         actor,
         `add router ${name}`,
@@ -359,7 +404,7 @@ export class GitStore implements Store {
       if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
       const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
       assertNoRouterConflicts(name, value, this.routers.values());
-      await this.spec.commit([manifestWrite('Router', routerPath(name), name, value)], actor, message);
+      await this.commitSpec([manifestWrite('Router', routerPath(name), name, value)], actor, message);
       return this.putRouter(name, value);
     });
   }
@@ -368,9 +413,8 @@ export class GitStore implements Store {
     return this.write(async () => {
       if (!this.routers.has(name))
         throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-      const used = this.listSessions({ router: name }).length;
-      if (used > 0) throw new ProblemError('INVALID_STATE', `router ${name} still has ${used} session(s)`);
-      await this.spec.commit([{ path: routerPath(name), text: undefined }], actor, `remove router ${name}`);
+      assertRouterUnused(name, this.listSessions({ router: name }));
+      await this.commitSpec([{ path: routerPath(name), text: undefined }], actor, `remove router ${name}`);
       this.removeRouter(name);
       this.routerStatus.delete(name);
       this.dirtyRouters.add(name);
@@ -395,49 +439,43 @@ export class GitStore implements Store {
     message: string,
   ): Promise<Session> {
     return this.write(async () => {
-      const router = this.routers.get(input.router);
-      if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
       const name = sessionName(input.asn, input.router);
-      if (this.sessionByName.has(name)) {
-        throw new ProblemError(
-          'SESSION_EXISTS',
-          `AS${input.asn} already has a session on router ${input.router}`,
-        );
-      }
-      const port = allocateListenPort(input.asn, router.spec, this.usedPorts(input.router));
+      // validated with a placeholder port first: the admission rules read a checked spec
+      const draft = validateOrThrow<SessionSpec>(
+        SessionSpecSchema,
+        { ...input, uuid: randomUUID(), listenPort: 1, createdAt: new Date().toISOString() },
+        'session',
+      );
+      // Every admission rule (limits, blocked ASN, one per router, addresses), inside the write queue:
+      // checked before it, creates sent at once each passed before the others were stored (docs/store.md).
+      const router = assertAdmission(
+        {
+          router: (r) => this.routers.get(r)?.spec,
+          policyFor: (r) => mergedPolicy(this, r),
+          sessionsOn: (r) => this.listSessions({ router: r }),
+          sessionsOf: (asn) => this.listSessions({ asn }),
+          network: this.addressNeighbours(draft),
+        },
+        draft,
+      );
+      const port = allocateListenPort(input.asn, router, this.usedPorts(input.router));
       if (port === undefined) {
         throw new ProblemError(
           'ROUTER_FULL',
           `router ${input.router} has no free listen port for AS${input.asn}`,
         );
       }
-      const spec = validateOrThrow<SessionSpec>(
-        SessionSpecSchema,
-        { ...input, uuid: randomUUID(), listenPort: port, createdAt: new Date().toISOString() },
-        'session',
-      );
-      // Checked here, inside the write queue, not only by the API before it: two creates from different
-      // ASNs for one address would otherwise both pass, each before the other was stored.
-      assertSessionAddressing(
-        name,
-        spec,
-        router.spec,
-        mergedPolicy(this, spec.router),
-        this.addressNeighbours(spec),
-      );
+      const spec: SessionSpec = { ...draft, listenPort: port };
       const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
-      await this.spec.commit(
-        [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
+      const path = sessionPath(spec.router, spec.asn);
+      // spec and first status in one step: a crash leaves both or neither (recovery.ts)
+      await this.commitSession(
+        [manifestWrite('PeeringSession', path, name, spec)],
+        [this.sessionStatusWrite({ name, spec, status: first })],
         actor,
         message,
       );
-      const session = this.putSession(name, spec, first);
-      await this.saveStatusLater(
-        [this.sessionStatusWrite(session)],
-        actor,
-        `${message} (status ${first.code})`,
-      );
-      return session;
+      return this.putSession(name, spec, first, { statusSaved: true });
     });
   }
 
@@ -453,9 +491,8 @@ export class GitStore implements Store {
       const change = mutate(current);
       const path = sessionPath(current.spec.router, current.spec.asn);
       if (change.delete) {
-        await this.spec.commit([{ path, text: undefined }], actor, message);
-        this.removeSession(current.name);
-        await this.saveStatusLater([{ path, text: undefined }], actor, message);
+        await this.commitSession([{ path, text: undefined }], [{ path, text: undefined }], actor, message);
+        this.removeSession(current.name, { statusSaved: true });
         return undefined;
       }
       const spec = change.spec ? this.checkSessionSpec(current, change.spec) : current.spec;
@@ -463,17 +500,16 @@ export class GitStore implements Store {
         ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
         : current.status;
       const next: Session = { name: current.name, spec, status };
-      if (!change.spec) {
-        // a status change alone: nothing is applied unless it is committed
-        await this.commitStatus([this.sessionStatusWrite(next)], actor, message);
-        const session = this.putSession(current.name, spec, status);
-        this.unsavedStatus.delete(current.name);
-        return session;
-      }
-      await this.spec.commit([manifestWrite('PeeringSession', path, current.name, spec)], actor, message);
-      const session = this.putSession(current.name, spec, status);
-      if (change.status) await this.saveStatusLater([this.sessionStatusWrite(session)], actor, message);
-      return session;
+      // nothing is applied, and nothing answered, before spec and status are committed together
+      await this.commitSession(
+        change.spec ? [manifestWrite('PeeringSession', path, current.name, spec)] : [],
+        change.status ? [this.sessionStatusWrite(next)] : [],
+        actor,
+        message,
+      );
+      return this.putSession(current.name, spec, status, {
+        statusSaved: change.status !== undefined || !this.unsavedStatus.has(current.name),
+      });
     });
   }
 
@@ -483,7 +519,7 @@ export class GitStore implements Store {
     return this.write(async () => {
       if (name !== 'default') assertRouterName(name, 'policy name');
       const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
-      await this.spec.commit(
+      await this.commitSpec(
         [manifestWrite('RoutingPolicy', policyPath(name), name, value)],
         actor,
         `set policy ${name}`,
@@ -495,7 +531,7 @@ export class GitStore implements Store {
   deletePolicy(name: string, actor: Actor): Promise<void> {
     return this.write(async () => {
       if (!this.policies.has(name)) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
-      await this.spec.commit([{ path: policyPath(name), text: undefined }], actor, `remove policy ${name}`);
+      await this.commitSpec([{ path: policyPath(name), text: undefined }], actor, `remove policy ${name}`);
       this.removePolicy(name);
     });
   }
@@ -666,34 +702,76 @@ export class GitStore implements Store {
   private write<T>(fn: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new ProblemError('STORE_UNAVAILABLE', 'the store is closed'));
     return this.serialised(async () => {
-      for (let attempt = 1; ; attempt++) {
-        await this.syncAll();
-        try {
-          const result = await fn();
-          // a new router or policy may make manifests valid that were rejected before
-          if (this.rejected.size > 0) await this.applySpecChanges([]);
-          return result;
-        } catch (err) {
-          if (!(err instanceof RefMovedError)) throw err;
-          if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
-          await backoff(attempt);
-        }
+      try {
+        const result = await this.attempt(fn);
+        this.diskProblem = undefined;
+        return result;
+      } catch (err) {
+        throw this.diskFailure(err) ?? err;
       }
     });
   }
 
-  /** Commit status writes, retrying when the status ref moved (only this controller writes it). */
+  private async attempt<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      await this.syncAll();
+      try {
+        const result = await fn();
+        // a new router or policy may make manifests valid that were rejected before
+        if (this.rejected.size > 0) await this.applySpecChanges([]);
+        return result;
+      } catch (err) {
+        if (!(err instanceof RefMovedError)) throw err;
+        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+        await backoff(attempt);
+      }
+    }
+  }
+
+  /**
+   * A write that failed on the disk (full, read-only, I/O error) as STORE_UNAVAILABLE: nothing of it was
+   * applied or answered, /health says why until a write succeeds again, and the poll tries the disk.
+   */
+  private diskFailure(err: unknown): ProblemError | undefined {
+    const code = diskErrorCode(err);
+    if (code === undefined) return undefined;
+    if (this.diskProblem === undefined)
+      this.log.error(
+        { code, err: String(err) },
+        'store: the disk refuses writes; answering 503 until it accepts them',
+      );
+    this.diskProblem = `the store's disk refuses writes (${code})`;
+    return new ProblemError('STORE_UNAVAILABLE', `${this.diskProblem}; nothing was saved, try again later`);
+  }
+
+  /** A write of spec files alone (routers, policies): one commit on the spec branch. */
+  private async commitSpec(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
+    await this.publish([await this.spec.prepare(writes, actor, message)]);
+  }
+
+  /**
+   * A session's spec and status files as one step (either may be empty): both commits are written, then
+   * both refs move through the journal, spec first (publish).
+   */
+  private async commitSession(
+    specWrites: FileWrite[],
+    statusWrites: FileWrite[],
+    actor: Actor,
+    message: string,
+  ): Promise<void> {
+    const spec = specWrites.length > 0 ? await this.spec.prepare(specWrites, actor, message) : undefined;
+    const status =
+      statusWrites.length > 0 ? await this.status.prepare(statusWrites, actor, message) : undefined;
+    await this.publish([spec, status]);
+    this.noteStatusFiles(statusWrites);
+  }
+
+  /** Commit status writes outside a write (completing manifests, mesh keys), retrying when the ref moved. */
   private async commitStatus(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.status.commit(writes, actor, message);
-        for (const w of writes) {
-          const info = classifyPath(w.path);
-          if (info?.kind !== 'PeeringSession') continue;
-          if (w.text === undefined) this.statusFiles.delete(info.name);
-          else this.statusFiles.set(info.name, w.parsed as SessionStatusFile);
-          this.unsavedStatus.delete(info.name);
-        }
+        await this.publish([await this.status.prepare(writes, actor, message)]);
+        this.noteStatusFiles(writes);
         return;
       } catch (err) {
         if (!(err instanceof RefMovedError)) throw err;
@@ -704,16 +782,66 @@ export class GitStore implements Store {
     }
   }
 
-  /**
-   * The status part of a write whose spec part is already committed: the write has happened, so a failure
-   * here is not the caller's; the status stays marked unsaved and the next sync commits it.
-   */
-  private async saveStatusLater(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
-    try {
-      await this.commitStatus(writes, actor, message);
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'store: status commit deferred to the next sync');
+  /** The status files the status ref now holds, after a commit of `writes`. */
+  private noteStatusFiles(writes: FileWrite[]): void {
+    for (const w of writes) {
+      const info = classifyPath(w.path);
+      if (info?.kind !== 'PeeringSession') continue;
+      if (w.text === undefined) this.statusFiles.delete(info.name);
+      else this.statusFiles.set(info.name, w.parsed as SessionStatusFile);
+      this.unsavedStatus.delete(info.name);
     }
+  }
+
+  /**
+   * Move the refs of prepared commits as one step (recovery.ts): the journal names every update before
+   * the first ref moves, the refs move in order, then the mirrors follow. RefMovedError when the first
+   * ref had moved (nothing happened: the caller catches up and tries again). A failure after the first
+   * ref moved leaves the journal for the next sync to finish, and is STORE_UNAVAILABLE, not retried:
+   * the write is done once recovery completes it.
+   */
+  private async publish(commits: (PreparedCommit | undefined)[]): Promise<void> {
+    const parts = commits.filter((c): c is PreparedCommit => c !== undefined);
+    if (parts.length === 0) return;
+    await this.moveRefs(parts.map((p) => p.update));
+    for (const p of parts) p.branch.advance(p);
+  }
+
+  /** The journaled ref moves of `publish`, also for a fast-forward to fetched commits. */
+  private async moveRefs(updates: RefUpdate[]): Promise<void> {
+    await this.journal.begin(updates);
+    this.journalPending = true;
+    let moved = 0;
+    try {
+      for (const update of updates) {
+        await updateRef(this.ctx.gitdir, update.ref, update.from, update.to, this.onStaleLock);
+        moved++;
+      }
+    } catch (err) {
+      if (moved === 0) {
+        await this.journal.end().then(
+          () => (this.journalPending = false),
+          () => {},
+        );
+        throw err;
+      }
+      this.log.error({ err: String(err) }, 'store: a write stopped half-way; the next sync completes it');
+      throw new ProblemError('STORE_UNAVAILABLE', `the store could not finish the write: ${String(err)}`);
+    }
+    await this.journal.end().then(
+      () => (this.journalPending = false),
+      (err: unknown) => this.log.warn({ err: String(err) }, 'store: journal left; the next sync removes it'),
+    );
+  }
+
+  private readonly onStaleLock = (lock: string, ageMs: number): void =>
+    this.log.warn({ lock, ageMs: Math.round(ageMs) }, 'store: removed a stale ref lock (a crashed writer)');
+
+  /** Finish a write that a crash or a failed ref update interrupted (recovery.ts), before anything else. */
+  private async recoverJournal(removeLocks: boolean): Promise<void> {
+    if (!this.journalPending) return;
+    await this.journal.recover(this.log, { removeLocks });
+    this.journalPending = false;
   }
 
   private requestSync(): void {
@@ -721,11 +849,23 @@ export class GitStore implements Store {
     this.syncQueued = true;
     void this.serialised(async () => {
       this.syncQueued = false;
+      if (this.diskProblem !== undefined) await this.probeDisk();
       await this.syncAll();
     }).catch((err: unknown) => {
       syncErrors.inc();
       this.log.error({ err }, 'store: following the repository failed');
     });
+  }
+
+  /** While writes fail on the disk: does it take a small write again? Then /health is ok again. */
+  private async probeDisk(): Promise<void> {
+    try {
+      await atomicWriteFile(join(this.options.dir, 'peerops', 'probe'), `${Date.now()}\n`);
+      this.diskProblem = undefined;
+      this.log.info('store: the disk accepts writes again');
+    } catch {
+      // still refused: the next poll tries again
+    }
   }
 
   private requestRemoteSync(): void {
@@ -744,6 +884,7 @@ export class GitStore implements Store {
 
   /** Catch up with both refs; apply, validate and complete manifests that arrived from outside. */
   private async syncAll(): Promise<void> {
+    await this.recoverJournal(false);
     const statusChanges = await this.status.sync();
     if (statusChanges.length > 0) await this.applyStatusChanges(statusChanges);
     const specChanges = await this.spec.sync();
@@ -795,7 +936,7 @@ export class GitStore implements Store {
       }
     }
     if (specWrites.length > 0) {
-      await this.spec.commit(
+      await this.commitSpec(
         specWrites,
         CONTROLLER,
         `complete ${specWrites.length} session(s) from git: uuid, listenPort, createdAt`,
@@ -1044,7 +1185,7 @@ export class GitStore implements Store {
       !ours ||
       (await git.isDescendent({ fs: gitFs, gitdir, oid: theirs, ancestor: ours, cache: this.ctx.cache }))
     ) {
-      await updateRef(gitdir, this.spec.ref, ours, theirs);
+      await this.moveRefs([{ ref: this.spec.ref, from: ours, to: theirs }]);
       this.log.info({ from: ours, to: theirs }, 'store: fast-forwarded to the remote');
     } else {
       await this.mergeRemote(ours, theirs);
@@ -1075,10 +1216,17 @@ export class GitStore implements Store {
     }
     const merged = new Branch(this.ctx, this.spec.ref);
     await merged.sync(theirs);
-    await merged.commit(writes, CONTROLLER, `merge ${remoteLabel(this.options.remote?.url)} into the store`, {
-      extraParents: [ours],
-      refNow: ours,
-    });
+    await this.publish([
+      await merged.prepare(
+        writes,
+        CONTROLLER,
+        `merge ${remoteLabel(this.options.remote?.url)} into the store`,
+        {
+          extraParents: [ours],
+          refNow: ours,
+        },
+      ),
+    ]);
     this.log.warn({ ours, theirs }, 'store: merged diverged remote history');
   }
 
@@ -1185,7 +1333,13 @@ export class GitStore implements Store {
     });
   }
 
-  private putSession(name: string, spec: SessionSpec, status: SessionStatusRecord): Session {
+  /** `statusSaved`: the status ref holds this status already (else the next sync commits it). */
+  private putSession(
+    name: string,
+    spec: SessionSpec,
+    status: SessionStatusRecord,
+    { statusSaved = false } = {},
+  ): Session {
     const previous = this.sessions.get(spec.uuid);
     if (previous) {
       this.ports.get(previous.spec.router)?.delete(previous.spec.listenPort);
@@ -1198,24 +1352,37 @@ export class GitStore implements Store {
     let ports = this.ports.get(spec.router);
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
-    this.unsavedStatus.add(name);
+    if (statusSaved) this.unsavedStatus.delete(name);
+    else this.unsavedStatus.add(name);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'put', router: spec.router });
     return session;
   }
 
-  private removeSession(name: string): void {
+  private removeSession(name: string, { statusSaved = false } = {}): void {
     const uuid = this.sessionByName.get(name);
     const session = uuid ? this.sessions.get(uuid) : undefined;
     if (!uuid || !session) return;
     this.sessions.delete(uuid);
     this.sessionByName.delete(name);
     this.indexAddresses(session, false);
-    this.unsavedStatus.add(name);
+    if (statusSaved) this.unsavedStatus.delete(name);
+    else this.unsavedStatus.add(name);
     this.incompleteSpecs.delete(name);
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
+
+/** The errno code of a file system failure that is the disk's, not the request's. */
+function diskErrorCode(err: unknown): string | undefined {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== undefined && DISK_ERRORS.has(code)) return code;
+  }
+  return undefined;
 }
 
 function backoff(attempt: number): Promise<void> {

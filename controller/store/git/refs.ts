@@ -2,9 +2,15 @@
  * Reading and updating refs of a bare repository with git's own lock protocol, so a `git push` (which
  * takes `<ref>.lock` the same way) and the store never overwrite each other's update.
  */
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { mkdir } from 'node:fs/promises';
+import { fsyncDir } from '../../../common/atomic-write.ts';
+
+/**
+ * A ref lock older than this is a crashed writer's (a killed `git push`): git holds a ref lock only for
+ * the moment of the update. Removed with a warning (docs/store.md, "Crash safety").
+ */
+export const STALE_REF_LOCK_MS = 30_000;
 
 /** The commit a ref points at: the loose ref file, else packed-refs; undefined when the ref does not exist. */
 export async function readRef(gitdir: string, ref: string): Promise<string | undefined> {
@@ -37,14 +43,16 @@ export class RefMovedError extends Error {
 
 /**
  * Point `ref` at `next` if it still points at `expected` (undefined: must not exist yet). Takes `<ref>.lock`
- * exclusively, checks the old value under the lock, writes, fsyncs and renames into place.
- * RefMovedError when the ref moved or another writer holds the lock.
+ * exclusively, checks the old value under the lock, writes, fsyncs, renames into place and fsyncs the
+ * directory. RefMovedError when the ref moved or another writer holds the lock; a lock older than
+ * STALE_REF_LOCK_MS is removed (`onStaleLock` is told) and the update goes on.
  */
 export async function updateRef(
   gitdir: string,
   ref: string,
   expected: string | undefined,
   next: string,
+  onStaleLock?: (lock: string, ageMs: number) => void,
 ): Promise<void> {
   const path = join(gitdir, ref);
   const lock = `${path}.lock`;
@@ -53,9 +61,13 @@ export async function updateRef(
   try {
     handle = await open(lock, 'wx', 0o644);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const age = await lockAge(lock);
+    if (age === undefined || age < STALE_REF_LOCK_MS)
       throw new RefMovedError(ref, 'is locked by another writer');
-    throw err;
+    onStaleLock?.(lock, age);
+    await rm(lock, { force: true });
+    return updateRef(gitdir, ref, expected, next);
   }
   let renamed = false;
   try {
@@ -70,5 +82,15 @@ export async function updateRef(
   } finally {
     await handle?.close();
     if (!renamed) await rm(lock, { force: true });
+  }
+  await fsyncDir(dirname(path));
+}
+
+/** How long ago a lock file was last written; undefined when it is gone. */
+async function lockAge(lock: string): Promise<number | undefined> {
+  try {
+    return Date.now() - (await stat(lock)).mtimeMs;
+  } catch {
+    return undefined;
   }
 }
