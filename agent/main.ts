@@ -1,6 +1,6 @@
 /**
- * `peerops agent --config PATH`: loads and checks the config (refusing to start on a bad file),
- * bootstraps from the controller in bootstrap mode, detects the WireGuard backend, starts the sync,
+ * `peerops agent --config PATH`: loads and checks the config (refusing to start on a bad file, exit 1),
+ * checks the router (system/preflight.ts: exit 78 on an unmet need), creates BIRD's include dirs, bootstraps from the controller in bootstrap mode, detects the WireGuard backend, starts the sync,
  * heartbeat and metric loops and the local server. SIGTERM/SIGINT: stop the loops, close the server.
  */
 import { parseArgs } from 'node:util';
@@ -8,6 +8,7 @@ import pino from 'pino';
 import { usageError } from '../common/usage.ts';
 import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
+import { PREFLIGHT_EXIT, preflight } from './system/preflight.ts';
 import { Agent } from './agent.ts';
 import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
@@ -51,6 +52,16 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
+  // Before the controller is asked anything: a router that lacks a program, a capability or access to
+  // BIRD gets one line per problem naming the fix, not a stack trace minutes later (docs/agent.md).
+  const checked = await preflight(config);
+  if (checked.errors.length) {
+    for (const line of checked.errors) console.error(`peerops agent: ${line}`);
+    for (const line of checked.warnings) console.error(`peerops agent: warning: ${line}`);
+    return PREFLIGHT_EXIT;
+  }
+  for (const line of checked.warnings) log.warn(line);
+  if (checked.created.length) log.info({ dirs: checked.created }, 'created BIRD include directories');
   const client = new ControlPlaneClient({ ...config.controlPlane, router: config.node.name });
   const stopping = new AbortController();
   const onSignal = () => stopping.abort();

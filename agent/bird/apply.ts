@@ -15,6 +15,7 @@ import { cp, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/pro
 import { basename, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
+import { ensureIncludeDir, ensureIncludeDirs } from './dirs.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
 
 /** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
@@ -96,6 +97,9 @@ export class BirdApplier {
    * runs something else, e.g. the agent died between the swap and the configure).
    */
   async apply(tree: DesiredTree, opts: { forceConfigure?: boolean } = {}): Promise<ApplyResult> {
+    // The check stages its own copies of these dirs; the live tree needs them too, even empty, or BIRD
+    // refuses the main config's `include "<dir>/*.conf"` (a fresh /etc/bird has none of them).
+    await ensureIncludeDirs([...tree.dirs.map((d) => d.dir), join(this.root, LOCAL_DIR)], this.root);
     const changes = await this.diff(tree);
     const changed = changes.map((c) => c.path);
     if (changes.length === 0) {
@@ -125,7 +129,6 @@ export class BirdApplier {
       }
       restore.push({ path: c.path, saved });
     }
-    for (const d of new Set(changes.map((c) => resolve(c.path, '..')))) await mkdir(d, { recursive: true });
     await atomicWriteFile(this.pendingPath, `${new Date().toISOString()}\n`);
     for (const c of changes) {
       if (c.content === undefined) await unlink(c.path).catch(() => undefined);
@@ -172,7 +175,7 @@ export class BirdApplier {
       }
       // The operator's own additions (main-config.ts: `<root>/local.d`, beside peerConfDir) are checked too.
       const local = join(this.root, LOCAL_DIR);
-      await mkdir(local, { recursive: true });
+      await ensureIncludeDir(local, this.root);
       await cp(local, join(stage, LOCAL_DIR), { recursive: true });
       const stagedMain = join(stage, basename(this.mainPath));
       liveOf.set(stagedMain, this.mainPath);

@@ -30,8 +30,8 @@ export async function ping(target: string, iface: string, opts: MetricOptions): 
     {
       timeoutMs: (opts.pingCount * (opts.pingTimeout + 1) + 5) * 1000,
     },
-  );
-  return parsePingAvg(r.stdout);
+  ).catch(() => undefined); // no ping on this router: no RTT (the preflight warned at start)
+  return r ? parsePingAvg(r.stdout) : null;
 }
 
 export async function collectMetrics(

@@ -8,8 +8,9 @@ const SETTINGS = ['net.ipv6.conf.all.forwarding', 'net.ipv4.ip_forward'] as cons
 
 /** The forwarding sysctls that are not 1 (empty: the router forwards both families). */
 export async function forwardingOff(): Promise<string[]> {
-  const r = await run('sysctl', ['-n', ...SETTINGS]);
-  if (r.code !== 0) return [];
+  // No sysctl (procps not installed): the preflight has said so; nothing to check with.
+  const r = await run('sysctl', ['-n', ...SETTINGS]).catch(() => undefined);
+  if (r?.code !== 0) return [];
   const values = r.stdout.trim().split('\n');
   return SETTINGS.filter((_, i) => values[i]?.trim() !== '1');
 }
