@@ -10,14 +10,22 @@ import Fastify, {
   type FastifyRequest,
   type onResponseHookHandler,
 } from 'fastify';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
-import { clientErrorHandler, installErrorHandling } from './api/problem.ts';
+import {
+  clientErrorHandler,
+  frameworkErrorHandler,
+  installErrorHandling,
+  problemBody,
+  type Unrouted,
+} from './api/problem.ts';
 import { hookList, installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
+import { installJsonParser } from './api/json-body.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
@@ -40,9 +48,62 @@ export interface AppOptions {
   logger: FastifyBaseLogger | false;
   /** `/login` (challenge signing, DESIGN.md section 6); without it the route does not exist. */
   login?: { registry: Registry; serviceHost: string; admins: number[] };
+  /** Internal, for tests: the request timeout instead of the documented 30 s. */
+  requestTimeoutMs?: number;
 }
 
+/** docs/api.md, Errors: a request (headers and body) not complete within 30 s is refused. */
 const REQUEST_TIMEOUT_MS = 30_000;
+/** fastify's default, which a server of our own must set itself: idle kept-alive connections close after it. */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+
+/**
+ * Node's request timeouts, given when the server is made: the checking interval can be set only then, and
+ * a requestTimeout set afterwards (as fastify's option does) left the 60 s headersTimeout and the 30 s
+ * check in charge, so a slow body was cut after 60-90 s. Headers and the whole request now both have `ms`,
+ * checked every second (at most a quarter of it), so a request is cut between `ms` and `ms` + 1 s.
+ */
+function requestTimeouts(ms: number) {
+  return {
+    requestTimeout: ms,
+    headersTimeout: ms,
+    connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(ms / 4))),
+  };
+}
+
+/**
+ * The API's HTTP server. Node's own answers that are not problem+json are kept from the client:
+ * - an HTTP/1.1 request without Host (Node answered an empty 400) gets the problem answer of a request
+ *   Node's parser refuses, with Connection: close (docs/api.md, Errors);
+ * - an `Expect` other than 100-continue (Node answered an empty 417) is served as if it were absent,
+ *   which RFC 9110 (10.1.1) allows, so its answer is the route's own, rate-limit headers and all.
+ */
+function apiServer(requestTimeoutMs: number) {
+  return (handler: (req: IncomingMessage, res: ServerResponse) => void): Server => {
+    const server = createServer(
+      { ...requestTimeouts(requestTimeoutMs), requireHostHeader: false },
+      (req, res) => {
+        if (req.headers.host === undefined && req.httpVersion === '1.1') return refuseWithoutHost(res);
+        handler(req, res);
+      },
+    );
+    server.on('checkExpectation', handler);
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    return server;
+  };
+}
+
+function refuseWithoutHost(res: ServerResponse): void {
+  const body = JSON.stringify(
+    problemBody(new ProblemError('INVALID_REQUEST', 'an HTTP/1.1 request must have a Host header')),
+  );
+  res.writeHead(400, {
+    'content-type': 'application/problem+json',
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
+  });
+  res.end(body);
+}
 
 /** A request's HTTP metrics and its log line. */
 function recordResponse(
@@ -70,7 +131,11 @@ function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseH
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { store, tokens, config } = opts;
+  const requestTimeoutMs = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // The rate limiter and the request recorder exist only once the instance does.
+  let unrouted: Unrouted = {};
   const app = Fastify({
+    serverFactory: apiServer(requestTimeoutMs),
     ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
     // One log line per request comes from our onResponse hook (route pattern, status, duration).
@@ -80,9 +145,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     // body of its own, not problem+json, and a client would have had to retry it elsewhere.
     return503OnClosing: false,
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler(() => unrouted),
     // A request (headers and body) must arrive within this; without it a client dripping a body holds
-    // its socket for ever. It does not cover the answer, so long polls are unaffected.
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    // its socket for ever. It does not cover the answer, so long polls are unaffected. The server has
+    // it from apiServer already; fastify sets it again.
+    requestTimeout: requestTimeoutMs,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     // No child logger per request (it cost 2-3 µs of each): the request's lines carry its id themselves.
@@ -90,11 +157,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
+  installJsonParser(app);
 
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);
-  installErrorHandling(app, {
+  unrouted = {
     countRequest,
     onNotFound: (request, reply, status) =>
       recordResponse(
@@ -104,7 +172,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         status,
         reply.elapsedTime,
       ),
-  });
+  };
+  installErrorHandling(app, unrouted);
   const operations = collectRoutes(app);
 
   // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):
@@ -155,7 +224,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         );
       });
     await scope.register(publicRoutes, { store, openapi });
-    await scope.register(sessionRoutes, { store });
+    await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, { store });
     await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
   };
@@ -178,7 +247,7 @@ export async function buildAdmissionApp(opts: {
   tls: { key: Buffer; cert: Buffer };
 }): Promise<FastifyInstance<HttpsServer>> {
   const app = Fastify({
-    https: opts.tls,
+    https: { ...opts.tls, ...requestTimeouts(REQUEST_TIMEOUT_MS) },
     loggerInstance: opts.logger,
     bodyLimit: ADMISSION_BODY_LIMIT,
     requestTimeout: REQUEST_TIMEOUT_MS,
@@ -187,6 +256,7 @@ export async function buildAdmissionApp(opts: {
     onConstructorPoisoning: 'error',
   });
   app.removeContentTypeParser('text/plain');
+  installJsonParser(app);
   installErrorHandling(app);
   await app.register(admissionRoutes, { store: opts.store });
   return app;

@@ -10,6 +10,7 @@ import { checkOrThrow, validateOrThrow, type Checked } from '../../common/valida
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
+import { MAX_JSON_DEPTH, tooDeep } from './json-body.ts';
 
 /**
  * JSON numbers beyond 2^53 lose precision silently (an ASN or a byte count would change on the way in):
@@ -24,21 +25,26 @@ export function assertSafeNumbers(value: unknown): void {
   ]);
 }
 
-/** The path to the first unsafe number, or undefined; pointers are built only for a refusal. */
-function unsafeNumberPath(value: unknown): (string | number)[] | undefined {
+/**
+ * The path to the first unsafe number, or undefined; pointers are built only for a refusal. Bounded:
+ * bodies from HTTP are no deeper than MAX_JSON_DEPTH (json-body.ts), and a deeper value from any other
+ * caller is refused here rather than walked until the stack overflows.
+ */
+function unsafeNumberPath(value: unknown, depth = 0): (string | number)[] | undefined {
   if (typeof value === 'number')
     return Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER ? undefined : [];
   if (value === null || typeof value !== 'object') return undefined;
+  if (depth >= MAX_JSON_DEPTH) throw tooDeep();
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const path = unsafeNumberPath(value[i]);
+      const path = unsafeNumberPath(value[i], depth + 1);
       if (path) return [i, ...path];
     }
     return undefined;
   }
   for (const key in value) {
     if (!Object.hasOwn(value, key)) continue;
-    const path = unsafeNumberPath((value as Record<string, unknown>)[key]);
+    const path = unsafeNumberPath((value as Record<string, unknown>)[key], depth + 1);
     if (path) return [key, ...path];
   }
   return undefined;

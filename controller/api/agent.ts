@@ -391,6 +391,25 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     async (request: RouterRequest) => {
       const body = parseAgentBody(MeshStatusBody, request.body, 'mesh status');
       const router = routerOf(request);
+      // Only the network's other routers are mesh peers, each once: a made-up name would be stored in
+      // the router's status and shown as a peer; the whole report is refused (nothing stored), as
+      // reports naming another router's sessions are (docs/api.md, Agent API).
+      const seen = new Set<string>();
+      const errors = body.peers.flatMap((peer, i) => {
+        const why =
+          peer.router === router.name
+            ? 'is this router itself, not a mesh peer'
+            : seen.has(peer.router)
+              ? 'is listed twice'
+              : store.getRouter(peer.router) === undefined
+                ? 'is not a router of this network'
+                : undefined;
+        seen.add(peer.router);
+        return why ? [{ pointer: `/peers/${i}/router`, message: `${peer.router} ${why}` }] : [];
+      });
+      const [first] = errors;
+      if (first)
+        throw new ProblemError('INVALID_REQUEST', `mesh status ${first.pointer}: ${first.message}`, errors);
       store.recordRouterStatus(router.name, {
         meshPeers: body.peers,
         meshUpdatedAt: isoNow(),

@@ -93,17 +93,78 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
 }
 
 /**
+ * What the router itself refuses before any route is chosen (fastify's `frameworkErrors`): a path
+ * parameter over fastify's 100 characters (its own answer was a non-problem 414) and a URL whose
+ * percent-encoding does not decode. Both 400 INVALID_REQUEST, the fastify code in the detail, as any
+ * other client error of fastify's (docs/api.md, Errors).
+ */
+function frameworkProblem(err: FastifyError): ProblemError {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
+    return new ProblemError(
+      'INVALID_REQUEST',
+      'a path segment is longer than 100 characters; no route has such a name (FST_ERR_MAX_PARAM_LENGTH)',
+    );
+  if (err.code === 'FST_ERR_BAD_URL')
+    return new ProblemError(
+      'INVALID_REQUEST',
+      'the URL has a percent-encoding that does not decode (FST_ERR_BAD_URL)',
+    );
+  return (
+    toProblem(err) ?? new ProblemError('INTERNAL', 'internal error; the operator can find it in the log')
+  );
+}
+
+/** The answers of requests that reached no route: 404s and the router's own refusals. */
+export interface Unrouted {
+  /** Counts the request against the caller's limit: sets the limit headers, throws RATE_LIMITED. */
+  countRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  /** Records the answer (metrics and log line); routes' own hooks do not run for these requests. */
+  onNotFound?: (request: FastifyRequest, reply: FastifyReply, status: number) => void;
+}
+
+/** Answers `problem` for a request no route took, after counting it (a 429 wins). */
+async function answerUnrouted(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  problem: ProblemError,
+  unrouted: Unrouted,
+): Promise<FastifyReply> {
+  try {
+    await unrouted.countRequest?.(request, reply);
+  } catch (err) {
+    if (!(err instanceof ProblemError)) throw err;
+    problem = err;
+  }
+  unrouted.onNotFound?.(request, reply, problem.status);
+  return sendProblem(reply, problem);
+}
+
+/**
+ * fastify's `frameworkErrors` option: the router's refusals as problems, counted and recorded like
+ * 404s. `unrouted` is read when a request comes, so the rate limiter may be installed after the
+ * instance that takes this handler is created.
+ */
+export function frameworkErrorHandler(
+  unrouted: () => Unrouted,
+): (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => void {
+  return (err, request, reply) => {
+    answerUnrouted(request, reply, frameworkProblem(err), unrouted()).catch((failure: unknown) => {
+      request.log.error({ reqId: request.id, err: failure }, 'unexpected error');
+      if (!reply.sent)
+        sendProblem(
+          reply,
+          new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
+        );
+    });
+  };
+}
+
+/**
  * The error handler and the 404 answer. A request that matched no route is counted against the caller's
  * rate limit like any other (`countRequest`, which sets the limit headers and throws RATE_LIMITED), and
  * `onNotFound` records it as it is answered (routes' own hooks do not run for it): metrics and log line.
  */
-export function installErrorHandling(
-  app: FastifyInstance,
-  notFound: {
-    countRequest?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
-    onNotFound?: (request: FastifyRequest, reply: FastifyReply, status: number) => void;
-  } = {},
-): void {
+export function installErrorHandling(app: FastifyInstance, notFound: Unrouted = {}): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const problem = toProblem(err);
     if (problem) {
@@ -120,15 +181,12 @@ export function installErrorHandling(
       new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
     );
   });
-  app.setNotFoundHandler(async (request, reply) => {
-    let problem = new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
-    try {
-      await notFound.countRequest?.(request, reply);
-    } catch (err) {
-      if (!(err instanceof ProblemError)) throw err;
-      problem = err;
-    }
-    notFound.onNotFound?.(request, reply, problem.status);
-    return sendProblem(reply, problem);
-  });
+  app.setNotFoundHandler(async (request, reply) =>
+    answerUnrouted(
+      request,
+      reply,
+      new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`),
+      notFound,
+    ),
+  );
 }

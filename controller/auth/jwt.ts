@@ -1,7 +1,9 @@
 /**
  * User and admin JWTs (DESIGN.md section 3): EdDSA over one Ed25519 key kept in the data dir (mode 0600,
  * created on first start) or named by PEEROPS_JWT_KEY_FILE so that several replicas share it.
- * Claims: sub `AS<asn>`, asn, role, iss `peerops`, iat, exp.
+ * Claims: sub `AS<asn>`, asn, role, iss `peerops`, aud `peerops-api`, iat, exp. A token is accepted only
+ * with every one of them and each in range (docs/api.md, Conventions, Authentication): the key's
+ * signature alone does not make a token, so nothing else that key might ever sign passes for one.
  */
 import { generateKeyPairSync, createPrivateKey, createPublicKey } from 'node:crypto';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
@@ -23,6 +25,10 @@ export interface IssuedToken {
 }
 
 export const ISSUER = 'peerops';
+/** Who a token is for: the user and admin API. */
+export const AUDIENCE = 'peerops-api';
+/** ASNs are 32-bit and AS 0 is reserved (RFC 7607): a token names 1..2^32-1. */
+const MAX_ASN = 4294967295;
 /** Issue 4: tokens live 12 h unless configured otherwise. */
 export const DEFAULT_TTL_SECONDS = 12 * 3600;
 const MAX_TTL_SECONDS = 366 * 24 * 3600;
@@ -89,7 +95,8 @@ export class TokenIssuer {
       key: publicPem,
       algorithms: ['EdDSA'],
       allowedIss: ISSUER,
-      requiredClaims: ['exp', 'sub', 'asn', 'role'],
+      allowedAud: AUDIENCE,
+      requiredClaims: ['iss', 'aud', 'exp', 'sub', 'asn', 'role'],
       cache: 10000,
     }) as (token: string) => Record<string, unknown>;
   }
@@ -105,14 +112,14 @@ export class TokenIssuer {
   }
 
   issueToken(asn: number, role: Role, ttlSeconds: number = DEFAULT_TTL_SECONDS): IssuedToken {
-    if (!Number.isInteger(asn) || asn < 1 || asn > 4294967295) throw new Error(`not an ASN: ${asn}`);
+    if (!isAsn(asn)) throw new Error(`not an ASN: ${asn}`);
     if (role !== 'user' && role !== 'admin') throw new Error(`not a role: ${String(role)}`);
     if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_TTL_SECONDS)
       throw new Error(`ttl must be 1..${MAX_TTL_SECONDS} seconds`);
     const now = Math.floor(Date.now() / 1000);
     const exp = now + ttlSeconds;
     const sign = createSigner({ key: this.privatePem, algorithm: 'EdDSA' });
-    const token = sign({ sub: `AS${asn}`, asn, role, iss: ISSUER, iat: now, exp });
+    const token = sign({ sub: `AS${asn}`, asn, role, iss: ISSUER, aud: AUDIENCE, iat: now, exp });
     return { token, expiresAt: new Date(exp * 1000).toISOString() };
   }
 
@@ -128,14 +135,20 @@ export class TokenIssuer {
         expired ? 'the token has expired; log in again' : 'the token is not valid',
       );
     }
-    const { asn, role, sub } = claims;
+    const { asn, role, sub, iss, aud } = claims;
+    // fast-jwt checked iss and aud already; again here so that a change of its options cannot drop them.
     if (
-      typeof asn !== 'number' ||
-      !Number.isInteger(asn) ||
+      !isAsn(asn) ||
       (role !== 'user' && role !== 'admin') ||
-      sub !== `AS${asn}`
+      sub !== `AS${asn}` ||
+      iss !== ISSUER ||
+      aud !== AUDIENCE
     )
       throw new ProblemError('INVALID_TOKEN', 'the token claims are not valid');
     return { asn, role };
   }
+}
+
+function isAsn(asn: unknown): asn is number {
+  return typeof asn === 'number' && Number.isInteger(asn) && asn >= 1 && asn <= MAX_ASN;
 }
