@@ -11,15 +11,28 @@ export async function publicRoutes(
   opts: { store: Store; openapi: () => Record<string, unknown> },
 ): Promise<void> {
   const { store } = opts;
+  // `ok`, or 503 `degraded` with the reason while the store cannot write (a full or read-only disk):
+  // reads still work, writes answer 503 STORE_UNAVAILABLE until the disk takes them again.
   app.get(
     '/health',
     {
       config: {
         rateLimit: false,
-        docs: { summary: 'Liveness', auth: 'none', response: Type.Object({ status: Type.Literal('ok') }) },
+        docs: {
+          summary: 'Liveness: ok, or degraded with the reason while the store cannot write',
+          auth: 'none',
+          response: Type.Union([
+            Type.Object({ status: Type.Literal('ok') }),
+            Type.Object({ status: Type.Literal('degraded'), reason: Type.String() }),
+          ]),
+        },
       },
     },
-    async () => ({ status: 'ok' }),
+    async (_request, reply) => {
+      const reason = store.writeProblem?.();
+      if (reason === undefined) return { status: 'ok' };
+      return reply.code(503).send({ status: 'degraded', reason });
+    },
   );
   app.get(
     '/metrics',

@@ -1,15 +1,14 @@
 /**
  * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart. A user sees and changes
- * only its own ASN's sessions; an admin sees all. Create runs the policy checks before the store write.
+ * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (rules.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
-import { interfaceName, sessionName } from '../../common/naming.ts';
+import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
-import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
+import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
-import { mergedPolicy } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -44,40 +43,6 @@ function resolveRouter(store: Store, ref: string): Router {
   const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
   if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${ref}`);
   return router;
-}
-
-/**
- * The checks of a create that concern the caller (blocked ASN, one session per router, capacity, pending
- * reviews). The peer addresses are the store's to check (assertSessionAddressing), where it writes.
- */
-function checkCreate(store: Store, identity: Identity, router: Router): void {
-  const policy = mergedPolicy(store, router.name);
-  const asn = identity.asn;
-  if (policy.blockedAsns?.includes(asn))
-    throw new ProblemError('ASN_BLOCKED', `AS${asn} is blocked on this network; contact an administrator`);
-  if (router.spec.acceptingSessions === false)
-    throw new ProblemError('ROUTER_FULL', `router ${router.name} is not accepting new sessions`);
-  const onRouter = store.listSessions({ router: router.name });
-  if (onRouter.some((s) => s.spec.asn === asn))
-    throw new ProblemError(
-      'SESSION_EXISTS',
-      `AS${asn} already has a session (${sessionName(asn, router.name)}) on ${router.name}; delete it first`,
-    );
-  if (router.spec.maxSessions !== undefined && onRouter.length >= router.spec.maxSessions)
-    throw new ProblemError(
-      'ROUTER_FULL',
-      `router ${router.name} has reached its maximum of ${router.spec.maxSessions} sessions`,
-    );
-  if (policy.maxPendingPerAsn !== undefined) {
-    const pending = store
-      .listSessions({ asn })
-      .filter((s) => s.status.code === SessionStatus.PENDING_REVIEW).length;
-    if (pending >= policy.maxPendingPerAsn)
-      throw new ProblemError(
-        'CONFLICT',
-        `AS${asn} already has ${pending} session${pending === 1 ? '' : 's'} awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
-      );
-  }
 }
 
 export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
@@ -122,8 +87,9 @@ export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }
           return { sessions: sessions.map(view) };
         }
         case 'create': {
+          // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
+          // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).
           const router = resolveRouter(store, body.router);
-          checkCreate(store, identity, router);
           const outcome = transition(undefined, {
             kind: 'create',
             autoApprove: router.spec.autoApprove ?? false,

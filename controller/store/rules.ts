@@ -6,6 +6,7 @@
  */
 import { ProblemError, type FieldError } from '../../common/errors.ts';
 import { inRanges } from '../../common/net.ts';
+import { sessionName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName } from '../../common/status.ts';
 import {
@@ -195,6 +196,79 @@ export function assertSessionAddressing(
   const errors = sessionAddressingErrors(name, spec, router, policy, network);
   if (errors.length > 0)
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
+/** A session as the admission rules count it: stored, or (Kubernetes) being created by this replica. */
+export interface AdmissionSession {
+  name: string;
+  spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4'>;
+  /** Its status code, or the first status a create in flight will store. */
+  status: { code: number };
+}
+
+/**
+ * What assertAdmission reads. Each store answers from its index plus the creates it has let through and
+ * not yet indexed, and calls it inside its serialised write, so that creates sent at once are each judged
+ * with the ones before them (docs/store.md, docs/kubernetes.md).
+ */
+export interface AdmissionView {
+  router(name: string): RouterSpec | undefined;
+  /** The policy merged for a router (mergedPolicy). */
+  policyFor(router: string): PolicySpec;
+  /** The sessions on a router, each name once. */
+  sessionsOn(router: string): Iterable<AdmissionSession>;
+  /** The sessions of an ASN, each name once. */
+  sessionsOf(asn: number): Iterable<AdmissionSession>;
+  /** What the address rules compare with (it may hold only the sessions near the new addresses). */
+  network: NetworkView;
+}
+
+/** The one wording of SESSION_EXISTS, also for a create another replica won (AlreadyExists). */
+export function sessionExistsError(asn: number, router: string): ProblemError {
+  return new ProblemError(
+    'SESSION_EXISTS',
+    `AS${asn} already has a session (${sessionName(asn, router)}) on ${router}; delete it first`,
+  );
+}
+
+/**
+ * Every rule a new session must meet to be admitted, in the order docs/api.md gives (Create: the checks):
+ * a known router, an ASN not blocked, a router accepting sessions, no session of this ASN on it yet, the
+ * router below maxSessions, the ASN below maxPendingPerAsn sessions awaiting review, then the addressing
+ * (assertSessionAddressing). `spec` is schema-checked. Returns the router's spec.
+ */
+export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterSpec {
+  const { asn, router: routerName } = spec;
+  const router = view.router(routerName);
+  if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${routerName} does not exist`);
+  const policy = view.policyFor(routerName);
+  if (policy.blockedAsns?.includes(asn))
+    throw new ProblemError('ASN_BLOCKED', `AS${asn} is blocked on this network; contact an administrator`);
+  if (router.acceptingSessions === false)
+    throw new ProblemError('ROUTER_FULL', `router ${routerName} is not accepting new sessions`);
+  const name = sessionName(asn, routerName);
+  let onRouter = 0;
+  for (const s of view.sessionsOn(routerName)) {
+    if (s.name === name || s.spec.asn === asn) throw sessionExistsError(asn, routerName);
+    onRouter++;
+  }
+  if (router.maxSessions !== undefined && onRouter >= router.maxSessions)
+    throw new ProblemError(
+      'ROUTER_FULL',
+      `router ${routerName} has reached its maximum of ${router.maxSessions} sessions`,
+    );
+  if (policy.maxPendingPerAsn !== undefined) {
+    let pending = 0;
+    for (const s of view.sessionsOf(asn))
+      if (s.name !== name && s.status.code === SessionStatus.PENDING_REVIEW) pending++;
+    if (pending >= policy.maxPendingPerAsn)
+      throw new ProblemError(
+        'CONFLICT',
+        `AS${asn} already has ${pending} session${pending === 1 ? '' : 's'} awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
+      );
+  }
+  assertSessionAddressing(name, spec, router, policy, view.network);
+  return router;
 }
 
 /** CONFLICT when router `name` with `spec` would share a uuid or nodeId with another router. */

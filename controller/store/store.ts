@@ -70,6 +70,8 @@ export interface Store {
   start(): Promise<void>;
   /** Finish queued writes, flush batched observations, stop following. */
   close(): Promise<void>;
+  /** Why writes fail now (a full or read-only disk), for /health; undefined while they can succeed. */
+  writeProblem?(): string | undefined;
 
   // ---- reads (memory only) ----
   listRouters(): Router[];

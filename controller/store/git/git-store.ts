@@ -16,6 +16,7 @@ import pino from 'pino';
 import { Counter, register } from 'prom-client';
 import { ProblemError, type FieldError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
+import { wireGuardKeyId } from '../../../common/net.ts';
 import {
   PolicySpec as PolicySpecSchema,
   RouterSpec as RouterSpecSchema,
@@ -759,9 +760,10 @@ export class GitStore implements Store {
     actor: Actor,
     message: string,
   ): Promise<void> {
-    const spec = specWrites.length > 0 ? await this.spec.prepare(specWrites, actor, message) : undefined;
-    const status =
-      statusWrites.length > 0 ? await this.status.prepare(statusWrites, actor, message) : undefined;
+    const [spec, status] = await Promise.all([
+      specWrites.length > 0 ? this.spec.prepare(specWrites, actor, message) : undefined,
+      statusWrites.length > 0 ? this.status.prepare(statusWrites, actor, message) : undefined,
+    ]);
     await this.publish([spec, status]);
     this.noteStatusFiles(statusWrites);
   }
@@ -1261,13 +1263,20 @@ export class GitStore implements Store {
 
   /**
    * What the address rules compare a session's peer addresses with: the routers, and of the sessions only
-   * those holding one of its addresses (no walk of every session).
+   * those holding one of its addresses (no walk of every session), and those on its router with its
+   * WireGuard key (rules.ts, sessionKeyErrors).
    */
-  private addressNeighbours(spec: { ipv6: string; ipv4?: string | undefined }): NetworkView {
+  private addressNeighbours(
+    spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
+  ): NetworkView {
     const uuids = new Set<string>();
     for (const address of [spec.ipv6, spec.ipv4])
       if (address !== undefined)
         for (const uuid of this.sessionsByAddress.get(address) ?? []) uuids.add(uuid);
+    const key = wireGuardKeyId(spec.publicKey);
+    for (const s of this.sessionsOfRouter(spec.router))
+      if (s.spec.publicKey === spec.publicKey || wireGuardKeyId(s.spec.publicKey) === key)
+        uuids.add(s.spec.uuid);
     return {
       routers: this.routers.values(),
       sessions: [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []),

@@ -1,0 +1,72 @@
+/**
+ * `peerops serve` as a real child process on loopback, for tests that kill it, fill its disk or
+ * restart it: start (waits for /health), SIGKILL, and JSON requests that throw when no answer comes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+
+export type Answer = { status: number; body: Record<string, unknown> };
+
+export class ControllerProcess {
+  private child: ChildProcess | undefined;
+  /** What the current process printed (its log). */
+  output = '';
+  readonly base: string;
+  private readonly dataDir: string;
+  private readonly env: Record<string, string>;
+
+  constructor(dataDir: string, port: number, env: Record<string, string> = {}) {
+    this.dataDir = dataDir;
+    this.base = `http://127.0.0.1:${port}`;
+    this.env = env;
+  }
+
+  async start(): Promise<void> {
+    this.output = '';
+    const proc = spawn(
+      process.execPath,
+      ['bin/peerops.ts', 'serve', '--listen', this.base.slice('http://'.length), '--data', this.dataDir],
+      {
+        env: { ...process.env, PEEROPS_STORE: 'git', PEEROPS_LOG_LEVEL: 'info', ...this.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    this.child = proc;
+    proc.stdout.on('data', (b: Buffer) => (this.output += b.toString()));
+    proc.stderr.on('data', (b: Buffer) => (this.output += b.toString()));
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        if ((await fetch(`${this.base}/health`)).status < 500) return;
+      } catch {
+        // not listening yet
+      }
+      if (proc.exitCode !== null || Date.now() > deadline)
+        throw new Error(`serve did not start:\n${this.output}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  async kill(): Promise<void> {
+    const proc = this.child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGKILL');
+    await exited;
+  }
+
+  /** A POST; throws when the connection dies (the controller was killed: no answer). */
+  async post(token: string, path: string, body: unknown): Promise<Answer> {
+    const res = await fetch(`${this.base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(20_000),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  async get(path: string): Promise<Answer> {
+    const res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(20_000) });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+}
