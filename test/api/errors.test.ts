@@ -256,6 +256,39 @@ describe('session errors', () => {
     }[];
     expect(routers.filter((r) => !r.accepting).map((r) => r.name)).toEqual(['closed1', 'full1']);
   });
+  it('ROUTER_FULL: of 20 creates sent at once to a router capped at 5, exactly 5 are stored', async () => {
+    await h.addRouter('cap5', { maxSessions: 5 });
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => h.post('/session', newUser(), sessionFields('cap5'))),
+    );
+    const refused = responses.filter((r) => r.statusCode !== 200);
+    expect(responses.length - refused.length).toBe(5);
+    for (const res of refused)
+      expect(problem(res)).toMatchObject({
+        status: 409,
+        code: 'ROUTER_FULL',
+        detail: 'router cap5 has reached its maximum of 5 sessions',
+      });
+    expect(h.store.listSessions({ router: 'cap5' })).toHaveLength(5);
+  });
+  it('CONFLICT: of 6 creates by one ASN sent at once, maxPendingPerAsn (3) are stored', async () => {
+    const routers = ['burst1', 'burst2', 'burst3', 'burst4', 'burst5', 'burst6'];
+    for (const r of routers) await h.addRouter(r);
+    const token = newUser();
+    const responses = await Promise.all(routers.map((r) => h.post('/session', token, sessionFields(r))));
+    const refused = responses.filter((r) => r.statusCode !== 200);
+    expect(refused).toHaveLength(3);
+    for (const res of refused)
+      expect(problem(res)).toMatchObject({
+        status: 409,
+        code: 'CONFLICT',
+        detail: expect.stringMatching(
+          /already has 3 sessions awaiting review \(limit 3\); wait for a review$/,
+        ),
+      });
+    const stored = routers.flatMap((r) => h.store.listSessions({ router: r }));
+    expect(stored).toHaveLength(3);
+  });
   it('ASN_BLOCKED', async () => {
     const blocked = h.tokens.issueToken(4242429999, 'user').token;
     const res = await h.post('/session', blocked, sessionFields('fra1'));

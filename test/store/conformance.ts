@@ -25,6 +25,21 @@ async function expectProblem(promise: Promise<unknown>, code: ErrorCode): Promis
   expect((err as { code: string }).code).toBe(code);
 }
 
+/**
+ * How `creates`, started together, ended: the number that succeeded (`ok`) and of each refusal's code.
+ * The admission limits are checked inside the store's write queue (docs/store.md), so these counts are
+ * exact whatever the interleaving.
+ */
+async function outcomes(creates: Promise<unknown>[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const r of await Promise.allSettled(creates)) {
+    const key =
+      r.status === 'fulfilled' ? 'ok' : isProblem(r.reason) ? r.reason.code : `thrown: ${String(r.reason)}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
 /** Everything a reader sees, for comparing a store before and after reopening. */
 function snapshot(store: Store) {
   return {
@@ -234,6 +249,87 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           if (r.status === 'rejected') expect(isProblem(r.reason, 'INVALID_REQUEST')).toBe(true);
         expect(store.listSessions().filter((s) => s.spec.ipv6 === contested.ipv6)).toHaveLength(1);
         expect(store.listSessions()).toHaveLength(3);
+      });
+
+      describe('admission limits under 20+ creates started together', () => {
+        const asns = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+        it('stores exactly maxSessions sessions on a capped router; the rest are ROUTER_FULL', async () => {
+          await store.createRouter('cap1', routerSpec(3, { maxSessions: 5 }), admin);
+          await store.createSession(newSession(64800, 'cap1'), pending, user(64800), 'c');
+          const counts = await outcomes(
+            asns(64801, 24).map((asn) =>
+              store.createSession(newSession(asn, 'cap1'), pending, user(asn), 'c'),
+            ),
+          );
+          expect(counts).toEqual({ ok: 4, ROUTER_FULL: 20 });
+          expect(store.listSessions({ router: 'cap1' })).toHaveLength(5);
+        });
+
+        it('stores no more sessions awaiting review per ASN than maxPendingPerAsn; the rest are CONFLICT', async () => {
+          const routers = Array.from({ length: 22 }, (_, i) => `pend${i + 1}`);
+          for (const [i, name] of routers.entries())
+            await store.createRouter(name, routerSpec(10 + i), admin);
+          await store.putPolicy('default', { ...defaultPolicy, maxPendingPerAsn: 3 }, admin);
+          const asn = 4242420900;
+          const counts = await outcomes(
+            routers.map((r) => store.createSession(newSession(asn, r), pending, user(asn), 'c')),
+          );
+          expect(counts).toEqual({ ok: 3, CONFLICT: 19 });
+          expect(store.listSessions({ asn })).toHaveLength(3);
+          // another ASN has its own count
+          await store.createSession(newSession(4242420901, 'pend1'), pending, user(4242420901), 'c');
+        });
+
+        it('stores nothing on a router not accepting sessions; all are ROUTER_FULL', async () => {
+          await store.createRouter('closed1', routerSpec(3, { acceptingSessions: false }), admin);
+          const counts = await outcomes(
+            asns(64830, 20).map((asn) =>
+              store.createSession(newSession(asn, 'closed1'), pending, user(asn), 'c'),
+            ),
+          );
+          expect(counts).toEqual({ ROUTER_FULL: 20 });
+          expect(store.listSessions({ router: 'closed1' })).toEqual([]);
+        });
+
+        it("stores no blocked ASN's session, by the network's or the router's own list: ASN_BLOCKED", async () => {
+          await store.putPolicy('default', { ...defaultPolicy, blockedAsns: asns(64850, 6) }, admin);
+          await store.putPolicy('fra1', { blockedAsns: asns(64856, 6) }, admin);
+          const counts = await outcomes(
+            asns(64850, 24).map((asn) =>
+              store.createSession(newSession(asn, 'fra1'), pending, user(asn), 'c'),
+            ),
+          );
+          expect(counts).toEqual({ ok: 12, ASN_BLOCKED: 12 });
+          expect(store.listSessions({ router: 'fra1' }).map((s) => s.spec.asn)).toEqual(asns(64862, 12));
+        });
+
+        it('stores one session per (ASN, router) of 20 started together: SESSION_EXISTS', async () => {
+          const counts = await outcomes(
+            Array.from({ length: 20 }, () =>
+              store.createSession(newSession(4242420950, 'fra1'), pending, user(4242420950), 'c'),
+            ),
+          );
+          expect(counts).toEqual({ ok: 1, SESSION_EXISTS: 19 });
+          expect(store.listSessions({ asn: 4242420950 })).toHaveLength(1);
+        });
+
+        it('gives one peer address to one of 20 ASNs asking together: INVALID_REQUEST', async () => {
+          const ipv6 = 'fd42:1:ee::1';
+          const counts = await outcomes(
+            asns(64870, 20).map((asn, i) =>
+              store.createSession(
+                newSession(asn, i % 2 === 0 ? 'fra1' : 'ams1', { ipv6 }),
+                pending,
+                user(asn),
+                'c',
+              ),
+            ),
+          );
+          // the address rules come before the port allocation: ams1's three ports are not what refuses
+          expect(counts).toEqual({ ok: 1, INVALID_REQUEST: 19 });
+          expect(store.listSessions().filter((s) => s.spec.ipv6 === ipv6)).toHaveLength(1);
+        });
       });
 
       it('updates spec and status, passes on what mutate throws and then writes nothing', async () => {

@@ -105,10 +105,15 @@ export class KubeApi {
     return { group: API_GROUP, version: API_VERSION, namespace: this.namespace, plural: KINDS[kind].plural };
   }
 
+  /** Without a resourceVersion, so a consistent read (what etcd holds now), not a cache's view. */
   async list<S, T>(
     kind: Kind,
+    labelSelector?: string,
   ): Promise<{ items: Resource<S, T>[]; metadata?: { resourceVersion?: string } }> {
-    return (await this.custom.listNamespacedCustomObject(this.ref(kind))) as {
+    return (await this.custom.listNamespacedCustomObject({
+      ...this.ref(kind),
+      ...(labelSelector !== undefined ? { labelSelector } : {}),
+    })) as {
       items: Resource<S, T>[];
       metadata?: { resourceVersion?: string };
     };

@@ -46,12 +46,15 @@ import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
+  assertAdmission,
   assertNoRouterConflicts,
   assertRouterName,
-  assertSessionAddressing,
   checkedSessionSpec,
   mergedPolicy,
   mergedSessionStatus,
+  sessionExistsError,
+  type AdmissionSession,
+  type AdmissionView,
 } from '../rules.ts';
 import { RouterIds } from './router-ids.ts';
 import {
@@ -116,13 +119,6 @@ interface Entry<T> {
   value: T;
 }
 
-function sessionExists(session: Pick<NewSession, 'asn' | 'router'>): ProblemError {
-  return new ProblemError(
-    'SESSION_EXISTS',
-    `AS${session.asn} already has a session on router ${session.router}`,
-  );
-}
-
 export class KubernetesStore implements Store {
   readonly backend = 'kubernetes' as const;
 
@@ -145,8 +141,11 @@ export class KubernetesStore implements Store {
   private readonly reserving = new Map<string, Set<number>>();
   /** Creates in flight in this process, by session name: a second one waits for the first. */
   private readonly creating = new Map<string, Promise<unknown>>();
-  /** The specs of those creates, until they are in the index: the address check counts them too. */
-  private readonly creatingSpecs = new Map<string, { name: string; spec: SessionSpec }>();
+  /** The specs and first statuses of those creates, until they are in the index: admission counts them. */
+  private readonly creatingSpecs = new Map<
+    string,
+    { name: string; spec: SessionSpec; status: SessionStatusRecord }
+  >();
 
   /** Observations not yet written to status. */
   private readonly pendingRouterStatus = new Map<string, RouterStatus>();
@@ -573,10 +572,7 @@ export class KubernetesStore implements Store {
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    const router = this.routers.get(input.router)?.value;
-    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
     const name = sessionName(input.asn, input.router);
-    if (this.sessions.has(name)) throw sessionExists(input);
     // validated with a placeholder port first, so a bad request claims nothing
     const draft = validateOrThrow<SessionSpec>(
       SessionSpecSchema,
@@ -584,13 +580,13 @@ export class KubernetesStore implements Store {
       'session',
     );
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
-    // Checked and recorded before the first await, so of two creates in this process from different ASNs
-    // for one address only the first passes. (Replicas do not see each other's creates in flight.)
-    assertSessionAddressing(name, draft, router.spec, mergedPolicy(this, input.router), {
-      routers: this.listRouters(),
-      sessions: [...this.sessionSpecs(), ...this.creatingSpecs.values()],
-    });
-    this.creatingSpecs.set(name, { name, spec: draft });
+    // Every admission rule, checked and recorded before the first await (this replica's write queue): of
+    // creates sent at once to this process only as many as the limits allow pass. Other replicas' creates
+    // in flight are caught by recheckAdmission once stored (docs/kubernetes.md).
+    assertAdmission(this.admissionView(), draft);
+    const router = this.routers.get(input.router)?.value;
+    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
+    this.creatingSpecs.set(name, { name, spec: draft, status: first });
     try {
       return await this.writeNewSession(router, name, draft, first, actor, message);
     } finally {
@@ -625,17 +621,122 @@ export class KubernetesStore implements Store {
           spec,
         });
       } catch (err) {
-        if (isAlreadyExists(err)) throw sessionExists(spec);
+        if (isAlreadyExists(err)) throw sessionExistsError(spec.asn, spec.router);
         if (claimed) await this.api.releaseClaim(spec.router, port, name).catch(() => undefined);
         throw storeError(err, `create session ${name}`);
       }
       this.applyPut('PeeringSession', created);
+      await this.recheckAdmission(created);
       const withStatus = await this.writeStatus(created, first);
       this.event(withStatus, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
       return this.toSession(withStatus);
     } finally {
       reserving.delete(port);
     }
+  }
+
+  /**
+   * The indexed sessions and this replica's creates in flight that `match`, each name once, except
+   * `self`: what the admission rules count (rules.ts).
+   */
+  private *admissionSessions(
+    match: (spec: SessionSpec) => boolean,
+    self?: string,
+  ): Iterable<AdmissionSession> {
+    for (const { value } of this.sessions.values())
+      if (value.metadata.name !== self && match(value.spec)) yield this.toSession(value);
+    for (const s of this.creatingSpecs.values())
+      if (s.name !== self && !this.sessions.has(s.name) && match(s.spec)) yield s;
+  }
+
+  private admissionView(): AdmissionView {
+    return {
+      router: (name) => this.routers.get(name)?.value.spec,
+      policyFor: (router) => mergedPolicy(this, router),
+      sessionsOn: (router) => this.admissionSessions((s) => s.router === router),
+      sessionsOf: (asn) => this.admissionSessions((s) => s.asn === asn),
+      network: {
+        routers: this.listRouters(),
+        sessions: [...this.sessionSpecs(), ...this.creatingSpecs.values()],
+      },
+    };
+  }
+
+  /**
+   * The count limits again, for a session just created, against what the API server holds now: replicas
+   * do not see each other's creates in flight, so on a router with maxSessions or under a policy with
+   * maxPendingPerAsn each could pass the check above at the same instant. The sessions of the router
+   * (or ASN) are listed (a consistent read, by the labels every create sets; sessions without them, from
+   * kubectl, are counted from the index) and the create is taken back if it went over. Of creates racing
+   * on several replicas, the one that lists last sees every other one stored, so no more than the limit
+   * are kept; a race may take back more than needed (each sees the other): refused, never over the
+   * limit. For the moment between create and take-back, the extra session is visible (docs/kubernetes.md).
+   */
+  private async recheckAdmission(created: SessionResource): Promise<void> {
+    const { spec } = created;
+    const name = created.metadata.name;
+    const capped = this.routers.get(spec.router)?.value.spec.maxSessions !== undefined;
+    const pendingLimit = mergedPolicy(this, spec.router).maxPendingPerAsn !== undefined;
+    if (!capped && !pendingLimit) return;
+    const fresh = async (label: string, value: string, match: (s: SessionSpec) => boolean) => {
+      const listed = await this.api.list<SessionSpec, Partial<SessionStatusRecord>>(
+        'PeeringSession',
+        `${label}=${value}`,
+      );
+      const out: AdmissionSession[] = [];
+      for (const item of listed.items)
+        if (item.metadata.name !== name && match(item.spec)) out.push(this.toSession(item));
+      // unlabelled sessions (applied with kubectl) cannot be listed by label: the index has them
+      for (const { value: indexed } of this.sessions.values())
+        if (
+          indexed.metadata.name !== name &&
+          indexed.metadata.labels?.[label] !== value &&
+          match(indexed.spec)
+        )
+          out.push(this.toSession(indexed));
+      return out;
+    };
+    let onRouter: AdmissionSession[] | undefined;
+    let ofAsn: AdmissionSession[] | undefined;
+    try {
+      [onRouter, ofAsn] = await Promise.all([
+        capped ? fresh(LABEL_ROUTER, spec.router, (s) => s.router === spec.router) : undefined,
+        pendingLimit ? fresh(LABEL_ASN, String(spec.asn), (s) => s.asn === spec.asn) : undefined,
+      ]);
+    } catch (err) {
+      await this.takeBack(created);
+      throw storeError(err, `count the sessions beside ${name}`);
+    }
+    try {
+      assertAdmission(
+        {
+          ...this.admissionView(),
+          sessionsOn: (router) => onRouter ?? this.admissionSessions((s) => s.router === router, name),
+          sessionsOf: (asn) => ofAsn ?? this.admissionSessions((s) => s.asn === asn, name),
+          // the addresses passed before the create; only the counts are asked again
+          network: { routers: [], sessions: [] },
+        },
+        spec,
+      );
+    } catch (err) {
+      this.log.info({ session: name, err }, 'create taken back: a limit was reached on another replica');
+      await this.takeBack(created);
+      throw err;
+    }
+  }
+
+  /** Deletes a session this replica just created, and its port claim. */
+  private async takeBack(created: SessionResource): Promise<void> {
+    const name = created.metadata.name;
+    try {
+      await this.api.delete('PeeringSession', name);
+    } catch (err) {
+      if (!isNotFound(err)) throw storeError(err, `take back session ${name}`);
+    }
+    this.applyDelete('PeeringSession', created);
+    await this.api
+      .releaseClaim(created.spec.router, created.spec.listenPort, name)
+      .catch((err: unknown) => this.log.warn({ err, session: name }, 'port claim not released'));
   }
 
   /** Every indexed session's name and spec, for the rules that compare with other sessions. */
