@@ -7,7 +7,9 @@ const HOSTNAME =
 // ipaddr.js throws and catches internally on non-addresses (about 25 µs each); a cheap shape check first
 // keeps host-name validation fast on a cold start with thousands of manifests.
 export function isIpv6(value: string): boolean {
-  return value.includes(':') && !value.includes('%') && ipaddr.IPv6.isValid(value);
+  if (!value.includes(':') || value.includes('%') || !ipaddr.IPv6.isValid(value)) return false;
+  // ipaddr.js reads a dotted tail leniently (`::ffff:010.0.0.1`); it must be a plain IPv4 address too
+  return !value.includes('.') || isIpv4(value.slice(value.lastIndexOf(':') + 1));
 }
 
 export function isIpv4(value: string): boolean {
@@ -81,30 +83,210 @@ export function canonicalEndpoint(value: string): string {
   return formatEndpoint(parsed);
 }
 
-export function isPrefix(value: string, family: 'ipv4' | 'ipv6'): boolean {
-  try {
-    const [addr, len] = ipaddr.parseCIDR(value);
-    return addr.kind() === family && value.includes('/') && Number.isInteger(len);
-  } catch {
-    return false;
-  }
+export type Family = 'ipv4' | 'ipv6';
+
+/** A prefix read by parsePrefix: its family, its address as written (host bits and all) and its length. */
+export interface ParsedPrefix {
+  family: Family;
+  address: ipaddr.IPv4 | ipaddr.IPv6;
+  length: number;
 }
 
-export function canonicalPrefix(value: string): string {
-  const [addr, len] = ipaddr.parseCIDR(value);
+/**
+ * The one reading of a prefix, for policies, manifests and the address checks alike: `<address>/<length>`
+ * with the address in a spelling isIpv4 / isIpv6 accept (IPv4: four decimal numbers without leading
+ * zeros, never ipaddr.js's octal or hex forms, which made `010.0.0.0/8` mean 8.0.0.0/8) and the length
+ * in decimal without leading zeros, at most 32 / 128. Host bits are not judged here (isPrefix does).
+ */
+export function parsePrefix(value: string, family?: Family): ParsedPrefix | undefined {
+  const slash = value.indexOf('/');
+  if (slash < 0) return undefined;
+  const text = value.slice(0, slash);
+  const len = value.slice(slash + 1);
+  if (!/^(0|[1-9][0-9]{0,2})$/.test(len)) return undefined;
+  const kind: Family | undefined = isIpv4(text) ? 'ipv4' : isIpv6(text) ? 'ipv6' : undefined;
+  const length = Number(len);
+  if (kind === undefined || (family !== undefined && kind !== family)) return undefined;
+  if (length > (kind === 'ipv4' ? 32 : 128)) return undefined;
+  return {
+    family: kind,
+    address: kind === 'ipv4' ? ipaddr.IPv4.parse(text) : ipaddr.IPv6.parse(text),
+    length,
+  };
+}
+
+function networkOf({ family, address, length }: ParsedPrefix): string {
+  const text = address.toString();
   const base =
-    addr.kind() === 'ipv6'
-      ? ipaddr.IPv6.networkAddressFromCIDR(value)
-      : ipaddr.IPv4.networkAddressFromCIDR(value);
-  return `${addr.kind() === 'ipv6' ? (base as ipaddr.IPv6).toRFC5952String() : base.toString()}/${len}`;
+    family === 'ipv6'
+      ? ipaddr.IPv6.networkAddressFromCIDR(`${text}/${length}`).toRFC5952String()
+      : ipaddr.IPv4.networkAddressFromCIDR(`${text}/${length}`).toString();
+  return `${base}/${length}`;
 }
 
-/** Is the address inside one of the prefixes? An empty list allows everything. */
+function written({ family, address, length }: ParsedPrefix): string {
+  return `${family === 'ipv6' ? (address as ipaddr.IPv6).toRFC5952String() : address.toString()}/${length}`;
+}
+
+/**
+ * Why `value` is not a prefix of `family` as policies and manifests take them, or undefined when it is.
+ * Bits set after the length are refused rather than cleared: `10.1.0.0/8` is as likely a mistyped
+ * `10.1.0.0/16` as a `10.0.0.0/8`, and guessing would announce or accept the wrong network.
+ */
+export function prefixProblem(value: string, family: Family): string | undefined {
+  const parsed = parsePrefix(value, family);
+  const example = family === 'ipv4' ? '172.20.0.0/14' : 'fd00::/8';
+  if (!parsed) {
+    const rule =
+      family === 'ipv4'
+        ? 'four decimal numbers 0-255 without leading zeros, / and a length 0-32'
+        : 'an IPv6 address, / and a length 0-128 without leading zeros';
+    return `must be an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} prefix such as ${example}: ${rule}`;
+  }
+  const network = networkOf(parsed);
+  if (network !== written(parsed))
+    return `has bits set after /${parsed.length}: the network is ${network} (or give a longer length)`;
+  return undefined;
+}
+
+/** A prefix of the family in the one reading of parsePrefix, with no bits set after its length. */
+export function isPrefix(value: string, family: Family): boolean {
+  return prefixProblem(value, family) === undefined;
+}
+
+/**
+ * The stored and compared spelling of a prefix: its network address (RFC 5952 for IPv6) and length,
+ * `fd00:0::/8` → `fd00::/8`. Host bits are cleared here (the agent reads prefixes back from the system);
+ * throws on anything parsePrefix does not read.
+ */
+export function canonicalPrefix(value: string): string {
+  const parsed = parsePrefix(value);
+  if (!parsed) throw new Error(`not a prefix: ${value}`);
+  return networkOf(parsed);
+}
+
+/** Is the address inside one of the prefixes? An empty list allows everything; a prefix that does not parse matches nothing. */
 export function inRanges(address: string, prefixes: readonly string[] | undefined): boolean {
   if (!prefixes || prefixes.length === 0) return true;
   const addr = ipaddr.parse(address);
   return prefixes.some((p) => {
-    const [net, len] = ipaddr.parseCIDR(p);
-    return net.kind() === addr.kind() && addr.match(net, len);
+    const net = parsePrefix(p);
+    return net !== undefined && net.family === addr.kind() && addr.match(net.address, net.length);
   });
+}
+
+// ---- peer addresses: what a peer can own ----
+
+/**
+ * DN42's address space (docs/routing-policy.md, the import filter's ranges): where a session's peer
+ * addresses must lie when the policy sets no `peerAddressRanges` of that family (docs/operator-guide.md).
+ */
+export const DN42_PEER_ADDRESS_RANGES: Readonly<Record<Family, readonly string[]>> = {
+  ipv6: ['fd00::/8'],
+  ipv4: ['172.20.0.0/14', '172.31.0.0/16', '10.0.0.0/8'],
+};
+
+/**
+ * Special-purpose ranges (the IANA special-purpose address registries, RFC 6890) whose addresses no peer
+ * can own as its tunnel address, refused whatever the policy allows: each peer address becomes a route
+ * into that peer's tunnel on the router. The first match names the range, so narrow entries come first.
+ */
+const SPECIAL_PURPOSE: readonly { prefix: string; what: string }[] = [
+  { prefix: '::/128', what: 'the unspecified address' },
+  { prefix: '::1/128', what: 'the loopback address' },
+  { prefix: '::ffff:0:0/96', what: 'an IPv4-mapped address' },
+  { prefix: '::/96', what: 'an IPv4-compatible address (deprecated)' },
+  { prefix: '64:ff9b::/96', what: 'a NAT64 address' },
+  { prefix: '64:ff9b:1::/48', what: 'a NAT64 address' },
+  { prefix: '100::/64', what: 'a discard-only address' },
+  { prefix: '2001:2::/48', what: 'a benchmarking address' },
+  { prefix: '2001:db8::/32', what: 'a documentation address' },
+  { prefix: '3fff::/20', what: 'a documentation address' },
+  { prefix: 'fe80::/10', what: 'a link-local address' },
+  { prefix: 'fec0::/10', what: 'a site-local address (deprecated)' },
+  { prefix: 'ff00::/8', what: 'a multicast address' },
+  { prefix: '0.0.0.0/32', what: 'the unspecified address' },
+  { prefix: '0.0.0.0/8', what: "an address of 'this network'" },
+  { prefix: '127.0.0.0/8', what: 'a loopback address' },
+  { prefix: '169.254.0.0/16', what: 'a link-local address' },
+  { prefix: '192.0.0.0/24', what: 'an IETF protocol assignment' },
+  { prefix: '192.0.2.0/24', what: 'a documentation address' },
+  { prefix: '198.18.0.0/15', what: 'a benchmarking address' },
+  { prefix: '198.51.100.0/24', what: 'a documentation address' },
+  { prefix: '203.0.113.0/24', what: 'a documentation address' },
+  { prefix: '224.0.0.0/4', what: 'a multicast address' },
+  { prefix: '255.255.255.255/32', what: 'the broadcast address' },
+  { prefix: '240.0.0.0/4', what: 'a reserved address' },
+];
+
+const SPECIAL_PARSED = SPECIAL_PURPOSE.map((r) => ({ ...r, net: parsePrefix(r.prefix) as ParsedPrefix }));
+
+/**
+ * Why no peer can own this address (a valid IPv4 or IPv6 literal), or undefined: the special-purpose
+ * range it lies in. An IPv4-mapped IPv6 address (`::ffff:172.20.0.1`) is refused, not read as IPv4, so
+ * that no rule sees an IPv4 address under an IPv6 spelling (a router loopback would slip past them).
+ */
+export function specialPurposeProblem(address: string): string | undefined {
+  const addr = ipaddr.parse(address);
+  const hit = SPECIAL_PARSED.find(
+    (r) => r.net.family === addr.kind() && addr.match(r.net.address, r.net.length),
+  );
+  if (!hit) return undefined;
+  if (hit.prefix === '::ffff:0:0/96')
+    return `is an IPv4-mapped address (${hit.prefix}): give the IPv4 address ${(addr as ipaddr.IPv6).toIPv4Address().toString()} as ipv4`;
+  return `is ${hit.what} (${hit.prefix}), which no peer can own`;
+}
+
+// ---- WireGuard public keys ----
+
+/** 2^255 - 19, the field of Curve25519. */
+const P25519 = (1n << 255n) - 19n;
+
+function littleEndian(bytes: Uint8Array): bigint {
+  let n = 0n;
+  for (let i = bytes.length - 1; i >= 0; i--) n = (n << 8n) | BigInt(bytes[i] ?? 0);
+  return n;
+}
+
+/**
+ * The Curve25519 point a key names (its u-coordinate): X25519 ignores the top bit and reads the number
+ * modulo p, so keys that differ only there are one key.
+ */
+function keyPoint(key: string): bigint {
+  return (littleEndian(Buffer.from(key, 'base64')) & ((1n << 255n) - 1n)) % P25519;
+}
+
+/** The points of small order (libsodium's blocklist, reduced): a handshake with one proves no private key. */
+const LOW_ORDER_POINTS = new Set<bigint>([
+  0n,
+  1n,
+  P25519 - 1n,
+  littleEndian(Buffer.from('e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800', 'hex')),
+  littleEndian(Buffer.from('5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157', 'hex')),
+]);
+
+/** Is this WireGuard key (a valid 32-byte base64 key) a low-order point, such as the all-zero key? */
+export function isLowOrderKey(key: string): boolean {
+  return LOW_ORDER_POINTS.has(keyPoint(key));
+}
+
+/**
+ * One spelling per Curve25519 point, to compare and index keys by: the key itself when it is the
+ * canonical encoding (top bit clear, below p: every key `wg genkey | wg pubkey` prints), else the
+ * canonical encoding of its point. Cheap for canonical keys (one base64 decode, no arithmetic).
+ */
+export function wireGuardKeyId(key: string): string {
+  const bytes = Buffer.from(key, 'base64');
+  const top = bytes[31] ?? 0;
+  const belowP = top !== 0x7f || (bytes[0] ?? 0) < 0xed || bytes.subarray(1, 31).some((b) => b !== 0xff);
+  if (top < 0x80 && belowP) return key;
+  let n = keyPoint(key);
+  const out = Buffer.alloc(32);
+  for (let i = 0; i < 32; i++, n >>= 8n) out[i] = Number(n & 0xffn);
+  return out.toString('base64');
+}
+
+/** Do two WireGuard keys name the same Curve25519 point? */
+export function sameWireGuardKey(a: string, b: string): boolean {
+  return a === b || wireGuardKeyId(a) === wireGuardKeyId(b);
 }

@@ -15,9 +15,11 @@ import {
   isIpv4,
   isIpv6,
   isLinkLocal,
+  canonicalPrefix,
   isPrefix,
   isWireGuardKey,
   parseEndpoint,
+  prefixProblem,
 } from './net.ts';
 
 // ajv-formats ships CommonJS with a default export; under nodenext the callable sits on .default.
@@ -46,6 +48,23 @@ const FORMAT_MESSAGES: Record<string, string> = {
   uuid: 'must be a UUID',
   'date-time': 'must be an ISO 8601 timestamp',
 };
+
+/** Formats whose message depends on the value: the reason net.ts gives (leading zeros, host bits). */
+const FORMAT_REASONS: Record<string, (value: string) => string | undefined> = {
+  'ipv4-prefix': (v) => prefixProblem(v, 'ipv4'),
+  'ipv6-prefix': (v) => prefixProblem(v, 'ipv6'),
+};
+
+/** The value at an ajv instancePath (`/a/0/b`) of the validated input. */
+function valueAt(data: unknown, instancePath: string): unknown {
+  let node = data;
+  for (const raw of instancePath.split('/').slice(1)) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
 
 const compiled = new WeakMap<object, ValidateFunction>();
 const withDefaults = new WeakMap<object, boolean>();
@@ -91,7 +110,11 @@ function escapePointer(segment: string): string {
 }
 
 /** ajv errors → `{pointer, message}`, pointing at the field itself (also for missing and unknown fields). */
-export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined, base = ''): FieldError[] {
+export function toFieldErrors(
+  errors: readonly ErrorObject[] | null | undefined,
+  base = '',
+  data?: unknown,
+): FieldError[] {
   const out: FieldError[] = [];
   const seen = new Set<string>();
   for (const e of errors ?? []) {
@@ -104,7 +127,12 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined,
       pointer += `/${escapePointer(String(e.params.additionalProperty))}`;
       message = 'is not a known field';
     } else if (e.keyword === 'format') {
-      message = FORMAT_MESSAGES[String(e.params.format)] ?? message;
+      const format = String(e.params.format);
+      const value = FORMAT_REASONS[format] ? valueAt(data, e.instancePath) : undefined;
+      message =
+        (typeof value === 'string' ? FORMAT_REASONS[format]?.(value) : undefined) ??
+        FORMAT_MESSAGES[format] ??
+        message;
     } else if (e.keyword === 'pattern') {
       const pattern = String(e.params.pattern);
       message = pattern.includes(UNPRINTABLE_CLASS)
@@ -132,7 +160,7 @@ export type Validation<T> = { ok: true; value: T } | { ok: false; errors: FieldE
 export function validate<T>(schema: TSchema, input: unknown, base = ''): Validation<T> {
   const value = hasDefaults(schema) ? structuredClone(input) : input;
   const fn = compile(schema);
-  if (!fn(value)) return { ok: false, errors: toFieldErrors(fn.errors, base) };
+  if (!fn(value)) return { ok: false, errors: toFieldErrors(fn.errors, base, value) };
   return { ok: true, value: canonicalize(schema, value) as T };
 }
 
@@ -168,7 +196,7 @@ export type Checked<T> = T & { readonly [checkedBrand]: true };
  */
 export function checkOrThrow<S extends TSchema>(schema: S, value: unknown, what: string): Checked<Static<S>> {
   const fn = compile(schema);
-  if (!fn(value)) throw invalid(what, toFieldErrors(fn.errors));
+  if (!fn(value)) throw invalid(what, toFieldErrors(fn.errors, '', value));
   return value as Checked<Static<S>>;
 }
 
@@ -186,6 +214,10 @@ function canonicalize(schema: TSchema, value: unknown): unknown {
         return canonicalEndpoint(value);
       case 'host':
         return isIpv6(value) ? canonicalIpv6(value) : value.toLowerCase();
+      // one spelling stored, compared and rendered into BIRD: `fd00:0::/8` is kept as `fd00::/8`
+      case 'ipv4-prefix':
+      case 'ipv6-prefix':
+        return canonicalPrefix(value);
       // UUIDs are compared as strings: an upper-case copy of a session's id names the same session
       case 'uuid':
         return value.toLowerCase();

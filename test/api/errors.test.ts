@@ -377,7 +377,7 @@ describe('policy checks at create', () => {
     const res = await h.post(
       '/session',
       newUser(),
-      sessionFields('ranged1', { ipv6: '2001:db8::1', ipv4: '10.0.0.1' }),
+      sessionFields('ranged1', { ipv6: '2606:4700:4700::1111', ipv4: '10.0.0.1' }),
     );
     expect(problem(res)).toMatchObject({ code: 'INVALID_REQUEST' });
     const pointers = res.json().errors.map((e: { pointer: string }) => e.pointer);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
-import { buildApp } from '../../controller/app.ts';
+import { buildApp, type AppOptions } from '../../controller/app.ts';
 import { loadConfig, type Config } from '../../controller/config.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
@@ -73,7 +73,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(overrides: Partial<Config> = {}): Promise<Harness> {
+export async function startHarness(
+  overrides: Partial<Config> = {},
+  /** `/login` and, with a DN42 registry, the route-object check of create (docs/api.md). */
+  login?: AppOptions['login'],
+): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'peerops-api-'));
   // As `peerops serve` opens it: the real git store, instrumented for the store-latency metric.
   const store = instrumentStore(
@@ -90,7 +94,7 @@ export async function startHarness(overrides: Partial<Config> = {}): Promise<Har
     rateLimit: { perMinute: 100_000, agentPerMinute: 100_000 },
     ...overrides,
   };
-  const app = await buildApp({ store, tokens, config, logger: false });
+  const app = await buildApp({ store, tokens, config, logger: false, ...(login ? { login } : {}) });
   await app.ready();
   const bearer = (asn: number, role: 'user' | 'admin') => tokens.issueToken(asn, role).token;
   const h: Harness = {

@@ -110,6 +110,8 @@ export interface RegistryFixture {
   mntners: Record<string, string[]>;
   /** PGPKEY-XXXXXXXX → armored public key. */
   keyCerts?: Record<string, string>;
+  /** prefix (`fd42:1234::/48`, `172.20.1.0/24`) → its origin ASNs: `route6` / `route` objects. */
+  routes?: Record<string, number[]>;
 }
 
 /** Writes the objects as the DN42 registry does (padded RPSL, one certif: line per armor line). */
@@ -135,6 +137,16 @@ export async function writeRegistry(root: string, fx: RegistryFixture): Promise<
       `${pad('mnt-by')}${name}`,
     ];
     await writeFile(path.join(root, 'data', 'mntner', name), lines.join('\n') + `\n${pad('source')}DN42\n`);
+  }
+  for (const [prefix, origins] of Object.entries(fx.routes ?? {})) {
+    // as the registry names them: data/route6/fd42:1234::_48, data/route/172.20.1.0_24
+    const type = prefix.includes(':') ? 'route6' : 'route';
+    await mkdir(path.join(root, 'data', type), { recursive: true });
+    const lines = [`${pad(type)}${prefix}`, ...origins.map((asn) => `${pad('origin')}AS${asn}`)];
+    await writeFile(
+      path.join(root, 'data', type, prefix.replace('/', '_')),
+      lines.join('\n') + `\n${pad('mnt-by')}TEST-MNT\n${pad('source')}DN42\n`,
+    );
   }
   for (const [id, armored] of Object.entries(fx.keyCerts ?? {})) {
     const certif = armored

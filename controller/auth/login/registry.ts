@@ -9,15 +9,18 @@
  *
  * In the registry: `data/aut-num/AS<n>` → every `mnt-by` → `data/mntner/<NAME>` → `auth:` lines;
  * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
+ * Sessions read `data/route/<prefix>_<len>` and `data/route6/…` (`origin:`): a peer's addresses must lie
+ * in a route object of its own ASN (routeObjectErrors, docs/api.md).
  */
 import * as fs from 'node:fs';
 import { gitFs } from '../../git-fs.ts';
-import { readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import * as path from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { Gauge, register } from 'prom-client';
-import { ProblemError } from '../../../common/errors.ts';
+import { ProblemError, type FieldError } from '../../../common/errors.ts';
+import { canonicalPrefix, inRanges, isIpv4, parsePrefix } from '../../../common/net.ts';
 import { type AuthMethod, parseAuthLine } from './auth-methods.ts';
 import { nameValue, parseRpsl, values } from './rpsl.ts';
 
@@ -31,9 +34,23 @@ export interface AsnAuth {
   skipped: string[];
 }
 
+/** A `route` (IPv4) or `route6` object of a DN42 registry. */
+export interface RouteObject {
+  type: 'route' | 'route6';
+  /** Its prefix, canonical (`route:` / `route6:`). */
+  prefix: string;
+  /** Every `origin:` ASN. */
+  origins: number[];
+}
+
 export interface Registry {
   /** The ASN's maintainers and methods; undefined when the registry has no such ASN. Throws REGISTRY_UNAVAILABLE. */
   lookup(asn: number): Promise<AsnAuth | undefined>;
+  /**
+   * The route (IPv4) or route6 objects whose prefix covers the address. Absent on a source without them
+   * (a users file): there no session address is checked against a registry. Throws REGISTRY_UNAVAILABLE.
+   */
+  routesCovering?(address: string): Promise<RouteObject[]>;
   /** Stop background work (refresh timers). */
   close(): Promise<void>;
 }
@@ -97,6 +114,72 @@ export async function resolveAsn(read: ReadObject, asn: number): Promise<AsnAuth
   return { asn, maintainers, methods, skipped };
 }
 
+/** Lists the file names in one registry directory (`data/route6`); an empty list when it does not exist. */
+type ListObjects = (dir: string) => Promise<string[]>;
+
+/**
+ * The route objects covering `address`. File names (`fd42:1234::_48`) pick the candidates; each is then
+ * read, and counts only where its own `route`/`route6:` covers the address (the file name is not trusted).
+ */
+export async function routesCovering(
+  list: ListObjects,
+  read: ReadObject,
+  address: string,
+): Promise<RouteObject[]> {
+  const family = isIpv4(address) ? 'ipv4' : 'ipv6';
+  const type = family === 'ipv4' ? 'route' : 'route6';
+  const out: RouteObject[] = [];
+  for (const file of await list(`data/${type}`)) {
+    const cut = file.lastIndexOf('_');
+    const named = `${file.slice(0, cut)}/${file.slice(cut + 1)}`;
+    if (cut < 0 || !parsePrefix(named, family) || !inRanges(address, [named])) continue;
+    const text = await read(`data/${type}/${file}`);
+    if (text === undefined) continue;
+    const attrs = parseRpsl(text);
+    const prefix = values(attrs, type).map(nameValue)[0] ?? '';
+    if (!parsePrefix(prefix, family) || !inRanges(address, [prefix])) continue;
+    const origins = values(attrs, 'origin')
+      .map((v) => /^AS([0-9]{1,10})$/i.exec(nameValue(v))?.[1])
+      .filter((n): n is string => n !== undefined)
+      .map(Number);
+    out.push({ type, prefix: canonicalPrefix(prefix), origins });
+  }
+  return out.sort((a, b) => a.prefix.localeCompare(b.prefix));
+}
+
+/**
+ * Where the registry has route objects: each peer address of a session (`ipv6`, `ipv4`) must lie in a
+ * `route6` / `route` object whose `origin` is the session's ASN, as DN42 requires of anything announced.
+ * A peer address becomes a route into that peer's tunnel on the router, so an address of another
+ * network's object would capture its traffic. Pointers as in a create body.
+ */
+export async function routeObjectErrors(
+  registry: Registry,
+  asn: number,
+  spec: { ipv6: string; ipv4?: string | undefined },
+): Promise<FieldError[]> {
+  if (!registry.routesCovering) return [];
+  const errors: FieldError[] = [];
+  for (const field of ['ipv6', 'ipv4'] as const) {
+    const address = spec[field];
+    if (address === undefined) continue;
+    const objects = await registry.routesCovering(address);
+    if (objects.some((o) => o.origins.includes(asn))) continue;
+    const type = field === 'ipv6' ? 'route6' : 'route';
+    // the objects that do cover it, so the peer sees whose network the address is in
+    const others = objects.map(
+      (o) => `${type} ${o.prefix} has origin ${o.origins.map((n) => `AS${n}`).join(', ') || 'none'}`,
+    );
+    errors.push({
+      pointer: `/${field}`,
+      message:
+        `no ${type} object in the registry covers ${address} with origin AS${asn}` +
+        (others.length > 0 ? ` (${others.join('; ')})` : ''),
+    });
+  }
+  return errors;
+}
+
 // ---- a local checkout ----
 
 export class DirectoryRegistry implements Registry {
@@ -107,21 +190,43 @@ export class DirectoryRegistry implements Registry {
   }
 
   async lookup(asn: number): Promise<AsnAuth | undefined> {
+    await this.checkData();
+    return resolveAsn(this.read, asn);
+  }
+
+  async routesCovering(address: string): Promise<RouteObject[]> {
+    await this.checkData();
+    return routesCovering(
+      async (dir) => {
+        try {
+          return await readdir(path.join(this.dir, dir));
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+          throw unavailable(`registry directory ${dir} cannot be read: ${(err as Error).message}`);
+        }
+      },
+      this.read,
+      address,
+    );
+  }
+
+  private async checkData(): Promise<void> {
     try {
       if (!(await stat(path.join(this.dir, 'data'))).isDirectory())
         throw new Error('data is not a directory');
     } catch (err) {
       throw unavailable(`registry checkout ${this.dir} has no data/ directory (${(err as Error).message})`);
     }
-    return resolveAsn(async (file) => {
-      try {
-        return await readFile(path.join(this.dir, file), 'utf8');
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw unavailable(`registry file ${file} cannot be read: ${(err as Error).message}`);
-      }
-    }, asn);
   }
+
+  private readonly read: ReadObject = async (file) => {
+    try {
+      return await readFile(path.join(this.dir, file), 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw unavailable(`registry file ${file} cannot be read: ${(err as Error).message}`);
+    }
+  };
 
   async close(): Promise<void> {}
 }
@@ -294,13 +399,41 @@ export class GitRegistry implements Registry {
   }
 
   async lookup(asn: number): Promise<AsnAuth | undefined> {
-    const commit = this.commit;
-    if (!commit) {
+    return resolveAsn(this.reader(this.goodCommit()), asn);
+  }
+
+  async routesCovering(address: string): Promise<RouteObject[]> {
+    const commit = this.goodCommit();
+    const list: ListObjects = async (filepath) => {
+      try {
+        const { tree } = await git.readTree({
+          fs: gitFs,
+          gitdir: this.gitdir,
+          oid: commit,
+          filepath,
+          cache: this.cache,
+        });
+        return tree.filter((e) => e.type === 'blob').map((e) => e.path);
+      } catch (err) {
+        if (err instanceof git.Errors.NotFoundError) return [];
+        throw unavailable(`registry directory ${filepath} cannot be read: ${(err as Error).message}`);
+      }
+    };
+    return routesCovering(list, this.reader(commit), address);
+  }
+
+  /** The commit lookups read: the last good one (a refresh moving it later does not change a lookup). */
+  private goodCommit(): string {
+    if (!this.commit) {
       throw unavailable(
         `registry ${this.shownUrl} has not been fetched yet${this.lastError ? `: ${this.lastError}` : ''}`,
       );
     }
-    return resolveAsn(async (filepath) => {
+    return this.commit;
+  }
+
+  private reader(commit: string): ReadObject {
+    return async (filepath) => {
       try {
         const { blob } = await git.readBlob({
           fs: gitFs,
@@ -314,7 +447,7 @@ export class GitRegistry implements Registry {
         if (err instanceof git.Errors.NotFoundError) return undefined;
         throw unavailable(`registry object ${filepath} cannot be read: ${(err as Error).message}`);
       }
-    }, asn);
+    };
   }
 
   async close(): Promise<void> {
