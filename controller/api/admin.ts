@@ -11,6 +11,7 @@ import { RouterSpec } from '../../common/schema.ts';
 import { validateOrThrow } from '../../common/validate.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
+import { assertPolicyAllows, policyJudge } from '../store/rules.ts';
 import type { Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';
@@ -25,8 +26,8 @@ import {
   AdminRouterUpdate,
   AdminSessionAction,
   AdminSessionList,
+  AdminSessionListResponse,
   DeletedResponse,
-  SessionListResponse,
   SessionRecord,
 } from './schemas.ts';
 import { adminRouter, sessionRecord } from './views.ts';
@@ -71,7 +72,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
           auth: 'admin',
           actions: ADMIN_SESSION_ACTIONS,
           responses: {
-            list: SessionListResponse,
+            list: AdminSessionListResponse,
             approve: SessionRecord,
             reject: DeletedResponse,
             disable: SessionRecord,
@@ -96,7 +97,9 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
           .listSessions(filter)
           .filter((s) => body.status === undefined || s.status.code === body.status)
           .sort((a, b) => a.name.localeCompare(b.name));
-        return { sessions: sessions.map(view) };
+        // what the current policy would refuse of each (a policy tightened after the session was stored)
+        const judge = policyJudge(store);
+        return { sessions: sessions.map((s) => ({ ...view(s), policyViolations: judge(s) })) };
       }
       const current = store.getSession(body.uuid);
       if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
@@ -104,7 +107,13 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
       const why = body.reason ? `: ${body.reason}` : '';
       const updated = await store.updateSession(
         body.uuid,
-        (s) => applyTrigger(s, { kind: body.action }, now),
+        (s) => {
+          const change = applyTrigger(s, { kind: body.action }, now);
+          // both queue the session for setup: not while the current policy refuses it (docs/api.md)
+          if (body.action === 'approve' || body.action === 'enable')
+            assertPolicyAllows(store, s, body.action);
+          return change;
+        },
         actorOf(identity),
         `${body.action} session ${current.name}${why}`,
       );

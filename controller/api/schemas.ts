@@ -138,6 +138,16 @@ export const SessionRecord = Type.Object({
 export type SessionRecord = Static<typeof SessionRecord>;
 
 export const SessionListResponse = Type.Object({ sessions: Type.Array(SessionRecord) });
+const FieldErrorRecord = Type.Object({ pointer: Type.String(), message: Type.String() });
+/**
+ * A session as the admin list shows it: the record, and what the current policy would refuse of it
+ * (pointers as in a create body; empty when nothing). Users' records do not carry it.
+ */
+export const AdminSessionRecord = Type.Object({
+  ...SessionRecord.properties,
+  policyViolations: Type.Array(FieldErrorRecord),
+});
+export const AdminSessionListResponse = Type.Object({ sessions: Type.Array(AdminSessionRecord) });
 export const CreateResponse = Type.Object({
   uuid: Uuid,
   status: StatusCode,

@@ -9,6 +9,8 @@ import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
+import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
+import { mergedPolicy, peerAddressRangeErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
@@ -45,8 +47,31 @@ function resolveRouter(store: Store, ref: string): Router {
   return router;
 }
 
-export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
-  const { store } = opts;
+/**
+ * With a DN42 registry (the one login reads), a create's peer addresses must lie in route / route6 objects
+ * of the caller's ASN (routeObjectErrors). Asked before the store's write, since the registry is read
+ * from disk or a git mirror; only about addresses the policy allows: the store refuses the others and
+ * says why (a special-purpose address, outside peerAddressRanges).
+ */
+async function assertRouteObjects(
+  registry: Registry | undefined,
+  store: Store,
+  asn: number,
+  router: Router,
+  body: { ipv6: string; ipv4?: string | undefined },
+): Promise<void> {
+  if (!registry?.routesCovering) return;
+  if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;
+  const errors = await routeObjectErrors(registry, asn, body);
+  if (errors.length > 0)
+    throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
+export async function sessionRoutes(
+  app: FastifyInstance,
+  opts: { store: Store; registry?: Registry | undefined },
+): Promise<void> {
+  const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
 
   app.post(
@@ -90,6 +115,7 @@ export async function sessionRoutes(app: FastifyInstance, opts: { store: Store }
           // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
           // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).
           const router = resolveRouter(store, body.router);
+          await assertRouteObjects(registry, store, identity.asn, router, body);
           const outcome = transition(undefined, {
             kind: 'create',
             autoApprove: router.spec.autoApprove ?? false,
