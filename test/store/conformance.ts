@@ -108,11 +108,55 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(store.listRouters().map((r) => r.name)).toEqual(['fra1']);
       });
 
-      it('refuses to delete a router that still has sessions', async () => {
+      it('refuses to delete a router that still has sessions, naming them', async () => {
         await store.createRouter('fra1', routerSpec(1), admin);
-        await store.createSession(newSession(4242420001, 'fra1'), pending, user(4242420001), 'create');
+        const s = await store.createSession(
+          newSession(4242420001, 'fra1'),
+          pending,
+          user(4242420001),
+          'create',
+        );
         await expectProblem(store.deleteRouter('fra1', admin), 'INVALID_STATE');
+        await expect(store.deleteRouter('fra1', admin)).rejects.toThrow(
+          `router fra1 still has 1 session: as4242420001-fra1 ${s.spec.uuid} (PENDING_REVIEW). Delete it first`,
+        );
         expect(store.getRouter('fra1')).toBeDefined();
+      });
+
+      it("refuses another router's loopback (CONFLICT) and a port range with min > max (INVALID_REQUEST)", async () => {
+        await store.createRouter(
+          'fra1',
+          routerSpec(1, { loopback: { ipv4: '172.20.0.1', ipv6: 'fd00::1' } }),
+          admin,
+        );
+        const pointers = async (promise: Promise<unknown>, code: string) => {
+          const err = (await promise.then(
+            () => undefined,
+            (e: unknown) => e,
+          )) as { code?: string; errors?: { pointer: string }[] };
+          expect(err?.code, String(err)).toBe(code);
+          return err.errors?.map((e) => e.pointer);
+        };
+        expect(
+          await pointers(
+            store.createRouter('ams1', routerSpec(2, { loopback: { ipv4: '172.20.0.1' } }), admin),
+            'CONFLICT',
+          ),
+        ).toEqual(['/spec/loopback/ipv4']);
+        expect(
+          await pointers(
+            store.createRouter('ams1', routerSpec(2, { portRange: { min: 31000, max: 30000 } }), admin),
+            'INVALID_REQUEST',
+          ),
+        ).toEqual(['/spec/portRange/min']);
+        await store.createRouter('ams1', routerSpec(2), admin);
+        expect(
+          await pointers(
+            store.updateRouter('ams1', (spec) => ({ ...spec, loopback: { ipv6: 'fd00::1' } }), admin, 'x'),
+            'CONFLICT',
+          ),
+        ).toEqual(['/spec/loopback/ipv6']);
+        expect(store.getRouter('ams1')?.spec.loopback).toEqual({ ipv6: 'fd00::2' });
       });
     });
 

@@ -48,6 +48,7 @@ import { ChangeFeed } from '../change-feed.ts';
 import {
   assertAdmission,
   assertNoRouterConflicts,
+  assertRouterUnused,
   assertRouterName,
   checkedSessionSpec,
   mergedPolicy,
@@ -510,8 +511,7 @@ export class KubernetesStore implements Store {
   async deleteRouter(name: string, actor: Actor): Promise<void> {
     const current = this.routers.get(name);
     if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-    const used = this.listSessions({ router: name }).length;
-    if (used > 0) throw new ProblemError('INVALID_STATE', `router ${name} still has ${used} session(s)`);
+    assertRouterUnused(name, this.listSessions({ router: name }));
     try {
       await this.api.delete('Router', name);
       await this.api.deleteTokenHash(name);
