@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyRequest,
   type onResponseHookHandler,
 } from 'fastify';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { ProblemError } from '../common/errors.ts';
@@ -35,8 +36,8 @@ import { agentRoutes } from './api/agent.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
-import { MemoryChallengeStore, MemoryFailureLimiter } from './auth/login/challenges.ts';
-import { RedisChallengeStore, RedisFailureLimiter } from './auth/login/redis-state.ts';
+import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challenges.ts';
+import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
 
@@ -200,10 +201,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
 
   let document: Record<string, unknown> | undefined;
   const openapi = () => (document ??= openApiDocument(operations));
-  // One challenge store and failure limiter for both prefixes: a challenge from /login verifies at
-  // /api/v1/login. With Redis both are shared by every replica too.
+  // One challenge key, record of used challenges and failure limiter for both prefixes: a challenge
+  // from /login verifies at /api/v1/login. With Redis the record and the limiter are shared by every
+  // replica, and so is the key (from the JWT key, which replicas share). Without, each replica records
+  // only its own logins, so its key is its own too: a challenge used at one replica cannot log in
+  // again at another (docs/login.md, Several replicas).
   const loginState = {
-    challengeStore: redis ? new RedisChallengeStore(redis) : new MemoryChallengeStore(),
+    challengeKey: redis ? tokens.deriveKey('peerops login challenge') : randomBytes(32),
+    usedChallenges: redis ? new RedisUsedChallenges(redis) : new MemoryUsedChallenges(),
     failureLimiter: redis ? new RedisFailureLimiter(redis) : new MemoryFailureLimiter(),
   };
   const routes = async (scope: FastifyInstance) => {

@@ -5,7 +5,7 @@
  * with every one of them and each in range (docs/api.md, Conventions, Authentication): the key's
  * signature alone does not make a token, so nothing else that key might ever sign passes for one.
  */
-import { generateKeyPairSync, createPrivateKey, createPublicKey } from 'node:crypto';
+import { generateKeyPairSync, createPrivateKey, createPublicKey, hkdfSync } from 'node:crypto';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { createSigner, createVerifier } from 'fast-jwt';
@@ -109,6 +109,16 @@ export class TokenIssuer {
   /** With the key at `path`, which must exist. */
   static async fromExistingFile(path: string): Promise<TokenIssuer> {
     return new TokenIssuer(await loadKey(path));
+  }
+
+  /**
+   * A 32-byte secret for another purpose, named by `label`, derived (HKDF-SHA256) from the JWT key: every
+   * replica that shares the key (PEEROPS_JWT_KEY_FILE) derives the same, and it reveals nothing of the key.
+   * The login challenges' MAC key (docs/login.md, Several replicas).
+   */
+  deriveKey(label: string): Buffer {
+    const secret = createPrivateKey(this.privatePem).export({ format: 'der', type: 'pkcs8' });
+    return Buffer.from(hkdfSync('sha256', secret, 'peerops', label, 32));
   }
 
   issueToken(asn: number, role: Role, ttlSeconds: number = DEFAULT_TTL_SECONDS): IssuedToken {

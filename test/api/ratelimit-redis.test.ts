@@ -142,6 +142,47 @@ describe('login challenges with Redis', () => {
     for (const app of [a, b]) expect(problem(await post(app, verify))).toMatchObject({ code: 'AUTH_FAILED' });
   });
 
+  it('a flood of challenge requests for the ASN at one replica, from 200 addresses, does not stop its login at the other', async () => {
+    const post = (app: FastifyInstance, body: unknown, remoteAddress = '198.51.100.20') =>
+      app.inject({
+        method: 'POST',
+        url: '/login',
+        remoteAddress,
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
+    const [a, b] = replicas as [FastifyInstance, FastifyInstance];
+    const c = await post(a, { action: 'challenge', asn: ADMIN_ASN });
+    expect(c.statusCode, c.body).toBe(200);
+    const challenge = c.json().challenge as string;
+    for (let i = 0; i < 200; i++) {
+      const from = `2001:db8:f00d:${i.toString(16)}::1`;
+      const answers = await Promise.all(
+        [a, b, a].map((app) => post(app, { action: 'challenge', asn: ADMIN_ASN }, from)),
+      );
+      for (const res of answers) expect(res.statusCode, res.body).toBe(200);
+    }
+    await writeFile(join(keyDir, 'flood-challenge'), challenge);
+    await exec('ssh-keygen', [
+      '-Y',
+      'sign',
+      '-n',
+      'peerops',
+      '-f',
+      join(keyDir, 'key'),
+      join(keyDir, 'flood-challenge'),
+    ]);
+    const signature = await readFile(join(keyDir, 'flood-challenge.sig'), 'utf8');
+    const verify = { action: 'verify', asn: ADMIN_ASN, challenge, signature };
+    const v = await post(b, verify);
+    expect(v.statusCode, v.body).toBe(200);
+    for (const app of [a, b])
+      expect(problem(await post(app, verify))).toMatchObject({
+        code: 'AUTH_FAILED',
+        detail: expect.stringMatching(/unknown or already used/),
+      });
+  });
+
   it('failed logins count across replicas: the limit holds for the service, not per replica', async () => {
     const verify = (app: FastifyInstance) =>
       app.inject({

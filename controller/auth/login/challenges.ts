@@ -1,31 +1,49 @@
 /**
- * Login challenges: the text the user signs, and the store that hands each one out once.
- * The text names the service host, the ASN, a random nonce and the expiry, so a signature is good
- * for one login, at one service, for one ASN, for five minutes.
+ * Login challenges: the text the user signs, and the record that lets each one log in once.
+ * The text names the service host, the ASN, a nonce and the expiry, so a signature is good for one
+ * login, at one service, for one ASN, for five minutes.
+ *
+ * A challenge is stateless until it is used (docs/decisions.md, Login challenges): its nonce is 16
+ * random bytes and an HMAC, under a key of this service, of those bytes with the host, the ASN and the
+ * expiry. Handing one out stores nothing, so no number of challenge requests, from any number of
+ * addresses, can push out one already handed out; a pending challenge of one ASN is never at the mercy
+ * of another client. A challenge is recorded only when a login succeeds with it (UsedChallenges),
+ * which makes it single use; the record lives until the challenge expires.
  */
-import { randomBytes } from 'node:crypto';
-import { CHALLENGE_HEADER, challengeText } from '../../../common/login-challenge.ts';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import {
+  CHALLENGE_HEADER,
+  challengeText,
+  parseChallengeText,
+  type ChallengeFields,
+} from '../../../common/login-challenge.ts';
 
 export const CHALLENGE_TTL_MS = 5 * 60_000;
 
-export interface Challenge {
-  nonce: string;
-  asn: number;
-  host: string;
-  /** Unix milliseconds. */
-  expiresAt: number;
+export interface Challenge extends ChallengeFields {
   /** The exact text to sign. */
   text: string;
 }
 
-export function newChallenge(asn: number, host: string, now: number): Challenge {
-  const fields = {
-    nonce: randomBytes(32).toString('base64url'),
-    asn,
-    host,
-    expiresAt: now + CHALLENGE_TTL_MS,
-  };
-  return { ...fields, text: challengeText(fields) };
+/** The random half of a nonce and its MAC: 16 + 16 bytes, 43 characters of base64url (the CLI's form). */
+const RANDOM_BYTES = 16;
+const MAC_BYTES = 16;
+
+function mac(key: Buffer, f: Omit<ChallengeFields, 'nonce'>, random: Buffer): Buffer {
+  return createHmac('sha256', key)
+    .update(`${CHALLENGE_HEADER}\n${f.host}\n${f.asn}\n${f.expiresAt}\n`)
+    .update(random)
+    .digest()
+    .subarray(0, MAC_BYTES);
+}
+
+/** A new challenge for `asn` at `host`, good until now + 5 minutes, its nonce bound to `key`. */
+export function newChallenge(asn: number, host: string, now: number, key: Buffer): Challenge {
+  const fields = { asn, host, expiresAt: now + CHALLENGE_TTL_MS };
+  const random = randomBytes(RANDOM_BYTES);
+  const nonce = Buffer.concat([random, mac(key, fields, random)]).toString('base64url');
+  const challenge = { ...fields, nonce };
+  return { ...challenge, text: challengeText(challenge) };
 }
 
 /** The fields of a challenge text as the client sent it back (possibly altered); undefined if not one. */
@@ -41,70 +59,73 @@ export function readChallenge(text: string): { nonce: string; asn: number; host:
 }
 
 /**
- * Outstanding challenges. `take` removes and returns in one step, so two verifications racing on one
- * challenge cannot both get it. A store shared between controller replicas implements the same contract.
+ * The challenge a text is, if this service (holder of `key`) issued it exactly so: `altered` when the
+ * text is not byte for byte in the form challenges are written, `forged` when its nonce is not this
+ * service's MAC over its fields (made up, changed, or issued by another service).
  */
-export interface ChallengeStore {
-  put(c: Challenge): void | Promise<void>;
-  take(nonce: string): Challenge | undefined | Promise<Challenge | undefined>;
+export function checkChallenge(
+  text: string,
+  key: Buffer,
+): { ok: true; challenge: Challenge } | { ok: false; why: 'altered' | 'forged' } {
+  const fields = parseChallengeText(text);
+  if (!fields || !Number.isFinite(fields.expiresAt)) return { ok: false, why: 'altered' };
+  const nonce = Buffer.from(fields.nonce, 'base64url');
+  if (nonce.length !== RANDOM_BYTES + MAC_BYTES) return { ok: false, why: 'forged' };
+  const random = nonce.subarray(0, RANDOM_BYTES);
+  if (!timingSafeEqual(nonce.subarray(RANDOM_BYTES), mac(key, fields, random)))
+    return { ok: false, why: 'forged' };
+  return { ok: true, challenge: { ...fields, text } };
 }
 
 /**
- * In this process: at most `perAsn` challenges per ASN and `max` in all, the oldest giving way. A full
- * store never refuses a login (which would let a flood of challenge requests stop every login); a flood
- * only pushes out challenges older than itself, and of one ASN only that ASN's.
+ * The challenges logins have used, until they expire: `spend` records one and says whether it was the
+ * first to (true) or the challenge was used before (false). Atomic, so that of two verifications racing
+ * on one challenge only one gets true. A store shared between replicas keeps the same contract.
  */
-export class MemoryChallengeStore implements ChallengeStore {
-  /** Insertion order is age order. */
-  private readonly byNonce = new Map<string, Challenge>();
-  private readonly byAsn = new Map<number, string[]>();
+export interface UsedChallenges {
+  spend(c: Challenge): boolean | Promise<boolean>;
+}
+
+/**
+ * In this process: at most `max` records. Records leave as their challenges expire. Only successful
+ * logins are recorded (a signature by a key the registry lists), so strangers cannot fill it; 100,000
+ * logins within five minutes would. Should it fill anyway, the oldest record gives way and every
+ * challenge that expires no later than it is refused from then on (`floor`): some unused challenges
+ * are lost, a used one is never taken again.
+ */
+export class MemoryUsedChallenges implements UsedChallenges {
+  /** nonce → expiry; insertion order is the order verifies came in. */
+  private readonly used = new Map<string, number>();
+  private floor = 0;
   private readonly max: number;
-  private readonly perAsn: number;
   private readonly now: () => number;
 
-  constructor(opts: { max?: number; perAsn?: number; now?: () => number } = {}) {
-    this.max = opts.max ?? 10_000;
-    this.perAsn = opts.perAsn ?? 5;
+  constructor(opts: { max?: number; now?: () => number } = {}) {
+    this.max = opts.max ?? 100_000;
     this.now = opts.now ?? Date.now;
   }
 
-  put(c: Challenge): void {
-    let mine = this.byAsn.get(c.asn) ?? [];
-    while (mine.length >= this.perAsn) {
-      this.remove(mine[0] ?? '');
-      mine = this.byAsn.get(c.asn) ?? []; // remove() replaced the list
+  spend(c: Challenge): boolean {
+    const now = this.now();
+    // Amortised: the oldest records leave once expired (verified first, they mostly expire first).
+    for (const [nonce, expiresAt] of this.used) {
+      if (expiresAt > now) break;
+      this.used.delete(nonce);
     }
-    if (this.byNonce.size >= this.max) this.dropExpired();
-    for (const oldest of this.byNonce.keys()) {
-      if (this.byNonce.size < this.max) break;
-      this.remove(oldest);
+    if (c.expiresAt <= this.floor || this.used.has(c.nonce)) return false;
+    // An expired challenge is refused anyway and can never be accepted: no record needed.
+    if (c.expiresAt <= now) return true;
+    for (const [nonce, expiresAt] of this.used) {
+      if (this.used.size < this.max) break;
+      this.used.delete(nonce);
+      this.floor = Math.max(this.floor, expiresAt);
     }
-    this.byNonce.set(c.nonce, c);
-    this.byAsn.set(c.asn, [...(this.byAsn.get(c.asn) ?? []), c.nonce]);
-  }
-
-  take(nonce: string): Challenge | undefined {
-    const c = this.byNonce.get(nonce);
-    this.remove(nonce);
-    return c;
+    this.used.set(c.nonce, c.expiresAt);
+    return true;
   }
 
   get size(): number {
-    return this.byNonce.size;
-  }
-
-  private remove(nonce: string): void {
-    const c = this.byNonce.get(nonce);
-    if (!c) return;
-    this.byNonce.delete(nonce);
-    const left = (this.byAsn.get(c.asn) ?? []).filter((n) => n !== nonce);
-    if (left.length) this.byAsn.set(c.asn, left);
-    else this.byAsn.delete(c.asn);
-  }
-
-  private dropExpired(): void {
-    const now = this.now();
-    for (const [nonce, c] of this.byNonce) if (c.expiresAt <= now) this.remove(nonce);
+    return this.used.size;
   }
 }
 

@@ -15,13 +15,15 @@ import { isProblem, ProblemError } from '../../../common/errors.ts';
 import { Asn } from '../../../common/schema.ts';
 import { validateOrThrow } from '../../../common/validate.ts';
 import { describeMethod } from './auth-methods.ts';
+import { randomBytes } from 'node:crypto';
 import {
-  type ChallengeStore,
+  checkChallenge,
   type FailureLimiter,
   MemoryFailureLimiter,
-  MemoryChallengeStore,
+  MemoryUsedChallenges,
   newChallenge,
   readChallenge,
+  type UsedChallenges,
 } from './challenges.ts';
 import type { AsnAuth, Registry } from './registry.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
@@ -56,10 +58,16 @@ export interface LoginPluginOptions {
   /** Clock in Unix milliseconds (tests move it). */
   now?: () => number;
   /**
-   * Outstanding challenges; default in memory. When the plugin is registered under several prefixes
-   * (`/login` and `/api/v1/login`), pass the same store and limiter to each registration.
+   * The key challenges are MACed with (challenges.ts); default a random one of this registration.
+   * Every registration and replica that is to verify another's challenges needs the same key: the
+   * controller derives it from its JWT key (TokenIssuer.deriveKey).
    */
-  challengeStore?: ChallengeStore;
+  challengeKey?: Buffer;
+  /**
+   * The challenges verifies have named; default in memory. When the plugin is registered under several
+   * prefixes (`/login` and `/api/v1/login`), pass the same key, record and limiter to each registration.
+   */
+  usedChallenges?: UsedChallenges;
   failureLimiter?: FailureLimiter;
   /** Without failureLimiter: failed verifications allowed per client address (default 10 per 15 min). */
   failureLimit?: { max?: number; windowMs?: number };
@@ -98,7 +106,8 @@ type VerifyRequest = Static<typeof VerifyRequest>;
 
 export default async function loginPlugin(app: FastifyInstance, opts: LoginPluginOptions): Promise<void> {
   const now = opts.now ?? Date.now;
-  const store = opts.challengeStore ?? new MemoryChallengeStore({ now });
+  const key = opts.challengeKey ?? randomBytes(32);
+  const used = opts.usedChallenges ?? new MemoryUsedChallenges({ now });
   const limiter = opts.failureLimiter ?? new MemoryFailureLimiter({ ...opts.failureLimit, now });
   const admins = new Set(opts.admins);
   const outcome = (o: LoginOutcome) => opts.onOutcome?.(o);
@@ -148,8 +157,8 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
         `no maintainer of AS${body.asn} lists a key peerops can check: add an ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256, pgp-fingerprint or PGPKEY auth line${why}`,
       );
     }
-    const c = newChallenge(body.asn, opts.serviceHost, now());
-    await store.put(c);
+    // Nothing is stored: the challenge proves itself when it comes back (challenges.ts).
+    const c = newChallenge(body.asn, opts.serviceHost, now(), key);
     outcome('challenge_issued');
     return {
       challenge: c.text,
@@ -169,18 +178,25 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
       req.log.info({ reqId: req.id, asn: body.asn, reason }, 'login failed');
       throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
     };
-    const sent = readChallenge(body.challenge);
-    if (!sent) return fail('challenge is not a peerops login challenge');
-    // Consumed before any other check: whatever happens next, this challenge is spent.
-    const issued = await store.take(sent.nonce);
-    if (!issued) return fail('challenge is unknown or already used; request a new one');
-    if (issued.text !== body.challenge) return fail('challenge text was altered');
+    if (!readChallenge(body.challenge)) return fail('challenge is not a peerops login challenge');
+    const checked = checkChallenge(body.challenge, key);
+    if (!checked.ok)
+      return fail(
+        checked.why === 'altered'
+          ? 'challenge text was altered'
+          : 'challenge is unknown or was altered (not issued by this service); request a new one',
+      );
+    const issued = checked.challenge;
     if (issued.host !== opts.serviceHost) return fail(`challenge was issued for host ${issued.host}`);
     if (issued.asn !== body.asn) return fail(`challenge was issued for AS${issued.asn}`);
     if (issued.expiresAt <= now()) return fail('challenge expired; request a new one');
     const auth = await lookup(body.asn);
     const verdict = await verifyLogin(auth.methods, issued.text, body.signature, body.publicKey);
     if (!verdict.ok) return fail(verdict.reason);
+    // Used up by the login it makes, in one atomic step: a replay, or the loser of two verifications
+    // racing on it, is refused. A failed attempt does not use it, so nobody without the key can spend
+    // the challenge its owner is signing, and only logins fill the record (docs/login.md).
+    if (!(await used.spend(issued))) return fail('challenge is unknown or already used; request a new one');
     const role: Role = admins.has(body.asn) ? 'admin' : 'user';
     const { token, expiresAt } = await opts.issueToken(body.asn, role);
     outcome('success');

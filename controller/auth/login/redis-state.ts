@@ -1,23 +1,25 @@
 /**
- * Login state in Redis (PEEROPS_REDIS_URL), shared by every controller replica: challenges, so that one
- * handed out by one replica verifies at any other, and failed attempts, so that the failure limit holds
- * for the whole service, not per replica. Each challenge is one key that expires with it; `take` is
- * GETDEL, one atomic step, so a challenge is still used at most once across all replicas. Failures are
- * a sorted set per key (the client address), scored by time and trimmed to the window.
+ * Login state in Redis (PEEROPS_REDIS_URL), shared by every controller replica: the challenges logins
+ * have used, so that a challenge logs in once across all replicas, and failed attempts, so that the
+ * failure limit holds for the whole service, not per replica. Challenges themselves are not stored
+ * (challenges.ts: a MAC under a key every replica derives from the shared JWT key); a used one is one
+ * key, set with NX (one atomic step: of two replicas racing on it only one sets it) and expiring with
+ * the challenge. Failures are a sorted set per key (the client address), scored by time and trimmed to
+ * the window.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { ProblemError } from '../../../common/errors.ts';
-import { FAILURE_LIMIT, type Challenge, type ChallengeStore, type FailureLimiter } from './challenges.ts';
+import { FAILURE_LIMIT, type Challenge, type FailureLimiter, type UsedChallenges } from './challenges.ts';
 
-const PREFIX = 'peerops-login:';
+const USED = 'peerops-login-used:';
 
 /** Redis down: the login answers 503 and says why, instead of an internal error. */
 function unavailable(err: unknown): never {
   throw new ProblemError('STORE_UNAVAILABLE', `login: Redis is unreachable (${(err as Error).message})`);
 }
 
-export class RedisChallengeStore implements ChallengeStore {
+export class RedisUsedChallenges implements UsedChallenges {
   private readonly redis: Redis;
   private readonly now: () => number;
 
@@ -26,14 +28,10 @@ export class RedisChallengeStore implements ChallengeStore {
     this.now = now;
   }
 
-  async put(c: Challenge): Promise<void> {
+  async spend(c: Challenge): Promise<boolean> {
     const ttl = Math.max(1, c.expiresAt - this.now());
-    await this.redis.set(PREFIX + c.nonce, JSON.stringify(c), 'PX', ttl).catch(unavailable);
-  }
-
-  async take(nonce: string): Promise<Challenge | undefined> {
-    const text = await this.redis.getdel(PREFIX + nonce).catch(unavailable);
-    return text === null ? undefined : (JSON.parse(text) as Challenge);
+    const set = await this.redis.set(USED + c.nonce, '1', 'PX', ttl, 'NX').catch(unavailable);
+    return set === 'OK';
   }
 }
 
