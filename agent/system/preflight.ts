@@ -197,13 +197,24 @@ export async function preflight(
     warnings.push('ping not found on PATH: install iputils-ping; until then no RTT is measured');
   else {
     const r = await run('ping', ['-6', '-n', '-c', '1', '-W', '1', '::1'], { timeoutMs: 5000 }).catch(
-      (err: Error) => ({ code: -1, stdout: '', stderr: err.message }),
+      (err: NodeJS.ErrnoException) => ({
+        code: -1,
+        stdout: '',
+        stderr: `cannot execute ping: ${err.code ?? err.message}`,
+      }),
     );
-    // Without CAP_NET_RAW ping's socket is refused; under NoNewPrivileges the exec of Debian's ping
-    // (file capability cap_net_raw) is refused itself (EPERM).
-    if (/operation not permitted|permission denied|EPERM|EACCES/i.test(r.stderr))
+    const detail = r.stderr.trim().split('\n')[0];
+    const gid = process.getgid?.() ?? 0;
+    // Debian's ping carries the file capability cap_net_raw: a process whose bounding set lacks it may
+    // not even execute it (EPERM from exec), and only CAP_NET_RAW mends that. A ping that runs but is
+    // refused its socket also works with unprivileged ICMP for the agent's group.
+    if (/EPERM|EACCES|exec of .* failed/.test(detail ?? ''))
       warnings.push(
-        `ping is not permitted (${r.stderr.trim().split('\n')[0]}): no RTT is measured; grant CAP_NET_RAW (AmbientCapabilities=CAP_NET_RAW) or allow unprivileged ICMP: sysctl -w net.ipv4.ping_group_range="${process.getgid?.() ?? 0} ${process.getgid?.() ?? 0}"`,
+        `ping is not permitted (${detail}): no RTT is measured; grant CAP_NET_RAW (AmbientCapabilities=CAP_NET_RAW)`,
+      );
+    else if (/operation not permitted|permission denied/i.test(r.stderr))
+      warnings.push(
+        `ping is not permitted (${detail}): no RTT is measured; grant CAP_NET_RAW (AmbientCapabilities=CAP_NET_RAW) or allow unprivileged ICMP: sysctl -w net.ipv4.ping_group_range="${gid} ${gid}"`,
       );
   }
   if (!found.get('sysctl'))
