@@ -6,22 +6,55 @@
  */
 import { usageError } from '../common/usage.ts';
 
-const commands: Record<string, { module: string; summary: string }> = {
+/** `internal`: run by a program, not a person (git runs `hook`), so left out of the help. */
+const commands: Record<string, { module: string; summary: string; internal?: boolean }> = {
   serve: { module: '../controller/main.ts', summary: 'run the controller (REST API, store, reconciler)' },
   agent: { module: '../agent/main.ts', summary: 'run the router agent' },
   validate: { module: '../cli/validate.ts', summary: 'check a GitOps repository checkout of manifests' },
   login: { module: '../cli/login.ts', summary: 'log in by signing a challenge with an SSH or PGP key' },
   session: { module: '../cli/session.ts', summary: 'list, create, modify, delete, restart your sessions' },
   admin: { module: '../cli/admin.ts', summary: 'admin actions: sessions, routers, policy, tokens' },
+  hook: {
+    module: '../controller/store/git/pre-receive.ts',
+    summary: "git's pre-receive hook in the store's repository (docs/gitops.md)",
+    internal: true,
+  },
 };
 
 function usage(): string {
-  const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  const lines = Object.entries(commands)
+    .filter(([, c]) => !c.internal)
+    .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
   return `usage: peerops <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n'peerops <command> --help' for a command's options.`;
+}
+
+/**
+ * The oldest Node each part runs on, measured with the npm package (test/package/install.test.ts):
+ * crypto.hash came in 20.12; the Kubernetes client's HTTP library (undici 8) does not load before 22.19.
+ */
+const NODE_MIN = [20, 12] as const;
+const NODE_MIN_KUBERNETES = [22, 19] as const;
+
+function nodeBelow([major, minor]: readonly [number, number]): boolean {
+  const [m = 0, n = 0] = process.versions.node.split('.').map(Number);
+  return m < major || (m === major && n < minor);
+}
+
+/** Why this Node cannot run the command, or undefined when it can. */
+function unsupportedNode(name: string | undefined): string | undefined {
+  if (nodeBelow(NODE_MIN)) return `peerops needs Node >= ${NODE_MIN.join('.')}; this is ${process.version}`;
+  if (name === 'serve' && process.env.PEEROPS_STORE === 'kubernetes' && nodeBelow(NODE_MIN_KUBERNETES))
+    return `peerops serve with the Kubernetes store needs Node >= ${NODE_MIN_KUBERNETES.join('.')}; this is ${process.version} (the git store runs on it)`;
+  return undefined;
 }
 
 async function run(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  const unsupported = unsupportedNode(name);
+  if (unsupported) {
+    console.error(unsupported);
+    return 1;
+  }
   if (name === '--version' || name === 'version') {
     const { VERSION } = await import('../common/version.ts');
     console.log(VERSION);

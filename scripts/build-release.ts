@@ -10,6 +10,10 @@
  *
  *   node scripts/build-release.ts [--version 1.2.3] [--out dist] [--signing-key key.pem]   (npm run build:release)
  *
+ * With --npm it builds the npm package's executable instead (package.json `bin`, `npm run build`, run by
+ * `npm pack` through prepack): dist/peerops.js and its dist/chunks/, the same code for Node >= 20.12 with
+ * the #! line, every dependency inside it (the package installs nothing else).
+ *
  * The version defaults to PEEROPS_RELEASE_VERSION, else package.json's. bin/peerops.ts loads each
  * command with `import(command.module)`, which a bundler cannot follow; a plugin rewrites that call into
  * a switch of literal imports over the module paths listed in its command table.
@@ -20,7 +24,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { build, type Plugin } from 'esbuild';
+import { build, type BuildOptions, type Plugin } from 'esbuild';
 import semver from 'semver';
 import { ARTIFACT_NAME, previousPath } from '../agent/update/install.ts';
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
@@ -80,6 +84,59 @@ ${cases}
   },
 };
 
+/** esbuild options both builds share: bin/peerops.ts with every dependency, the version baked in. */
+function bundleOptions(version: string, target: string): BuildOptions {
+  return {
+    bundle: true,
+    platform: 'node',
+    target,
+    format: 'esm',
+    minify: false,
+    legalComments: 'none',
+    logLevel: 'warning',
+    define: { 'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version) },
+    // CommonJS dependencies call require(); an ESM bundle needs one made for it. (The entry's #! line stays first.)
+    banner: {
+      js: "import { createRequire as __peeropsCreateRequire } from 'node:module';\nconst require = __peeropsCreateRequire(import.meta.url);",
+    },
+    plugins: [commandTable],
+  };
+}
+
+/** Fails unless `file --version` prints `version`. */
+async function checkVersion(file: string, version: string): Promise<void> {
+  const printed = (await promisify(execFile)(process.execPath, [file, '--version'])).stdout.trim();
+  if (printed !== version) throw new Error(`${file} prints '${printed}' for --version, expected ${version}`);
+}
+
+/**
+ * The npm package's executable (package.json `bin`, e.g. dist/peerops.js) for Node >= 20 (bin/peerops.ts
+ * says which Node a command needs), split into dist/chunks/ so that a command loads only its own code:
+ * `peerops --version` reads 3 kB, not the controller's 11 MB.
+ */
+export async function buildPackage(outfile: string, version: string): Promise<void> {
+  const outDir = path.dirname(outfile);
+  const name = path.basename(outfile, '.js');
+  const tmp = path.join(outDir, `.npm-build-${process.pid}`);
+  await mkdir(outDir, { recursive: true });
+  try {
+    await build({
+      ...bundleOptions(version, 'node20'),
+      entryPoints: { [name]: ENTRY },
+      outdir: tmp,
+      splitting: true,
+      chunkNames: 'chunks/[name]-[hash]',
+    });
+    await chmod(path.join(tmp, `${name}.js`), 0o755);
+    await checkVersion(path.join(tmp, `${name}.js`), version);
+    await rm(path.join(outDir, 'chunks'), { recursive: true, force: true });
+    await rename(path.join(tmp, 'chunks'), path.join(outDir, 'chunks'));
+    await rename(path.join(tmp, `${name}.js`), outfile);
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
 export async function buildRelease(
   version: string,
   outDir: string,
@@ -90,27 +147,9 @@ export async function buildRelease(
   const artifact = path.join(outDir, ARTIFACT);
   const tmp = path.join(outDir, `.build-${process.pid}.mjs`);
   try {
-    await build({
-      entryPoints: [ENTRY],
-      outfile: tmp,
-      bundle: true,
-      platform: 'node',
-      target: 'node24',
-      format: 'esm',
-      minify: false,
-      legalComments: 'none',
-      logLevel: 'warning',
-      define: { 'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version) },
-      // CommonJS dependencies call require(); an ESM bundle needs one made for it. (The entry's #! line stays first.)
-      banner: {
-        js: "import { createRequire as __peeropsCreateRequire } from 'node:module';\nconst require = __peeropsCreateRequire(import.meta.url);",
-      },
-      plugins: [commandTable],
-    });
+    await build({ ...bundleOptions(version, 'node24'), entryPoints: [ENTRY], outfile: tmp });
     await chmod(tmp, 0o755);
-    const printed = (await promisify(execFile)(process.execPath, [tmp, '--version'])).stdout.trim();
-    if (printed !== version)
-      throw new Error(`the bundle prints '${printed}' for --version, expected ${version}`);
+    await checkVersion(tmp, version);
     await rename(tmp, artifact);
   } finally {
     await rm(tmp, { force: true });
@@ -133,15 +172,26 @@ export async function buildRelease(
   return { artifact, sums, publicKey };
 }
 
-if (import.meta.main) {
+async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       version: { type: 'string' },
       out: { type: 'string', default: 'dist' },
       'signing-key': { type: 'string' },
+      npm: { type: 'boolean' },
     },
   });
-  const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
+    version: string;
+    bin: { peerops: string };
+  };
+  if (values.npm) {
+    // the package's version: `peerops --version` of an installed package says what npm installed
+    const outfile = path.join(ROOT, pkg.bin.peerops);
+    await buildPackage(outfile, values.version ?? pkg.version);
+    console.log(`built ${path.relative(ROOT, outfile)} (${values.version ?? pkg.version})`);
+    return;
+  }
   const version = values.version ?? process.env.PEEROPS_RELEASE_VERSION ?? pkg.version;
   const out = path.resolve(values.out ?? 'dist');
   const keyFile = values['signing-key'] ?? process.env.PEEROPS_RELEASE_SIGNING_KEY;
@@ -155,3 +205,5 @@ if (import.meta.main) {
     console.log(`signed ${SIGNATURE_NAME}; agents trust it with autoUpdate.publicKeys ["${publicKey}"]`);
   else console.log(`not signed (no --signing-key): agents will not install this release`);
 }
+
+if (import.meta.main) await main();
