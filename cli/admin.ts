@@ -16,6 +16,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
         or PEEROPS_JWT_KEY_FILE); the key must exist (peerops serve creates it on first start)
   session list [--router R] [--asn N] [--status CODE|NAME]   (e.g. 3 or PENDING_REVIEW)
   session approve|reject|disable|enable UUID [--reason TEXT]
+  session purge UUID --reason TEXT   remove a session stuck in QUEUED_FOR_DELETE (its agent never tore it down)
   router list
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
              --public-key .. --link-local .. --loopback-ipv6 .. and/or --loopback-ipv4 .. [--location ..]
@@ -26,6 +27,9 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   policy get [--router R]
   policy set [--router R] [--spec FILE] [--dn42-asn N] [--rpki HOST:PORT ...] [--block ASN ...]
              [--unblock ASN ...] [--max-pending N]
+        with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
+  policy patch [--router R] [--spec FILE] [the flags of set]
+        merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
 
 common: --url URL (or PEEROPS_URL), --token TOKEN (default: the saved login), --json`;
 
@@ -86,8 +90,38 @@ async function readSpec(file: string | undefined): Promise<Record<string, unknow
   }
 }
 
-/** Router fields from flags, on top of --spec. */
-async function routerSpec(v: Values): Promise<Record<string, unknown>> {
+/**
+ * A policy file: a spec, or what `policy get --json` prints (`{name, spec}`), so that one can be edited and
+ * given back. A policy spec has no field `spec`, so the two cannot be mistaken for each other.
+ */
+async function readPolicyFile(
+  file: string,
+  name: string | undefined,
+): Promise<{ name?: string; spec: Record<string, unknown> }> {
+  const value = await readSpec(file);
+  if (!Object.hasOwn(value, 'spec')) return { spec: value };
+  const { name: named, spec, ...rest } = value;
+  const extra = Object.keys(rest);
+  if (extra.length > 0 || !spec || typeof spec !== 'object' || Array.isArray(spec))
+    throw new CliError(
+      'USAGE',
+      `--spec ${file}: a policy spec, or {"name", "spec"} as policy get --json prints`,
+    );
+  if (named !== undefined && typeof named !== 'string')
+    throw new CliError('USAGE', `--spec ${file}: "name" must be a policy name`);
+  if (named !== undefined && name !== undefined && named !== name)
+    throw new CliError('USAGE', `--spec ${file} holds policy ${named}, not ${name} (--router)`);
+  return { ...(named !== undefined ? { name: named } : {}), spec: spec as Record<string, unknown> };
+}
+
+/**
+ * Router fields from flags, on top of --spec. `loopback` is what a single --loopback-ipv4/-ipv6 flag is
+ * added to (update: the router's own, so that giving one family keeps the other).
+ */
+async function routerSpec(
+  v: Values,
+  loopbackBase?: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   const spec = await readSpec(v.spec);
   const set = (key: string, value: unknown) => {
     if (value !== undefined) spec[key] = value;
@@ -106,7 +140,7 @@ async function routerSpec(v: Values): Promise<Record<string, unknown>> {
   if (v['not-accepting']) spec.acceptingSessions = false;
   if (v.accepting) spec.acceptingSessions = true;
   if (v['loopback-ipv4'] !== undefined || v['loopback-ipv6'] !== undefined) {
-    const loopback = { ...((spec.loopback as Record<string, unknown>) ?? {}) };
+    const loopback = { ...((spec.loopback as Record<string, unknown>) ?? loopbackBase ?? {}) };
     if (v['loopback-ipv4'] !== undefined) loopback.ipv4 = v['loopback-ipv4'];
     if (v['loopback-ipv6'] !== undefined) loopback.ipv6 = v['loopback-ipv6'];
     spec.loopback = loopback;
@@ -179,9 +213,11 @@ async function sessionCommand(
     );
     return 0;
   }
-  if (!['approve', 'reject', 'disable', 'enable'].includes(action))
+  if (!['approve', 'reject', 'disable', 'enable', 'purge'].includes(action))
     throw new CliError('USAGE', `unknown session action '${action}'`);
   if (!arg) throw new CliError('USAGE', `${action} needs the session UUID`);
+  // the reason is the audit record of a session removed without its agent (docs/cli.md)
+  if (action === 'purge' && !v.reason) throw new CliError('USAGE', 'purge needs --reason TEXT');
   const res = await client.post<{ uuid: string; statusName?: string; deleted?: boolean }>('/admin/session', {
     action,
     uuid: arg,
@@ -201,6 +237,7 @@ interface AdminRouter {
     nodeId: number;
     region: string;
     endpointHost: string;
+    loopback?: { ipv4?: string; ipv6?: string };
     maxSessions?: number;
     acceptingSessions?: boolean;
     autoApprove?: boolean;
@@ -258,10 +295,18 @@ async function routerCommand(
       return 0;
     }
     case 'update': {
+      // update replaces loopback whole: one family's flag alone would drop the other
+      let loopbackBase: Record<string, unknown> | undefined;
+      if ((v['loopback-ipv4'] === undefined) !== (v['loopback-ipv6'] === undefined)) {
+        const { routers } = await client.post<{ routers: AdminRouter[] }>('/admin/router', {
+          action: 'list',
+        });
+        loopbackBase = routers.find((r) => r.name === name)?.spec.loopback;
+      }
       const res = await client.post<{ router: AdminRouter }>('/admin/router', {
         action: 'update',
         name,
-        spec: await routerSpec(v),
+        spec: await routerSpec(v, loopbackBase),
       });
       output(v.json, res, () => `router ${name} updated`);
       return 0;
@@ -310,46 +355,70 @@ function policyText(name: string, spec: Record<string, unknown>): string {
   return rows.map(([field, value]) => `${field.padEnd(width)}${showable(value)}`).join('\n');
 }
 
-async function policyCommand(client: Client, action: string, v: Values): Promise<number> {
-  const name = v.router ?? 'default';
-  if (action === 'get') {
-    const res = await client.post<{ name: string; spec: Record<string, unknown> }>('/admin/policy', {
-      action: 'get',
-      name,
-    });
-    output(v.json, res, () => policyText(res.name, res.spec));
-    return 0;
-  }
-  if (action !== 'set') throw new CliError('USAGE', `unknown policy action '${action}'`);
-  // Flags edit the stored policy; --spec replaces it.
-  const edits = ['spec', 'dn42-asn', 'rpki', 'block', 'unblock', 'max-pending'] as const;
-  if (!edits.some((f) => v[f] !== undefined))
-    throw new CliError(
-      'USAGE',
-      `policy set needs --spec FILE or a field (${edits.map((f) => `--${f}`).join(', ')})`,
-    );
-  const current = v.spec
-    ? await readSpec(v.spec)
-    : (await client.post<{ spec: Record<string, unknown> }>('/admin/policy', { action: 'get', name })).spec;
-  const spec: Record<string, unknown> = { ...current };
+type PolicyRecord = { name: string; spec: Record<string, unknown> };
+
+/** --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --max-pending as spec fields. */
+function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
   const asn = int('dn42-asn', v['dn42-asn']);
-  if (asn !== undefined) spec.dn42Asn = asn;
+  if (asn !== undefined) fields.dn42Asn = asn;
   if (v.rpki)
-    spec.rpkiServers = v.rpki.map((hp) => {
+    fields.rpkiServers = v.rpki.map((hp) => {
       const m = /^(.+):([0-9]{1,5})$/.exec(hp);
       if (!m) throw new CliError('USAGE', `--rpki '${hp}' is not HOST:PORT`);
       return { host: (m[1] as string).replace(/^\[|\]$/g, ''), port: Number(m[2]) };
     });
   if (v.block || v.unblock) {
-    const blocked = new Set((spec.blockedAsns as number[] | undefined) ?? []);
-    for (const a of v.block ?? []) blocked.add(int('block', a) as number);
-    for (const a of v.unblock ?? []) blocked.delete(int('unblock', a) as number);
-    spec.blockedAsns = [...blocked].sort((a, b) => a - b);
+    const list = new Set(Array.isArray(blocked) ? (blocked as number[]) : []);
+    for (const a of v.block ?? []) list.add(int('block', a) as number);
+    for (const a of v.unblock ?? []) list.delete(int('unblock', a) as number);
+    fields.blockedAsns = [...list].sort((a, b) => a - b);
   }
   const pending = int('max-pending', v['max-pending']);
-  if (pending !== undefined) spec.maxPendingPerAsn = pending;
-  const res = await client.post('/admin/policy', { action: 'set', name, spec });
-  output(v.json, res, () => `policy ${name} saved`);
+  if (pending !== undefined) fields.maxPendingPerAsn = pending;
+  return fields;
+}
+
+async function policyCommand(client: Client, action: string, v: Values): Promise<number> {
+  if (action === 'get') {
+    const name = v.router ?? 'default';
+    const res = await client.post<PolicyRecord>('/admin/policy', { action: 'get', name });
+    output(v.json, res, () => policyText(res.name, res.spec));
+    return 0;
+  }
+  if (action !== 'set' && action !== 'patch')
+    throw new CliError('USAGE', `unknown policy action '${action}'`);
+  const edits = ['spec', 'dn42-asn', 'rpki', 'block', 'unblock', 'max-pending'] as const;
+  if (!edits.some((f) => v[f] !== undefined))
+    throw new CliError(
+      'USAGE',
+      `policy ${action} needs --spec FILE or a field (${edits.map((f) => `--${f}`).join(', ')})`,
+    );
+  const file = v.spec ? await readPolicyFile(v.spec, v.router) : undefined;
+  const name = v.router ?? file?.name ?? 'default';
+  const stored = (await client.post<PolicyRecord>('/admin/policy', { action: 'get', name })).spec;
+  if (action === 'patch') {
+    // the controller merges (RFC 7386); --block/--unblock edit the list stored now
+    const patch = { ...file?.spec, ...policyFlags(v, file?.spec.blockedAsns ?? stored.blockedAsns) };
+    const res = await client.post<PolicyRecord>('/admin/policy', { action: 'patch', name, spec: patch });
+    output(v.json, res, () => `policy ${name} patched: ${Object.keys(patch).join(', ')}`);
+    return 0;
+  }
+  // set replaces the whole policy: with --spec it is the file (and the flags); without, the stored one edited
+  const base = file ? file.spec : stored;
+  const spec = { ...base, ...policyFlags(v, base.blockedAsns) };
+  const res = await client.post<PolicyRecord>('/admin/policy', { action: 'set', name, spec });
+  const removed = Object.keys(stored).filter((field) => !Object.hasOwn(res.spec, field));
+  output(v.json, res, () =>
+    file
+      ? [
+          `policy ${name} replaced by ${v.spec}: set replaces the whole policy`,
+          removed.length > 0
+            ? `removed (not in the file): ${removed.join(', ')}`
+            : 'no stored field was removed',
+        ].join('\n')
+      : `policy ${name} saved`,
+  );
   return 0;
 }
 

@@ -15,6 +15,8 @@ export type Trigger =
   | { kind: 'delete' }
   | { kind: 'disable' }
   | { kind: 'enable' }
+  /** Admin only: a session whose agent never tore it down leaves the store without it (docs/api.md). */
+  | { kind: 'purge' }
   | { kind: 'report'; status: SessionStatusCode };
 
 export type TriggerKind = Trigger['kind'];
@@ -61,6 +63,7 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
     [S.SETUP_FAILED]: to(S.DISABLED),
   },
   enable: { [S.DISABLED]: to(S.QUEUED_FOR_SETUP) },
+  purge: { [S.QUEUED_FOR_DELETE]: removed },
 };
 
 /** Agent reports: current status → reported status → outcome. */

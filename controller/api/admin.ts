@@ -1,17 +1,19 @@
 /**
  * The admin API (DESIGN.md section 3), multi-action like /session, admin JWT only:
- * `/admin/session` (approve, reject, disable, enable, list), `/admin/router` (list, add, update, remove,
- * rotate-token; add and rotate-token answer the agent token once), `/admin/policy` (get, set).
+ * `/admin/session` (approve, reject, disable, enable, purge, list), `/admin/router` (list, add, update,
+ * remove, rotate-token; add and rotate-token answer the agent token once), `/admin/policy` (get, set,
+ * patch).
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
-import { RouterSpec } from '../../common/schema.ts';
-import { validateOrThrow } from '../../common/validate.ts';
+import { mergePatch } from '../../common/merge-patch.ts';
+import { PolicySpec, RouterSpec } from '../../common/schema.ts';
+import { validate, validateOrThrow } from '../../common/validate.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
-import { assertPolicyAllows, policyJudge } from '../store/rules.ts';
+import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../store/rules.ts';
 import type { Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';
@@ -19,6 +21,7 @@ import {
   ADMIN_POLICY_RESPONSES,
   ADMIN_ROUTER_RESPONSES,
   AdminPolicyGet,
+  AdminPolicyPatch,
   AdminPolicySet,
   AdminRouterAdd,
   AdminRouterList,
@@ -27,6 +30,7 @@ import {
   AdminSessionAction,
   AdminSessionList,
   AdminSessionListResponse,
+  AdminSessionPurge,
   DeletedResponse,
   SessionRecord,
 } from './schemas.ts';
@@ -38,6 +42,7 @@ export const ADMIN_SESSION_ACTIONS = {
   reject: AdminSessionAction('reject'),
   disable: AdminSessionAction('disable'),
   enable: AdminSessionAction('enable'),
+  purge: AdminSessionPurge,
 };
 export const ADMIN_ROUTER_ACTIONS = {
   list: AdminRouterList,
@@ -46,20 +51,56 @@ export const ADMIN_ROUTER_ACTIONS = {
   remove: AdminRouterName('remove'),
   'rotate-token': AdminRouterName('rotate-token'),
 };
-export const ADMIN_POLICY_ACTIONS = { get: AdminPolicyGet, set: AdminPolicySet };
+export const ADMIN_POLICY_ACTIONS = { get: AdminPolicyGet, set: AdminPolicySet, patch: AdminPolicyPatch };
 
 type SessionBody =
   | Static<typeof AdminSessionList>
-  | { action: 'approve' | 'reject' | 'disable' | 'enable'; uuid: string; reason?: string };
+  | { action: 'approve' | 'reject' | 'disable' | 'enable' | 'purge'; uuid: string; reason?: string };
 type RouterBody =
   | { action: 'list' }
   | Static<typeof AdminRouterAdd>
   | Static<typeof AdminRouterUpdate>
   | { action: 'remove' | 'rotate-token'; name: string };
-type PolicyBody = Static<typeof AdminPolicyGet> | Static<typeof AdminPolicySet>;
+type PolicyBody =
+  | Static<typeof AdminPolicyGet>
+  | Static<typeof AdminPolicySet>
+  | { action: 'patch'; name?: string; spec: Record<string, unknown> };
+
+const NEEDS_DN42_ASN =
+  "the default policy must set dn42Asn (the network's own ASN): agents build their BIRD config with it";
+
+/** The stored policy with a merge patch applied (RFC 7386), validated; pointers into the request's spec. */
+function patchedPolicy(stored: PolicySpec | undefined, patch: Record<string, unknown>): PolicySpec {
+  const result = validate<PolicySpec>(PolicySpec, mergePatch(stored ?? {}, patch), '/spec');
+  if (!result.ok)
+    throw new ProblemError(
+      'INVALID_REQUEST',
+      `patch ${result.errors[0]?.pointer}: ${result.errors[0]?.message}`,
+      result.errors,
+    );
+  return result.value;
+}
+
+/** Fields of a router that update never sets: INVALID_REQUEST naming them, with what to do instead. */
+const FIXED_ROUTER_FIELDS: Record<string, string> = {
+  uuid: "cannot change: a router's uuid is fixed once it is added (sessions name their router by it)",
+  agentTokenSha256: 'is set only by rotate-token, which answers the new agent token once',
+};
+
+function refuseFixedRouterFields(body: unknown): void {
+  if (body === null || typeof body !== 'object' || (body as { action?: unknown }).action !== 'update') return;
+  const spec = (body as { spec?: unknown }).spec;
+  if (spec === null || typeof spec !== 'object') return;
+  const errors = Object.keys(FIXED_ROUTER_FIELDS)
+    .filter((field) => Object.hasOwn(spec, field))
+    .map((field) => ({ pointer: `/spec/${field}`, message: FIXED_ROUTER_FIELDS[field] as string }));
+  if (errors.length > 0)
+    throw new ProblemError('INVALID_REQUEST', `update ${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
 
 export async function adminRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
   const { store } = opts;
+  let policyWrites: Promise<unknown> = Promise.resolve();
   const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
 
   app.post(
@@ -77,6 +118,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
             reject: DeletedResponse,
             disable: SessionRecord,
             enable: SessionRecord,
+            purge: DeletedResponse,
           },
         },
       },
@@ -105,6 +147,9 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
       if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
       const now = new Date().toISOString();
       const why = body.reason ? `: ${body.reason}` : '';
+      // purge: the commit says what was skipped, the router's agent never confirmed the teardown
+      const what =
+        body.action === 'purge' ? ` (QUEUED_FOR_DELETE, not torn down by router ${current.spec.router})` : '';
       const updated = await store.updateSession(
         body.uuid,
         (s) => {
@@ -115,8 +160,13 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
           return change;
         },
         actorOf(identity),
-        `${body.action} session ${current.name}${why}`,
+        `${body.action} session ${current.name}${what}${why}`,
       );
+      if (body.action === 'purge')
+        request.log.warn(
+          { session: current.name, uuid: body.uuid, actor: actorOf(identity).name, reason: body.reason },
+          'session purged',
+        );
       return updated ? view(updated) : { uuid: body.uuid, deleted: true as const };
     },
   );
@@ -137,6 +187,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
     async (request) => {
       const identity = request.identity as Identity;
       const actor = actorOf(identity);
+      refuseFixedRouterFields(request.body);
       const body = parseAction<RouterBody>(request.body, ADMIN_ROUTER_ACTIONS);
       switch (body.action) {
         case 'list':
@@ -148,6 +199,8 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
             { ...fields, uuid: fields.uuid ?? randomUUID() },
             'router',
           );
+          // here for pointers into this body (/portRange/min); the store checks again as it writes
+          assertNoRouterConflicts(name, spec, store.listRouters(), '');
           const { token, sha256 } = newAgentToken();
           const created = await store.createRouter(name, { ...spec, agentTokenSha256: sha256 }, actor);
           await store.setAgentTokenHash(name, sha256, actor);
@@ -200,7 +253,19 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
       if (name !== 'default' && !store.getRouter(name))
         throw new ProblemError('ROUTER_NOT_FOUND', `no router ${name} to hold a policy override`);
       if (body.action === 'get') return { name, spec: store.getPolicy(name)?.spec ?? {} };
-      const saved = await store.putPolicy(name, body.spec, actorOf(identity));
+      // One write at a time: a patch reads the stored policy, and two at once would lose one's fields.
+      const write = policyWrites.then(async () => {
+        const spec =
+          body.action === 'set' ? body.spec : patchedPolicy(store.getPolicy(name)?.spec, body.spec);
+        // Without the network's ASN no agent gets a BIRD config (bird-config and config answer CONFLICT).
+        if (name === 'default' && spec.dn42Asn === undefined)
+          throw new ProblemError('INVALID_REQUEST', `policy default /spec/dn42Asn: ${NEEDS_DN42_ASN}`, [
+            { pointer: '/spec/dn42Asn', message: NEEDS_DN42_ASN },
+          ]);
+        return store.putPolicy(name, spec, actorOf(identity));
+      });
+      policyWrites = write.catch(() => undefined);
+      const saved = await write;
       return { name: saved.name, spec: saved.spec };
     },
   );

@@ -24,6 +24,7 @@ import {
   Uuid,
   WireGuardKey,
 } from '../../common/schema.ts';
+import { mergePatchSchema } from '../../common/merge-patch.ts';
 import { withoutDefaults } from '../../common/validate.ts';
 
 const Reason = Line(500);
@@ -78,8 +79,20 @@ export const AdminSessionAction = (action: string) =>
     { action: Type.Literal(action), uuid: Uuid, reason: Type.Optional(Reason) },
     { additionalProperties: false },
   );
+/** Removes a session stuck in QUEUED_FOR_DELETE; the reason is required: it is the audit record. */
+export const AdminSessionPurge = Type.Object(
+  { action: Type.Literal('purge'), uuid: Uuid, reason: Reason },
+  {
+    additionalProperties: false,
+    description:
+      'Removes a session in status 5 (QUEUED_FOR_DELETE) whose agent never tore it down; the commit records the admin and the reason.',
+  },
+);
 
-/** Router fields an admin writes; uuid is generated when absent, the token hash never comes from a client. */
+/**
+ * Router fields an admin writes; uuid is generated when absent and fixed after, the token hash never comes
+ * from a client (rotate-token makes it).
+ */
 const { agentTokenSha256: _hash, uuid: _uuid, ...writableRouterFields } = RouterSpec.properties;
 export const AdminRouterAdd = Type.Object(
   { action: Type.Literal('add'), name: RouterName, uuid: Type.Optional(Uuid), ...writableRouterFields },
@@ -89,7 +102,8 @@ export const AdminRouterUpdate = Type.Object(
   {
     action: Type.Literal('update'),
     name: RouterName,
-    spec: withoutDefaults(Type.Partial(Type.Object(writableRouterFields, { additionalProperties: false }))),
+    // Partial drops the object's options: unknown fields (uuid, agentTokenSha256 too) are refused again
+    spec: withoutDefaults(Type.Partial(Type.Object(writableRouterFields), { additionalProperties: false })),
   },
   { additionalProperties: false },
 );
@@ -107,7 +121,22 @@ export const AdminPolicySet = Type.Object(
     name: Type.Optional(Type.Union([Type.Literal('default'), RouterName])),
     spec: PolicySpec,
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    description: 'Replaces the whole policy: a field left out is removed (patch changes single fields).',
+  },
+);
+export const AdminPolicyPatch = Type.Object(
+  {
+    action: Type.Literal('patch'),
+    name: Type.Optional(Type.Union([Type.Literal('default'), RouterName])),
+    spec: mergePatchSchema(PolicySpec),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Merges spec into the stored policy as a JSON Merge Patch (RFC 7386): a field given replaces the stored one, objects merge field by field, arrays replace whole, null removes the field.',
+  },
 );
 
 // ---- responses ----
@@ -194,7 +223,7 @@ const PolicyRecord = Type.Object({
   name: Type.Union([Type.Literal('default'), RouterName]),
   spec: PolicySpec,
 });
-export const ADMIN_POLICY_RESPONSES = { get: PolicyRecord, set: PolicyRecord };
+export const ADMIN_POLICY_RESPONSES = { get: PolicyRecord, set: PolicyRecord, patch: PolicyRecord };
 
 export const Problem = Type.Object({
   type: Type.String(),

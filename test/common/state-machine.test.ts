@@ -18,6 +18,8 @@ const TABLE: Record<string, Partial<Record<SessionStatusCode, Expected>>> = {
   delete: { 0: 5, 1: 5, 2: 5, 4: 5, 6: 5, 3: 'removed' },
   disable: { 1: 0, 2: 0, 4: 0, 6: 0 },
   enable: { 0: 4 },
+  // admin, for a session whose agent never tears it down (docs/api.md, purge)
+  purge: { 5: 'removed' },
   // agent reports: `report<reported>` → from → result
   report1: { 4: 1, 6: 1, 1: 1, 2: 1 },
   report2: { 1: 2, 2: 2 },
@@ -25,7 +27,7 @@ const TABLE: Record<string, Partial<Record<SessionStatusCode, Expected>>> = {
   report0: { 5: 'removed' },
 };
 
-const ACTIONS = ['approve', 'reject', 'modify', 'restart', 'delete', 'disable', 'enable'] as const;
+const ACTIONS = ['approve', 'reject', 'modify', 'restart', 'delete', 'disable', 'enable', 'purge'] as const;
 
 function triggers(): { key: string; trigger: Trigger }[] {
   const out: { key: string; trigger: Trigger }[] = ACTIONS.map((kind) => ({ key: kind, trigger: { kind } }));
