@@ -1,176 +1,231 @@
 /**
- * `peerops validate [dir]`: checks a GitOps repository checkout (routers/, sessions/, policy/) with the
- * same manifest rules the git store applies, plus what the store tolerates but an operator should fix.
- * Prints `file: /pointer: reason` per problem; exit status 1 on any problem, 0 with a summary when clean.
+ * `peerops validate [--base <ref>] [--format text|github|json] [dir]`: answers what the controller's git
+ * store would do with a merge of a GitOps repository checkout (docs/gitops.md): the same rules
+ * (cli/validate-tree.ts), against the base branch's tree when `--base` is given. Exit status 0 when clean,
+ * 1 on any problem, 2 on a usage error.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
-import type { FieldError } from '../common/errors.ts';
-import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
-import { isManifestPath, parseManifest, parseYaml } from '../controller/store/git/manifests.ts';
-import {
-  mergePolicies,
-  policyWarnings,
-  routerSetErrors,
-  sessionAddressingErrors,
-  sessionSetErrors,
-  type ManifestSet,
-} from '../controller/store/rules.ts';
+import { parseArgs } from 'node:util';
 import { usageError } from '../common/usage.ts';
+import {
+  readDirectoryTree,
+  runGit,
+  validateChange,
+  workTreeChange,
+  type ChangeReport,
+  type Tree,
+} from './validate-tree.ts';
 
-const USAGE = `usage: peerops validate [dir]
+export { validateTree, type Problem } from './validate-tree.ts';
 
-Checks the manifests of a GitOps repository checkout (default: the current directory):
+const USAGE = `usage: peerops validate [--base <ref>] [--format text|github|json] [dir]
+
+Checks the manifests of a GitOps repository checkout (default: the current directory) with the rules the
+controller's git store applies to a merge:
   routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml
+Any other *.yaml/*.yml is reported (a manifest the store would never read); other files, and anything
+under a directory starting with a dot (.github/, .forgejo/, .gitea/), are ignored.
 
-Reports schema errors, file paths that do not match metadata/spec, duplicate sessions, listen port
-clashes, unknown routers, blocked ASNs and a default policy without dn42Asn, one per line as
+  --base <ref>     judge the merge: the tree of <ref> (e.g. origin/main) with this checkout's changes since
+                   the merge base laid over it; reports the changed files, and unchanged files the change
+                   breaks (needs git and a checkout holding <ref>: fetch-depth 0 in CI)
+  --format <f>     text (default): one line per problem, then ok / n problems per file;
+                   github: ::error annotations for GitHub Actions; json: one JSON document (docs/gitops.md)
+
+Each problem in text form is
   <file>: <json pointer>: <reason>
 Exit status: 0 when clean, 1 on any problem, 2 on a usage error.`;
 
-export interface Problem extends FieldError {
-  file: string;
-}
+const FORMATS = ['text', 'github', 'json'] as const;
+type Format = (typeof FORMATS)[number];
 
-export interface ValidationReport {
-  problems: Problem[];
-  counts: { routers: number; sessions: number; policies: number };
-}
+/** Why an unchanged file is named at all. */
+const BROKEN_BY_CHANGE = '(the file is unchanged: this change breaks it)';
 
-async function listFiles(root: string, dir: string): Promise<string[]> {
-  let entries;
-  try {
-    entries = await readdir(join(root, dir), { withFileTypes: true, recursive: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
-  return entries
-    .filter((e) => e.isFile() || e.isSymbolicLink())
-    .map((e) => relative(root, join(e.parentPath, e.name)).split(sep).join('/'));
-}
-
-/** The (ASN, router) a session file claims in its spec, read before validation: a file whose path does
- * not match its spec must still count as a duplicate. */
-function sessionPair(text: string): { key: string; asn: number; router: string } | undefined {
-  try {
-    const spec = (parseYaml(text) as { spec?: { asn?: unknown; router?: unknown } } | undefined)?.spec;
-    if (typeof spec?.asn === 'number' && typeof spec.router === 'string') {
-      return { key: `${spec.asn}/${spec.router}`, asn: spec.asn, router: spec.router };
+/**
+ * The line of the key a JSON pointer names (`/spec/listenPort`), found by indentation in the YAML text;
+ * for a list index, the line of that item. The deepest segment found wins; 1 when not even the first is
+ * there (a pointer `/`, a file that is gone). A YAML syntax error's own position is used for `/`.
+ */
+export function pointerLine(text: string | undefined, pointer: string, message = ''): number {
+  if (text === undefined) return 1;
+  const yamlError = /^not valid YAML: .*\((\d+):\d+\)$/.exec(message);
+  if (pointer === '/' && yamlError) return Number(yamlError[1]);
+  const lines = text.split(/\r?\n/);
+  const segments = pointer
+    .split('/')
+    .slice(1)
+    .filter((s) => s !== '')
+    .map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'));
+  let found = 0; // 1-based line of the deepest segment found; 0: none
+  let parentIndent = -1;
+  for (const segment of segments) {
+    const index = /^\d+$/.test(segment) ? Number(segment) : undefined;
+    let childIndent: number | undefined;
+    let item = -1;
+    let hit = -1;
+    for (let i = found; i < lines.length; i++) {
+      const line = lines[i] as string;
+      if (/^\s*(#|$)/.test(line)) continue;
+      const indent = line.length - line.trimStart().length;
+      const body = line.slice(indent);
+      // a block list may sit at its key's own indentation
+      const dash = body.startsWith('- ') || body === '-';
+      if (indent < parentIndent || (indent === parentIndent && !(index !== undefined && dash))) break;
+      childIndent ??= indent;
+      if (indent !== childIndent) continue; // deeper: a grandchild
+      if (index !== undefined) {
+        if (dash && ++item === index) hit = i;
+      } else {
+        const key = /^(?:"([^"]*)"|'([^']*)'|([^\s:#'"-][^:#]*?))\s*:(\s|$)/.exec(body);
+        if (key && (key[1] ?? key[2] ?? key[3]) === segment) hit = i;
+      }
+      if (hit >= 0) break;
     }
-  } catch {
-    // not YAML: parseManifest reports it
+    if (hit < 0) break;
+    found = hit + 1;
+    const parent = lines[hit] as string;
+    parentIndent = parent.length - parent.trimStart().length;
+    if (index !== undefined) break; // keys inside a list item: its line is close enough
   }
-  return undefined;
+  return found || 1;
 }
 
-/** Validate every manifest under `root`. */
-export async function validateRepository(root: string): Promise<ValidationReport> {
-  const problems: Problem[] = [];
-  const add = (file: string, errors: FieldError[]) => {
-    for (const e of errors) problems.push({ file, ...e });
-  };
-  const files = (await Promise.all(['routers', 'sessions', 'policy'].map((d) => listFiles(root, d))))
-    .flat()
-    .filter(isManifestPath)
-    .sort();
+/** GitHub's workflow command escaping: in data `%`, CR, LF; in a property also `:` and `,`. */
+function escapeData(s: string): string {
+  return s.replaceAll('%', '%25').replaceAll('\r', '%0D').replaceAll('\n', '%0A');
+}
+function escapeProperty(s: string): string {
+  return escapeData(s).replaceAll(':', '%3A').replaceAll(',', '%2C');
+}
 
-  const routers: { file: string; name: string; spec: RouterSpec }[] = [];
-  const sessions: { file: string; name: string; spec: SessionSpecInput }[] = [];
-  const policies: { file: string; name: string; spec: PolicySpec }[] = [];
-  const pairs = new Map<string, string>();
-  for (const file of files) {
-    const text = await readFile(join(root, file), 'utf8');
-    const pair = sessionPair(text);
-    if (file.startsWith('sessions/') && pair) {
-      const first = pairs.get(pair.key);
-      if (first) {
-        problems.push({
-          file,
-          pointer: '/spec',
-          message: `a second session for AS${pair.asn} on router ${pair.router} (first in ${first})`,
-        });
-      } else pairs.set(pair.key, file);
-    }
-    const result = parseManifest(file, text);
-    if (!result.ok) {
-      add(file, result.errors);
-      continue;
-    }
-    const m = result.manifest;
-    if (m.kind === 'Router') routers.push({ file, name: m.name, spec: m.spec });
-    else if (m.kind === 'PeeringSession') sessions.push({ file, name: m.name, spec: m.spec });
-    else policies.push({ file, name: m.name, spec: m.spec });
-  }
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
 
-  for (const r of routers) add(r.file, routerSetErrors(r.name, r.spec, routers));
+/** The JSON document of `--format json` (its shape is documented in docs/gitops.md). */
+export interface JsonReport {
+  ok: boolean;
+  base: string | null;
+  problems: number;
+  counts: ChangeReport['counts'];
+  files: {
+    file: string;
+    changed: boolean;
+    ok: boolean;
+    problems: { pointer: string; message: string; line: number }[];
+  }[];
+}
 
-  const defaultPolicy = policies.find((p) => p.name === 'default');
-  if (!defaultPolicy) {
-    problems.push({
-      file: 'policy/default.yaml',
-      pointer: '/',
-      message: 'is missing: the network needs a default policy',
-    });
-  }
-  for (const p of policies) add(p.file, policyWarnings(p.name, p.spec));
-
-  const byPort = new Map<string, string[]>();
-  const byUuid = new Map<string, string[]>();
-  const push = (map: Map<string, string[]>, key: string, name: string) =>
-    map.set(key, [...(map.get(key) ?? []), name]);
-  for (const s of sessions) {
-    if (s.spec.listenPort !== undefined) push(byPort, `${s.spec.router}:${s.spec.listenPort}`, s.name);
-    if (s.spec.uuid !== undefined) push(byUuid, s.spec.uuid, s.name);
-  }
-  const set: ManifestSet = {
-    router: (name) => routers.find((r) => r.name === name)?.spec,
-    policyFor: (router) => mergePolicies(defaultPolicy?.spec, policies.find((p) => p.name === router)?.spec),
-    portOwner: (router, port, self) => byPort.get(`${router}:${port}`)?.find((n) => n !== self),
-    sessionUuidOwner: (uuid, self) => byUuid.get(uuid)?.find((n) => n !== self),
-  };
-  for (const s of sessions) {
-    add(s.file, sessionSetErrors(s.name, s.spec, set));
-    // what the API refuses at create; the store serves such a session, so the pull request is the place
-    const router = set.router(s.spec.router);
-    if (!router) continue;
-    const policy = set.policyFor(s.spec.router);
-    add(s.file, sessionAddressingErrors(s.name, s.spec, router, policy, { routers, sessions }, '/spec'));
-  }
-
-  // stable: problems of one file keep their order
-  problems.sort((x, y) => (x.file < y.file ? -1 : x.file > y.file ? 1 : 0));
+export function jsonReport(report: ChangeReport, tree: Tree, base: string | undefined): JsonReport {
   return {
-    problems,
-    counts: { routers: routers.length, sessions: sessions.length, policies: policies.length },
+    ok: report.problemCount === 0,
+    base: base ?? null,
+    problems: report.problemCount,
+    counts: report.counts,
+    files: report.files.map((f) => ({
+      file: f.file,
+      changed: f.changed,
+      ok: f.problems.length === 0,
+      problems: f.problems.map((p) => ({ ...p, line: pointerLine(tree.get(f.file), p.pointer, p.message) })),
+    })),
   };
+}
+
+/** Prints the report in `format`; `annotationPath` maps a file to the path GitHub annotates. */
+function print(
+  report: ChangeReport,
+  tree: Tree,
+  format: Format,
+  base: string | undefined,
+  annotationPath: (file: string) => string,
+): void {
+  if (format === 'json') {
+    console.log(JSON.stringify(jsonReport(report, tree, base), null, 2));
+    return;
+  }
+  for (const f of report.files)
+    for (const p of f.problems) {
+      const reason = f.changed ? p.message : `${p.message} ${BROKEN_BY_CHANGE}`;
+      if (format === 'github') {
+        const line = pointerLine(tree.get(f.file), p.pointer, p.message);
+        console.log(
+          `::error file=${escapeProperty(annotationPath(f.file))},line=${line}::${escapeData(`${p.pointer}: ${reason}`)}`,
+        );
+      } else console.log(`${f.file}: ${p.pointer}: ${reason}`);
+    }
+  for (const f of report.files)
+    console.log(`${f.file}: ${f.problems.length === 0 ? 'ok' : plural(f.problems.length, 'problem')}`);
+  const { routers, sessions, policies } = report.counts;
+  const counts = `${routers} router(s), ${sessions} session(s), ${policies} policy file(s)`;
+  const what =
+    base === undefined
+      ? counts
+      : `${plural(report.files.length, 'file')} against ${base}; ${counts} after the merge`;
+  if (report.problemCount > 0)
+    console.error(`peerops validate: ${report.problemCount} problem(s) in ${what}`);
+  else console.log(`peerops validate: ok: ${what}`);
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const args = argv.filter((a) => a !== '--');
-  if (args.includes('--help') || args.includes('-h')) {
+  let values: { base?: string; format?: string; help?: boolean };
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        base: { type: 'string' },
+        format: { type: 'string', default: 'text' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    return usageError(`${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+  }
+  if (values.help) {
     console.log(USAGE);
     return 0;
   }
-  const unknown = args.find((a) => a.startsWith('-'));
-  if (unknown || args.length > 1)
-    return usageError(`${unknown ? `unknown option ${unknown}` : 'at most one directory'}\n\n${USAGE}`);
-  const root = args[0] ?? '.';
-  let report: ValidationReport;
+  const format = values.format as Format;
+  if (!FORMATS.includes(format)) return usageError(`--format must be text, github or json\n\n${USAGE}`);
+  if (positionals.length > 1) return usageError(`at most one directory\n\n${USAGE}`);
+  if (values.base === '') return usageError(`--base needs a ref (e.g. origin/main)\n\n${USAGE}`);
+  const root = positionals[0] ?? '.';
   try {
     // a mistyped path is not "a repository without a default policy"
     if (!(await stat(root)).isDirectory()) throw new Error('not a directory');
-    report = await validateRepository(root);
   } catch (err) {
     return usageError(`cannot read ${root}: ${err instanceof Error ? err.message : String(err)}`);
   }
-  const { problems, counts } = report;
-  for (const p of problems) console.log(`${p.file}: ${p.pointer}: ${p.message}`);
-  const summary = `${counts.routers} router(s), ${counts.sessions} session(s), ${counts.policies} policy file(s)`;
-  if (problems.length > 0) {
-    console.error(`peerops validate: ${problems.length} problem(s) in ${summary}`);
-    return 1;
+
+  let tree: Tree;
+  let report: ChangeReport;
+  const base = values.base;
+  if (base === undefined) {
+    try {
+      tree = await readDirectoryTree(root);
+    } catch (err) {
+      return usageError(`cannot read ${root}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    report = validateChange(tree);
+  } else {
+    try {
+      await runGit(['rev-parse', '--verify', '--quiet', `${base}^{commit}`], root).catch(() => {
+        throw new Error(
+          `${base} is not a commit of the checkout at ${root} (in CI, check out with fetch-depth: 0 so that the base branch is there)`,
+        );
+      });
+      const change = await workTreeChange(root, base);
+      tree = change.next;
+      report = validateChange(change.next, { tree: change.base, changed: change.changed });
+    } catch (err) {
+      return usageError(`--base ${base}: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
-  console.log(`peerops validate: ok: ${summary}`);
-  return 0;
+  // GitHub resolves an annotation's file from the workspace root, where CI steps run
+  const annotationPath = (file: string) => relative(process.cwd(), join(root, file)).split(sep).join('/');
+  print(report, tree, format, base, annotationPath);
+  return report.problemCount > 0 ? 1 : 0;
 }

@@ -28,10 +28,19 @@ async function capture(argv: string[]): Promise<{ code: number; out: string[]; e
 describe('peerops validate', () => {
   afterEach(() => vi.restoreAllMocks());
 
-  it('passes a clean repository with exit status 0 and a one-line summary', async () => {
+  it('passes a clean repository with exit status 0, ok per file and a summary', async () => {
     const { code, out, err } = await capture([join(fixtures, 'good')]);
     expect(code).toBe(0);
-    expect(out).toEqual(['peerops validate: ok: 2 router(s), 3 session(s), 2 policy file(s)']);
+    expect(out).toEqual([
+      'policy/default.yaml: ok',
+      'policy/fra1.yaml: ok',
+      'routers/ams1.yaml: ok',
+      'routers/fra1.yaml: ok',
+      'sessions/ams1/as4242420001.yaml: ok',
+      'sessions/ams1/as64512.yaml: ok',
+      'sessions/fra1/as4242420001.yaml: ok',
+      'peerops validate: ok: 2 router(s), 3 session(s), 2 policy file(s)',
+    ]);
     expect(err).toEqual([]);
   });
 
@@ -43,9 +52,18 @@ describe('peerops validate', () => {
       join(dir, 'sessions/fra1/as4242420006.yaml'),
       'apiVersion: peerops.dev/v1alpha1\nkind: PeeringSession\nspec: [unclosed\n',
     );
-    const { code, out, err } = await capture([dir]).finally(() => rm(dir, { recursive: true, force: true }));
+    const {
+      code,
+      out: all,
+      err,
+    } = await capture([dir]).finally(() => rm(dir, { recursive: true, force: true }));
     expect(code).toBe(1);
+    // problem lines first, then one summary line per file
+    const out = all.filter((l) => l.includes(': /'));
+    expect(all.slice(0, out.length)).toEqual(out);
     for (const line of out) expect(line).toMatch(/^[a-z0-9/.]+: \/[^:]*: .+$/);
+    expect(all).toContain('sessions/fra1/as4242420005.yaml: 5 problems');
+    expect(all).toContain('sessions/fra1/as2.yaml: 1 problem');
     const where = out.map((l) => l.split(': ').slice(0, 2).join(': '));
     expect(where).toEqual([
       'policy/default.yaml: /spec/dn42Asn',
@@ -146,9 +164,13 @@ describe('peerops validate', () => {
   it('prints help, and refuses unknown options with exit status 2', async () => {
     const help = await capture(['--help']);
     expect(help.code).toBe(0);
-    expect(help.out.join('\n')).toMatch(/usage: peerops validate \[dir\]/);
+    expect(help.out.join('\n')).toMatch(
+      /usage: peerops validate \[--base <ref>\] \[--format text\|github\|json\] \[dir\]/,
+    );
     expect((await capture(['--frobnicate'])).code).toBe(2);
     expect((await capture(['a', 'b'])).code).toBe(2);
+    expect((await capture(['--format', 'xml', '.'])).code).toBe(2);
+    expect((await capture(['--base'])).code).toBe(2);
     // a mistyped directory is said as such, not reported as a repository without a default policy
     const missing = await capture([join(tmpdir(), 'peerops-validate-no-such-dir')]);
     expect(missing.code).toBe(2);
@@ -157,7 +179,7 @@ describe('peerops validate', () => {
 
   it('runs as `peerops validate` in a checkout, as a CI step would (default dir: the current one)', async () => {
     const ok = await run(process.execPath, [peerops, 'validate'], { cwd: join(fixtures, 'good') });
-    expect(ok.stdout).toMatch(/^peerops validate: ok: /);
+    expect(ok.stdout).toMatch(/^peerops validate: ok: /m);
     await expect(run(process.execPath, [peerops, 'validate', join(fixtures, 'bad')])).rejects.toMatchObject({
       code: 1,
     });

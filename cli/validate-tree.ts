@@ -1,0 +1,439 @@
+/**
+ * What `peerops validate` and the store's pre-receive hook judge (docs/gitops.md): a tree of files (path →
+ * text) with the rules the git store applies to merged manifests (controller/store/git/manifests.ts and
+ * controller/store/rules.ts, called here, never restated), and a change of such a tree against a base: the
+ * base branch's tree with the change laid over it, as the merge would leave it.
+ */
+import { spawn } from 'node:child_process';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { FieldError } from '../common/errors.ts';
+import { allocateListenPort, isDn42Asn } from '../common/naming.ts';
+import { wireGuardKeyId } from '../common/net.ts';
+import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
+import { isManifestPath, parseManifest, parseYaml } from '../controller/store/git/manifests.ts';
+import {
+  mergePolicies,
+  policyWarnings,
+  routerSetErrors,
+  sessionAddressingErrors,
+  sessionSetErrors,
+  type ManifestSet,
+  type NetworkView,
+} from '../controller/store/rules.ts';
+
+/** The repository layout, as problems name it (docs/store.md, "Repository layout"). */
+export const LAYOUT = 'routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml';
+
+export interface Problem extends FieldError {
+  file: string;
+}
+
+/** Files by path (relative to the repository root, `/`-separated) → text. */
+export type Tree = ReadonlyMap<string, string>;
+
+export interface TreeCounts {
+  routers: number;
+  sessions: number;
+  policies: number;
+}
+
+/**
+ * The files validation reads: everything under routers/, sessions/ and policy/ (the store reads each as a
+ * manifest), and any other *.yaml/*.yml, which is a manifest the store would never see. Paths with a
+ * segment starting with a dot (.github/, .gitea/, .forgejo/, dotfiles) are tool configuration, and
+ * node_modules/ is npm's.
+ */
+export function isJudgedPath(path: string): boolean {
+  if (isManifestPath(path)) return true;
+  if (path.split('/').some((s) => s.startsWith('.') || s === 'node_modules')) return false;
+  return /\.ya?ml$/i.test(path);
+}
+
+/** The (ASN, router) a session file claims in its spec, read before validation: a file whose path does
+ * not match its spec must still count as a duplicate. */
+function sessionPair(text: string): { key: string; asn: number; router: string } | undefined {
+  try {
+    const spec = (parseYaml(text) as { spec?: { asn?: unknown; router?: unknown } } | undefined)?.spec;
+    if (typeof spec?.asn === 'number' && typeof spec.router === 'string') {
+      return { key: `${spec.asn}/${spec.router}`, asn: spec.asn, router: spec.router };
+    }
+  } catch {
+    // not YAML: parseManifest reports it
+  }
+  return undefined;
+}
+
+type Named<S> = { file: string; name: string; spec: S };
+
+/**
+ * Every problem of a whole tree: each file on its own (parseManifest: schema, path agreement), misplaced
+ * YAML, then the rules across files the store applies at a merge (router set, known router, blocked ASN,
+ * listen ports, uuids, addressing), plus what the store tolerates but an operator should fix (a second
+ * session for one (ASN, router) under another path, the default policy). Problems sorted by file, each
+ * file's in the order found.
+ */
+export function validateTree(tree: Tree): { problems: Problem[]; counts: TreeCounts } {
+  const problems: Problem[] = [];
+  const add = (file: string, errors: FieldError[]) => {
+    for (const e of errors) problems.push({ file, ...e });
+  };
+  const routers: Named<RouterSpec>[] = [];
+  const sessions: Named<SessionSpecInput>[] = [];
+  const policies: Named<PolicySpec>[] = [];
+  const pairs = new Map<string, string>();
+  for (const file of [...tree.keys()].filter(isJudgedPath).sort()) {
+    const text = tree.get(file) ?? '';
+    if (!isManifestPath(file)) {
+      problems.push({
+        file,
+        pointer: '/',
+        message: `is outside the repository layout (${LAYOUT}): the store never reads it; move it, or give it another extension`,
+      });
+      continue;
+    }
+    const pair = sessionPair(text);
+    if (file.startsWith('sessions/') && pair) {
+      const first = pairs.get(pair.key);
+      if (first) {
+        problems.push({
+          file,
+          pointer: '/spec',
+          message: `a second session for AS${pair.asn} on router ${pair.router} (first in ${first})`,
+        });
+      } else pairs.set(pair.key, file);
+    }
+    const result = parseManifest(file, text);
+    if (!result.ok) {
+      add(file, result.errors);
+      continue;
+    }
+    const m = result.manifest;
+    if (m.kind === 'Router') routers.push({ file, name: m.name, spec: m.spec });
+    else if (m.kind === 'PeeringSession') sessions.push({ file, name: m.name, spec: m.spec });
+    else policies.push({ file, name: m.name, spec: m.spec });
+  }
+
+  for (const r of routers) add(r.file, routerSetErrors(r.name, r.spec, routers));
+
+  const defaultPolicy = policies.find((p) => p.name === 'default');
+  if (!defaultPolicy) {
+    problems.push({
+      file: 'policy/default.yaml',
+      pointer: '/',
+      message: 'is missing: the network needs a default policy',
+    });
+  }
+  for (const p of policies) add(p.file, policyWarnings(p.name, p.spec));
+
+  const byPort = new Map<string, string[]>();
+  const byUuid = new Map<string, string[]>();
+  const push = (map: Map<string, string[]>, key: string, name: string) =>
+    map.set(key, [...(map.get(key) ?? []), name]);
+  for (const s of sessions) {
+    if (s.spec.listenPort !== undefined) push(byPort, `${s.spec.router}:${s.spec.listenPort}`, s.name);
+    if (s.spec.uuid !== undefined) push(byUuid, s.spec.uuid, s.name);
+  }
+  const set: ManifestSet = {
+    router: (name) => routers.find((r) => r.name === name)?.spec,
+    policyFor: (router) => mergePolicies(defaultPolicy?.spec, policies.find((p) => p.name === router)?.spec),
+    portOwner: (router, port, self) => byPort.get(`${router}:${port}`)?.find((n) => n !== self),
+    sessionUuidOwner: (uuid, self) => byUuid.get(uuid)?.find((n) => n !== self),
+  };
+  const neighbours = addressIndex(routers, sessions);
+  for (const s of sessions) {
+    add(s.file, sessionSetErrors(s.name, s.spec, set));
+    // what the API refuses at create; the store skips such a merged session, so the pull request is the place
+    const router = set.router(s.spec.router);
+    if (!router) continue;
+    const policy = set.policyFor(s.spec.router);
+    add(s.file, sessionAddressingErrors(s.name, s.spec, router, policy, neighbours(s.spec), '/spec'));
+  }
+  problems.push(...portAllocationProblems(sessions, set, byPort));
+
+  // stable: problems of one file keep their order
+  problems.sort((x, y) => (x.file < y.file ? -1 : x.file > y.file ? 1 : 0));
+  return {
+    problems,
+    counts: { routers: routers.length, sessions: sessions.length, policies: policies.length },
+  };
+}
+
+/**
+ * A session without listenPort gets one from the store at the merge (allocateListenPort, docs/store.md);
+ * when its router has none free the store skips it. Allocated in path order, after the ports files name.
+ */
+function portAllocationProblems(
+  sessions: Named<SessionSpecInput>[],
+  set: ManifestSet,
+  byPort: ReadonlyMap<string, string[]>,
+): Problem[] {
+  const problems: Problem[] = [];
+  const used = new Map<string, Map<number, string>>();
+  for (const [key, names] of byPort) {
+    const at = key.lastIndexOf(':');
+    const router = key.slice(0, at);
+    const ports = used.get(router) ?? new Map<number, string>();
+    ports.set(Number(key.slice(at + 1)), names[0] as string);
+    used.set(router, ports);
+  }
+  for (const s of sessions) {
+    if (s.spec.listenPort !== undefined) continue;
+    const router = set.router(s.spec.router);
+    if (!router) continue;
+    const ports = used.get(s.spec.router) ?? new Map<number, string>();
+    used.set(s.spec.router, ports);
+    const port = allocateListenPort(s.spec.asn, router, new Set(ports.keys()));
+    if (port !== undefined) {
+      ports.set(port, s.name);
+      continue;
+    }
+    const dn42 = 20000 + (s.spec.asn % 10000);
+    problems.push({
+      file: s.file,
+      pointer: '/spec/listenPort',
+      message: isDn42Asn(s.spec.asn)
+        ? `router ${s.spec.router} has no free listen port: AS${s.spec.asn} gets port ${dn42} (20000 + ASN % 10000), already used by session ${ports.get(dn42)}`
+        : `router ${s.spec.router} has no free listen port`,
+    });
+  }
+  return problems;
+}
+
+/**
+ * For each session, the routers and the sessions its addresses and key could clash with (what
+ * sessionAddressingErrors compares), found by address and by (router, key): comparing each session with
+ * every other one would make a push of a large network wait (docs/gitops.md, "Checked pushes").
+ */
+function addressIndex(
+  routers: Named<RouterSpec>[],
+  sessions: Named<SessionSpecInput>[],
+): (spec: SessionSpecInput) => NetworkView {
+  const index = new Map<string, Named<SessionSpecInput>[]>();
+  const add = (key: string, s: Named<SessionSpecInput>) => {
+    const list = index.get(key);
+    if (list) list.push(s);
+    else index.set(key, [s]);
+  };
+  // keyed by the decoded key, as sessionAddressingErrors compares keys: another spelling is still found
+  const keyOf = (spec: SessionSpecInput) => `k ${spec.router} ${wireGuardKeyId(spec.publicKey)}`;
+  for (const s of sessions) {
+    add(`a ${s.spec.ipv6}`, s);
+    if (s.spec.ipv4 !== undefined) add(`a ${s.spec.ipv4}`, s);
+    add(keyOf(s.spec), s);
+  }
+  return (spec) => ({
+    routers,
+    sessions: new Set([
+      ...(index.get(`a ${spec.ipv6}`) ?? []),
+      ...((spec.ipv4 !== undefined && index.get(`a ${spec.ipv4}`)) || []),
+      ...(index.get(keyOf(spec)) ?? []),
+    ]),
+  });
+}
+
+/** One file's part in a report. `changed` is false for an unchanged file that the change breaks. */
+export interface FileReport {
+  file: string;
+  changed: boolean;
+  problems: FieldError[];
+}
+
+export interface ChangeReport {
+  /** The changed files (every judged file without a base), and unchanged ones the change breaks. */
+  files: FileReport[];
+  problemCount: number;
+  /** What the tree holds after the change. */
+  counts: TreeCounts;
+}
+
+/**
+ * Judge `next`. Without a base every file counts as changed. With one (`next` being the base's tree with
+ * the change laid over it), the problems of the changed files count, and the new problems of an unchanged
+ * file: the change broke it (a router removed under its sessions, a policy that now refuses it). Those are
+ * judged as the store would leave the tree, where a changed file it skips keeps its previous version
+ * (docs/store.md): a new session taking a running session's port is the new one's problem only.
+ */
+export function validateChange(
+  next: Tree,
+  base?: { tree: Tree; changed: ReadonlySet<string> },
+): ChangeReport {
+  const after = validateTree(next);
+  const files = new Map<string, FileReport>();
+  const file = (path: string, changed: boolean): FileReport => {
+    let report = files.get(path);
+    if (!report) files.set(path, (report = { file: path, changed, problems: [] }));
+    return report;
+  };
+  let problemCount = 0;
+  const report = (p: Problem, changed: boolean) => {
+    const { file: path, ...error } = p;
+    file(path, changed).problems.push(error);
+    problemCount++;
+  };
+  for (const path of [...next.keys()].filter(isJudgedPath))
+    if (!base || base.changed.has(path)) file(path, true);
+  if (!base) for (const p of after.problems) report(p, true);
+  else {
+    const skipped = new Set<string>();
+    for (const p of after.problems)
+      if (base.changed.has(p.file)) {
+        report(p, true);
+        skipped.add(p.file);
+      }
+    const applied = new Map(next);
+    for (const path of skipped) {
+      const previous = base.tree.get(path);
+      if (previous === undefined) applied.delete(path);
+      else applied.set(path, previous);
+    }
+    const key = (p: Problem) => `${p.file}\0${p.pointer}\0${p.message}`;
+    const before = new Set(validateTree(base.tree).problems.map(key));
+    for (const p of (skipped.size > 0 ? validateTree(applied) : after).problems)
+      if (!base.changed.has(p.file) && !before.has(key(p))) report(p, false);
+  }
+  return {
+    files: [...files.values()].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0)),
+    problemCount,
+    counts: after.counts,
+  };
+}
+
+// ---- reading trees: a directory, and git trees through the git program ----
+
+/** The judged files under `root` (isJudgedPath), read from disk. */
+export async function readDirectoryTree(root: string): Promise<Map<string, string>> {
+  const tree = new Map<string, string>();
+  const walk = async (dir: string): Promise<void> => {
+    const entries = await readdir(join(root, dir), { withFileTypes: true });
+    for (const e of entries) {
+      const path = dir ? `${dir}/${e.name}` : e.name;
+      let isFile = e.isFile();
+      let isDir = e.isDirectory();
+      if (e.isSymbolicLink()) {
+        const target = await stat(join(root, path)).catch(() => undefined);
+        isFile = target?.isFile() ?? false;
+        isDir = false; // a linked directory could loop; the store would not follow it either
+      }
+      if (isDir && !e.name.startsWith('.') && e.name !== 'node_modules') await walk(path);
+      else if (isFile && isJudgedPath(path)) tree.set(path, await readFile(join(root, path), 'utf8'));
+    }
+  };
+  await walk('');
+  return tree;
+}
+
+/** Runs the git program; its stdout, or an Error carrying its stderr. */
+export function runGit(args: string[], cwd?: string, input?: string): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) =>
+      reject(
+        (e as NodeJS.ErrnoException).code === 'ENOENT' ? new Error('the git program is not installed') : e,
+      ),
+    );
+    child.on('close', (code) => {
+      if (code === 0) resolve(Buffer.concat(out));
+      else {
+        const reason = Buffer.concat(err).toString('utf8').trim().split('\n')[0] ?? '';
+        reject(new Error(`git ${args[0]}: ${reason || `exit status ${code}`}`));
+      }
+    });
+    child.stdin.on('error', () => undefined); // git may exit before reading all of it; 'close' says why
+    child.stdin.end(input ?? '');
+  });
+}
+
+/** The blobs `oids` as text, read in one `git cat-file --batch`. */
+async function readBlobs(oids: string[], cwd?: string): Promise<Map<string, string>> {
+  const texts = new Map<string, string>();
+  const unique = [...new Set(oids)];
+  if (unique.length === 0) return texts;
+  const out = await runGit(['cat-file', '--batch'], cwd, `${unique.join('\n')}\n`);
+  let at = 0;
+  while (at < out.length) {
+    const eol = out.indexOf(0x0a, at);
+    const [oid = '', type, size] = out.subarray(at, eol).toString('utf8').split(' ');
+    if (type !== 'blob' || size === undefined) throw new Error(`git cat-file: cannot read ${oid}`);
+    const start = eol + 1;
+    const end = start + Number(size);
+    texts.set(oid, out.subarray(start, end).toString('utf8'));
+    at = end + 1; // the newline after each object
+  }
+  return texts;
+}
+
+/**
+ * The judged files of a git tree (`treeish`: a commit, a ref) → text. Run in a subdirectory of a work tree
+ * (`cwd`), git lists the part of the tree under it, with paths relative to it.
+ */
+export async function readGitTree(treeish: string, cwd?: string): Promise<Map<string, string>> {
+  const listing = (await runGit(['ls-tree', '-r', '-z', treeish], cwd)).toString('utf8');
+  const oids = new Map<string, string>();
+  for (const entry of listing.split('\0')) {
+    const tab = entry.indexOf('\t');
+    if (tab < 0) continue;
+    const [, type, oid] = entry.slice(0, tab).split(' ');
+    const path = entry.slice(tab + 1);
+    if (type === 'blob' && oid && isJudgedPath(path)) oids.set(path, oid);
+  }
+  const texts = await readBlobs([...oids.values()], cwd);
+  return new Map([...oids].map(([path, oid]) => [path, texts.get(oid) ?? '']));
+}
+
+/** A tree with a change laid over it: what validateChange judges. */
+export interface TreeChange {
+  base: Map<string, string>;
+  next: Map<string, string>;
+  changed: Set<string>;
+}
+
+/** The change from commit `from` to commit `to` (a push; `from` undefined for a new branch). */
+export async function commitChange(from: string | undefined, to: string, cwd?: string): Promise<TreeChange> {
+  const next = await readGitTree(to, cwd);
+  if (from === undefined) return { base: new Map(), next, changed: new Set(next.keys()) };
+  const base = await readGitTree(from, cwd);
+  const diff = (await runGit(['diff-tree', '-r', '-z', '--no-renames', '--name-only', from, to], cwd))
+    .toString('utf8')
+    .split('\0')
+    .filter((p) => p !== '' && isJudgedPath(p));
+  return { base, next, changed: new Set(diff) };
+}
+
+/**
+ * The work tree of the checkout at `dir` laid over the tree of `baseRef`: the changes since their merge
+ * base (committed or not, and untracked files git does not ignore), as merging them into `baseRef` would
+ * leave the repository. Paths are relative to `dir`.
+ */
+export async function workTreeChange(
+  dir: string,
+  baseRef: string,
+): Promise<TreeChange & { mergeBase: string }> {
+  const base = await readGitTree(`${baseRef}^{commit}`, dir);
+  const mergeBase = (await runGit(['merge-base', baseRef, 'HEAD'], dir)).toString('utf8').trim();
+  const status = (await runGit(['diff', '--name-status', '-z', '--no-renames', '--relative', mergeBase], dir))
+    .toString('utf8')
+    .split('\0');
+  const changed = new Set<string>();
+  const deleted = new Set<string>();
+  for (let i = 0; i + 1 < status.length; i += 2) {
+    const path = status[i + 1] as string;
+    if (!isJudgedPath(path)) continue;
+    changed.add(path);
+    if (status[i] === 'D') deleted.add(path);
+  }
+  const untracked = (await runGit(['ls-files', '-z', '--others', '--exclude-standard'], dir))
+    .toString('utf8')
+    .split('\0');
+  for (const path of untracked) if (path !== '' && isJudgedPath(path)) changed.add(path);
+  const next = new Map(base);
+  for (const path of changed) {
+    if (deleted.has(path)) next.delete(path);
+    else next.set(path, await readFile(join(dir, path), 'utf8'));
+  }
+  return { base, next, changed, mergeBase };
+}
