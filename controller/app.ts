@@ -17,7 +17,9 @@ import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
+import type { Socket } from 'node:net';
 import {
+  answerOnSocket,
   clientErrorHandler,
   frameworkErrorHandler,
   installErrorHandling,
@@ -77,7 +79,8 @@ function requestTimeouts(ms: number) {
  * - an HTTP/1.1 request without Host (Node answered an empty 400) gets the problem answer of a request
  *   Node's parser refuses, with Connection: close (docs/api.md, Errors);
  * - an `Expect` other than 100-continue (Node answered an empty 417) is served as if it were absent,
- *   which RFC 9110 (10.1.1) allows, so its answer is the route's own, rate-limit headers and all.
+ *   which RFC 9110 (10.1.1) allows, so its answer is the route's own, rate-limit headers and all;
+ * - CONNECT (Node closed the connection without a word) is 404 NOT_FOUND, as any method no route has.
  */
 function apiServer(requestTimeoutMs: number) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void): Server => {
@@ -89,6 +92,9 @@ function apiServer(requestTimeoutMs: number) {
       },
     );
     server.on('checkExpectation', handler);
+    server.on('connect', (req: IncomingMessage, socket: Socket) =>
+      answerOnSocket(socket, new ProblemError('NOT_FOUND', `no route CONNECT ${req.url ?? ''}`)),
+    );
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     return server;
   };

@@ -76,16 +76,22 @@ const GENERIC_CODES: Partial<Record<number, ErrorCode>> = {
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const detail =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? 'the request headers are larger than 16 KiB'
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'the request did not arrive in full in time'
+        : 'the request is not valid HTTP/1.1';
+  answerOnSocket(socket, new ProblemError('INVALID_REQUEST', detail));
+}
+
+/** A problem written straight to a connection no route will see; the connection is then closed. */
+export function answerOnSocket(socket: Socket, problem: ProblemError): void {
   if (socket.writable) {
-    const detail =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? 'the request headers are larger than 16 KiB'
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? 'the request did not arrive in full in time'
-          : 'the request is not valid HTTP/1.1';
-    const body = JSON.stringify(problemBody(new ProblemError('INVALID_REQUEST', detail)));
+    const body = JSON.stringify(problemBody(problem));
     socket.write(
-      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n` +
+      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? 'Error'}\r\n` +
+        `Content-Type: application/problem+json\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }

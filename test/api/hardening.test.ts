@@ -333,7 +333,7 @@ describe("the router's and Node's own answers are problem+json", () => {
     }
   });
 
-  it('over a socket too, and an HTTP/1.1 request without Host, and an Expect Node does not know', async () => {
+  it('over a socket too, and an HTTP/1.1 request without Host, an Expect Node does not know, CONNECT', async () => {
     const long = parseAnswer(
       (
         await rawExchange(
@@ -372,6 +372,14 @@ describe("the router's and Node's own answers are problem+json", () => {
     expect(expectation.head).toMatch(/^HTTP\/1\.1 404 /);
     expect(expectation.head).toMatch(/\r\nx-ratelimit-limit: 100000\r\n/i);
     expect(expectation.json()).toMatchObject({ code: 'NOT_FOUND' });
+
+    // CONNECT: Node closed the connection without an answer
+    const tunnel = parseAnswer(
+      (await rawExchange(port, 'CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n')).text,
+    );
+    expect(tunnel.head).toMatch(/^HTTP\/1\.1 404 Not Found\r\n/);
+    expect(tunnel.head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/);
+    expect(tunnel.json()).toMatchObject({ code: 'NOT_FOUND', detail: 'no route CONNECT x:443' });
   });
 });
 
