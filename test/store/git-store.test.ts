@@ -618,44 +618,111 @@ describe('git store: a remote', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('pulls commits from the remote, also when the store has commits of its own', async () => {
+  async function commitAndPush(work: string, path: string, doc: object, message: string) {
+    await put(work, path, doc);
+    await git(work, 'add', '.');
+    await git(work, 'commit', '-q', '-m', message);
+    await git(work, 'push', '-q', 'origin', 'main');
+  }
+  const upstreamFiles = async () =>
+    (await git(join(dir, 'upstream.git'), 'ls-tree', '-r', '--name-only', 'main')).trim().split('\n').sort();
+
+  it('follows the remote and pushes its own commits back, so the remote holds the whole truth', async () => {
     const work = join(dir, 'work');
     await git(dir, 'clone', '-q', join(dir, 'upstream.git'), work);
     const fra1 = routerSpec(1);
-    await put(work, 'routers/fra1.yaml', {
-      apiVersion: GROUP_VERSION,
-      kind: 'Router',
-      metadata: { name: 'fra1' },
-      spec: fra1,
-    });
-    await git(work, 'add', '.');
-    await git(work, 'commit', '-q', '-m', 'add fra1');
-    await git(work, 'push', '-q', 'origin', 'main');
-
+    await commitAndPush(
+      work,
+      'routers/fra1.yaml',
+      { apiVersion: GROUP_VERSION, kind: 'Router', metadata: { name: 'fra1' }, spec: fra1 },
+      'add fra1',
+    );
+    http.auth = { username: 'x-access-token', password: 'secret-token-1' };
     store = createGitStore({
       dir: join(dir, 'store.git'),
       logger: quiet,
       pollIntervalMs: 100,
-      remote: { url: `${http.url}/upstream.git`, intervalMs: 200 },
+      remote: { url: `${http.url}/upstream.git`, intervalMs: 200, credentials: { ...http.auth } },
     });
     await store.start();
     await eventually(() => store.getRouter('fra1'));
     expect(store.getRouter('fra1')?.spec.uuid).toBe(fra1.uuid);
 
-    // the store writes on its own, then the remote moves on: histories diverge and are merged
+    // an API write lands on the remote's branch, with its author
     const own = await store.createSession(newSession(64800, 'fra1'), pending, user(64800), 'create');
-    await put(work, 'sessions/fra1/as4242420600.yaml', sessionManifest(4242420600, 'fra1'));
-    await git(work, 'add', '.');
-    await git(work, 'commit', '-q', '-m', 'Merge pull request #6');
-    await git(work, 'push', '-q', 'origin', 'main');
+    await eventually(async () => (await upstreamFiles()).includes('sessions/fra1/as64800.yaml'));
+    expect(await git(join(dir, 'upstream.git'), 'log', '-1', '--format=%an', 'main')).toContain('AS64800');
+    // and the status on its own branch
+    await eventually(async () =>
+      (
+        await git(join(dir, 'upstream.git'), 'ls-tree', '-r', '--name-only', 'peerops-status').catch(() => '')
+      ).includes('sessions/fra1/as64800.yaml'),
+    );
+
+    // a person merges on the remote: the store follows
+    http.auth = undefined;
+    await git(work, 'pull', '-q', '--rebase', 'origin', 'main');
+    await commitAndPush(
+      work,
+      'sessions/fra1/as4242420600.yaml',
+      sessionManifest(4242420600, 'fra1'),
+      'Merge #6',
+    );
     await eventually(() => store.listSessions({ asn: 4242420600 }).length === 1);
     expect(store.getSession(own.spec.uuid)).toBeDefined();
-    const files = await git(join(dir, 'store.git'), 'ls-tree', '-r', '--name-only', 'main');
-    expect(files.trim().split('\n').sort()).toEqual([
+    // the fields the store fills in (uuid, port, createdAt) are pushed back too
+    await eventually(async () =>
+      (await git(join(dir, 'upstream.git'), 'show', 'main:sessions/fra1/as4242420600.yaml')).includes(
+        'uuid:',
+      ),
+    );
+    expect(await upstreamFiles()).toEqual([
       'routers/fra1.yaml',
       'sessions/fra1/as4242420600.yaml',
       'sessions/fra1/as64800.yaml',
     ]);
+  });
+
+  it('rebuilds its write on the new tip when a merge lands between its fetch and its push', async () => {
+    const work = join(dir, 'work');
+    await git(dir, 'clone', '-q', join(dir, 'upstream.git'), work);
+    await commitAndPush(
+      work,
+      'routers/fra1.yaml',
+      { apiVersion: GROUP_VERSION, kind: 'Router', metadata: { name: 'fra1' }, spec: routerSpec(1) },
+      'add fra1',
+    );
+    store = createGitStore({
+      dir: join(dir, 'store.git'),
+      logger: quiet,
+      pollIntervalMs: 100,
+      remote: { url: `${http.url}/upstream.git`, intervalMs: 60_000 },
+    });
+    await store.start();
+    await eventually(() => store.getRouter('fra1'));
+    // the person's merge lands right before the store's push reaches the remote
+    let raced = false;
+    http.before = async (req) => {
+      if (raced || req.method !== 'POST' || !req.url?.includes('git-receive-pack')) return;
+      raced = true;
+      await commitAndPush(
+        work,
+        'sessions/fra1/as4242420601.yaml',
+        sessionManifest(4242420601, 'fra1'),
+        'Merge #7',
+      );
+    };
+    await store.createSession(newSession(64801, 'fra1'), pending, user(64801), 'create');
+    await eventually(async () => (await upstreamFiles()).length === 3);
+    expect(raced).toBe(true);
+    expect(await upstreamFiles()).toEqual([
+      'routers/fra1.yaml',
+      'sessions/fra1/as4242420601.yaml',
+      'sessions/fra1/as64801.yaml',
+    ]);
+    // linear history: the store's commit rebuilt on the merge, no merge commit
+    expect(await git(join(dir, 'upstream.git'), 'log', '--merges', '--format=%s', 'main')).toBe('');
+    await eventually(() => store.listSessions({ asn: 4242420601 }).length === 1);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
  * A git smart-HTTP server for tests: `git http-backend` as a CGI behind a node http server on 127.0.0.1.
- * `failing = true` makes it answer 500 to everything (a registry host that is down); `hanging = true`
- * makes it accept requests and never answer.
+ * `failing = true` makes it answer 500 to everything (a host that is down); `hanging = true` makes it
+ * accept requests and never answer; `auth` asks for Basic credentials; `before` runs before a request.
  */
 import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -11,6 +11,12 @@ export interface GitHttpServer {
   url: string;
   failing: boolean;
   hanging: boolean;
+  /** Runs before each request is served (a test's way to land a push between a fetch and a push). */
+  before: ((req: IncomingMessage) => Promise<void>) | undefined;
+  /** Basic credentials every request must carry (401 otherwise), when set. */
+  auth: { username: string; password: string } | undefined;
+  /** Requests received so far. */
+  requests: number;
   close(): Promise<void>;
 }
 
@@ -61,36 +67,42 @@ function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
 
 /** Serve every repository under root at http://127.0.0.1:<port>/<name>. */
 export async function serveGit(root: string): Promise<GitHttpServer> {
-  const state = { failing: false, hanging: false };
+  const state: Pick<GitHttpServer, 'failing' | 'hanging' | 'before' | 'auth' | 'requests'> = {
+    failing: false,
+    hanging: false,
+    before: undefined,
+    auth: undefined,
+    requests: 0,
+  };
   const server: Server = createServer((req, res) => {
+    state.requests++;
     if (state.hanging) return;
     if (state.failing) {
       res.statusCode = 500;
       res.end('registry host is down');
       return;
     }
-    cgi(root, req, res);
+    if (state.auth) {
+      const expected = `Basic ${Buffer.from(`${state.auth.username}:${state.auth.password}`).toString('base64')}`;
+      if (req.headers.authorization !== expected) {
+        res.statusCode = 401;
+        res.setHeader('www-authenticate', 'Basic realm="git"');
+        res.end('authentication required');
+        return;
+      }
+    }
+    const before = state.before;
+    if (before) void before(req).then(() => cgi(root, req, res));
+    else cgi(root, req, res);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  return Object.assign(state, {
     url: `http://127.0.0.1:${port}`,
-    get failing() {
-      return state.failing;
-    },
-    set failing(v: boolean) {
-      state.failing = v;
-    },
-    get hanging() {
-      return state.hanging;
-    },
-    set hanging(v: boolean) {
-      state.hanging = v;
-    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
-  };
+  });
 }

@@ -111,7 +111,12 @@ export class Branch {
     writes: FileWrite[],
     actor: Actor,
     message: string,
-    options: { extraParents?: string[]; refNow?: string } = {},
+    options: {
+      extraParents?: string[];
+      refNow?: string;
+      /** Author and whole message of a commit rebuilt on another tip (remote.ts), kept as they were. */
+      replay?: { author: { name: string; email: string }; message: string };
+    } = {},
   ): Promise<PreparedCommit | undefined> {
     const extraParents = options.extraParents ?? [];
     const oids = await mapLimit(writes, 16, (w) =>
@@ -130,10 +135,10 @@ export class Branch {
     const oid = await writeCommit(this.ctx.gitdir, {
       tree: tree.oid,
       parents: [...(this.headOid ? [this.headOid] : []), ...extraParents],
-      author: commitAuthor(actor),
+      author: options.replay?.author ?? commitAuthor(actor),
       committer: { name: 'peerops controller', email: 'controller@peerops.invalid' },
       timestamp: Math.floor(Date.now() / 1000),
-      message: commitMessage(message, actor),
+      message: options.replay?.message ?? commitMessage(message, actor),
     });
     await syncWrittenDirs();
     return {

@@ -10,7 +10,6 @@ import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { access, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
-import http from 'isomorphic-git/http/node';
 import { CORE_SCHEMA, dump } from 'js-yaml';
 import pino from 'pino';
 import { Counter, register } from 'prom-client';
@@ -62,6 +61,7 @@ import {
 import { mapLimit } from '../../../common/concurrency.ts';
 import { Branch, type FileWrite, type PreparedCommit } from './branch.ts';
 import { InstanceLock, Journal, removeTempLeftovers, type RefUpdate } from './recovery.ts';
+import { RemoteSync, type RemoteOptions } from './remote.ts';
 import {
   classifyPath,
   isManifestPath,
@@ -93,8 +93,8 @@ export interface GitStoreOptions {
   branch?: string;
   /** How often the repository is checked for pushed commits (default 2000 ms). */
   pollIntervalMs?: number;
-  /** A remote to pull commits from (HTTP(S); isomorphic-git speaks only HTTP). */
-  remote?: { url: string; branch?: string; intervalMs?: number };
+  /** A repository on a forge to follow and push back to (remote.ts; HTTP(S) only). */
+  remote?: RemoteOptions;
   /** How often observations are written to the observation file, observations.ts (default 30000 ms). */
   observationFlushMs?: number;
   /** How often `git gc --auto` packs the repository, housekeeping.ts (default one hour; 0: never). */
@@ -106,8 +106,6 @@ export const STATUS_REF = 'refs/heads/peerops-status';
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 /** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
 const MAX_ATTEMPTS = 12;
-/** The name of the configured remote in the store repository's config. */
-const REMOTE = 'origin';
 const YAML = { schema: CORE_SCHEMA };
 
 function counter(name: string, help: string, labelNames: string[] = []): Counter<string> {
@@ -190,7 +188,10 @@ export class GitStore implements Store {
   private housekeeping: Promise<void> | undefined;
   private housekeepingUnavailable = false;
   private syncQueued = false;
-  private remoteQueued = false;
+  private remote: RemoteSync | undefined;
+  /** The running remote cycle; a request meanwhile runs one more after it. */
+  private remoteCycle: Promise<void> | undefined;
+  private remoteAgain = false;
   private started = false;
   private closed = false;
 
@@ -248,14 +249,25 @@ export class GitStore implements Store {
       this.timers.push(setInterval(() => void this.housekeep(), this.options.housekeepingIntervalMs));
     if (this.options.remote) {
       const remote = this.options.remote;
-      await git.addRemote({
-        fs: gitFs,
-        gitdir: this.ctx.gitdir,
-        remote: REMOTE,
-        url: remote.url,
-        force: true,
-      });
-      this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 30000));
+      this.remote = new RemoteSync(
+        { ...remote, branch: remote.branch ?? this.options.branch },
+        {
+          ctx: this.ctx,
+          specRef: this.spec.ref,
+          statusRef: this.status.ref,
+          log: this.log,
+          serialised: (fn) =>
+            this.serialised(async () => {
+              await this.syncAll();
+              const result = await fn();
+              await this.syncAll();
+              return result;
+            }),
+          head: (ref) => (ref === this.spec.ref ? this.spec.head : this.status.head),
+          moveRefs: (updates) => this.moveRefs(updates),
+        },
+      );
+      this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 5000));
       this.requestRemoteSync();
     }
     for (const t of this.timers) t.unref();
@@ -268,6 +280,7 @@ export class GitStore implements Store {
     this.timers = [];
     this.stopHousekeeping.abort();
     await this.housekeeping;
+    await this.remoteCycle;
     await this.queue.catch(() => {});
     try {
       await this.flushObservations();
@@ -706,6 +719,7 @@ export class GitStore implements Store {
       try {
         const result = await this.attempt(fn);
         this.diskProblem = undefined;
+        this.requestRemoteSync();
         return result;
       } catch (err) {
         throw this.diskFailure(err) ?? err;
@@ -870,16 +884,30 @@ export class GitStore implements Store {
     }
   }
 
+  /**
+   * Fetch from and push to the forge soon (remote.ts): one cycle at a time, outside the write queue, and
+   * one more after the running one when asked meanwhile (a write or a webhook must not wait an interval).
+   */
   private requestRemoteSync(): void {
-    if (this.remoteQueued || this.closed) return;
-    this.remoteQueued = true;
-    void this.serialised(async () => {
-      this.remoteQueued = false;
-      await this.pullRemote();
-    }).catch((err: unknown) => {
-      syncErrors.inc();
-      this.log.warn({ err: String(err) }, 'store: pulling from the remote failed');
+    const remote = this.remote;
+    if (!remote || this.closed) return;
+    if (this.remoteCycle) {
+      this.remoteAgain = true;
+      return;
+    }
+    this.remoteCycle = remote.cycle().finally(() => {
+      this.remoteCycle = undefined;
+      if (this.remoteAgain) {
+        this.remoteAgain = false;
+        this.requestRemoteSync();
+      }
     });
+  }
+
+  /** Look at the repository and the forge now (a forge's push webhook), instead of at the next interval. */
+  syncNow(): void {
+    this.requestSync();
+    this.requestRemoteSync();
   }
 
   // ---------------------------------------------------------------- following outside changes
@@ -1156,82 +1184,6 @@ export class GitStore implements Store {
     return [...this.rejected.keys()].sort();
   }
 
-  // ---------------------------------------------------------------- remote
-
-  /** Fetch the remote branch; fast-forward to it, or merge it (people's side wins on a file both changed). */
-  private async pullRemote(): Promise<void> {
-    const remote = this.options.remote;
-    if (!remote) return;
-    await this.syncAll();
-    const result = await git.fetch({
-      fs: gitFs,
-      http,
-      gitdir: this.ctx.gitdir,
-      url: remote.url,
-      remote: REMOTE,
-      ref: remote.branch ?? this.options.branch,
-      singleBranch: true,
-      tags: false,
-      cache: this.ctx.cache,
-    });
-    const theirs = result.fetchHead;
-    const ours = this.spec.head;
-    if (!theirs || theirs === ours) return;
-    const gitdir = this.ctx.gitdir;
-    if (
-      ours &&
-      (await git.isDescendent({ fs: gitFs, gitdir, oid: ours, ancestor: theirs, cache: this.ctx.cache }))
-    )
-      return;
-    if (
-      !ours ||
-      (await git.isDescendent({ fs: gitFs, gitdir, oid: theirs, ancestor: ours, cache: this.ctx.cache }))
-    ) {
-      await this.moveRefs([{ ref: this.spec.ref, from: ours, to: theirs }]);
-      this.log.info({ from: ours, to: theirs }, 'store: fast-forwarded to the remote');
-    } else {
-      await this.mergeRemote(ours, theirs);
-    }
-    await this.syncAll();
-  }
-
-  private async mergeRemote(ours: string, theirs: string): Promise<void> {
-    const gitdir = this.ctx.gitdir;
-    const [base] = (await git.findMergeBase({
-      fs: gitFs,
-      gitdir,
-      oids: [ours, theirs],
-      cache: this.ctx.cache,
-    })) as string[];
-    const read = async (oid: string | undefined) => {
-      const b = new Branch(this.ctx, 'refs/peerops/scratch');
-      if (oid) await b.sync(oid);
-      return b;
-    };
-    const baseTree = await read(base);
-    const theirTree = await read(theirs);
-    const ourChanges = await (await read(base)).sync(ours);
-    const writes: FileWrite[] = [];
-    for (const change of ourChanges) {
-      if (theirTree.fileOid(change.path) !== baseTree.fileOid(change.path)) continue; // theirs changed it too: theirs wins
-      writes.push({ path: change.path, text: change.oid ? await readText(this.ctx, change.oid) : undefined });
-    }
-    const merged = new Branch(this.ctx, this.spec.ref);
-    await merged.sync(theirs);
-    await this.publish([
-      await merged.prepare(
-        writes,
-        CONTROLLER,
-        `merge ${remoteLabel(this.options.remote?.url)} into the store`,
-        {
-          extraParents: [ours],
-          refNow: ours,
-        },
-      ),
-    ]);
-    this.log.warn({ ours, theirs }, 'store: merged diverged remote history');
-  }
-
   // ---------------------------------------------------------------- index
 
   private manifestSet(): ManifestSet {
@@ -1417,14 +1369,4 @@ function statusPathOf(name: string): string {
 function manifestWrite(kind: ParsedManifest['kind'], path: string, name: string, spec: object): FileWrite {
   const parsed: ParseResult = { ok: true, manifest: { kind, name, spec } as ParsedManifest };
   return { path, text: renderManifest(kind, name, spec), parsed };
-}
-
-function remoteLabel(url: string | undefined): string {
-  if (!url) return 'the remote';
-  try {
-    const u = new URL(url);
-    return `${u.host}${u.pathname}`;
-  } catch {
-    return 'the remote';
-  }
 }
