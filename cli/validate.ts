@@ -162,9 +162,11 @@ function print(
   const what =
     base === undefined
       ? counts
-      : `${plural(report.files.length, 'file')} against ${base}; ${counts} after the merge`;
+      : `checked ${plural(report.files.length, 'file')} against ${base}; ${counts} after the merge`;
   if (report.problemCount > 0)
-    console.error(`peerops validate: ${report.problemCount} problem(s) in ${what}`);
+    console.error(
+      `peerops validate: ${report.problemCount} problem(s)${base === undefined ? ' in' : ';'} ${what}`,
+    );
   else console.log(`peerops validate: ok: ${what}`);
 }
 

@@ -117,7 +117,7 @@ describe('peerops validate --base', () => {
     ]);
     // the base's own broken policy/ams1.yaml, and as64602 (unchanged: it clashed only once merged), are not this change's
     expect(err).toEqual([
-      'peerops validate: 2 problem(s) in 2 files against main; 2 router(s), 7 session(s), 2 policy file(s) after the merge',
+      'peerops validate: 2 problem(s); checked 2 files against main; 2 router(s), 7 session(s), 2 policy file(s) after the merge',
     ]);
   });
 
@@ -158,7 +158,7 @@ describe('peerops validate --base', () => {
       expect(ok.code).toBe(0);
       expect(ok.out).toEqual([
         'sessions/fra1/as64605.yaml: ok',
-        'peerops validate: ok: 1 file against main; 2 router(s), 6 session(s), 2 policy file(s) after the merge',
+        'peerops validate: ok: checked 1 file against main; 2 router(s), 6 session(s), 2 policy file(s) after the merge',
       ]);
       const missing = await capture(['--base', 'origin/nothing', dir]);
       expect(missing.code).toBe(2);
