@@ -62,6 +62,8 @@ interface FuzzRequest {
   params: Record<string, unknown>;
   query: Record<string, string>;
   contentType: string | undefined;
+  /** Conditional and content negotiation headers, never `*` (which would hold a long poll for `wait` s). */
+  headers: Record<string, string>;
   /** The body as a value, or as text that need not be JSON. */
   body: { value: unknown } | { raw: string } | undefined;
 }
@@ -213,6 +215,26 @@ const contentType: Arbitrary<string | undefined> = fc.oneof(
   ),
 );
 
+const headerValue: Arbitrary<string> = fc
+  .oneof(
+    fc.constantFrom(
+      'W/"x"',
+      '"abc"',
+      '',
+      'W/',
+      ',,,',
+      `"${'a'.repeat(5000)}"`,
+      'application/xml',
+      'text/*;q=x',
+    ),
+    fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
+  )
+  .filter((v) => !v.includes('*') || v.startsWith('text/'));
+const extraHeaders = fc.record(
+  { 'if-none-match': headerValue, accept: headerValue, 'accept-encoding': headerValue },
+  { requiredKeys: [] },
+) as Arbitrary<Record<string, string>>;
+
 /** Bodies that are not the JSON of any value, or are JSON of the wrong shape entirely. */
 const rawBody: Arbitrary<{ raw: string }> = fc
   .oneof(
@@ -250,6 +272,7 @@ function requestArbitrary(op: Operation): Arbitrary<FuzzRequest> {
     params: fc.record(params),
     query: fc.record(query, { requiredKeys: [] }) as Arbitrary<Record<string, string>>,
     contentType: op.method === 'POST' ? contentType : fc.constant(undefined),
+    headers: extraHeaders,
     body: body
       ? fc.oneof(
           { arbitrary: valid(body, HINTS).map((value) => ({ value })), weight: 3 },
@@ -277,6 +300,7 @@ async function send(op: Operation, req: FuzzRequest, who: Identity): Promise<Lig
     method: req.method as 'GET',
     url: req.prefix + path + (query ? `?${query}` : ''),
     headers: {
+      ...req.headers,
       ...authorization(who),
       ...(req.contentType === undefined ? {} : { 'content-type': req.contentType }),
     },
@@ -340,7 +364,7 @@ function describeRequest(op: Operation, req: FuzzRequest, who: Identity): string
   );
   return (
     `${req.method} ${req.prefix}${op.path} as ${who}, params ${params}, query ${JSON.stringify(req.query)}, ` +
-    `content-type ${String(req.contentType)}, body ${short(body)}`
+    `content-type ${String(req.contentType)}, headers ${short(JSON.stringify(req.headers))}, body ${short(body)}`
   );
 }
 

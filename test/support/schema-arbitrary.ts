@@ -30,29 +30,30 @@ export interface Schema {
 /** Values to mix in by property name (an existing router, a session's uuid), so requests reach past lookups. */
 export type Hints = Record<string, Arbitrary<unknown>>;
 
-/** JSON nested `depth` levels deep, spliced in as text by `toJson` (JSON.stringify would recurse on it). */
-export class Deep {
-  readonly depth: number;
-  readonly open: string;
-  readonly close: string;
-  constructor(depth: number, open: string, close: string) {
-    this.depth = depth;
-    this.open = open;
-    this.close = close;
+/**
+ * JSON text spliced in as it is by `toJson`: nesting thousands of levels deep (JSON.stringify would recurse
+ * on it) and numbers JSON.stringify never writes (1e999, 1E2, -0.0, 30 digits).
+ */
+export class RawJson {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
   }
-  text(): string {
-    return this.open.repeat(this.depth) + '1' + this.close.repeat(this.depth);
+  /** How fast-check prints a counterexample: 60 KB of brackets are of no help there. */
+  [fc.toStringMethod](): string {
+    const t = this.text;
+    return `RawJson(${t.length > 40 ? `${t.slice(0, 16)}…${t.slice(-16)}, ${t.length} chars` : t})`;
   }
 }
 
 /** JSON text of a generated value; `replace` maps placeholders (hints resolved at send time). */
 export function toJson(value: unknown, replace: (v: unknown) => unknown = (v) => v): string {
-  const deep: Deep[] = [];
+  const raw: RawJson[] = [];
   const text = JSON.stringify(value, (_key, v: unknown) => {
-    if (v instanceof Deep) return `\u0000deep${deep.push(v) - 1}\u0000`;
+    if (v instanceof RawJson) return `\u0000raw${raw.push(v) - 1}\u0000`;
     return replace(v);
   });
-  return text.replace(/"\\u0000deep(\d+)\\u0000"/g, (_m, i: string) => deep[Number(i)]?.text() ?? 'null');
+  return text.replace(/"\\u0000raw(\d+)\\u0000"/g, (_m, i: string) => raw[Number(i)]?.text ?? 'null');
 }
 
 const hex16 = fc.integer({ min: 0, max: 0xffff }).map((n) => n.toString(16));
@@ -186,16 +187,18 @@ const wrongType: Arbitrary<unknown> = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }),
 );
 
-const deep: Arbitrary<Deep> = fc
+const deep: Arbitrary<RawJson> = fc
   .tuple(fc.integer({ min: 1, max: 12_000 }), fc.constantFrom(['[', ']'], ['{"a":', '}']))
-  .map(([n, [open, close]]) => new Deep(n, open ?? '[', close ?? ']'));
+  .map(([n, [open = '[', close = ']']]) => new RawJson(open.repeat(n) + '1' + close.repeat(n)));
 
 function hostileNumber(s: Schema): Arbitrary<unknown> {
   const edges: unknown[] = [2 ** 53 + 2, -(2 ** 53) - 2, 1e308, -1e308, 5e-324, 0.5, -0];
   if (s.minimum !== undefined) edges.push(s.minimum - 1, s.minimum - 0.5);
   if (s.maximum !== undefined) edges.push(s.maximum + 1, s.maximum + 0.5);
+  const spellings = ['1e999', '-1e999', '1E2', '-0.0', '1.0', '123456789012345678901234567890'];
   return fc.oneof(
     fc.constantFrom(...edges),
+    fc.constantFrom(...spellings.map((t) => new RawJson(t))),
     valid(s).map((n) => String(n)),
   );
 }
