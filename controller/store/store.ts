@@ -107,10 +107,10 @@ export interface Store {
 
   /**
    * Allocates uuid, listen port and createdAt and stores the session with `status` as its first status.
-   * SESSION_EXISTS for a second session of one (ASN, router), also under concurrent creates;
-   * ROUTER_NOT_FOUND; ROUTER_FULL when no listen port is free; INVALID_REQUEST when a peer address breaks
-   * the address rules (rules.ts: another ASN's address, a loopback, …), counting this process's creates
-   * in flight.
+   * Every admission rule (assertAdmission in rules.ts) is checked inside the store's write queue, counting
+   * the creates before it, so the limits hold under concurrent creates: ROUTER_NOT_FOUND, ASN_BLOCKED,
+   * ROUTER_FULL (not accepting, at maxSessions, or no listen port free), SESSION_EXISTS, CONFLICT (at
+   * maxPendingPerAsn), INVALID_REQUEST (the spec, or a peer address breaking the address rules).
    */
   createSession(
     input: NewSession,

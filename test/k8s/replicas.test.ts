@@ -85,6 +85,80 @@ describe('two controller replicas', () => {
     }
   });
 
+  it('keep maxSessions and maxPendingPerAsn when both create sessions at once', async () => {
+    const namespace = await server.createNamespace('limits');
+    const [a, b] = await replicas(namespace);
+    const codes = (results: PromiseSettledResult<unknown>[]) =>
+      results.map((r) => (r.status === 'fulfilled' ? 'ok' : isProblem(r.reason) ? r.reason.code : 'thrown'));
+    const stored = async () =>
+      (
+        (await server.kubeConfig().makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+          group: 'peerops.dev',
+          version: 'v1alpha1',
+          namespace,
+          plural: 'peeringsessions',
+        })) as { items: { spec: { router: string; asn: number } }[] }
+      ).items;
+    try {
+      await a.createRouter('cap1', routerSpec(1, { maxSessions: 5 }), admin);
+      const routers = ['pend1', 'pend2', 'pend3', 'pend4', 'pend5', 'pend6', 'pend7', 'pend8'];
+      for (const [i, r] of routers.entries()) await a.createRouter(r, routerSpec(10 + i), admin);
+      await a.putPolicy('default', { dn42Asn: 4242420000, maxPendingPerAsn: 2 }, admin);
+      await until(
+        'replica b sees the routers and policy',
+        () => b.listRouters().length === 9 && b.getPolicy('default') !== undefined,
+        5000,
+      );
+      // Each replica lets through as many as its own index allows; the re-check against the API server
+      // takes back what another replica's creates pushed over (docs/kubernetes.md): never more than the limit.
+      const capped = codes(
+        await Promise.allSettled(
+          Array.from({ length: 24 }, (_, i) =>
+            (i % 2 === 0 ? a : b).createSession(newSession(64700 + i, 'cap1'), pending, user(64700 + i), 'c'),
+          ),
+        ),
+      );
+      const onCap = (await stored()).filter((s) => s.spec.router === 'cap1').length;
+      expect(onCap).toBeLessThanOrEqual(5);
+      expect(capped.filter((c) => c === 'ok')).toHaveLength(onCap);
+      expect(capped.filter((c) => c !== 'ok' && c !== 'ROUTER_FULL')).toEqual([]);
+      // what a race refused beyond the limit can be created afterwards, up to the limit exactly
+      await until(
+        'both replicas see the stored sessions',
+        () => b.listSessions({ router: 'cap1' }).length === onCap,
+        5000,
+      );
+      for (let i = onCap; i < 5; i++)
+        await (i % 2 === 0 ? a : b).createSession(
+          newSession(64800 + i, 'cap1'),
+          pending,
+          user(64800 + i),
+          'c',
+        );
+      expect(
+        codes(
+          await Promise.allSettled([b.createSession(newSession(64899, 'cap1'), pending, user(64899), 'c')]),
+        ),
+      ).toEqual(['ROUTER_FULL']);
+      expect((await stored()).filter((s) => s.spec.router === 'cap1')).toHaveLength(5);
+
+      const asn = 4242420777;
+      const pendingCodes = codes(
+        await Promise.allSettled(
+          routers.map((r, i) =>
+            (i % 2 === 0 ? a : b).createSession(newSession(asn, r), pending, user(asn), 'c'),
+          ),
+        ),
+      );
+      const ofAsn = (await stored()).filter((s) => s.spec.asn === asn).length;
+      expect(ofAsn).toBeLessThanOrEqual(2);
+      expect(pendingCodes.filter((c) => c === 'ok')).toHaveLength(ofAsn);
+      expect(pendingCodes.filter((c) => c !== 'ok' && c !== 'CONFLICT')).toEqual([]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   it('keep the agent token hash in a Secret, not on the Router, and both see it', async () => {
     const namespace = await server.createNamespace('tokens');
     const [a, b] = await replicas(namespace);
