@@ -189,8 +189,11 @@ interface SessionRecord {
   asn: number;
   statusName: string;
   ipv6: string;
+  ipv4: string | null;
   endpoint: string | null;
   createdAt: string | null;
+  /** What the current policy would refuse of the session (approve and enable refuse it then). */
+  policyViolations?: { pointer: string; message: string }[];
 }
 
 async function sessionCommand(
@@ -205,11 +208,28 @@ async function sessionCommand(
     if (v.asn) body.asn = int('asn', v.asn);
     if (v.status) body.status = statusCode(v.status);
     const res = await client.post<{ sessions: SessionRecord[] }>('/admin/session', body);
+    const flagged = res.sessions.flatMap((s) =>
+      (s.policyViolations ?? []).map((e) => `  ${s.uuid} ${e.pointer}: ${e.message}`),
+    );
     output(v.json, res, () =>
-      table(
-        ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'CREATED'],
-        res.sessions.map((s) => [s.uuid, s.router, s.asn, s.statusName, s.ipv6, s.endpoint, s.createdAt]),
-      ),
+      [
+        table(
+          ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'IPV4', 'ENDPOINT', 'CREATED', 'POLICY'],
+          res.sessions.map((s) => [
+            s.uuid,
+            s.router,
+            s.asn,
+            s.statusName,
+            s.ipv6,
+            s.ipv4,
+            s.endpoint,
+            s.createdAt,
+            s.policyViolations?.length ? 'violated' : 'ok',
+          ]),
+        ),
+        // a policy tightened after these were stored: approve and enable refuse them (docs/api.md)
+        ...(flagged.length > 0 ? ['', 'policy violations:', ...flagged] : []),
+      ].join('\n'),
     );
     return 0;
   }

@@ -175,13 +175,18 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
     expect(renderMainConfig(basePolicy, goldenPaths)).toContain('bgp_community.add((64511, 41))');
   });
 
-  it('canonicalises own prefixes before they reach BIRD', () => {
+  it('canonicalises own prefixes before they reach BIRD, and refuses host bits and leading zeros', () => {
     const text = renderMainConfig(
-      { ...basePolicy, ownPrefixes: { ipv4: ['172.20.10.5/27'], ipv6: ['FD42:0010:0::/48'] } },
+      { ...basePolicy, ownPrefixes: { ipv4: ['172.20.10.0/27'], ipv6: ['FD42:0010:0::/48'] } },
       goldenPaths,
     );
     expect(text).toContain('route 172.20.10.0/27 unreachable;');
     expect(text).toContain('route fd42:10::/48 unreachable;');
+    // one reading of prefixes everywhere (common/net.ts): 010.0.0.0/8 is not 8.0.0.0/8, 10.1.0.0/8 not 10.0.0.0/8
+    for (const ipv4 of ['172.20.10.5/27', '010.0.0.0/8'])
+      expect(() =>
+        renderMainConfig({ ...basePolicy, ownPrefixes: { ipv4: [ipv4], ipv6: [] } }, goldenPaths),
+      ).toThrow(/\/ownPrefixes\/ipv4\/0/);
   });
 
   it('refuses a policy with a bad field, naming it, and renders nothing', () => {

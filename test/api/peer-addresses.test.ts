@@ -7,9 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP_VERSION } from '../../common/schema.ts';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { createGitStore } from '../../controller/store/git/index.ts';
 import { writeRegistry } from '../login/support.ts';
+import { admin, routerSpec } from '../store/fixtures.ts';
+import { eventually, git, put } from '../store/git-helpers.ts';
 import {
   ADMIN_ASN,
   driver,
@@ -303,5 +308,99 @@ describe('with a DN42 registry, addresses must lie in route objects of the ASN',
     );
     expect(problem(res)).toMatchObject({ status: 503, code: 'REGISTRY_UNAVAILABLE' });
     expect(r.store.listSessions({ asn: 4242425678 })).toEqual([]);
+  });
+});
+
+describe('policy prefixes are read one way and stored canonical (issue 24, Build 7)', () => {
+  it('the admin policy API refuses leading zeros and host bits with a field error, and stores fd00:0::/8 as fd00::/8', async () => {
+    const bad = await h.post('/admin/policy', h.admin, {
+      action: 'set',
+      name: 'ams1',
+      spec: {
+        ownPrefixes: { ipv4: ['010.0.0.0/8'] },
+        peerAddressRanges: { ipv4: ['172.020.0.0/14', '10.1.0.0/8'], ipv6: ['fd00::/08'] },
+      },
+    });
+    expect(problem(bad)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect((bad.json() as FieldErrors).errors).toEqual([
+      {
+        pointer: '/spec/ownPrefixes/ipv4/0',
+        message:
+          'must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
+      },
+      {
+        pointer: '/spec/peerAddressRanges/ipv4/0',
+        message:
+          'must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
+      },
+      {
+        pointer: '/spec/peerAddressRanges/ipv4/1',
+        message: 'has bits set after /8: the network is 10.0.0.0/8 (or give a longer length)',
+      },
+      {
+        pointer: '/spec/peerAddressRanges/ipv6/0',
+        message:
+          'must be an IPv6 prefix such as fd00::/8: an IPv6 address, / and a length 0-128 without leading zeros',
+      },
+    ]);
+    expect(h.store.getPolicy('ams1')?.spec.ownPrefixes).toBeUndefined();
+
+    const spec = { ownPrefixes: { ipv6: ['FD42:4242:0::/48'] }, peerAddressRanges: { ipv6: ['fd00:0::/8'] } };
+    const set = await expectOk(h.post('/admin/policy', h.admin, { action: 'set', name: 'ams1', spec }));
+    const canonical = {
+      ownPrefixes: { ipv6: ['fd42:4242::/48'] },
+      peerAddressRanges: { ipv6: ['fd00::/8'] },
+    };
+    expect(set.json()).toMatchObject({ name: 'ams1', spec: canonical });
+    expect(h.store.getPolicy('ams1')?.spec).toMatchObject(canonical);
+    const got = await expectOk(h.post('/admin/policy', h.admin, { action: 'get', name: 'ams1' }));
+    expect(got.json()).toMatchObject({ spec: canonical });
+    await expectOk(h.post('/admin/policy', h.admin, { action: 'set', name: 'ams1', spec: {} }));
+  });
+
+  it('a policy merged in git: leading zeros and host bits skip the file, fd00:0::/8 is stored as fd00::/8', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-prefixes-'));
+    const bare = join(dir, 'store.git');
+    const work = join(dir, 'work');
+    const store = createGitStore({ dir: bare, logger: pino({ level: 'silent' }), pollIntervalMs: 100 });
+    try {
+      await store.start();
+      await store.createRouter('fra1', routerSpec(1), admin);
+      await store.putPolicy('default', { dn42Asn: ADMIN_ASN }, admin);
+      await git(dir, 'clone', '-q', bare, work);
+      const policy = (name: string, spec: Record<string, unknown>) => ({
+        apiVersion: GROUP_VERSION,
+        kind: 'RoutingPolicy',
+        metadata: { name },
+        spec,
+      });
+      await put(work, 'policy/fra1.yaml', policy('fra1', { ownPrefixes: { ipv4: ['010.0.0.0/8'] } }));
+      await put(
+        work,
+        'policy/default.yaml',
+        policy('default', { dn42Asn: ADMIN_ASN, peerAddressRanges: { ipv4: ['10.1.0.0/8'] } }),
+      );
+      await git(work, 'add', '.');
+      await git(work, 'commit', '-q', '-m', 'Merge pull request #7: prefixes');
+      await git(work, 'push', '-q', 'origin', 'HEAD');
+      await eventually(() => store.rejectedManifests().length === 2);
+      expect(store.rejectedManifests()).toEqual(['policy/default.yaml', 'policy/fra1.yaml']);
+      // the previous default stays in force; no override for fra1 came in
+      expect(store.getPolicy('default')?.spec).toEqual({ dn42Asn: ADMIN_ASN, mergeIsApproval: false });
+      expect(store.getPolicy('fra1')).toBeUndefined();
+
+      await put(
+        work,
+        'policy/default.yaml',
+        policy('default', { dn42Asn: ADMIN_ASN, peerAddressRanges: { ipv6: ['fd00:0::/8'] } }),
+      );
+      await git(work, 'commit', '-q', '-am', 'Merge pull request #8: canonical');
+      await git(work, 'push', '-q', 'origin', 'HEAD');
+      const stored = await eventually(() => store.getPolicy('default')?.spec.peerAddressRanges);
+      expect(stored).toEqual({ ipv6: ['fd00::/8'] });
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

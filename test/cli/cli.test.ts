@@ -196,7 +196,9 @@ describe('peerops admin', () => {
     // a router without sessions is an empty list, not an error
     const empty = await peerops(['admin', 'session', 'list', '--router', 'cli1']);
     expect(empty.code, empty.stderr).toBe(0);
-    expect(empty.stdout.trim()).toMatch(/^UUID\s+ROUTER\s+ASN\s+STATUS\s+IPV6\s+ENDPOINT\s+CREATED$/);
+    expect(empty.stdout.trim()).toMatch(
+      /^UUID\s+ROUTER\s+ASN\s+STATUS\s+IPV6\s+IPV4\s+ENDPOINT\s+CREATED\s+POLICY$/,
+    );
     const emptyJson = await peerops(['admin', 'session', 'list', '--router', 'cli1', '--json']);
     expect(JSON.parse(emptyJson.stdout)).toEqual({ sessions: [] });
   });
@@ -315,6 +317,30 @@ describe('peerops session', () => {
     // by the name the tables show, too
     const byName = await peerops(['admin', 'session', 'list', '--status', 'queued_for_delete']);
     expect(byName.stdout).toBe(adminList.stdout);
+  });
+  it('admin session list shows IPv4 and what a tightened policy no longer allows', async () => {
+    await h.addRouter('cli7');
+    const token = h.tokens.issueToken(4242427007, 'user').token;
+    const res = await h.post('/session', token, sessionFields('cli7', { ipv4: '172.22.7.7' }));
+    const uuid = (res.json() as { uuid: string }).uuid;
+    const fine = await peerops(['admin', 'session', 'list', '--router', 'cli7']);
+    expect(fine.stdout).toMatch(new RegExp(`${uuid}.*172\\.22\\.7\\.7.*ok$`, 'm'));
+    await h.post('/admin/policy', h.admin, {
+      action: 'set',
+      name: 'cli7',
+      spec: { peerAddressRanges: { ipv4: ['10.0.0.0/8'] } },
+    });
+    const flagged = await peerops(['admin', 'session', 'list', '--router', 'cli7']);
+    expect(flagged.code, flagged.stderr).toBe(0);
+    expect(flagged.stdout).toMatch(new RegExp(`${uuid}.*violated$`, 'm'));
+    expect(flagged.stdout).toContain(
+      `policy violations:\n  ${uuid} /ipv4: must be inside 10.0.0.0/8 (the policy's peerAddressRanges.ipv4)`,
+    );
+    const approve = await peerops(['admin', 'session', 'approve', uuid]);
+    expect(approve.code).toBe(1);
+    expect(approve.stderr).toMatch(
+      /^INVALID_STATE: approve: session as4242427007-cli7 breaks the current policy/,
+    );
   });
   it('restart of an ACTIVE session queues it for setup again', async () => {
     const agentToken = await h.addRouter('cli4');

@@ -161,6 +161,26 @@ describe('peerops validate', () => {
     }
   });
 
+  it('reads policy prefixes as the API does: leading zeros and host bits refused, field by field', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-validate-'));
+    try {
+      await cp(join(fixtures, 'good'), dir, { recursive: true });
+      const policy = join(dir, 'policy/fra1.yaml');
+      await writeFile(
+        policy,
+        `${await readFile(policy, 'utf8')}  ownPrefixes:\n    ipv4: ['010.0.0.0/8', '172.20.0.0/24']\n    ipv6: ['fd42:4242::1/48', 'fd00:0::/8']\n`,
+      );
+      const { code, out } = await capture([dir]);
+      expect(code).toBe(1);
+      expect(out.filter((l) => l.includes('/spec/ownPrefixes'))).toEqual([
+        'policy/fra1.yaml: /spec/ownPrefixes/ipv4/0: must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
+        'policy/fra1.yaml: /spec/ownPrefixes/ipv6/0: has bits set after /48: the network is fd42:4242::/48 (or give a longer length)',
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('prints help, and refuses unknown options with exit status 2', async () => {
     const help = await capture(['--help']);
     expect(help.code).toBe(0);
