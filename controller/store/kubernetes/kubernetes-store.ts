@@ -11,6 +11,9 @@
  *   a resourceVersion-checked replace. A single per-router allocation object would serialise every create
  *   on one router through 409 retries; per-port claims only collide when two creates want the same port;
  * - one router per nodeId and per uuid: reserved in one ConfigMap before the Router is written (router-ids.ts).
+ * - the admission limits of a create (maxSessions, maxPendingPerAsn): checked against the index and this
+ *   replica's creates in flight, then counted again from the API server once created, and the create taken
+ *   back if another replica's pushed it over (recheckAdmission, docs/kubernetes.md).
  * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
  * status in batches. Agent token hashes live in Secrets.
  */
