@@ -11,7 +11,12 @@ import type { FieldError } from '../common/errors.ts';
 import { allocateListenPort, isDn42Asn } from '../common/naming.ts';
 import { wireGuardKeyId } from '../common/net.ts';
 import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
-import { isManifestPath, parseManifest, parseYaml } from '../controller/store/git/manifests.ts';
+import {
+  isManifestPath,
+  parseManifest,
+  parseYaml,
+  type ParseResult,
+} from '../controller/store/git/manifests.ts';
 import {
   mergePolicies,
   policyWarnings,
@@ -50,14 +55,19 @@ export function isJudgedPath(path: string): boolean {
   return /\.ya?ml$/i.test(path);
 }
 
-/** The (ASN, router) a session file claims in its spec, read before validation: a file whose path does
- * not match its spec must still count as a duplicate. */
-function sessionPair(text: string): { key: string; asn: number; router: string } | undefined {
+type SessionPair = { key: string; asn: number; router: string };
+const pairOf = (asn: number, router: string): SessionPair => ({ key: `${asn}/${router}`, asn, router });
+
+/** A file parsed and judged on its own, by path and text: the trees a change compares share most files. */
+export type ParseCache = Map<string, { result: ParseResult; pair: SessionPair | undefined }>;
+
+/** The (ASN, router) a session file claims in its spec, read apart from validation: a file whose path
+ * does not match its spec must still count as a duplicate. */
+function sessionPair(text: string): SessionPair | undefined {
   try {
     const spec = (parseYaml(text) as { spec?: { asn?: unknown; router?: unknown } } | undefined)?.spec;
-    if (typeof spec?.asn === 'number' && typeof spec.router === 'string') {
-      return { key: `${spec.asn}/${spec.router}`, asn: spec.asn, router: spec.router };
-    }
+    if (typeof spec?.asn === 'number' && typeof spec.router === 'string')
+      return pairOf(spec.asn, spec.router);
   } catch {
     // not YAML: parseManifest reports it
   }
@@ -73,7 +83,10 @@ type Named<S> = { file: string; name: string; spec: S };
  * session for one (ASN, router) under another path, the default policy). Problems sorted by file, each
  * file's in the order found.
  */
-export function validateTree(tree: Tree): { problems: Problem[]; counts: TreeCounts } {
+export function validateTree(
+  tree: Tree,
+  cache: ParseCache = new Map(),
+): { problems: Problem[]; counts: TreeCounts } {
   const problems: Problem[] = [];
   const add = (file: string, errors: FieldError[]) => {
     for (const e of errors) problems.push({ file, ...e });
@@ -92,8 +105,20 @@ export function validateTree(tree: Tree): { problems: Problem[]; counts: TreeCou
       });
       continue;
     }
-    const pair = sessionPair(text);
-    if (file.startsWith('sessions/') && pair) {
+    const cacheKey = `${file}\0${text}`;
+    let parsed = cache.get(cacheKey);
+    if (!parsed) {
+      const result = parseManifest(file, text);
+      // a valid file's pair is its path's; only an invalid one must be read for the pair it claims
+      const pair = !file.startsWith('sessions/')
+        ? undefined
+        : result.ok && result.manifest.kind === 'PeeringSession'
+          ? pairOf(result.manifest.spec.asn, result.manifest.spec.router)
+          : sessionPair(text);
+      cache.set(cacheKey, (parsed = { result, pair }));
+    }
+    const { result, pair } = parsed;
+    if (pair) {
       const first = pairs.get(pair.key);
       if (first) {
         problems.push({
@@ -103,7 +128,6 @@ export function validateTree(tree: Tree): { problems: Problem[]; counts: TreeCou
         });
       } else pairs.set(pair.key, file);
     }
-    const result = parseManifest(file, text);
     if (!result.ok) {
       add(file, result.errors);
       continue;
@@ -258,7 +282,8 @@ export function validateChange(
   next: Tree,
   base?: { tree: Tree; changed: ReadonlySet<string> },
 ): ChangeReport {
-  const after = validateTree(next);
+  const cache: ParseCache = new Map();
+  const after = validateTree(next, cache);
   const files = new Map<string, FileReport>();
   const file = (path: string, changed: boolean): FileReport => {
     let report = files.get(path);
@@ -288,9 +313,13 @@ export function validateChange(
       else applied.set(path, previous);
     }
     const key = (p: Problem) => `${p.file}\0${p.pointer}\0${p.message}`;
-    const before = new Set(validateTree(base.tree).problems.map(key));
-    for (const p of (skipped.size > 0 ? validateTree(applied) : after).problems)
-      if (!base.changed.has(p.file) && !before.has(key(p))) report(p, false);
+    const unchanged = (skipped.size > 0 ? validateTree(applied, cache) : after).problems.filter(
+      (p) => !base.changed.has(p.file),
+    );
+    // the base is judged only when needed: a large network's push waits for each judgement
+    const before =
+      unchanged.length > 0 ? new Set(validateTree(base.tree, cache).problems.map(key)) : new Set();
+    for (const p of unchanged) if (!before.has(key(p))) report(p, false);
   }
   return {
     files: [...files.values()].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0)),
