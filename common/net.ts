@@ -270,12 +270,23 @@ export function isLowOrderKey(key: string): boolean {
   return LOW_ORDER_POINTS.has(keyPoint(key));
 }
 
+/** The value of each base64 character by character code; 64 for anything else. */
+const BASE64_VALUES = new Uint8Array(128).fill(64);
+[...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].forEach(
+  (c, i) => (BASE64_VALUES[c.charCodeAt(0)] = i),
+);
+
 /**
  * One spelling per Curve25519 point, to compare and index keys by: the key itself when it is the
  * canonical encoding (top bit clear, below p: every key `wg genkey | wg pubkey` prints), else the
  * canonical encoding of its point. Cheap for canonical keys (one base64 decode, no arithmetic).
  */
 export function wireGuardKeyId(key: string): string {
+  // Read from the text first, no decoding: the top bit of byte 31 is bit 2 of character 41 (value & 8),
+  // and a key at or above p has bytes 1-30 all 0xff, so character 20 (within byte 15) is '/'. Stores
+  // compare a new key with every key on its router, so this runs once per session per create.
+  const c41 = BASE64_VALUES[key.charCodeAt(41)] ?? 64;
+  if (c41 < 64 && (c41 & 8) === 0 && key.charCodeAt(20) !== 0x2f) return key;
   const bytes = Buffer.from(key, 'base64');
   const top = bytes[31] ?? 0;
   const belowP = top !== 0x7f || (bytes[0] ?? 0) < 0xed || bytes.subarray(1, 31).some((b) => b !== 0xff);

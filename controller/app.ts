@@ -28,7 +28,6 @@ import {
 } from './api/problem.ts';
 import { hookList, installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
-import { installJsonParser } from './api/json-body.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
@@ -164,7 +163,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
-  installJsonParser(app);
 
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
@@ -267,7 +265,6 @@ export async function buildAdmissionApp(opts: {
     onConstructorPoisoning: 'error',
   });
   app.removeContentTypeParser('text/plain');
-  installJsonParser(app);
   installErrorHandling(app);
   await app.register(admissionRoutes, { store: opts.store });
   return app;

@@ -10,7 +10,22 @@ import { checkOrThrow, validateOrThrow, type Checked } from '../../common/valida
 import type { SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
-import { MAX_JSON_DEPTH, tooDeep } from './json-body.ts';
+
+/**
+ * The deepest nesting of objects and arrays a request body may have (docs/api.md, Conventions, Bodies).
+ * JSON nested thousands deep is small (`[[[[…` fits 30,000 levels in 64 KiB) and parses (JSON.parse and
+ * secure-json-parse are iterative), but a recursive walk over it overflows the stack: a 500. The number
+ * guard below is the first walk of every body and stops at this depth; the deepest real body (a policy,
+ * an admission review with managedFields) is under 20 levels.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+function tooDeep(): ProblemError {
+  return new ProblemError(
+    'INVALID_REQUEST',
+    `the request body is nested more than ${MAX_JSON_DEPTH} levels deep (objects and arrays)`,
+  );
+}
 
 /**
  * JSON numbers beyond 2^53 lose precision silently (an ASN or a byte count would change on the way in):
@@ -27,8 +42,8 @@ export function assertSafeNumbers(value: unknown): void {
 
 /**
  * The path to the first unsafe number, or undefined; pointers are built only for a refusal. Bounded:
- * bodies from HTTP are no deeper than MAX_JSON_DEPTH (json-body.ts), and a deeper value from any other
- * caller is refused here rather than walked until the stack overflows.
+ * a value nested deeper than MAX_JSON_DEPTH is refused as it is reached, before any deeper recursion,
+ * so this walk is the depth check of every body too (one walk instead of two on the agents' hot path).
  */
 function unsafeNumberPath(value: unknown, depth = 0): (string | number)[] | undefined {
   if (typeof value === 'number')
@@ -50,7 +65,7 @@ function unsafeNumberPath(value: unknown, depth = 0): (string | number)[] | unde
   return undefined;
 }
 
-/** validateOrThrow after the number guard: the one way a request body is read. */
+/** validateOrThrow after the number and depth guard: the one way a request body is read. */
 export function parseBody<T>(schema: TSchema, body: unknown, what: string): T {
   assertSafeNumbers(body);
   return validateOrThrow<T>(schema, body, what);

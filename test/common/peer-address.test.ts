@@ -199,4 +199,23 @@ describe('WireGuard keys no peer holds', () => {
     expect(sameWireGuardKey(key, b64(high))).toBe(true);
     expect(sameWireGuardKey(key, randomBytes(32).toString('base64'))).toBe(false);
   });
+
+  it('wireGuardKeyId: the text shortcut agrees with decoding, for random keys with and without the top bit', () => {
+    const edges = ['ed', 'ee', 'f0', 'ff', 'ec'].flatMap((low) =>
+      ['7f', 'ff'].map((high) => Buffer.from(`${low}${'ff'.repeat(30)}${high}`, 'hex')),
+    );
+    for (let i = 0; i < 3000 + edges.length; i++) {
+      const bytes = edges[i - 3000] ?? randomBytes(32);
+      // now and then bytes 1-30 all 0xff: the keys at or above p, which the shortcut must not pass
+      if (i % 10 === 0 && i < 3000) bytes.fill(0xff, 1, 31);
+      const cleared = Buffer.from(bytes);
+      cleared[31] = (cleared[31] ?? 0) & 0x7f;
+      let n = 0n;
+      for (let j = 31; j >= 0; j--) n = (n << 8n) | BigInt(cleared[j] ?? 0);
+      n %= (1n << 255n) - 19n;
+      const expected = Buffer.alloc(32);
+      for (let j = 0; j < 32; j++, n >>= 8n) expected[j] = Number(n & 0xffn);
+      expect(wireGuardKeyId(b64(bytes)), b64(bytes)).toBe(b64(expected));
+    }
+  });
 });

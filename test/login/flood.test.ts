@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../controller/app.ts';
+import { checkChallenge, newChallenge } from '../../controller/auth/login/challenges.ts';
 import { openRegistry, type Registry } from '../../controller/auth/login/registry.ts';
 import { startHarness, type Harness } from '../api/helpers.ts';
 import { sshKey, sshSign, type SshKey } from './support.ts';
@@ -22,8 +23,9 @@ let dir: string;
 let key: SshKey;
 
 beforeAll(async () => {
-  // The controller's documented limits (60 a minute per address), not the harness's generous ones.
-  h = await startHarness({ rateLimit: { perMinute: 60, agentPerMinute: 300 } });
+  // The controller's documented limits (60 a minute per address), not the harness's generous ones; a
+  // body limit that holds 100,000 levels of nesting, so that the depth is what refuses them.
+  h = await startHarness({ rateLimit: { perMinute: 60, agentPerMinute: 300 }, bodyLimitBytes: 1024 * 1024 });
   dir = await mkdtemp(join(tmpdir(), 'peerops-flood-'));
   key = await sshKey(dir, 'ed25519', 'owner');
   await writeFile(join(dir, 'users'), `AS${OWNER_ASN}: ${key.publicLine}\n`);
@@ -147,6 +149,34 @@ describe('a flood of challenge requests for one ASN', () => {
   });
 });
 
+describe('a login body nested too deep', () => {
+  it.each([10_000, 100_000])(
+    'depth %i: 400 INVALID_REQUEST naming the limit at both prefixes',
+    async (depth) => {
+      const deep = '['.repeat(depth) + '1' + ']'.repeat(depth);
+      for (const prefix of ['', '/api/v1'])
+        for (const body of [
+          `{"action":"challenge","asn":${deep}}`,
+          `{"action":"verify","asn":${OWNER_ASN},"challenge":"x","signature":"y","publicKey":${deep}}`,
+          `{"action":${deep}}`,
+        ]) {
+          const res = await app.inject({
+            method: 'POST',
+            url: `${prefix}/login`,
+            remoteAddress: '198.51.100.99',
+            headers: { 'content-type': 'application/json' },
+            payload: body,
+          });
+          expect(res.statusCode, res.body).toBe(400);
+          expect(res.json()).toMatchObject({
+            code: 'INVALID_REQUEST',
+            detail: 'the request body is nested more than 64 levels deep (objects and arrays)',
+          });
+        }
+    },
+  );
+});
+
 describe('replicas without Redis', () => {
   it('each has its own challenge key: a challenge logs in only where it was handed out, once', async () => {
     const other = await buildApp({
@@ -180,5 +210,31 @@ describe('replicas without Redis', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('the challenge MAC', () => {
+  const key = Buffer.alloc(32, 7);
+  it('recognises its own challenges and nothing else: other key, any field changed, another spelling', () => {
+    const c = newChallenge(OWNER_ASN, 'peerops.test', Date.now(), key);
+    expect(checkChallenge(c.text, key)).toEqual({ ok: true, challenge: c });
+    expect(checkChallenge(c.text, Buffer.alloc(32, 8))).toEqual({ ok: false, why: 'forged' });
+    for (const altered of [
+      c.text.replace(`asn: ${OWNER_ASN}`, 'asn: 4242421112'),
+      c.text.replace('host: peerops.test', 'host: peerops.tesu'),
+      c.text.replace(
+        /expires: (\S+)/,
+        (_m, at: string) => `expires: ${new Date(Date.parse(at) + 1).toISOString()}`,
+      ),
+      c.text.replace(c.nonce, `${c.nonce[1]}${c.nonce[0]}${c.nonce.slice(2)}`),
+    ])
+      expect(checkChallenge(altered, key)).toEqual({ ok: false, why: 'forged' });
+    // the same 32 bytes spelled with other dropped bits in the last character
+    const last = c.nonce.at(-1) ?? 'A';
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const sibling = alphabet[alphabet.indexOf(last) ^ 1] ?? 'A';
+    const respelled = c.text.replace(c.nonce, c.nonce.slice(0, -1) + sibling);
+    expect(checkChallenge(respelled, key)).toEqual({ ok: false, why: 'altered' });
+    expect(checkChallenge(c.text.replace(/\n/g, '\r\n'), key)).toEqual({ ok: false, why: 'altered' });
   });
 });

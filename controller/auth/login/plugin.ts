@@ -29,6 +29,7 @@ import type { AsnAuth, Registry } from './registry.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import { verifyLogin } from './verify.ts';
 import type { RouteDocs } from '../../api/openapi.ts';
+import { assertSafeNumbers } from '../../api/actions.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -217,6 +218,8 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     const body = req.body as { action?: unknown } | null | undefined;
     const action = body && typeof body === 'object' ? body.action : undefined;
     try {
+      // The number and depth guard every body passes first (docs/api.md, Conventions, Bodies).
+      assertSafeNumbers(body);
       if (action === 'challenge')
         return await challenge(req, reply, validateOrThrow(ChallengeRequest, body, 'login'));
       if (action === 'verify') return await verify(req, reply, validateOrThrow(VerifyRequest, body, 'login'));
