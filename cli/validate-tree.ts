@@ -263,6 +263,11 @@ export interface FileReport {
   problems: FieldError[];
 }
 
+/** A problem's reason as people read it: an unchanged file says why it is named at all. */
+export function problemReason(file: FileReport, problem: FieldError): string {
+  return file.changed ? problem.message : `${problem.message} (the file is unchanged: this change breaks it)`;
+}
+
 export interface ChangeReport {
   /** The changed files (every judged file without a base), and unchanged ones the change breaks. */
   files: FileReport[];

@@ -9,6 +9,7 @@ import { join, relative, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { usageError } from '../common/usage.ts';
 import {
+  problemReason,
   readDirectoryTree,
   runGit,
   validateChange,
@@ -16,8 +17,6 @@ import {
   type ChangeReport,
   type Tree,
 } from './validate-tree.ts';
-
-export { validateTree, type Problem } from './validate-tree.ts';
 
 const USAGE = `usage: peerops validate [--base <ref>] [--format text|github|json] [dir]
 
@@ -39,9 +38,6 @@ Exit status: 0 when clean, 1 on any problem, 2 on a usage error.`;
 
 const FORMATS = ['text', 'github', 'json'] as const;
 type Format = (typeof FORMATS)[number];
-
-/** Why an unchanged file is named at all. */
-const BROKEN_BY_CHANGE = '(the file is unchanged: this change breaks it)';
 
 /**
  * The line of the key a JSON pointer names (`/spec/listenPort`), found by indentation in the YAML text;
@@ -147,7 +143,7 @@ function print(
   }
   for (const f of report.files)
     for (const p of f.problems) {
-      const reason = f.changed ? p.message : `${p.message} ${BROKEN_BY_CHANGE}`;
+      const reason = problemReason(f, p);
       if (format === 'github') {
         const line = pointerLine(tree.get(f.file), p.pointer, p.message);
         console.log(

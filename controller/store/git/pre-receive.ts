@@ -6,7 +6,7 @@
  */
 import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { commitChange, validateChange } from '../../../cli/validate-tree.ts';
+import { commitChange, problemReason, validateChange } from '../../../cli/validate-tree.ts';
 import { usageError } from '../../../common/usage.ts';
 
 /** Only the controller writes status (docs/store.md, "Status is kept apart"). */
@@ -85,10 +85,7 @@ export async function refUpdateProblems(
   if (report.problemCount === 0) return [];
   const lines: string[] = [];
   for (const f of report.files)
-    for (const p of f.problems)
-      lines.push(
-        `${f.file}: ${p.pointer}: ${p.message}${f.changed ? '' : ' (the file is unchanged: this change breaks it)'}`,
-      );
+    for (const p of f.problems) lines.push(`${f.file}: ${p.pointer}: ${problemReason(f, p)}`);
   lines.push(
     `peerops: ${ref} refused: ${report.problemCount} problem(s); the store would skip these manifests (check before pushing: peerops validate --base <branch>, docs/gitops.md)`,
   );
