@@ -142,6 +142,16 @@ export function mergedSessionStatus(mergeIsApproval: boolean, at: string | undef
   return { code, name: statusName(code), ...(at !== undefined ? { lastTransitionTime: at } : {}) };
 }
 
+/** The fields of its own that sessionAddressingErrors judges, besides asn and router (which never change). */
+export const ADDRESSING_FIELDS = [
+  'ipv6',
+  'ipv4',
+  'linkLocal',
+  'publicKey',
+  'mpbgp',
+  'extendedNextHop',
+] as const;
+
 /** The fields of a session that `sessionAddressingErrors` judges (a create body or a stored spec). */
 export type SessionAddressing = Pick<
   SessionSpec,

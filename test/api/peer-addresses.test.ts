@@ -235,6 +235,64 @@ describe('a policy tightened later', () => {
   });
 });
 
+describe('the git store keeps stored sessions a tightened policy no longer allows', () => {
+  it('across a restart, while a merge bringing a new one in is refused', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-kept-'));
+    const bare = join(dir, 'store.git');
+    const open = async () => {
+      const s = createGitStore({ dir: bare, logger: pino({ level: 'silent' }), pollIntervalMs: 100 });
+      await s.start();
+      return s;
+    };
+    let store = await open();
+    try {
+      await store.createRouter('fra1', routerSpec(1), admin);
+      const wide = { dn42Asn: ADMIN_ASN, peerAddressRanges: { ipv4: ['0.0.0.0/0'], ipv6: ['::/0'] } };
+      await store.putPolicy('default', wide, admin);
+      const input = {
+        asn: 4242420771,
+        router: 'fra1',
+        ipv6: '2606:4700:4700::1111',
+        ipv4: '8.8.8.8',
+        linkLocal: 'fe80::771',
+        publicKey: wgKey(),
+        mtu: 1420,
+      };
+      const created = await store.createSession(input, { code: 3, name: 'PENDING_REVIEW' }, admin, 'create');
+      // the quick start's policy: DN42's ranges only
+      await store.putPolicy('default', { dn42Asn: ADMIN_ASN }, admin);
+      await store.close();
+      store = await open();
+      expect(store.getSession(created.spec.uuid)?.spec).toMatchObject({ ipv4: '8.8.8.8' });
+      expect(store.rejectedManifests()).toEqual([]);
+
+      const work = join(dir, 'work');
+      await git(dir, 'clone', '-q', bare, work);
+      await put(work, 'sessions/fra1/as4242420772.yaml', {
+        apiVersion: GROUP_VERSION,
+        kind: 'PeeringSession',
+        metadata: { name: 'as4242420772-fra1' },
+        spec: {
+          ...input,
+          asn: 4242420772,
+          ipv6: '2606:4700:4700::1112',
+          ipv4: '8.8.4.4',
+          publicKey: wgKey(),
+        },
+      });
+      await git(work, 'add', '.');
+      await git(work, 'commit', '-q', '-m', 'Merge pull request #9');
+      await git(work, 'push', '-q', 'origin', 'HEAD');
+      await eventually(() => store.rejectedManifests().length === 1);
+      expect(store.rejectedManifests()).toEqual(['sessions/fra1/as4242420772.yaml']);
+      expect(store.getSession(created.spec.uuid)).toBeDefined();
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('with a DN42 registry, addresses must lie in route objects of the ASN', () => {
   let r: Harness;
   let dir: string;

@@ -34,6 +34,7 @@ import { checkOrThrow, validate, validateOrThrow, type Checked } from '../../../
 import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { ChangeFeed } from '../change-feed.ts';
 import {
+  ADDRESSING_FIELDS,
   assertAdmission,
   assertNoRouterConflicts,
   assertRouterUnused,
@@ -1130,7 +1131,19 @@ export class GitStore implements Store {
       this.addressNeighbours(input),
       '/spec',
     );
-    if (addressing.length > 0) return this.reject(path, oid, addressing, previouslyRejected);
+    if (addressing.length > 0) {
+      // A policy tightened after a session was stored does not remove it (docs/api.md: the admin list
+      // flags it, approve and enable refuse it): one the store holds, or at start finds with its status
+      // under the same uuid, is kept while a merge leaves its addresses and key as they were.
+      const kept = existing
+        ? ADDRESSING_FIELDS.every((f) => existing.spec[f] === input[f])
+        : input.uuid !== undefined && this.statusFiles.get(manifest.name)?.uuid === input.uuid;
+      if (!kept) return this.reject(path, oid, addressing, previouslyRejected);
+      this.log.warn(
+        { session: manifest.name, errors: addressing.map((e) => `${e.pointer}: ${e.message}`) },
+        'store: session breaks the current policy; kept, flagged in the admin list',
+      );
+    }
     let listenPort = input.listenPort ?? existing?.spec.listenPort;
     if (listenPort === undefined) {
       const used = this.usedPorts(input.router);
