@@ -4,9 +4,10 @@
  * unexpected error is logged and answered 500 INTERNAL without its message or stack.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { STATUS_CODES } from 'node:http';
+import { ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
+import { rateLimitHeadersOf } from './rate-limit.ts';
 
 export interface ProblemBody {
   type: 'about:blank';
@@ -76,21 +77,37 @@ const GENERIC_CODES: Partial<Record<number, ErrorCode>> = {
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // The request a route was reading (its body too slow): Node's own in-flight response. Once that has
+  // begun, a second answer would garble the first; else the answer carries the request's limit headers.
+  const inFlight = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  const response = inFlight instanceof ServerResponse ? inFlight : undefined;
+  if (response?.headersSent) {
+    socket.destroy();
+    return;
+  }
   const detail =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? 'the request headers are larger than 16 KiB'
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? 'the request did not arrive in full in time'
         : 'the request is not valid HTTP/1.1';
-  answerOnSocket(socket, new ProblemError('INVALID_REQUEST', detail));
+  const limits = response ? rateLimitHeadersOf(response.req) : undefined;
+  answerOnSocket(socket, new ProblemError('INVALID_REQUEST', detail), limits);
 }
 
-/** A problem written straight to a connection no route will see; the connection is then closed. */
-export function answerOnSocket(socket: Socket, problem: ProblemError): void {
+/** A problem written straight to a connection, which is then closed. */
+export function answerOnSocket(
+  socket: Socket,
+  problem: ProblemError,
+  headers: Record<string, number> = {},
+): void {
   if (socket.writable) {
     const body = JSON.stringify(problemBody(problem));
+    const extra = Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     socket.write(
-      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? 'Error'}\r\n` +
+      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? 'Error'}\r\n${extra}` +
         `Content-Type: application/problem+json\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );

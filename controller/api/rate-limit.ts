@@ -14,6 +14,7 @@
  * about a third of what the throughput target leaves the controller; a consume here is one promise.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import type { Redis } from 'ioredis';
 import {
   RateLimiterMemory,
@@ -33,6 +34,17 @@ declare module 'fastify' {
 }
 
 const RATE_LIMIT_WINDOW_SECONDS = 60;
+
+/**
+ * The limit headers each counted request was given, by its raw request: a request cut by Node (its body
+ * did not arrive in time) is answered on the socket, not through fastify's reply, and still carries
+ * them (problem.ts, clientErrorHandler; docs/api.md, Errors).
+ */
+const counted = new WeakMap<IncomingMessage, Record<string, number>>();
+
+export function rateLimitHeadersOf(request: IncomingMessage): Record<string, number> | undefined {
+  return counted.get(request);
+}
 
 /** A limiter of `points` requests a window, in Redis when one is given, else in this process. */
 function limiter(points: number, redis: Redis | undefined): RateLimiterAbstract {
@@ -62,18 +74,24 @@ export function installRateLimit(
   const users = limiter(config.rateLimit.perMinute, redis);
   const agents = limiter(config.rateLimit.agentPerMinute, redis);
 
-  const headers = (reply: FastifyReply, max: number, counted: RateLimiterRes) => {
+  const headers = (request: FastifyRequest, reply: FastifyReply, max: number, res: RateLimiterRes) => {
+    const reset = Math.ceil((Date.now() + res.msBeforeNext) / 1000);
     reply.header('x-ratelimit-limit', max);
-    reply.header('x-ratelimit-remaining', counted.remainingPoints);
-    reply.header('x-ratelimit-reset', Math.ceil((Date.now() + counted.msBeforeNext) / 1000));
+    reply.header('x-ratelimit-remaining', res.remainingPoints);
+    reply.header('x-ratelimit-reset', reset);
+    counted.set(request.raw, {
+      'x-ratelimit-limit': max,
+      'x-ratelimit-remaining': res.remainingPoints,
+      'x-ratelimit-reset': reset,
+    });
   };
 
   const limit: onRequestHookHandler = (request, reply, done) => {
     const key = rateLimitKey(request);
     const counter = request.agentRouter !== undefined ? agents : users;
     counter.consume(key).then(
-      (counted) => {
-        headers(reply, counter.points, counted);
+      (res) => {
+        headers(request, reply, counter.points, res);
         done();
       },
       (refusal: unknown) => {
@@ -82,7 +100,7 @@ export function installRateLimit(
           request.log.warn({ reqId: request.id, err: String(refusal) }, 'rate limit not counted');
           return done();
         }
-        headers(reply, counter.points, refusal);
+        headers(request, reply, counter.points, refusal);
         const after = Math.max(1, Math.ceil(refusal.msBeforeNext / 1000));
         reply.header('retry-after', after);
         done(

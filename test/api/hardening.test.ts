@@ -408,7 +408,7 @@ describe('the request timeout', () => {
     expect(h.app.server.keepAliveTimeout).toBe(72_000);
   });
 
-  it('cuts a body that drips, over a real socket, at the configured time (1 s here), with a problem answer', async () => {
+  it('cuts a body that drips, over a real socket, at the configured time (1 s here), with a problem answer and its limit headers', async () => {
     const app: FastifyInstance = await buildApp({
       store: h.store,
       tokens: h.tokens,
@@ -429,6 +429,10 @@ describe('the request timeout', () => {
       const answer = parseAnswer(body.text);
       expect(answer.head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
       expect(answer.head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/);
+      // it reached its route, which counted it: the limit headers it was given
+      expect(answer.head).toMatch(
+        /\r\nx-ratelimit-limit: 100000\r\nx-ratelimit-remaining: \d+\r\nx-ratelimit-reset: \d{10}\r\n/,
+      );
       expect(answer.json()).toMatchObject({
         code: 'INVALID_REQUEST',
         detail: 'the request did not arrive in full in time',
@@ -440,6 +444,7 @@ describe('the request timeout', () => {
       });
       expect(headers.ms).toBeLessThan(2500);
       expect(parseAnswer(headers.text).json()).toMatchObject({ code: 'INVALID_REQUEST' });
+      expect(parseAnswer(headers.text).head).not.toMatch(/x-ratelimit/i);
     } finally {
       await app.close();
     }
