@@ -41,6 +41,7 @@ import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challen
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
+import { hookRoutes } from './api/hooks.ts';
 
 export interface AppOptions {
   store: Store;
@@ -236,6 +237,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, { store });
     await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
+    await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });

@@ -2,6 +2,7 @@
  * Controller configuration from command-line flags and the environment (flags win). One place, so
  * `peerops serve`, tests and the lab all build the same Config.
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 export interface Config {
@@ -37,6 +38,22 @@ export interface Config {
    * `PEEROPS_WEBHOOK_CERT_DIR` (holding `tls.crt` and `tls.key`, as a kubernetes.io/tls Secret mounts).
    */
   webhook: { listen: { host: string; port: number }; certDir: string } | undefined;
+  /** The git store's branch and the forge it follows (docs/gitops.md, "Following a forge"). */
+  git: GitConfig;
+}
+
+export interface GitConfig {
+  /** The branch holding the spec files (`--git-branch`, `PEEROPS_GIT_BRANCH`, default main). */
+  branch: string;
+  remote:
+    | {
+        url: string;
+        intervalMs: number;
+        credentials?: { username: string; password: string };
+      }
+    | undefined;
+  /** Shared secret of the forge's push webhook (`POST /hooks/git`); without it the route refuses. */
+  webhookSecret: string | undefined;
 }
 
 /** `true`/`false` (any case); anything else is a typo that must not quietly mean one of them. */
@@ -103,6 +120,74 @@ function parseWebhook(env: NodeJS.ProcessEnv, store: Config['store']): Config['w
 export interface Flags {
   listen?: string | undefined;
   data?: string | undefined;
+  gitRemote?: string | undefined;
+  gitBranch?: string | undefined;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** A secret from `<NAME>_FILE` (a mounted Secret) or `<NAME>`; trailing newlines dropped. */
+function secret(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const file = env[`${name}_FILE`];
+  if (file) {
+    try {
+      return readFileSync(file, 'utf8').replace(/[\r\n]+$/, '');
+    } catch (err) {
+      throw new Error(`${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code})`, {
+        cause: err,
+      });
+    }
+  }
+  return env[name] || undefined;
+}
+
+function parseGit(flags: Flags, env: NodeJS.ProcessEnv): GitConfig {
+  const branch = flags.gitBranch ?? (env.PEEROPS_GIT_BRANCH || 'main');
+  if (
+    !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$/.test(branch) ||
+    branch.includes('..') ||
+    branch === 'peerops-status'
+  )
+    throw new Error(`--git-branch: '${branch}' is not a usable branch name`);
+  const url = flags.gitRemote ?? (env.PEEROPS_GIT_REMOTE || undefined);
+  const webhookSecret = secret(env, 'PEEROPS_GIT_WEBHOOK_SECRET');
+  if (url === undefined) return { branch, remote: undefined, webhookSecret };
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error(`--git-remote: '${url}' is not a URL`);
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+    throw new Error(
+      '--git-remote: the store speaks git over HTTP(S) only (https://forge.example/org/repo.git)',
+    );
+  if (parsed.username || parsed.password)
+    throw new Error(
+      '--git-remote: put credentials in PEEROPS_GIT_CREDENTIALS_FILE (user:token), not in the URL, where logs would show them',
+    );
+  const text = secret(env, 'PEEROPS_GIT_CREDENTIALS');
+  let credentials: { username: string; password: string } | undefined;
+  if (text !== undefined) {
+    const colon = text.indexOf(':');
+    // a bare token is sent as the password of `x-access-token`, which GitHub, Gitea and Forgejo accept
+    credentials =
+      colon < 0
+        ? { username: 'x-access-token', password: text }
+        : { username: text.slice(0, colon), password: text.slice(colon + 1) };
+  }
+  if (credentials && parsed.protocol === 'http:' && !LOOPBACK.has(parsed.hostname))
+    throw new Error('--git-remote: credentials go over https:// only');
+  const seconds = env.PEEROPS_GIT_INTERVAL ? Number(env.PEEROPS_GIT_INTERVAL) : 5;
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 3600)
+    throw new Error(
+      `PEEROPS_GIT_INTERVAL: '${env.PEEROPS_GIT_INTERVAL}' is not a number of seconds from 1 to 3600`,
+    );
+  return {
+    branch,
+    remote: { url, intervalMs: seconds * 1000, ...(credentials ? { credentials } : {}) },
+    webhookSecret,
+  };
 }
 
 export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -130,5 +215,6 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     bodyLimitBytes: 64 * 1024,
     maxLongPollSeconds: 300,
     webhook: parseWebhook(env, store),
+    git: parseGit(flags, env),
   };
 }

@@ -13,19 +13,24 @@ import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
+import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { Reconciler } from './reconcile/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
-const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR]
+const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-remote URL] [--git-branch NAME]
 
-  --listen   address to listen on (env PEEROPS_LISTEN, default :8080)
-  --data     data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
+  --listen      address to listen on (env PEEROPS_LISTEN, default :8080)
+  --data        data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
+  --git-remote  follow this repository on a forge and push back to it (env PEEROPS_GIT_REMOTE;
+                credentials: PEEROPS_GIT_CREDENTIALS_FILE; docs/gitops.md)
+  --git-branch  the branch of the spec files (env PEEROPS_GIT_BRANCH, default main)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
      PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL,
-     PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR (Kubernetes store: the admission webhook)`;
+     PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR (Kubernetes store: the admission webhook),
+     PEEROPS_GIT_INTERVAL, PEEROPS_GIT_CREDENTIALS(_FILE), PEEROPS_GIT_WEBHOOK_SECRET(_FILE)`;
 
 /** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
 async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {
@@ -40,13 +45,21 @@ async function listen(app: FastifyInstance, where: { host: string; port: number 
 }
 
 export async function main(argv: string[]): Promise<number> {
-  let flags: { listen?: string | undefined; data?: string | undefined; help?: boolean | undefined };
+  let flags: {
+    listen?: string | undefined;
+    data?: string | undefined;
+    'git-remote'?: string | undefined;
+    'git-branch'?: string | undefined;
+    help?: boolean | undefined;
+  };
   try {
     flags = parseArgs({
       args: argv,
       options: {
         listen: { type: 'string' },
         data: { type: 'string' },
+        'git-remote': { type: 'string' },
+        'git-branch': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -60,7 +73,12 @@ export async function main(argv: string[]): Promise<number> {
   }
   let config;
   try {
-    config = loadConfig(flags);
+    config = loadConfig({
+      listen: flags.listen,
+      data: flags.data,
+      gitRemote: flags['git-remote'],
+      gitBranch: flags['git-branch'],
+    });
   } catch (err) {
     return usageError((err as Error).message);
   }
@@ -117,6 +135,11 @@ async function start(
   const store = await openStore(config, logger);
   await store.start();
   opened.push(() => store.close());
+  // Pushes into the store's own repository are checked before git takes them (docs/gitops.md).
+  if (store.backend === 'git')
+    await installPreReceiveHook(join(config.dataDir, 'store.git'), {
+      ...(config.git.branch !== 'main' ? { branch: config.git.branch } : {}),
+    });
   const registry = config.registry
     ? await openRegistry({
         source: config.registry,

@@ -46,17 +46,24 @@ export function instrumentStore<S extends Store>(store: S): S {
   return store;
 }
 
-export async function openStore(config: Pick<Config, 'store' | 'dataDir'>, logger?: Logger): Promise<Store> {
+export async function openStore(
+  config: Pick<Config, 'store' | 'dataDir'> & Partial<Pick<Config, 'git'>>,
+  logger?: Logger,
+): Promise<Store> {
   if (config.store === 'kubernetes') {
-    // Branch point for the Kubernetes back end: its module exports createKubernetesStore(options).
-    const modulePath = './kubernetes/index.ts';
-    const mod = (await import(modulePath)) as {
-      createKubernetesStore(options: { logger?: Logger }): Store;
-    };
-    return instrumentStore(mod.createKubernetesStore(logger ? { logger } : {}));
+    // Loaded only for this back end (its client library is large); a literal path, so the release
+    // bundle carries it as a chunk of its own.
+    const { createKubernetesStore } = await import('./kubernetes/index.ts');
+    return instrumentStore(createKubernetesStore(logger ? { logger } : {}));
   }
   const { createGitStore } = await import('./git/index.ts');
+  const git = config.git;
   return instrumentStore(
-    createGitStore({ dir: join(config.dataDir, 'store.git'), ...(logger ? { logger } : {}) }),
+    createGitStore({
+      dir: join(config.dataDir, 'store.git'),
+      ...(git ? { branch: git.branch } : {}),
+      ...(git?.remote ? { remote: { ...git.remote, branch: git.branch } } : {}),
+      ...(logger ? { logger } : {}),
+    }),
   );
 }

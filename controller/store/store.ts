@@ -72,6 +72,8 @@ export interface Store {
   close(): Promise<void>;
   /** Why writes fail now (a full or read-only disk), for /health; undefined while they can succeed. */
   writeProblem?(): string | undefined;
+  /** Look for outside changes now (a forge's push webhook) instead of at the next interval. */
+  syncNow?(): void;
 
   // ---- reads (memory only) ----
   listRouters(): Router[];

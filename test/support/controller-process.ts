@@ -13,18 +13,28 @@ export class ControllerProcess {
   readonly base: string;
   private readonly dataDir: string;
   private readonly env: Record<string, string>;
+  private readonly args: string[];
 
-  constructor(dataDir: string, port: number, env: Record<string, string> = {}) {
+  constructor(dataDir: string, port: number, env: Record<string, string> = {}, args: string[] = []) {
     this.dataDir = dataDir;
     this.base = `http://127.0.0.1:${port}`;
     this.env = env;
+    this.args = args;
   }
 
   async start(): Promise<void> {
     this.output = '';
     const proc = spawn(
       process.execPath,
-      ['bin/peerops.ts', 'serve', '--listen', this.base.slice('http://'.length), '--data', this.dataDir],
+      [
+        'bin/peerops.ts',
+        'serve',
+        '--listen',
+        this.base.slice('http://'.length),
+        '--data',
+        this.dataDir,
+        ...this.args,
+      ],
       {
         env: { ...process.env, PEEROPS_STORE: 'git', PEEROPS_LOG_LEVEL: 'info', ...this.env },
         stdio: ['ignore', 'pipe', 'pipe'],
