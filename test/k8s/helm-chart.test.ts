@@ -4,11 +4,13 @@
  * The admission webhook's configuration is also installed for real (helm install/upgrade) on that server:
  * its certificate survives an upgrade, and the server sends it exactly the writes it should. With
  * webhook.certManager.enabled the certificate comes from cert-manager, checked as rendered (no cert-manager
- * runs here).
+ * runs here). With store=git (docs/kubernetes.md, "The git store in the chart"): one replica on a claim, the
+ * forge's settings and secret files as the controller's config reads them, and the values the render refuses.
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -25,6 +27,7 @@ import {
 } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../controller/config.ts';
 import { routerSpec } from '../store/fixtures.ts';
 import {
   TOOLS_BUILD_TIMEOUT_MS,
@@ -113,8 +116,8 @@ function only<T extends KubernetesObject>(objects: KubernetesObject[], kind: str
   return found[0] as T;
 }
 
-/** Installs (or upgrades) release peerops in namespace on the test API server. */
-async function install(verb: 'install' | 'upgrade', namespace: string): Promise<void> {
+/** Installs (or upgrades) release peerops in namespace on the test API server, with `--set`s. */
+async function install(verb: 'install' | 'upgrade', namespace: string, ...set: string[]): Promise<void> {
   // startApiServer() installed the CRDs already
   await helm(
     verb,
@@ -125,6 +128,7 @@ async function install(verb: 'install' | 'upgrade', namespace: string): Promise<
     '--kubeconfig',
     await server.kubeconfigFile(),
     '--skip-crds',
+    ...set.flatMap((v) => ['--set', v]),
   );
 }
 
@@ -503,6 +507,233 @@ describe('charts/peerops', () => {
     await admin.delete(created);
     const other = await server.createNamespace('webhook-other');
     await admin.create(router(other));
+  });
+
+  describe('store=git', () => {
+    const GIT = [
+      'store=git',
+      'git.remote=https://forge.example/net/peering.git',
+      'git.branch=peering',
+      'git.intervalSeconds=10',
+      'git.credentialsSecret=forge-credentials',
+      'git.webhookSecret=forge-webhook',
+      'persistence.size=2Gi',
+      'persistence.storageClass=fast',
+      'config.adminAsns={4242420000}',
+    ];
+    type PersistentVolumeClaim = KubernetesObject & {
+      spec: {
+        accessModes: string[];
+        storageClassName?: string;
+        resources: { requests: { storage: string } };
+      };
+    };
+    const message = (err: unknown) => String((err as { stderr?: string }).stderr ?? err);
+
+    it('passes helm lint', async () => {
+      expect(await helm('lint', CHART, ...GIT.flatMap((v) => ['--set', v]))).toMatch(/0 chart\(s\) failed/);
+    });
+
+    it('runs one replica, replaced not rolled, on a PersistentVolumeClaim, with the forge settings and secret files', async () => {
+      const namespace = await server.createNamespace('chart-git');
+      const objects = await renderChart(namespace, ...GIT);
+      // no webhook, no Role (the git store never calls the Kubernetes API), nothing of the Lease
+      expect(objects.map((o) => o.kind).sort()).toEqual([
+        'ConfigMap',
+        'Deployment',
+        'PersistentVolumeClaim',
+        'Secret',
+        'Service',
+        'ServiceAccount',
+      ]);
+      expect(objects.filter((o) => o.kind === 'Service').map((o) => o.metadata?.name)).toEqual(['peerops']);
+      await dryRunApply(namespace, objects);
+
+      const deployment = only<V1Deployment>(objects, 'Deployment');
+      expect(deployment.spec?.replicas).toBe(1);
+      expect(deployment.spec?.strategy).toEqual({ type: 'Recreate' });
+      const pod = deployment.spec?.template.spec;
+      expect(pod?.automountServiceAccountToken).toBe(false);
+      expect(pod?.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 10001, fsGroup: 10001 });
+      const container = pod?.containers[0];
+      expect(container?.ports?.map((p) => p.name)).toEqual(['http']);
+      // the token and the webhook secret are files from the operator's Secrets, never values
+      expect(container?.env).toEqual([
+        { name: 'PEEROPS_GIT_CREDENTIALS_FILE', value: '/etc/peerops/git-credentials/credentials' },
+        { name: 'PEEROPS_GIT_WEBHOOK_SECRET_FILE', value: '/etc/peerops/git-webhook/secret' },
+      ]);
+      const mounted = (file: string) => {
+        const mount = container?.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`));
+        const volume = pod?.volumes?.find((v) => v.name === mount?.name);
+        return { readOnly: mount?.readOnly, secret: volume?.secret };
+      };
+      expect(mounted('/etc/peerops/git-credentials/credentials')).toEqual({
+        readOnly: true,
+        secret: {
+          secretName: 'forge-credentials',
+          items: [{ key: 'credentials', path: 'credentials' }],
+          defaultMode: 0o400,
+        },
+      });
+      expect(mounted('/etc/peerops/git-webhook/secret')).toEqual({
+        readOnly: true,
+        secret: {
+          secretName: 'forge-webhook',
+          items: [{ key: 'secret', path: 'secret' }],
+          defaultMode: 0o400,
+        },
+      });
+
+      // the data dir is the claim, kept on uninstall
+      const config = only<KubernetesObject & { data: Record<string, string> }>(objects, 'ConfigMap').data;
+      const dataMount = container?.volumeMounts?.find((m) => m.mountPath === config.PEEROPS_DATA);
+      const claim = only<PersistentVolumeClaim>(objects, 'PersistentVolumeClaim');
+      expect(pod?.volumes?.find((v) => v.name === dataMount?.name)?.persistentVolumeClaim).toEqual({
+        claimName: claim.metadata?.name,
+      });
+      expect(claim.metadata?.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+      expect(claim.spec).toEqual({
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: 'fast',
+        resources: { requests: { storage: '2Gi' } },
+      });
+
+      expect(config).toMatchObject({
+        PEEROPS_STORE: 'git',
+        PEEROPS_GIT_REMOTE: 'https://forge.example/net/peering.git',
+        PEEROPS_GIT_BRANCH: 'peering',
+        PEEROPS_GIT_INTERVAL: '10',
+      });
+      expect(Object.keys(config).filter((k) => /LEASE|WEBHOOK|CREDENTIALS/.test(k))).toEqual([]);
+    });
+
+    it('mounts an existing claim, or an emptyDir without persistence, and follows no forge by default', async () => {
+      const namespace = await server.createNamespace('chart-git-plain');
+      const existing = await renderChart(namespace, 'store=git', 'persistence.existingClaim=peering-data');
+      expect(existing.map((o) => o.kind)).not.toContain('PersistentVolumeClaim');
+      await dryRunApply(namespace, existing);
+      const volumes = (objects: KubernetesObject[]) =>
+        only<V1Deployment>(objects, 'Deployment').spec?.template.spec?.volumes;
+      expect(volumes(existing)?.find((v) => v.name === 'data')).toEqual({
+        name: 'data',
+        persistentVolumeClaim: { claimName: 'peering-data' },
+      });
+      // no remote: the repository on the volume is the store; nothing of a forge is rendered
+      const config = only<KubernetesObject & { data: Record<string, string> }>(existing, 'ConfigMap').data;
+      expect(Object.keys(config).filter((k) => k.startsWith('PEEROPS_GIT_'))).toEqual(['PEEROPS_GIT_BRANCH']);
+      expect(volumes(existing)?.map((v) => v.name)).toEqual(['jwt', 'data']);
+
+      const ephemeral = await renderChart('peerops-test', 'store=git', 'persistence.enabled=false');
+      expect(ephemeral.map((o) => o.kind)).not.toContain('PersistentVolumeClaim');
+      expect(volumes(ephemeral)?.find((v) => v.name === 'data')).toEqual({ name: 'data', emptyDir: {} });
+      const noClass = await renderChart('peerops-test', 'store=git', 'persistence.storageClass=-');
+      expect(only<PersistentVolumeClaim>(noClass, 'PersistentVolumeClaim').spec.storageClassName).toBe('');
+    });
+
+    it('gives the controller settings it starts with: the forge, its credentials and webhook secret', async () => {
+      const objects = await renderChart('peerops-test', ...GIT);
+      const container = only<V1Deployment>(objects, 'Deployment').spec?.template.spec?.containers[0];
+      // the mounted Secrets' files, under a temp dir standing in for the pod's /
+      const root = await mkdtemp(join(tmpdir(), 'peerops-chart-'));
+      try {
+        const files: Record<string, string> = {
+          '/etc/peerops/git-credentials/credentials': 'peerops-bot:forge-token\n',
+          '/etc/peerops/git-webhook/secret': 'hook-secret\n',
+        };
+        for (const [path, text] of Object.entries(files)) {
+          await mkdir(join(root, path, '..'), { recursive: true });
+          await writeFile(join(root, path), text);
+        }
+        const env: Record<string, string> = {
+          ...only<KubernetesObject & { data: Record<string, string> }>(objects, 'ConfigMap').data,
+        };
+        for (const e of container?.env ?? []) env[e.name] = join(root, e.value ?? '');
+        const config = loadConfig({}, env);
+        expect(config.store).toBe('git');
+        expect(config.webhook).toBeUndefined();
+        expect(config.git).toEqual({
+          branch: 'peering',
+          remote: {
+            url: 'https://forge.example/net/peering.git',
+            intervalMs: 10_000,
+            credentials: { username: 'peerops-bot', password: 'forge-token' },
+          },
+          webhookSecret: 'hook-secret',
+        });
+      } finally {
+        await rm(root, { recursive: true, force: true });
+      }
+    });
+
+    it('keeps the data claim on helm uninstall, and a new install of the release takes it again', async () => {
+      const namespace = await server.createNamespace('chart-git-keep');
+      const core = server.kubeConfig().makeApiClient(CoreV1Api);
+      const claim = async () =>
+        (await core.listNamespacedPersistentVolumeClaim({ namespace })).items.map((c) => c.metadata?.uid);
+      await install('install', namespace, 'store=git');
+      const [uid] = await claim();
+      expect(uid).toBeDefined();
+      await helm(
+        'uninstall',
+        'peerops',
+        '--namespace',
+        namespace,
+        '--kubeconfig',
+        await server.kubeconfigFile(),
+      );
+      expect(await claim()).toEqual([uid]);
+      await install('install', namespace, 'store=git');
+      expect(await claim()).toEqual([uid]);
+    });
+
+    // helm install and template stop at a `fail`; helm lint only reports it as [INFO] (its lint mode)
+    it('refuses several replicas, and values it would ignore or that would leak a token', async () => {
+      const refusal = (...set: string[]) =>
+        renderChart('peerops-test', ...set).then(
+          () => 'rendered',
+          (err: unknown) => message(err),
+        );
+      expect(await refusal('store=git', 'controller.replicas=2')).toContain(
+        'controller.replicas=2: the git store has one writer, so store=git runs one replica',
+      );
+      expect(
+        await refusal('store=git', 'git.remote=https://bot:secret@forge.example/net/peering.git'),
+      ).toContain('git.remote: credentials go in the Secret named by git.credentialsSecret, not in the URL');
+      expect(await refusal('store=git', 'git.remote=ssh://forge.example/net/peering.git')).toContain(
+        'is not an http(s):// URL',
+      );
+      expect(
+        await refusal('store=git', 'git.remote=https://forge.example/x.git', 'git.intervalSeconds=0'),
+      ).toContain("git.intervalSeconds: '0' is not a number of seconds from 1 to 3600");
+      expect(await refusal('store=git', 'git.credentialsSecret=forge-credentials')).toContain(
+        'set git.remote too',
+      );
+      expect(await refusal('git.remote=https://forge.example/x.git')).toContain(
+        'are for the git store: set store=git',
+      );
+      expect(await refusal('store=svn')).toContain("store: 'svn' is neither kubernetes nor git");
+      // one replica asked for explicitly is fine
+      expect(await refusal('store=git', 'controller.replicas=1')).toBe('rendered');
+    });
+
+    it('renders nothing of the admission webhook, with or without cert-manager', async () => {
+      const objects = await renderChart(
+        'peerops-test',
+        'store=git',
+        'webhook.enabled=true',
+        'webhook.certManager.enabled=true',
+      );
+      expect(objects.map((o) => o.kind)).toEqual(
+        expect.not.arrayContaining(['ValidatingWebhookConfiguration', 'Certificate', 'Issuer', 'Role']),
+      );
+      expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
+        'peerops-jwt',
+      ]);
+      const pod = only<V1Deployment>(objects, 'Deployment').spec?.template.spec;
+      // PEEROPS_WEBHOOK_LISTEN with the git store stops the controller at start (controller/config.ts)
+      expect(pod?.containers[0]?.env ?? []).toEqual([]);
+      expect(pod?.volumes?.map((v) => v.name)).toEqual(['jwt', 'data']);
+    });
   });
 
   it('ships the generated CRDs', async () => {

@@ -44,3 +44,71 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "peerops.webhookSecretName" -}}
 {{- printf "%s-webhook-tls" (include "peerops.fullname" .) -}}
 {{- end -}}
+
+{{- /*
+The store back end: kubernetes (custom resources, several replicas) or git (a repository on a volume, one
+writer). docs/kubernetes.md, "The git store in the chart".
+*/ -}}
+{{- define "peerops.store" -}}
+{{- $store := .Values.store | default "kubernetes" -}}
+{{- if not (has $store (list "kubernetes" "git")) -}}
+{{- fail (printf "store: '%s' is neither kubernetes nor git" $store) -}}
+{{- end -}}
+{{- $store -}}
+{{- end -}}
+
+{{- define "peerops.gitStore" -}}
+{{- if eq (include "peerops.store" .) "git" -}}true{{- end -}}
+{{- end -}}
+
+{{- /* The admission webhook checks writes of the custom resources: the Kubernetes store's only. */ -}}
+{{- define "peerops.webhookEnabled" -}}
+{{- if and (not (include "peerops.gitStore" .)) .Values.webhook.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- /*
+Controller replicas: controller.replicas, else 2 (Kubernetes store) or 1 (git store). The git store has one
+writer: its controller holds a lock in the data dir and a second one on the same volume refuses to start
+(docs/store.md, "Crash safety"), so more than one replica is refused here rather than left crash-looping.
+*/ -}}
+{{- define "peerops.replicas" -}}
+{{- $replicas := .Values.controller.replicas -}}
+{{- if include "peerops.gitStore" . -}}
+{{- if kindIs "invalid" $replicas }}{{ $replicas = 1 }}{{ end -}}
+{{- if gt (int $replicas) 1 -}}
+{{- fail (printf "controller.replicas=%d: the git store has one writer, so store=git runs one replica (leave controller.replicas empty or set it to 1); several replicas need store=kubernetes" (int $replicas)) -}}
+{{- end -}}
+{{- else if kindIs "invalid" $replicas }}{{ $replicas = 2 }}{{ end -}}
+{{- int $replicas -}}
+{{- end -}}
+
+{{- define "peerops.dataClaimName" -}}
+{{- default (printf "%s-data" (include "peerops.fullname" .)) .Values.persistence.existingClaim -}}
+{{- end -}}
+
+{{- /*
+Values that would be silently ignored, or would put a token where it does not belong, stop the render with
+the reason. Included by deployment.yaml (rendered in every case).
+*/ -}}
+{{- define "peerops.validate" -}}
+{{- $git := .Values.git -}}
+{{- $_ := include "peerops.replicas" . -}}
+{{- if include "peerops.gitStore" . -}}
+{{- if $git.remote -}}
+{{- if not (regexMatch "^https?://" $git.remote) -}}
+{{- fail (printf "git.remote: '%s' is not an http(s):// URL; the git store speaks git over HTTP(S) only" $git.remote) -}}
+{{- end -}}
+{{- if regexMatch "^https?://[^/]*@" $git.remote -}}
+{{- fail "git.remote: credentials go in the Secret named by git.credentialsSecret, not in the URL (it is stored in a ConfigMap and shown in logs)" -}}
+{{- end -}}
+{{- $interval := int $git.intervalSeconds -}}
+{{- if or (lt $interval 1) (gt $interval 3600) -}}
+{{- fail (printf "git.intervalSeconds: '%v' is not a number of seconds from 1 to 3600" $git.intervalSeconds) -}}
+{{- end -}}
+{{- else if or $git.credentialsSecret $git.webhookSecret -}}
+{{- fail "git.credentialsSecret and git.webhookSecret are for the forge named by git.remote: set git.remote too" -}}
+{{- end -}}
+{{- else if or $git.remote $git.credentialsSecret $git.webhookSecret -}}
+{{- fail "git.remote, git.credentialsSecret and git.webhookSecret are for the git store: set store=git" -}}
+{{- end -}}
+{{- end -}}
