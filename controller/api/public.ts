@@ -34,6 +34,22 @@ export async function publicRoutes(
       return reply.code(503).send({ status: 'degraded', reason });
     },
   );
+  // The probes' endpoint: the process serves requests. A full disk makes /health degraded but must not
+  // restart the controller or take it out of service: reads and agents' polls still work (docs/api.md).
+  app.get(
+    '/livez',
+    {
+      config: {
+        rateLimit: false,
+        docs: {
+          summary: 'Liveness for probes: the process serves requests (/health also judges the store)',
+          auth: 'none',
+          response: Type.Object({ status: Type.Literal('ok') }),
+        },
+      },
+    },
+    async () => ({ status: 'ok' }),
+  );
   app.get(
     '/metrics',
     { config: { rateLimit: false, docs: { summary: 'Prometheus metrics (text format)', auth: 'none' } } },

@@ -169,7 +169,7 @@ describe('charts/peerops', () => {
       };
     };
     expect(deployment.spec.replicas).toBe(3);
-    expect(deployment.spec.template.spec.containers[0]?.livenessProbe.httpGet.path).toBe('/health');
+    expect(deployment.spec.template.spec.containers[0]?.livenessProbe.httpGet.path).toBe('/livez');
     const daemonSet = objects.find((o) => o.kind === 'DaemonSet') as KubernetesObject & {
       spec: {
         template: {
