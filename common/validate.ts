@@ -136,7 +136,7 @@ export function toFieldErrors(
     } else if (e.keyword === 'pattern') {
       const pattern = String(e.params.pattern);
       message = pattern.includes(UNPRINTABLE_CLASS)
-        ? `must be one line of printable text: no control characters, line breaks or bidi overrides${pattern.includes('"') ? ', no " or \\' : ''}`
+        ? `must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks${pattern.includes('"') ? ', no " or \\' : ''}`
         : `has characters or a form that is not allowed (pattern ${pattern})`;
     } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
       continue; // the branch errors say more

@@ -218,7 +218,8 @@ describe('hostile input', () => {
     expect(res.json().errors).toEqual([
       {
         pointer: '/message',
-        message: 'must be one line of printable text: no control characters, line breaks or bidi overrides',
+        message:
+          'must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks',
       },
     ]);
   });
