@@ -296,7 +296,8 @@ describe('the admission webhook', () => {
       apiVersion: 'peerops.dev/v1alpha1',
       kind: 'Router',
       metadata: { name: 'ams1' },
-      spec: routerSpec(1),
+      // fra1's nodeId, a loopback of its own (a taken loopback is its own cause)
+      spec: routerSpec(1, { loopback: { ipv6: 'fd00::99' } }),
     });
     expect(router.status).toBe(422);
     expect(router.body.details?.causes).toEqual([
