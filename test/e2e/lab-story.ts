@@ -296,11 +296,24 @@ export class LabStory {
     });
   }
 
-  /** A DN42-format registry: one aut-num and one mntner (with a fresh ssh-ed25519 key) per user ASN. */
+  /**
+   * A DN42-format registry: one aut-num and one mntner (with a fresh ssh-ed25519 key) per user ASN, and
+   * the route6 (and route) object of each user's prefix, which a session's addresses must lie in.
+   */
   private async writeRegistry(root: string): Promise<void> {
     const pad = (k: string) => `${k}:`.padEnd(20);
-    await mkdir(join(root, 'data', 'aut-num'), { recursive: true });
-    await mkdir(join(root, 'data', 'mntner'), { recursive: true });
+    for (const dir of ['aut-num', 'mntner', 'route6', 'route'])
+      await mkdir(join(root, 'data', dir), { recursive: true });
+    for (const u of this.users) {
+      const mnt = `LAB-${u.label.toUpperCase()}-MNT`;
+      const routes: ['route' | 'route6', string][] = [['route6', u.prefix]];
+      if (u.ipv4) routes.push(['route', u.ipv4.prefix]);
+      for (const [type, prefix] of routes)
+        await writeFile(
+          join(root, 'data', type, prefix.replace('/', '_')),
+          [`${pad(type)}${prefix}`, `${pad('origin')}AS${u.asn}`, `${pad('mnt-by')}${mnt}`, ''].join('\n'),
+        );
+    }
     for (const u of this.users) {
       const key = join(u.home, 'id_ed25519');
       await exec('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', `lab-${u.label}`, '-f', key]);

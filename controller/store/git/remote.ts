@@ -183,27 +183,29 @@ export class RemoteSync {
   private async once(): Promise<boolean> {
     const { specRef } = this.host;
     const theirs = await this.fetch(this.options.branch);
-    const rebuilt = await this.host.serialised(async () => {
+    await this.host.serialised(async () => {
       const ours = this.host.head(specRef);
-      if (theirs === undefined || theirs === ours) return ours;
+      if (theirs === undefined || theirs === ours) return;
       if (ours === undefined || (await this.descends(theirs, ours))) {
         await this.host.moveRefs([{ ref: specRef, from: ours, to: theirs }]);
         this.host.log.info(
           { remote: this.label, from: ours, to: theirs },
           'store: fast-forwarded to the remote',
         );
-        return theirs;
+        return;
       }
-      if (await this.descends(ours, theirs)) return ours;
+      if (await this.descends(ours, theirs)) return;
       const tip = await this.rebuild(ours, theirs);
       await this.host.moveRefs([{ ref: specRef, from: ours, to: tip }]);
       this.host.log.info(
         { remote: this.label, theirs, tip },
         "store: rebuilt the store's commits on the remote's new tip",
       );
-      return tip;
     });
-    if (rebuilt !== undefined && rebuilt !== theirs) {
+    // What the forge lacks now, including what the store filled in when it applied the forge's commits
+    // (the serialised step catches up with them after it ran): pushed in this cycle, not the next.
+    const local = this.host.head(specRef);
+    if (local !== undefined && local !== theirs) {
       const ok = await this.push(specRef, `refs/heads/${this.options.branch}`);
       if (!ok) return false;
     }
