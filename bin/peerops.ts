@@ -12,8 +12,17 @@ const commands: Record<string, { module: string; summary: string; internal?: boo
   agent: { module: '../agent/main.ts', summary: 'run the router agent' },
   validate: { module: '../cli/validate.ts', summary: 'check a GitOps repository checkout of manifests' },
   login: { module: '../cli/login.ts', summary: 'log in by signing a challenge with an SSH or PGP key' },
-  session: { module: '../cli/session.ts', summary: 'list, create, modify, delete, restart your sessions' },
+  session: {
+    module: '../cli/session.ts',
+    summary: 'list, show, create, modify, delete, restart your sessions',
+  },
+  routers: { module: '../cli/routers.ts', summary: 'the routers you can peer with' },
+  context: {
+    module: '../cli/context.ts',
+    summary: 'list, use, remove saved logins (URL and token per network)',
+  },
   admin: { module: '../cli/admin.ts', summary: 'admin actions: sessions, routers, policy, tokens' },
+  completion: { module: '../cli/completion.ts', summary: 'print a bash, zsh or fish completion script' },
   hook: {
     module: '../controller/store/git/pre-receive.ts',
     summary: "git's pre-receive hook in the store's repository (docs/gitops.md)",
@@ -66,7 +75,11 @@ async function run(argv: string[]): Promise<number> {
   }
   const command = commands[name];
   if (!command) {
-    return usageError(`unknown command '${name}'\n\n${usage()}`);
+    // the nearest command within 2 edits (docs/cli.md, "Errors and exit status")
+    const { didYouMean } = await import('../cli/client.ts');
+    const known = Object.keys(commands).filter((c) => !commands[c]?.internal);
+    const hint = didYouMean(name, known);
+    return usageError(`unknown command '${name}'${hint || `\n\n${usage()}`}`);
   }
   const mod = (await import(command.module)) as { main(argv: string[]): Promise<number> };
   return mod.main(rest);

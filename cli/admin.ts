@@ -3,11 +3,25 @@
  * data dir is the root of trust); `session`, `router` and `policy` drive the admin API over HTTP.
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { formatEndpoint } from '../common/net.ts';
 import { SessionStatus } from '../common/status.ts';
 import { showable } from '../common/text.ts';
-import { CliError, Client, output, run, saveToken, table } from './client.ts';
+import {
+  checkUrl,
+  CliError,
+  Client,
+  COMMON_OPTIONS,
+  DEFAULT_URL,
+  type Format,
+  output,
+  outputFormat,
+  parseFlags,
+  resolveUuid,
+  run,
+  table,
+  unknownWord,
+} from './client.ts';
+import { contextName, saveContext } from './config.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
 
@@ -31,13 +45,23 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   policy patch [--router R] [--spec FILE] [the flags of set]
         merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
 
-common: --url URL (or PEEROPS_URL), --token TOKEN (default: the saved login), --json`;
+common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
+        context's), -o table|wide|json|yaml (--json = -o json)
+token --save saves the token as a context (AS<asn>@<host>, or --context NAME) and makes it current`;
 
-const OPTIONS = {
-  url: { type: 'string' },
-  token: { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
+export const AREAS = {
+  token: [],
+  session: ['list', 'approve', 'reject', 'disable', 'enable', 'purge'],
+  router: ['list', 'add', 'update', 'remove', 'rotate-token'],
+  policy: ['get', 'set', 'patch'],
+} as const;
+
+/** The server's token lifetimes (controller/auth/jwt.ts; docs/cli.md): 60 s to 366 days. */
+export const TTL_MIN = 60;
+export const TTL_MAX = 366 * 24 * 3600;
+
+export const OPTIONS = {
+  ...COMMON_OPTIONS,
   data: { type: 'string' },
   asn: { type: 'string' },
   admin: { type: 'boolean' },
@@ -69,7 +93,7 @@ const OPTIONS = {
   'max-pending': { type: 'string' },
 } as const;
 
-type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+type Values = ReturnType<typeof parseFlags<typeof OPTIONS>>['values'];
 
 function int(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
@@ -168,18 +192,26 @@ async function mintToken(v: Values): Promise<number> {
     throw new CliError('USAGE', 'token needs --data DIR (or PEEROPS_DATA, or PEEROPS_JWT_KEY_FILE)');
   const asn = int('asn', v.asn);
   if (asn === undefined) throw new CliError('USAGE', 'token needs --asn N');
+  const ttl = int('ttl', v.ttl);
+  if (ttl !== undefined && (ttl < TTL_MIN || ttl > TTL_MAX))
+    throw new CliError('USAGE', `--ttl must be ${TTL_MIN}..${TTL_MAX} seconds (1 minute to 366 days)`);
   const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
   const keyFile = process.env.PEEROPS_JWT_KEY_FILE || defaultKeyPath(data ?? '.');
   let issued;
   try {
     // the controller's key or nothing: a new key's tokens would be refused by the controller
     const issuer = await TokenIssuer.fromExistingFile(keyFile);
-    issued = issuer.issueToken(asn, v.admin ? 'admin' : 'user', int('ttl', v.ttl));
+    issued = issuer.issueToken(asn, v.admin ? 'admin' : 'user', ttl);
   } catch (err) {
     throw new CliError('INVALID_REQUEST', (err as Error).message);
   }
-  if (v.save) console.error(`token saved to ${await saveToken(issued.token)}`);
-  output(v.json, { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
+  if (v.save) {
+    const url = checkUrl(v.url ?? (process.env.PEEROPS_URL || undefined) ?? DEFAULT_URL);
+    const name = v.context ?? contextName(asn, url);
+    const { file } = await saveContext({ name, url, token: issued.token });
+    console.error(`token saved to ${file} as context ${name} (now current)`);
+  }
+  output(format(v), { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
   return 0;
 }
 
@@ -194,6 +226,10 @@ interface SessionRecord {
   createdAt: string | null;
   /** What the current policy would refuse of the session (approve and enable refuse it then). */
   policyViolations?: { pointer: string; message: string }[];
+}
+
+function format(v: Values): Format {
+  return outputFormat(v);
 }
 
 async function sessionCommand(
@@ -211,7 +247,7 @@ async function sessionCommand(
     const flagged = res.sessions.flatMap((s) =>
       (s.policyViolations ?? []).map((e) => `  ${s.uuid} ${e.pointer}: ${e.message}`),
     );
-    output(v.json, res, () =>
+    output(format(v), res, () =>
       [
         table(
           ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'IPV4', 'ENDPOINT', 'CREATED', 'POLICY'],
@@ -233,17 +269,21 @@ async function sessionCommand(
     );
     return 0;
   }
-  if (!['approve', 'reject', 'disable', 'enable', 'purge'].includes(action))
-    throw new CliError('USAGE', `unknown session action '${action}'`);
+  if (!(AREAS.session as readonly string[]).includes(action))
+    throw unknownWord('admin session action', action, AREAS.session);
   if (!arg) throw new CliError('USAGE', `${action} needs the session UUID`);
   // the reason is the audit record of a session removed without its agent (docs/cli.md)
   if (action === 'purge' && !v.reason) throw new CliError('USAGE', 'purge needs --reason TEXT');
   const res = await client.post<{ uuid: string; statusName?: string; deleted?: boolean }>('/admin/session', {
     action,
-    uuid: arg,
+    uuid: await resolveUuid(arg, async () =>
+      (await client.post<{ sessions: SessionRecord[] }>('/admin/session', { action: 'list' })).sessions.map(
+        (s) => s.uuid,
+      ),
+    ),
     ...(v.reason ? { reason: v.reason } : {}),
   });
-  output(v.json, res, () =>
+  output(format(v), res, () =>
     res.deleted ? `session ${res.uuid} removed` : `session ${res.uuid}: ${res.statusName}`,
   );
   return 0;
@@ -273,7 +313,7 @@ async function routerCommand(
 ): Promise<number> {
   if (action === 'list') {
     const res = await client.post<{ routers: AdminRouter[] }>('/admin/router', { action: 'list' });
-    output(v.json, res, () =>
+    output(format(v), res, () =>
       table(
         ['NAME', 'NODE', 'REGION', 'ENDPOINT HOST', 'ACCEPTING', 'AUTO-APPROVE', 'AGENT', 'LAST HEARTBEAT'],
         res.routers.map((r) => [
@@ -290,6 +330,8 @@ async function routerCommand(
     );
     return 0;
   }
+  if (!(AREAS.router as readonly string[]).includes(action))
+    throw unknownWord('admin router action', action, AREAS.router);
   if (!name) throw new CliError('USAGE', `router ${action} needs the router name`);
   switch (action) {
     case 'add': {
@@ -305,7 +347,7 @@ async function routerCommand(
         name,
         ...spec,
       });
-      output(v.json, res, () =>
+      output(format(v), res, () =>
         [
           `router ${name} added (uuid ${res.router.spec.uuid})`,
           `agent token (shown once, put it in the agent's controlPlane.token):`,
@@ -328,12 +370,12 @@ async function routerCommand(
         name,
         spec: await routerSpec(v, loopbackBase),
       });
-      output(v.json, res, () => `router ${name} updated`);
+      output(format(v), res, () => `router ${name} updated`);
       return 0;
     }
     case 'remove': {
       const res = await client.post('/admin/router', { action: 'remove', name });
-      output(v.json, res, () => `router ${name} removed`);
+      output(format(v), res, () => `router ${name} removed`);
       return 0;
     }
     case 'rotate-token': {
@@ -341,13 +383,13 @@ async function routerCommand(
         action: 'rotate-token',
         name,
       });
-      output(v.json, res, () =>
+      output(format(v), res, () =>
         [`new agent token for ${name} (shown once; the old one no longer works):`, res.agentToken].join('\n'),
       );
       return 0;
     }
     default:
-      throw new CliError('USAGE', `unknown router action '${action}'`);
+      throw unknownWord('admin router action', action, AREAS.router);
   }
 }
 
@@ -403,11 +445,10 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
   if (action === 'get') {
     const name = v.router ?? 'default';
     const res = await client.post<PolicyRecord>('/admin/policy', { action: 'get', name });
-    output(v.json, res, () => policyText(res.name, res.spec));
+    output(format(v), res, () => policyText(res.name, res.spec));
     return 0;
   }
-  if (action !== 'set' && action !== 'patch')
-    throw new CliError('USAGE', `unknown policy action '${action}'`);
+  if (action !== 'set' && action !== 'patch') throw unknownWord('admin policy action', action, AREAS.policy);
   const edits = ['spec', 'dn42-asn', 'rpki', 'block', 'unblock', 'max-pending'] as const;
   if (!edits.some((f) => v[f] !== undefined))
     throw new CliError(
@@ -421,7 +462,7 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
     // the controller merges (RFC 7386); --block/--unblock edit the list stored now
     const patch = { ...file?.spec, ...policyFlags(v, file?.spec.blockedAsns ?? stored.blockedAsns) };
     const res = await client.post<PolicyRecord>('/admin/policy', { action: 'patch', name, spec: patch });
-    output(v.json, res, () => `policy ${name} patched: ${Object.keys(patch).join(', ')}`);
+    output(format(v), res, () => `policy ${name} patched: ${Object.keys(patch).join(', ')}`);
     return 0;
   }
   // set replaces the whole policy: with --spec it is the file (and the flags); without, the stored one edited
@@ -429,7 +470,7 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
   const spec = { ...base, ...policyFlags(v, base.blockedAsns) };
   const res = await client.post<PolicyRecord>('/admin/policy', { action: 'set', name, spec });
   const removed = Object.keys(stored).filter((field) => !Object.hasOwn(res.spec, field));
-  output(v.json, res, () =>
+  output(format(v), res, () =>
     file
       ? [
           `policy ${name} replaced by ${v.spec}: set replaces the whole policy`,
@@ -444,15 +485,17 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
 
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
-    const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+    const { values, positionals } = parseFlags(argv, OPTIONS);
     const [area, action, arg] = positionals;
     if (values.help || !area) {
       console.log(USAGE);
       return values.help ? 0 : 2;
     }
+    if (!Object.hasOwn(AREAS, area)) throw unknownWord('admin area', area, Object.keys(AREAS));
     if (area === 'token') return mintToken(values);
     if (!action) throw new CliError('USAGE', `admin ${area} needs an action\n\n${USAGE}`);
-    const client = await Client.create({ url: values.url, token: values.token });
+    outputFormat(values);
+    const client = await Client.create({ url: values.url, token: values.token, context: values.context });
     switch (area) {
       case 'session':
         return sessionCommand(client, action, arg, values);
@@ -461,7 +504,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'policy':
         return policyCommand(client, action, values);
       default:
-        throw new CliError('USAGE', `unknown admin area '${area}'\n\n${USAGE}`);
+        throw unknownWord('admin area', area, Object.keys(AREAS));
     }
   });
 }

@@ -1,42 +1,21 @@
 /**
- * What every HTTP command of the CLI shares: the controller URL (`--url` or PEEROPS_URL), the saved token
- * (`~/.config/peerops/token`, mode 0600; `peerops login` writes it with saveToken), requests that turn
- * problem details into `code: detail`, and plain tables for people (`--json` for scripts).
+ * What every HTTP command of the CLI shares: the controller URL and token (flags, then PEEROPS_URL and
+ * PEEROPS_TOKEN, then the context; cli/config.ts), requests that turn problem details into
+ * `code: detail`, output as a table or `-o wide|json|yaml`, flags parsed with a "did you mean", and the
+ * exit statuses of docs/cli.md ("Exit status").
  */
-import { mkdir, readFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
-import { atomicWriteFile } from '../common/atomic-write.ts';
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import { dump } from 'js-yaml';
 import { showable } from '../common/text.ts';
 import { usageError } from '../common/usage.ts';
+import { ConfigError, DEFAULT_URL, selectContext } from './config.ts';
 
-export const DEFAULT_URL = 'http://localhost:8080';
+export { configDir, DEFAULT_URL } from './config.ts';
 
-export function configDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.PEEROPS_CONFIG_DIR) return env.PEEROPS_CONFIG_DIR;
-  return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'peerops');
-}
+/** The exit statuses (docs/cli.md, "Exit status"). */
+export const EXIT = { OK: 0, REFUSED: 1, USAGE: 2, UNREACHABLE: 3 } as const;
 
-/** Atomically, mode 0600 from the first byte: the token is a credential. Returns the file written. */
-export async function saveToken(token: string, dir = configDir()): Promise<string> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = join(dir, 'token');
-  await atomicWriteFile(file, `${token}\n`, { mode: 0o600 });
-  return file;
-}
-
-/** The saved token, or undefined when there is none. */
-export async function loadToken(dir = configDir()): Promise<string | undefined> {
-  try {
-    const token = (await readFile(join(dir, 'token'), 'utf8')).trim();
-    return token || undefined;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-/** A failure to show as `code: detail` (exit status 1). */
+/** A failure to show as `code: detail`; USAGE exits 2, UNREACHABLE 3, any other code 1. */
 export class CliError extends Error {
   readonly code: string;
   constructor(code: string, detail: string) {
@@ -44,17 +23,60 @@ export class CliError extends Error {
     this.name = 'CliError';
     this.code = code;
   }
+  get exitStatus(): number {
+    return this.code === 'USAGE' ? EXIT.USAGE : this.code === 'UNREACHABLE' ? EXIT.UNREACHABLE : EXIT.REFUSED;
+  }
 }
 
 export interface ClientOptions {
   url?: string | undefined;
   token?: string | undefined;
+  context?: string | undefined;
 }
 
-/** Why fetch failed: it says only "fetch failed", the reason (refused, TLS, DNS, timeout) is its cause. */
-export function fetchFailure(err: unknown): string {
-  const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
-  return cause?.message ?? cause?.code ?? (err as Error).message;
+interface NetCause {
+  code?: string;
+  message?: string;
+  errors?: NetCause[];
+}
+
+/**
+ * Why fetch failed, as one line naming the URL: fetch says only "fetch failed", the reason (refused, TLS,
+ * DNS, timeout) is its cause, and OpenSSL's own text means nothing to most users.
+ */
+export function fetchFailure(err: unknown, url: string): string {
+  const e = err as Error & { cause?: NetCause };
+  if (e.name === 'TimeoutError' || e.name === 'AbortError')
+    return `cannot reach the controller at ${url}: no answer within 30 s`;
+  const cause = e.cause ?? {};
+  // a connect to "localhost" tries ::1 and 127.0.0.1: the codes are those of the attempts
+  const codes = [cause.code, ...(cause.errors ?? []).map((x) => x.code)].filter((c) => c !== undefined);
+  const text = `${cause.message ?? ''} ${codes.join(' ')}`;
+  if (
+    url.startsWith('https://') &&
+    /wrong version number|WRONG_VERSION_NUMBER|packet length too long/i.test(text)
+  )
+    return `the controller at ${url} does not speak HTTPS; use ${url.replace(/^https:/, 'http:')}`;
+  if (codes.includes('ECONNREFUSED')) return `cannot reach the controller at ${url}: connection refused`;
+  if (codes.includes('ENOTFOUND') || codes.includes('EAI_AGAIN')) {
+    let host = url;
+    try {
+      host = new URL(url).hostname;
+    } catch {
+      // the URL was checked before; keep it whole
+    }
+    return `cannot reach the controller at ${url}: no such host ${host}`;
+  }
+  if (codes.includes('ETIMEDOUT') || codes.includes('UND_ERR_CONNECT_TIMEOUT'))
+    return `cannot reach the controller at ${url}: connection timed out`;
+  const reason = (cause.message ?? codes[0] ?? e.message).split('\n')[0];
+  return `cannot reach the controller at ${url}: ${reason}`;
+}
+
+export function checkUrl(url: string): string {
+  if (!/^https?:\/\/[^\s/]+[^\s]*$/.test(url))
+    throw new CliError('USAGE', `--url '${url}' is not an http(s) URL`);
+  return url.replace(/\/+$/, '');
 }
 
 export class Client {
@@ -66,33 +88,55 @@ export class Client {
     this.token = opts.token;
   }
 
+  /** Flags first, then PEEROPS_URL/PEEROPS_TOKEN, then the context (--context, PEEROPS_CONTEXT, current). */
   static async create(opts: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<Client> {
-    const url = opts.url ?? env.PEEROPS_URL ?? DEFAULT_URL;
-    if (!/^https?:\/\/[^\s]+$/.test(url)) throw new CliError('USAGE', `--url '${url}' is not an http(s) URL`);
-    return new Client({ url, token: opts.token ?? env.PEEROPS_TOKEN ?? (await loadToken(configDir(env))) });
+    let ctx;
+    try {
+      ctx = await selectContext(opts.context, env);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new CliError('USAGE', err.message);
+      throw err;
+    }
+    const url = checkUrl(opts.url ?? (env.PEEROPS_URL || undefined) ?? ctx?.url ?? DEFAULT_URL);
+    return new Client({ url, token: opts.token ?? (env.PEEROPS_TOKEN || undefined) ?? ctx?.token });
   }
 
   /** POST a JSON body; answers the JSON reply or throws CliError with the problem's code and detail. */
   async post<T = unknown>(path: string, body: unknown): Promise<T> {
     if (!this.token)
       throw new CliError('INVALID_TOKEN', 'not logged in: run `peerops login` (or pass --token)');
+    return this.request<T>('POST', path, body);
+  }
+
+  /** GET a public resource (no token needed). */
+  async get<T = unknown>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
     try {
       res = await fetch(`${this.url}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
-        body: JSON.stringify(body),
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.timeout(30_000),
       });
     } catch (err) {
-      throw new CliError('UNREACHABLE', `cannot reach ${this.url}: ${fetchFailure(err)}`);
+      throw new CliError('UNREACHABLE', fetchFailure(err, this.url));
     }
     const text = await res.text();
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
-      throw new CliError(`HTTP_${res.status}`, `the controller answered something that is not JSON`);
+      throw new CliError(
+        `HTTP_${res.status}`,
+        `the controller at ${this.url} answered something that is not JSON`,
+      );
     }
     if (!res.ok) {
       const p = (parsed ?? {}) as { code?: string; detail?: string; errors?: FieldProblem[] };
@@ -144,7 +188,9 @@ function fieldName(pointer: string): string {
  * usually restates the first field error (`create /ipv6: must be an IPv6 address`, `router r1: <message>`):
  * that error is then told in the detail line, its pointer and flag added there, and not listed again.
  */
-export function problemText(detail: string, errors: FieldProblem[] = []): string {
+export function problemText(detail: string, all: FieldProblem[] = []): string {
+  // one error per field: a garbage key breaks both its pattern and its length, and one line says it
+  const errors = all.filter((e, i) => all.findIndex((x) => x.pointer === e.pointer) === i);
   const [first, ...rest] = errors;
   let head = detail;
   let listed = errors;
@@ -178,6 +224,74 @@ export function table(headers: string[], rows: (string | number | null | undefin
     .join('\n');
 }
 
+/** Levenshtein distance, for "did you mean". */
+export function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(
+        (prev[j] ?? 0) + 1,
+        (row[j - 1] ?? 0) + 1,
+        (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** `; did you mean 'x'?` for the nearest known word within distance 2, else ''. */
+export function didYouMean(word: string, known: Iterable<string>, quote = (k: string) => `'${k}'`): string {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const k of known) {
+    const d = distance(word, k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best === undefined ? '' : `; did you mean ${quote(best)}?`;
+}
+
+/** `unknown <what> 'word'` with the nearest known one: a usage error. */
+export function unknownWord(what: string, word: string, known: Iterable<string>): CliError {
+  return new CliError('USAGE', `unknown ${what} '${word}'${didYouMean(word, known)}`);
+}
+
+/** The options every command that talks to the controller takes. */
+export const COMMON_OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  context: { type: 'string' },
+  json: { type: 'boolean' },
+  output: { type: 'string', short: 'o' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/**
+ * node:util parseArgs, strict, its errors said as one line (its own text explains positionals, which
+ * is not what went wrong), an unknown flag with the nearest known one.
+ */
+export function parseFlags<T extends ParseArgsOptionsConfig>(args: string[], options: T) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    if (!isParseArgsError(err)) throw err;
+    const message = err.message;
+    const unknown = /^Unknown option '(-{1,2})([^']+)'/.exec(message);
+    if (unknown) {
+      const flags = Object.keys(options).map((k) => `--${k}`);
+      const given = `${unknown[1]}${unknown[2]}`;
+      throw new CliError('USAGE', `unknown option '${given}'${didYouMean(given, flags)}`);
+    }
+    const missing = /^Option '(-\w, )?(--[^ ']+)[^']*' argument missing/.exec(message);
+    if (missing) throw new CliError('USAGE', `${missing[2]} needs a value`);
+    const noArg = /^Option '(--[^ ']+)[^']*' does not take an argument/.exec(message);
+    if (noArg) throw new CliError('USAGE', `${noArg[1]} takes no value`);
+    const ambiguous = /^Option '(-\w)[^']*' argument is ambiguous/.exec(message);
+    if (ambiguous) throw new CliError('USAGE', `${ambiguous[1]} needs a value`);
+    throw new CliError('USAGE', message.split(/\.\s/)[0] ?? message);
+  }
+}
+
 /** Whether `err` is node:util parseArgs refusing the arguments (unknown option, missing value, …). */
 function isParseArgsError(err: unknown): err is TypeError {
   return err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS');
@@ -191,13 +305,60 @@ export async function run(body: () => Promise<number | void>): Promise<number> {
     if (err instanceof CliError) {
       if (err.code === 'USAGE') return usageError(err.message);
       console.error(`${err.code}: ${err.message}`);
-      return 1;
+      return err.exitStatus;
     }
+    if (err instanceof ConfigError) return usageError(err.message);
     if (isParseArgsError(err)) return usageError(err.message);
     throw err;
   }
 }
 
-export function output(json: boolean | undefined, value: unknown, human: () => string): void {
-  console.log(json ? JSON.stringify(value, null, 2) : human());
+export const FORMATS = ['table', 'wide', 'json', 'yaml'] as const;
+export type Format = (typeof FORMATS)[number];
+
+/** `-o FORMAT`, with `--json` an alias of `-o json`. */
+export function outputFormat(v: { json?: boolean | undefined; output?: string | undefined }): Format {
+  if (v.output === undefined) return v.json ? 'json' : 'table';
+  const f = FORMATS.find((x) => x === v.output);
+  if (!f)
+    throw new CliError(
+      'USAGE',
+      `-o '${v.output}': one of ${FORMATS.join(', ')}${didYouMean(v.output, FORMATS)}`,
+    );
+  if (v.json && f !== 'json') throw new CliError('USAGE', `--json and -o ${f} exclude each other`);
+  return f;
+}
+
+/**
+ * Prints `value` as JSON or YAML (the controller's answer as is), or `human()` for people; `wide()`
+ * (default: `human()`) with more columns.
+ */
+export function output(
+  format: Format,
+  value: unknown,
+  human: () => string,
+  wide: () => string = human,
+): void {
+  if (format === 'json') console.log(JSON.stringify(value, null, 2));
+  else if (format === 'yaml') process.stdout.write(dump(value, { lineWidth: -1 }));
+  else console.log(format === 'wide' ? wide() : human());
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A session UUID from a whole UUID or a prefix of one of `uuids` (as git takes a commit prefix). A
+ * prefix that matches none or several is a usage error naming them.
+ */
+export function resolveUuid(arg: string, uuids: () => Promise<string[]>): Promise<string> {
+  if (UUID.test(arg)) return Promise.resolve(arg.toLowerCase());
+  if (!/^[0-9a-f-]+$/i.test(arg))
+    return Promise.reject(new CliError('USAGE', `'${arg}' is not a session UUID or a prefix of one`));
+  return uuids().then((all) => {
+    const matches = all.filter((u) => u.startsWith(arg.toLowerCase()));
+    if (matches.length === 1) return matches[0] as string;
+    if (matches.length === 0)
+      throw new CliError('SESSION_NOT_FOUND', `no session whose UUID starts with ${arg}`);
+    throw new CliError('USAGE', `'${arg}' matches ${matches.length} sessions: ${matches.join(', ')}`);
+  });
 }

@@ -1,6 +1,7 @@
 /**
- * `peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL]`: fetch a challenge, sign it with
- * ssh-keygen or gpg, trade the signature for a JWT and keep it (mode 0600) in the config dir.
+ * `peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--context NAME]`: fetch a challenge,
+ * sign it with ssh-keygen or gpg, trade the signature for a JWT and keep it with the URL as a context
+ * (cli/config.ts; docs/cli.md, "Contexts"), which becomes the current one.
  * Without --ssh-key or --gpg, the first of ~/.ssh/id_{ed25519,ecdsa,rsa} whose public key the
  * registry lists for the ASN is used.
  */
@@ -9,13 +10,14 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseChallengeText, SSH_NAMESPACE } from '../common/login-challenge.ts';
 import { createDecoder } from 'fast-jwt';
 import { usageError } from '../common/usage.ts';
-import { CliError, DEFAULT_URL, fetchFailure, loadToken, saveToken } from './client.ts';
+import { checkUrl, CliError, DEFAULT_URL, EXIT, fetchFailure, parseFlags } from './client.ts';
+import { contextName, saveContext } from './config.ts';
 
-const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--expect-host HOST]
+const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--url URL] [--context NAME]
+                     [--expect-host HOST]
 
   --asn N            the ASN you log in for (4242420001 or AS4242420001)
   --ssh-key PATH     sign with this SSH key (ssh-keygen -Y sign -n peerops); PATH may be a private key
@@ -23,10 +25,12 @@ const USAGE = `usage: peerops login --asn N [--ssh-key PATH | --gpg KEYID] [--ur
   --gpg KEYID        sign with this OpenPGP key (gpg --detach-sign --armor -u KEYID); its public key
                      (gpg --export --armor) is sent along
   --url URL          the peerops API (default $PEEROPS_URL or http://localhost:8080)
+  --context NAME     save the login as this context (default AS<asn>@<host>)
   --expect-host HOST sign challenges for HOST although the URL names another host (e.g. an SSH tunnel)
 
-The token is saved to $PEEROPS_CONFIG_DIR/token (default ~/.config/peerops/token), mode 0600, in place
-of the one saved before (the output says whose that was).`;
+The URL and token are saved as a context in $XDG_CONFIG_HOME/peerops/config.yaml (default
+~/.config/peerops/config.yaml, mode 0600), which becomes the current one; 'peerops context list' shows
+them. A login replaces only the token of the same context (the output says whose that was).`;
 
 const CHALLENGE_SKEW_MS = 15 * 60_000;
 
@@ -48,6 +52,8 @@ const decodeToken = createDecoder();
 
 class LoginError extends Error {
   override name = 'LoginError';
+  /** The controller could not be reached: exit status 3 (docs/cli.md, "Exit status"). */
+  unreachable = false;
 }
 
 /** Who a saved token was for, read without verifying it (only to say what a login replaced). */
@@ -73,16 +79,24 @@ function parseAsn(value: string): number {
   return n;
 }
 
-/** Runs a signing tool; stdin and stderr stay on the terminal for passphrase prompts. */
+/**
+ * Runs a signing tool. Its stderr ("Signing file …") is kept and shown only when it fails; passphrase
+ * prompts still reach the user, ssh-keygen and gpg's pinentry ask on the terminal itself.
+ */
 function runTool(cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['inherit', 'pipe', 'inherit'] });
+    const child = spawn(cmd, args, { stdio: ['inherit', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
+    const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.on('error', (err) => reject(new LoginError(`cannot run ${cmd}: ${err.message}`)));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => reject(new LoginError(`cannot run ${cmd}: ${e.message}`)));
     child.on('close', (code) => {
-      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
-      else reject(new LoginError(`${cmd} ${args[0] ?? ''} failed (exit status ${code})`));
+      if (code === 0) return resolve(Buffer.concat(out).toString('utf8'));
+      const said = Buffer.concat(err).toString('utf8').trim();
+      reject(
+        new LoginError(`${cmd} ${args[0] ?? ''} failed (exit status ${code})${said ? `:\n${said}` : ''}`),
+      );
     });
   });
 }
@@ -97,7 +111,9 @@ async function post<T>(url: string, body: unknown): Promise<T> {
       signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
-    throw new LoginError(`cannot reach ${url}: ${fetchFailure(err)}`);
+    const e = new LoginError(fetchFailure(err, url.replace(/\/login$/, '')));
+    e.unreachable = true;
+    throw e;
   }
   const text = await res.text();
   let json: unknown;
@@ -177,30 +193,25 @@ async function sign(
   }
 }
 
+export const OPTIONS = {
+  asn: { type: 'string' },
+  'ssh-key': { type: 'string' },
+  gpg: { type: 'string' },
+  url: { type: 'string' },
+  context: { type: 'string' },
+  'expect-host': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 export async function main(argv: string[]): Promise<number> {
-  let values: {
-    asn?: string;
-    'ssh-key'?: string;
-    gpg?: string;
-    url?: string;
-    'expect-host'?: string;
-    help?: boolean;
-  };
+  let values: ReturnType<typeof parseFlags<typeof OPTIONS>>['values'];
+  let positionals: string[];
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        asn: { type: 'string' },
-        'ssh-key': { type: 'string' },
-        gpg: { type: 'string' },
-        url: { type: 'string' },
-        'expect-host': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }));
+    ({ values, positionals } = parseFlags(argv, OPTIONS));
+    if (positionals.length) throw new CliError('USAGE', `unexpected argument '${positionals[0]}'`);
   } catch (err) {
-    return usageError(`${(err as Error).message}\n\n${USAGE}`);
+    if (err instanceof CliError) return usageError(err.message);
+    throw err;
   }
   if (values.help) {
     console.log(USAGE);
@@ -212,7 +223,7 @@ export async function main(argv: string[]): Promise<number> {
     );
   try {
     const asn = parseAsn(values.asn);
-    const base = (values.url ?? process.env.PEEROPS_URL ?? DEFAULT_URL).replace(/\/+$/, '');
+    const base = checkUrl(values.url ?? (process.env.PEEROPS_URL || undefined) ?? DEFAULT_URL);
     let expectHost: string;
     try {
       expectHost = values['expect-host'] ?? new URL(base).hostname.replace(/^\[|\]$/g, '');
@@ -224,20 +235,20 @@ export async function main(argv: string[]): Promise<number> {
     checkChallenge(c, asn, expectHost);
     const signed = await sign(c, { sshKey: values['ssh-key'], gpg: values.gpg });
     const t = await post<TokenAnswer>(url, { action: 'verify', asn, challenge: c.challenge, ...signed });
-    const previous = await loadToken();
-    const file = await saveToken(t.token);
+    const name = values.context ?? contextName(asn, base);
+    const { file, replaced } = await saveContext({ name, url: base, token: t.token });
     console.log(
-      `Logged in to ${base} as AS${asn} (${t.role}) until ${t.expiresAt}.\nToken saved to ${file}.`,
+      `Logged in to ${base} as AS${asn} (${t.role}) until ${t.expiresAt}.\nSaved as context ${name} (now current) in ${file}.`,
     );
     // Say which token went: replacing an admin token with a user one silently would leave the admin
     // wondering where their rights went.
-    if (previous !== undefined && previous !== t.token)
-      console.log(`It replaced the token saved before: ${describeToken(previous)}.`);
-    return 0;
+    if (replaced?.token !== undefined && replaced.token !== t.token)
+      console.log(`It replaced the token saved before: ${describeToken(replaced.token)}.`);
+    return EXIT.OK;
   } catch (err) {
     if (err instanceof CliError && err.code === 'USAGE') return usageError(err.message);
     if (!(err instanceof LoginError)) throw err;
     console.error(`peerops login: ${err.message}`);
-    return 1;
+    return err.unreachable ? EXIT.UNREACHABLE : EXIT.REFUSED;
   }
 }

@@ -1,20 +1,49 @@
 /**
- * `peerops session list|create|modify|delete|restart`: the user's sessions over POST /session.
+ * `peerops session list|show|create|modify|delete|restart`: the user's sessions over POST /session. A
+ * session is named by its UUID or a unique prefix of it (docs/cli.md).
  */
-import { parseArgs } from 'node:util';
 import { showable } from '../common/text.ts';
-import { CliError, Client, output, run, table } from './client.ts';
+import {
+  CliError,
+  Client,
+  COMMON_OPTIONS,
+  output,
+  outputFormat,
+  parseFlags,
+  resolveUuid,
+  run,
+  table,
+  unknownWord,
+} from './client.ts';
+
+export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart'] as const;
 
 const USAGE = `usage: peerops session <action> [options]
 
   list                                   your sessions (admins: all)
+  show UUID                              one session (UUID or a unique prefix of it)
   create --router R --ipv6 ADDR --link-local ADDR --public-key KEY
          [--endpoint HOST:PORT] [--ipv4 ADDR] [--mtu N] [--no-mpbgp] [--no-extended-next-hop]
   modify UUID [--endpoint HOST:PORT | --no-endpoint] [--mtu N]
   delete UUID
   restart UUID
 
-common: --url URL (or PEEROPS_URL), --token TOKEN (default: the saved login), --json`;
+common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
+        context's), -o table|wide|json|yaml (--json = -o json)`;
+
+export const OPTIONS = {
+  ...COMMON_OPTIONS,
+  router: { type: 'string' },
+  ipv6: { type: 'string' },
+  ipv4: { type: 'string' },
+  'link-local': { type: 'string' },
+  endpoint: { type: 'string' },
+  'no-endpoint': { type: 'boolean' },
+  'public-key': { type: 'string' },
+  mtu: { type: 'string' },
+  'no-mpbgp': { type: 'boolean' },
+  'no-extended-next-hop': { type: 'boolean' },
+} as const;
 
 interface SessionRecord {
   uuid: string;
@@ -56,56 +85,87 @@ function describe(s: SessionRecord): string {
 
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
-    const { values, positionals } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        url: { type: 'string' },
-        token: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-        router: { type: 'string' },
-        ipv6: { type: 'string' },
-        ipv4: { type: 'string' },
-        'link-local': { type: 'string' },
-        endpoint: { type: 'string' },
-        'no-endpoint': { type: 'boolean' },
-        'public-key': { type: 'string' },
-        mtu: { type: 'string' },
-        'no-mpbgp': { type: 'boolean' },
-        'no-extended-next-hop': { type: 'boolean' },
-      },
-    });
+    const { values, positionals } = parseFlags(argv, OPTIONS);
     const [action, uuid] = positionals;
     if (values.help || !action) {
       console.log(USAGE);
       return values.help ? 0 : 2;
     }
-    const client = await Client.create({ url: values.url, token: values.token });
-    const needUuid = (): string => {
+    if (!(ACTIONS as readonly string[]).includes(action))
+      throw unknownWord('session action', action, ACTIONS);
+    const format = outputFormat(values);
+    const client = await Client.create({ url: values.url, token: values.token, context: values.context });
+    const list = async () =>
+      (await client.post<{ sessions: SessionRecord[] }>('/session', { action: 'list' })).sessions;
+    const needUuid = async (): Promise<string> => {
       if (!uuid) throw new CliError('USAGE', `${action} needs the session UUID`);
-      return uuid;
+      return resolveUuid(uuid, async () => (await list()).map((s) => s.uuid));
     };
     switch (action) {
       case 'list': {
-        const res = await client.post<{ sessions: SessionRecord[] }>('/session', { action: 'list' });
-        output(values.json, res, () =>
-          res.sessions.length === 0
-            ? 'no sessions'
-            : table(
-                ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'MTU', 'LAST ERROR'],
-                res.sessions.map((s) => [
-                  s.uuid,
-                  s.router,
-                  s.asn,
-                  s.statusName,
-                  s.ipv6,
-                  s.endpoint,
-                  s.mtu,
-                  s.lastError ? `${s.lastError.code}: ${s.lastError.message}`.slice(0, 60) : null,
-                ]),
-              ),
+        const sessions = await list();
+        const res = { sessions };
+        const error = (s: SessionRecord) =>
+          s.lastError ? `${s.lastError.code}: ${s.lastError.message}`.slice(0, 60) : null;
+        output(
+          format,
+          res,
+          () =>
+            sessions.length === 0
+              ? 'no sessions'
+              : table(
+                  ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'MTU', 'LAST ERROR'],
+                  sessions.map((s) => [
+                    s.uuid,
+                    s.router,
+                    s.asn,
+                    s.statusName,
+                    s.ipv6,
+                    s.endpoint,
+                    s.mtu,
+                    error(s),
+                  ]),
+                ),
+          () =>
+            sessions.length === 0
+              ? 'no sessions'
+              : table(
+                  // wide: what configuring your side needs, too
+                  [
+                    'UUID',
+                    'ROUTER',
+                    'ASN',
+                    'STATUS',
+                    'IPV6',
+                    'LINK-LOCAL',
+                    'ENDPOINT',
+                    'MTU',
+                    'INTERFACE',
+                    'SERVER ENDPOINT',
+                    'LAST ERROR',
+                  ],
+                  sessions.map((s) => [
+                    s.uuid,
+                    s.router,
+                    s.asn,
+                    s.statusName,
+                    s.ipv6,
+                    s.ipv6LinkLocal,
+                    s.endpoint,
+                    s.mtu,
+                    s.interface,
+                    s.serverEndpoint,
+                    error(s),
+                  ]),
+                ),
         );
+        return 0;
+      }
+      case 'show': {
+        const id = await needUuid();
+        const s = (await list()).find((x) => x.uuid === id);
+        if (!s) throw new CliError('SESSION_NOT_FOUND', `no session ${id}`);
+        output(format, s, () => describe(s));
         return 0;
       }
       case 'create': {
@@ -128,7 +188,7 @@ export async function main(argv: string[]): Promise<number> {
         if (values['no-mpbgp']) body.mpbgp = false;
         if (values['no-extended-next-hop']) body.extendedNextHop = false;
         const res = await client.post<Record<string, string | number>>('/session', body);
-        output(values.json, res, () =>
+        output(format, res, () =>
           [
             `created session ${res.uuid} (${res.statusName})`,
             `configure your side with:`,
@@ -141,7 +201,7 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case 'modify': {
-        const body: Record<string, unknown> = { action: 'modify', uuid: needUuid() };
+        const body: Record<string, unknown> = { action: 'modify', uuid: await needUuid() };
         if (values.endpoint !== undefined && values['no-endpoint'])
           throw new CliError('USAGE', '--endpoint and --no-endpoint exclude each other');
         if (values.endpoint !== undefined) body.endpoint = values.endpoint;
@@ -167,20 +227,20 @@ export async function main(argv: string[]): Promise<number> {
         if (Object.keys(body).length === 2)
           throw new CliError('USAGE', 'modify needs --endpoint HOST:PORT, --no-endpoint or --mtu N');
         const res = await client.post<SessionRecord>('/session', body);
-        output(values.json, res, () => describe(res));
+        output(format, res, () => describe(res));
         return 0;
       }
       case 'delete':
       case 'restart': {
         const res = await client.post<SessionRecord | { uuid: string; deleted: true }>('/session', {
           action,
-          uuid: needUuid(),
+          uuid: await needUuid(),
         });
-        output(values.json, res, () => ('deleted' in res ? `session ${res.uuid} removed` : describe(res)));
+        output(format, res, () => ('deleted' in res ? `session ${res.uuid} removed` : describe(res)));
         return 0;
       }
       default:
-        throw new CliError('USAGE', `unknown action '${action}'\n\n${USAGE}`);
+        throw unknownWord('session action', action, ACTIONS);
     }
   });
 }

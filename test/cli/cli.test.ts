@@ -1,11 +1,12 @@
 /** The session and admin CLIs as child processes against a listening controller on the git store. */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadToken, problemText, saveToken, table } from '../../cli/client.ts';
+import { problemText, table } from '../../cli/client.ts';
+import { loadConfig } from '../../cli/config.ts';
 import {
   ADMIN_ASN,
   USER_ASN,
@@ -55,13 +56,6 @@ afterAll(async () => {
 });
 
 describe('cli/client', () => {
-  it('saveToken writes mode 0600 and loadToken reads it back', async () => {
-    const dir = join(home, 'tok');
-    const file = await saveToken('abc.def.ghi', dir);
-    expect((await stat(file)).mode & 0o777).toBe(0o600);
-    expect(await loadToken(dir)).toBe('abc.def.ghi');
-    expect(await loadToken(join(home, 'none'))).toBeUndefined();
-  });
   it('problemText tells each field error once: the one the detail restates there, with its flag', () => {
     const ipv6 = { pointer: '/ipv6', message: 'must be an IPv6 address' };
     const mtu = { pointer: '/mtu', message: 'must be >= 1280' };
@@ -81,6 +75,14 @@ describe('cli/client', () => {
       'port 20001 is used by session as1.r1\n  /listenPort: is used by session as1.r1',
     );
     expect(problemText('no router r9')).toBe('no router r9');
+    // a garbage key breaks two rules of one field: one line for the field
+    const key = [
+      { pointer: '/publicKey', message: 'must match pattern' },
+      { pointer: '/publicKey', message: 'must be 44 characters' },
+    ];
+    expect(problemText('create /publicKey: must match pattern', key)).toBe(
+      'create /publicKey (--public-key): must match pattern',
+    );
   });
 
   it('tables and problems show a control or bidi character from the server escaped', () => {
@@ -137,8 +139,12 @@ describe('peerops admin', () => {
     expect(res.code, res.stderr).toBe(0);
     const token = res.stdout.trim();
     expect(h.tokens.verify(token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
-    expect(await readFile(join(home, 'config', 'token'), 'utf8')).toBe(`${token}\n`);
-    expect(res.stderr).toContain(`token saved to ${join(home, 'config', 'token')}`);
+    const name = `AS${ADMIN_ASN}@${new URL(url).host}`;
+    expect(await loadConfig({ PEEROPS_CONFIG_DIR: join(home, 'config') })).toEqual({
+      currentContext: name,
+      contexts: [{ name, url, token }],
+    });
+    expect(res.stderr).toContain(`token saved to ${join(home, 'config', 'config.yaml')} as context ${name}`);
   });
   it('router add (token shown once), list, update, rotate-token', async () => {
     const f = routerFields('cli1');
@@ -413,8 +419,8 @@ describe('peerops session', () => {
     // an unreachable controller: the reason, not just "fetch failed"
     const closed = `http://127.0.0.1:${await freePort()}`;
     const down = await peerops(['session', 'list', '--url', closed], user());
-    expect(down.code).toBe(1);
-    expect(down.stderr).toMatch(new RegExp(`^UNREACHABLE: cannot reach ${closed}: .*ECONNREFUSED`));
+    expect(down.code).toBe(3);
+    expect(down.stderr).toBe(`UNREACHABLE: cannot reach the controller at ${closed}: connection refused\n`);
     // a router without its DN42 addresses: said before anything is sent
     const noLoopback = await peerops([
       'admin',
@@ -430,7 +436,7 @@ describe('peerops session', () => {
     expect(noLoopback.stderr).toMatch(/router add needs --loopback-ipv6 and\/or --loopback-ipv4/);
     const noLogin = await peerops(['session', 'list']);
     expect(noLogin.code, noLogin.stderr).toBe(0); // the admin token saved by `admin token --save`
-    await writeFile(join(home, 'config', 'token'), '');
+    expect((await peerops(['context', 'remove', `AS${ADMIN_ASN}@${new URL(url).host}`])).code).toBe(0);
     expect((await peerops(['session', 'list'])).stderr).toMatch(/^INVALID_TOKEN: not logged in/);
   });
 });
