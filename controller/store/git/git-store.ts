@@ -159,8 +159,8 @@ export class GitStore implements Store {
   private readonly sessions = new Map<string, Session>();
   private readonly sessionByName = new Map<string, string>();
   private readonly ports = new Map<string, Map<number, string>>();
-  /** Session uuids by peer address (ipv6 and ipv4): the address rules of merged manifests look here. */
-  private readonly sessionsByAddress = new Map<string, Set<string>>();
+  /** Session uuids by claim (claimsOf: peer addresses, the key on the router): the rules look here. */
+  private readonly sessionsByClaim = new Map<string, Set<string>>();
   private readonly policies = new Map<string, Policy>();
   /** Status files read from the status ref, by session name. */
   private readonly statusFiles = new Map<string, SessionStatusFile>();
@@ -1214,34 +1214,31 @@ export class GitStore implements Store {
     };
   }
 
-  /** Files the session under its peer addresses (present) or takes it out of the index. */
-  private indexAddresses(session: Session, present: boolean): void {
-    for (const address of [session.spec.ipv6, session.spec.ipv4]) {
-      if (address === undefined) continue;
-      let uuids = this.sessionsByAddress.get(address);
+  /**
+   * Files the session under what it claims (its peer addresses, and its WireGuard key on its router), or
+   * takes it out of that index: the rules compare a session with those holding a claim of its, never
+   * with every session (loading 10,000 sessions must not compare each with all).
+   */
+  private indexClaims(session: Session, present: boolean): void {
+    for (const claim of claimsOf(session.spec)) {
+      let uuids = this.sessionsByClaim.get(claim);
       if (present) {
-        if (!uuids) this.sessionsByAddress.set(address, (uuids = new Set()));
+        if (!uuids) this.sessionsByClaim.set(claim, (uuids = new Set()));
         uuids.add(session.spec.uuid);
-      } else if (uuids?.delete(session.spec.uuid) && uuids.size === 0) this.sessionsByAddress.delete(address);
+      } else if (uuids?.delete(session.spec.uuid) && uuids.size === 0) this.sessionsByClaim.delete(claim);
     }
   }
 
   /**
-   * What the address rules compare a session's peer addresses with: the routers, and of the sessions only
-   * those holding one of its addresses (no walk of every session), and those on its router with its
-   * WireGuard key (rules.ts, sessionKeyErrors).
+   * What the address and key rules compare a session with (rules.ts): the routers, and the sessions
+   * holding one of its claims.
    */
   private addressNeighbours(
     spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
   ): NetworkView {
     const uuids = new Set<string>();
-    for (const address of [spec.ipv6, spec.ipv4])
-      if (address !== undefined)
-        for (const uuid of this.sessionsByAddress.get(address) ?? []) uuids.add(uuid);
-    const key = wireGuardKeyId(spec.publicKey);
-    for (const s of this.sessionsOfRouter(spec.router))
-      if (s.spec.publicKey === spec.publicKey || wireGuardKeyId(s.spec.publicKey) === key)
-        uuids.add(s.spec.uuid);
+    for (const claim of claimsOf(spec))
+      for (const uuid of this.sessionsByClaim.get(claim) ?? []) uuids.add(uuid);
     return {
       routers: this.routers.values(),
       sessions: [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []),
@@ -1317,11 +1314,11 @@ export class GitStore implements Store {
     const previous = this.sessions.get(spec.uuid);
     if (previous) {
       this.ports.get(previous.spec.router)?.delete(previous.spec.listenPort);
-      this.indexAddresses(previous, false);
+      this.indexClaims(previous, false);
     }
     const session = deepFreeze({ name, spec, status });
     this.sessions.set(spec.uuid, session);
-    this.indexAddresses(session, true);
+    this.indexClaims(session, true);
     this.sessionByName.set(name, spec.uuid);
     let ports = this.ports.get(spec.router);
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
@@ -1338,7 +1335,7 @@ export class GitStore implements Store {
     if (!uuid || !session) return;
     this.sessions.delete(uuid);
     this.sessionByName.delete(name);
-    this.indexAddresses(session, false);
+    this.indexClaims(session, false);
     if (statusSaved) this.unsavedStatus.delete(name);
     else this.unsavedStatus.add(name);
     this.incompleteSpecs.delete(name);
@@ -1346,6 +1343,18 @@ export class GitStore implements Store {
     if (ports?.get(session.spec.listenPort) === name) ports.delete(session.spec.listenPort);
     this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
   }
+}
+
+/** What a session claims for itself alone: its peer addresses, and its WireGuard key on its router. */
+function claimsOf(spec: {
+  router: string;
+  ipv6: string;
+  ipv4?: string | undefined;
+  publicKey: string;
+}): string[] {
+  const claims = [`address ${spec.ipv6}`, `key ${spec.router} ${wireGuardKeyId(spec.publicKey)}`];
+  if (spec.ipv4 !== undefined) claims.push(`address ${spec.ipv4}`);
+  return claims;
 }
 
 const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
