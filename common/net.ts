@@ -99,6 +99,27 @@ export interface ParsedPrefix {
  * in decimal without leading zeros, at most 32 / 128. Host bits are not judged here (isPrefix does).
  */
 export function parsePrefix(value: string, family?: Family): ParsedPrefix | undefined {
+  const key = `${family ?? ''} ${value}`;
+  if (parsedPrefixes.has(key)) return parsedPrefixes.get(key);
+  return remember(parsedPrefixes, key, parsePrefixText(value, family));
+}
+
+/**
+ * Results of pure functions that the store runs per session (at a start, for every stored session) on
+ * the same few values, by their text: policy ranges and special-purpose ranges, WireGuard keys. Bounded:
+ * emptied when full, so hostile input cannot grow them for ever.
+ */
+const MEMO_LIMIT = 100_000;
+const parsedPrefixes = new Map<string, ParsedPrefix | undefined>();
+const keyIds = new Map<string, string>();
+
+function remember<V>(memo: Map<string, V>, key: string, value: V): V {
+  if (memo.size >= MEMO_LIMIT) memo.clear();
+  memo.set(key, value);
+  return value;
+}
+
+function parsePrefixText(value: string, family?: Family): ParsedPrefix | undefined {
   const slash = value.indexOf('/');
   if (slash < 0) return undefined;
   const text = value.slice(0, slash);
@@ -282,6 +303,10 @@ const BASE64_VALUES = new Uint8Array(128).fill(64);
  * canonical encoding of its point. Cheap for canonical keys (one base64 decode, no arithmetic).
  */
 export function wireGuardKeyId(key: string): string {
+  return keyIds.get(key) ?? remember(keyIds, key, keyIdOf(key));
+}
+
+function keyIdOf(key: string): string {
   // Read from the text first, no decoding: the top bit of byte 31 is bit 2 of character 41 (value & 8),
   // and a key at or above p has bytes 1-30 all 0xff, so character 20 (within byte 15) is '/'. Stores
   // compare a new key with every key on its router, so this runs once per session per create.
