@@ -44,10 +44,10 @@ interface NetCause {
  * Why fetch failed, as one line naming the URL: fetch says only "fetch failed", the reason (refused, TLS,
  * DNS, timeout) is its cause, and OpenSSL's own text means nothing to most users.
  */
-export function fetchFailure(err: unknown, url: string): string {
+export function fetchFailure(err: unknown, url: string, seconds = 30): string {
   const e = err as Error & { cause?: NetCause };
   if (e.name === 'TimeoutError' || e.name === 'AbortError')
-    return `cannot reach the controller at ${url}: no answer within 30 s`;
+    return `cannot reach the controller at ${url}: no answer within ${seconds} s`;
   const cause = e.cause ?? {};
   // a connect to "localhost" tries ::1 and 127.0.0.1: the codes are those of the attempts
   const codes = [cause.code, ...(cause.errors ?? []).map((x) => x.code)].filter((c) => c !== undefined);
@@ -71,6 +71,12 @@ export function fetchFailure(err: unknown, url: string): string {
     return `cannot reach the controller at ${url}: connection timed out`;
   const reason = (cause.message ?? codes[0] ?? e.message).split('\n')[0];
   return `cannot reach the controller at ${url}: ${reason}`;
+}
+
+/** Seconds to wait for the controller: PEEROPS_TIMEOUT, default 30 (docs/cli.md, "Common options"). */
+export function requestTimeout(env: NodeJS.ProcessEnv = process.env): number {
+  const n = Number(env.PEEROPS_TIMEOUT);
+  return Number.isFinite(n) && n > 0 ? n : 30;
 }
 
 export function checkUrl(url: string): string {
@@ -114,6 +120,7 @@ export class Client {
   }
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const seconds = requestTimeout();
     let res: Response;
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -123,10 +130,10 @@ export class Client {
         method,
         headers,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        signal: AbortSignal.timeout(30_000),
+        signal: AbortSignal.timeout(seconds * 1000),
       });
     } catch (err) {
-      throw new CliError('UNREACHABLE', fetchFailure(err, this.url));
+      throw new CliError('UNREACHABLE', fetchFailure(err, this.url, seconds));
     }
     const text = await res.text();
     let parsed: unknown;
