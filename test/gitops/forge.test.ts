@@ -288,7 +288,11 @@ describe('GitOps with a forge', () => {
         expect(created.status, JSON.stringify(created.body)).toBe(200);
         await new Promise((r) => setTimeout(r, Math.min(OUTAGE_MS / 4, 20_000)));
       }
-      await eventually(async () => logged('the remote is unreachable'), 20_000, 'the log line of the outage');
+      await eventually(
+        async () => logged('cannot sync with the remote'),
+        20_000,
+        'the log line of the outage',
+      );
       const metrics = await (await fetch(`${controller.base}/metrics`)).text();
       expect(metrics).toMatch(/^peerops_git_remote_in_sync 0$/m);
       expect(metrics).toMatch(/^peerops_git_remote_failures_total\{operation="fetch"\} [1-9]/m);

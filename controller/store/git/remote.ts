@@ -173,7 +173,7 @@ export class RemoteSync {
       if (this.failing === undefined)
         this.host.log.warn(
           { remote: this.label, err: reason },
-          'store: the remote is unreachable; writes stay local and are pushed once it answers',
+          'store: cannot sync with the remote (down, or refusing the push); writes stay local and are pushed once it takes them',
         );
       this.failing = reason;
     }
