@@ -67,6 +67,9 @@ export function fetchFailure(err: unknown, url: string, seconds = 30): string {
     }
     return `cannot reach the controller at ${url}: no such host ${host}`;
   }
+  // fetch never connects to the ports of other protocols (1, 25, 6000, …: the Fetch standard's list)
+  if (cause.message === 'bad port')
+    return `cannot reach the controller at ${url}: fetch does not connect to that port (reserved for another protocol)`;
   if (codes.includes('ETIMEDOUT') || codes.includes('UND_ERR_CONNECT_TIMEOUT'))
     return `cannot reach the controller at ${url}: connection timed out`;
   const reason = (cause.message ?? codes[0] ?? e.message).split('\n')[0];
