@@ -82,6 +82,14 @@ export function requestTimeout(env: NodeJS.ProcessEnv = process.env): number {
   return Number.isFinite(n) && n > 0 ? n : 30;
 }
 
+function origin(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}
+
 export function checkUrl(url: string): string {
   if (!/^https?:\/\/[^\s/]+[^\s]*$/.test(url))
     throw new CliError('USAGE', `--url '${url}' is not an http(s) URL`);
@@ -92,9 +100,12 @@ export class Client {
   readonly url: string;
   private readonly token: string | undefined;
 
-  constructor(opts: { url: string; token: string | undefined }) {
+  private readonly notLoggedIn: string;
+
+  constructor(opts: { url: string; token: string | undefined; notLoggedIn?: string }) {
     this.url = opts.url.replace(/\/+$/, '');
     this.token = opts.token;
+    this.notLoggedIn = opts.notLoggedIn ?? 'not logged in: run `peerops login` (or pass --token)';
   }
 
   /** Flags first, then PEEROPS_URL/PEEROPS_TOKEN, then the context (--context, PEEROPS_CONTEXT, current). */
@@ -107,13 +118,19 @@ export class Client {
       throw err;
     }
     const url = checkUrl(opts.url ?? (env.PEEROPS_URL || undefined) ?? ctx?.url ?? DEFAULT_URL);
-    return new Client({ url, token: opts.token ?? (env.PEEROPS_TOKEN || undefined) ?? ctx?.token });
+    // a context's token goes only to its own controller: another one could replay it to this one
+    const own = ctx !== undefined && origin(ctx.url) === origin(url);
+    const token = opts.token ?? (env.PEEROPS_TOKEN || undefined) ?? (own ? ctx?.token : undefined);
+    const hint =
+      ctx !== undefined && !own
+        ? `not logged in to ${url} (context ${ctx.name} is for ${ctx.url}): run \`peerops login --url ${url}\``
+        : undefined;
+    return new Client({ url, token, ...(hint ? { notLoggedIn: hint } : {}) });
   }
 
   /** POST a JSON body; answers the JSON reply or throws CliError with the problem's code and detail. */
   async post<T = unknown>(path: string, body: unknown): Promise<T> {
-    if (!this.token)
-      throw new CliError('INVALID_TOKEN', 'not logged in: run `peerops login` (or pass --token)');
+    if (!this.token) throw new CliError('INVALID_TOKEN', this.notLoggedIn);
     return this.request<T>('POST', path, body);
   }
 

@@ -102,8 +102,14 @@ describe('contexts', () => {
     const token = h.tokens.issueToken(USER_ASN, 'user').token;
     expect((await peerops(['admin', 'router', 'list'], { PEEROPS_TOKEN: token })).code).toBe(1);
     const closed = `http://127.0.0.1:${await freePort()}`;
-    expect((await peerops(['session', 'list'], { PEEROPS_URL: closed })).code).toBe(3);
-    expect((await peerops(['session', 'list', '--url', closed])).code).toBe(3);
+    expect((await peerops(['routers'], { PEEROPS_URL: closed })).code).toBe(3);
+    expect((await peerops(['routers', '--url', closed])).code).toBe(3);
+    // the context's token is not sent to another controller
+    const elsewhere = await peerops(['session', 'list', '--url', closed]);
+    expect([elsewhere.code, elsewhere.stderr]).toEqual([
+      1,
+      `INVALID_TOKEN: not logged in to ${closed} (context ${adminCtx()} is for ${url}): run \`peerops login --url ${closed}\`\n`,
+    ]);
 
     const unknown = await peerops(['session', 'list', '--context', 'nope']);
     expect(unknown.code).toBe(2);
