@@ -3,7 +3,7 @@
  * under a name in `config.yaml` of the config dir, one of them current. A login to a second network (or
  * as a second ASN) adds a context instead of replacing the first one's token.
  */
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { dump, load } from 'js-yaml';
@@ -57,7 +57,7 @@ function parseConfig(text: string, file: string): Config {
 
 /**
  * The config; when there is none but the single token file of older versions is there, a context made of
- * it (saved, and said once on stderr: the file is then read no more).
+ * it (saved, the old file removed, and said once on stderr).
  */
 export async function loadConfig(env: NodeJS.ProcessEnv = process.env): Promise<Config> {
   const dir = configDir(env);
@@ -73,6 +73,8 @@ export async function loadConfig(env: NodeJS.ProcessEnv = process.env): Promise<
   const name = contextName(tokenAsn(legacy), url);
   const config: Config = { currentContext: name, contexts: [{ name, url, token: legacy }] };
   await saveConfig(config, env);
+  // moved, not copied: one copy of a credential to keep safe, and no second file to wonder about
+  await rm(join(dir, 'token'), { force: true });
   console.error(`peerops: moved the token of ${join(dir, 'token')} into context ${name} of ${file}`);
   return config;
 }

@@ -146,6 +146,8 @@ describe('contexts', () => {
     const first = await peerops(['admin', 'router', 'list'], { PEEROPS_URL: url }, 'old');
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toMatch(new RegExp(`moved the token of .*token into context ${adminCtx()}`));
+    await expect(stat(join(dir, 'token'))).rejects.toThrow(/ENOENT/);
+    expect((await stat(join(dir, 'config.yaml'))).mode & 0o777).toBe(0o600);
     const again = await peerops(['admin', 'router', 'list'], {}, 'old');
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toBe('');
