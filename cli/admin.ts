@@ -34,7 +34,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   router list
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
              --public-key .. --link-local .. --loopback-ipv6 .. and/or --loopback-ipv4 .. [--location ..]
-             [--provider ..] [--max-sessions N] [--auto-approve] [--not-accepting]
+             [--provider ..] [--dn42-region NAME] [--max-sessions N] [--auto-approve] [--not-accepting]
   router update NAME [same fields as add]
   router remove NAME
   router rotate-token NAME
@@ -74,6 +74,7 @@ export const OPTIONS = {
   'display-name': { type: 'string' },
   'node-id': { type: 'string' },
   region: { type: 'string' },
+  'dn42-region': { type: 'string' },
   location: { type: 'string' },
   provider: { type: 'string' },
   'endpoint-host': { type: 'string' },
@@ -153,6 +154,7 @@ async function routerSpec(
   set('displayName', v['display-name']);
   set('nodeId', int('node-id', v['node-id']));
   set('region', v.region);
+  set('dn42Region', v['dn42-region']);
   set('location', v.location);
   set('provider', v.provider);
   set('endpointHost', v['endpoint-host']);

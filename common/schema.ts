@@ -59,6 +59,57 @@ export const Metadata = Type.Object(
 
 // ---- Router ----
 
+/**
+ * The DN42 region communities (64511, 41..57) by name (docs/routing-policy.md, "DN42 communities"). The
+ * router's `dn42Region` names one; the agent receives the number. `region` stays free display text.
+ */
+export const DN42_REGIONS = {
+  eu: 41,
+  'na-east': 42,
+  'na-central': 43,
+  'na-west': 44,
+  'central-america': 45,
+  'sa-east': 46,
+  'sa-west': 47,
+  'africa-north': 48,
+  'africa-south': 49,
+  'asia-south': 50,
+  'asia-southeast': 51,
+  'asia-east': 52,
+  pacific: 53,
+  antarctica: 54,
+  'asia-north': 55,
+  'asia-west': 56,
+  'central-asia': 57,
+} as const;
+export type Dn42RegionName = keyof typeof DN42_REGIONS;
+export const DN42_REGION_NAMES = Object.keys(DN42_REGIONS) as Dn42RegionName[];
+
+export const Dn42Region = Type.String({
+  enum: DN42_REGION_NAMES,
+  description: 'DN42 region community (64511, 41..57) by name: eu = 41 ... central-asia = 57',
+});
+
+/** The community number of a region name; a legacy number read unvalidated passes through. */
+export function dn42RegionCode(region: string | number | undefined): number | null {
+  if (region === undefined) return null;
+  if (typeof region === 'number') return region;
+  return Object.hasOwn(DN42_REGIONS, region) ? DN42_REGIONS[region as Dn42RegionName] : null;
+}
+
+/**
+ * A router spec as stored before regions had names held `dn42Region` as the community number: the
+ * number of a named region becomes its name, so such manifests keep loading (docs/operator-guide.md,
+ * "Register a router"). Anything else is left for validation to refuse. Returns the input when unchanged.
+ */
+export function upgradeRouterSpec<T>(spec: T): T {
+  if (spec === null || typeof spec !== 'object') return spec;
+  const code = (spec as { dn42Region?: unknown }).dn42Region;
+  if (typeof code !== 'number') return spec;
+  const name = DN42_REGION_NAMES.find((n) => DN42_REGIONS[n] === code);
+  return name === undefined ? spec : { ...spec, dn42Region: name };
+}
+
 export const RouterSpec = Type.Object(
   {
     uuid: Uuid,
@@ -67,9 +118,7 @@ export const RouterSpec = Type.Object(
     region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
     location: Type.Optional(Text(64)),
     provider: Type.Optional(Text(64)),
-    dn42Region: Type.Optional(
-      Type.Integer({ minimum: 41, maximum: 70, description: 'DN42 region community (64511, 41..70)' }),
-    ),
+    dn42Region: Type.Optional(Dn42Region),
     endpointHost: Host,
     publicKey: WireGuardKey,
     linkLocal: LinkLocal,

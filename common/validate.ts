@@ -138,6 +138,9 @@ export function toFieldErrors(
       message = pattern.includes(UNPRINTABLE_CLASS)
         ? `must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks${pattern.includes('"') ? ', no " or \\' : ''}`
         : `has characters or a form that is not allowed (pattern ${pattern})`;
+    } else if (e.keyword === 'enum') {
+      const allowed = (e.params as { allowedValues?: unknown[] }).allowedValues ?? [];
+      message = `must be one of ${allowed.map(String).join(', ')}`;
     } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
       continue; // the branch errors say more
     }

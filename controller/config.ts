@@ -198,7 +198,8 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
   // An empty variable counts as unset, as for every other PEEROPS_* variable: a manifest that sets
   // PEEROPS_DATA="" means the default, not the working directory.
   return {
-    listen: parseListen(flags.listen ?? (env.PEEROPS_LISTEN || ':8080')),
+    // loopback unless told otherwise: the API has no TLS of its own (docs/operator-guide.md, 1)
+    listen: parseListen(flags.listen ?? (env.PEEROPS_LISTEN || '127.0.0.1:8080')),
     dataDir: resolve(flags.data ?? (env.PEEROPS_DATA || './data')),
     store,
     jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,

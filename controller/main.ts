@@ -21,7 +21,7 @@ import { openRegistry } from './auth/login/registry.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-remote URL] [--git-branch NAME]
 
-  --listen      address to listen on (env PEEROPS_LISTEN, default :8080)
+  --listen      address to listen on (env PEEROPS_LISTEN, default 127.0.0.1:8080; every address: [::]:8080)
   --data        data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
   --git-remote  follow this repository on a forge and push back to it (env PEEROPS_GIT_REMOTE;
                 credentials: PEEROPS_GIT_CREDENTIALS_FILE; docs/gitops.md)

@@ -30,7 +30,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName, meshListenPort } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { PolicySpec, SessionStatusRecord } from '../../common/schema.ts';
+import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import { mergedPolicy } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
@@ -217,7 +217,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           enabled: policy.communities?.enabled ?? true,
           bandwidth: policy.communities?.bandwidth ?? 24,
           crypto: policy.communities?.crypto ?? 33,
-          region: router.spec.dn42Region ?? null,
+          region: dn42RegionCode(router.spec.dn42Region),
         },
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },

@@ -14,6 +14,7 @@ import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts'
 import { peerFileName, peerView, renderPeerConfig } from '../../agent/bird/peer-config.ts';
 import { FALLBACK_RPKI_SERVER, type AgentSession, type BirdConfigResponse } from '../../common/agent-api.ts';
 import { ProblemError } from '../../common/errors.ts';
+import { DN42_REGIONS, DN42_REGION_NAMES, dn42RegionCode } from '../../common/schema.ts';
 import { basePolicy, policyMatrix } from './policies.ts';
 
 const run = promisify(execFile);
@@ -194,6 +195,54 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
     expect(() => renderMainConfig(bad, goldenPaths)).toThrow(ProblemError);
     expect(() => renderMainConfig(bad, goldenPaths)).toThrow(/\/rpkiServers\/0\/host/);
     expect(() => renderIbgpConfigs({ ...basePolicy, dn42Asn: -1 })).toThrow(/\/dn42Asn/);
+  });
+
+  it("renders each DN42 region name's community (64511, 41..57) on our own routes", () => {
+    // the DN42 region list (docs/routing-policy.md, "DN42 communities"), in community order
+    expect(Object.entries(DN42_REGIONS)).toEqual(
+      [
+        'eu',
+        'na-east',
+        'na-central',
+        'na-west',
+        'central-america',
+        'sa-east',
+        'sa-west',
+        'africa-north',
+        'africa-south',
+        'asia-south',
+        'asia-southeast',
+        'asia-east',
+        'pacific',
+        'antarctica',
+        'asia-north',
+        'asia-west',
+        'central-asia',
+      ].map((name, i) => [name, 41 + i]),
+    );
+    for (const name of DN42_REGION_NAMES) {
+      const region = dn42RegionCode(name);
+      const config = renderMainConfig(
+        { ...basePolicy, communities: { ...basePolicy.communities, region } },
+        goldenPaths,
+      );
+      expect(config, name).toContain(
+        `    if source = RTS_STATIC then bgp_community.add((64511, ${DN42_REGIONS[name]}));\n`,
+      );
+      // and no other region
+      expect(config.match(/bgp_community\.add\(\(64511, \d+\)\)/g), name).toHaveLength(1);
+    }
+    const none = renderMainConfig(
+      { ...basePolicy, communities: { ...basePolicy.communities, region: dn42RegionCode(undefined) } },
+      goldenPaths,
+    );
+    expect(none).not.toContain('RTS_STATIC then bgp_community.add');
+  });
+
+  it('filters ROA-invalid routes only: ROA-unknown ones are accepted (docs/troubleshooting.md, 7)', () => {
+    const config = renderMainConfig(basePolicy, goldenPaths);
+    expect(config).toContain('roa_check(dn42_roa6, net, bgp_path.last) = ROA_INVALID;');
+    expect(config).not.toContain('ROA_UNKNOWN');
   });
 
   it('renders one iBGP file per peer, per shared loopback family', () => {

@@ -4,6 +4,7 @@
  * of a session stuck in QUEUED_FOR_DELETE; router remove naming the sessions that hold it.
  */
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +19,10 @@ import {
   startHarness,
   type Harness,
 } from './helpers.ts';
+
+import type { BirdConfigResponse } from '../../common/agent-api.ts';
+import { DN42_REGION_NAMES } from '../../common/schema.ts';
+import { parseManifest, renderManifest } from '../../controller/store/git/manifests.ts';
 
 const exec = promisify(execFile);
 const ADMIN_AUTHOR = `admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`;
@@ -108,6 +113,55 @@ describe('router update: fields only add and rotate-token set', () => {
       { status: 400, code: 'INVALID_REQUEST' },
     );
     expect(errors).toEqual(['/spec/postUp: is not a known field']);
+  });
+});
+
+describe('router dn42Region: a DN42 region by name (docs/operator-guide.md, 4)', () => {
+  it('add and update refuse an unknown name or a number with a field error; nothing stored', async () => {
+    const add = await refused(
+      '/admin/router',
+      { action: 'add', ...routerFields('reg1', { dn42Region: 'mars' }) },
+      { status: 400, code: 'INVALID_REQUEST' },
+    );
+    expect(add.errors).toEqual([`/dn42Region: must be one of ${DN42_REGION_NAMES.join(', ')}`]);
+    expect(h.store.getRouter('reg1')).toBeUndefined();
+    await h.addRouter('reg1');
+    for (const dn42Region of ['Europe', 42]) {
+      const update = await refused(
+        '/admin/router',
+        { action: 'update', name: 'reg1', spec: { dn42Region } },
+        { status: 400, code: 'INVALID_REQUEST' },
+      );
+      expect(new Set(update.errors.map((e) => e.split(':')[0]))).toEqual(new Set(['/spec/dn42Region']));
+    }
+    expect(h.store.getRouter('reg1')?.spec.dn42Region).toBeUndefined();
+  });
+  it('a name is stored and the agent gets its community number', async () => {
+    const token = await h.addRouter('reg2', { dn42Region: 'asia-east' });
+    expect(h.store.getRouter('reg2')?.spec.dn42Region).toBe('asia-east');
+    const bird = async () =>
+      ((await expectOk(h.get('/agent/reg2/bird-config', token))).json() as BirdConfigResponse).communities
+        .region;
+    expect(await bird()).toBe(52);
+    await expectOk(
+      h.post('/admin/router', h.admin, { action: 'update', name: 'reg2', spec: { dn42Region: 'na-west' } }),
+    );
+    expect(await bird()).toBe(44);
+  });
+  it('a manifest stored with the number of a named region loads with the name', () => {
+    const { name: _name, ...spec } = routerFields('leg1');
+    const manifest = (dn42Region: number) =>
+      parseManifest(
+        'routers/leg1.yaml',
+        renderManifest('Router', 'leg1', { ...spec, uuid: randomUUID(), dn42Region }),
+      );
+    expect(manifest(41)).toMatchObject({ ok: true, manifest: { spec: { dn42Region: 'eu' } } });
+    expect(manifest(57)).toMatchObject({ ok: true, manifest: { spec: { dn42Region: 'central-asia' } } });
+    // 58..70 were never assigned a region: refused with the field, as any invalid manifest
+    const unassigned = manifest(60);
+    expect(unassigned.ok).toBe(false);
+    if (!unassigned.ok)
+      expect(new Set(unassigned.errors.map((e) => e.pointer))).toEqual(new Set(['/spec/dn42Region']));
   });
 });
 

@@ -18,7 +18,7 @@ let base: string;
 
 beforeAll(async () => {
   h = await startHarness();
-  fraToken = await h.addRouter('fra1', { dn42Region: 41 });
+  fraToken = await h.addRouter('fra1', { dn42Region: 'eu' });
   amsToken = await h.addRouter('ams1');
   fra = driver(h, 'fra1', fraToken);
   ams = driver(h, 'ams1', amsToken);

@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
 
 describe('controller configuration', () => {
-  it('defaults: listen :8080, ./data, git store, 12 h tokens', () => {
+  it('defaults: listen 127.0.0.1:8080 (loopback only), ./data, git store, 12 h tokens', () => {
     const config = loadConfig({}, {});
-    expect(config.listen).toEqual({ host: '', port: 8080 });
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8080 });
     expect(config.dataDir).toBe(resolve('data'));
     expect(config.store).toBe('git');
     expect(config.tokenTtlSeconds).toBe(12 * 3600);
@@ -47,7 +47,7 @@ describe('controller configuration', () => {
   it('an empty PEEROPS_DATA or PEEROPS_LISTEN means the default; an empty --data is refused', () => {
     const config = loadConfig({}, { PEEROPS_DATA: '', PEEROPS_LISTEN: '' });
     expect(config.dataDir).toBe(resolve('data'));
-    expect(config.listen).toEqual({ host: '', port: 8080 });
+    expect(config.listen).toEqual({ host: '127.0.0.1', port: 8080 });
     expect(() => loadConfig({ data: '' }, {})).toThrow(/--data must name a directory/);
   });
 });

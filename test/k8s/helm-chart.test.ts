@@ -649,6 +649,8 @@ describe('charts/peerops', () => {
         };
         for (const e of container?.env ?? []) env[e.name] = join(root, e.value ?? '');
         const config = loadConfig({}, env);
+        // the pod listens on every address (the default is loopback only): the Service reaches it
+        expect(config.listen).toEqual({ host: '', port: 8080 });
         expect(config.store).toBe('git');
         expect(config.webhook).toBeUndefined();
         expect(config.git).toEqual({

@@ -14,6 +14,7 @@ import {
   type PolicySpec,
   type RouterSpec,
   type SessionSpecInput,
+  upgradeRouterSpec,
 } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
 
@@ -111,7 +112,10 @@ export function parseManifest(path: string, text: string): ParseResult {
       : info.kind === 'RoutingPolicy'
         ? PolicyManifest
         : SessionManifestInput;
-  const result = validate<{ metadata: { name: string }; spec: unknown }>(schema, doc);
+  // a Router stored with a numeric dn42Region (before regions had names) loads with the name
+  const input =
+    info.kind === 'Router' ? { ...doc, spec: upgradeRouterSpec((doc as { spec?: unknown }).spec) } : doc;
+  const result = validate<{ metadata: { name: string }; spec: unknown }>(schema, input);
   if (!result.ok) return { ok: false, errors: result.errors };
   const { metadata, spec } = result.value;
   const errors: FieldError[] = [];

@@ -43,6 +43,7 @@ import {
   type SessionMetrics,
   type SessionSpec,
   type SessionStatusRecord,
+  upgradeRouterSpec,
 } from '../../../common/schema.ts';
 import { validateOrThrow, type Checked } from '../../../common/validate.ts';
 import type { HeartbeatBody } from '../../../common/agent-api.ts';
@@ -344,7 +345,8 @@ export class KubernetesStore implements Store {
     const name = resource.metadata.name;
     const pending = this.pendingRouterStatus.get(name);
     // the token hash lives in a Secret, not on the Router object; readers see it in the spec as with git
-    const { agentTokenSha256: _stored, ...spec } = resource.spec;
+    // a numeric dn42Region (Routers created before regions had names) reads as its name
+    const { agentTokenSha256: _stored, ...spec } = upgradeRouterSpec(resource.spec);
     const hash = this.tokens.get(name)?.value;
     return {
       name,
