@@ -1,6 +1,6 @@
 /**
  * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`, 503 when BIRD or
- * the controller is unreachable; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
+ * the controller is unreachable; `GET /livez`, 200 while the process answers; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
  * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
  * closed. Timeouts from `server.*`. Nothing here changes anything on the router.
  */
@@ -51,6 +51,12 @@ export async function startServer(config: AgentConfig, source: LocalSource): Pro
       const h = await source.health();
       const body = JSON.stringify({ ...h, status: h.ok ? 'ok' : 'unavailable' });
       res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(body);
+      return;
+    }
+    // Liveness (the chart's DaemonSet probe, docs/agent.md): the process answers at all. Unlike /health it
+    // asks neither BIRD nor the controller, so a degraded agent, which keeps retrying, is not restarted.
+    if (req.method === 'GET' && (req.url === '/livez' || req.url?.startsWith('/livez?'))) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       return;
     }
     if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {

@@ -287,9 +287,41 @@ function sessionGaugesText(): string {
   return `${families.map((lines) => lines.join('\n')).join('\n\n')}\n`;
 }
 
-/** The whole exposition of GET /metrics: prom-client's registry, then the per-session gauges. */
+/** A session's state line by spec object, with the values it was made of (checked at each scrape). */
+const stateLines = new WeakMap<
+  object,
+  { uuid: string; router: string; asn: number; code: number; line: string }
+>();
+
+/**
+ * peerops_session_state: 1 for each session's current status name, one series per session (a session's
+ * old state is no series, not a 0), so an alert can name the one peer in ERROR (docs/kubernetes.md,
+ * "Monitoring"). Written as text like the per-session gauges above, for the same scrape cost; a line is
+ * made again only when its session's status or labels change (a few ms of a scrape at 10,000 sessions).
+ */
+function sessionStateText(): string {
+  const lines = [
+    '# HELP peerops_session_state The current status of each session (value 1, status name in label state)',
+    '# TYPE peerops_session_state gauge',
+  ];
+  for (const { store } of sources)
+    for (const s of store.listSessions()) {
+      const { uuid, router, asn } = s.spec;
+      const code = s.status.code;
+      let cached = stateLines.get(s.spec);
+      if (cached?.code !== code || cached.uuid !== uuid || cached.router !== router || cached.asn !== asn) {
+        const labels = `session="${labelValue(uuid)}",router="${labelValue(router)}",asn="${asn}"`;
+        const line = `peerops_session_state{${labels},state="${statusName(code as 0)}"} 1`;
+        stateLines.set(s.spec, (cached = { uuid, router, asn, code, line }));
+      }
+      lines.push(cached.line);
+    }
+  return `${lines.join('\n')}\n`;
+}
+
+/** The whole exposition of GET /metrics: prom-client's registry, then the per-session series. */
 export async function metricsText(): Promise<string> {
-  return `${await register.metrics()}\n${sessionGaugesText()}`;
+  return `${await register.metrics()}\n${sessionGaugesText()}\n${sessionStateText()}`;
 }
 
 export { register };

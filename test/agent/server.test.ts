@@ -1,4 +1,4 @@
-/** The agent's local server: /health 200/503 with the reason, /metrics, who may ask, timeouts from the config. */
+/** The agent's local server: /health 200/503 with the reason, /livez, /metrics, who may ask, timeouts from the config. */
 import type { AddressInfo } from 'node:net';
 import { Counter, Registry } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -30,6 +30,14 @@ describe('agent local server', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ status: 'unavailable', bird: false });
     expect((await fetch(`${base}/other`)).status).toBe(404);
+  });
+
+  it('GET /livez: 200 while the process answers, even when BIRD and the controller are down', async () => {
+    health = { ok: false, bird: false, controller: false };
+    const res = await fetch(`${base}/livez`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: 'ok' });
+    expect((await fetch(`${base}/health`)).status).toBe(503);
   });
 
   it('GET /metrics: the Prometheus text format of the agent registry', async () => {

@@ -1,4 +1,4 @@
-/** The alert rules of SPEC.md section 8, checked and unit-tested with the real promtool. */
+/** The alert rules (docs/kubernetes.md, "Monitoring"), checked and unit-tested with the real promtool. */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -9,9 +9,9 @@ const dir = 'charts/peerops/files';
 describe('charts/peerops/files/alerts.yaml', () => {
   it('is a valid rule file', async () => {
     const { stdout } = await exec('promtool', ['check', 'rules', 'alerts.yaml'], { cwd: dir });
-    expect(stdout).toContain('SUCCESS: 3 rules found');
+    expect(stdout).toContain('SUCCESS: 4 rules found');
   });
-  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%)', async () => {
+  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min)', async () => {
     const { stdout } = await exec('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir });
     expect(stdout).toContain('SUCCESS');
   });
@@ -20,5 +20,8 @@ describe('charts/peerops/files/alerts.yaml', () => {
     const names = (await register.getMetricsAsJSON()).map((m) => m.name);
     for (const metric of ['agent_heartbeat_timestamp', 'peerops_sessions_stuck', 'http_requests_total'])
       expect(names).toContain(metric);
+    // the per-session series are written beside the registry (controller/metrics.ts, metricsText)
+    const { metricsText } = await import('../../controller/metrics.ts');
+    expect(await metricsText()).toContain('# TYPE peerops_session_state gauge');
   });
 });

@@ -57,6 +57,11 @@ describe('public routes', () => {
     expect(text).toContain(`peerops_session_rtt_seconds{session="${uuid}",router="fra1",asn=`);
     expect(text).toMatch(/peerops_session_routes_imported\{[^}]+\} 3/);
     expect(text).toMatch(/peerops_sessions_stuck\{router="fra1"\} 0/);
+    // one state series per session, 1 for its current status (docs/kubernetes.md, "Monitoring")
+    expect(text).toContain(
+      `peerops_session_state{session="${uuid}",router="fra1",asn="${h.store.getSession(uuid)?.spec.asn}",state="ACTIVE"} 1`,
+    );
+    expect(text).not.toMatch(new RegExp(`peerops_session_state\\{session="${uuid}",[^}]*state="(?!ACTIVE)`));
     expect(text).toMatch(/peerops_agent_offline\{router="fra1"\} 1/);
     expect(text).toContain('# TYPE peerops_login_total counter');
     expect(text).toMatch(
@@ -110,6 +115,9 @@ describe('public routes', () => {
     try {
       const text = await metricsText();
       expect(text).toContain('peerops_session_tx_bytes{session="a\\"b\\\\c\\nd",router="r1",asn="64512"} 3');
+      expect(text).toContain(
+        'peerops_session_state{session="a\\"b\\\\c\\nd",router="r1",asn="64512",state="QUEUED_FOR_DELETE"} 1',
+      );
       expect((await promtool(['check', 'metrics'], text)).output).not.toContain('error');
     } finally {
       remove();

@@ -6,6 +6,8 @@
  * webhook.certManager.enabled the certificate comes from cert-manager, checked as rendered (no cert-manager
  * runs here). With store=git (docs/kubernetes.md, "The git store in the chart"): one replica on a claim, the
  * forge's settings and secret files as the controller's config reads them, and the values the render refuses.
+ * Monitoring (docs/kubernetes.md, "Monitoring"): the ServiceMonitor and PodMonitor against minimal stand-ins
+ * of the Prometheus operator's CRDs (test/k8s/fixtures), the Grafana dashboard's ConfigMap, the agent probes.
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
@@ -46,6 +48,9 @@ const VALUES = [
   'config.adminAsns={4242420000}',
   'controller.replicas=3',
   'config.redisUrl=redis://redis:6379',
+  'monitoring.serviceMonitor.enabled=true',
+  'monitoring.podMonitor.enabled=true',
+  'grafana.dashboard.enabled=true',
 ];
 
 let server: TestApiServer;
@@ -144,11 +149,13 @@ describe('charts/peerops', () => {
     const kinds = objects.map((o) => o.kind).sort();
     expect(kinds).toEqual([
       'ConfigMap',
+      'ConfigMap',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'DaemonSet',
       'Deployment',
+      'PodMonitor',
       'PrometheusRule',
       'Role',
       'RoleBinding',
@@ -158,6 +165,7 @@ describe('charts/peerops', () => {
       'Service',
       'Service',
       'ServiceAccount',
+      'ServiceMonitor',
       'ValidatingWebhookConfiguration',
     ]);
     await dryRunApply(namespace, objects);
@@ -184,6 +192,59 @@ describe('charts/peerops', () => {
     expect(daemonSet.spec.template.spec.containers[0]?.securityContext.capabilities.add).toContain(
       'NET_ADMIN',
     );
+  });
+
+  it('probes the agent: liveness on /livez, readiness on /health, both on loopback', async () => {
+    type Probe = { httpGet: { host: string; path: string; port: string }; timeoutSeconds: number };
+    const daemonSet = only<
+      KubernetesObject & {
+        spec: { template: { spec: { containers: { livenessProbe: Probe; readinessProbe: Probe }[] } } };
+      }
+    >(await renderChart('default', ...VALUES), 'DaemonSet');
+    const agent = daemonSet.spec.template.spec.containers[0];
+    // /health is 503 while BIRD or the controller is down: only readiness may look at it (docs/agent.md)
+    expect(agent?.livenessProbe.httpGet).toEqual({ host: '127.0.0.1', path: '/livez', port: 'status' });
+    expect(agent?.readinessProbe.httpGet).toEqual({ host: '127.0.0.1', path: '/health', port: 'status' });
+    expect(agent?.livenessProbe.timeoutSeconds).toBe(5);
+  });
+
+  it('scrapes the controller (ServiceMonitor) and the agents (PodMonitor) only when asked', async () => {
+    type Monitor = KubernetesObject & {
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        endpoints?: { port: string; path: string }[];
+        podMetricsEndpoints?: { port: string; path: string }[];
+      };
+    };
+    const none = await renderChart('default', 'agent.enabled=true', 'agent.configs.edge1.router=fra1');
+    expect(none.filter((o) => /Monitor$/.test(o.kind ?? ''))).toEqual([]);
+    const objects = await renderChart('default', ...VALUES);
+    const service = only<Monitor>(objects, 'ServiceMonitor');
+    expect(service.spec.endpoints).toEqual([expect.objectContaining({ port: 'http', path: '/metrics' })]);
+    // the API Service is the one with a port named http (the webhook's has the same labels)
+    const apiService = objects.find(
+      (o) => o.kind === 'Service' && (o as V1Service).spec?.ports?.some((p) => p.name === 'http'),
+    ) as V1Service;
+    expect(apiService.metadata?.labels).toMatchObject(service.spec.selector.matchLabels);
+    const pod = only<Monitor>(objects, 'PodMonitor');
+    expect(pod.spec.podMetricsEndpoints).toEqual([
+      expect.objectContaining({ port: 'status', path: '/metrics' }),
+    ]);
+    expect(pod.spec.selector.matchLabels['app.kubernetes.io/component']).toBe('agent');
+    // no agents, no PodMonitor
+    const noAgents = await renderChart('default', 'monitoring.podMonitor.enabled=true');
+    expect(noAgents.filter((o) => o.kind === 'PodMonitor')).toEqual([]);
+  });
+
+  it("ships files/dashboard.json unchanged in a ConfigMap labelled for Grafana's sidecar", async () => {
+    const maps = (await renderChart('default')).filter((o) => o.kind === 'ConfigMap');
+    expect(maps).toHaveLength(1);
+    const dashboards = (await renderChart('default', 'grafana.dashboard.enabled=true')).filter(
+      (o) => o.kind === 'ConfigMap' && o.metadata?.labels?.grafana_dashboard === '1',
+    ) as (KubernetesObject & { data: Record<string, string> })[];
+    expect(dashboards).toHaveLength(1);
+    const json = await readFile(join(CHART, 'files', 'dashboard.json'), 'utf8');
+    expect(JSON.parse(dashboards[0]?.data['peerops.json'] ?? '')).toEqual(JSON.parse(json));
   });
 
   it('wraps files/alerts.yaml in the PrometheusRule unchanged', async () => {
