@@ -299,6 +299,8 @@ interface AdminRouter {
     nodeId: number;
     region: string;
     endpointHost: string;
+    location?: string;
+    provider?: string;
     loopback?: { ipv4?: string; ipv6?: string };
     maxSessions?: number;
     acceptingSessions?: boolean;
@@ -315,20 +317,59 @@ async function routerCommand(
 ): Promise<number> {
   if (action === 'list') {
     const res = await client.post<{ routers: AdminRouter[] }>('/admin/router', { action: 'list' });
-    output(format(v), res, () =>
-      table(
-        ['NAME', 'NODE', 'REGION', 'ENDPOINT HOST', 'ACCEPTING', 'AUTO-APPROVE', 'AGENT', 'LAST HEARTBEAT'],
-        res.routers.map((r) => [
-          r.name,
-          r.spec.nodeId,
-          r.spec.region,
-          r.spec.endpointHost,
-          r.spec.acceptingSessions === false ? 'no' : 'yes',
-          r.spec.autoApprove ? 'yes' : 'no',
-          r.status.agentVersion,
-          r.status.lastHeartbeat,
-        ]),
-      ),
+    output(
+      format(v),
+      res,
+      () =>
+        table(
+          ['NAME', 'NODE', 'REGION', 'ENDPOINT HOST', 'ACCEPTING', 'AUTO-APPROVE', 'AGENT', 'LAST HEARTBEAT'],
+          res.routers.map((r) => [
+            r.name,
+            r.spec.nodeId,
+            r.spec.region,
+            r.spec.endpointHost,
+            r.spec.acceptingSessions === false ? 'no' : 'yes',
+            r.spec.autoApprove ? 'yes' : 'no',
+            r.status.agentVersion,
+            r.status.lastHeartbeat,
+          ]),
+        ),
+      () =>
+        // wide: where the router is and what it holds, for planning capacity
+        table(
+          [
+            'NAME',
+            'UUID',
+            'NODE',
+            'REGION',
+            'LOCATION',
+            'PROVIDER',
+            'ENDPOINT HOST',
+            'LOOPBACK IPV6',
+            'LOOPBACK IPV4',
+            'MAX SESSIONS',
+            'ACCEPTING',
+            'AUTO-APPROVE',
+            'AGENT',
+            'LAST HEARTBEAT',
+          ],
+          res.routers.map((r) => [
+            r.name,
+            r.spec.uuid,
+            r.spec.nodeId,
+            r.spec.region,
+            r.spec.location,
+            r.spec.provider,
+            r.spec.endpointHost,
+            r.spec.loopback?.ipv6,
+            r.spec.loopback?.ipv4,
+            r.spec.maxSessions,
+            r.spec.acceptingSessions === false ? 'no' : 'yes',
+            r.spec.autoApprove ? 'yes' : 'no',
+            r.status.agentVersion,
+            r.status.lastHeartbeat,
+          ]),
+        ),
     );
     return 0;
   }

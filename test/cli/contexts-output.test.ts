@@ -201,6 +201,9 @@ describe('output', () => {
       expect(load((await peerops([...args, '-o', 'yaml'], env)).stdout)).toEqual(JSON.parse(json.stdout));
       expect((await peerops([...args, '-o', 'wide'], env)).code).toBe(0);
     }
+    const wide = await peerops(['admin', 'router', 'list', '-o', 'wide'], env);
+    expect(wide.stdout).toMatch(/^NAME\s+UUID\s+NODE\s+REGION\s+LOCATION\s+PROVIDER\s+.*LOOPBACK IPV6/m);
+    expect(wide.stdout).toMatch(/^ctx1\s+[0-9a-f-]{36}\s/m);
   });
 
   it('session show takes a UUID or a unique prefix; an ambiguous prefix lists the matches', async () => {
