@@ -9,6 +9,7 @@ import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { load as loadYaml } from 'js-yaml';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main as login } from '../../cli/login.ts';
@@ -19,6 +20,7 @@ import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { loadConfig } from '../../controller/config.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
+import { freePort } from '../support/ports.ts';
 import { type GpgKey, gpgKey, type SshKey, sshKey, stopGpgAgent, tempDir, writeRegistry } from './support.ts';
 
 const AS_SSH = 4242420201;
@@ -94,10 +96,17 @@ describe('peerops login', () => {
   });
   afterAll(() => app?.close());
 
+  /** The token of the current context in config.yaml (docs/cli.md, Contexts), a 0600 file. */
   async function expectSavedToken(configDir: string, asn: number, role: 'user' | 'admin'): Promise<string> {
-    const file = path.join(configDir, 'token');
+    const file = path.join(configDir, 'config.yaml');
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    const token = (await readFile(file, 'utf8')).trim();
+    const config = loadYaml(await readFile(file, 'utf8')) as {
+      'current-context'?: string;
+      contexts: { name: string; token?: string }[];
+    };
+    const current = config.contexts.find((c) => c.name === config['current-context']);
+    expect(current?.name).toMatch(new RegExp(`^AS${asn}@`));
+    const token = current?.token ?? '';
     expect(tokens.verify(token)).toEqual({ asn, role });
     return token;
   }
@@ -139,16 +148,27 @@ describe('peerops login', () => {
     expect(a.stdout).not.toMatch(/replaced/);
     await expectSavedToken(adminDir, AS_ADMIN, 'admin');
 
-    // a user login over the saved admin token says which token it replaced
+    // a user login beside the saved admin token is a context of its own: the admin's stays
     const u = await peerops(['--asn', String(AS_SSH), '--ssh-key', listed.path, '--url', url], {
       PEEROPS_CONFIG_DIR: adminDir,
       HOME: path.join(dir, 'home'),
     });
     expect(u.code, u.stderr).toBe(0);
-    expect(u.stdout).toMatch(
-      new RegExp(`It replaced the token saved before: AS${AS_ADMIN} \\(admin\\), valid until \\d{4}-`),
-    );
+    expect(u.stdout).not.toMatch(/replaced/);
     await expectSavedToken(adminDir, AS_SSH, 'user');
+    const saved = await readFile(path.join(adminDir, 'config.yaml'), 'utf8');
+    expect(saved).toContain(`AS${AS_ADMIN}@`);
+    // a second login to the same network and controller replaces that context's token, and says so
+    // (a second later: a token of the same second would be the same token)
+    await new Promise((r) => setTimeout(r, 1100));
+    const again = await peerops(['--asn', String(AS_SSH), '--ssh-key', listed.path, '--url', url], {
+      PEEROPS_CONFIG_DIR: adminDir,
+      HOME: path.join(dir, 'home'),
+    });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(
+      new RegExp(`It replaced the token saved before: AS${AS_SSH} \\(user\\), valid until \\d{4}-`),
+    );
   });
 
   it('a key not listed: exit 1 with AUTH_FAILED, no token written', async () => {
@@ -159,7 +179,7 @@ describe('peerops login', () => {
     });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/AUTH_FAILED: .*not listed/);
-    await expect(stat(path.join(configDir, 'token'))).rejects.toThrow(/ENOENT/);
+    await expect(stat(path.join(configDir, 'config.yaml'))).rejects.toThrow(/ENOENT/);
   });
 
   it('usage errors exit 2', async () => {
@@ -169,11 +189,14 @@ describe('peerops login', () => {
   });
 
   it('an unreachable service is a clear error', async () => {
-    const r = await peerops(['--asn', String(AS_SSH), '--url', 'http://127.0.0.1:1'], {
+    // a port nothing listens on (fetch refuses some low ports before connecting: take a free one)
+    const port = await freePort();
+    const r = await peerops(['--asn', String(AS_SSH), '--url', `http://127.0.0.1:${port}`], {
       HOME: path.join(dir, 'home'),
     });
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/cannot reach http:\/\/127.0.0.1:1\/login/);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(new RegExp(`http://127\\.0\\.0\\.1:${port}`));
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 });
 
