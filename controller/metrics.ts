@@ -34,10 +34,11 @@ export function addMetricsSource(
 
 // The registry is process-wide and this module may be loaded more than once (tests, several apps): a
 // metric already registered under the name is the one to use.
-function counter<T extends string>(config: CounterConfiguration<T>): Counter<T> {
+/** A metric of the default registry, made once: modules that register at load may be loaded twice (tests). */
+export function counter<T extends string>(config: CounterConfiguration<T>): Counter<T> {
   return (register.getSingleMetric(config.name) as Counter<T> | undefined) ?? new Counter(config);
 }
-function gauge<T extends string>(config: GaugeConfiguration<T>): Gauge<T> {
+export function gauge<T extends string>(config: GaugeConfiguration<T>): Gauge<T> {
   return (register.getSingleMetric(config.name) as Gauge<T> | undefined) ?? new Gauge(config);
 }
 function histogram<T extends string>(config: HistogramConfiguration<T>): Histogram<T> {

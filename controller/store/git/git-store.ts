@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import git from 'isomorphic-git';
 import { CORE_SCHEMA, dump } from 'js-yaml';
 import pino from 'pino';
-import { Counter, register } from 'prom-client';
+import { counter } from '../../metrics.ts';
 import { ProblemError, type FieldError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import { wireGuardKeyId } from '../../../common/net.ts';
@@ -109,21 +109,15 @@ const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 const MAX_ATTEMPTS = 12;
 const YAML = { schema: CORE_SCHEMA };
 
-function counter(name: string, help: string, labelNames: string[] = []): Counter<string> {
-  const existing = register.getSingleMetric(name);
-  if (existing) return existing as Counter<string>;
-  return new Counter({ name, help, labelNames });
-}
-
-const invalidManifests = counter(
-  'peerops_store_invalid_manifests_total',
-  'Manifests arriving from git that failed validation and were skipped',
-  ['kind'],
-);
-const syncErrors = counter(
-  'peerops_store_sync_errors_total',
-  'Failed attempts to follow the repository or remote',
-);
+const invalidManifests = counter({
+  name: 'peerops_store_invalid_manifests_total',
+  help: 'Manifests arriving from git that failed validation and were skipped',
+  labelNames: ['kind'],
+});
+const syncErrors = counter({
+  name: 'peerops_store_sync_errors_total',
+  help: 'Failed attempts to follow the repository or remote',
+});
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {

@@ -13,8 +13,8 @@
 import git from 'isomorphic-git';
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from 'isomorphic-git';
 import type pino from 'pino';
-import { Counter, Gauge, register } from 'prom-client';
 import { gitFs } from '../../git-fs.ts';
+import { counter, gauge } from '../../metrics.ts';
 import { Branch, type FileWrite } from './branch.ts';
 import { readText, type GitContext } from './objects.ts';
 import type { RefUpdate } from './recovery.ts';
@@ -47,35 +47,19 @@ export interface RemoteHost {
 const STATUS_BRANCH = 'refs/heads/peerops-status';
 const REQUEST_TIMEOUT_MS = 30_000;
 
-function metric<T>(name: string, make: () => T): T {
-  return (register.getSingleMetric(name) as T | undefined) ?? make();
-}
-
-const inSync = metric(
-  'peerops_git_remote_in_sync',
-  () =>
-    new Gauge({
-      name: 'peerops_git_remote_in_sync',
-      help: '1 when the forge holds every commit of the store, 0 while the store is ahead or behind it',
-    }),
-);
-const lastSuccess = metric(
-  'peerops_git_remote_last_success_timestamp_seconds',
-  () =>
-    new Gauge({
-      name: 'peerops_git_remote_last_success_timestamp_seconds',
-      help: 'When the store last fetched from and pushed to the forge successfully',
-    }),
-);
-const failures = metric(
-  'peerops_git_remote_failures_total',
-  () =>
-    new Counter({
-      name: 'peerops_git_remote_failures_total',
-      help: 'Failed fetches and pushes to the forge',
-      labelNames: ['operation'],
-    }),
-);
+const inSync = gauge({
+  name: 'peerops_git_remote_in_sync',
+  help: '1 when the forge holds every commit of the store, 0 while the store is ahead or behind it',
+});
+const lastSuccess = gauge({
+  name: 'peerops_git_remote_last_success_timestamp_seconds',
+  help: 'When the store last fetched from and pushed to the forge successfully',
+});
+const failures = counter({
+  name: 'peerops_git_remote_failures_total',
+  help: 'Failed fetches and pushes to the forge',
+  labelNames: ['operation'],
+});
 
 /** isomorphic-git's HTTP client over fetch, with a timeout: a forge that hangs must not hang a cycle. */
 const httpClient: HttpClient = {
