@@ -63,7 +63,7 @@ describe('controller outage', () => {
       const port = L.h.store.getSession(uuid)!.spec.listenPort;
       await L.connectPeer(peer, port);
       const agent = L.spawnAgent({ url: proxyUrl, listen: `127.0.0.1:${listen}` });
-      await waitFor('ACTIVE', () => L.h.store.getSession(uuid)?.status.code === 1, 30_000, 200);
+      await waitFor('ACTIVE', () => L.h.store.getSession(uuid)?.status.code === 1, 60_000, 200);
       await waitFor(
         'Established',
         async () => (await bird.protocols(`dn42_${port}`))[0]?.bgpState === 'Established',
