@@ -116,9 +116,9 @@ function statusEventType(before: number | undefined, after: number): EventType |
 
 /**
  * The events between two readings of one session. `before` undefined: it appeared; `after` undefined: it
- * is gone. A PENDING_REVIEW session that is gone was rejected: that event comes from whoever rejected it
- * with the reason (the admin's request, docs/notifications.md), except when its router is gone too, the
- * one rejection the reconciler makes itself.
+ * is gone (`session.deleted`, whatever removed it). An admin's rejection is told, with its reason, by the
+ * replica that served it (Notifier.rejected); the one rejection the state tells of is the reconciler's,
+ * of a PENDING_REVIEW session whose router is gone.
  */
 export function sessionEvents(
   before: Session | undefined,
@@ -128,11 +128,11 @@ export function sessionEvents(
 ): NotificationEvent[] {
   if (after === undefined) {
     if (before === undefined) return [];
-    if (before.status.code !== SessionStatus.PENDING_REVIEW)
-      return [sessionEvent('session.deleted', before, now)];
-    return routerExists(before.spec.router)
-      ? []
-      : [sessionEvent('session.rejected', before, now, `router ${before.spec.router} was removed`)];
+    const orphan =
+      before.status.code === SessionStatus.PENDING_REVIEW && !routerExists(before.spec.router)
+        ? [sessionEvent('session.rejected', before, now, `router ${before.spec.router} was removed`)]
+        : [];
+    return [...orphan, sessionEvent('session.deleted', before, now)];
   }
   const at = after.status.lastTransitionTime ?? now;
   const events: NotificationEvent[] = [];

@@ -240,7 +240,8 @@ describe("a session's events", () => {
       reason: 'address not in your route object',
     });
     await ok('/admin/session', admin(), { action: 'reject', uuid: theirs, reason: 'no' });
-    await eventually('peer: rejected', () => types(peerRx, mine).includes('session.rejected'));
+    await eventually('peer: rejected, deleted', () => types(peerRx, mine).length === 2);
+    expect(types(peerRx, mine).sort()).toEqual(['session.deleted', 'session.rejected']);
     await eventually('admin: both rejected', () =>
       [mine, theirs].every((u) => types(adminRx, u).includes('session.rejected')),
     );
@@ -249,7 +250,8 @@ describe("a session's events", () => {
     // once: from the rejecting request, not again from the state the leader reads
     await new Promise((r) => setTimeout(r, 500));
     expect(types(adminRx, mine).filter((t) => t === 'session.rejected')).toHaveLength(1);
-    expect(types(adminRx, mine).filter((t) => t === 'session.deleted')).toHaveLength(0);
+    // and gone, as a withdrawn or deleted session is
+    expect(types(adminRx, mine).filter((t) => t === 'session.deleted')).toHaveLength(1);
     expect(types(peerRx, theirs)).toEqual([]);
   });
 
