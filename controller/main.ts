@@ -181,10 +181,7 @@ async function start(
     logger,
     stuckAfterSeconds: config.stuckAfterSeconds,
     offlineAfterSeconds: config.offlineAfterSeconds,
-    onConditionRaised: (c) => {
-      const router = c.type === 'AgentOffline' ? store.getRouter(c.subject) : undefined;
-      if (router) void notifier.agentOffline(router, c.since);
-    },
+    onConditionRaised: (c) => void notifier.conditionRaised(c),
   });
   // What only the leader does: reconcile, and send the events read from the store's state.
   const leaderWork = {

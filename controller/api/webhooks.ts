@@ -113,18 +113,22 @@ export async function webhookRoutes(app: FastifyInstance, opts: { hooks: Webhook
           case 'create': {
             const url = checkUrl(body.url);
             const asn = admin ? null : identity.asn;
-            const owned = (await hooks.list()).filter((h) => h.asn === asn);
-            if (owned.length >= MAX_HOOKS_PER_OWNER)
-              throw new ProblemError(
-                'CONFLICT',
-                `at most ${MAX_HOOKS_PER_OWNER} webhooks ${asn === null ? 'for admins' : `per ASN`}; delete one first`,
-              );
-            const hook = await hooks.create({
-              url,
-              asn,
-              events: [...new Set(body.events ?? [])] as EventType[],
-              createdBy: actorOf(identity).name,
-            });
+            // the limit is checked inside the write, so two creates at once cannot both pass it
+            const hook = await hooks.create(
+              {
+                url,
+                asn,
+                events: [...new Set(body.events ?? [])] as EventType[],
+                createdBy: actorOf(identity).name,
+              },
+              (existing) => {
+                if (existing.filter((h) => h.asn === asn).length >= MAX_HOOKS_PER_OWNER)
+                  throw new ProblemError(
+                    'CONFLICT',
+                    `at most ${MAX_HOOKS_PER_OWNER} webhooks ${asn === null ? 'for admins' : 'per ASN'}; delete one first`,
+                  );
+              },
+            );
             request.log.info({ webhook: hook.id, host: new URL(url).host, asn }, 'webhook created');
             return { ...record(hook), secret: hook.secret };
           }

@@ -28,7 +28,8 @@ export type NewWebhook = Pick<Webhook, 'url' | 'asn' | 'events' | 'createdBy'>;
 
 export interface WebhookRepository {
   list(): Promise<Webhook[]>;
-  create(hook: NewWebhook): Promise<Webhook>;
+  /** Adds the hook; `admit` sees the hooks there are, in the same write, and throws to refuse. */
+  create(hook: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook>;
   /** Removes the hook if `match` accepts it; false when there is no such hook (or it is not the caller's). */
   delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean>;
 }
@@ -78,9 +79,12 @@ export class FileWebhooks implements WebhookRepository {
     return next;
   }
 
-  create(input: NewWebhook): Promise<Webhook> {
+  create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
     const hook = newHook(input);
-    return this.change((hooks) => ({ hooks: [...hooks, hook], result: hook }));
+    return this.change((hooks) => {
+      admit?.(hooks);
+      return { hooks: [...hooks, hook], result: hook };
+    });
   }
 
   delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean> {

@@ -5,7 +5,8 @@
  * the change (publish). Either way, once per event.
  */
 import type { Logger } from 'pino';
-import type { Router, Session, Store } from '../store/store.ts';
+import type { Condition } from '../reconcile/index.ts';
+import type { Session, Store } from '../store/store.ts';
 import { Dispatcher, type DispatcherOptions } from './deliver.ts';
 import { agentOfflineEvent, sessionEvent, type NotificationEvent } from './events.ts';
 import type { WebhookRepository } from './hooks.ts';
@@ -23,12 +24,14 @@ export interface NotifierOptions extends Omit<DispatcherOptions, 'hooks' | 'logg
 
 export class Notifier {
   readonly hooks: WebhookRepository;
+  private readonly store: Store;
   private readonly dispatcher: Dispatcher;
   private readonly watcher: SessionEventWatcher;
 
   constructor(opts: NotifierOptions) {
     const { store, hooks, logger, ...delivery } = opts;
     this.hooks = hooks;
+    this.store = store;
     this.dispatcher = new Dispatcher({ hooks, ...(logger ? { logger } : {}), ...delivery });
     this.watcher = new SessionEventWatcher({ store, publish: (e) => this.publish(e) });
   }
@@ -42,9 +45,10 @@ export class Notifier {
     return this.publish(sessionEvent('session.rejected', session, new Date().toISOString(), reason));
   }
 
-  /** The reconciler found a router's agent offline. */
-  agentOffline(router: Router, since: string): Promise<void> {
-    return this.publish(agentOfflineEvent(router, since));
+  /** A condition the leader's reconciler raised: an agent offline is told to admins. */
+  conditionRaised(condition: Condition): Promise<void> {
+    const router = condition.type === 'AgentOffline' ? this.store.getRouter(condition.subject) : undefined;
+    return router ? this.publish(agentOfflineEvent(router, condition.since)) : Promise.resolve();
   }
 
   /** The leader's part: start and stop with the reconciler. */

@@ -75,9 +75,12 @@ export class KubernetesWebhooks implements WebhookRepository {
     }
   }
 
-  create(input: NewWebhook): Promise<Webhook> {
+  create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
     const hook = newHook(input);
-    return this.change((hooks) => ({ hooks: [...hooks, hook], result: hook }));
+    return this.change((hooks) => {
+      admit?.(hooks);
+      return { hooks: [...hooks, hook], result: hook };
+    });
   }
 
   delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean> {

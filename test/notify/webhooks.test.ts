@@ -16,6 +16,7 @@ import { loadConfig } from '../../controller/config.ts';
 import { register } from '../../controller/metrics.ts';
 import { Dispatcher } from '../../controller/notify/deliver.ts';
 import { FileWebhooks, Notifier, type NotificationEvent } from '../../controller/notify/index.ts';
+import { Reconciler } from '../../controller/reconcile/index.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { ADMIN_ASN, OTHER_ASN, USER_ASN, routerFields, sessionFields } from '../api/helpers.ts';
@@ -155,6 +156,19 @@ describe('webhook routes', () => {
     ).toBe(404);
   });
 
+  it('keeps to 10 hooks per ASN', async () => {
+    const asn = OTHER_ASN + 7;
+    for (let i = 0; i < 10; i++)
+      await ok('/webhooks', tokenOf(asn), { action: 'create', url: `https://hooks.example.org/${i}` });
+    const res = await post('/webhooks', tokenOf(asn), {
+      action: 'create',
+      url: 'https://hooks.example.org/x',
+    });
+    expect(res.statusCode).toBe(409);
+    expect(res.json()).toMatchObject({ code: 'CONFLICT' });
+    expect((await ok('/webhooks', tokenOf(asn), { action: 'list' })).webhooks).toHaveLength(10);
+  });
+
   it('refuses bad input naming the field', async () => {
     const creds = await post('/webhooks', tokenOf(USER_ASN), {
       action: 'create',
@@ -253,6 +267,47 @@ describe("a session's events", () => {
     // and gone, as a withdrawn or deleted session is
     expect(types(adminRx, mine).filter((t) => t === 'session.deleted')).toHaveLength(1);
     expect(types(peerRx, theirs)).toEqual([]);
+  });
+
+  it("setup failed reaches the admin and the owner, with the agent's message", async () => {
+    const failing = (await ok('/session', tokenOf(USER_ASN), sessionFields('fra1'))).uuid as string;
+    await ok('/admin/session', admin(), { action: 'approve', uuid: failing });
+    await ok(`/agent/fra1/modify`, agentToken, {
+      uuid: failing,
+      status: 6,
+      interface: `wg_${store.getSession(failing)?.spec.listenPort ?? 0}`,
+      message: 'bird: syntax error',
+    });
+    await eventually('both: setup_failed', () =>
+      [adminRx, peerRx].every((rx) => types(rx, failing).includes('session.setup_failed')),
+    );
+    const failed = events(peerRx).find((e) => e.type === 'session.setup_failed');
+    expect(failed?.session).toMatchObject({
+      status: 'SETUP_FAILED',
+      lastError: { message: 'bird: syntax error' },
+    });
+  });
+
+  it("an agent offline reaches admins' hooks only, once per condition", async () => {
+    const reconciler = new Reconciler({
+      store,
+      stuckAfterSeconds: 600,
+      offlineAfterSeconds: 300,
+      onConditionRaised: (c) => void notifier.conditionRaised(c),
+    });
+    await reconciler.pass(); // fra1's agent never sent a heartbeat
+    await reconciler.pass();
+    await eventually('admin: agent offline', () =>
+      events(adminRx).some((e) => e.type === 'router.agent_offline'),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const offline = events(adminRx).filter((e) => e.type === 'router.agent_offline');
+    expect(offline).toHaveLength(1);
+    expect(offline[0]).toMatchObject({
+      router: { name: 'fra1', lastHeartbeat: null },
+      reason: 'no heartbeat yet',
+    });
+    expect(events(peerRx).some((e) => e.type === 'router.agent_offline')).toBe(false);
   });
 
   it('is retried after a 500 under the same delivery id, and counted', async () => {
