@@ -225,6 +225,7 @@ export async function main(argv: string[]): Promise<number> {
             `  public key  ${res.serverPublicKey}`,
             `  link-local  ${res.serverLinkLocal}`,
             ...(res.serverIpv4 ? [`  ipv4        ${res.serverIpv4} (the far end of your tunnel IPv4)`] : []),
+            `or get the files: peerops session config ${res.uuid} --format wg-quick|networkd|bird|frr`,
           ].join('\n'),
         );
         return 0;

@@ -9,7 +9,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRIVATE_KEY_PLACEHOLDER } from '../../common/peer-config/index.ts';
-import { expectOk, problem, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import {
+  expectOk,
+  problem,
+  sessionFields,
+  startHarness,
+  USER_ASN,
+  wgKey,
+  type Harness,
+} from '../api/helpers.ts';
 
 const execFileAsync = promisify(execFile);
 const NETWORK_ASN = 4242420000;
@@ -107,6 +115,28 @@ describe('POST /session action config', () => {
 });
 
 describe('peerops session config', () => {
+  it('is offered by create', async () => {
+    const r = await peerops(
+      [
+        'session',
+        'create',
+        '--router',
+        'fra1',
+        '--ipv6',
+        'fd42:1234::77',
+        '--link-local',
+        'fe80::77',
+        '--public-key',
+        wgKey(),
+      ],
+      h.tokens.issueToken(USER_ASN + 1, 'user').token,
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      /or get the files: peerops session config [0-9a-f-]{36} --format wg-quick\|networkd\|bird\|frr/,
+    );
+  });
+
   it('prints the file for a UUID prefix', async () => {
     const r = await peerops(['session', 'config', uuid.slice(0, 8), '--format', 'bird'], h.user);
     expect(r.stderr).toBe('');
