@@ -31,7 +31,8 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-rem
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
      PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL,
      PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR (Kubernetes store: the admission webhook),
-     PEEROPS_GIT_INTERVAL, PEEROPS_GIT_CREDENTIALS(_FILE), PEEROPS_GIT_WEBHOOK_SECRET(_FILE)`;
+     PEEROPS_GIT_INTERVAL, PEEROPS_GIT_CREDENTIALS(_FILE), PEEROPS_GIT_WEBHOOK_SECRET(_FILE),
+     PEEROPS_NOTIFY_ALLOW_PRIVATE (peers' webhooks to private addresses; docs/notifications.md)`;
 
 /** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
 async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {

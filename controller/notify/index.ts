@@ -67,9 +67,9 @@ export class Notifier {
   }
 }
 
-/** PEEROPS_WEBHOOK_ALLOW_PRIVATE=true lets peers' hooks reach private addresses (a lab, a test). */
+/** PEEROPS_NOTIFY_ALLOW_PRIVATE=true lets peers' hooks reach private addresses (a lab, a test). */
 export function notifierEnv(
   env: NodeJS.ProcessEnv = process.env,
 ): Pick<NotifierOptions, 'allowPrivateTargets'> {
-  return { allowPrivateTargets: env['PEEROPS_WEBHOOK_ALLOW_PRIVATE'] === 'true' };
+  return { allowPrivateTargets: env['PEEROPS_NOTIFY_ALLOW_PRIVATE'] === 'true' };
 }
