@@ -1,6 +1,7 @@
 /**
- * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart, config. A user sees and changes
- * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (rules.ts).
+ * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart, config. A user sees and
+ * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
+ * (rules.ts); config's files are common/peer-config's.
  */
 import type { FastifyInstance } from 'fastify';
 import Type, { type Static } from 'typebox';
