@@ -334,6 +334,32 @@ describe("a session's events", () => {
 });
 
 describe('delivery rules', () => {
+  it('logs a failing delivery by hook id and host, never its secret', async () => {
+    const hookDir = await mkdtemp(join(tmpdir(), 'peerops-notify-log-'));
+    const rx = await startReceiver();
+    try {
+      const hooks = new FileWebhooks(hookDir);
+      const hook = await hooks.create({ url: rx.url, asn: null, events: [], createdBy: 'admin' });
+      let log = '';
+      const logger = pino({ level: 'debug' }, { write: (line: string) => void (log += line) });
+      rx.answer([500]);
+      const dispatcher = new Dispatcher({ hooks, logger, retryBaseMs: 50 });
+      await dispatcher.publish({
+        id: 'y',
+        type: 'router.agent_offline',
+        occurredAt: new Date().toISOString(),
+      });
+      await eventually('delivered on the second attempt', () => rx.received.length === 2);
+      await dispatcher.stop();
+      expect(log).toContain(hook.id);
+      expect(log).toContain('webhook failed; retrying');
+      expect(log).not.toContain(hook.secret);
+    } finally {
+      await rx.close();
+      await rm(hookDir, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a peer's hook to a loopback address unless allowed; an admin's goes", async () => {
     const hookDir = await mkdtemp(join(tmpdir(), 'peerops-notify-guard-'));
     try {
