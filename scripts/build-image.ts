@@ -84,7 +84,7 @@ export interface ImageSpec {
   cmd: string[];
 }
 
-const SPECS: Record<ImageName, ImageSpec> = {
+export const IMAGE_SPECS: Record<ImageName, ImageSpec> = {
   controller: { name: 'controller', user: `${CONTROLLER_UID}:${CONTROLLER_UID}`, cmd: ['serve'] },
   agent: { name: 'agent', user: '0:0', cmd: ['agent', '--config', AGENT_CONFIG] },
 };
@@ -405,7 +405,7 @@ export async function buildImages(options: {
           : []),
       ];
       const sizes = await timed(phases, `OCI layout (${name})`, () =>
-        ociImage(SPECS[name], version, layout, layers, epoch),
+        ociImage(IMAGE_SPECS[name], version, layout, layers, epoch),
       );
       const oci = path.join(outDir, names.oci);
       const docker = path.join(outDir, names.docker);

@@ -16,6 +16,11 @@ declare -A need=(
   [redis-server]=redis-server
   [curl]=curl
   [openssl]=openssl
+  # the container images (scripts/build-image.ts, test/image)
+  [mmdebstrap]=mmdebstrap
+  [umoci]=umoci
+  [skopeo]=skopeo
+  [runc]=runc
 )
 missing=()
 for cmd in "${!need[@]}"; do
