@@ -107,8 +107,6 @@ export interface BuiltImage {
   reference: string;
   oci: string;
   docker: string;
-  /** The OCI layout (unpacked), for `umoci unpack --image <layout>:<version>`. */
-  layout: string;
   /** Bytes of each gzip'd layer, in order, with what it holds. */
   layers: { what: string; bytes: number }[];
   compressedBytes: number;
@@ -168,6 +166,8 @@ function mmdebstrapArgs(name: ImageName): string[] {
     `--include=${PACKAGES[name].join(',')}`,
     '--aptopt=APT::Install-Recommends "false"',
     '--skip=output/dev',
+    // /usr merged by mmdebstrap itself: otherwise bookworm's init-system-helpers pulls in usrmerge and Perl
+    '--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr',
     ...['/usr/share/doc/*', '/usr/share/man/*', '/usr/share/info/*', '/usr/share/locale/*'].map(
       (p) => `--dpkgopt=path-exclude=${p}`,
     ),
@@ -395,7 +395,7 @@ export async function buildImages(options: {
     const images: BuiltImage[] = [];
     for (const name of IMAGE_NAMES) {
       const names = archiveNames(name, version);
-      const layout = path.join(outDir, `.oci-${name}`);
+      const layout = path.join(work, `oci-${name}`);
       const layers = [
         { what: `Debian ${DEBIAN_SUITE} minbase + ${PACKAGES[name].join(' ')}`, tar: rootfs[name].tar },
         { what: 'Node 24', tar: tars.node },
@@ -438,7 +438,6 @@ export async function buildImages(options: {
         reference,
         oci,
         docker,
-        layout,
         layers: sizes,
         compressedBytes: sizes.reduce((sum, l) => sum + l.bytes, 0),
         packages: rootfs[name].packages,

@@ -4,8 +4,8 @@
  * says what the Kubernetes objects of the chart say: user, capabilities, read-only root, mounts, and the
  * network namespace (a lab namespace standing for the node, or the host's loopback).
  *
- *   const rootfs = await unpackImage(layout, '0.1.0', dir);
- *   const c = await RuncContainer.start({ id, rootfs, args, user: { uid: 10001, gid: 10001 }, ... });
+ *   const image = await unpackImage('dist/peerops-agent-0.1.0.oci.tar', '0.1.0', dir);
+ *   const c = await RuncContainer.start({ id, image, dir, args, user: { uid: 10001, gid: 10001 }, ... });
  *   await c.exec(['sh', '-c', 'touch /x']);   c.logs();   await c.stop();
  *
  * runc keeps its state under its own --root, so the containers of a test run never meet anyone else's.
@@ -51,15 +51,24 @@ interface RuntimeSpec {
   };
 }
 
-/** Unpacks `<layout>:<tag>` into `<dir>/rootfs` and returns the image's own runtime config with it. */
+/**
+ * Unpacks the image of an OCI archive (`peerops-<name>-<version>.oci.tar`, tagged `tag`) into
+ * `<dir>/rootfs` and returns the image's own runtime config with it.
+ */
 export async function unpackImage(
-  layout: string,
+  archive: string,
   tag: string,
   dir: string,
 ): Promise<{ rootfs: string; spec: RuntimeSpec }> {
   await rm(dir, { recursive: true, force: true });
+  const layout = `${dir}.oci`;
+  await rm(layout, { recursive: true, force: true });
+  await mkdir(layout, { recursive: true });
+  const untar = await exec('tar', ['-xf', archive, '-C', layout], { timeoutMs: 120_000 });
+  if (untar.code !== 0) throw new Error(`tar -xf ${archive}: ${untar.stderr}`);
   const r = await exec('umoci', ['unpack', '--image', `${layout}:${tag}`, dir], { timeoutMs: 300_000 });
   if (r.code !== 0) throw new Error(`umoci unpack ${layout}:${tag}: ${r.stderr}`);
+  await rm(layout, { recursive: true, force: true });
   const spec = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as RuntimeSpec;
   return { rootfs: join(dir, 'rootfs'), spec };
 }
