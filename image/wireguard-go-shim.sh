@@ -9,7 +9,7 @@ if [ -z "${PEEROPS_WIREGUARD_KEEPER:-}" ]; then
   exec /usr/bin/wireguard-go "$@"
 fi
 name=${1:?usage: wireguard-go <interface>}
-dir=${PEEROPS_WIREGUARD_RUN_DIR:-/var/run/wireguard}
+dir=/var/run/wireguard # wireguard-go's UAPI socket directory, fixed when it is built
 rm -f "$dir/$name.failed"
 : > "$dir/$name.want"
 tries=0

@@ -13,27 +13,36 @@
  *   node /opt/peerops/wireguard-keeper.ts   (the chart's <release>-peerops-wireguard DaemonSet)
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const DIR = process.env.PEEROPS_WIREGUARD_RUN_DIR ?? '/var/run/wireguard';
+/** wireguard-go's UAPI socket directory, fixed when it is built; the chart shares the node's. */
+const DIR = '/var/run/wireguard';
 const REQUEST = '.want';
 const NAME = /^[A-Za-z0-9_]{1,15}$/;
-const running = new Map<string, number>();
+/** Interfaces whose wireguard-go runs, and requests that came while the one before was still exiting. */
+const running = new Set<string>();
+const queued = new Set<string>();
 
 function log(message: string): void {
   console.log(`${new Date().toISOString()} wireguard-keeper: ${message}`);
 }
 
 function start(name: string): void {
-  if (running.has(name)) return;
+  if (running.has(name)) {
+    // the link was deleted and asked for again before its old daemon's exit reached us
+    queued.add(name);
+    return;
+  }
+  const sock = join(DIR, `${name}.sock`);
   // a socket left by a daemon killed hard would make wireguard-go refuse to start
-  rmSync(join(DIR, `${name}.sock`), { force: true });
+  rmSync(sock, { force: true });
   rmSync(join(DIR, `${name}.failed`), { force: true });
   const child = spawn('/usr/bin/wireguard-go', ['-f', name], {
     env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(name);
   let output = '';
   const collect = (d: Buffer) => {
     output = (output + d.toString()).slice(-4000);
@@ -41,18 +50,28 @@ function start(name: string): void {
   };
   child.stdout.on('data', collect);
   child.stderr.on('data', collect);
-  running.set(name, child.pid ?? 0);
+  // up once its UAPI socket exists; an exit before that is a failed start, answered to the shim
+  let up = false;
+  const watchUp = setInterval(() => {
+    if (existsSync(sock)) {
+      up = true;
+      clearInterval(watchUp);
+    }
+  }, 100);
   log(`started wireguard-go for ${name} (pid ${child.pid})`);
-  child.on('error', (err) => {
+  let done = false;
+  const ended = (why: string) => {
+    // 'error' (it never ran) and 'exit' may both come
+    if (done) return;
+    done = true;
+    clearInterval(watchUp);
     running.delete(name);
-    writeFileSync(join(DIR, `${name}.failed`), `${err.message}\n`);
-    log(`wireguard-go for ${name} did not start: ${err.message}`);
-  });
-  child.on('exit', (code, signal) => {
-    running.delete(name);
-    if (code !== 0 && !signal) writeFileSync(join(DIR, `${name}.failed`), output || `exit ${code}\n`);
-    log(`wireguard-go for ${name} exited (${signal ?? code})`);
-  });
+    if (!up) writeFileSync(join(DIR, `${name}.failed`), output || `${why}\n`);
+    log(`wireguard-go for ${name} ended: ${why}`);
+    if (queued.delete(name)) start(name);
+  };
+  child.on('error', (err) => ended(err.message));
+  child.on('exit', (code, signal) => ended(signal ? `signal ${signal}` : `exit ${code}`));
 }
 
 /** Takes every pending request away and starts its daemon. */

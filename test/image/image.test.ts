@@ -339,6 +339,25 @@ describe('agent image', () => {
     expect(await linkIndex()).toBe(ifindex);
   }, 180_000);
 
+  it('a session restart re-creates its tunnel through the keeper, and BGP comes back', async () => {
+    const ifindex = await linkIndex();
+    const res = await L.h.post('/session', peer.userToken, { action: 'restart', uuid });
+    expect(res.statusCode).toBe(200);
+    await waitFor(
+      'a new link, the session ACTIVE',
+      async () =>
+        L.h.store.getSession(uuid)?.status.code === 1 && (await linkIndex().catch(() => ifindex)) !== ifindex,
+      90_000,
+      500,
+    );
+    await waitFor('BGP Established again', established, 90_000, 500);
+    // the daemon is the keeper's: none runs in the agent's container
+    const agent = containers.findLast((c) => c.id.startsWith('peerops-agent-'))!;
+    expect((await agent.exec(['ps', '-e', '-o', 'comm='])).stdout).not.toMatch(/wireguard-go/);
+    const keeper = containers.find((c) => c.id.startsWith('peerops-keeper-'))!;
+    expect((await keeper.exec(['ps', '-e', '-o', 'comm='])).stdout).toMatch(/wireguard-go/);
+  }, 240_000);
+
   it('without the keeper the same restart drops the tunnel (wireguard-go dies with the container)', async () => {
     // the keeper goes: its tunnels with it; an agent that runs wireguard-go itself sets the session up again
     await containers.findLast((c) => c.id.startsWith('peerops-agent-'))!.stop();
