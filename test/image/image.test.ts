@@ -129,6 +129,8 @@ describe('controller image', () => {
     expect(write.code).not.toBe(0);
     expect(write.stderr).toMatch(/Read-only file system/);
     expect(c.logs()).not.toMatch(/EROFS|EACCES/);
+    // `peerops` on PATH, for kubectl exec
+    expect((await c.exec(['peerops', '--version'])).stdout.trim()).toBe(VERSION);
   }, 180_000);
 });
 
@@ -319,6 +321,8 @@ describe('agent image', () => {
     });
     await waitFor('BGP Established', established, 90_000, 500);
     expect(agent.logs()).not.toContain(L.agentToken);
+    // the image has every program the agent's preflight looks for (agent/system/preflight.ts)
+    expect(agent.logs()).not.toMatch(/not found on PATH/);
   }, 240_000);
 
   it('restarting the agent container with the session up: no BGP flap, the same link', async () => {
