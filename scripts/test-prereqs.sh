@@ -19,6 +19,11 @@ declare -A need=(
   [vtysh]=frr
   [strings]=binutils
   [/usr/lib/systemd/systemd-networkd]=systemd
+  # the container images (scripts/build-image.ts, test/image)
+  [mmdebstrap]=mmdebstrap
+  [umoci]=umoci
+  [skopeo]=skopeo
+  [runc]=runc
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -30,6 +30,7 @@ import {
 import { load, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
+import { imageReference } from '../../scripts/build-image.ts';
 import { routerSpec } from '../store/fixtures.ts';
 import {
   TOOLS_BUILD_TIMEOUT_MS,
@@ -154,6 +155,7 @@ describe('charts/peerops', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'DaemonSet',
+      'DaemonSet',
       'Deployment',
       'PodMonitor',
       'PrometheusRule',
@@ -200,7 +202,12 @@ describe('charts/peerops', () => {
       KubernetesObject & {
         spec: { template: { spec: { containers: { livenessProbe: Probe; readinessProbe: Probe }[] } } };
       }
-    >(await renderChart('default', ...VALUES), 'DaemonSet');
+    >(
+      (await renderChart('default', ...VALUES)).filter(
+        (o) => o.metadata?.labels?.['app.kubernetes.io/component'] === 'agent',
+      ),
+      'DaemonSet',
+    );
     const agent = daemonSet.spec.template.spec.containers[0];
     // /health is 503 while BIRD or the controller is down: only readiness may look at it (docs/agent.md)
     expect(agent?.livenessProbe.httpGet).toEqual({ host: '127.0.0.1', path: '/livez', port: 'status' });
@@ -353,6 +360,75 @@ describe('charts/peerops', () => {
       { secretName: 'peerops-agents', defaultMode: 0o400, items: [{ key: 'n1.json', path: 'agent.json' }] },
       { secretName: 'peerops-agents', defaultMode: 0o400, items: [{ key: 'n2.json', path: 'agent.json' }] },
     ]);
+  });
+
+  it("defaults to the images npm run build:image builds; the WireGuard keeper shares the agent's run dir", async () => {
+    type Container = {
+      image: string;
+      command?: string[];
+      env?: { name: string; value: string }[];
+      securityContext: { readOnlyRootFilesystem?: boolean; capabilities: { add: string[]; drop: string[] } };
+      volumeMounts: { name: string; mountPath: string }[];
+    };
+    type Workload = KubernetesObject & {
+      spec: {
+        updateStrategy?: { type: string };
+        template: {
+          spec: { containers: Container[]; volumes: { name: string; hostPath?: { path: string } }[] };
+        };
+      };
+    };
+    const chart = load(await readFile(join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string };
+    const objects = (await renderChart('default', ...VALUES)) as Workload[];
+    const component = (c: string) =>
+      objects.filter(
+        (o) =>
+          ['Deployment', 'DaemonSet'].includes(o.kind ?? '') &&
+          o.metadata?.labels?.['app.kubernetes.io/component'] === c,
+      );
+    const [controller] = component('controller');
+    const [agent] = component('agent');
+    const [keeper] = component('wireguard-keeper');
+    expect(controller?.spec.template.spec.containers[0]?.image).toBe(
+      imageReference('controller', chart.appVersion),
+    );
+    expect(agent?.spec.template.spec.containers[0]?.image).toBe(imageReference('agent', chart.appVersion));
+    expect(keeper?.spec.template.spec.containers[0]?.image).toBe(imageReference('agent', chart.appVersion));
+    // never rolled by an upgrade: its wireguard-go processes are the node's userspace tunnels
+    expect(keeper?.spec.updateStrategy?.type).toBe('OnDelete');
+    const keeperContainer = keeper!.spec.template.spec.containers[0]!;
+    expect(keeperContainer.command).toEqual(['/usr/local/bin/node', '/opt/peerops/wireguard-keeper.ts']);
+    expect(keeperContainer.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] },
+    });
+    const runDir = (w: Workload) => {
+      const mount = w.spec.template.spec.containers[0]?.volumeMounts.find(
+        (m) => m.mountPath === '/var/run/wireguard',
+      );
+      return w.spec.template.spec.volumes.find((v) => v.name === mount?.name)?.hostPath?.path;
+    };
+    expect(runDir(keeper!)).toBe('/var/run/wireguard');
+    expect(runDir(agent!)).toBe('/var/run/wireguard');
+    expect(agent?.spec.template.spec.containers[0]?.env).toContainEqual({
+      name: 'PEEROPS_WIREGUARD_KEEPER',
+      value: '1',
+    });
+    // without the keeper: no keeper, and the agent runs wireguard-go itself
+    const off = (await renderChart(
+      'default',
+      ...VALUES,
+      'agent.wireguardKeeper.enabled=false',
+    )) as Workload[];
+    expect(
+      off.filter((o) => o.metadata?.labels?.['app.kubernetes.io/component'] === 'wireguard-keeper'),
+    ).toEqual([]);
+    const agentOff = off.find(
+      (o) => o.metadata?.labels?.['app.kubernetes.io/component'] === 'agent' && o.kind === 'DaemonSet',
+    );
+    expect(agentOff?.spec.template.spec.containers[0]?.env ?? []).not.toContainEqual(
+      expect.objectContaining({ name: 'PEEROPS_WIREGUARD_KEEPER' }),
+    );
   });
 
   it('passes the log level to the controller', async () => {

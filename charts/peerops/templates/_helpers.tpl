@@ -37,6 +37,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end -}}
 
+{{- define "peerops.agentImage" -}}
+{{ .Values.image.agentRepository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+
 {{- define "peerops.jwtSecretName" -}}
 {{- default (printf "%s-jwt" (include "peerops.fullname" .)) .Values.config.existingJwtSecret -}}
 {{- end -}}

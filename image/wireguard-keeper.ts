@@ -1,0 +1,98 @@
+/**
+ * The WireGuard keeper of the agent image (docs/kubernetes.md, "Hitless agent rollouts"): runs the
+ * wireguard-go daemons of the node's userspace tunnels in a container of its own, so that they outlive
+ * the agent's container. A tunnel's TUN device dies with its wireguard-go process, and a container's
+ * processes die with it: an agent that ran wireguard-go itself would drop every tunnel on each rollout.
+ *
+ * The agent asks for a daemon through the shim it runs as `wireguard-go` (image/wireguard-go-shim.sh):
+ * the shim writes `<name>.want` into the shared /var/run/wireguard, the keeper takes the request away and
+ * starts `wireguard-go -f <name>` as its own child, whose UAPI socket `<name>.sock` the agent then uses
+ * as always. Deleting the link (the agent's `ip link del`) ends the daemon; the keeper reaps it. A failed
+ * start is answered with `<name>.failed` holding wireguard-go's output.
+ *
+ *   node /opt/peerops/wireguard-keeper.ts   (the chart's <release>-peerops-wireguard DaemonSet)
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** wireguard-go's UAPI socket directory, fixed when it is built; the chart shares the node's. */
+const DIR = '/var/run/wireguard';
+const REQUEST = '.want';
+const NAME = /^[A-Za-z0-9_]{1,15}$/;
+/** Interfaces whose wireguard-go runs, and requests that came while the one before was still exiting. */
+const running = new Set<string>();
+const queued = new Set<string>();
+
+function log(message: string): void {
+  console.log(`${new Date().toISOString()} wireguard-keeper: ${message}`);
+}
+
+function start(name: string): void {
+  if (running.has(name)) {
+    // the link was deleted and asked for again before its old daemon's exit reached us
+    queued.add(name);
+    return;
+  }
+  const sock = join(DIR, `${name}.sock`);
+  // a socket left by a daemon killed hard would make wireguard-go refuse to start
+  rmSync(sock, { force: true });
+  rmSync(join(DIR, `${name}.failed`), { force: true });
+  const child = spawn('/usr/bin/wireguard-go', ['-f', name], {
+    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(name);
+  let output = '';
+  const collect = (d: Buffer) => {
+    output = (output + d.toString()).slice(-4000);
+    process.stdout.write(`${name}: ${d.toString()}`);
+  };
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
+  // up once its UAPI socket exists; an exit before that is a failed start, answered to the shim
+  let up = false;
+  const watchUp = setInterval(() => {
+    if (existsSync(sock)) {
+      up = true;
+      clearInterval(watchUp);
+    }
+  }, 100);
+  log(`started wireguard-go for ${name} (pid ${child.pid})`);
+  let done = false;
+  const ended = (why: string) => {
+    // 'error' (it never ran) and 'exit' may both come
+    if (done) return;
+    done = true;
+    clearInterval(watchUp);
+    running.delete(name);
+    if (!up) writeFileSync(join(DIR, `${name}.failed`), output || `${why}\n`);
+    log(`wireguard-go for ${name} ended: ${why}`);
+    if (queued.delete(name)) start(name);
+  };
+  child.on('error', (err) => ended(err.message));
+  child.on('exit', (code, signal) => ended(signal ? `signal ${signal}` : `exit ${code}`));
+}
+
+/** Takes every pending request away and starts its daemon. */
+function scan(): void {
+  for (const file of readdirSync(DIR)) {
+    if (!file.endsWith(REQUEST)) continue;
+    const name = file.slice(0, -REQUEST.length);
+    rmSync(join(DIR, file), { force: true });
+    if (NAME.test(name)) start(name);
+    else log(`ignored a request for '${name}': not an interface name`);
+  }
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    log(`${signal}: stopping; the tunnels of this keeper go down with it`);
+    process.exit(0);
+  });
+}
+log(`watching ${DIR}`);
+scan();
+// inotify for speed; the periodic scan covers a missed event
+watch(DIR, () => scan());
+setInterval(scan, 1000);
