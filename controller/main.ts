@@ -16,7 +16,7 @@ import { openStore } from './store/open.ts';
 import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
-import { Reconciler } from './reconcile/index.ts';
+import { SessionReconciler } from './reconcile/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-remote URL] [--git-branch NAME]
@@ -164,7 +164,7 @@ async function start(
       ? { login: { registry, serviceHost: config.serviceHost ?? hostname(), admins: config.adminAsns } }
       : {}),
   });
-  const reconciler = new Reconciler({
+  const reconciler = new SessionReconciler({
     store,
     logger,
     stuckAfterSeconds: config.stuckAfterSeconds,
