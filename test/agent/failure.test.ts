@@ -7,7 +7,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
 import { CONFIGURE_PENDING } from '../../agent/bird/apply.ts';
-import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
 import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
@@ -58,7 +57,9 @@ describe('failed setups', () => {
     const template = join(L.root, 'broken-branch.mustache');
     await writeFile(
       template,
-      BUILTIN_PEER_TEMPLATE.replace('    import none;\n', '    import none;\n    no_such_option on;\n'),
+      (
+        await readFile(join(import.meta.dirname, '..', '..', 'examples', 'ebgp-template.mustache'), 'utf8')
+      ).replace('    import none;\n', '    import none;\n    no_such_option on;\n'),
     );
     const agent = L.agent({ ebgpConfTemplateFile: template });
     agents.push(agent);
