@@ -172,6 +172,8 @@ export class Agent {
     const reconcileStart = performance.now();
     const result = await this.reconciler.pass(this.sessions, this.policy);
     this.metrics.passSeconds.observe((performance.now() - reconcileStart) / 1000);
+    // A pass BIRD refused, or could not be asked in, did not do its job.
+    this.metrics.passes.inc({ result: result.node || result.birdUnreachable ? 'error' : 'ok' });
     this.lastPass = result;
     this.passes++;
     this.passed();
@@ -184,9 +186,7 @@ export class Agent {
       const wait = this.longPoll && this.passes > 0 ? Math.min(interval, LONG_POLL_MAX_S) : 0;
       try {
         const t0 = Date.now();
-        const pass = await this.syncOnce(wait);
-        // A pass BIRD refused or could not be asked in did not do its job.
-        this.metrics.passes.inc({ result: pass?.node || pass?.birdUnreachable ? 'error' : 'ok' });
+        await this.syncOnce(wait);
         this.failures = 0;
         if (!this.longPoll || wait === 0)
           await this.sleep(Math.max(0, (this.passes > 1 ? interval * 1000 : 0) - (Date.now() - t0)));
@@ -235,7 +235,8 @@ export class Agent {
    */
   configApplied(): Condition {
     const p = this.reconciler.nodeProblem;
-    const where = p?.file ? `${p.file}${p.line ? `:${p.line}` : ''}: ` : '';
+    // BIRD's message names file and line itself (`<file>:<line>:<col> …`); else the file goes first
+    const where = p?.file && !p.message.includes(p.file) ? `${p.file}${p.line ? `:${p.line}` : ''}: ` : '';
     const condition = p
       ? {
           type: 'ConfigApplied',

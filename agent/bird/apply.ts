@@ -11,7 +11,7 @@
  * BIRD never keeps running the old config behind new files.
  */
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
@@ -182,10 +182,7 @@ export class BirdApplier {
       const stagedMain = join(stage, basename(this.mainPath));
       liveOf.set(stagedMain, this.mainPath);
       await writeFile(stagedMain, tree.main(stagedDirs));
-      const r = await run('bird', ['-p', '-c', stagedMain]).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') return undefined;
-        throw err;
-      });
+      const r = await birdParse(stagedMain);
       if (!r)
         return {
           message: 'bird not found on PATH: install bird2',
@@ -203,11 +200,50 @@ export class BirdApplier {
         blamed.push(live);
         message = message.replace(m[1], live);
       }
+      if (!m?.[1] || m[1] === stagedMain) {
+        // BIRD names the main config for what an included file left open (`unexpected END` at its
+        // end): find the operator's file without which the tree parses.
+        const culprit = await localCulprit(join(stage, LOCAL_DIR), stagedMain);
+        if (culprit) {
+          const live = join(local, culprit);
+          return {
+            message: `${live}: BIRD accepts the configuration without this file: ${message}`,
+            blamed: [live],
+            stage: 'check',
+          };
+        }
+      }
       return { message, blamed, stage: 'check' };
     } finally {
       await rm(stage, { recursive: true, force: true });
     }
   }
+}
+
+/** `bird -p -c <main>`; undefined when there is no `bird` on PATH. */
+async function birdParse(
+  main: string,
+): Promise<{ code: number; stdout: string; stderr: string } | undefined> {
+  return run('bird', ['-p', '-c', main]).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+}
+
+/**
+ * The one file of the staged local.d that makes the tree fail: each is set aside in turn and the tree
+ * parsed again (a few `bird -p`, only after a refusal that names no file of its own).
+ */
+async function localCulprit(stagedLocal: string, stagedMain: string): Promise<string | undefined> {
+  for (const f of await listConf(stagedLocal)) {
+    const path = join(stagedLocal, f);
+    const aside = `${path}.aside`;
+    await rename(path, aside);
+    const r = await birdParse(stagedMain);
+    await rename(aside, path);
+    if (r?.code === 0) return f;
+  }
+  return undefined;
 }
 
 function failureOf(err: unknown, changed: string[], stage: 'check' | 'configure'): ApplyFailure {

@@ -113,7 +113,7 @@ export function blame(refusal: Refusal, fileOwner: ReadonlyMap<string, string>, 
       reason,
       message: refusal.message,
       ...(file ? { file } : {}),
-      ...(where?.[2] ? { line: Number(where[2]) } : {}),
+      ...(where?.[2] && where[1] === file ? { line: Number(where[2]) } : {}),
     },
   };
 }

@@ -2,7 +2,7 @@
  * A session end to end: real controller, the agent's reconcile against a node namespace with real BIRD
  * and wireguard-go, and a peer namespace running its own BIRD and WireGuard as the user's router would.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { access, readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import type { Agent } from '../../agent/agent.ts';
@@ -233,6 +233,10 @@ describe('agent session machinery', () => {
     expect(pass?.reports).toEqual([{ uuid, status: 0, interface: `wg_${port}` }]);
     expect(L.h.store.getSession(uuid)).toBeUndefined();
     expect(await listInterfaces('wg_')).toEqual([]);
+    // and what the agent made for the tunnel: wireguard-go's log
+    await expect(access(`/var/run/wireguard/wg_${port}.peerops.log`)).rejects.toMatchObject({
+      code: 'ENOENT',
+    });
     expect(await readdir(L.config.routing.peerConfDir)).toEqual([]);
     expect(await agent.bird.protocols(`dn42_${port}`)).toEqual([]);
   });
