@@ -149,6 +149,7 @@ describe('agent diagnostics', () => {
     const t0 = Date.now();
     await child.kill('SIGTERM');
     const took = Date.now() - t0;
+    console.log(`SIGTERM with a long poll open: exited after ${took} ms`);
     expect(child.child.exitCode).toBe(0);
     expect(took).toBeLessThan(10_000);
     expect(status(uuidA)?.code).toBe(1);
