@@ -65,7 +65,8 @@ export function detectBackend(): Promise<WgBackend> {
       return 'kernel';
     }
     const installed = await run('wireguard-go', ['--version']).then(
-      () => true,
+      // inside a test's namespace `ip netns exec` says it could not exec the program
+      (r) => !(r.code !== 0 && /exec of .* failed: No such file/.test(r.stderr)),
       () => false, // spawn ENOENT: not on PATH
     );
     return installed ? 'wireguard-go' : 'none';
