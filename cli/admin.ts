@@ -306,7 +306,27 @@ interface AdminRouter {
     acceptingSessions?: boolean;
     autoApprove?: boolean;
   };
-  status: { lastHeartbeat?: string; agentVersion?: string };
+  status: {
+    lastHeartbeat?: string;
+    agentVersion?: string;
+    conditions?: { type: string; status: string; reason: string; message: string }[];
+  };
+}
+
+/** The router's conditions that are not True, `Type=Status (Reason)`, or `ok`. */
+function conditionsCell(r: AdminRouter): string {
+  const bad = (r.status.conditions ?? []).filter((c) => c.status !== 'True');
+  return bad.length ? bad.map((c) => `${c.type}=${c.status} (${c.reason})`).join(', ') : 'ok';
+}
+
+/** One warning line per condition that is not True, with its message (file and line for ConfigApplied). */
+function conditionWarnings(routers: AdminRouter[]): string {
+  const lines = routers.flatMap((r) =>
+    (r.status.conditions ?? [])
+      .filter((c) => c.status !== 'True')
+      .map((c) => `warning: ${r.name}: ${c.type} ${c.status} (${c.reason}): ${c.message}`),
+  );
+  return lines.length ? `\n\n${lines.join('\n')}` : '';
 }
 
 async function routerCommand(
@@ -322,7 +342,17 @@ async function routerCommand(
       res,
       () =>
         table(
-          ['NAME', 'NODE', 'REGION', 'ENDPOINT HOST', 'ACCEPTING', 'AUTO-APPROVE', 'AGENT', 'LAST HEARTBEAT'],
+          [
+            'NAME',
+            'NODE',
+            'REGION',
+            'ENDPOINT HOST',
+            'ACCEPTING',
+            'AUTO-APPROVE',
+            'AGENT',
+            'LAST HEARTBEAT',
+            'CONDITIONS',
+          ],
           res.routers.map((r) => [
             r.name,
             r.spec.nodeId,
@@ -332,8 +362,9 @@ async function routerCommand(
             r.spec.autoApprove ? 'yes' : 'no',
             r.status.agentVersion,
             r.status.lastHeartbeat,
+            conditionsCell(r),
           ]),
-        ),
+        ) + conditionWarnings(res.routers),
       () =>
         // wide: where the router is and what it holds, for planning capacity
         table(
@@ -352,6 +383,7 @@ async function routerCommand(
             'AUTO-APPROVE',
             'AGENT',
             'LAST HEARTBEAT',
+            'CONDITIONS',
           ],
           res.routers.map((r) => [
             r.name,
@@ -368,8 +400,9 @@ async function routerCommand(
             r.spec.autoApprove ? 'yes' : 'no',
             r.status.agentVersion,
             r.status.lastHeartbeat,
+            conditionsCell(r),
           ]),
-        ),
+        ) + conditionWarnings(res.routers),
     );
     return 0;
   }

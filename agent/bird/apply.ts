@@ -11,7 +11,7 @@
  * BIRD never keeps running the old config behind new files.
  */
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
@@ -39,11 +39,13 @@ export interface DesiredTree {
 
 export interface ApplyFailure {
   message: string;
-  /** Live paths of the files BIRD blamed; empty when it named none of the changed files. */
+  /** Live paths of the files BIRD named (file:line); empty when it named none. */
   blamed: string[];
   /** Live paths of every file this pass would have changed. */
   changed: string[];
   stage: 'check' | 'configure';
+  /** BIRD was not there to ask (control socket or `bird` missing): nothing was refused. */
+  unreachable?: boolean;
 }
 
 export interface ApplyResult {
@@ -180,15 +182,36 @@ export class BirdApplier {
       const stagedMain = join(stage, basename(this.mainPath));
       liveOf.set(stagedMain, this.mainPath);
       await writeFile(stagedMain, tree.main(stagedDirs));
-      const r = await run('bird', ['-p', '-c', stagedMain]);
+      const r = await birdParse(stagedMain);
+      if (!r)
+        return {
+          message: 'bird not found on PATH: install bird2',
+          blamed: [],
+          stage: 'check',
+          unreachable: true,
+        };
       if (r.code === 0) return undefined;
       let message = (r.stderr || r.stdout).trim().replace(/^bird: /, '');
       const blamed: string[] = [];
       const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
       if (m?.[1]) {
-        const live = liveOf.get(m[1]) ?? m[1];
+        // the staged copy of an operator's file is named by its live path
+        const live = liveOf.get(m[1]) ?? m[1].replace(`${stage}/${LOCAL_DIR}/`, `${local}/`);
         blamed.push(live);
         message = message.replace(m[1], live);
+      }
+      if (!m?.[1] || m[1] === stagedMain) {
+        // BIRD names the main config for what an included file left open (`unexpected END` at its
+        // end): find the operator's file without which the tree parses.
+        const culprit = await localCulprit(join(stage, LOCAL_DIR), stagedMain);
+        if (culprit) {
+          const live = join(local, culprit);
+          return {
+            message: `${live}: BIRD accepts the configuration without this file: ${message}`,
+            blamed: [live],
+            stage: 'check',
+          };
+        }
       }
       return { message, blamed, stage: 'check' };
     } finally {
@@ -197,12 +220,40 @@ export class BirdApplier {
   }
 }
 
+/** `bird -p -c <main>`; undefined when there is no `bird` on PATH. */
+async function birdParse(
+  main: string,
+): Promise<{ code: number; stdout: string; stderr: string } | undefined> {
+  return run('bird', ['-p', '-c', main]).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+}
+
+/**
+ * The one file of the staged local.d that makes the tree fail: each is set aside in turn and the tree
+ * parsed again (a few `bird -p`, only after a refusal that names no file of its own).
+ */
+async function localCulprit(stagedLocal: string, stagedMain: string): Promise<string | undefined> {
+  for (const f of await listConf(stagedLocal)) {
+    const path = join(stagedLocal, f);
+    const aside = `${path}.aside`;
+    await rename(path, aside);
+    const r = await birdParse(stagedMain);
+    await rename(aside, path);
+    if (r?.code === 0) return f;
+  }
+  return undefined;
+}
+
 function failureOf(err: unknown, changed: string[], stage: 'check' | 'configure'): ApplyFailure {
   const message = err instanceof BirdError ? err.message : String((err as Error).message ?? err);
   const blamed: string[] = [];
   const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
-  if (m?.[1] && changed.includes(m[1])) blamed.push(m[1]);
-  return { message, blamed, changed, stage };
+  if (m?.[1]) blamed.push(m[1]);
+  // A BirdError without a reply is the control socket failing, not BIRD refusing.
+  const unreachable = err instanceof BirdError && err.reply === undefined;
+  return { message, blamed, changed, stage, ...(unreachable ? { unreachable } : {}) };
 }
 
 function checkFileName(name: string): void {

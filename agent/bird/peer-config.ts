@@ -1,54 +1,15 @@
 /**
- * Per-session eBGP config: one file `<peerConfDir>/dn42_<port>.conf` per session, from a built-in
- * template or the operator's `routing.ebgpConfTemplateFile` (mustache, logic-less, escaping off). Every
- * value in the view comes from a validated, canonical field of the session or the policy: numbers,
- * canonical addresses, interface names. No free text reaches BIRD.
+ * Per-session eBGP config: one file `<peerConfDir>/dn42_<port>.conf` per session. The project's own BIRD
+ * text is rendered by typed functions (template literals), as the main config and the iBGP files are
+ * (docs/decisions.md); an operator's `routing.ebgpConfTemplateFile` replaces this one with a mustache
+ * template (logic-less, escaping off) over the same view, and examples/ebgp-template.mustache is the
+ * built-in file in that form. Every value in the view comes from a validated, canonical field of the
+ * session or the policy: numbers, canonical addresses, interface names. No free text reaches BIRD.
  */
 import Mustache from 'mustache';
 import type { AgentSession, BirdConfigResponse } from '../../common/agent-api.ts';
 import { canonicalIpv6, isIpv4, isLinkLocal } from '../../common/net.ts';
 import { BIRD_NAMES, latencyCommunity, sessionIpv4ProtocolName, sessionProtocolName } from './names.ts';
-
-export const BUILTIN_PEER_TEMPLATE = `# Rendered by peerops for session {{uuid}}; changes here are overwritten.
-protocol bgp {{protocol}} from {{template}} {
-  neighbor {{linkLocal}} % '{{interface}}' as {{asn}};
-{{#ipv4}}
-  ipv4 {
-    import where {{importFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-    export where {{exportFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-{{#extendedNextHop}}
-    extended next hop on;
-{{/extendedNextHop}}
-  };
-{{/ipv4}}
-{{^ipv4}}
-  ipv4 {
-    import none;
-    export none;
-  };
-{{/ipv4}}
-  ipv6 {
-    import where {{importFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-    export where {{exportFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-  };
-}
-{{#ipv4Neighbor}}
-
-# The peer does not do multiprotocol BGP: IPv4 in a session of its own, over the tunnel's IPv4 addresses.
-protocol bgp {{ipv4Protocol}} from {{template}} {
-  neighbor {{ipv4Neighbor}} as {{asn}};
-  direct;
-  ipv4 {
-    import where {{importFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-    export where {{exportFilter}}({{latency}}, {{bandwidth}}, {{crypto}});
-  };
-  ipv6 {
-    import none;
-    export none;
-  };
-}
-{{/ipv4Neighbor}}
-`;
 
 /** What a template sees. All fields are safe tokens for BIRD (numbers, addresses, names). */
 export interface PeerView {
@@ -123,8 +84,41 @@ export function peerView(
   };
 }
 
-/** Renders one session's file; a template that does not parse is a TemplateError naming the reason. */
-export function renderPeerConfig(view: PeerView, template = BUILTIN_PEER_TEMPLATE): string {
+/** The built-in file of a session. */
+export function renderBuiltinPeer(v: PeerView): string {
+  const filters = (indent: string) =>
+    `${indent}import where ${v.importFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});\n` +
+    `${indent}export where ${v.exportFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});\n`;
+  const none = '    import none;\n    export none;\n';
+  const ipv4 = v.ipv4
+    ? `  ipv4 {\n${filters('    ')}${v.extendedNextHop ? '    extended next hop on;\n' : ''}  };\n`
+    : `  ipv4 {\n${none}  };\n`;
+  const main =
+    `# Rendered by peerops for session ${v.uuid}; changes here are overwritten.\n` +
+    `protocol bgp ${v.protocol} from ${v.template} {\n` +
+    `  neighbor ${v.linkLocal} % '${v.interface}' as ${v.asn};\n` +
+    ipv4 +
+    `  ipv6 {\n${filters('    ')}  };\n` +
+    `}\n`;
+  if (!v.ipv4Neighbor) return main;
+  return (
+    main +
+    `\n# The peer does not do multiprotocol BGP: IPv4 in a session of its own, over the tunnel's IPv4 addresses.\n` +
+    `protocol bgp ${v.ipv4Protocol} from ${v.template} {\n` +
+    `  neighbor ${v.ipv4Neighbor} as ${v.asn};\n` +
+    `  direct;\n` +
+    `  ipv4 {\n${filters('    ')}  };\n` +
+    `  ipv6 {\n${none}  };\n` +
+    `}\n`
+  );
+}
+
+/**
+ * Renders one session's file: the built-in one, or the operator's mustache template; a template that
+ * does not parse is a TemplateError naming the reason.
+ */
+export function renderPeerConfig(view: PeerView, template?: string): string {
+  if (template === undefined) return renderBuiltinPeer(view);
   try {
     // escape: identity — BIRD is not HTML, and every value is already a safe token.
     return Mustache.render(template, view, {}, { escape: (v: unknown) => String(v) });

@@ -153,6 +153,20 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
     ).not.toContain('_v4');
   });
 
+  it('the built-in session file and examples/ebgp-template.mustache (its form for operators) render the same bytes', async () => {
+    const example = await readFile(
+      path.join(import.meta.dirname, '..', '..', 'examples', 'ebgp-template.mustache'),
+      'utf8',
+    );
+    const views = [
+      peerView(withoutMpbgp, basePolicy, 3, '172.20.10.1'),
+      peerView(withoutMpbgp, basePolicy, null, ''),
+      peerView({ ...withoutMpbgp, mpbgp: true }, basePolicy, 40, '172.20.10.1'),
+      peerView({ ...withoutMpbgp, mpbgp: true, extendedNextHop: false }, basePolicy, 2000, ''),
+    ];
+    for (const view of views) expect(renderPeerConfig(view, example)).toBe(renderPeerConfig(view));
+  });
+
   it('takes the ASN and RPKI servers from the policy alone', () => {
     const fallback = renderMainConfig(basePolicy, goldenPaths);
     expect(fallback).toContain(`define OWNAS = ${basePolicy.dn42Asn};`);

@@ -7,8 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
 import { CONFIGURE_PENDING } from '../../agent/bird/apply.ts';
-import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
-import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
+import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import {
@@ -58,7 +57,9 @@ describe('failed setups', () => {
     const template = join(L.root, 'broken-branch.mustache');
     await writeFile(
       template,
-      BUILTIN_PEER_TEMPLATE.replace('    import none;\n', '    import none;\n    no_such_option on;\n'),
+      (
+        await readFile(join(import.meta.dirname, '..', '..', 'examples', 'ebgp-template.mustache'), 'utf8')
+      ).replace('    import none;\n', '    import none;\n    no_such_option on;\n'),
     );
     const agent = L.agent({ ebgpConfTemplateFile: template });
     agents.push(agent);
@@ -68,9 +69,12 @@ describe('failed setups', () => {
     uuidB = await L.approvedSession(b, { mpbgp: false, extendedNextHop: false, ipv4: '172.20.42.2' });
     const portB = L.h.store.getSession(uuidB)!.spec.listenPort;
     const pass = await agent.syncOnce();
-    expect(pass?.reports).toHaveLength(1);
-    expect(pass?.reports[0]).toMatchObject({ uuid: uuidB, status: 6 });
-    expect(pass?.reports[0]?.message).toMatch(new RegExp(`dn42_${portB}\\.conf:\\d+:\\d+`));
+    // a new agent reports A once, as it sees it (ACTIVE, BGP Established); B failed
+    expect(pass?.reports.filter((r) => r.uuid === uuidA).map((r) => r.status)).toEqual([1]);
+    const reportsB = pass?.reports.filter((r) => r.uuid === uuidB);
+    expect(reportsB).toHaveLength(1);
+    expect(reportsB?.[0]).toMatchObject({ uuid: uuidB, status: 6 });
+    expect(reportsB?.[0]?.message).toMatch(new RegExp(`dn42_${portB}\\.conf:\\d+:\\d+`));
     expect(status(uuidB)?.code).toBe(6);
     expect(JSON.stringify(status(uuidB))).toContain(`dn42_${portB}.conf`);
     // Session A: same file, same BGP session (no flap), still ACTIVE.
@@ -103,7 +107,8 @@ describe('failed setups', () => {
       200,
     );
     const pass = await agent.syncOnce();
-    expect(pass?.reports).toHaveLength(1);
+    expect(pass?.reports.filter((r) => r.uuid === uuidB)).toHaveLength(1);
+    expect(pass?.reports.filter((r) => r.uuid === uuidA).map((r) => r.status)).toEqual([1]);
     const failedReport = pass?.reports.find((r) => r.uuid === uuidB && r.status === 6);
     expect(failedReport?.message).toMatch(/eBGP template: .*[Uu]nclosed/);
     expect(status(uuidA)?.code).toBe(1);

@@ -16,7 +16,7 @@ import { Agent } from '../../agent/agent.ts';
 import { renderMainConfig } from '../../agent/bird/main-config.ts';
 import { parseConfig, type AgentConfig } from '../../agent/config.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
-import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
+import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import type { BirdControl } from '../../agent/bird/control.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';
@@ -101,7 +101,7 @@ export interface AgentLab {
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
   /** `peerops agent --config <file>` as a child process (the real executable), its log lines collected. */
-  spawnAgent(overrides?: { url?: string; listen?: string }): AgentProcess;
+  spawnAgent(overrides?: { url?: string; listen?: string; token?: string }): AgentProcess;
   /** Creates and approves a session for `peer`; resolves with its uuid. */
   approvedSession(peer: Peer, extra?: Record<string, unknown>): Promise<string>;
   /** Configures the peer's tunnel towards the node once the session's port is known. */
@@ -267,7 +267,11 @@ protocol bgp node {
       const body = {
         ...fileConfig,
         server: { listen: overrides.listen ?? fileConfig.server.listen },
-        controlPlane: { ...fileConfig.controlPlane, url: overrides.url ?? url },
+        controlPlane: {
+          ...fileConfig.controlPlane,
+          url: overrides.url ?? url,
+          ...(overrides.token ? { token: overrides.token } : {}),
+        },
       };
       writeFileSync(file, JSON.stringify(body), { mode: 0o600 });
       const child = spawn(process.execPath, [join(REPO, 'bin', 'peerops.ts'), 'agent', '--config', file], {

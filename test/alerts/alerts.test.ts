@@ -9,9 +9,9 @@ const dir = 'charts/peerops/files';
 describe('charts/peerops/files/alerts.yaml', () => {
   it('is a valid rule file', async () => {
     const { stdout } = await exec('promtool', ['check', 'rules', 'alerts.yaml'], { cwd: dir });
-    expect(stdout).toContain('SUCCESS: 4 rules found');
+    expect(stdout).toContain('SUCCESS: 5 rules found');
   });
-  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min)', async () => {
+  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min, a node refusing its config > 10 min)', async () => {
     const { stdout } = await exec('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir });
     expect(stdout).toContain('SUCCESS');
   });
@@ -23,5 +23,18 @@ describe('charts/peerops/files/alerts.yaml', () => {
     // the per-session series are written beside the registry (controller/metrics.ts, metricsText)
     const { metricsText } = await import('../../controller/metrics.ts');
     expect(await metricsText()).toContain('# TYPE peerops_session_state gauge');
+  });
+  it("names the agent's config metric as the agent exports it, 0 while BIRD refuses a file no session owns", async () => {
+    const { AgentMetrics } = await import('../../agent/metrics.ts');
+    const text = (configApplied: boolean) =>
+      new AgentMetrics({
+        sessions: () => [],
+        lastReport: () => undefined,
+        configureCalls: () => 0,
+        configApplied: () => configApplied,
+        health: async () => ({ bird: true, controller: true }),
+      }).registry.metrics();
+    expect(await text(true)).toMatch(/^peerops_agent_config_applied 1$/m);
+    expect(await text(false)).toMatch(/^peerops_agent_config_applied 0$/m);
   });
 });

@@ -24,7 +24,7 @@ describe('public routes', () => {
     const res = await expectOk(h.get('/routers'));
     const fra = res.json().routers.find((r: { name: string }) => r.name === 'fra1');
     const spec = h.store.getRouter('fra1')?.spec;
-    // exactly DESIGN 3's nine fields, nothing more (no token hash, no addresses of the mesh)
+    // DESIGN 3's nine fields and the network's ASN, nothing more (no token hash, no addresses of the mesh)
     expect(fra).toEqual({
       name: 'fra1',
       uuid: spec?.uuid,
@@ -35,6 +35,7 @@ describe('public routes', () => {
       publicKey: spec?.publicKey,
       linkLocal: 'fe80::1',
       accepting: true,
+      networkAsn: h.store.getPolicy('default')?.spec.dn42Asn ?? null,
     });
     expect(res.body).not.toContain('agentTokenSha256');
   });

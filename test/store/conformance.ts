@@ -573,6 +573,72 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           meshPublicKey,
         });
       });
+
+      it("keep the agent's live state: conditions by type, BGP state, last handshake (docs/agent.md)", async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        const s = await store.createSession(newSession(4242420009, 'fra1'), queued, admin, 'c');
+        const configApplied = {
+          type: 'ConfigApplied',
+          status: 'False',
+          reason: 'LocalConfigRejected',
+          message: 'BIRD refused the configuration: /etc/bird/local.d/x.conf:2:1 syntax error',
+          lastTransitionTime: '2026-01-01T00:00:00.000Z',
+        };
+        const beat = (conditions?: unknown[]) =>
+          checkOrThrow(
+            HeartbeatBody,
+            { version: '1.2.3', uptime: 1, ...(conditions ? { conditions } : {}) },
+            'heartbeat',
+          );
+        store.recordRouterStatus('fra1', {
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'True',
+              reason: 'Ok',
+              message: '',
+              lastTransitionTime: configApplied.lastTransitionTime,
+            },
+          ],
+        });
+        store.recordHeartbeat('fra1', beat([configApplied]));
+        store.recordHeartbeat('fra1', beat()); // an older agent sends none: kept
+        expect(store.getRouter('fra1')?.status.conditions?.map((c) => c.type)).toEqual([
+          'Ready',
+          'ConfigApplied',
+        ]);
+        const metrics = {
+          rtt: null,
+          rxBytes: 1,
+          txBytes: 2,
+          routesImported: 0,
+          lastHandshake: '2026-01-01T00:00:02.000Z',
+          at: '2026-01-01T00:00:03.000Z',
+        };
+        store.recordSessionMetrics(s.spec.uuid, metrics);
+        await store.updateSession(
+          s.spec.uuid,
+          (cur) => ({
+            status: {
+              ...cur.status,
+              code: 2,
+              name: 'ERROR',
+              bgpState: 'Active',
+              bgpSince: '2026-01-01T00:00:01.000Z',
+            },
+          }),
+          admin,
+          'r',
+        );
+        await store.close();
+        store = await h.reopen();
+        expect(store.getRouter('fra1')?.status.conditions?.[1]).toEqual(configApplied);
+        expect(store.getSession(s.spec.uuid)?.status).toMatchObject({
+          bgpState: 'Active',
+          bgpSince: '2026-01-01T00:00:01.000Z',
+          metrics,
+        });
+      });
     });
 
     describe('reopen', () => {
