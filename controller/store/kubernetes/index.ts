@@ -44,7 +44,7 @@ export function createKubernetesStore(
   });
 }
 
-/** What electReconciler runs while leading: the controller's Reconciler (start again after stop is fine). */
+/** What electReconciler runs while leading: the controller's SessionReconciler (start again after stop is fine). */
 export interface Leadable {
   start(): void;
   stop(): Promise<void>;
