@@ -297,6 +297,7 @@ export async function buildRelease(
     await step('npm package', async () => [await packNpm(version, dir)]);
     await step('Debian package', async () => [await buildDeb({ version, outDir: dir, bundle, launcher })]);
     if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
+    else log('images: left out (--no-images)');
   }
   const lines: string[] = [];
   for (const { name } of files) {

@@ -16,6 +16,8 @@ declare -A need=(
   [redis-server]=redis-server
   [curl]=curl
   [openssl]=openssl
+  [mmdebstrap]=mmdebstrap
+  [setpriv]=util-linux
 )
 missing=()
 for cmd in "${!need[@]}"; do
