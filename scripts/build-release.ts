@@ -230,8 +230,9 @@ async function buildImages(version: string, outDir: string, log: (line: string) 
     child.once('exit', resolve);
   });
   if (code !== 0) throw new Error(`${path.relative(ROOT, BUILD_IMAGE)} failed (exit ${code})`);
+  // the archives and what else it writes beside them (the images' package lists)
   return (await readdir(outDir))
-    .filter((f) => !before.has(f) && /^peerops-.+\.(oci|docker)\.tar$/.test(f))
+    .filter((f) => !before.has(f) && !f.startsWith('.'))
     .map((f) => path.join(outDir, f));
 }
 
@@ -247,7 +248,10 @@ async function signSums(sums: string, signingKey: string): Promise<string> {
 export interface ReleaseOptions {
   /** An SSH key for `ssh-keygen -Y sign -f`: a private key, or a public key whose private key ssh-agent holds. */
   signingKey?: string;
-  /** `agent`: the bundle and launcher only (what self-update installs); `all` (default): every asset. */
+  /**
+   * `agent` (default): the bundle, the launcher and SHA256SUMS only (what self-update installs, what the
+   * images copy); `all`: every asset (the command line's choice).
+   */
   assets?: 'agent' | 'all';
   /** Build the container images when scripts/build-image.ts exists (default true). */
   images?: boolean;
@@ -293,7 +297,7 @@ export async function buildRelease(
     'agent bundle',
     async () => ([bundle = '', launcher = ''] = await buildAgentBundle(version, dir)),
   );
-  if ((opts.assets ?? 'all') === 'all') {
+  if (opts.assets === 'all') {
     await step('npm package', async () => [await packNpm(version, dir)]);
     await step('Debian package', async () => [await buildDeb({ version, outDir: dir, bundle, launcher })]);
     if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
@@ -348,6 +352,7 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const { files, publicKey } = await buildRelease(version, out, {
     signingKey,
+    assets: 'all',
     images: !values['no-images'],
     log: (line) => console.log(line),
   });

@@ -1,7 +1,7 @@
 /**
  * A Debian 13 (trixie) root file system for the .deb test, made by mmdebstrap from Debian's packages
  * (minbase and the given ones) and cached as a tarball under ~/.cache/peerops, keyed by suite, mirror
- * and package list, so that only the first run on a machine (about 3.5 min on 2 busy cores) pays for it.
+ * and package list, so that only the first run on a machine (2 to 3.5 min on 2 busy cores) pays for it.
  * And the way to run a systemd service's ExecStart as the unit says (User, groups, capabilities,
  * NoNewPrivileges, UMask) where systemd does not run: setpriv inside the chroot.
  */
@@ -134,4 +134,27 @@ export function execStartArgv(settings: Map<string, string[]>, userGroups: reado
     ...env,
     ...execStart.split(/\s+/),
   ];
+}
+
+const quote = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
+
+/**
+ * A shell script, for a fresh mount namespace inside the test's network namespace, that boots `root` as
+ * far as the agent needs: /proc, /dev, /sys, an empty /run; BIRD started as Debian's bird.service starts
+ * it (its pid written to `birdPidFile`, outside the root); then `argv` (execStartArgv) run in the root.
+ */
+export function bootScript(root: string, birdPidFile: string, argv: readonly string[]): string {
+  return [
+    'set -e',
+    `R=${quote(root)}`,
+    'mount -t proc proc "$R/proc"',
+    'mount --rbind /dev "$R/dev"',
+    'mount -t sysfs sysfs "$R/sys"',
+    'mount -t tmpfs -o mode=755 tmpfs "$R/run"',
+    'chroot "$R" /usr/lib/bird/prepare-environment',
+    'chroot "$R" /usr/sbin/bird -f -u bird -g bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl &',
+    `echo $! > ${quote(birdPidFile)}`,
+    'i=0; while [ ! -S "$R/run/bird/bird.ctl" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done',
+    `exec chroot "$R" ${argv.map(quote).join(' ')}`,
+  ].join('\n');
 }

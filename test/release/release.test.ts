@@ -29,7 +29,7 @@ import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
 import { debFileName } from '../../scripts/build-deb.ts';
 import { routerFields } from '../api/helpers.ts';
-import { debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
+import { bootScript, debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
 const REPO = path.join(import.meta.dirname, '..', '..');
@@ -445,20 +445,7 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
     ]);
     const userGroups = (await chroot('id', '-nG', 'peerops')).stdout.trim().split(/\s+/);
     const argv = execStartArgv(settings, userGroups);
-    const q = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
-    const script = [
-      'set -e',
-      `R=${q(root)}`,
-      'mount -t proc proc "$R/proc"',
-      'mount --rbind /dev "$R/dev"',
-      'mount -t sysfs sysfs "$R/sys"',
-      'mount -t tmpfs -o mode=755 tmpfs "$R/run"',
-      'chroot "$R" /usr/lib/bird/prepare-environment',
-      'chroot "$R" /usr/sbin/bird -f -u bird -g bird -c /etc/bird/bird.conf -s /run/bird/bird.ctl &',
-      `echo $! > ${q(path.join(work, 'bird.pid'))}`,
-      'i=0; while [ ! -S "$R/run/bird/bird.ctl" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done',
-      `exec chroot "$R" ${argv.map(q).join(' ')}`,
-    ].join('\n');
+    const script = bootScript(root, path.join(work, 'bird.pid'), argv);
     agent = spawn(
       'ip',
       ['netns', 'exec', ns, 'unshare', '--mount', '--propagation', 'private', 'sh', '-c', script],
