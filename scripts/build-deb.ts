@@ -7,7 +7,7 @@
  *   /etc/peerops/agent.json                  example config (conffile; postinst: root:peerops 0640)
  *   /usr/share/doc/peerops-agent/            copyright, agent.md
  * The package needs Debian's nodejs >= 20.12 (Debian 13 has 20.19): the bundle runs on Node >= 20.12, and
- * a Node of its own would make the package arch-specific, eight times larger and patched only by us.
+ * a Node of its own would make the package arch-specific, 121 MiB larger unpacked and patched only by us.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
