@@ -22,6 +22,7 @@ import { endProbation, PROBATION_NAME, REJECTED_NAME } from '../../agent/update/
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../../agent/update/signature.ts';
 import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
+import { parseConfig } from '../../agent/config.ts';
 import type { BootstrapConfigResponse } from '../../common/agent-api.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
 
@@ -222,6 +223,23 @@ describe('release selection', () => {
   it('only a release artifact is swapped', () => {
     expect(runningArtifact('/opt/peerops/peerops.mjs')).toBe('/opt/peerops/peerops.mjs');
     expect(runningArtifact('/work/main/bin/peerops.ts')).toBeUndefined();
+  });
+});
+
+describe('autoUpdate.publicKeys in the agent config', () => {
+  const config = (publicKeys: string[]) => ({
+    node: { name: 'r1' },
+    controlPlane: { url: 'http://127.0.0.1:1', token: TOKEN },
+    autoUpdate: { publicKeys },
+  });
+  it('takes SSH public key lines, as ssh-keygen writes them', () => {
+    expect(
+      parseConfig(config([releaseKey, `${releaseKey} release@peerops`]), 'agent.json').autoUpdate.publicKeys,
+    ).toEqual([releaseKey, `${releaseKey} release@peerops`]);
+  });
+  it('refuses anything else, naming the key', () => {
+    const raw = releaseKey.split(' ')[1]?.slice(-44) ?? '';
+    expect(() => parseConfig(config([raw]), 'agent.json')).toThrow(/autoUpdate\/publicKeys\/0/);
   });
 });
 
