@@ -280,6 +280,9 @@ describe('self-update from the release directory served over HTTP', () => {
       await expect(attempt).rejects.toThrow(
         `${SIGNATURE_NAME} of v${VERSION} does not show ${CHECKSUMS_NAME} signed by a key of autoUpdate.publicKeys (${line}): refused`,
       );
+      const [dir = ''] = (await readdir(work)).filter((d) => d.startsWith(`install-${variant}-`));
+      expect(await readdir(path.join(work, dir))).toEqual([ARTIFACT_NAME]);
+      expect(await installedVersion(path.join(work, dir))).toBe(OLD_VERSION);
     }, 60_000);
 
   it('an agent that trusts another key refuses the publisher’s release', async () => {
