@@ -12,7 +12,7 @@ import type { BootstrapConfigResponse } from '../common/agent-api.ts';
 import type { FieldError } from '../common/errors.ts';
 import { Ipv4, Ipv6, LinkLocal, RouterName } from '../common/schema.ts';
 import { validate } from '../common/validate.ts';
-import { KEY32_BASE64_PATTERN } from '../common/net.ts';
+import { SSH_PUBLIC_KEY_PATTERN } from './update/signature.ts';
 
 const Seconds = (def: number) => Type.Integer({ minimum: 1, maximum: 86400, default: def });
 const Path = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
@@ -99,7 +99,10 @@ export const AgentConfigFile = Type.Object(
           default: 'peerops/peerops',
         }),
         // the release signing keys (agent/update/signature.ts); none configured: self-update stays off
-        publicKeys: Type.Array(Type.String({ pattern: KEY32_BASE64_PATTERN }), { maxItems: 16, default: [] }),
+        publicKeys: Type.Array(Type.String({ pattern: SSH_PUBLIC_KEY_PATTERN, maxLength: 4096 }), {
+          maxItems: 16,
+          default: [],
+        }),
       },
       { additionalProperties: false, default: {} },
     ),

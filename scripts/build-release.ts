@@ -1,14 +1,20 @@
 /**
- * Builds the release artifact the agent's updater installs (agent/update/install.ts):
- *   dist/peerops.mjs   one esbuild bundle of bin/peerops.ts with the version baked in
- *                      (process.env.PEEROPS_BUILD_VERSION); `node peerops.mjs --version` prints it
- *   dist/peerops       a launcher that runs the bundle beside it with Node 24 (PEEROPS_NODE or `node`)
- *                      and rolls back a self-update that never completes a pass (agent/update/probation.ts)
- *   dist/SHA256SUMS    sha256sum lines for both
- *   dist/SHA256SUMS.sig  its Ed25519 signature (base64), with --signing-key (or PEEROPS_RELEASE_SIGNING_KEY),
- *                      a PEM file; agents install only releases signed by a key of autoUpdate.publicKeys
- *
- *   node scripts/build-release.ts [--version 1.2.3] [--out dist] [--signing-key key.pem]   (npm run build:release)
+ * `npm run build:release -- --version X.Y.Z [--out DIR] [--signing-key KEY] [--no-images]` writes every
+ * asset of a release into one directory (default dist/release-X.Y.Z), the layout the agent's updater
+ * fetches from `autoUpdate.releaseRepo` and docs/release.md describes:
+ *   peerops.mjs            one esbuild bundle of bin/peerops.ts with the version baked in
+ *                          (process.env.PEEROPS_BUILD_VERSION); `node peerops.mjs --version` prints it
+ *   peerops                a launcher that runs the bundle beside it (PEEROPS_NODE or `node`, >= 20.12) and
+ *                          rolls back a self-update that never completes a pass (agent/update/probation.ts)
+ *   peerops-X.Y.Z.tgz      the npm package (`npm pack` of package.json's `files` at version X.Y.Z)
+ *   peerops-agent_X.Y.Z_all.deb   the agent's Debian package (scripts/build-deb.ts)
+ *   peerops-<image>-X.Y.Z.{oci,docker}.tar   the container images, by scripts/build-image.ts when the
+ *                          checkout has it (--no-images: left out)
+ *   SHA256SUMS             sha256sum lines for all of them
+ *   SHA256SUMS.sig         `ssh-keygen -Y sign -n peerops-release` of SHA256SUMS with --signing-key (or
+ *                          PEEROPS_RELEASE_SIGNING_KEY); agents install only releases signed by a key of
+ *                          autoUpdate.publicKeys (agent/update/signature.ts)
+ * It prints each file's size and how long it took.
  *
  * With --npm it builds the npm package's executable instead (package.json `bin`, `npm run build`, run by
  * `npm pack` through prepack): dist/peerops.js and its dist/chunks/, the same code for Node >= 20.12 with
@@ -18,27 +24,43 @@
  * command with `import(command.module)`, which a bundler cannot follow; a plugin rewrites that call into
  * a switch of literal imports over the module paths listed in its command table.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  copyFile,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import semver from 'semver';
-import { ARTIFACT_NAME, previousPath } from '../agent/update/install.ts';
+import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath } from '../agent/update/install.ts';
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
-import { SIGNATURE_NAME, signChecksums } from '../agent/update/signature.ts';
+import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
+import { parseSshSignature } from '../common/sshsig.ts';
+import { buildDeb } from './build-deb.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
 const ARTIFACT = ARTIFACT_NAME;
 const LAUNCHER = 'peerops';
-const CHECKSUMS = 'SHA256SUMS';
+const CHECKSUMS = CHECKSUMS_NAME;
+const BUILD_IMAGE = path.join(ROOT, 'scripts', 'build-image.ts');
+const run = promisify(execFile);
 const PREVIOUS = path.basename(previousPath(ARTIFACT));
 
 const LAUNCHER_TEXT = `#!/bin/sh
-# peerops launcher: runs the release bundle beside this file with Node 24 (PEEROPS_NODE, else node on PATH).
+# peerops launcher: runs the release bundle beside this file with Node >= 20.12 (PEEROPS_NODE, else node on PATH).
 # After a self-update the agent is on probation (agent/update/probation.ts): every agent start is counted
 # here; a version that started ${PROBATION_STARTS} times without a good pass is rolled back to the previous bundle.
 dir=$(dirname "$(readlink -f "$0")")
@@ -137,17 +159,50 @@ export async function buildPackage(outfile: string, version: string): Promise<vo
   }
 }
 
-export async function buildRelease(
-  version: string,
-  outDir: string,
-  signingKeyPem?: string,
-): Promise<{ artifact: string; sums: string; publicKey?: string }> {
-  if (!semver.valid(version)) throw new Error(`--version '${version}' is not a semantic version`);
-  await mkdir(outDir, { recursive: true });
+/** `npm pack` of the package at `version`: package.json's `files` (as npm lists them), the bundle rebuilt. */
+async function packNpm(version: string, outDir: string): Promise<string> {
+  const stage = await mkdtemp(path.join(tmpdir(), 'peerops-npm-'));
+  try {
+    const listed = JSON.parse(
+      (
+        await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts', '--loglevel=error'], {
+          cwd: ROOT,
+        })
+      ).stdout,
+    ) as { files: { path: string }[] }[];
+    for (const { path: file } of listed[0]?.files ?? []) {
+      if (file.startsWith('dist/') || file === 'package.json') continue;
+      await mkdir(path.dirname(path.join(stage, file)), { recursive: true });
+      await copyFile(path.join(ROOT, file), path.join(stage, file));
+    }
+    const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
+      bin: { peerops: string };
+    };
+    await writeFile(path.join(stage, 'package.json'), `${JSON.stringify({ ...pkg, version }, null, 2)}\n`);
+    await buildPackage(path.join(stage, pkg.bin.peerops), version);
+    const packed = JSON.parse(
+      (
+        await run(
+          'npm',
+          ['pack', '--json', '--ignore-scripts', '--loglevel=error', '--pack-destination', outDir],
+          {
+            cwd: stage,
+          },
+        )
+      ).stdout,
+    ) as { filename: string }[];
+    return path.join(outDir, packed[0]?.filename ?? `peerops-${version}.tgz`);
+  } finally {
+    await rm(stage, { recursive: true, force: true });
+  }
+}
+
+/** The agent bundle (ARTIFACT) and its launcher in `outDir`. */
+async function buildAgentBundle(version: string, outDir: string): Promise<string[]> {
   const artifact = path.join(outDir, ARTIFACT);
   const tmp = path.join(outDir, `.build-${process.pid}.mjs`);
   try {
-    await build({ ...bundleOptions(version, 'node24'), entryPoints: [ENTRY], outfile: tmp });
+    await build({ ...bundleOptions(version, 'node20'), entryPoints: [ENTRY], outfile: tmp });
     await chmod(tmp, 0o755);
     await checkVersion(tmp, version);
     await rename(tmp, artifact);
@@ -156,28 +211,127 @@ export async function buildRelease(
   }
   const launcher = path.join(outDir, LAUNCHER);
   await writeFile(launcher, LAUNCHER_TEXT, { mode: 0o755 });
-  const lines: string[] = [];
-  for (const file of [ARTIFACT, LAUNCHER]) {
-    const sum = createHash('sha256')
-      .update(await readFile(path.join(outDir, file)))
-      .digest('hex');
-    lines.push(`${sum}  ${file}`);
-  }
-  const sums = path.join(outDir, CHECKSUMS);
-  const text = Buffer.from(`${lines.join('\n')}\n`);
-  await writeFile(sums, text);
-  if (signingKeyPem === undefined) return { artifact, sums };
-  const { signature, publicKey } = signChecksums(text, signingKeyPem);
-  await writeFile(path.join(outDir, SIGNATURE_NAME), `${signature}\n`);
-  return { artifact, sums, publicKey };
+  await chmod(launcher, 0o755);
+  return [artifact, launcher];
 }
+
+/** The container image archives (contract with scripts/build-image.ts: `peerops-<name>-<version>.*.tar`). */
+async function buildImages(version: string, outDir: string, log: (line: string) => void): Promise<string[]> {
+  if (!existsSync(BUILD_IMAGE)) {
+    log(`images: skipped: ${path.relative(ROOT, BUILD_IMAGE)} is not in this checkout`);
+    return [];
+  }
+  const before = new Set(await readdir(outDir));
+  const child = spawn(process.execPath, [BUILD_IMAGE, '--version', version, '--out', outDir], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`${path.relative(ROOT, BUILD_IMAGE)} failed (exit ${code})`);
+  // the archives and what else it writes beside them (the images' package lists)
+  return (await readdir(outDir))
+    .filter((f) => !before.has(f) && !f.startsWith('.'))
+    .map((f) => path.join(outDir, f));
+}
+
+/** `ssh-keygen -Y sign` of SHA256SUMS; answers the signer's public key line (for autoUpdate.publicKeys). */
+async function signSums(sums: string, signingKey: string): Promise<string> {
+  await rm(`${sums}.sig`, { force: true });
+  await run('ssh-keygen', ['-Y', 'sign', '-q', '-f', signingKey, '-n', RELEASE_NAMESPACE, sums]);
+  const sig = parseSshSignature(await readFile(path.join(path.dirname(sums), SIGNATURE_NAME), 'utf8'));
+  const type = sig.publicKey.readUInt32BE(0);
+  return `${sig.publicKey.subarray(4, 4 + type).toString()} ${sig.publicKey.toString('base64')}`;
+}
+
+export interface ReleaseOptions {
+  /** An SSH key for `ssh-keygen -Y sign -f`: a private key, or a public key whose private key ssh-agent holds. */
+  signingKey?: string;
+  /**
+   * `agent` (default): the bundle, the launcher and SHA256SUMS only (what self-update installs, what the
+   * images copy); `all`: every asset (the command line's choice).
+   */
+  assets?: 'agent' | 'all';
+  /** Build the container images when scripts/build-image.ts exists (default true). */
+  images?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface ReleaseResult {
+  dir: string;
+  /** Every asset, SHA256SUMS and its signature included, with its size and how long it took. */
+  files: { name: string; bytes: number; seconds: number }[];
+  /** The signer's SSH public key line, when signed. */
+  publicKey?: string;
+}
+
+/**
+ * Every asset of release `version` in `outDir`, the layout of one release of `autoUpdate.releaseRepo`
+ * (docs/release.md): the agent bundle and launcher, the npm tarball, the .deb, the image archives,
+ * SHA256SUMS over all of them and its SSH signature.
+ */
+export async function buildRelease(
+  version: string,
+  outDir: string,
+  opts: ReleaseOptions = {},
+): Promise<ReleaseResult> {
+  if (!semver.valid(version)) throw new Error(`--version '${version}' is not a semantic version`);
+  const log = opts.log ?? (() => undefined);
+  const dir = path.resolve(outDir);
+  await mkdir(dir, { recursive: true });
+  const files: ReleaseResult['files'] = [];
+  const step = async (what: string, fn: () => Promise<string[]>) => {
+    const t0 = performance.now();
+    const made = await fn();
+    const seconds = (performance.now() - t0) / 1000;
+    for (const file of made) {
+      const bytes = (await stat(file)).size;
+      files.push({ name: path.basename(file), bytes, seconds });
+      log(`${what}: ${path.basename(file)} ${mib(bytes)} in ${seconds.toFixed(1)} s`);
+    }
+  };
+  let bundle = '';
+  let launcher = '';
+  await step(
+    'agent bundle',
+    async () => ([bundle = '', launcher = ''] = await buildAgentBundle(version, dir)),
+  );
+  if (opts.assets === 'all') {
+    await step('npm package', async () => [await packNpm(version, dir)]);
+    await step('Debian package', async () => [await buildDeb({ version, outDir: dir, bundle, launcher })]);
+    if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
+    else log('images: left out (--no-images)');
+  }
+  const lines: string[] = [];
+  for (const { name } of files) {
+    const sum = createHash('sha256')
+      .update(await readFile(path.join(dir, name)))
+      .digest('hex');
+    lines.push(`${sum}  ${name}`);
+  }
+  const sums = path.join(dir, CHECKSUMS);
+  await writeFile(sums, `${lines.join('\n')}\n`);
+  files.push({ name: CHECKSUMS, bytes: (await stat(sums)).size, seconds: 0 });
+  if (opts.signingKey === undefined) return { dir, files };
+  let publicKey = '';
+  await step('signature', async () => {
+    publicKey = await signSums(sums, opts.signingKey as string);
+    return [path.join(dir, SIGNATURE_NAME)];
+  });
+  return { dir, files, publicKey };
+}
+
+const mib = (bytes: number) =>
+  bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       version: { type: 'string' },
-      out: { type: 'string', default: 'dist' },
+      out: { type: 'string' },
       'signing-key': { type: 'string' },
+      'no-images': { type: 'boolean' },
       npm: { type: 'boolean' },
     },
   });
@@ -193,17 +347,24 @@ async function main(): Promise<void> {
     return;
   }
   const version = values.version ?? process.env.PEEROPS_RELEASE_VERSION ?? pkg.version;
-  const out = path.resolve(values.out ?? 'dist');
-  const keyFile = values['signing-key'] ?? process.env.PEEROPS_RELEASE_SIGNING_KEY;
-  const { artifact, sums, publicKey } = await buildRelease(
-    version,
-    out,
-    keyFile ? await readFile(keyFile, 'utf8') : undefined,
+  const out = path.resolve(values.out ?? path.join(ROOT, 'dist', `release-${version}`));
+  const signingKey = values['signing-key'] ?? process.env.PEEROPS_RELEASE_SIGNING_KEY;
+  const t0 = performance.now();
+  const { files, publicKey } = await buildRelease(version, out, {
+    signingKey,
+    assets: 'all',
+    images: !values['no-images'],
+    log: (line) => console.log(line),
+  });
+  const total = files.reduce((n, f) => n + f.bytes, 0);
+  console.log(
+    `release ${version} in ${out}: ${files.length} files, ${mib(total)}, ${((performance.now() - t0) / 1000).toFixed(1)} s`,
   );
-  console.log(`built ${artifact} (${version}) and ${sums}`);
-  if (publicKey)
-    console.log(`signed ${SIGNATURE_NAME}; agents trust it with autoUpdate.publicKeys ["${publicKey}"]`);
-  else console.log(`not signed (no --signing-key): agents will not install this release`);
+  for (const f of files) console.log(`  ${f.name.padEnd(44)} ${mib(f.bytes).padStart(12)}`);
+  if (publicKey) {
+    console.log(`signed ${SIGNATURE_NAME} (namespace ${RELEASE_NAMESPACE}); agents trust it with`);
+    console.log(`  autoUpdate.publicKeys ["${publicKey}"]`);
+  } else console.log(`not signed (no --signing-key): agents will not install this release`);
 }
 
 if (import.meta.main) await main();

@@ -24,6 +24,7 @@ declare -A need=(
   [umoci]=umoci
   [skopeo]=skopeo
   [runc]=runc
+  [setpriv]=util-linux
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -1,7 +1,7 @@
 /**
  * Download, verification and the swap of a release artifact:
  *   1. the artifact streams into a temp file beside the installed one, hashed on the way;
- *   2. its SHA256 must equal the line for it in the release's SHA256SUMS, whose signature
+ *   2. its SHA256 must equal the line for it in the release's SHA256SUMS, whose SSH signature
  *      (SHA256SUMS.sig, signature.ts) must verify with a key of autoUpdate.publicKeys; else it is deleted
  *      (refused);
  *   3. the new file is run with `--version` and must print the release's version;
@@ -15,7 +15,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Release } from './releases.ts';
 import { UpdateError } from './releases.ts';
-import { checksumsSigned, SIGNATURE_NAME } from './signature.ts';
+import { checksumsSignatureProblem, SIGNATURE_NAME } from './signature.ts';
 
 const execFileP = promisify(execFile);
 
@@ -63,9 +63,10 @@ export async function fetchExpectedSha256(
   };
   const checksums = await fetchSmall(CHECKSUMS_NAME);
   const signature = (await fetchSmall(SIGNATURE_NAME)).toString('utf8');
-  if (!checksumsSigned(checksums, signature, publicKeys))
+  const problem = checksumsSignatureProblem(checksums, signature, publicKeys);
+  if (problem !== undefined)
     throw new UpdateError(
-      `${CHECKSUMS_NAME} of ${release.tag_name} is not signed by a key of autoUpdate.publicKeys: refused`,
+      `${SIGNATURE_NAME} of ${release.tag_name} does not show ${CHECKSUMS_NAME} signed by a key of autoUpdate.publicKeys (${problem}): refused`,
     );
   const sum = parseChecksums(checksums.toString('utf8')).get(ARTIFACT_NAME);
   if (!sum)

@@ -30,7 +30,7 @@ export interface UpdaterOptions {
     checkInterval: number;
     channel: string;
     releaseRepo: string;
-    /** Ed25519 keys (base64, raw 32 bytes) that sign releases; none: no update is ever installed. */
+    /** SSH public key lines that sign releases (signature.ts); none: no update is ever installed. */
     publicKeys: readonly string[];
   };
   /** The controller's setting, asked before every check; a failure skips the check. */

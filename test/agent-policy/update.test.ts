@@ -1,15 +1,15 @@
 /**
  * Self-update against a local HTTP server (127.0.0.1) that serves a release listing in the GitHub API
  * format, real release artifacts built by scripts/build-release.ts, and the controller's
- * /agent/:router/config. Releases are signed with a key made for the test (its public key is the
- * agent's autoUpdate.publicKeys). Good checksum → swapped, previous kept, process exits for its restart
+ * /agent/:router/config. Releases are signed with `ssh-keygen -Y sign` and an SSH key made for the test
+ * (its public key is the agent's autoUpdate.publicKeys). Good checksum → swapped, previous kept, process exits for its restart
  * and the new file answers the new version; bad checksum, a checksum list not signed by a trusted key,
  * or no trusted key at all → refused, the running file untouched; `enabled: false` from the controller
  * → nothing listed, nothing downloaded.
  */
 import { execFile } from 'node:child_process';
-import { createHash, generateKeyPairSync } from 'node:crypto';
-import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { copyFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,8 +20,9 @@ import { autoUpdateFrom } from './update-controller.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
 import { endProbation, PROBATION_NAME, REJECTED_NAME } from '../../agent/update/probation.ts';
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
-import { SIGNATURE_NAME, signChecksums } from '../../agent/update/signature.ts';
+import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../../agent/update/signature.ts';
 import { checkForUpdate, RESTART_EXIT_CODE, runningArtifact } from '../../agent/update/updater.ts';
+import { parseConfig } from '../../agent/config.ts';
 import type { BootstrapConfigResponse } from '../../common/agent-api.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
 
@@ -35,9 +36,21 @@ const files = new Map<string, Buffer>();
 let listing: Release[] = [];
 let autoUpdateEnabled = true;
 const hits = { listing: 0, downloads: 0 };
-const newSigningKey = () =>
-  generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
-const signingKey = newSigningKey();
+let keyCount = 0;
+/** A new SSH key pair in the test's directory; answers the private key's file. */
+async function newSigningKey(): Promise<string> {
+  const file = path.join(root, `key-${keyCount++}`);
+  await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'test release key', '-f', file]);
+  return file;
+}
+/** `ssh-keygen -Y sign` of `data` with `key` in `namespace`: the armored signature. */
+async function sshSign(data: Buffer, key: string, namespace = RELEASE_NAMESPACE): Promise<Buffer> {
+  const file = path.join(root, `signed-${keyCount++}`);
+  await writeFile(file, data);
+  await run('ssh-keygen', ['-Y', 'sign', '-q', '-f', key, '-n', namespace, file]);
+  return readFile(`${file}.sig`);
+}
+let signingKey: string;
 /** The public key of signingKey: what the agents trust. */
 let releaseKey = '';
 
@@ -126,8 +139,10 @@ async function updateInChild(installPath: string): Promise<{ code: number; stder
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'apupd-'));
+  signingKey = await newSigningKey();
   for (const v of ['0.1.0', '0.2.0'])
-    releaseKey = (await buildRelease(v, path.join(root, `v${v}`), signingKey)).publicKey ?? '';
+    releaseKey =
+      (await buildRelease(v, path.join(root, `v${v}`), { signingKey, assets: 'agent' })).publicKey ?? '';
   server = createServer((req, res) => {
     const url = req.url ?? '';
     if (url === '/mirror/repos/acme/peerops/releases') {
@@ -161,16 +176,20 @@ beforeAll(async () => {
   const wrong = Buffer.from(`${'ab'.repeat(32)}  ${ARTIFACT_NAME}\n`);
   files.set('/download/v0.2.1/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
   files.set('/download/v0.2.1/SHA256SUMS', wrong);
-  files.set('/download/v0.2.1/SHA256SUMS.sig', Buffer.from(signChecksums(wrong, signingKey).signature));
+  files.set('/download/v0.2.1/SHA256SUMS.sig', await sshSign(wrong, signingKey));
   // a mirror's own build: right checksums, signed by a key nobody trusts
   files.set('/download/v0.3.0/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
   files.set('/download/v0.3.0/SHA256SUMS', sums);
-  files.set('/download/v0.3.0/SHA256SUMS.sig', Buffer.from(signChecksums(sums, newSigningKey()).signature));
+  files.set('/download/v0.3.0/SHA256SUMS.sig', await sshSign(sums, await newSigningKey()));
   // the publisher's signature, over a checksum list the mirror changed
   const altered = Buffer.from(sums.toString().replace(/^[0-9a-f]{64}/, 'cd'.repeat(32)));
   files.set('/download/v0.3.1/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
   files.set('/download/v0.3.1/SHA256SUMS', altered);
   files.set('/download/v0.3.1/SHA256SUMS.sig', await readFile(path.join(v2, SIGNATURE_NAME)));
+  // the publisher's key, but a signature made for another purpose (a login's namespace)
+  files.set('/download/v0.3.2/peerops.mjs', await readFile(path.join(v2, ARTIFACT_NAME)));
+  files.set('/download/v0.3.2/SHA256SUMS', sums);
+  files.set('/download/v0.3.2/SHA256SUMS.sig', await sshSign(sums, signingKey, 'peerops'));
 }, 120_000);
 
 afterAll(async () => {
@@ -204,6 +223,23 @@ describe('release selection', () => {
   it('only a release artifact is swapped', () => {
     expect(runningArtifact('/opt/peerops/peerops.mjs')).toBe('/opt/peerops/peerops.mjs');
     expect(runningArtifact('/work/main/bin/peerops.ts')).toBeUndefined();
+  });
+});
+
+describe('autoUpdate.publicKeys in the agent config', () => {
+  const config = (publicKeys: string[]) => ({
+    node: { name: 'r1' },
+    controlPlane: { url: 'http://127.0.0.1:1', token: TOKEN },
+    autoUpdate: { publicKeys },
+  });
+  it('takes SSH public key lines, as ssh-keygen writes them', () => {
+    expect(
+      parseConfig(config([releaseKey, `${releaseKey} release@peerops`]), 'agent.json').autoUpdate.publicKeys,
+    ).toEqual([releaseKey, `${releaseKey} release@peerops`]);
+  });
+  it('refuses anything else, naming the key', () => {
+    const raw = releaseKey.split(' ')[1]?.slice(-44) ?? '';
+    expect(() => parseConfig(config([raw]), 'agent.json')).toThrow(/autoUpdate\/publicKeys\/0/);
   });
 });
 
@@ -263,13 +299,18 @@ describe('self-update', () => {
   }, 30_000);
 
   it('a checksum list not signed by a trusted key is refused before anything is downloaded', async () => {
-    for (const tag of ['v0.3.0', 'v0.3.1']) {
+    const why = {
+      'v0.3.0': 'it is signed by a key that is not in autoUpdate.publicKeys',
+      'v0.3.1': 'the SSH signature does not verify over the signed message',
+      'v0.3.2': "signature namespace is 'peerops', not 'peerops-release'",
+    };
+    for (const [tag, reason] of Object.entries(why)) {
       listing = [release(tag)];
       autoUpdateEnabled = true;
       const installPath = await install();
       const downloads = hits.downloads;
       await expect(checkAsAgent(installPath), tag).rejects.toThrow(
-        new RegExp(`SHA256SUMS of ${tag} is not signed by a key of autoUpdate.publicKeys: refused`),
+        `SHA256SUMS.sig of ${tag} does not show SHA256SUMS signed by a key of autoUpdate.publicKeys (${reason}): refused`,
       );
       expect(hits.downloads, tag).toBe(downloads);
       expect(await readdir(path.dirname(installPath))).toEqual([ARTIFACT_NAME]);

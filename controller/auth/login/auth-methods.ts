@@ -3,8 +3,7 @@
  * syntax is used by the users file for networks without a DN42 registry.
  */
 
-export const SSH_KEY_TYPES = ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp256'] as const;
-export type SshKeyType = (typeof SSH_KEY_TYPES)[number];
+import { SSH_KEY_TYPES, type SshKeyType } from '../../../common/sshsig.ts';
 
 export type AuthMethod =
   /** An SSH public key; `key` is the base64 wire blob exactly as in the registry. */

@@ -7,7 +7,7 @@
 import * as openpgp from 'openpgp';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import type { AuthMethod } from './auth-methods.ts';
-import { checkSshSignature, parseSshSignature, SshSigError } from './sshsig.ts';
+import { checkSshSignature, parseSshSignature, SshSigError } from '../../../common/sshsig.ts';
 
 export type Verdict = { ok: true; method: AuthMethod } | { ok: false; reason: string };
 

@@ -1,5 +1,7 @@
 /**
- * SSH signatures as `ssh-keygen -Y sign` writes them (OpenSSH PROTOCOL.sshsig), checked with node:crypto.
+ * SSH signatures as `ssh-keygen -Y sign` writes them (OpenSSH PROTOCOL.sshsig), checked with node:crypto:
+ * the controller's logins (controller/auth/login/verify.ts) and the agent's release check
+ * (agent/update/signature.ts) both use them.
  *
  * Blob: "SSHSIG" · uint32 version (1) · string publickey · string namespace · string reserved ·
  * string hash_algorithm · string signature. The key signed "SSHSIG" · string namespace ·
@@ -7,7 +9,9 @@
  * Keys: ssh-ed25519, ssh-rsa (signature rsa-sha2-256 or rsa-sha2-512; SHA-1 refused), ecdsa-sha2-nistp256.
  */
 import { createHash, createPublicKey, verify, type JsonWebKey, type KeyObject } from 'node:crypto';
-import type { SshKeyType } from './auth-methods.ts';
+
+export const SSH_KEY_TYPES = ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp256'] as const;
+export type SshKeyType = (typeof SSH_KEY_TYPES)[number];
 
 const MAGIC = Buffer.from('SSHSIG');
 const ARMOR = /-----BEGIN SSH SIGNATURE-----([\s\S]*?)-----END SSH SIGNATURE-----/;
@@ -188,6 +192,6 @@ export function checkSshSignature(s: SshSignature, message: Buffer, namespace: s
       break;
     }
   }
-  if (!ok) throw new SshSigError('the SSH signature does not verify over the challenge');
+  if (!ok) throw new SshSigError('the SSH signature does not verify over the signed message');
   return type;
 }
