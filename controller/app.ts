@@ -26,7 +26,7 @@ import {
   problemBody,
   type Unrouted,
 } from './api/problem.ts';
-import { hookList, installAuth } from './api/auth.ts';
+import { installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
@@ -42,6 +42,8 @@ import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-sta
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
 import { hookRoutes } from './api/hooks.ts';
+import { referenceRoutes } from './api/reference.ts';
+import { apiValidatorCompiler } from './api/validation.ts';
 
 export interface AppOptions {
   store: Store;
@@ -49,7 +51,7 @@ export interface AppOptions {
   config: Config;
   /** A pino logger, or false for none (benchmarks). */
   logger: FastifyBaseLogger | false;
-  /** `/login` (challenge signing, DESIGN.md section 6); without it the route does not exist. */
+  /** `/login` (challenge signing, docs/login.md); without it the route only says why there is none. */
   login?: { registry: Registry; serviceHost: string; admins: number[] };
   /** Internal, for tests: the request timeout instead of the documented 30 s. */
   requestTimeoutMs?: number;
@@ -123,18 +125,28 @@ function recordResponse(
   metrics.record(status, ms / 1000);
   const line = { reqId: request.id, route, method: request.method, status, ms: Math.round(ms * 10) / 10 };
   // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
-  // be most of the log, and writing it cost 10-15 µs of each such request in bench:api.
+  // be most of the log, and its cost (docs/benchmarks.md).
   if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
   else request.log.info(line, 'request');
 }
 
-/** A route's onResponse hook, recordResponse. Callback style: no promise per request. */
-function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseHookHandler {
-  return (request, reply, done) => {
-    recordResponse(request, route, metrics, reply.statusCode, reply.elapsedTime);
-    done();
-  };
-}
+/**
+ * The onResponse hook of every routed request: recordResponse under the route's pattern (never the raw
+ * URL). Requests no route took are recorded by the 404 answer (problem.ts, Unrouted). Callback style: no
+ * promise per request.
+ */
+const recordRouted: onResponseHookHandler = (request, reply, done) => {
+  const route = request.routeOptions.url;
+  if (route !== undefined && !request.is404)
+    recordResponse(
+      request,
+      route,
+      routeHttpMetrics(route, request.method),
+      reply.statusCode,
+      reply.elapsedTime,
+    );
+  done();
+};
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { store, tokens, config } = opts;
@@ -159,11 +171,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     requestTimeout: requestTimeoutMs,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    // No child logger per request (it cost 2-3 µs of each): the request's lines carry its id themselves.
+    // No child logger per request (docs/benchmarks.md): the request's lines carry its id themselves.
     childLoggerFactory: (logger) => logger,
   });
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
+  // Requests are checked against the routes' schemas by the project's rules (validation.ts); answers are
+  // written as they are, not through fast-json-stringify (docs/decisions.md, Route schemas).
+  app.setValidatorCompiler(apiValidatorCompiler());
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
@@ -181,13 +197,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   installErrorHandling(app, unrouted);
   const operations = collectRoutes(app);
-
-  // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):
-  // each route gets a hook of its own that knows its route; unmatched requests are told by the 404 handler.
-  app.addHook('onRoute', (route) => {
-    const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
-    route.onResponse = [...hookList(route.onResponse), responseRecorder(route.url, metrics)];
-  });
+  app.addHook('onResponse', recordRouted);
 
   const shutdown = new AbortController();
   // Node closes the idle keep-alive connections once, when close() begins; a request in flight then
@@ -224,10 +234,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
         issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
+        onRequest: [scope.identify, scope.rateLimit],
       });
     else
-      // Undocumented on purpose (no docs: not in openapi.json): it only says why there is no login.
-      scope.post('/login', async () => {
+      // Undocumented on purpose (no operationId: not in openapi.json): it only says why there is no login.
+      scope.post('/login', { onRequest: [scope.identify, scope.rateLimit] }, async () => {
         throw new ProblemError(
           'NOT_FOUND',
           'login is not set up on this controller (no PEEROPS_REGISTRY); ask its operator for a token (`peerops admin token`)',
@@ -238,6 +249,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(adminRoutes, { store });
     await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
+    await scope.register(referenceRoutes);
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });
@@ -267,6 +279,7 @@ export async function buildAdmissionApp(opts: {
     onConstructorPoisoning: 'error',
   });
   app.removeContentTypeParser('text/plain');
+  app.setValidatorCompiler(apiValidatorCompiler());
   installErrorHandling(app);
   await app.register(admissionRoutes, { store: opts.store });
   return app;

@@ -1,45 +1,19 @@
 /**
- * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart. A user sees and changes
+ * `POST /session` (docs/api.md, User API): list, create, modify, delete, restart. A user sees and changes
  * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (rules.ts).
  */
-import type { FastifyInstance } from 'fastify';
-import type { Static } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { Identity } from '../auth/jwt.ts';
 import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
 import { mergedPolicy, peerAddressRangeErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
-import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
-import { requireUser } from './auth.ts';
-import {
-  CreateResponse,
-  DeletedResponse,
-  SessionCreate,
-  SessionDelete,
-  SessionList,
-  SessionListResponse,
-  SessionModify,
-  SessionRecord,
-  SessionRestart,
-} from './schemas.ts';
+import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
+import { caller, requireUser } from './auth.ts';
+import { SessionActionAnswer, SessionActions } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
-
-export const SESSION_ACTIONS = {
-  list: SessionList,
-  create: SessionCreate,
-  modify: SessionModify,
-  delete: SessionDelete,
-  restart: SessionRestart,
-};
-
-type Body =
-  | Static<typeof SessionList>
-  | Static<typeof SessionCreate>
-  | Static<typeof SessionModify>
-  | { action: 'delete' | 'restart'; uuid: string };
 
 function resolveRouter(store: Store, ref: string): Router {
   const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
@@ -67,35 +41,29 @@ async function assertRouteObjects(
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
-export async function sessionRoutes(
-  app: FastifyInstance,
-  opts: { store: Store; registry?: Registry | undefined },
-): Promise<void> {
+export const sessionRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  registry?: Registry | undefined;
+}> = async (app, opts) => {
   const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
 
   app.post(
     '/session',
     {
-      preHandler: requireUser,
-      config: {
-        docs: {
-          summary: 'Session actions of the calling ASN (admins: every session)',
-          auth: 'user',
-          actions: SESSION_ACTIONS,
-          responses: {
-            list: SessionListResponse,
-            create: CreateResponse,
-            modify: SessionRecord,
-            delete: DeletedResponse,
-            restart: SessionRecord,
-          },
-        },
+      onRequest: [app.identify, app.rateLimit, requireUser],
+      schema: {
+        operationId: 'session',
+        summary: 'Session actions of the calling ASN (admins: every session)',
+        description:
+          'One body per action, chosen by `action`: list, create, modify (needs `endpoint` or `mtu`), delete, restart.',
+        body: SessionActions,
+        response: { 200: SessionActionAnswer },
       },
     },
     async (request) => {
-      const identity = request.identity as Identity;
-      const body = parseAction<Body>(request.body, SESSION_ACTIONS);
+      const identity = caller(request);
+      const { body } = request;
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
@@ -218,4 +186,4 @@ export async function sessionRoutes(
       }
     },
   );
-}
+};

@@ -168,9 +168,7 @@ describe('public routes', () => {
       '/routers',
     ])
       expect(Object.keys(doc.paths)).toContain(p);
-    const create = doc.paths['/session'].post.requestBody.content['application/json'].schema.oneOf.find(
-      (s: { properties: { action: { const?: string } } }) => s.properties.action.const === 'create',
-    );
+    const create = doc.components.schemas['session-create'];
     expect(create.properties.mtu).toMatchObject({ minimum: 1280, maximum: 9000 });
     const hb = doc.paths['/agent/{router}/heartbeat'].post.requestBody.content['application/json'].schema;
     expect(ajv.validate(hb, { version: '1.0.0', uptime: 5 })).toBe(true);
