@@ -26,7 +26,7 @@ import {
   problemBody,
   type Unrouted,
 } from './api/problem.ts';
-import { installAuth } from './api/auth.ts';
+import { hookList, installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
@@ -125,28 +125,21 @@ function recordResponse(
   metrics.record(status, ms / 1000);
   const line = { reqId: request.id, route, method: request.method, status, ms: Math.round(ms * 10) / 10 };
   // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
-  // be most of the log, and its cost (docs/benchmarks.md).
+  // be most of the log, and writing it a good part of each such request's time (docs/benchmarks.md).
   if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
   else request.log.info(line, 'request');
 }
 
 /**
- * The onResponse hook of every routed request: recordResponse under the route's pattern (never the raw
- * URL). Requests no route took are recorded by the 404 answer (problem.ts, Unrouted). Callback style: no
- * promise per request.
+ * A route's onResponse hook: recordResponse under the route's pattern (never the raw URL), its metrics
+ * looked up once, when the route is added. Callback style: no promise per request.
  */
-const recordRouted: onResponseHookHandler = (request, reply, done) => {
-  const route = request.routeOptions.url;
-  if (route !== undefined && !request.is404)
-    recordResponse(
-      request,
-      route,
-      routeHttpMetrics(route, request.method),
-      reply.statusCode,
-      reply.elapsedTime,
-    );
-  done();
-};
+function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseHookHandler {
+  return (request, reply, done) => {
+    recordResponse(request, route, metrics, reply.statusCode, reply.elapsedTime);
+    done();
+  };
+}
 
 export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   const { store, tokens, config } = opts;
@@ -197,7 +190,14 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   installErrorHandling(app, unrouted);
   const operations = collectRoutes(app);
-  app.addHook('onResponse', recordRouted);
+  // Observability, the same for every route (not one of its checks, which each route lists itself): one
+  // log line and the HTTP metrics per request, keyed by route pattern. The hook is made per route so that
+  // a request does not look its route up (fastify's request.routeOptions builds an object per call);
+  // requests no route took are recorded by the 404 answer.
+  app.addHook('onRoute', (route) => {
+    const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
+    route.onResponse = [...hookList(route.onResponse), responseRecorder(route.url, metrics)];
+  });
 
   const shutdown = new AbortController();
   // Node closes the idle keep-alive connections once, when close() begins; a request in flight then

@@ -52,7 +52,7 @@ const EXAMPLE = {
   endpoint: 'peer.example.net:51820',
 } as const;
 
-/** `router` of create: the router's UUID (SPEC.md 2.2) or its name. */
+/** `router` of create: the router's UUID or its name (docs/api.md, create). */
 const RouterRef = Type.Union([Uuid, RouterName]);
 
 export const SessionList = Type.Object(
