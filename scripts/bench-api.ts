@@ -520,8 +520,8 @@ async function measureAll(): Promise<void> {
   try {
     // The fixture is written straight into git, without the status file a controller keeps for each
     // session: a first start writes those 10 000 files. A controller restarted on its own store is what
-    // runs in production: one start completes the fixture, a second process is measured (docs/api.md,
-    // Performance, says why this once mattered).
+    // runs in production: one start completes the fixture, a second process is measured
+    // (docs/benchmarks.md, "Git writes and the HTTP path", says why this once mattered).
     let t = Date.now();
     await stopServers([await startServer('controller', fixture.data)]);
     console.log(`first start completed the fixture in ${((Date.now() - t) / 1000).toFixed(1)} s`);

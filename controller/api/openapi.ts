@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ErrorCodes } from '../../common/errors.ts';
 import { VERSION } from '../../common/version.ts';
-import { guardOf } from './auth.ts';
+import { guardOf, hookList } from './auth.ts';
 import { Problem } from './schemas.ts';
 
 declare module 'fastify' {
@@ -24,6 +24,8 @@ interface Operation {
   url: string;
   schema: FastifySchema;
   guard: ReturnType<typeof guardOf>;
+  /** Whether the route lists `app.rateLimit` among its hooks: its answers carry the limit headers. */
+  limited: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -50,7 +52,13 @@ export function collectRoutes(app: FastifyInstance): Operation[] {
     if (!schema?.operationId || route.url.startsWith('/api/v1/')) return;
     for (const method of [route.method].flat())
       if (method !== 'HEAD')
-        operations.push({ method, url: route.url, schema, guard: guardOf(route.onRequest) });
+        operations.push({
+          method,
+          url: route.url,
+          schema,
+          guard: guardOf(route.onRequest),
+          limited: hookList(route.onRequest).includes(app.rateLimit),
+        });
   });
   return operations;
 }
@@ -111,7 +119,14 @@ function jsonContent(schema: unknown, components: Json, operationId: string): Js
   return { schema: { oneOf: refs, discriminator: { propertyName: 'action', mapping } }, examples };
 }
 
-function responses(schema: FastifySchema, components: Json, operationId: string): Json {
+const LIMIT_HEADERS = Object.fromEntries(
+  ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'].map((name) => [
+    name,
+    { $ref: `#/components/headers/${name}` },
+  ]),
+);
+
+function responses(schema: FastifySchema, components: Json, operationId: string, limited: boolean): Json {
   const out: Json = {};
   for (const [status, response] of Object.entries((schema.response ?? {}) as Record<string, Json>)) {
     const given = response['content'] as Record<string, Json> | undefined;
@@ -127,6 +142,7 @@ function responses(schema: FastifySchema, components: Json, operationId: string)
       : { 'application/json': jsonContent(response, components, operationId) };
     out[status] = {
       description: status === '200' ? 'OK' : (response['description'] ?? status),
+      ...(limited && Number(status) < 400 ? { headers: LIMIT_HEADERS } : {}),
       ...(bodyless ? {} : { content }),
     };
   }
@@ -140,7 +156,7 @@ const SECURITY = { user: 'jwt', admin: 'jwt', agent: 'agentToken' } as const;
 export function openApiDocument(operations: Operation[]): Json {
   const paths: Record<string, Json> = {};
   const schemas: Json = {};
-  for (const { method, url, schema, guard } of operations) {
+  for (const { method, url, schema, guard, limited } of operations) {
     const id = schema.operationId ?? '';
     const op: Json = {
       operationId: id,
@@ -148,7 +164,7 @@ export function openApiDocument(operations: Operation[]): Json {
       ...(schema.description ? { description: schema.description } : {}),
       tags: [tagOf(url)],
       parameters: parameters(schema),
-      responses: responses(schema, schemas, id),
+      responses: responses(schema, schemas, id, limited),
     };
     // `[]`: the route asks for no token (said explicitly, not inherited)
     op['security'] = guard === 'none' ? [] : [{ [SECURITY[guard]]: [] }];
@@ -184,6 +200,20 @@ export function openApiDocument(operations: Operation[]): Json {
       securitySchemes: {
         jwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'from POST /login' },
         agentToken: { type: 'http', scheme: 'bearer', description: "the router's own agent token" },
+      },
+      headers: {
+        'X-RateLimit-Limit': {
+          description: "Requests a minute the caller's limit allows (docs/api.md, Rate limits)",
+          schema: { type: 'integer', minimum: 1 },
+        },
+        'X-RateLimit-Remaining': {
+          description: "Requests left in the caller's current minute",
+          schema: { type: 'integer', minimum: 0 },
+        },
+        'X-RateLimit-Reset': {
+          description: 'When the current minute ends, Unix epoch seconds',
+          schema: { type: 'integer', minimum: 0 },
+        },
       },
       responses: {
         Problem: {

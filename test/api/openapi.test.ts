@@ -93,6 +93,34 @@ describe('GET /openapi.json', () => {
     expect(JSON.stringify(doc)).not.toMatch(/"~[a-z]+"/);
   });
 
+  it("reads each route's token from the hooks it lists: every /admin route an admin JWT, every /agent one the router's token", () => {
+    // a route that forgot its onRequest guard (or kept one in preHandler) shows up here as `security: []`
+    const expected = (path: string) =>
+      path.startsWith('/admin/') || path === '/session'
+        ? [{ jwt: [] }]
+        : path.startsWith('/agent/')
+          ? [{ agentToken: [] }]
+          : undefined;
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const security = (op as { security?: unknown }).security;
+        const want = expected(path);
+        if (want) expect(security, `${method} ${path}`).toEqual(want);
+        else expect(security, `${method} ${path}`).toBeDefined();
+      }
+  });
+
+  it('says which answers carry the rate-limit headers: every route but the probes and the scrape', () => {
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const headers = Object.keys((op.responses['200'] as { headers?: object }).headers ?? {});
+        const unlimited = ['/health', '/livez', '/metrics'].includes(path);
+        expect(headers, `${method} ${path}`).toEqual(
+          unlimited ? [] : ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'],
+        );
+      }
+  });
+
   it('says what the handlers check beyond types: modify needs endpoint or mtu, wait is 0..300', () => {
     expect(JSON.stringify(doc.components.schemas['session-modify'])).toMatch(/`endpoint` or `mtu`/);
     const wait = doc.paths['/agent/{router}/sessions']?.get?.parameters?.find((p) => p.name === 'wait');
