@@ -56,7 +56,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         operationId: 'session',
         summary: 'Session actions of the calling ASN (admins: every session)',
         description:
-          'One body per action, chosen by `action`: list, create, modify (needs `endpoint` or `mtu`), delete, restart.',
+          'One body per action, chosen by `action` (each has an example). `modify` needs `endpoint` or `mtu`, or both.',
         body: SessionActions,
         response: { 200: SessionActionAnswer },
       },
