@@ -44,6 +44,8 @@ import { mergedPolicy } from './store/rules.ts';
 import { hookRoutes } from './api/hooks.ts';
 import { webhookRoutes } from './api/webhooks.ts';
 import { FileWebhooks, Notifier } from './notify/index.ts';
+import { referenceRoutes } from './api/reference.ts';
+import { apiValidatorCompiler } from './api/validation.ts';
 
 export interface AppOptions {
   store: Store;
@@ -51,7 +53,7 @@ export interface AppOptions {
   config: Config;
   /** A pino logger, or false for none (benchmarks). */
   logger: FastifyBaseLogger | false;
-  /** `/login` (challenge signing, DESIGN.md section 6); without it the route does not exist. */
+  /** `/login` (challenge signing, docs/login.md); without it the route only says why there is none. */
   login?: { registry: Registry; serviceHost: string; admins: number[] };
   /**
    * Webhooks (docs/notifications.md); default: hooks in `<dataDir>/webhooks.json`. The caller starts its
@@ -130,12 +132,15 @@ function recordResponse(
   metrics.record(status, ms / 1000);
   const line = { reqId: request.id, route, method: request.method, status, ms: Math.round(ms * 10) / 10 };
   // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
-  // be most of the log, and writing it cost 10-15 µs of each such request in bench:api.
+  // be most of the log, and writing it a good part of each such request's time (docs/benchmarks.md).
   if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
   else request.log.info(line, 'request');
 }
 
-/** A route's onResponse hook, recordResponse. Callback style: no promise per request. */
+/**
+ * A route's onResponse hook: recordResponse under the route's pattern (never the raw URL), its metrics
+ * looked up once, when the route is added. Callback style: no promise per request.
+ */
 function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseHookHandler {
   return (request, reply, done) => {
     recordResponse(request, route, metrics, reply.statusCode, reply.elapsedTime);
@@ -166,11 +171,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     requestTimeout: requestTimeoutMs,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    // No child logger per request (it cost 2-3 µs of each): the request's lines carry its id themselves.
+    // No child logger per request (docs/benchmarks.md): the request's lines carry its id themselves.
     childLoggerFactory: (logger) => logger,
   });
   // Only JSON bodies: fastify's built-in text/plain parser would let other types through as strings.
   app.removeContentTypeParser('text/plain');
+  // Requests are checked against the routes' schemas by the project's rules (validation.ts); answers are
+  // written as they are, not through fast-json-stringify (docs/decisions.md, Route schemas).
+  app.setValidatorCompiler(apiValidatorCompiler());
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
@@ -188,9 +197,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   installErrorHandling(app, unrouted);
   const operations = collectRoutes(app);
-
-  // One request log line and the HTTP metrics per request, keyed by route pattern (never the raw URL):
-  // each route gets a hook of its own that knows its route; unmatched requests are told by the 404 handler.
+  // Observability, the same for every route (not one of its checks, which each route lists itself): one
+  // log line and the HTTP metrics per request, keyed by route pattern. The hook is made per route so that
+  // a request does not look its route up (fastify's request.routeOptions builds an object per call);
+  // requests no route took are recorded by the 404 answer.
   app.addHook('onRoute', (route) => {
     const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
     route.onResponse = [...hookList(route.onResponse), responseRecorder(route.url, metrics)];
@@ -239,10 +249,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
         issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
+        onRequest: [scope.identify, scope.rateLimit],
       });
     else
-      // Undocumented on purpose (no docs: not in openapi.json): it only says why there is no login.
-      scope.post('/login', async () => {
+      // Undocumented on purpose (no operationId: not in openapi.json): it only says why there is no login.
+      scope.post('/login', { onRequest: [scope.identify, scope.rateLimit] }, async () => {
         throw new ProblemError(
           'NOT_FOUND',
           'login is not set up on this controller (no PEEROPS_REGISTRY); ask its operator for a token (`peerops admin token`)',
@@ -257,6 +268,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(webhookRoutes, { hooks: notifier.hooks });
     await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
+    await scope.register(referenceRoutes);
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });
@@ -286,6 +298,7 @@ export async function buildAdmissionApp(opts: {
     onConstructorPoisoning: 'error',
   });
   app.removeContentTypeParser('text/plain');
+  app.setValidatorCompiler(apiValidatorCompiler());
   installErrorHandling(app);
   await app.register(admissionRoutes, { store: opts.store });
   return app;

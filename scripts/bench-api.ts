@@ -3,30 +3,29 @@
  * is measured with wrk against a bare fastify hello-world in the same run (the ceiling): throughput,
  * p50/p99 and CPU time per request of `GET /agent/:router/sessions` and of heartbeats; then the delay
  * from an admin approval to the wake-up of a waiting long poll, and a /metrics scrape once every session
- * has reported. Targets: ≥ 50 % of the ceiling, p99 < 20 ms,
- * wake-up p50 < 100 ms.
+ * has reported. Targets: ≥ 50 % of the ceiling, p99 < 20 ms, wake-up p50 < 100 ms.
  *
  * The ceiling of an endpoint is the bare hello-world of its method: `GET /` answering {hello: 'world'} for
  * the session list, `POST /` of the same heartbeat body answering {ok: true} for the heartbeat. A POST pays
- * for receiving its body (the request stream's events, the JSON parse: the bare POST reaches 71-80 % of
- * the bare GET's throughput here) whoever serves it; judged against the GET, the heartbeat's share would
- * charge the controller with that too. The share against the other hello-world is printed beside it.
+ * for receiving its body (the request stream's events, the JSON parse) whoever serves it; judged against
+ * the GET, the heartbeat's share would charge the controller with that too. The share against the other
+ * hello-world is printed beside it.
  *
  * Each server runs in its own process pinned to CPU 0 and wrk (one thread, C) to CPU 1, so neither steals
  * the other's CPU. wrk rather than autocannon: autocannon parses responses in JavaScript and became the
- * limit itself on a 36 KiB body (the bare server's static list measured 23,000 req/s with autocannon, 52,000
- * with wrk). CPU µs per request of the server process (from /proc) is printed beside req/s: on a shared VM
- * it moves less than throughput does. Requests carry what agents send (Node's fetch: Accept-Encoding gzip).
+ * limit itself on a 36 KiB body. CPU µs per request of the server process (from /proc) is printed beside
+ * req/s: on a shared VM it moves less than throughput does. Requests carry what agents send (Node's fetch: Accept-Encoding gzip).
  *
  * The measurements run in rounds, each round every endpoint and ceiling once. The host is a shared VM whose
- * neighbours take CPU in bursts (the same server measured twice in a row differed by up to 40 %), and a
- * burst only ever slows a measurement: each load's best round is the estimate of its own cost, as timeit
- * and other benchmark tools take the minimum. The targets are judged on best against best; the median of
+ * neighbours take CPU in bursts, and a burst only ever slows a measurement: each load's best round is
+ * the estimate of its own cost, as timeit and other benchmark tools take the minimum. The targets are judged on best against best; the median of
  * the per-round ratios is printed beside it.
  *
  * A reference row, the hello-world with 20 µs of busy work per request, shows what a fixed amount of handler
  * time costs in the same run. Guest halt polling is switched on for the run where it can be (see
  * enableHaltPolling for why).
+ *
+ * Method and current figures: docs/benchmarks.md.
  *
  * Options: --duration SECONDS per measurement (default 3), --rounds N (default 5), --connections N
  * (default 32), --routers N, --sessions N, --no-halt-poll (measure with the VM's idle halting as it is).
@@ -471,10 +470,8 @@ async function metricsScrapes(url: string, tokens: Map<string, string>, scrapes:
 /**
  * This VM halts an idle vCPU, and waking a halted one costs its waker a trip through the hypervisor: on
  * loopback the server's every response write wakes wrk, so a server pays that once per response when it is
- * slower than wrk and wrk waits, and hardly ever when wrk is busy (the hello-world). Measured here: a
- * hello-world doing 25 µs of work cost 53 µs of CPU per request instead of 19 + 25, one doing 50 µs cost
- * 89 instead of 69; with guest halt polling (the idle vCPU polls a while before it halts) 42 and 70. No
- * real deployment pays it (agents are other hosts), and it skews the ratio against every server slower
+ * slower than wrk and wrk waits, and hardly ever when wrk is busy (the hello-world): docs/benchmarks.md
+ * has the figures. No real deployment pays it (agents are other hosts), and it skews the ratio against every server slower
  * than the ceiling, so for the run halt polling is switched on (root, cpuidle-haltpoll) and put back.
  */
 const HALT_POLL = '/sys/module/haltpoll/parameters/guest_halt_poll_ns';
@@ -523,8 +520,8 @@ async function measureAll(): Promise<void> {
   try {
     // The fixture is written straight into git, without the status file a controller keeps for each
     // session: a first start writes those 10 000 files. A controller restarted on its own store is what
-    // runs in production: one start completes the fixture, a second process is measured (docs/api.md,
-    // Performance, says why this once mattered).
+    // runs in production: one start completes the fixture, a second process is measured
+    // (docs/benchmarks.md, "Git writes and the HTTP path", says why this once mattered).
     let t = Date.now();
     await stopServers([await startServer('controller', fixture.data)]);
     console.log(`first start completed the fixture in ${((Date.now() - t) / 1000).toFixed(1)} s`);

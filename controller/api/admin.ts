@@ -1,76 +1,35 @@
 /**
- * The admin API (DESIGN.md section 3), multi-action like /session, admin JWT only:
+ * The admin API (docs/api.md, Admin API), multi-action like /session, admin JWT only:
  * `/admin/session` (approve, reject, disable, enable, purge, list), `/admin/router` (list, add, update,
  * remove, rotate-token; add and rotate-token answer the agent token once), `/admin/policy` (get, set,
  * patch).
  */
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import type { Static } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { mergePatch } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
-import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
 import { assertNoRouterConflicts, assertPolicyAllows, mergedPolicy, policyJudge } from '../store/rules.ts';
 import type { Session, Store } from '../store/store.ts';
-import { actorOf, applyTrigger, parseAction } from './actions.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOf, applyTrigger } from './actions.ts';
+import { caller, requireAdmin } from './auth.ts';
 import {
-  ADMIN_POLICY_RESPONSES,
-  ADMIN_ROUTER_RESPONSES,
-  AdminPolicyGet,
-  AdminPolicyPatch,
-  AdminPolicySet,
-  AdminRouterAdd,
-  AdminRouterList,
-  AdminRouterName,
-  AdminRouterUpdate,
-  AdminSessionAction,
-  AdminSessionList,
-  AdminSessionListResponse,
-  AdminSessionPurge,
-  DeletedResponse,
-  SessionRecord,
+  AdminPolicyActions,
+  AdminPolicyAnswer,
+  AdminRouterActions,
+  AdminRouterAnswer,
+  AdminSessionActions,
+  AdminSessionAnswer,
 } from './schemas.ts';
 import { adminRouter, sessionRecord } from './views.ts';
-
-export const ADMIN_SESSION_ACTIONS = {
-  list: AdminSessionList,
-  approve: AdminSessionAction('approve'),
-  reject: AdminSessionAction('reject'),
-  disable: AdminSessionAction('disable'),
-  enable: AdminSessionAction('enable'),
-  purge: AdminSessionPurge,
-};
-export const ADMIN_ROUTER_ACTIONS = {
-  list: AdminRouterList,
-  add: AdminRouterAdd,
-  update: AdminRouterUpdate,
-  remove: AdminRouterName('remove'),
-  'rotate-token': AdminRouterName('rotate-token'),
-};
-export const ADMIN_POLICY_ACTIONS = { get: AdminPolicyGet, set: AdminPolicySet, patch: AdminPolicyPatch };
-
-type SessionBody =
-  | Static<typeof AdminSessionList>
-  | { action: 'approve' | 'reject' | 'disable' | 'enable' | 'purge'; uuid: string; reason?: string };
-type RouterBody =
-  | { action: 'list' }
-  | Static<typeof AdminRouterAdd>
-  | Static<typeof AdminRouterUpdate>
-  | { action: 'remove' | 'rotate-token'; name: string };
-type PolicyBody =
-  | Static<typeof AdminPolicyGet>
-  | Static<typeof AdminPolicySet>
-  | { action: 'patch'; name?: string; spec: Record<string, unknown> };
 
 const NEEDS_DN42_ASN =
   "the default policy must set dn42Asn (the network's own ASN): agents build their BIRD config with it";
 
 /** The stored policy with a merge patch applied (RFC 7386), validated; pointers into the request's spec. */
-function patchedPolicy(stored: PolicySpec | undefined, patch: Record<string, unknown>): PolicySpec {
+function patchedPolicy(stored: PolicySpec | undefined, patch: unknown): PolicySpec {
   const result = validate<PolicySpec>(PolicySpec, mergePatch(stored ?? {}, patch), '/spec');
   if (!result.ok)
     throw new ProblemError(
@@ -87,25 +46,25 @@ const FIXED_ROUTER_FIELDS: Record<string, string> = {
   agentTokenSha256: 'is set only by rotate-token, which answers the new agent token once',
 };
 
-function refuseFixedRouterFields(body: unknown): void {
-  if (body === null || typeof body !== 'object' || (body as { action?: unknown }).action !== 'update') return;
+/** Checked before the schema of /admin/router, which would call these only "not a known field". */
+function fixedRouterFieldsProblem(body: unknown): ProblemError | undefined {
+  if (body === null || typeof body !== 'object' || (body as { action?: unknown }).action !== 'update')
+    return undefined;
   const spec = (body as { spec?: unknown }).spec;
-  if (spec === null || typeof spec !== 'object') return;
+  if (spec === null || typeof spec !== 'object') return undefined;
   const errors = Object.keys(FIXED_ROUTER_FIELDS)
     .filter((field) => Object.hasOwn(spec, field))
     .map((field) => ({ pointer: `/spec/${field}`, message: FIXED_ROUTER_FIELDS[field] as string }));
-  if (errors.length > 0)
-    throw new ProblemError('INVALID_REQUEST', `update ${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+  return errors.length > 0
+    ? new ProblemError('INVALID_REQUEST', `update ${errors[0]?.pointer}: ${errors[0]?.message}`, errors)
+    : undefined;
 }
 
-export async function adminRoutes(
-  app: FastifyInstance,
-  opts: {
-    store: Store;
-    /** Told of each rejection with its reason (notifications: the reason is in no stored state). */
-    onRejected?: (session: Session, reason: string | undefined) => void;
-  },
-): Promise<void> {
+export const adminRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  /** Told of each rejection with its reason (notifications: the reason is in no stored state). */
+  onRejected?: (session: Session, reason: string | undefined) => void;
+}> = async (app, opts) => {
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
@@ -114,26 +73,20 @@ export async function adminRoutes(
   app.post(
     '/admin/session',
     {
-      preHandler: requireAdmin,
-      config: {
-        docs: {
-          summary: 'Review and operate every session',
-          auth: 'admin',
-          actions: ADMIN_SESSION_ACTIONS,
-          responses: {
-            list: AdminSessionListResponse,
-            approve: SessionRecord,
-            reject: DeletedResponse,
-            disable: SessionRecord,
-            enable: SessionRecord,
-            purge: DeletedResponse,
-          },
-        },
+      onRequest: [app.identify, app.rateLimit, requireAdmin],
+      schema: {
+        operationId: 'adminSession',
+        summary: 'Review and operate every session',
+        description:
+          'One body per action, chosen by `action`: list, approve, reject, disable, enable, purge. ' +
+          'Approve and enable refuse a session the current policy refuses.',
+        body: AdminSessionActions,
+        response: { 200: AdminSessionAnswer },
       },
     },
     async (request) => {
-      const identity = request.identity as Identity;
-      const body = parseAction<SessionBody>(request.body, ADMIN_SESSION_ACTIONS);
+      const identity = caller(request);
+      const { body } = request;
       if (body.action === 'list') {
         const filter: { router?: string; asn?: number } = {};
         if (body.router !== undefined) {
@@ -183,21 +136,21 @@ export async function adminRoutes(
   app.post(
     '/admin/router',
     {
-      preHandler: requireAdmin,
-      config: {
-        docs: {
-          summary: 'Manage routers and their agent tokens',
-          auth: 'admin',
-          actions: ADMIN_ROUTER_ACTIONS,
-          responses: ADMIN_ROUTER_RESPONSES,
-        },
+      onRequest: [app.identify, app.rateLimit, requireAdmin],
+      preValidation: (request, _reply, done) => done(fixedRouterFieldsProblem(request.body)),
+      schema: {
+        operationId: 'adminRouter',
+        summary: 'Manage routers and their agent tokens',
+        description:
+          'One body per action, chosen by `action`: list, add, update, remove, rotate-token. ' +
+          'Add and rotate-token answer the agent token, once.',
+        body: AdminRouterActions,
+        response: { 200: AdminRouterAnswer },
       },
     },
     async (request) => {
-      const identity = request.identity as Identity;
-      const actor = actorOf(identity);
-      refuseFixedRouterFields(request.body);
-      const body = parseAction<RouterBody>(request.body, ADMIN_ROUTER_ACTIONS);
+      const actor = actorOf(caller(request));
+      const { body } = request;
       switch (body.action) {
         case 'list':
           return { routers: store.listRouters().map(adminRouter) };
@@ -245,19 +198,20 @@ export async function adminRoutes(
   app.post(
     '/admin/policy',
     {
-      preHandler: requireAdmin,
-      config: {
-        docs: {
-          summary: 'Read and write the routing policy',
-          auth: 'admin',
-          actions: ADMIN_POLICY_ACTIONS,
-          responses: ADMIN_POLICY_RESPONSES,
-        },
+      onRequest: [app.identify, app.rateLimit, requireAdmin],
+      schema: {
+        operationId: 'adminPolicy',
+        summary: 'Read and write the routing policy',
+        description:
+          'One body per action, chosen by `action`: get, set (replaces the policy), patch (JSON Merge Patch). ' +
+          '`name` is `default` or a router with an override.',
+        body: AdminPolicyActions,
+        response: { 200: AdminPolicyAnswer },
       },
     },
     async (request) => {
-      const identity = request.identity as Identity;
-      const body = parseAction<PolicyBody>(request.body, ADMIN_POLICY_ACTIONS);
+      const identity = caller(request);
+      const { body } = request;
       const name = body.name ?? 'default';
       if (name !== 'default' && !store.getRouter(name))
         throw new ProblemError('ROUTER_NOT_FOUND', `no router ${name} to hold a policy override`);
@@ -278,4 +232,4 @@ export async function adminRoutes(
       return { name: saved.name, spec: saved.spec };
     },
   );
-}
+};

@@ -9,7 +9,7 @@
  * It judges against this replica's index (list + watch), so two objects applied within the same moment
  * are each judged without the other, as two replicas' creates are.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import type { FieldError } from '../../common/errors.ts';
 import { sessionName } from '../../common/naming.ts';
@@ -32,7 +32,6 @@ import {
   type ManifestSet,
 } from '../store/rules.ts';
 import type { Store } from '../store/store.ts';
-import { parseBody } from './actions.ts';
 
 const StoredObject = Type.Object({
   metadata: Type.Object({ name: Type.String({ maxLength: 253 }) }),
@@ -172,9 +171,10 @@ function admissionResponse(uid: string, verdict: Verdict) {
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }
 
-export async function admissionRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
-  app.post('/validate', async (request) => {
-    const body = parseBody<AdmissionReview>(AdmissionReview, request.body, 'AdmissionReview');
+export const admissionRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, opts) => {
+  // Only the API server calls it, over TLS on the webhook's own port: no token, no rate limit.
+  app.post('/validate', { schema: { body: AdmissionReview } }, async (request) => {
+    const { body } = request;
     const verdict = review(opts.store, body.request);
     if (verdict.errors.length > 0)
       request.log.info(
@@ -183,4 +183,4 @@ export async function admissionRoutes(app: FastifyInstance, opts: { store: Store
       );
     return admissionResponse(body.request.uid, verdict);
   });
-}
+};

@@ -1,13 +1,13 @@
 /**
- * The agent endpoints (SPEC.md 4.2, DESIGN.md section 5), each opened only by the token of the router in
- * its path. Sessions carry an ETag (a hash of the body, so replicas agree) and support a long poll
+ * The agent endpoints (docs/api.md, Agent API), each opened only by the token of the router in its path. Sessions carry an ETag (a hash of the body, so replicas agree) and support a long poll
  * (`?wait=<s>` with If-None-Match). Reports are limited to the calling router's sessions: a batch naming
  * any other session is refused whole.
  */
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { Negotiator } from '@fastify/accept-negotiator';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
+import Type from 'typebox';
 import {
   AgentSessionsResponse,
   BirdConfigResponse,
@@ -25,6 +25,7 @@ import {
   type MeshPeer,
 } from '../../common/agent-api.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName, meshListenPort } from '../../common/naming.ts';
@@ -34,9 +35,9 @@ import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../..
 import type { Config } from '../config.ts';
 import { mergedPolicy } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
-import { parseAgentBody, statusRecord } from './actions.ts';
-import type { RouteDocs } from './openapi.ts';
-import { hookList, requireAgent } from './auth.ts';
+import { statusRecord } from './actions.ts';
+import { requireAgent } from './auth.ts';
+import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
 interface SessionsView {
@@ -58,8 +59,8 @@ export interface AgentRouteOptions {
   shutdown: AbortSignal;
 }
 
-type RouterRoute = { Params: { router: string } };
-type RouterRequest = FastifyRequest<RouterRoute>;
+/** `:router` of every agent path. */
+const RouterParams = Type.Object({ router: Type.Unsafe<string>({ ...RouterName, examples: ['fra1'] }) });
 
 const routerId = (router: Router): string =>
   router.spec.loopback.ipv4 ?? `0.0.${router.spec.nodeId >> 8}.${router.spec.nodeId & 255}`;
@@ -107,19 +108,15 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   });
 }
 
-function parseWait(query: unknown, max: number): number {
-  const raw = (query as { wait?: unknown } | undefined)?.wait;
-  if (raw === undefined) return 0;
-  const n = typeof raw === 'string' && /^[0-9]{1,6}$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isInteger(n) || n > max)
-    throw new ProblemError('INVALID_REQUEST', `wait must be whole seconds 0..${max}`, [
-      { pointer: '/wait', message: `must be an integer 0..${max}` },
-    ]);
-  return n;
-}
-
-export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions): Promise<void> {
+export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin, opts) => {
   const { store, config, shutdown } = opts;
+  // Bodies are checked as they are, without validate's copy: the agents' requests are the hot path.
+  plugin.setValidatorCompiler(apiValidatorCompiler('check'));
+  const app = plugin.withTypeProvider<CheckedTypeProvider>();
+  // Every route here needs the agent token of the router in its path. The check comes after the limiter
+  // has counted the request (a wrong token counts against the caller's address) and before anything
+  // reads the body.
+  const agentOnly = [app.identifyAgent, app.rateLimit, requireAgent];
   const cache = new Map<string, SessionsView>();
 
   function sessionsView(router: string): SessionsView {
@@ -138,36 +135,41 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     return view;
   }
 
-  const routerOf = (request: RouterRequest): Router => {
+  const routerOf = (request: { params: { router: string } }): Router => {
     const router = store.getRouter(request.params.router);
     if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
     return router;
   };
 
-  // Every route here needs the agent token of the router in its path (this plugin is encapsulated). The
-  // check is the route's last onRequest hook: after the limiter has counted the request (a wrong token
-  // counts against the caller's address) and before anything reads the body.
-  app.addHook('onRoute', (route) => {
-    route.onRequest = [...hookList(route.onRequest), requireAgent];
-  });
-
-  const agentConfig = (docs: Omit<RouteDocs, 'auth'>) => ({
-    agent: true,
-    docs: { auth: 'agent' as const, ...docs },
-  });
-
-  app.get<RouterRoute>(
+  app.get(
     '/agent/:router/sessions',
     {
-      config: agentConfig({
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentSessions',
         summary: "The router's sessions (all but PENDING_REVIEW); ETag, If-None-Match, ?wait=<s> long poll",
-        response: AgentSessionsResponse,
-        query: { wait: 'seconds to hold the request while the ETag in If-None-Match is still current' },
-      }),
+        params: RouterParams,
+        querystring: Type.Object({
+          wait: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              maximum: config.maxLongPollSeconds,
+              description:
+                'Seconds to hold the request while the ETag in If-None-Match is still current (long poll)',
+              examples: [60],
+            }),
+          ),
+        }),
+        response: {
+          // sent as bytes encoded once per revision (and gzipped once): SessionsView
+          200: Type.Unsafe<Buffer>(AgentSessionsResponse),
+          304: Type.Unsafe<void>({ description: 'Not Modified: the ETag in If-None-Match is still current' }),
+        },
+      },
     },
-    async (request: RouterRequest, reply: FastifyReply) => {
+    async (request, reply) => {
       const router = request.params.router;
-      const wait = parseWait(request.query, config.maxLongPollSeconds);
+      const wait = request.query.wait ?? 0;
       const ifNoneMatch = request.headers['if-none-match'];
       let view = sessionsView(router);
       if (wait > 0 && etagMatches(ifNoneMatch, view.etag) && !shutdown.aborted) {
@@ -200,12 +202,18 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     },
   );
 
-  app.get<RouterRoute>(
+  app.get(
     '/agent/:router/bird-config',
     {
-      config: agentConfig({ summary: 'Routing policy merged for the router', response: BirdConfigResponse }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentBirdConfig',
+        summary: 'Routing policy merged for the router',
+        params: RouterParams,
+        response: { 200: BirdConfigResponse },
+      },
     },
-    async (request: RouterRequest) => {
+    async (request) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
       return {
@@ -226,20 +234,32 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     },
   );
 
-  app.get<RouterRoute>(
+  app.get(
     '/agent/:router/mesh',
     {
-      config: agentConfig({ summary: 'Mesh peers (routers with a known mesh key)', response: MeshResponse }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentMesh',
+        summary: 'Mesh peers (routers with a known mesh key)',
+        params: RouterParams,
+        response: { 200: MeshResponse },
+      },
     },
-    async (request: RouterRequest) => ({ peers: meshPeers(store, routerOf(request)) }),
+    async (request) => ({ peers: meshPeers(store, routerOf(request)) }),
   );
 
-  app.get<RouterRoute>(
+  app.get(
     '/agent/:router/config',
     {
-      config: agentConfig({ summary: 'Bootstrap configuration', response: BootstrapConfigResponse }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentConfig',
+        summary: 'Bootstrap configuration',
+        params: RouterParams,
+        response: { 200: BootstrapConfigResponse },
+      },
     },
-    async (request: RouterRequest) => {
+    async (request) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
       return {
@@ -269,29 +289,43 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     },
   );
 
-  app.post<RouterRoute>(
+  app.post(
     '/agent/:router/heartbeat',
     {
-      config: agentConfig({ summary: 'Agent health (SPEC 2.5)', body: HeartbeatBody, response: Ack }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentHeartbeat',
+        summary: "Agent health: version, uptime, the node's state",
+        params: RouterParams,
+        body: HeartbeatBody,
+        response: { 200: Ack },
+      },
     },
     // Synchronous: fastify sends a returned value at once (a throw becomes the error answer), where an
-    // async handler costs every heartbeat a promise and a turn of the microtask queue.
-    (request: RouterRequest) => {
-      const heartbeat = parseAgentBody(HeartbeatBody, request.body, 'heartbeat');
+    // async handler costs every heartbeat a promise.
+    (request) => {
       // The token check found the router; recording it looks it up once more (it may have gone since).
-      if (!store.recordHeartbeat(request.params.router, heartbeat))
+      if (!store.recordHeartbeat(request.params.router, request.body))
         throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
-      return { ok: true };
+      return { ok: true as const };
     },
   );
 
-  app.post<RouterRoute>(
+  app.post(
     '/agent/:router/report',
     {
-      config: agentConfig({ summary: 'Session metrics (SPEC 2.6)', body: ReportBody, response: Ack }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentReport',
+        summary:
+          "Session metrics of the router's sessions (a batch naming another router's is refused whole)",
+        params: RouterParams,
+        body: ReportBody,
+        response: { 200: Ack },
+      },
     },
-    async (request: RouterRequest) => {
-      const body = parseAgentBody(ReportBody, request.body, 'report');
+    async (request) => {
+      const { body } = request;
       const router = routerOf(request);
       const foreign: FieldError[] = [];
       body.sessions.forEach((m, i) => {
@@ -317,21 +351,24 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           ...(m.lastHandshake !== undefined ? { lastHandshake: m.lastHandshake } : {}),
           at,
         });
-      return { ok: true, recorded: body.sessions.length };
+      return { ok: true as const, recorded: body.sessions.length };
     },
   );
 
-  app.post<RouterRoute>(
+  app.post(
     '/agent/:router/modify',
     {
-      config: agentConfig({
-        summary: 'Session status after configuration (SPEC 2.7)',
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentModify',
+        summary: 'Session status after the agent configured it',
+        params: RouterParams,
         body: ModifyBody,
-        response: ModifyAck,
-      }),
+        response: { 200: ModifyAck },
+      },
     },
-    async (request: RouterRequest) => {
-      const body = parseAgentBody(ModifyBody, request.body, 'modify');
+    async (request) => {
+      const { body } = request;
       const router = routerOf(request);
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
@@ -386,13 +423,20 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
     },
   );
 
-  app.post<RouterRoute>(
+  app.post(
     '/agent/:router/mesh/status',
     {
-      config: agentConfig({ summary: 'Mesh peer states', body: MeshStatusBody, response: Ack }),
+      onRequest: agentOnly,
+      schema: {
+        operationId: 'agentMeshStatus',
+        summary: 'Mesh peer states',
+        params: RouterParams,
+        body: MeshStatusBody,
+        response: { 200: Ack },
+      },
     },
-    async (request: RouterRequest) => {
-      const body = parseAgentBody(MeshStatusBody, request.body, 'mesh status');
+    async (request) => {
+      const { body } = request;
       const router = routerOf(request);
       // Only the network's other routers are mesh peers, each once: a made-up name would be stored in
       // the router's status and shown as a peer; the whole report is refused (nothing stored), as
@@ -417,10 +461,10 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
         meshPeers: body.peers,
         meshUpdatedAt: isoNow(),
       });
-      return { ok: true };
+      return { ok: true as const };
     },
   );
-}
+};
 
 function ack(uuid: string, status: SessionStatusCode, removed: boolean) {
   return { ok: true as const, uuid, status, statusName: statusName(status), removed };

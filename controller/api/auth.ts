@@ -1,10 +1,17 @@
 /**
- * Who is calling. An onRequest hook resolves the caller without failing (so the rate limiter can key
- * on it); then each route demands what it needs: a user or admin JWT (preHandlers requireUser,
- * requireAdmin), or the agent token of the router named in the path (requireAgent, the agent routes' last
- * onRequest hook; a token opens no other router's paths).
+ * Who is calling. Every route names its checks in its own `onRequest` list, in this order:
+ * `app.identify` (or `app.identifyAgent`) resolves the caller without failing, so that `app.rateLimit`
+ * (rate-limit.ts) can key on it; then `requireUser`, `requireAdmin` or `requireAgent` refuses a caller
+ * that is not what the route needs, before the body is read or validated. An agent token opens only the
+ * paths of its own router (`:router`).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  HookHandlerDoneFunction,
+  onRequestHookHandler,
+} from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
 import type { Identity, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
@@ -17,9 +24,11 @@ declare module 'fastify' {
     /** The router whose token the caller presented, when it matches the `:router` of the path. */
     agentRouter: string | undefined;
   }
-  interface FastifyContextConfig {
-    /** Route authenticated by a router's agent token. */
-    agent?: boolean;
+  interface FastifyInstance {
+    /** onRequest: reads a Bearer JWT into `request.identity` (or the reason it is not valid). */
+    identify: onRequestHookHandler;
+    /** onRequest: sets `request.agentRouter` when the Bearer token is the agent token of `:router`. */
+    identifyAgent: onRequestHookHandler;
   }
 }
 
@@ -31,11 +40,7 @@ export function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-/**
- * Adds to every route registered after it, as the route's first onRequest hook, the check its kind
- * needs: agent routes compare the router's token, the others verify a JWT. Decided once per route, so
- * the request path does not look the route up again.
- */
+/** Decorates the instance with `identify` and `identifyAgent` for the routes registered in it. */
 export function installAuth(
   app: FastifyInstance,
   deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'> },
@@ -45,14 +50,14 @@ export function installAuth(
   app.decorateRequest('agentRouter', undefined);
   const agentTokens = new AgentTokenVerifier((router) => deps.store.getAgentTokenHash(router));
 
-  const agentAuth: onRequestHookHandler = (request, _reply, done) => {
+  app.decorate('identifyAgent', ((request, _reply, done) => {
     const token = bearer(request);
     const router = (request.params as { router?: string }).router;
     if (token !== undefined && router !== undefined && agentTokens.matches(router, token))
       request.agentRouter = router;
     done();
-  };
-  const userAuth: onRequestHookHandler = (request, _reply, done) => {
+  }) satisfies onRequestHookHandler);
+  app.decorate('identify', ((request, _reply, done) => {
     const token = bearer(request);
     if (token !== undefined) {
       try {
@@ -63,11 +68,7 @@ export function installAuth(
       }
     }
     done();
-  };
-
-  app.addHook('onRoute', (route) => {
-    route.onRequest = [route.config?.agent ? agentAuth : userAuth, ...hookList(route.onRequest)];
-  });
+  }) satisfies onRequestHookHandler);
 }
 
 /** A route's own hooks of one kind as a list (fastify takes none, one or several). */
@@ -75,28 +76,67 @@ export function hookList<T>(hooks: T | T[] | undefined): T[] {
   return hooks === undefined ? [] : (([hooks] as (T | T[])[]).flat() as T[]);
 }
 
-export async function requireUser(request: FastifyRequest): Promise<void> {
-  if (request.identity) return;
-  throw request.authError ?? new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first');
+function userOrRefusal(request: FastifyRequest): Identity | ProblemError {
+  return (
+    request.identity ??
+    request.authError ??
+    new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first')
+  );
 }
 
-export async function requireAdmin(request: FastifyRequest): Promise<void> {
-  await requireUser(request);
-  if (request.identity?.role !== 'admin')
-    throw new ProblemError('FORBIDDEN', 'this action needs an admin token');
+/** onRequest, after `identify`: a user or admin JWT. Callback style, as every hook of a request's path. */
+export function requireUser(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
+  const caller = userOrRefusal(request);
+  done(caller instanceof ProblemError ? caller : undefined);
 }
 
-/** Callback style: it runs before every agent request, and an async hook costs a promise each time. */
+/** onRequest, after `identify`: an admin JWT. */
+export function requireAdmin(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
+  const caller = userOrRefusal(request);
+  if (caller instanceof ProblemError) return done(caller);
+  done(
+    caller.role === 'admin' ? undefined : new ProblemError('FORBIDDEN', 'this action needs an admin token'),
+  );
+}
+
+/** onRequest, after `identifyAgent` and the rate limit: the agent token of the router in the path. */
 export function requireAgent(
   request: FastifyRequest,
   _reply: FastifyReply,
-  done: (err?: Error) => void,
+  done: HookHandlerDoneFunction,
 ): void {
   if (request.agentRouter === undefined)
     return done(
       new ProblemError('INVALID_TOKEN', "the agent token is missing or is not this router's token"),
     );
   done();
+}
+
+/**
+ * The caller of a route whose hooks ran `requireUser` or `requireAdmin`: the identity those made sure
+ * of (INVALID_TOKEN if a route forgot them, rather than acting for nobody).
+ */
+export function caller(request: FastifyRequest): Identity {
+  const identity = userOrRefusal(request);
+  if (identity instanceof ProblemError) throw identity;
+  return identity;
+}
+
+/** What a route's guard asks of the caller, for the OpenAPI document's `security`. */
+export function guardOf(hooks: unknown): 'user' | 'admin' | 'agent' | 'none' {
+  const list = hookList(hooks);
+  if (list.includes(requireAdmin)) return 'admin';
+  if (list.includes(requireUser)) return 'user';
+  if (list.includes(requireAgent)) return 'agent';
+  return 'none';
 }
 
 /** Rate-limit key: the user, the router (agent routes), or before authentication the client address. */

@@ -6,12 +6,25 @@
  * (hex HMAC-SHA256 of the body), GitLab's `X-Gitlab-Token` (the secret itself).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import type { Store } from '../store/store.ts';
 
-const Accepted = Type.Object({ ok: Type.Literal(true) }, { additionalProperties: false });
+const Accepted = Type.Object(
+  { ok: Type.Literal(true) },
+  { additionalProperties: false, examples: [{ ok: true }] },
+);
+/** Documentation only: the body stays bytes (its signature covers them), no schema reads it. */
+const PushEvent = Type.Object(
+  {},
+  {
+    additionalProperties: true,
+    description: "The forge's push event; only its signature is checked",
+    examples: [{ ref: 'refs/heads/main' }],
+  },
+);
 
 function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a);
@@ -36,10 +49,10 @@ export function signedBy(request: FastifyRequest, body: Buffer, secret: string):
   return false;
 }
 
-export async function hookRoutes(
-  app: FastifyInstance,
-  opts: { store: Store; secret: string | undefined },
-): Promise<void> {
+export const hookRoutes: FastifyPluginAsyncTypebox<{ store: Store; secret: string | undefined }> = async (
+  app,
+  opts,
+) => {
   // The signature covers the body's bytes: keep them as they came (this plugin's scope only).
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
     done(null, body),
@@ -47,21 +60,14 @@ export async function hookRoutes(
   app.post(
     '/hooks/git',
     {
-      config: {
-        docs: {
-          summary:
-            "A forge's push webhook: fetch the followed repository now (signed with the shared secret)",
-          auth: 'none',
-          body: Type.Object(
-            {},
-            {
-              additionalProperties: true,
-              description: "The forge's push event; only its signature is checked",
-            },
-          ),
-          response: Accepted,
-        },
+      onRequest: [app.identify, app.rateLimit],
+      schema: {
+        operationId: 'gitPushHook',
+        summary: "A forge's push webhook: fetch the followed repository now (signed with the shared secret)",
+        body: PushEvent,
+        response: { 200: Accepted },
       },
+      validatorCompiler: () => (body) => ({ value: body }),
     },
     async (request) => {
       const { store, secret } = opts;
@@ -80,4 +86,4 @@ export async function hookRoutes(
       return { ok: true as const };
     },
   );
-}
+};

@@ -1,37 +1,49 @@
-/** Unauthenticated routes: health, metrics, the router list and the OpenAPI document. */
-import type { FastifyInstance } from 'fastify';
+/** Unauthenticated routes: health, metrics, the router list, the OpenAPI document and its reference page. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
 import { mergedPolicy } from '../store/rules.ts';
 import type { Store } from '../store/store.ts';
 import { metricsText, register } from '../metrics.ts';
 import { RoutersResponse } from './schemas.ts';
 import { publicRouter } from './views.ts';
-import Type from 'typebox';
 
-export async function publicRoutes(
-  app: FastifyInstance,
-  opts: { store: Store; openapi: () => Record<string, unknown> },
-): Promise<void> {
+const Health = Type.Union(
+  [
+    Type.Object({ status: Type.Literal('ok') }),
+    Type.Object({ status: Type.Literal('degraded'), reason: Type.String() }),
+  ],
+  { examples: [{ status: 'ok' }] },
+);
+const Alive = Type.Object({ status: Type.Literal('ok') }, { examples: [{ status: 'ok' }] });
+const MetricsText = Type.String({
+  description: 'Prometheus text exposition format 0.0.4',
+  examples: ['# HELP active_sessions_total BGP sessions by status\n# TYPE active_sessions_total gauge\n'],
+});
+const OpenApiDocument = Type.Record(Type.String(), Type.Unknown(), {
+  description: 'OpenAPI 3.1',
+  examples: [{ openapi: '3.1.0', info: { title: 'peerops controller API', version: '0.1.0' }, paths: {} }],
+});
+
+export const publicRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  openapi: () => Record<string, unknown>;
+}> = async (app, opts) => {
   const { store } = opts;
   // `ok`, or 503 `degraded` with the reason while the store cannot write (a full or read-only disk):
-  // reads still work, writes answer 503 STORE_UNAVAILABLE until the disk takes them again.
+  // reads still work, writes answer 503 STORE_UNAVAILABLE until the disk takes them again. Not rate
+  // limited, as /livez and /metrics: probes and scrapers must get an answer whatever the load.
   app.get(
     '/health',
     {
-      config: {
-        rateLimit: false,
-        docs: {
-          summary: 'Liveness: ok, or degraded with the reason while the store cannot write',
-          auth: 'none',
-          response: Type.Union([
-            Type.Object({ status: Type.Literal('ok') }),
-            Type.Object({ status: Type.Literal('degraded'), reason: Type.String() }),
-          ]),
-        },
+      schema: {
+        operationId: 'health',
+        summary: 'Liveness: ok, or degraded with the reason while the store cannot write',
+        response: { 200: Health, 503: Health },
       },
     },
     async (_request, reply) => {
       const reason = store.writeProblem?.();
-      if (reason === undefined) return { status: 'ok' };
+      if (reason === undefined) return { status: 'ok' as const };
       return reply.code(503).send({ status: 'degraded', reason });
     },
   );
@@ -40,26 +52,34 @@ export async function publicRoutes(
   app.get(
     '/livez',
     {
-      config: {
-        rateLimit: false,
-        docs: {
-          summary: 'Liveness for probes: the process serves requests (/health also judges the store)',
-          auth: 'none',
-          response: Type.Object({ status: Type.Literal('ok') }),
-        },
+      schema: {
+        operationId: 'livez',
+        summary: 'Liveness for probes: the process serves requests (/health also judges the store)',
+        response: { 200: Alive },
       },
     },
-    async () => ({ status: 'ok' }),
+    async () => ({ status: 'ok' as const }),
   );
   app.get(
     '/metrics',
-    { config: { rateLimit: false, docs: { summary: 'Prometheus metrics (text format)', auth: 'none' } } },
+    {
+      schema: {
+        operationId: 'metrics',
+        summary: 'Prometheus metrics (text format)',
+        response: { 200: { content: { 'text/plain': { schema: MetricsText } } } },
+      },
+    },
     async (_request, reply) => reply.type(register.contentType).send(await metricsText()),
   );
   app.get(
     '/routers',
     {
-      config: { docs: { summary: 'Routers a user can peer with', auth: 'none', response: RoutersResponse } },
+      onRequest: [app.identify, app.rateLimit],
+      schema: {
+        operationId: 'listRouters',
+        summary: 'Routers a user can peer with',
+        response: { 200: RoutersResponse },
+      },
     },
     async () => {
       const counts = new Map<string, number>();
@@ -72,7 +92,16 @@ export async function publicRoutes(
       };
     },
   );
-  app.get('/openapi.json', { config: { docs: { summary: 'This document', auth: 'none' } } }, async () =>
-    opts.openapi(),
+  app.get(
+    '/openapi.json',
+    {
+      onRequest: [app.identify, app.rateLimit],
+      schema: {
+        operationId: 'openapi',
+        summary: 'This document (OpenAPI 3.1)',
+        response: { 200: OpenApiDocument },
+      },
+    },
+    async () => opts.openapi(),
   );
-}
+};

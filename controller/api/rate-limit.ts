@@ -1,17 +1,14 @@
 /**
- * Rate limits of SPEC.md section 8: 60/min per user (or client address before login), 300/min per router
- * on /agent/*, none on routes with `config.rateLimit: false` (/health, /metrics). Every limited answer
- * carries X-RateLimit-Limit, -Remaining and -Reset (Unix epoch seconds); a 429 also Retry-After.
+ * Rate limits (docs/api.md, Rate limits): 60/min per user (or client address before login), 300/min per
+ * router on /agent/*; routes that must answer whatever the load (/health, /livez, /metrics) do not list
+ * `app.rateLimit` among their hooks. Every limited answer carries X-RateLimit-Limit, -Remaining and
+ * -Reset (Unix epoch seconds); a 429 also Retry-After.
  *
  * Counting is rate-limiter-flexible's: fixed windows of one minute per key, in memory, or in Redis
  * (PEEROPS_REDIS_URL) so that replicas share them. While Redis is unreachable each replica counts in
  * memory (the library's insurance limiter): the limits hold per replica instead of not at all. This
- * module is the fastify side: one callback onRequest hook that picks the limit and writes the headers.
- *
- * Not @fastify/rate-limit, which this controller used until 2026-11-22: its per-request path (an async
- * hook awaiting the key, the limit and the store in turn, and a second hook to turn its relative reset
- * into the epoch seconds SPEC.md asks for) cost 5-10 µs of each agent request in `npm run bench:api`,
- * about a third of what the throughput target leaves the controller; a consume here is one promise.
+ * module is the fastify side: one callback onRequest hook that picks the limit and writes the headers
+ * (why not @fastify/rate-limit: docs/decisions.md).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { IncomingMessage } from 'node:http';
@@ -24,12 +21,12 @@ import {
 } from 'rate-limiter-flexible';
 import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
-import { hookList, rateLimitKey } from './auth.ts';
+import { rateLimitKey } from './auth.ts';
 
 declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** `false`: the route is not rate limited (health and metrics). */
-    rateLimit?: false;
+  interface FastifyInstance {
+    /** onRequest, after `identify`/`identifyAgent`: counts the request against the caller's limit. */
+    rateLimit: onRequestHookHandler;
   }
 }
 
@@ -62,9 +59,8 @@ function limiter(points: number, redis: Redis | undefined): RateLimiterAbstract 
 }
 
 /**
- * Adds the limiter to every route registered after it, as the route's own onRequest hook (so the
- * routes that opt out pay nothing), after the authentication hook that names the caller. Returns the
- * same count for the 404 answer, which no route's hooks reach.
+ * Decorates the instance with `rateLimit`, the onRequest hook each limited route lists after the one
+ * that names the caller. Returns the same count for the 404 answer, which no route's hooks reach.
  */
 export function installRateLimit(
   app: FastifyInstance,
@@ -113,10 +109,7 @@ export function installRateLimit(
     );
   };
 
-  app.addHook('onRoute', (route) => {
-    if (route.config?.rateLimit === false) return;
-    route.onRequest = [...hookList(route.onRequest), limit];
-  });
+  app.decorate('rateLimit', limit);
   // For requests no route's hooks see (unknown URLs): the same count, as a promise.
   return (request, reply) =>
     new Promise<void>((resolve, reject) =>

@@ -1,8 +1,13 @@
 /**
  * Request and response bodies of the user and admin APIs, built from the resource fields of
- * common/schema.ts (one definition per field). The agent bodies live in common/agent-api.ts.
+ * common/schema.ts (one definition per field). The agent bodies live in common/agent-api.ts. The routes
+ * name these in their fastify `schema`; /openapi.json is generated from those (openapi.ts).
+ *
+ * A multi-action body is `Actions([...])`: one object schema per action, told apart by `action`. Adding
+ * an action is one schema in the route's list here and one `case` in its handler (the compiler insists).
  */
-import Type, { type Static, type TSchema } from 'typebox';
+import Type, { type Static, type TObject, type TUnion, type TUnsafe } from 'typebox';
+import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-config/index.ts';
 import {
   Asn,
   BgpState,
@@ -30,10 +35,32 @@ import { withoutDefaults } from '../../common/validate.ts';
 
 const Reason = Line(500);
 
-/** `router` of create: the router's UUID (SPEC.md 2.2) or its name. */
+/**
+ * A multi-action body (docs/api.md, Conventions): `oneOf` the variants with `action` as discriminator.
+ * The request type is the union of the variants; validation.ts picks the variant by `action` first, so
+ * an unknown action is INVALID_ACTION and a bad field is INVALID_REQUEST naming it.
+ */
+export function Actions<T extends TObject[]>(variants: [...T]): TUnsafe<Static<TUnion<T>>> {
+  return Type.Unsafe<Static<TUnion<T>>>({ oneOf: variants, discriminator: { propertyName: 'action' } });
+}
+
+/** Sample values of the examples (valid under their formats; the addresses are DN42's). */
+const EXAMPLE = {
+  uuid: '4d7c9a3e-1f2b-4c5d-8e9f-0a1b2c3d4e5f',
+  publicKey: 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=',
+  ipv6: 'fd42:4242:2601:ac12::1',
+  linkLocal: 'fe80::1:1234',
+  ipv4: '172.20.53.97',
+  endpoint: 'peer.example.net:51820',
+} as const;
+
+/** `router` of create: the router's UUID or its name (docs/api.md, create). */
 const RouterRef = Type.Union([Uuid, RouterName]);
 
-export const SessionList = Type.Object({ action: Type.Literal('list') }, { additionalProperties: false });
+export const SessionList = Type.Object(
+  { action: Type.Literal('list') },
+  { additionalProperties: false, examples: [{ action: 'list' }] },
+);
 export const SessionCreate = Type.Object(
   {
     action: Type.Literal('create'),
@@ -47,7 +74,20 @@ export const SessionCreate = Type.Object(
     mpbgp: Type.Optional(Type.Boolean()),
     extendedNextHop: Type.Optional(Type.Boolean()),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        action: 'create',
+        router: 'fra1',
+        ipv6: EXAMPLE.ipv6,
+        linkLocal: EXAMPLE.linkLocal,
+        ipv4: EXAMPLE.ipv4,
+        endpoint: EXAMPLE.endpoint,
+        publicKey: EXAMPLE.publicKey,
+      },
+    ],
+  },
 );
 // Partial updates carry no defaults: a field left out keeps its value.
 export const SessionModify = withoutDefaults(
@@ -58,13 +98,28 @@ export const SessionModify = withoutDefaults(
       endpoint: Type.Optional(Type.Union([Endpoint, Type.Null()])),
       mtu: Type.Optional(Mtu),
     },
-    { additionalProperties: false },
+    {
+      additionalProperties: false,
+      // the handler refuses a modify with neither, in words (a schema's anyOf would name both as missing)
+      description:
+        'Needs `endpoint` or `mtu` (or both): `endpoint` null removes the endpoint. The session is set up again.',
+      examples: [{ action: 'modify', uuid: EXAMPLE.uuid, endpoint: EXAMPLE.endpoint, mtu: 1400 }],
+    },
   ),
 );
-export const SessionUuidAction = (action: string) =>
-  Type.Object({ action: Type.Literal(action), uuid: Uuid }, { additionalProperties: false });
+export const SessionUuidAction = <A extends string>(action: A) =>
+  Type.Object(
+    { action: Type.Literal(action), uuid: Uuid },
+    { additionalProperties: false, examples: [{ action, uuid: EXAMPLE.uuid }] },
+  );
 export const SessionDelete = SessionUuidAction('delete');
 export const SessionRestart = SessionUuidAction('restart');
+/** `config`: the peer's side of a session as files (docs/user-guide.md, "Configure your side"). */
+const PeerConfigFormat = Type.Unsafe<PeerConfigFormat>({ type: 'string', enum: [...PEER_CONFIG_FORMATS] });
+export const SessionConfig = Type.Object(
+  { action: Type.Literal('config'), uuid: Uuid, format: PeerConfigFormat },
+  { additionalProperties: false, examples: [{ action: 'config', uuid: EXAMPLE.uuid, format: 'wg-quick' }] },
+);
 
 export const AdminSessionList = Type.Object(
   {
@@ -73,12 +128,15 @@ export const AdminSessionList = Type.Object(
     asn: Type.Optional(Asn),
     status: Type.Optional(StatusCode),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ action: 'list', router: 'fra1', status: 3 }] },
 );
-export const AdminSessionAction = (action: string) =>
+export const AdminSessionAction = <A extends string>(action: A) =>
   Type.Object(
     { action: Type.Literal(action), uuid: Uuid, reason: Type.Optional(Reason) },
-    { additionalProperties: false },
+    {
+      additionalProperties: false,
+      examples: [{ action, uuid: EXAMPLE.uuid, reason: 'checked the registry' }],
+    },
   );
 /** Removes a session stuck in QUEUED_FOR_DELETE; the reason is required: it is the audit record. */
 export const AdminSessionPurge = Type.Object(
@@ -87,6 +145,7 @@ export const AdminSessionPurge = Type.Object(
     additionalProperties: false,
     description:
       'Removes a session in status 5 (QUEUED_FOR_DELETE) whose agent never tore it down; the commit records the admin and the reason.',
+    examples: [{ action: 'purge', uuid: EXAMPLE.uuid, reason: 'router fra1 was decommissioned' }],
   },
 );
 
@@ -97,7 +156,22 @@ export const AdminSessionPurge = Type.Object(
 const { agentTokenSha256: _hash, uuid: _uuid, ...writableRouterFields } = RouterSpec.properties;
 export const AdminRouterAdd = Type.Object(
   { action: Type.Literal('add'), name: RouterName, uuid: Type.Optional(Uuid), ...writableRouterFields },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        action: 'add',
+        name: 'fra1',
+        displayName: 'Frankfurt 1',
+        nodeId: 1,
+        region: 'eu-central',
+        endpointHost: 'fra1.example.net',
+        publicKey: EXAMPLE.publicKey,
+        linkLocal: 'fe80::1',
+        loopback: { ipv4: '172.20.53.1', ipv6: 'fd42:4242:2601::1' },
+      },
+    ],
+  },
 );
 export const AdminRouterUpdate = Type.Object(
   {
@@ -106,15 +180,24 @@ export const AdminRouterUpdate = Type.Object(
     // Partial drops the object's options: unknown fields (uuid, agentTokenSha256 too) are refused again
     spec: withoutDefaults(Type.Partial(Type.Object(writableRouterFields), { additionalProperties: false })),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ action: 'update', name: 'fra1', spec: { maxSessions: 200, acceptingSessions: true } }],
+  },
 );
-export const AdminRouterName = (action: string) =>
-  Type.Object({ action: Type.Literal(action), name: RouterName }, { additionalProperties: false });
-export const AdminRouterList = Type.Object({ action: Type.Literal('list') }, { additionalProperties: false });
+export const AdminRouterName = <A extends string>(action: A) =>
+  Type.Object(
+    { action: Type.Literal(action), name: RouterName },
+    { additionalProperties: false, examples: [{ action, name: 'fra1' }] },
+  );
+export const AdminRouterList = Type.Object(
+  { action: Type.Literal('list') },
+  { additionalProperties: false, examples: [{ action: 'list' }] },
+);
 
 export const AdminPolicyGet = Type.Object(
   { action: Type.Literal('get'), name: Type.Optional(Type.Union([Type.Literal('default'), RouterName])) },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ action: 'get', name: 'default' }] },
 );
 export const AdminPolicySet = Type.Object(
   {
@@ -125,6 +208,7 @@ export const AdminPolicySet = Type.Object(
   {
     additionalProperties: false,
     description: 'Replaces the whole policy: a field left out is removed (patch changes single fields).',
+    examples: [{ action: 'set', spec: { dn42Asn: 4242420000, blockedAsns: [4242429999] } }],
   },
 );
 export const AdminPolicyPatch = Type.Object(
@@ -137,6 +221,7 @@ export const AdminPolicyPatch = Type.Object(
     additionalProperties: false,
     description:
       'Merges spec into the stored policy as a JSON Merge Patch (RFC 7386): a field given replaces the stored one, objects merge field by field, arrays replace whole, null removes the field.',
+    examples: [{ action: 'patch', name: 'fra1', spec: { blockedAsns: null } }],
   },
 );
 
@@ -210,7 +295,28 @@ export const PublicRouter = Type.Object({
   accepting: Type.Boolean(),
   networkAsn: Type.Union([Asn, Type.Null()]),
 });
-export const RoutersResponse = Type.Object({ routers: Type.Array(PublicRouter) });
+export const RoutersResponse = Type.Object(
+  { routers: Type.Array(PublicRouter) },
+  {
+    examples: [
+      {
+        routers: [
+          {
+            name: 'fra1',
+            uuid: EXAMPLE.uuid,
+            displayName: 'Frankfurt 1',
+            region: 'eu-central',
+            location: 'Frankfurt, DE',
+            endpointHost: 'fra1.example.net',
+            publicKey: EXAMPLE.publicKey,
+            linkLocal: 'fe80::1',
+            accepting: true,
+          },
+        ],
+      },
+    ],
+  },
+);
 
 /** A router as the admin API shows it: its spec without the token hash, its status. */
 export const AdminRouterRecord = Type.Object({
@@ -220,18 +326,63 @@ export const AdminRouterRecord = Type.Object({
   hasAgentToken: Type.Boolean(),
 });
 /** The agent token is in an answer only here, once: add and rotate-token. */
-export const ADMIN_ROUTER_RESPONSES = {
-  list: Type.Object({ routers: Type.Array(AdminRouterRecord) }),
-  add: Type.Object({ router: AdminRouterRecord, agentToken: Type.String() }),
-  update: Type.Object({ router: AdminRouterRecord }),
-  remove: Type.Object({ name: RouterName, removed: Type.Literal(true) }),
-  'rotate-token': Type.Object({ name: RouterName, agentToken: Type.String() }),
-};
+const AdminRouterAnswers = [
+  Type.Object({ routers: Type.Array(AdminRouterRecord) }, { title: 'list' }),
+  Type.Object({ router: AdminRouterRecord, agentToken: Type.String() }, { title: 'add' }),
+  Type.Object({ router: AdminRouterRecord }, { title: 'update' }),
+  Type.Object({ name: RouterName, removed: Type.Literal(true) }, { title: 'remove' }),
+  Type.Object({ name: RouterName, agentToken: Type.String() }, { title: 'rotate-token' }),
+];
 const PolicyRecord = Type.Object({
   name: Type.Union([Type.Literal('default'), RouterName]),
   spec: PolicySpec,
 });
-export const ADMIN_POLICY_RESPONSES = { get: PolicyRecord, set: PolicyRecord, patch: PolicyRecord };
+
+/** The session answer of every action but list and delete: one record, or a deleted stub. */
+const SessionAnswer = Type.Union([SessionRecord, DeletedResponse]);
+const SessionConfigResponse = Type.Object({
+  format: PeerConfigFormat,
+  files: Type.Array(Type.Object({ name: Type.String(), content: Type.String() })),
+});
+
+// ---- the multi-action routes: one list of actions each ----
+
+export const SessionActions = Actions([
+  SessionList,
+  SessionCreate,
+  SessionModify,
+  SessionDelete,
+  SessionRestart,
+  SessionConfig,
+]);
+export const SessionActionAnswer = Type.Union([
+  SessionListResponse,
+  CreateResponse,
+  SessionAnswer,
+  SessionConfigResponse,
+]);
+
+export const AdminSessionActions = Actions([
+  AdminSessionList,
+  AdminSessionAction('approve'),
+  AdminSessionAction('reject'),
+  AdminSessionAction('disable'),
+  AdminSessionAction('enable'),
+  AdminSessionPurge,
+]);
+export const AdminSessionAnswer = Type.Union([AdminSessionListResponse, SessionAnswer]);
+
+export const AdminRouterActions = Actions([
+  AdminRouterList,
+  AdminRouterAdd,
+  AdminRouterUpdate,
+  AdminRouterName('remove'),
+  AdminRouterName('rotate-token'),
+]);
+export const AdminRouterAnswer = Type.Union(AdminRouterAnswers);
+
+export const AdminPolicyActions = Actions([AdminPolicyGet, AdminPolicySet, AdminPolicyPatch]);
+export const AdminPolicyAnswer = PolicyRecord;
 
 export const Problem = Type.Object({
   type: Type.String(),
@@ -241,5 +392,3 @@ export const Problem = Type.Object({
   detail: Type.String(),
   errors: Type.Optional(Type.Array(Type.Object({ pointer: Type.String(), message: Type.String() }))),
 });
-
-export type ActionTable = Record<string, TSchema>;

@@ -1,64 +1,21 @@
 /**
- * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart, config. A user sees and
+ * `POST /session` (docs/api.md, User API): list, create, modify, delete, restart, config. A user sees and
  * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
  * (rules.ts); config's files are common/peer-config's.
  */
-import type { FastifyInstance } from 'fastify';
-import Type, { type Static } from 'typebox';
-import { PEER_CONFIG_FORMATS, peerConfig, type PeerConfigFormat } from '../../common/peer-config/index.ts';
-import { Uuid } from '../../common/schema.ts';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { Identity } from '../auth/jwt.ts';
 import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
 import { mergedPolicy, peerAddressRangeErrors } from '../store/rules.ts';
 import type { Router, Store } from '../store/store.ts';
-import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
-import { requireUser } from './auth.ts';
-import {
-  CreateResponse,
-  DeletedResponse,
-  SessionCreate,
-  SessionDelete,
-  SessionList,
-  SessionListResponse,
-  SessionModify,
-  SessionRecord,
-  SessionRestart,
-} from './schemas.ts';
+import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
+import { caller, requireUser } from './auth.ts';
+import { SessionActionAnswer, SessionActions } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
-
-/** `config`: the peer's side of a session as files (docs/user-guide.md, "Configure your side"). */
-const SessionConfig = Type.Object(
-  {
-    action: Type.Literal('config'),
-    uuid: Uuid,
-    format: Type.String({ enum: [...PEER_CONFIG_FORMATS] }),
-  },
-  { additionalProperties: false },
-);
-const SessionConfigResponse = Type.Object({
-  format: Type.String({ enum: [...PEER_CONFIG_FORMATS] }),
-  files: Type.Array(Type.Object({ name: Type.String(), content: Type.String() })),
-});
-
-export const SESSION_ACTIONS = {
-  list: SessionList,
-  create: SessionCreate,
-  modify: SessionModify,
-  delete: SessionDelete,
-  restart: SessionRestart,
-  config: SessionConfig,
-};
-
-type Body =
-  | Static<typeof SessionList>
-  | Static<typeof SessionCreate>
-  | Static<typeof SessionModify>
-  | { action: 'delete' | 'restart'; uuid: string }
-  | { action: 'config'; uuid: string; format: PeerConfigFormat };
 
 function resolveRouter(store: Store, ref: string): Router {
   const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
@@ -86,10 +43,10 @@ async function assertRouteObjects(
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
-export async function sessionRoutes(
-  app: FastifyInstance,
-  opts: { store: Store; registry?: Registry | undefined },
-): Promise<void> {
+export const sessionRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  registry?: Registry | undefined;
+}> = async (app, opts) => {
   const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
     sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
@@ -97,26 +54,19 @@ export async function sessionRoutes(
   app.post(
     '/session',
     {
-      preHandler: requireUser,
-      config: {
-        docs: {
-          summary: 'Session actions of the calling ASN (admins: every session)',
-          auth: 'user',
-          actions: SESSION_ACTIONS,
-          responses: {
-            list: SessionListResponse,
-            create: CreateResponse,
-            modify: SessionRecord,
-            delete: DeletedResponse,
-            restart: SessionRecord,
-            config: SessionConfigResponse,
-          },
-        },
+      onRequest: [app.identify, app.rateLimit, requireUser],
+      schema: {
+        operationId: 'session',
+        summary: 'Session actions of the calling ASN (admins: every session)',
+        description:
+          'One body per action, chosen by `action` (each has an example). `modify` needs `endpoint` or `mtu`, or both.',
+        body: SessionActions,
+        response: { 200: SessionActionAnswer },
       },
     },
     async (request) => {
-      const identity = request.identity as Identity;
-      const body = parseAction<Body>(request.body, SESSION_ACTIONS);
+      const identity = caller(request);
+      const { body } = request;
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
@@ -273,4 +223,4 @@ export async function sessionRoutes(
       }
     },
   );
-}
+};

@@ -3,15 +3,16 @@
  * every event; and every hook to list or delete): list, create, delete (docs/api.md, docs/notifications.md).
  * The secret is in the create answer only. Deliveries are the notifier's (controller/notify).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { Asn, Timestamp, Uuid } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { EVENT_TYPES, type EventType } from '../notify/events.ts';
 import type { Webhook, WebhookRepository } from '../notify/hooks.ts';
-import { actorOf, parseAction } from './actions.ts';
-import { requireAdmin, requireUser } from './auth.ts';
+import { actorOf } from './actions.ts';
+import { caller, requireAdmin, requireUser } from './auth.ts';
+import { Actions } from './schemas.ts';
 
 /** At most this many hooks per ASN (peers) and in all for admins: each event is a request per hook. */
 export const MAX_HOOKS_PER_OWNER = 10;
@@ -19,17 +20,23 @@ export const MAX_HOOKS_PER_OWNER = 10;
 const WebhookUrl = Type.String({ minLength: 8, maxLength: 2048, pattern: '^https?://[^\\s]+$' });
 const EventList = Type.Array(Type.String({ enum: [...EVENT_TYPES] }), { maxItems: EVENT_TYPES.length });
 
-const WebhookList = Type.Object({ action: Type.Literal('list') }, { additionalProperties: false });
+const EXAMPLE_ID = '0f9e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f';
+const WebhookList = Type.Object(
+  { action: Type.Literal('list') },
+  { additionalProperties: false, examples: [{ action: 'list' }] },
+);
 const WebhookCreate = Type.Object(
   { action: Type.Literal('create'), url: WebhookUrl, events: Type.Optional(EventList) },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ action: 'create', url: 'https://hooks.example.net/peerops', events: ['session.active'] }],
+  },
 );
 const WebhookDelete = Type.Object(
   { action: Type.Literal('delete'), id: Uuid },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ action: 'delete', id: EXAMPLE_ID }] },
 );
-const WEBHOOK_ACTIONS = { list: WebhookList, create: WebhookCreate, delete: WebhookDelete };
-type Body = Static<typeof WebhookList> | Static<typeof WebhookCreate> | Static<typeof WebhookDelete>;
+const WebhookActions = Actions([WebhookList, WebhookCreate, WebhookDelete]);
 
 const WebhookRecord = Type.Object({
   id: Uuid,
@@ -42,7 +49,6 @@ const WebhookRecord = Type.Object({
 const WebhookCreated = Type.Object({ ...WebhookRecord.properties, secret: Type.String() });
 const WebhookListResponse = Type.Object({ webhooks: Type.Array(WebhookRecord) });
 const WebhookDeleted = Type.Object({ id: Uuid, deleted: Type.Literal(true) });
-const RESPONSES = { list: WebhookListResponse, create: WebhookCreated, delete: WebhookDeleted };
 
 /** A hook without its secret: what a list shows. */
 function record(hook: Webhook): Static<typeof WebhookRecord> {
@@ -65,7 +71,7 @@ function checkUrl(value: string): string {
   return url.href;
 }
 
-export async function webhookRoutes(app: FastifyInstance, opts: { hooks: WebhookRepository }): Promise<void> {
+export const webhookRoutes: FastifyPluginAsyncTypebox<{ hooks: WebhookRepository }> = async (app, opts) => {
   const { hooks } = opts;
 
   for (const admin of [false, true]) {
@@ -75,38 +81,19 @@ export async function webhookRoutes(app: FastifyInstance, opts: { hooks: Webhook
     app.post(
       path,
       {
-        preHandler: admin ? requireAdmin : requireUser,
-        // the body is checked by parseAction below, whose problems name the field (docs/api.md, Errors)
-        attachValidation: true,
+        onRequest: [app.identify, app.rateLimit, admin ? requireAdmin : requireUser],
         schema: {
           operationId: admin ? 'adminWebhooks' : 'webhooks',
           summary: admin
             ? "Admins' webhooks (every event); list and delete every hook"
             : "Webhooks for the calling ASN's sessions",
-          // One object, not a union of the actions: fastify's ajv (removeAdditional) would strip a union's
-          // fields of every branch but the first. parseAction checks each action exactly.
-          body: Type.Object({
-            action: Type.String({ enum: Object.keys(WEBHOOK_ACTIONS) }),
-            url: Type.Optional(WebhookUrl),
-            events: Type.Optional(EventList),
-            id: Type.Optional(Uuid),
-          }),
+          body: WebhookActions,
           response: { 200: Type.Union([WebhookListResponse, WebhookCreated, WebhookDeleted]) },
-        },
-        config: {
-          docs: {
-            summary: admin
-              ? "Admins' webhooks (every event); list and delete every hook"
-              : "Webhooks for the calling ASN's sessions",
-            auth: admin ? 'admin' : 'user',
-            actions: WEBHOOK_ACTIONS,
-            responses: RESPONSES,
-          },
         },
       },
       async (request) => {
-        const identity = request.identity as Identity;
-        const body = parseAction<Body>(request.body, WEBHOOK_ACTIONS);
+        const identity = caller(request);
+        const { body } = request;
         switch (body.action) {
           case 'list':
             return { webhooks: (await hooks.list()).filter(mine(identity)).map(record) };
@@ -141,4 +128,4 @@ export async function webhookRoutes(app: FastifyInstance, opts: { hooks: Webhook
       },
     );
   }
-}
+};

@@ -471,10 +471,12 @@ describe('admin policy', () => {
 describe('openapi.json', () => {
   it('documents purge and patch, their bodies and answers', async () => {
     const doc = (await expectOk(h.get('/openapi.json'))).json();
-    const body = (path: string, action: string) =>
-      doc.paths[path].post.requestBody.content['application/json'].schema.oneOf.find(
-        (s: { properties: { action: { const?: string } } }) => s.properties.action.const === action,
-      );
+    // each action's body is a named schema (`<operationId>-<action>`) the discriminator maps to
+    const body = (path: string, action: string) => {
+      const ref =
+        doc.paths[path].post.requestBody.content['application/json'].schema.discriminator.mapping[action];
+      return doc.components.schemas[ref.split('/').pop()];
+    };
     const purge = body('/admin/session', 'purge');
     expect(purge.required).toEqual(expect.arrayContaining(['uuid', 'reason']));
     expect(ajv.validate(purge, { action: 'purge', uuid: '6f7b3f2a-1111-4222-8333-444455556666' })).toBe(

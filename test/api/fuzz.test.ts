@@ -79,7 +79,7 @@ const FIXTURE_POLICY = { dn42Asn: 4242420000 };
 // Built at load, not in beforeAll: the operations name the tests. The harness raises the rate limits
 // (60/min per user, docs/api.md) so that every request reaches its handler.
 const h: Harness = await startHarness();
-const operations: Operation[] = readOperations((await h.get('/openapi.json')).json() as OpenApi);
+const operations: Operation[] = readOperations(withoutRefs((await h.get('/openapi.json')).json() as OpenApi));
 
 interface OpenApi {
   paths: Record<
@@ -92,6 +92,24 @@ interface OpenApi {
       }
     >
   >;
+}
+
+/** The document with every local `$ref` (the actions of multi-action bodies) replaced by its target. */
+function withoutRefs(doc: OpenApi): OpenApi {
+  const resolve = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(resolve);
+    if (node === null || typeof node !== 'object') return node;
+    const ref = (node as { $ref?: unknown }).$ref;
+    if (typeof ref === 'string')
+      return resolve(
+        ref
+          .slice(2)
+          .split('/')
+          .reduce<unknown>((at, key) => (at as Record<string, unknown>)[key], doc),
+      );
+    return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, resolve(v)]));
+  };
+  return resolve(doc) as OpenApi;
 }
 
 function readOperations(doc: OpenApi): Operation[] {

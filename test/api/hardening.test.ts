@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../controller/app.ts';
 import { AUDIENCE, ISSUER } from '../../controller/auth/jwt.ts';
-import { assertSafeNumbers, MAX_JSON_DEPTH } from '../../controller/api/actions.ts';
+import { assertSafeNumbers, MAX_JSON_DEPTH } from '../../controller/api/validation.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { problem, routerFields, sessionFields, startHarness, USER_ASN, type Harness } from './helpers.ts';
 

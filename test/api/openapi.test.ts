@@ -1,22 +1,33 @@
 /**
  * GET /openapi.json against what the app really serves: every route is in it with its request and answer
- * schemas, and real answers of the admin and login routes validate against the schemas it gives.
+ * schemas, generated from the routes' own fastify schemas (an operationId, a summary and an example on
+ * each, no TypeBox internals), and real answers of the session and admin routes validate against the
+ * schemas it gives. Redocly's linter runs on it in openapi-lint.test.ts.
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ajv } from '../../common/validate.ts';
-import { expectOk, routerFields, startHarness, type Harness } from './helpers.ts';
+import { expectOk, routerFields, sessionFields, startHarness, type Harness } from './helpers.ts';
 
 let h: Harness;
-type Doc = { paths: Record<string, Record<string, Operation>> };
+type Doc = {
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, object> };
+};
+type Media = { schema: object; example?: unknown; examples?: Record<string, unknown> };
 type Operation = {
-  requestBody?: { content: Record<string, { schema: object }> };
-  responses: Record<string, { content?: Record<string, { schema: object }> }>;
+  operationId?: string;
+  summary?: string;
+  parameters?: { name: string; in: string; example?: unknown; schema: Record<string, unknown> }[];
+  requestBody?: { content: Record<string, Media> };
+  responses: Record<string, { content?: Record<string, Media> }>;
 };
 let doc: Doc;
 
 beforeAll(async () => {
   h = await startHarness();
+  await h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } });
+  await h.addRouter('fra1');
   doc = (await expectOk(h.get('/openapi.json'))).json();
 });
 afterAll(async () => h?.close());
@@ -61,12 +72,87 @@ describe('GET /openapi.json', () => {
     for (const route of served) expect(all).toContain(route.replace(' /', ' /api/v1/'));
   });
 
-  it('gives an answer schema for every JSON route, and real admin answers validate against it', async () => {
+  it('names, sums up and shows an example of every operation; no TypeBox internals', () => {
+    const ids = new Set<string>();
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const name = `${method} ${path}`;
+        expect(op.operationId, name).toMatch(/^[A-Za-z][A-Za-z0-9]*$/);
+        expect(ids.has(op.operationId ?? ''), `${name}: operationId twice`).toBe(false);
+        ids.add(op.operationId ?? '');
+        expect(op.summary, name).toBeTruthy();
+        const media = [
+          ...Object.values(op.requestBody?.content ?? {}),
+          ...Object.values(op.responses).flatMap((r) => Object.values(r.content ?? {})),
+        ];
+        const examples =
+          media.filter((m) => m.example !== undefined || Object.keys(m.examples ?? {}).length > 0).length +
+          (op.parameters ?? []).filter((p) => p.example !== undefined).length;
+        expect(examples, `${name}: no example`).toBeGreaterThan(0);
+      }
+    expect(JSON.stringify(doc)).not.toMatch(/"~[a-z]+"/);
+  });
+
+  it("reads each route's token from the hooks it lists: every /admin route an admin JWT, every /agent one the router's token", () => {
+    // a route that forgot its onRequest guard (or kept one in preHandler) shows up here as `security: []`
+    const expected = (path: string) =>
+      path.startsWith('/admin/') || path === '/session'
+        ? [{ jwt: [] }]
+        : path.startsWith('/agent/')
+          ? [{ agentToken: [] }]
+          : undefined;
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const security = (op as { security?: unknown }).security;
+        const want = expected(path);
+        if (want) expect(security, `${method} ${path}`).toEqual(want);
+        else expect(security, `${method} ${path}`).toBeDefined();
+      }
+  });
+
+  it('says which answers carry the rate-limit headers: every route but the probes and the scrape', () => {
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const headers = Object.keys((op.responses['200'] as { headers?: object }).headers ?? {});
+        const unlimited = ['/health', '/livez', '/metrics'].includes(path);
+        expect(headers, `${method} ${path}`).toEqual(
+          unlimited ? [] : ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'],
+        );
+      }
+  });
+
+  it('says what the handlers check beyond types: modify needs endpoint or mtu, wait is 0..300', () => {
+    expect(JSON.stringify(doc.components.schemas['session-modify'])).toMatch(/`endpoint` or `mtu`/);
+    const wait = doc.paths['/agent/{router}/sessions']?.get?.parameters?.find((p) => p.name === 'wait');
+    expect(wait).toMatchObject({
+      in: 'query',
+      required: false,
+      schema: { type: 'integer', minimum: 0, maximum: 300 },
+    });
+    // every action of a multi-action body is a named schema the discriminator maps to, with an example
+    const session = doc.paths['/session']?.post?.requestBody?.content['application/json'];
+    expect(Object.keys(session?.examples ?? {}).sort()).toEqual([
+      'create',
+      'delete',
+      'list',
+      'modify',
+      'restart',
+    ]);
+    expect(session?.schema).toMatchObject({ discriminator: { propertyName: 'action' } });
+  });
+
+  it('gives an answer schema for every route, and real answers validate against it', async () => {
     for (const [path, ops] of Object.entries(doc.paths))
       for (const [method, op] of Object.entries(ops))
-        // /metrics is Prometheus text; /openapi.json is this document
-        if (path !== '/metrics' && path !== '/openapi.json')
-          expect(op.responses['200']?.content?.['application/json'], `${method} ${path}`).toBeDefined();
+        expect(Object.keys(op.responses['200']?.content ?? {}), `${method} ${path}`).not.toEqual([]);
+    const session = answerSchema('/session');
+    const created = await h.post('/session', h.user, sessionFields('fra1'));
+    for (const res of [created, await h.post('/session', h.user, { action: 'list' })]) {
+      expect(res.statusCode, res.body).toBe(200);
+      expect(ajv.validate(session, res.json()), `${res.body} ${ajv.errorsText()}`).toBe(true);
+    }
+    const routers = await expectOk(h.get('/routers'));
+    expect(ajv.validate(answerSchema('/routers', 'get'), routers.json()), ajv.errorsText()).toBe(true);
     const router = answerSchema('/admin/router');
     const answers = [
       await h.post('/admin/router', h.admin, { action: 'add', ...routerFields('doc1') }),

@@ -1,5 +1,5 @@
 /**
- * `POST /login` (DESIGN.md section 6), an encapsulated fastify plugin: register it under any prefix.
+ * `POST /login` (docs/login.md), an encapsulated fastify plugin: register it under any prefix.
  *
  *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods}
  *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, expiresAt, role}
@@ -9,11 +9,11 @@
  * attempts from the client address), REGISTRY_UNAVAILABLE 503, INVALID_REQUEST /
  * INVALID_ACTION 400.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest, onErrorHookHandler, onRequestHookHandler } from 'fastify';
 import Type, { type Static } from 'typebox';
 import { isProblem, ProblemError } from '../../../common/errors.ts';
 import { Asn } from '../../../common/schema.ts';
-import { validateOrThrow } from '../../../common/validate.ts';
 import { describeMethod } from './auth-methods.ts';
 import { randomBytes } from 'node:crypto';
 import {
@@ -28,8 +28,8 @@ import {
 import type { AsnAuth, Registry } from './registry.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import { verifyLogin } from './verify.ts';
-import type { RouteDocs } from '../../api/openapi.ts';
-import { assertSafeNumbers } from '../../api/actions.ts';
+import { Actions } from '../../api/schemas.ts';
+import { apiValidatorCompiler } from '../../api/validation.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -72,11 +72,13 @@ export interface LoginPluginOptions {
   failureLimiter?: FailureLimiter;
   /** Without failureLimiter: failed verifications allowed per client address (default 10 per 15 min). */
   failureLimit?: { max?: number; windowMs?: number };
+  /** The route's onRequest hooks (the controller's: identify the caller, count it against its limit). */
+  onRequest?: onRequestHookHandler[];
 }
 
 const ChallengeRequest = Type.Object(
   { action: Type.Literal('challenge'), asn: Asn },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ action: 'challenge', asn: 4242421234 }] },
 );
 const VerifyRequest = Type.Object(
   {
@@ -86,7 +88,17 @@ const VerifyRequest = Type.Object(
     signature: Type.String({ minLength: 1, maxLength: 16384 }),
     publicKey: Type.Optional(Type.String({ minLength: 1, maxLength: 32768 })),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        action: 'verify',
+        asn: 4242421234,
+        challenge: '<the challenge text, as received>',
+        signature: '-----BEGIN SSH SIGNATURE-----\n…\n-----END SSH SIGNATURE-----',
+      },
+    ],
+  },
 );
 const ChallengeResponse = Type.Object({
   challenge: Type.String(),
@@ -105,7 +117,9 @@ const TokenResponse = Type.Object({
 type ChallengeRequest = Static<typeof ChallengeRequest>;
 type VerifyRequest = Static<typeof VerifyRequest>;
 
-export default async function loginPlugin(app: FastifyInstance, opts: LoginPluginOptions): Promise<void> {
+const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, opts) => {
+  // The API's validation (problem details naming the field) wherever the plugin is registered.
+  app.setValidatorCompiler(apiValidatorCompiler());
   const now = opts.now ?? Date.now;
   const key = opts.challengeKey ?? randomBytes(32);
   const used = opts.usedChallenges ?? new MemoryUsedChallenges({ now });
@@ -208,32 +222,31 @@ export default async function loginPlugin(app: FastifyInstance, opts: LoginPlugi
     return { token, expiresAt, role };
   }
 
-  const docs: RouteDocs = {
-    summary: 'Log in with a signature of a maintainer of the ASN (challenge, then verify)',
-    auth: 'none',
-    actions: { challenge: ChallengeRequest, verify: VerifyRequest },
-    responses: { challenge: ChallengeResponse, verify: TokenResponse },
+  // A refused body is the metric's invalid_request, whether the schema or the handler refused it.
+  const countInvalid: onErrorHookHandler = (_request, _reply, err, done) => {
+    if (isProblem(err, 'INVALID_REQUEST') || isProblem(err, 'INVALID_ACTION')) outcome('invalid_request');
+    done();
   };
-  app.post('/login', { config: { docs } }, async (req, reply) => {
-    const body = req.body as { action?: unknown } | null | undefined;
-    const action = body && typeof body === 'object' ? body.action : undefined;
-    try {
-      // The number and depth guard every body passes first (docs/api.md, Conventions, Bodies).
-      assertSafeNumbers(body);
-      if (action === 'challenge')
-        return await challenge(req, reply, validateOrThrow(ChallengeRequest, body, 'login'));
-      if (action === 'verify') return await verify(req, reply, validateOrThrow(VerifyRequest, body, 'login'));
-    } catch (err) {
-      if (isProblem(err, 'INVALID_REQUEST')) outcome('invalid_request');
-      throw err;
-    }
-    outcome('invalid_request');
-    throw new ProblemError(
-      'INVALID_ACTION',
-      action === undefined
-        ? 'login: action is required (challenge or verify)'
-        : 'login: action must be challenge or verify',
-      [{ pointer: '/action', message: 'must be challenge or verify' }],
-    );
-  });
-}
+  app.post(
+    '/login',
+    {
+      onRequest: opts.onRequest ?? [],
+      onError: countInvalid,
+      schema: {
+        operationId: 'login',
+        summary: 'Log in with a signature of a maintainer of the ASN (challenge, then verify)',
+        description:
+          'First `challenge` for the ASN, then `verify` with the challenge signed by a key of one of its maintainers ' +
+          '(docs/login.md). The token answers every other route as `Authorization: Bearer`.',
+        body: Actions([ChallengeRequest, VerifyRequest]),
+        response: { 200: Type.Union([ChallengeResponse, TokenResponse]) },
+      },
+    },
+    async (req, reply) => {
+      const { body } = req;
+      return body.action === 'challenge' ? challenge(req, reply, body) : verify(req, reply, body);
+    },
+  );
+};
+
+export default loginPlugin;
