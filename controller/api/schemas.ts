@@ -311,6 +311,7 @@ export const RoutersResponse = Type.Object(
             publicKey: EXAMPLE.publicKey,
             linkLocal: 'fe80::1',
             accepting: true,
+            networkAsn: 4242420000,
           },
         ],
       },

@@ -41,12 +41,11 @@ it('redocly lint of the served /openapi.json: no errors', async () => {
     totals?: { errors: number; warnings: number };
     problems?: { ruleId: string; severity: string; message: string; location: { pointer: string }[] }[];
   };
-  const errors = (report.problems ?? [])
-    .filter((p) => p.severity === 'error')
-    .map((p) => `${p.ruleId} ${p.location[0]?.pointer ?? ''}: ${p.message}`);
+  const problems = (report.problems ?? []).map(
+    (p) => `${p.severity} ${p.ruleId} ${p.location[0]?.pointer ?? ''}: ${p.message}`,
+  );
   expect(report.totals, run.stderr).toBeDefined();
-  expect(errors).toEqual([]);
-  expect(report.totals?.errors).toBe(0);
   // warnings too, today: say so in redocly.yaml with the reason before accepting one
-  expect(report.totals?.warnings).toBe(0);
+  expect(problems).toEqual([]);
+  expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
 }, 120_000);

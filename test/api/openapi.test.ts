@@ -132,6 +132,7 @@ describe('GET /openapi.json', () => {
     // every action of a multi-action body is a named schema the discriminator maps to, with an example
     const session = doc.paths['/session']?.post?.requestBody?.content['application/json'];
     expect(Object.keys(session?.examples ?? {}).sort()).toEqual([
+      'config',
       'create',
       'delete',
       'list',
