@@ -42,6 +42,7 @@ import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-sta
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
 import { hookRoutes } from './api/hooks.ts';
+import portalPlugin from './portal/plugin.ts';
 
 export interface AppOptions {
   store: Store;
@@ -241,6 +242,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });
+  await app.register(portalPlugin);
   return app;
 }
 
