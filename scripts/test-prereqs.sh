@@ -16,6 +16,7 @@ declare -A need=(
   [redis-server]=redis-server
   [curl]=curl
   [openssl]=openssl
+  [chromium]=chromium
 )
 missing=()
 for cmd in "${!need[@]}"; do
