@@ -168,7 +168,7 @@ describe('portal', () => {
     await expectNoSidewaysScroll(page, 'login at 390 px');
     await expectAccessible(page, 'login at 390 px');
     await logInWithSsh(page, USER_ASN, peerKey);
-    await page.locator('article.session').waitFor();
+    await page.getByRole('heading', { name: 'Your sessions' }).waitFor();
     await expectNoSidewaysScroll(page, 'sessions at 390 px');
     await expectAccessible(page, 'sessions at 390 px');
     await page.getByLabel('Language').selectOption('zh-CN');
