@@ -1,7 +1,10 @@
 /**
- * `peerops session list|show|create|modify|delete|restart`: the user's sessions over POST /session. A
- * session is named by its UUID or a unique prefix of it (docs/cli.md).
+ * `peerops session list|show|create|modify|delete|restart|config`: the user's sessions over POST /session.
+ * A session is named by its UUID or a unique prefix of it (docs/cli.md).
  */
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PEER_CONFIG_FORMATS } from '../common/peer-config/index.ts';
 import { showable } from '../common/text.ts';
 import {
   CliError,
@@ -16,7 +19,7 @@ import {
   unknownWord,
 } from './client.ts';
 
-export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart'] as const;
+export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart', 'config'] as const;
 
 const USAGE = `usage: peerops session <action> [options]
 
@@ -27,6 +30,9 @@ const USAGE = `usage: peerops session <action> [options]
   modify UUID [--endpoint HOST:PORT | --no-endpoint] [--mtu N]
   delete UUID
   restart UUID
+  config UUID --format wg-quick|networkd|bird|frr [--out DIR]
+                                         your side's configuration: printed, or written into DIR
+                                         (mode 600; the private key is a placeholder to replace)
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)`;
@@ -43,7 +49,30 @@ export const OPTIONS = {
   mtu: { type: 'string' },
   'no-mpbgp': { type: 'boolean' },
   'no-extended-next-hop': { type: 'boolean' },
+  format: { type: 'string' },
+  out: { type: 'string' },
 } as const;
+
+interface ConfigAnswer {
+  format: string;
+  files: { name: string; content: string }[];
+}
+
+/** Writes the files into `dir`, owner-only (the wg-quick file will hold the private key). */
+async function writeConfigFiles(dir: string, files: ConfigAnswer['files']): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const paths: string[] = [];
+  for (const file of files) {
+    // the controller names the files; a name is never a path
+    if (!/^[A-Za-z0-9_=+.-]+$/.test(file.name) || file.name.startsWith('.'))
+      throw new CliError('INVALID_ANSWER', `the controller answered an unusable file name: ${file.name}`);
+    const path = join(dir, file.name);
+    await writeFile(path, file.content, { mode: 0o600 });
+    await chmod(path, 0o600);
+    paths.push(path);
+  }
+  return paths;
+}
 
 interface SessionRecord {
   uuid: string;
@@ -228,6 +257,29 @@ export async function main(argv: string[]): Promise<number> {
           throw new CliError('USAGE', 'modify needs --endpoint HOST:PORT, --no-endpoint or --mtu N');
         const res = await client.post<SessionRecord>('/session', body);
         output(format, res, () => describe(res));
+        return 0;
+      }
+      case 'config': {
+        const id = await needUuid();
+        const wanted = values.format;
+        if (wanted === undefined)
+          throw new CliError('USAGE', `config needs --format ${PEER_CONFIG_FORMATS.join('|')}`);
+        if (!(PEER_CONFIG_FORMATS as readonly string[]).includes(wanted))
+          throw unknownWord('format', wanted, PEER_CONFIG_FORMATS);
+        const res = await client.post<ConfigAnswer>('/session', {
+          action: 'config',
+          uuid: id,
+          format: wanted,
+        });
+        if (values.out !== undefined) {
+          const paths = await writeConfigFiles(values.out, res.files);
+          output(format, { ...res, written: paths }, () => paths.map((p) => `wrote ${p}`).join('\n'));
+        } else
+          output(format, res, () =>
+            res.files.length === 1
+              ? (res.files[0]?.content ?? '').trimEnd()
+              : res.files.map((f) => `# ---- ${f.name}\n${f.content.trimEnd()}`).join('\n\n'),
+          );
         return 0;
       }
       case 'delete':

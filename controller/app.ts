@@ -43,6 +43,8 @@ import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
 import { hookRoutes } from './api/hooks.ts';
 import portalPlugin from './portal/plugin.ts';
+import { webhookRoutes } from './api/webhooks.ts';
+import { FileWebhooks, Notifier } from './notify/index.ts';
 
 export interface AppOptions {
   store: Store;
@@ -52,6 +54,11 @@ export interface AppOptions {
   logger: FastifyBaseLogger | false;
   /** `/login` (challenge signing, DESIGN.md section 6); without it the route does not exist. */
   login?: { registry: Registry; serviceHost: string; admins: number[] };
+  /**
+   * Webhooks (docs/notifications.md); default: hooks in `<dataDir>/webhooks.json`. The caller starts its
+   * leader part with the reconciler; the app closes it.
+   */
+  notifier?: Notifier;
   /** Internal, for tests: the request timeout instead of the documented 30 s. */
   requestTimeoutMs?: number;
 }
@@ -200,9 +207,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
   });
   const removeSource = addMetricsSource(store, config);
+  const notifier =
+    opts.notifier ??
+    new Notifier({
+      store,
+      hooks: new FileWebhooks(config.dataDir),
+      ...(opts.logger ? { logger: opts.logger } : {}),
+    });
   app.addHook('onClose', async () => {
     clearInterval(closeIdle);
     removeSource();
+    await notifier.close();
   });
 
   let document: Record<string, unknown> | undefined;
@@ -236,7 +251,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       });
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
-    await scope.register(adminRoutes, { store });
+    await scope.register(adminRoutes, {
+      store,
+      onRejected: (session, reason) => void notifier.rejected(session, reason),
+    });
+    await scope.register(webhookRoutes, { hooks: notifier.hooks });
     await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
   };

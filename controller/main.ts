@@ -17,6 +17,7 @@ import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { Reconciler } from './reconcile/index.ts';
+import { FileWebhooks, Notifier, notifierEnv } from './notify/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-remote URL] [--git-branch NAME]
@@ -155,11 +156,22 @@ async function start(
         'PEEROPS_SERVICE_HOST is not set: login challenges name this machine; `peerops login` refuses them when it reaches the service by another name',
       );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
+  // Webhooks beside the store: a Secret shared by the replicas, or a file in the data dir (notify/hooks.ts).
+  const notifier = new Notifier({
+    store,
+    hooks:
+      store.backend === 'kubernetes'
+        ? (await import('./notify/kubernetes.ts')).kubernetesWebhooks()
+        : new FileWebhooks(config.dataDir),
+    logger,
+    ...notifierEnv(),
+  });
   const app = await buildApp({
     store,
     tokens,
     config,
     logger,
+    notifier,
     ...(registry
       ? { login: { registry, serviceHost: config.serviceHost ?? hostname(), admins: config.adminAsns } }
       : {}),
@@ -169,16 +181,28 @@ async function start(
     logger,
     stuckAfterSeconds: config.stuckAfterSeconds,
     offlineAfterSeconds: config.offlineAfterSeconds,
+    onConditionRaised: (c) => void notifier.conditionRaised(c),
   });
+  // What only the leader does: reconcile, and send the events read from the store's state.
+  const leaderWork = {
+    start: () => {
+      reconciler.start();
+      notifier.start();
+    },
+    stop: async () => {
+      await notifier.stop();
+      await reconciler.stop();
+    },
+  };
   // Kubernetes store: every replica serves the API, only the holder of the Lease reconciles
   const elector =
     store.backend === 'kubernetes'
-      ? (await import('./store/kubernetes/index.ts')).electReconciler(reconciler, { logger })
+      ? (await import('./store/kubernetes/index.ts')).electReconciler(leaderWork, { logger })
       : undefined;
-  if (!elector) reconciler.start();
+  if (!elector) leaderWork.start();
   opened.push(async () => {
     await elector?.stop();
-    await reconciler.stop();
+    await leaderWork.stop();
   });
   opened.push(() => app.close());
   const address = await listen(app, config.listen);

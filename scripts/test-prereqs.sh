@@ -17,6 +17,9 @@ declare -A need=(
   [curl]=curl
   [openssl]=openssl
   [chromium]=chromium
+  [vtysh]=frr
+  [strings]=binutils
+  [/usr/lib/systemd/systemd-networkd]=systemd
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -32,8 +35,8 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Debian starts a system BIRD and Prometheus on install; the tests run their own.
-for svc in bird prometheus prometheus-node-exporter; do
+# Debian starts a system BIRD, Prometheus and FRR on install; the tests run their own.
+for svc in bird prometheus prometheus-node-exporter frr; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     systemctl stop "$svc" || true
   fi

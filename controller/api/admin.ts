@@ -14,7 +14,7 @@ import { validate, validateOrThrow } from '../../common/validate.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
 import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../store/rules.ts';
-import type { Store } from '../store/store.ts';
+import type { Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';
 import {
@@ -98,7 +98,14 @@ function refuseFixedRouterFields(body: unknown): void {
     throw new ProblemError('INVALID_REQUEST', `update ${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
-export async function adminRoutes(app: FastifyInstance, opts: { store: Store }): Promise<void> {
+export async function adminRoutes(
+  app: FastifyInstance,
+  opts: {
+    store: Store;
+    /** Told of each rejection with its reason (notifications: the reason is in no stored state). */
+    onRejected?: (session: Session, reason: string | undefined) => void;
+  },
+): Promise<void> {
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
   const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
@@ -162,6 +169,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { store: Store }):
         actorOf(identity),
         `${body.action} session ${current.name}${what}${why}`,
       );
+      if (body.action === 'reject') opts.onRejected?.(current, body.reason);
       if (body.action === 'purge')
         request.log.warn(
           { session: current.name, uuid: body.uuid, actor: actorOf(identity).name, reason: body.reason },

@@ -1,9 +1,11 @@
 /**
- * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart. A user sees and changes
+ * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart, config. A user sees and changes
  * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (rules.ts).
  */
 import type { FastifyInstance } from 'fastify';
-import type { Static } from 'typebox';
+import Type, { type Static } from 'typebox';
+import { PEER_CONFIG_FORMATS, peerConfig, type PeerConfigFormat } from '../../common/peer-config/index.ts';
+import { Uuid } from '../../common/schema.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
@@ -27,19 +29,35 @@ import {
 } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
+/** `config`: the peer's side of a session as files (docs/user-guide.md, "Configure your side"). */
+const SessionConfig = Type.Object(
+  {
+    action: Type.Literal('config'),
+    uuid: Uuid,
+    format: Type.String({ enum: [...PEER_CONFIG_FORMATS] }),
+  },
+  { additionalProperties: false },
+);
+const SessionConfigResponse = Type.Object({
+  format: Type.String({ enum: [...PEER_CONFIG_FORMATS] }),
+  files: Type.Array(Type.Object({ name: Type.String(), content: Type.String() })),
+});
+
 export const SESSION_ACTIONS = {
   list: SessionList,
   create: SessionCreate,
   modify: SessionModify,
   delete: SessionDelete,
   restart: SessionRestart,
+  config: SessionConfig,
 };
 
 type Body =
   | Static<typeof SessionList>
   | Static<typeof SessionCreate>
   | Static<typeof SessionModify>
-  | { action: 'delete' | 'restart'; uuid: string };
+  | { action: 'delete' | 'restart'; uuid: string }
+  | { action: 'config'; uuid: string; format: PeerConfigFormat };
 
 function resolveRouter(store: Store, ref: string): Router {
   const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
@@ -89,6 +107,7 @@ export async function sessionRoutes(
             modify: SessionRecord,
             delete: DeletedResponse,
             restart: SessionRecord,
+            config: SessionConfigResponse,
           },
         },
       },
@@ -201,6 +220,39 @@ export async function sessionRoutes(
           );
           if (!updated) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
           return view(updated);
+        }
+        case 'config': {
+          const session = findOwned(store, identity, body.uuid);
+          const router = store.getRouter(session.spec.router);
+          if (!router)
+            throw new ProblemError(
+              'INVALID_STATE',
+              `router ${session.spec.router} of this session no longer exists`,
+            );
+          const networkAsn = mergedPolicy(store, router.name).dn42Asn;
+          if (networkAsn === undefined)
+            throw new ProblemError(
+              'INVALID_STATE',
+              "the network's ASN is not set (the policy's dn42Asn): ask its operator",
+            );
+          const { spec } = session;
+          const files = peerConfig(body.format, {
+            session: {
+              ...spec,
+              mpbgp: spec.mpbgp ?? true,
+              extendedNextHop: spec.extendedNextHop ?? true,
+            },
+            router: {
+              name: router.name,
+              displayName: router.spec.displayName,
+              endpointHost: router.spec.endpointHost,
+              publicKey: router.spec.publicKey,
+              linkLocal: router.spec.linkLocal,
+              ipv4: router.spec.loopback.ipv4,
+            },
+            networkAsn,
+          });
+          return { format: body.format, files };
         }
         case 'delete': {
           const current = findOwned(store, identity, body.uuid);

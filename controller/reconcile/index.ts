@@ -25,6 +25,8 @@ export interface ReconcilerOptions {
   stuckAfterSeconds: number;
   offlineAfterSeconds: number;
   intervalMs?: number;
+  /** Told of a condition when it first appears (notifications: an agent offline). */
+  onConditionRaised?: (condition: Condition) => void;
 }
 
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
@@ -82,8 +84,10 @@ export class Reconciler {
     const note = (c: Omit<Condition, 'since'>) => {
       const key = `${c.type}/${c.subject}`;
       found.set(key, { ...c, since: this.current.get(key)?.since ?? at });
-      if (!this.current.has(key))
+      if (!this.current.has(key)) {
         this.opts.logger?.warn({ condition: c.type, subject: c.subject }, c.message);
+        this.opts.onConditionRaised?.({ ...c, since: at });
+      }
     };
     for (const router of store.listRouters()) {
       const last = router.status.lastHeartbeat ? Date.parse(router.status.lastHeartbeat) : undefined;

@@ -1,0 +1,143 @@
+/**
+ * The notification events (docs/notifications.md): their names, who may receive each, their payload,
+ * and the one reading of a session's status change as an event. Pure.
+ */
+import { createHash } from 'node:crypto';
+import { SessionStatus } from '../../common/status.ts';
+import type { Router, Session } from '../store/store.ts';
+
+export const EVENT_TYPES = [
+  'session.created',
+  'session.pending_review',
+  'session.approved',
+  'session.rejected',
+  'session.active',
+  'session.error',
+  'session.setup_failed',
+  'session.deleted',
+  'router.agent_offline',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** Events only admins' hooks receive: a peer learns of its own sessions' decisions and states. */
+const ADMIN_ONLY: ReadonlySet<EventType> = new Set([
+  'session.created',
+  'session.pending_review',
+  'router.agent_offline',
+]);
+
+/** The session as an event carries it: what identifies it and where it stands, nothing secret. */
+export interface EventSession {
+  uuid: string;
+  name: string;
+  asn: number;
+  router: string;
+  status: string;
+  lastError: { code: string; message: string } | null;
+}
+
+export interface NotificationEvent {
+  /** Stable for the same change seen twice (a receiver can drop a repeat by it). */
+  id: string;
+  type: EventType;
+  /** ISO time of the change (the status's lastTransitionTime where there is one). */
+  occurredAt: string;
+  session?: EventSession;
+  router?: { name: string; lastHeartbeat: string | null };
+  /** Why: a rejection's reason, an offline agent's last heartbeat. */
+  reason?: string;
+}
+
+/** May a hook of this scope receive the event? Admin hooks: everything; an ASN's hook: its sessions' events. */
+export function visibleTo(hook: { asn: number | null }, event: NotificationEvent): boolean {
+  if (hook.asn === null) return true;
+  return !ADMIN_ONLY.has(event.type) && event.session?.asn === hook.asn;
+}
+
+function eventId(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\n')).digest('hex').slice(0, 32);
+}
+
+export function eventSession(session: Session): EventSession {
+  return {
+    uuid: session.spec.uuid,
+    name: session.name,
+    asn: session.spec.asn,
+    router: session.spec.router,
+    status: session.status.name,
+    lastError: session.status.lastError ?? null,
+  };
+}
+
+export function sessionEvent(
+  type: EventType,
+  session: Session,
+  at: string,
+  reason?: string,
+): NotificationEvent {
+  return {
+    id: eventId(type, session.spec.uuid, at),
+    type,
+    occurredAt: at,
+    session: eventSession(session),
+    ...(reason !== undefined ? { reason } : {}),
+  };
+}
+
+export function agentOfflineEvent(router: Router, at: string): NotificationEvent {
+  const last = router.status.lastHeartbeat ?? null;
+  return {
+    id: eventId('router.agent_offline', router.name, last ?? 'never'),
+    type: 'router.agent_offline',
+    occurredAt: at,
+    router: { name: router.name, lastHeartbeat: last },
+    reason: last === null ? 'no heartbeat yet' : `no heartbeat since ${last}`,
+  };
+}
+
+/** The event a status moving from `before` (undefined: new) to `after` means, if any. */
+function statusEventType(before: number | undefined, after: number): EventType | undefined {
+  if (before === after) return undefined;
+  switch (after) {
+    case SessionStatus.PENDING_REVIEW:
+      return before === undefined ? 'session.pending_review' : undefined;
+    case SessionStatus.QUEUED_FOR_SETUP:
+      return before === SessionStatus.PENDING_REVIEW ? 'session.approved' : undefined;
+    case SessionStatus.ACTIVE:
+      return 'session.active';
+    case SessionStatus.ERROR:
+      return 'session.error';
+    case SessionStatus.SETUP_FAILED:
+      return 'session.setup_failed';
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The events between two readings of one session. `before` undefined: it appeared; `after` undefined: it
+ * is gone (`session.deleted`, whatever removed it). An admin's rejection is told, with its reason, by the
+ * replica that served it (Notifier.rejected); the one rejection the state tells of is the reconciler's,
+ * of a PENDING_REVIEW session whose router is gone.
+ */
+export function sessionEvents(
+  before: Session | undefined,
+  after: Session | undefined,
+  now: string,
+  routerExists: (name: string) => boolean,
+): NotificationEvent[] {
+  if (after === undefined) {
+    if (before === undefined) return [];
+    const orphan =
+      before.status.code === SessionStatus.PENDING_REVIEW && !routerExists(before.spec.router)
+        ? [sessionEvent('session.rejected', before, now, `router ${before.spec.router} was removed`)]
+        : [];
+    return [...orphan, sessionEvent('session.deleted', before, now)];
+  }
+  const at = after.status.lastTransitionTime ?? now;
+  const events: NotificationEvent[] = [];
+  if (before === undefined) events.push(sessionEvent('session.created', after, after.spec.createdAt ?? at));
+  const type = statusEventType(before?.status.code, after.status.code);
+  if (type) events.push(sessionEvent(type, after, at));
+  return events;
+}

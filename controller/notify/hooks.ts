@@ -1,0 +1,96 @@
+/**
+ * Where webhook definitions live, with the secret each delivery is signed with. Beside the store, not in
+ * it (docs/decisions.md, "Webhook secrets beside the store"): the git store's history is pushed to forges
+ * and kept for ever, and custom resources are readable by whoever may read peerops resources. So:
+ * - git store (one instance): `<dataDir>/webhooks.json`, mode 0600, replaced atomically;
+ * - Kubernetes store (several replicas): the Secret `peerops-webhooks` (kubernetes.ts).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { atomicWriteFile } from '../../common/atomic-write.ts';
+import type { EventType } from './events.ts';
+
+export interface Webhook {
+  id: string;
+  url: string;
+  /** null: an admin's hook (every event); else the ASN whose sessions' events it receives. */
+  asn: number | null;
+  /** Only these events; empty: every event the hook may receive. */
+  events: EventType[];
+  /** base64url of 32 random bytes: the HMAC-SHA256 key. Never logged, returned once at creation. */
+  secret: string;
+  createdAt: string;
+  createdBy: string;
+}
+
+export type NewWebhook = Pick<Webhook, 'url' | 'asn' | 'events' | 'createdBy'>;
+
+export interface WebhookRepository {
+  list(): Promise<Webhook[]>;
+  /** Adds the hook; `admit` sees the hooks there are, in the same write, and throws to refuse. */
+  create(hook: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook>;
+  /** Removes the hook if `match` accepts it; false when there is no such hook (or it is not the caller's). */
+  delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean>;
+}
+
+export function newHook(input: NewWebhook): Webhook {
+  return {
+    id: randomUUID(),
+    ...input,
+    secret: randomBytes(32).toString('base64url'),
+    createdAt: new Date().toISOString(),
+  };
+}
+
+export function parseHooks(text: string | undefined): Webhook[] {
+  if (!text) return [];
+  const value = JSON.parse(text) as { webhooks?: Webhook[] };
+  return Array.isArray(value.webhooks) ? value.webhooks : [];
+}
+
+export const serialise = (hooks: Webhook[]) => `${JSON.stringify({ webhooks: hooks }, null, 2)}\n`;
+
+/** The git store's repository: one file in the data dir, owner-only; writes one at a time. */
+export class FileWebhooks implements WebhookRepository {
+  private readonly path: string;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(dataDir: string) {
+    this.path = join(dataDir, 'webhooks.json');
+  }
+
+  async list(): Promise<Webhook[]> {
+    try {
+      return parseHooks(await readFile(this.path, 'utf8'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  private change<T>(edit: (hooks: Webhook[]) => { hooks: Webhook[]; result: T }): Promise<T> {
+    const next = this.queue.then(async () => {
+      const { hooks, result } = edit(await this.list());
+      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 });
+      return result;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
+    const hook = newHook(input);
+    return this.change((hooks) => {
+      admit?.(hooks);
+      return { hooks: [...hooks, hook], result: hook };
+    });
+  }
+
+  delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean> {
+    return this.change((hooks) => {
+      const keep = hooks.filter((h) => h.id !== id || !match(h));
+      return { hooks: keep, result: keep.length !== hooks.length };
+    });
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * Notifications (docs/notifications.md): the webhook definitions, their delivery, and the events. The
+ * events read from the store's state are the reconcile leader's to send (start/stop with the reconciler);
+ * an event whose cause the state does not hold (a rejection's reason) is sent by the replica that made
+ * the change (publish). Either way, once per event.
+ */
+import type { Logger } from 'pino';
+import type { Condition } from '../reconcile/index.ts';
+import type { Session, Store } from '../store/store.ts';
+import { Dispatcher, type DispatcherOptions } from './deliver.ts';
+import { agentOfflineEvent, sessionEvent, type NotificationEvent } from './events.ts';
+import type { WebhookRepository } from './hooks.ts';
+import { SessionEventWatcher } from './watch.ts';
+
+export { FileWebhooks, type Webhook, type WebhookRepository } from './hooks.ts';
+export { signature, SIGNATURE_HEADER } from './deliver.ts';
+export { EVENT_TYPES, type NotificationEvent } from './events.ts';
+
+export interface NotifierOptions extends Omit<DispatcherOptions, 'hooks' | 'logger'> {
+  store: Store;
+  hooks: WebhookRepository;
+  logger?: Pick<Logger, 'warn' | 'info' | 'error' | 'debug'>;
+}
+
+export class Notifier {
+  readonly hooks: WebhookRepository;
+  private readonly store: Store;
+  private readonly dispatcher: Dispatcher;
+  private readonly watcher: SessionEventWatcher;
+
+  constructor(opts: NotifierOptions) {
+    const { store, hooks, logger, ...delivery } = opts;
+    this.hooks = hooks;
+    this.store = store;
+    this.dispatcher = new Dispatcher({ hooks, ...(logger ? { logger } : {}), ...delivery });
+    this.watcher = new SessionEventWatcher({ store, publish: (e) => this.publish(e) });
+  }
+
+  publish(event: NotificationEvent): Promise<void> {
+    return this.dispatcher.publish(event);
+  }
+
+  /** An admin rejected a session: the reason is in no state the leader could read. */
+  rejected(session: Session, reason: string | undefined): Promise<void> {
+    return this.publish(sessionEvent('session.rejected', session, new Date().toISOString(), reason));
+  }
+
+  /** A condition the leader's reconciler raised: an agent offline is told to admins. */
+  conditionRaised(condition: Condition): Promise<void> {
+    const router = condition.type === 'AgentOffline' ? this.store.getRouter(condition.subject) : undefined;
+    return router ? this.publish(agentOfflineEvent(router, condition.since)) : Promise.resolve();
+  }
+
+  /** The leader's part: start and stop with the reconciler. */
+  start(): void {
+    this.watcher.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.watcher.stop();
+  }
+
+  /** On shutdown: stop watching, drop waiting retries, finish attempts under way. */
+  async close(): Promise<void> {
+    await this.watcher.stop();
+    await this.dispatcher.stop();
+  }
+}
+
+/** PEEROPS_WEBHOOK_ALLOW_PRIVATE=true lets peers' hooks reach private addresses (a lab, a test). */
+export function notifierEnv(
+  env: NodeJS.ProcessEnv = process.env,
+): Pick<NotifierOptions, 'allowPrivateTargets'> {
+  return { allowPrivateTargets: env['PEEROPS_WEBHOOK_ALLOW_PRIVATE'] === 'true' };
+}
