@@ -6,23 +6,43 @@
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, ReportBody } from '../common/agent-api.ts';
+import type { Condition } from '../common/schema.ts';
+import { oneLine } from '../common/text.ts';
 import { VERSION } from '../common/version.ts';
 import { BirdApplier } from './bird/apply.ts';
 import { BirdControl } from './bird/control.ts';
 import type { AgentConfig } from './config.ts';
-import type { ControlPlaneClient } from './sync/client.ts';
+import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
 import { collectMetrics } from './sync/metrics.ts';
-import { Reconciler, type ReconcileHooks, type PassResult } from './sync/reconcile.ts';
+import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
+import { systemWireGuard } from './wireguard/interface.ts';
 
 const LONG_POLL_MAX_S = 55;
+/** The exit code when the controller refuses the agent's token (docs/agent.md): restarted with backoff. */
+export const UNAUTHORIZED_EXIT = 77;
+
+export interface HealthCheck {
+  ok: boolean;
+  /** Why not, precisely (absent when ok). */
+  reason?: string;
+}
+
+export interface Health {
+  ok: boolean;
+  bird: boolean;
+  controller: boolean;
+  checks: { bird: HealthCheck; controller: HealthCheck; config: HealthCheck };
+  version: string;
+  uptime: number;
+}
 
 export class Agent {
   readonly config: AgentConfig;
   readonly client: ControlPlaneClient;
   readonly bird: BirdControl;
   readonly applier: BirdApplier;
-  readonly reconciler: Reconciler;
+  readonly reconciler: NodeReconciler;
   private readonly log: Logger;
   private readonly started = Date.now();
   private readonly stop = new AbortController();
@@ -40,12 +60,19 @@ export class Agent {
   /** Settles after the first pass that fetched from the controller and reconciled: this version works here. */
   readonly firstPass: Promise<void>;
   private passed: () => void = () => undefined;
+  /** Settles with an exit code when the agent cannot go on (the controller refused its token). */
+  readonly fatal: Promise<number>;
+  private fail: (code: number) => void = () => undefined;
+  /** When the node condition last changed (its lastTransitionTime). */
+  private conditionSince = new Date().toISOString();
+  private conditionKey = '';
 
   constructor(config: AgentConfig, log: Logger, client: ControlPlaneClient, hooks?: ReconcileHooks) {
     this.config = config;
     this.log = log;
     this.client = client;
     this.firstPass = new Promise((resolve) => (this.passed = resolve));
+    this.fatal = new Promise((resolve) => (this.fail = resolve));
     this.metrics = new AgentMetrics({
       // the agent's own verdict of the last pass where it reported one, else the controller's status
       sessions: () => {
@@ -54,6 +81,7 @@ export class Agent {
       },
       lastReport: () => this.lastReport,
       configureCalls: () => this.applier.configureCalls,
+      configApplied: () => this.reconciler.nodeProblem === undefined,
       health: () => this.health(),
     });
     this.bird = new BirdControl(config.routing.controlSocket, {
@@ -62,8 +90,9 @@ export class Agent {
     });
     this.applier = new BirdApplier(this.bird, config.birdMainConfig);
     const templateFile = config.routing.ebgpConfTemplateFile;
-    this.reconciler = new Reconciler({
+    this.reconciler = new NodeReconciler({
       config,
+      wireguard: systemWireGuard,
       bird: this.bird,
       applier: this.applier,
       log,
@@ -84,9 +113,19 @@ export class Agent {
     ];
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops the loops: a long poll is aborted at once; a pass, heartbeat or report under way gets until
+   * `graceMs` (systemd kills at TimeoutStopSec=30, Kubernetes after 30 s), then is left behind.
+   */
+  async close(graceMs = 5000): Promise<void> {
     this.stop.abort();
-    await Promise.allSettled(this.loops);
+    let timer: NodeJS.Timeout | undefined;
+    const late = await Promise.race([
+      Promise.allSettled(this.loops).then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs))),
+    ]);
+    clearTimeout(timer);
+    if (late) this.log.warn({ graceMs }, 'a pass or report was still under way at shutdown; left behind');
     this.bird.close();
   }
 
@@ -145,14 +184,23 @@ export class Agent {
       const wait = this.longPoll && this.passes > 0 ? Math.min(interval, LONG_POLL_MAX_S) : 0;
       try {
         const t0 = Date.now();
-        await this.syncOnce(wait);
-        this.metrics.passes.inc({ result: 'ok' });
+        const pass = await this.syncOnce(wait);
+        // A pass BIRD refused or could not be asked in did not do its job.
+        this.metrics.passes.inc({ result: pass?.node || pass?.birdUnreachable ? 'error' : 'ok' });
         this.failures = 0;
         if (!this.longPoll || wait === 0)
           await this.sleep(Math.max(0, (this.passes > 1 ? interval * 1000 : 0) - (Date.now() - t0)));
       } catch (err) {
         if (this.stop.signal.aborted) break;
-        this.metrics.passes.inc({ result: 'failed' });
+        this.metrics.passes.inc({ result: 'error' });
+        if (err instanceof ControlPlaneError && err.unauthorized) {
+          this.log.error(
+            { err: err.message, exitCode: UNAUTHORIZED_EXIT },
+            'the controller refused the agent token (401): check controlPlane.token against the router (admin router rotate-token); stopping',
+          );
+          this.fail(UNAUTHORIZED_EXIT);
+          break;
+        }
         this.failures++;
         const delay = Math.min(60_000, this.client.backoff(Math.min(this.failures, 10)));
         this.log.warn(
@@ -177,7 +225,36 @@ export class Agent {
       version: VERSION,
       uptime: Math.floor((Date.now() - this.started) / 1000),
       ...(meshPublicKey ? { meshPublicKey } : {}),
+      ...(this.passes > 0 ? { conditions: [this.configApplied()] } : {}),
     });
+  }
+
+  /**
+   * The node condition `ConfigApplied`: False while BIRD refuses a file no session owns (an operator's
+   * local.d file, the main config), naming file and line; no session is blamed for it (docs/agent.md).
+   */
+  configApplied(): Condition {
+    const p = this.reconciler.nodeProblem;
+    const where = p?.file ? `${p.file}${p.line ? `:${p.line}` : ''}: ` : '';
+    const condition = p
+      ? {
+          type: 'ConfigApplied',
+          status: 'False' as const,
+          reason: p.reason,
+          message: oneLine(`BIRD refused the configuration: ${where}${p.message}`, 4096),
+        }
+      : {
+          type: 'ConfigApplied',
+          status: 'True' as const,
+          reason: 'Applied',
+          message: 'BIRD runs the configuration the agent rendered',
+        };
+    const key = `${condition.status}/${condition.reason}/${condition.message}`;
+    if (key !== this.conditionKey) {
+      if (this.conditionKey) this.conditionSince = new Date().toISOString();
+      this.conditionKey = key;
+    }
+    return { ...condition, lastTransitionTime: this.conditionSince };
   }
 
   /** One metric report (SPEC 2.6); the RTTs also feed the latency community of the next pass. */
@@ -190,23 +267,34 @@ export class Agent {
     return report;
   }
 
-  async health(): Promise<{
-    ok: boolean;
-    bird: boolean;
-    controller: boolean;
-    version: string;
-    uptime: number;
-  }> {
-    const bird = await this.bird.ping();
-    const limit =
-      Math.max(3 * this.config.controlPlane.heartbeatInterval, 2 * this.config.controlPlane.syncInterval) *
-      1000;
-    const controller =
-      this.client.lastContact > 0 && Date.now() - this.client.lastContact < limit && !this.client.lastError;
+  /** The local server's /health: each check with a precise reason when it fails. */
+  async health(): Promise<Health> {
+    const birdReason = await this.bird.check();
+    const limitS = Math.max(
+      3 * this.config.controlPlane.heartbeatInterval,
+      2 * this.config.controlPlane.syncInterval,
+    );
+    const sinceContact = Date.now() - this.client.lastContact;
+    const controllerReason = this.client.lastError
+      ? `controller ${this.config.controlPlane.url}: ${this.client.lastError}`
+      : this.client.lastContact === 0
+        ? `no answer from the controller ${this.config.controlPlane.url} yet`
+        : sinceContact >= limitS * 1000
+          ? `no answer from the controller for ${Math.round(sinceContact / 1000)} s (limit ${limitS} s)`
+          : undefined;
+    const node = this.configApplied();
+    const check = (reason: string | undefined): HealthCheck =>
+      reason ? { ok: false, reason } : { ok: true };
+    const checks = {
+      bird: check(birdReason && `BIRD control socket ${this.config.routing.controlSocket}: ${birdReason}`),
+      controller: check(controllerReason),
+      config: check(node.status === 'False' ? node.message : undefined),
+    };
     return {
-      ok: bird && controller,
-      bird,
-      controller,
+      ok: checks.bird.ok && checks.controller.ok && checks.config.ok,
+      bird: checks.bird.ok,
+      controller: checks.controller.ok,
+      checks,
       version: VERSION,
       uptime: Math.floor((Date.now() - this.started) / 1000),
     };

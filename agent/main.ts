@@ -9,10 +9,10 @@ import { usageError } from '../common/usage.ts';
 import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
 import { PREFLIGHT_EXIT, preflight } from './system/preflight.ts';
-import { Agent } from './agent.ts';
+import { Agent, UNAUTHORIZED_EXIT } from './agent.ts';
 import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
-import { ControlPlaneClient } from './sync/client.ts';
+import { ControlPlaneClient, ControlPlaneError } from './sync/client.ts';
 import { endProbation } from './update/probation.ts';
 import { runningArtifact, startUpdater } from './update/updater.ts';
 import { detectBackend } from './wireguard/interface.ts';
@@ -75,6 +75,13 @@ export async function main(argv: string[]): Promise<number> {
         log.info({ node: config.node.name, id: config.node.id }, 'bootstrapped from the controller');
         break;
       } catch (err) {
+        if (err instanceof ControlPlaneError && err.unauthorized) {
+          log.error(
+            { err: err.message, exitCode: UNAUTHORIZED_EXIT },
+            'the controller refused the agent token (401): check controlPlane.token against the router (admin router rotate-token); stopping',
+          );
+          return UNAUTHORIZED_EXIT;
+        }
         const delay = Math.min(60_000, client.backoff(Math.min(attempt, 10)));
         log.warn({ err: (err as Error).message, retryInMs: delay }, 'bootstrap failed');
         await new Promise((r) => setTimeout(r, delay));
@@ -82,7 +89,12 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
   }
-  log.info({ backend: await detectBackend() }, 'WireGuard backend');
+  const backend = await detectBackend();
+  if (backend === 'none')
+    log.warn(
+      'no WireGuard: the kernel has none and wireguard-go is not on PATH; every session setup fails until one is installed',
+    );
+  else log.info({ backend }, 'WireGuard backend');
   await reportPublicKey(config.tunnel, log);
   const off = await forwardingOff();
   if (off.length)
@@ -108,16 +120,19 @@ export async function main(argv: string[]): Promise<number> {
     installPath,
     log: log.child({ part: 'update' }),
   });
-  await new Promise<void>((resolve) =>
-    stopping.signal.addEventListener('abort', () => resolve(), { once: true }),
-  );
+  const code = await Promise.race([
+    new Promise<number>((resolve) =>
+      stopping.signal.addEventListener('abort', () => resolve(0), { once: true }),
+    ),
+    agent.fatal,
+  ]);
   log.info('stopping');
   updater.stop();
   mesh.stop();
   server.close();
   server.closeAllConnections();
   await agent.close();
-  return 0;
+  return code;
 }
 
 /** The session tunnels' public key, in the log and in tunnel.publicKeyPath (public keys are no secret). */

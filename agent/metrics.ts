@@ -14,6 +14,8 @@ export interface AgentState {
   sessions(): readonly AgentSession[];
   lastReport(): ReportBody | undefined;
   configureCalls(): number;
+  /** False while BIRD refuses a file no session owns (the node condition ConfigApplied). */
+  configApplied(): boolean;
   health(): Promise<{ bird: boolean; controller: boolean }>;
 }
 
@@ -63,6 +65,14 @@ export class AgentMetrics {
         const h = await state.health();
         this.set({ part: 'bird' }, h.bird ? 1 : 0);
         this.set({ part: 'controller' }, h.controller ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'peerops_agent_config_applied',
+      help: '0 while BIRD refuses a file no session owns (local.d, the main config): the node condition ConfigApplied',
+      registers,
+      collect() {
+        this.set(state.configApplied() ? 1 : 0);
       },
     });
     new Gauge({

@@ -1,6 +1,6 @@
 /**
- * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`, 503 when BIRD or
- * the controller is unreachable; `GET /livez`, 200 while the process answers; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
+ * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`; 503
+ * `{"status":"degraded","checks":{"bird":{"ok":false,"reason":"…"},…}}` when a check fails; `GET /livez`, 200 while the process answers; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
  * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
  * closed. Timeouts from `server.*`. Nothing here changes anything on the router.
  */
@@ -12,7 +12,7 @@ import type { AgentConfig } from './config.ts';
 import { parseListen } from './config.ts';
 
 export interface LocalSource {
-  health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; [k: string]: unknown }>;
+  health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; checks?: object }>;
   metrics: { registry: Pick<Registry, 'metrics' | 'contentType'> };
 }
 
@@ -49,7 +49,7 @@ export async function startServer(config: AgentConfig, source: LocalSource): Pro
     }
     if (req.method === 'GET' && (req.url === '/health' || req.url?.startsWith('/health?'))) {
       const h = await source.health();
-      const body = JSON.stringify({ ...h, status: h.ok ? 'ok' : 'unavailable' });
+      const body = JSON.stringify({ ...h, status: h.ok ? 'ok' : 'degraded' });
       res.writeHead(h.ok ? 200 : 503, { 'content-type': 'application/json' }).end(body);
       return;
     }

@@ -88,6 +88,17 @@ interface SessionRecord {
   interface: string;
   serverEndpoint: string;
   lastError: { code: string; message: string } | null;
+  /** Absent from controllers before BGP state was reported. */
+  bgpState?: string | null;
+  bgpSince?: string | null;
+  lastHandshake?: string | null;
+  networkAsn?: number | null;
+}
+
+/** BIRD's BGP state and since when, e.g. `Established since 2026-11-25T21:00:00Z`; `-` before a report. */
+function bgp(s: SessionRecord): string {
+  if (!s.bgpState) return '-';
+  return s.bgpSince ? `${s.bgpState} since ${s.bgpSince.replace(/\.\d+Z$/, 'Z')}` : s.bgpState;
 }
 
 function intFlag(name: string, value: string | undefined): number | undefined {
@@ -101,6 +112,9 @@ function describe(s: SessionRecord): string {
     ['uuid', s.uuid],
     ['router', `${s.router} (${s.routerName})`],
     ['status', `${s.status} ${s.statusName}`],
+    ['bgp', bgp(s)],
+    ['last handshake', s.lastHandshake ?? '-'],
+    ['network asn', s.networkAsn ? String(s.networkAsn) : '-'],
     ['ipv6', s.ipv6],
     ['link-local', s.ipv6LinkLocal],
     ['endpoint', s.endpoint ?? '-'],
@@ -143,12 +157,13 @@ export async function main(argv: string[]): Promise<number> {
             sessions.length === 0
               ? 'no sessions'
               : table(
-                  ['UUID', 'ROUTER', 'ASN', 'STATUS', 'IPV6', 'ENDPOINT', 'MTU', 'LAST ERROR'],
+                  ['UUID', 'ROUTER', 'ASN', 'STATUS', 'BGP', 'IPV6', 'ENDPOINT', 'MTU', 'LAST ERROR'],
                   sessions.map((s) => [
                     s.uuid,
                     s.router,
                     s.asn,
                     s.statusName,
+                    s.bgpState ?? '-',
                     s.ipv6,
                     s.endpoint,
                     s.mtu,
@@ -165,6 +180,8 @@ export async function main(argv: string[]): Promise<number> {
                     'ROUTER',
                     'ASN',
                     'STATUS',
+                    'BGP',
+                    'LAST HANDSHAKE',
                     'IPV6',
                     'LINK-LOCAL',
                     'ENDPOINT',
@@ -178,6 +195,8 @@ export async function main(argv: string[]): Promise<number> {
                     s.router,
                     s.asn,
                     s.statusName,
+                    bgp(s),
+                    s.lastHandshake ?? '-',
                     s.ipv6,
                     s.ipv6LinkLocal,
                     s.endpoint,

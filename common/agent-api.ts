@@ -6,6 +6,8 @@
 import Type, { type Static } from 'typebox';
 import {
   Asn,
+  BgpState,
+  Condition,
   Endpoint,
   Ipv4,
   Ipv4Prefix,
@@ -20,6 +22,7 @@ import {
   RpkiServer,
   StatusCode,
   StatusNameField,
+  Timestamp,
   Uuid,
   WireGuardKey,
 } from './schema.ts';
@@ -31,6 +34,11 @@ export const HeartbeatBody = Type.Object(
     version: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._+-]+$' }),
     uptime: Type.Integer({ minimum: 0 }),
     meshPublicKey: Type.Optional(WireGuardKey),
+    /**
+     * The node's conditions (`ConfigApplied`: False when BIRD refused a file no session owns, an
+     * operator's local.d file or the main config, naming file and line). Absent from older agents.
+     */
+    conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
   },
   { additionalProperties: false },
 );
@@ -45,6 +53,8 @@ export const ReportBody = Type.Object(
           rxBytes: Type.Integer({ minimum: 0 }),
           txBytes: Type.Integer({ minimum: 0 }),
           routesImported: Type.Integer({ minimum: 0 }),
+          /** The tunnel's last WireGuard handshake; null when none (absent from older agents). */
+          lastHandshake: Type.Optional(Type.Union([Timestamp, Type.Null()])),
         },
         { additionalProperties: false },
       ),
@@ -64,6 +74,9 @@ export const ModifyBody = Type.Object(
      * one printable line by the agent (common/text.ts oneLine); stored and shown to the session's owner.
      */
     message: Type.Optional(Line(4096)),
+    /** BIRD's BGP state of the session and since when the agent sees it (absent from older agents). */
+    bgpState: Type.Optional(BgpState),
+    bgpSince: Type.Optional(Type.Union([Timestamp, Type.Null()])),
   },
   { additionalProperties: false },
 );

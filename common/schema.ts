@@ -152,6 +152,25 @@ export const MeshPeerState = Type.Object(
   { additionalProperties: false },
 );
 
+/** A status condition (kstatus style, the same shape on every object). */
+export const Condition = Type.Object(
+  {
+    type: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z][A-Za-z0-9]*$' }),
+    status: Type.String({ enum: ['True', 'False', 'Unknown'] }),
+    reason: Type.String({ maxLength: 128, pattern: '^([A-Za-z][A-Za-z0-9]*)?$' }),
+    message: Type.String({ maxLength: 4096 }),
+    lastTransitionTime: Timestamp,
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
+/** BIRD's BGP states; null before the agent reported one. */
+export const BgpState = Type.Union([
+  Type.String({ enum: ['Idle', 'Connect', 'Active', 'OpenSent', 'OpenConfirm', 'Established'] }),
+  Type.Null(),
+]);
+
 export const RouterStatus = Type.Object(
   {
     lastHeartbeat: Type.Optional(Timestamp),
@@ -160,6 +179,8 @@ export const RouterStatus = Type.Object(
     meshPublicKey: Type.Optional(WireGuardKey),
     meshPeers: Type.Optional(Type.Array(MeshPeerState, { maxItems: 4096 })),
     meshUpdatedAt: Type.Optional(Timestamp),
+    /** Node conditions: the agent's `ConfigApplied` (docs/agent.md), by type. */
+    conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
   },
   { additionalProperties: false },
 );
@@ -203,6 +224,8 @@ export const SessionMetrics = Type.Object(
     rxBytes: Type.Integer({ minimum: 0 }),
     txBytes: Type.Integer({ minimum: 0 }),
     routesImported: Type.Integer({ minimum: 0 }),
+    /** The session tunnel's last WireGuard handshake; null when there was none. */
+    lastHandshake: Type.Optional(Type.Union([Timestamp, Type.Null()])),
     at: Timestamp,
   },
   { additionalProperties: false },
@@ -221,6 +244,9 @@ export const SessionStatusSchema = Type.Object(
     lastError: Type.Optional(LastError),
     lastTransitionTime: Type.Optional(Timestamp),
     metrics: Type.Optional(SessionMetrics),
+    /** BIRD's BGP state as the agent last reported it, and since when. */
+    bgpState: Type.Optional(BgpState),
+    bgpSince: Type.Optional(Type.Union([Timestamp, Type.Null()])),
   },
   { additionalProperties: false },
 );
@@ -311,6 +337,7 @@ export const PolicyManifest = Type.Object(
 
 export type RouterSpec = Static<typeof RouterSpec>;
 export type RouterStatus = Static<typeof RouterStatus>;
+export type Condition = Static<typeof Condition>;
 export type RouterManifest = Static<typeof RouterManifest>;
 export type MeshPeerState = Static<typeof MeshPeerState>;
 export type SessionSpec = Static<typeof SessionSpec>;

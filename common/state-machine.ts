@@ -68,8 +68,19 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
 
 /** Agent reports: current status → reported status → outcome. */
 const REPORTS: Partial<Record<SessionStatusCode, Table>> = {
-  [S.QUEUED_FOR_SETUP]: { [S.ACTIVE]: to(S.ACTIVE), [S.SETUP_FAILED]: to(S.SETUP_FAILED) },
-  [S.SETUP_FAILED]: { [S.SETUP_FAILED]: to(S.SETUP_FAILED), [S.ACTIVE]: to(S.ACTIVE) },
+  // ERROR from a setup: configured on the router, but BGP not Established after the grace (docs/agent.md);
+  // SETUP_FAILED → QUEUED_FOR_SETUP: a retried setup worked and waits for BGP, its old error cleared.
+  [S.QUEUED_FOR_SETUP]: {
+    [S.ACTIVE]: to(S.ACTIVE),
+    [S.SETUP_FAILED]: to(S.SETUP_FAILED),
+    [S.ERROR]: to(S.ERROR),
+  },
+  [S.SETUP_FAILED]: {
+    [S.SETUP_FAILED]: to(S.SETUP_FAILED),
+    [S.ACTIVE]: to(S.ACTIVE),
+    [S.ERROR]: to(S.ERROR),
+    [S.QUEUED_FOR_SETUP]: to(S.QUEUED_FOR_SETUP),
+  },
   [S.ACTIVE]: { [S.ERROR]: to(S.ERROR), [S.ACTIVE]: to(S.ACTIVE) },
   [S.ERROR]: { [S.ACTIVE]: to(S.ACTIVE), [S.ERROR]: to(S.ERROR) },
   [S.QUEUED_FOR_DELETE]: { [S.DISABLED]: removed },

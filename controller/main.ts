@@ -16,7 +16,7 @@ import { openStore } from './store/open.ts';
 import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
-import { Reconciler } from './reconcile/index.ts';
+import { SessionReconciler } from './reconcile/index.ts';
 import { FileWebhooks, Notifier, notifierEnv } from './notify/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
 
@@ -176,7 +176,7 @@ async function start(
       ? { login: { registry, serviceHost: config.serviceHost ?? hostname(), admins: config.adminAsns } }
       : {}),
   });
-  const reconciler = new Reconciler({
+  const reconciler = new SessionReconciler({
     store,
     logger,
     stuckAfterSeconds: config.stuckAfterSeconds,

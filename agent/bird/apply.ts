@@ -39,11 +39,13 @@ export interface DesiredTree {
 
 export interface ApplyFailure {
   message: string;
-  /** Live paths of the files BIRD blamed; empty when it named none of the changed files. */
+  /** Live paths of the files BIRD named (file:line); empty when it named none. */
   blamed: string[];
   /** Live paths of every file this pass would have changed. */
   changed: string[];
   stage: 'check' | 'configure';
+  /** BIRD was not there to ask (control socket or `bird` missing): nothing was refused. */
+  unreachable?: boolean;
 }
 
 export interface ApplyResult {
@@ -180,13 +182,24 @@ export class BirdApplier {
       const stagedMain = join(stage, basename(this.mainPath));
       liveOf.set(stagedMain, this.mainPath);
       await writeFile(stagedMain, tree.main(stagedDirs));
-      const r = await run('bird', ['-p', '-c', stagedMain]);
+      const r = await run('bird', ['-p', '-c', stagedMain]).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return undefined;
+        throw err;
+      });
+      if (!r)
+        return {
+          message: 'bird not found on PATH: install bird2',
+          blamed: [],
+          stage: 'check',
+          unreachable: true,
+        };
       if (r.code === 0) return undefined;
       let message = (r.stderr || r.stdout).trim().replace(/^bird: /, '');
       const blamed: string[] = [];
       const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
       if (m?.[1]) {
-        const live = liveOf.get(m[1]) ?? m[1];
+        // the staged copy of an operator's file is named by its live path
+        const live = liveOf.get(m[1]) ?? m[1].replace(`${stage}/${LOCAL_DIR}/`, `${local}/`);
         blamed.push(live);
         message = message.replace(m[1], live);
       }
@@ -201,8 +214,10 @@ function failureOf(err: unknown, changed: string[], stage: 'check' | 'configure'
   const message = err instanceof BirdError ? err.message : String((err as Error).message ?? err);
   const blamed: string[] = [];
   const m = /^(\/[^:\s]+):(\d+):(\d+)/.exec(message);
-  if (m?.[1] && changed.includes(m[1])) blamed.push(m[1]);
-  return { message, blamed, changed, stage };
+  if (m?.[1]) blamed.push(m[1]);
+  // A BirdError without a reply is the control socket failing, not BIRD refusing.
+  const unreachable = err instanceof BirdError && err.reply === undefined;
+  return { message, blamed, changed, stage, ...(unreachable ? { unreachable } : {}) };
 }
 
 function checkFileName(name: string): void {

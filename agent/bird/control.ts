@@ -193,10 +193,16 @@ export class BirdControl {
 
   /** Is BIRD answering? */
   async ping(): Promise<boolean> {
+    return (await this.check()) === undefined;
+  }
+
+  /** Why BIRD does not answer (the control socket's error, BIRD's reply), or undefined when it does. */
+  async check(): Promise<string | undefined> {
     try {
-      return (await this.command('show status')).code === 13;
-    } catch {
-      return false;
+      const reply = await this.command('show status');
+      return reply.code === 13 ? undefined : `BIRD answered show status with ${reply.code}`;
+    } catch (err) {
+      return (err as Error).message;
     }
   }
 

@@ -1,5 +1,5 @@
 /**
- * The mesh inside the agent's loop. As the reconcile hooks (sync/reconcile.ts) it fetches
+ * The mesh inside the agent's loop. As the reconcile hooks (reconcile/node-reconciler.ts) it fetches
  * GET /agent/:router/mesh and the policy's loopbacks on every pass, puts the loopbacks on their link,
  * applies the mesh tunnels (apply.ts) and hands their specs and names to the pass, whose main config
  * then runs Babel on exactly those interfaces. Its own timer posts POST /agent/:router/mesh/status.
@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import type { BirdConfigResponse, MeshResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import type { AgentConfig } from '../config.ts';
-import type { ReconcileHooks } from '../sync/reconcile.ts';
+import type { ReconcileHooks } from '../reconcile/node-reconciler.ts';
 import { listInterfaces } from '../wireguard/interface.ts';
 import type { WgInterfaceSpec } from '../wireguard/types.ts';
 import { applyMesh } from './apply.ts';

@@ -32,6 +32,10 @@ export class ControlPlaneError extends Error {
   readonly status: number | undefined;
   /** Worth retrying: network error, timeout, 429, 5xx. */
   readonly transient: boolean;
+  /** The controller refused the agent's token (401): no retry mends that, the agent stops. */
+  get unauthorized(): boolean {
+    return this.status === 401;
+  }
   constructor(message: string, status: number | undefined, transient: boolean) {
     super(message);
     this.name = 'ControlPlaneError';

@@ -9,7 +9,7 @@ import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { mapLimit } from '../../common/concurrency.ts';
 import { run } from '../system/exec.ts';
 import { readInterface } from '../wireguard/interface.ts';
-import { wantsUp } from './desired.ts';
+import { wantsUp } from '../reconcile/desired.ts';
 
 export interface MetricOptions {
   pingCount: number;
@@ -58,6 +58,7 @@ export async function collectMetrics(
       routesImported:
         (routes.get(sessionProtocolName(s.listenPort)) ?? 0) +
         (routes.get(sessionIpv4ProtocolName(s.listenPort)) ?? 0),
+      lastHandshake: peer?.latestHandshake ? new Date(peer.latestHandshake * 1000).toISOString() : null,
     };
   });
   return { sessions: records };

@@ -27,15 +27,22 @@ import {
   parseEndpoint,
 } from '../../common/net.ts';
 import { run, runOk } from '../system/exec.ts';
-import { generationAlias, listLinks, readInterface, type WgInterfaceState } from './read.ts';
-import type { WgInterfaceSpec } from './types.ts';
+import {
+  generationAlias,
+  listLinks,
+  readAllInterfaces,
+  readInterface,
+  type WgInterfaceState,
+} from './read.ts';
+import type { EnsureResult, WgInterfaceSpec, WireGuard } from './types.ts';
 
 /** wireguard-go's own directory (its UAPI sockets): root's, unlike /tmp, so nobody else names files in it. */
 const WIREGUARD_RUN_DIR = '/var/run/wireguard';
 
 export { readAllInterfaces, readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
 
-export type WgBackend = 'kernel' | 'wireguard-go';
+/** `none`: the kernel has no WireGuard and wireguard-go is not on PATH. */
+export type WgBackend = 'kernel' | 'wireguard-go' | 'none';
 
 export class WireGuardError extends Error {
   readonly interfaceName: string;
@@ -44,12 +51,6 @@ export class WireGuardError extends Error {
     this.name = 'WireGuardError';
     this.interfaceName = interfaceName;
   }
-}
-
-export interface EnsureResult {
-  created: boolean;
-  /** What was changed, in words (empty when the interface already matched). */
-  changes: string[];
 }
 
 let backend: Promise<WgBackend> | undefined;
@@ -63,7 +64,11 @@ export function detectBackend(): Promise<WgBackend> {
       await run('ip', ['link', 'del', probe]);
       return 'kernel';
     }
-    return 'wireguard-go';
+    const installed = await run('wireguard-go', ['--version']).then(
+      () => true,
+      () => false, // spawn ENOENT: not on PATH
+    );
+    return installed ? 'wireguard-go' : 'none';
   })();
   return backend;
 }
@@ -216,10 +221,16 @@ function checkName(name: string): void {
 }
 
 async function createLink(name: string): Promise<void> {
-  if ((await detectBackend()) === 'kernel') {
+  const backend = await detectBackend();
+  if (backend === 'kernel') {
     await runOk('ip', ['link', 'add', 'dev', name, 'type', 'wireguard']);
     return;
   }
+  if (backend === 'none')
+    throw new WireGuardError(
+      name,
+      'no WireGuard: the kernel has none and wireguard-go is not on PATH (install wireguard-go)',
+    );
   // A stale UAPI socket from a daemon killed hard would make wireguard-go refuse to start.
   await run('rm', ['-f', `${WIREGUARD_RUN_DIR}/${name}.sock`]);
   // The daemon's log goes to a file: it keeps writing after the command returns (a pipe would break it).
@@ -300,4 +311,11 @@ async function endpointDiffers(wanted: string, actual: string | undefined): Prom
   return formatEndpoint({ host, port: parsed.port }) !== formatEndpoint(have);
 }
 
-export type { WgInterfaceSpec } from './types.ts';
+export type { EnsureResult, WgInterfaceSpec, WireGuard } from './types.ts';
+
+/** The system's WireGuard: links and `wg` through ip(8) and wg(8), wireguard-go where the kernel has none. */
+export const systemWireGuard: WireGuard = {
+  readAll: (prefixes) => readAllInterfaces(prefixes),
+  ensure: (spec, known) => ensureInterface(spec, known),
+  remove: (name) => removeInterface(name),
+};

@@ -3,6 +3,8 @@
  * mesh tunnel (`wgm_<nodeId>`). The wireguard module makes the system match it; session and mesh code
  * only compute these.
  */
+import type { WgInterfaceState } from './read.ts';
+
 export interface WgInterfaceSpec {
   name: string;
   listenPort: number;
@@ -21,4 +23,23 @@ export interface WgInterfaceSpec {
   };
   /** Changing it re-creates the interface (a session `restart`). */
   generation: number;
+}
+
+/**
+ * What the reconcile steps need from WireGuard, injected as BIRD's control is: the real one is
+ * `systemWireGuard` (interface.ts); the decision tests give a table instead of a kernel.
+ */
+export interface WireGuard {
+  /** The actual state of every link whose name starts with one of the prefixes. */
+  readAll(prefixes: string[]): Promise<Map<string, WgInterfaceState>>;
+  /** Makes the link match the spec; `known` is its state already read this pass (null: no link). */
+  ensure(spec: WgInterfaceSpec, known?: WgInterfaceState | null): Promise<EnsureResult>;
+  /** Deletes the link and what the agent made for it; false when there was none. */
+  remove(name: string): Promise<boolean>;
+}
+
+export interface EnsureResult {
+  created: boolean;
+  /** What was changed, in words (empty when the interface already matched). */
+  changes: string[];
 }

@@ -130,6 +130,8 @@ export function statusRecord(
   };
   if (previous?.interface) record.interface = previous.interface;
   if (previous?.metrics) record.metrics = previous.metrics;
+  if (previous?.bgpState !== undefined) record.bgpState = previous.bgpState;
+  if (previous?.bgpSince !== undefined) record.bgpSince = previous.bgpSince;
   if (lastError) record.lastError = lastError;
   return record;
 }

@@ -13,7 +13,7 @@ import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
-import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../store/rules.ts';
+import { assertNoRouterConflicts, assertPolicyAllows, mergedPolicy, policyJudge } from '../store/rules.ts';
 import type { Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';
@@ -108,7 +108,8 @@ export async function adminRoutes(
 ): Promise<void> {
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
-  const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
+  const view = (s: Parameters<typeof sessionRecord>[0]) =>
+    sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
 
   app.post(
     '/admin/session',

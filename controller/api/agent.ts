@@ -314,6 +314,7 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           rxBytes: m.rxBytes,
           txBytes: m.txBytes,
           routesImported: m.routesImported,
+          ...(m.lastHandshake !== undefined ? { lastHandshake: m.lastHandshake } : {}),
           at,
         });
       return { ok: true, recorded: body.sessions.length };
@@ -366,6 +367,8 @@ export async function agentRoutes(app: FastifyInstance, opts: AgentRouteOptions)
           };
         const status = statusRecord(outcome.to, s.status, now, lastError);
         status.interface = body.interface;
+        if (body.bgpState !== undefined) status.bgpState = body.bgpState;
+        if (body.bgpSince !== undefined) status.bgpSince = body.bgpSince;
         return { status };
       };
       // A report that changes nothing (the agent confirming ACTIVE each pass) is no write.

@@ -1,5 +1,6 @@
 /** Unauthenticated routes: health, metrics, the router list and the OpenAPI document. */
 import type { FastifyInstance } from 'fastify';
+import { mergedPolicy } from '../store/rules.ts';
 import type { Store } from '../store/store.ts';
 import { metricsText, register } from '../metrics.ts';
 import { RoutersResponse } from './schemas.ts';
@@ -67,7 +68,7 @@ export async function publicRoutes(
         routers: store
           .listRouters()
           .sort((a, b) => a.name.localeCompare(b.name))
-          .map((r) => publicRouter(r, counts.get(r.name) ?? 0)),
+          .map((r) => publicRouter(r, counts.get(r.name) ?? 0, mergedPolicy(store, r.name).dn42Asn ?? null)),
       };
     },
   );

@@ -5,6 +5,7 @@
 import Type, { type Static, type TSchema } from 'typebox';
 import {
   Asn,
+  BgpState,
   Endpoint,
   Ipv4,
   Ipv6,
@@ -163,6 +164,10 @@ export const SessionRecord = Type.Object({
   lastTransitionTime: Type.Union([Timestamp, Type.Null()]),
   lastError: Type.Union([LastError, Type.Null()]),
   metrics: Type.Union([SessionMetrics, Type.Null()]),
+  bgpState: BgpState,
+  bgpSince: Type.Union([Timestamp, Type.Null()]),
+  lastHandshake: Type.Union([Timestamp, Type.Null()]),
+  networkAsn: Type.Union([Asn, Type.Null()]),
 });
 export type SessionRecord = Static<typeof SessionRecord>;
 
@@ -188,6 +193,8 @@ export const CreateResponse = Type.Object({
   serverIpv4: Type.Optional(Ipv4),
   listenPort: Port,
   interface: Type.String(),
+  /** The network's own ASN (the routing policy's dn42Asn): the peer's BGP neighbour ASN. */
+  networkAsn: Type.Union([Asn, Type.Null()]),
 });
 export const DeletedResponse = Type.Object({ uuid: Uuid, deleted: Type.Literal(true) });
 
@@ -201,6 +208,7 @@ export const PublicRouter = Type.Object({
   publicKey: WireGuardKey,
   linkLocal: LinkLocal,
   accepting: Type.Boolean(),
+  networkAsn: Type.Union([Asn, Type.Null()]),
 });
 export const RoutersResponse = Type.Object({ routers: Type.Array(PublicRouter) });
 

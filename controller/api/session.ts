@@ -90,7 +90,8 @@ export async function sessionRoutes(
   opts: { store: Store; registry?: Registry | undefined },
 ): Promise<void> {
   const { store, registry } = opts;
-  const view = (s: Parameters<typeof sessionRecord>[0]) => sessionRecord(s, store.getRouter(s.spec.router));
+  const view = (s: Parameters<typeof sessionRecord>[0]) =>
+    sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
 
   app.post(
     '/session',
@@ -171,6 +172,7 @@ export async function sessionRoutes(
               : {}),
             listenPort: session.spec.listenPort,
             interface: interfaceName(session.spec.listenPort),
+            networkAsn: mergedPolicy(store, router.name).dn42Asn ?? null,
           };
         }
         case 'modify': {

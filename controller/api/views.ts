@@ -11,7 +11,15 @@ export function serverEndpoint(router: Router | undefined, listenPort: number): 
   return router ? formatEndpoint({ host: router.spec.endpointHost, port: listenPort }) : '';
 }
 
-export function sessionRecord(session: Session, router: Router | undefined): SessionRecord {
+/**
+ * `networkAsn`: the network's own ASN for this session's router (the merged policy's dn42Asn), which the
+ * peer's side needs; null while no policy sets it.
+ */
+export function sessionRecord(
+  session: Session,
+  router: Router | undefined,
+  networkAsn: number | null,
+): SessionRecord {
   const { spec, status } = session;
   return {
     uuid: spec.uuid,
@@ -35,6 +43,10 @@ export function sessionRecord(session: Session, router: Router | undefined): Ses
     lastTransitionTime: status.lastTransitionTime ?? null,
     lastError: status.lastError ?? null,
     metrics: status.metrics ?? null,
+    bgpState: status.bgpState ?? null,
+    bgpSince: status.bgpSince ?? null,
+    lastHandshake: status.metrics?.lastHandshake ?? null,
+    networkAsn,
   };
 }
 
@@ -60,7 +72,7 @@ export function agentSession(session: Session): AgentSession {
 }
 
 /** The router as a user sees it in `GET /routers`; `sessions` is its current session count. */
-export function publicRouter(router: Router, sessions: number) {
+export function publicRouter(router: Router, sessions: number, networkAsn: number | null) {
   const { spec } = router;
   return {
     name: router.name,
@@ -72,6 +84,7 @@ export function publicRouter(router: Router, sessions: number) {
     publicKey: spec.publicKey,
     linkLocal: spec.linkLocal,
     accepting: routerAccepting(router, sessions),
+    networkAsn,
   };
 }
 

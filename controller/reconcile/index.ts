@@ -31,7 +31,7 @@ export interface ReconcilerOptions {
 
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
 
-export class Reconciler {
+export class SessionReconciler {
   private readonly opts: ReconcilerOptions;
   private current = new Map<string, Condition>();
   private timer: NodeJS.Timeout | undefined;

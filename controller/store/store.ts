@@ -147,12 +147,18 @@ export interface Store {
 }
 
 /** The router status fields a heartbeat sets, in either back end. */
-export function heartbeatStatus(heartbeat: HeartbeatBody): Partial<RouterStatus> {
+export function heartbeatStatus(heartbeat: HeartbeatBody, previous?: RouterStatus): Partial<RouterStatus> {
   const status: Partial<RouterStatus> = {
     lastHeartbeat: isoNow(),
     agentVersion: heartbeat.version,
     uptime: heartbeat.uptime,
   };
   if (heartbeat.meshPublicKey !== undefined) status.meshPublicKey = heartbeat.meshPublicKey;
+  if (heartbeat.conditions !== undefined) {
+    // The agent's conditions replace those of the same type; other types (the controller's) stay.
+    const reported = new Set(heartbeat.conditions.map((c) => c.type));
+    const kept = (previous?.conditions ?? []).filter((c) => !reported.has(c.type));
+    status.conditions = [...kept, ...heartbeat.conditions];
+  }
   return status;
 }

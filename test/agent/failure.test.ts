@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
 import { CONFIGURE_PENDING } from '../../agent/bird/apply.ts';
 import { BUILTIN_PEER_TEMPLATE } from '../../agent/bird/peer-config.ts';
-import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
+import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import {

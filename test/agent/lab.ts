@@ -16,7 +16,7 @@ import { Agent } from '../../agent/agent.ts';
 import { renderMainConfig } from '../../agent/bird/main-config.ts';
 import { parseConfig, type AgentConfig } from '../../agent/config.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
-import type { ReconcileHooks } from '../../agent/sync/reconcile.ts';
+import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import type { BirdControl } from '../../agent/bird/control.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';

@@ -28,7 +28,7 @@ describe('agent local server', () => {
     health = { ok: false, bird: false, controller: true };
     res = await fetch(`${base}/health`);
     expect(res.status).toBe(503);
-    expect(await res.json()).toMatchObject({ status: 'unavailable', bird: false });
+    expect(await res.json()).toMatchObject({ status: 'degraded', bird: false });
     expect((await fetch(`${base}/other`)).status).toBe(404);
   });
 

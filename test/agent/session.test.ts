@@ -7,12 +7,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import type { Agent } from '../../agent/agent.ts';
 import { latencyCommunity } from '../../agent/bird/names.ts';
-import { Reconciler } from '../../agent/sync/reconcile.ts';
+import { NodeReconciler } from '../../agent/reconcile/node-reconciler.ts';
 import { VERSION } from '../../common/version.ts';
-import { listInterfaces, readInterface } from '../../agent/wireguard/interface.ts';
+import { listInterfaces, readInterface, systemWireGuard } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import { promtool } from '../support/promtool.ts';
-import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import {
+  expectSameBirdTime,
+  ROUTER_ASN,
+  settledProtocols,
+  startAgentLab,
+  type AgentLab,
+  type Peer,
+} from './lab.ts';
 
 let L: AgentLab;
 let agent: Agent;
@@ -34,7 +41,7 @@ afterAll(async () => {
 });
 
 describe('agent session machinery', () => {
-  it('sets up a session in status 4: tunnel, BIRD protocol, BGP Established, reports 1', async () => {
+  it('sets up a session in status 4: tunnel, BIRD protocol; reports 1 once BGP is Established, with bgpState', async () => {
     uuid = await L.approvedSession(peer);
     expect(status(uuid)).toBe(4);
     port = L.h.store.getSession(uuid)!.spec.listenPort;
@@ -46,8 +53,9 @@ describe('agent session machinery', () => {
     const pass = await agent.syncOnce();
     await expect(agent.firstPass).resolves.toBeUndefined();
     expect(pass?.failed.size).toBe(0);
-    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
-    expect(status(uuid)).toBe(1);
+    // Configured, BGP not Established yet: no verdict within the grace, the session stays 4.
+    expect(pass?.reports).toEqual([]);
+    expect(status(uuid)).toBe(4);
     const link = await readInterface(`wg_${port}`);
     expect(link).toMatchObject({ mtu: 1420, up: true, addrGenModeNone: true });
     expect(link?.addresses).toContain('fe80::1/64');
@@ -64,6 +72,19 @@ describe('agent session machinery', () => {
       500,
     );
     expect(await peer.bird.birdc('show protocols node')).toMatch(/Established/);
+    const established = await agent.syncOnce();
+    expect(established?.reports).toEqual([
+      { uuid, status: 1, interface: `wg_${port}`, bgpState: 'Established', bgpSince: expect.any(String) },
+    ]);
+    const record = (await L.h.post('/session', peer.userToken, { action: 'list' })).json().sessions[0];
+    expect(record).toMatchObject({
+      uuid,
+      status: 1,
+      bgpState: 'Established',
+      lastError: null,
+      networkAsn: ROUTER_ASN,
+    });
+    expect(Date.parse(record.bgpSince)).toBeLessThanOrEqual(Date.now());
   });
 
   it('heartbeat and metric report reach the controller (RTT by ping through the tunnel)', async () => {
@@ -133,7 +154,9 @@ describe('agent session machinery', () => {
     expect(res.statusCode).toBe(200);
     expect(status(uuid)).toBe(4);
     const pass = await agent.syncOnce();
-    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    expect(pass?.reports).toEqual([
+      expect.objectContaining({ uuid, status: 1, interface: `wg_${port}`, bgpState: 'Established' }),
+    ]);
     expect(await ifindex()).toBe(before);
     const link = await readInterface(`wg_${port}`);
     expect(link?.mtu).toBe(1400);
@@ -148,8 +171,7 @@ describe('agent session machinery', () => {
     const res = await L.h.post('/session', peer.userToken, { action: 'restart', uuid });
     expect(res.statusCode).toBe(200);
     expect(status(uuid)).toBe(4);
-    const pass = await agent.syncOnce();
-    expect(pass?.reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    await agent.syncOnce();
     expect((await readInterface(`wg_${port}`))?.generation).toBe((before ?? 0) + 1);
     await waitFor(
       'BGP Established again',
@@ -157,24 +179,26 @@ describe('agent session machinery', () => {
       45_000,
       500,
     );
+    await waitFor('reported 1', async () => (await agent.syncOnce(), status(uuid) === 1), 20_000, 200);
   }, 90_000);
 
-  it('1 → 2 when BGP is down and the handshake stale, 2 → 1 when BGP is Established again', async () => {
-    // Judged at once: no grace, any handshake counts as stale.
-    const judge = new Reconciler({
+  it('1 → 2 with the BGP hint when BGP is down but WireGuard handshakes; 2 → 1 and lastError cleared when it is back', async () => {
+    // Judged at once: no grace.
+    const judge = new NodeReconciler({
       config: L.config,
+      wireguard: systemWireGuard,
       bird: agent.bird,
       applier: agent.applier,
       report: async (body) => void (await agent.client.modify(body)),
       log: pino({ level: 'silent' }),
-      errorGraceMs: 0,
-      handshakeStaleSeconds: -1,
+      graceMs: 0,
     });
     const pass = async () => {
       const sessions = (await agent.client.sessions()).body?.sessions ?? [];
       return judge.pass(sessions, await agent.client.birdConfig());
     };
-    expect((await pass()).reports).toEqual([]);
+    await pass(); // a new reconciler reports what it sees once
+    expect(status(uuid)).toBe(1);
     await peer.bird.birdc('disable node');
     await waitFor(
       'BGP down',
@@ -183,14 +207,12 @@ describe('agent session machinery', () => {
       250,
     );
     // Level-triggered: the verdict comes on one of the next passes.
-    const reports: unknown[] = [];
-    await waitFor(
-      'reported 2',
-      async () => (reports.push(...(await pass()).reports), status(uuid) === 2),
-      20_000,
-      100,
+    await waitFor('reported 2', async () => (await pass(), status(uuid) === 2), 20_000, 100);
+    const down = L.h.store.getSession(uuid)?.status;
+    expect(down?.lastError?.message).toMatch(
+      /^BGP was Established until .*, then lost; WireGuard handshakes \(the tunnel is up\) but BGP (Idle|Connect|Active|OpenSent)\b.*check the BGP settings/,
     );
-    expect(reports).toEqual([{ uuid, status: 2, interface: `wg_${port}` }]);
+    expect(down?.bgpState).not.toBe('Established');
     await peer.bird.birdc('enable node');
     await waitFor(
       'BGP back',
@@ -198,14 +220,9 @@ describe('agent session machinery', () => {
       45_000,
       250,
     );
-    reports.length = 0;
-    await waitFor(
-      'reported 1',
-      async () => (reports.push(...(await pass()).reports), status(uuid) === 1),
-      20_000,
-      100,
-    );
-    expect(reports).toEqual([{ uuid, status: 1, interface: `wg_${port}` }]);
+    await waitFor('reported 1', async () => (await pass(), status(uuid) === 1), 20_000, 100);
+    expect(L.h.store.getSession(uuid)?.status).toMatchObject({ bgpState: 'Established' });
+    expect(L.h.store.getSession(uuid)?.status.lastError).toBeUndefined();
   }, 90_000);
 
   it('deleting the session tears everything down, reports 0, and leaves nothing on the node', async () => {

@@ -92,6 +92,7 @@ beforeAll(async () => {
     sessions: () => sessions,
     lastReport: () => report,
     configureCalls: () => 1,
+    configApplied: () => true,
     health: async () => ({ bird: true, controller: true }),
   });
   // what one sync pass of the agent records (agent/agent.ts)

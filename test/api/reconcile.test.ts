@@ -1,6 +1,6 @@
 /** The controller-side reconcile loop: conditions for stuck sessions, offline agents, missing routers. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Reconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { driver, expectOk, startHarness, type Harness } from './helpers.ts';
 
@@ -17,7 +17,7 @@ afterAll(async () => h?.close());
 
 describe('reconciler', () => {
   it('reports a session in QUEUED_FOR_SETUP for more than 10 minutes as stuck, and clears it', async () => {
-    const r = new Reconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
+    const r = new SessionReconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
     const uuid = await d.inStatus(4);
     await r.pass();
     expect(r.conditions().filter((c) => c.type === 'SessionStuck')).toEqual([]);
@@ -33,7 +33,7 @@ describe('reconciler', () => {
     expect(metrics.body).toMatch(/peerops_sessions_stuck\{router="fra1"\} 0/);
   });
   it('reports an agent without a heartbeat for more than 5 minutes as offline', async () => {
-    const r = new Reconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
+    const r = new SessionReconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
     await expectOk(h.post('/agent/fra1/heartbeat', token, { version: '1.0.0', uptime: 5 }));
     await r.pass();
     expect(r.conditions().find((c) => c.type === 'AgentOffline')).toBeUndefined();
@@ -53,7 +53,7 @@ describe('reconciler', () => {
         return typeof v === 'function' ? v.bind(target) : v;
       },
     }) as Store;
-    const r = new Reconciler({
+    const r = new SessionReconciler({
       store: withoutRouter,
       stuckAfterSeconds: 600,
       offlineAfterSeconds: 300,

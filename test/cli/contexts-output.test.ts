@@ -174,10 +174,14 @@ describe('output', () => {
   it('session list: -o table, wide, json, yaml; --json is -o json', async () => {
     const tableOut = await peerops(['session', 'list', '-o', 'table'], user());
     expect(tableOut.code, tableOut.stderr).toBe(0);
-    expect(tableOut.stdout).toMatch(/^UUID\s+ROUTER\s+ASN\s+STATUS\s+IPV6\s+ENDPOINT\s+MTU\s+LAST ERROR$/m);
+    expect(tableOut.stdout).toMatch(
+      /^UUID\s+ROUTER\s+ASN\s+STATUS\s+BGP\s+IPV6\s+ENDPOINT\s+MTU\s+LAST ERROR$/m,
+    );
     expect((await peerops(['session', 'list'], user())).stdout).toBe(tableOut.stdout);
     const wide = await peerops(['session', 'list', '-o', 'wide'], user());
-    expect(wide.stdout).toMatch(/^UUID\s+ROUTER\s+ASN\s+STATUS\s+IPV6\s+LINK-LOCAL\s+.*SERVER ENDPOINT/m);
+    expect(wide.stdout).toMatch(
+      /^UUID\s+ROUTER\s+ASN\s+STATUS\s+BGP\s+LAST HANDSHAKE\s+IPV6\s+LINK-LOCAL\s+.*SERVER ENDPOINT/m,
+    );
     const json = JSON.parse((await peerops(['session', 'list', '-o', 'json'], user())).stdout);
     expect(json.sessions.map((s: { uuid: string }) => s.uuid).sort()).toEqual([...uuids].sort());
     expect(JSON.parse((await peerops(['session', 'list', '--json'], user())).stdout)).toEqual(json);

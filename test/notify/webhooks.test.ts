@@ -16,7 +16,7 @@ import { loadConfig } from '../../controller/config.ts';
 import { register } from '../../controller/metrics.ts';
 import { Dispatcher } from '../../controller/notify/deliver.ts';
 import { FileWebhooks, Notifier, type NotificationEvent } from '../../controller/notify/index.ts';
-import { Reconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/index.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { ADMIN_ASN, OTHER_ASN, USER_ASN, routerFields, sessionFields } from '../api/helpers.ts';
@@ -289,7 +289,7 @@ describe("a session's events", () => {
   });
 
   it("an agent offline reaches admins' hooks only, once per condition", async () => {
-    const reconciler = new Reconciler({
+    const reconciler = new SessionReconciler({
       store,
       stuckAfterSeconds: 600,
       offlineAfterSeconds: 300,

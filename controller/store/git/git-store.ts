@@ -564,7 +564,7 @@ export class GitStore implements Store {
 
   recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
     const current = this.routers.get(router);
-    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat, current.status));
     return current !== undefined;
   }
 

@@ -1001,7 +1001,7 @@ export class KubernetesStore implements Store {
 
   recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
     const current = this.getRouter(router);
-    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat));
+    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat, current.status));
     return current !== undefined;
   }
 

@@ -1,0 +1,244 @@
+/**
+ * The reconcile pass's decisions, pure: retry backoff, whom a BIRD refusal blames, and the status a
+ * session gets from what BIRD and WireGuard show. No I/O and no clock of their own (`now` is an
+ * argument), so test/agent/decisions.test.ts checks them as tables, without root, in milliseconds.
+ */
+import type { AgentSession } from '../../common/agent-api.ts';
+import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
+
+// ---- retry backoff ----
+
+export const RETRY_FIRST_MS = 5000;
+export const RETRY_MAX_MS = 300_000;
+
+/** A failed setup waiting for its next attempt. */
+export interface RetryEntry {
+  attempts: number;
+  /** Epoch ms before which the session is left as it is on the node. */
+  until: number;
+  message: string;
+  fingerprint: string;
+}
+
+/** 5 s, doubling per failed attempt, at most 5 minutes. */
+export function retryDelayMs(attempts: number): number {
+  return Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (Math.max(1, attempts) - 1));
+}
+
+/** The entry after one more failure. */
+export function nextRetry(
+  previous: RetryEntry | undefined,
+  message: string,
+  fingerprint: string,
+  now: number,
+): RetryEntry {
+  const attempts = (previous?.attempts ?? 0) + 1;
+  return { attempts, until: now + retryDelayMs(attempts), message, fingerprint };
+}
+
+/**
+ * `wait`: leave the session as it is this pass; `retry`: try again now; `forget`: the session changed
+ * (modify, restart), so its failures no longer count.
+ */
+export function retryDecision(
+  entry: RetryEntry | undefined,
+  fingerprint: string,
+  now: number,
+): 'wait' | 'retry' | 'forget' | 'none' {
+  if (!entry) return 'none';
+  if (entry.fingerprint !== fingerprint) return 'forget';
+  return entry.until > now ? 'wait' : 'retry';
+}
+
+/** What a retry depends on: a change of the session (modify, restart) retries at once. */
+export function sessionFingerprint(s: AgentSession): string {
+  return JSON.stringify([
+    s.endpoint,
+    s.mtu,
+    s.publicKey,
+    s.linkLocal,
+    s.restartGeneration,
+    s.mpbgp,
+    s.extendedNextHop,
+  ]);
+}
+
+// ---- blame ----
+
+/** BIRD's refusal as the applier saw it (bird/apply.ts ApplyFailure, reduced to what blame needs). */
+export interface Refusal {
+  message: string;
+  /** Live paths BIRD named (file:line in its message). */
+  blamed: readonly string[];
+  /** BIRD did not answer at all (control socket): nothing was refused. */
+  unreachable?: boolean;
+}
+
+/** A problem of the node, not of a session: the heartbeat's `ConfigApplied` condition (docs/agent.md). */
+export interface NodeProblem {
+  reason: 'LocalConfigRejected' | 'MainConfigRejected' | 'BirdRefused';
+  message: string;
+  file?: string;
+  line?: number;
+}
+
+export interface Blame {
+  /** Sessions whose own file BIRD refused: each of them, and only them, fails. */
+  sessions: string[];
+  node?: NodeProblem;
+}
+
+/**
+ * Whom a refusal blames. A session's own file → that session only. Any other file (an operator's
+ * `local.d` file, the main config, an iBGP file) or no file at all → the node, and no session: a
+ * protocol in `local.d` named like a session makes BIRD name the `local.d` file, so the session whose
+ * name it took is not blamed either.
+ */
+export function blame(refusal: Refusal, fileOwner: ReadonlyMap<string, string>, mainPath: string): Blame {
+  if (refusal.unreachable) return { sessions: [] };
+  const sessions = [...new Set(refusal.blamed.map((p) => fileOwner.get(p)).filter((u): u is string => !!u))];
+  if (sessions.length) return { sessions };
+  const where = /(\/[^:\s]+):(\d+):(\d+)/.exec(refusal.message);
+  const file = refusal.blamed.find((p) => !fileOwner.has(p)) ?? where?.[1];
+  const reason: NodeProblem['reason'] = !file
+    ? 'BirdRefused'
+    : file === mainPath
+      ? 'MainConfigRejected'
+      : /\/local\.d\//.test(file)
+        ? 'LocalConfigRejected'
+        : 'BirdRefused';
+  return {
+    sessions: [],
+    node: {
+      reason,
+      message: refusal.message,
+      ...(file ? { file } : {}),
+      ...(where?.[2] ? { line: Number(where[2]) } : {}),
+    },
+  };
+}
+
+// ---- status verdicts ----
+
+/**
+ * How long a configured session may be without BGP Established before it is ERROR: BIRD retries a
+ * connect every 120 s (its `connect retry time`), so a session that missed one attempt still comes up
+ * within the grace; a peer that has not configured its side learns why within minutes (docs/agent.md).
+ */
+export const DEFAULT_GRACE_MS = 180_000;
+/** A WireGuard handshake older than this (s) counts as none: WireGuard rekeys every 2 minutes under traffic. */
+export const HANDSHAKE_FRESH_S = 180;
+
+/** BIRD's BGP states as the API names them. */
+export const BGP_STATES = ['Idle', 'Connect', 'Active', 'OpenSent', 'OpenConfirm', 'Established'] as const;
+export type BgpState = (typeof BGP_STATES)[number];
+
+export function bgpStateOf(text: string | undefined): BgpState | null {
+  return BGP_STATES.find((s) => s === text) ?? null;
+}
+
+/** What the agent remembers of a session between passes (timing only; nothing about the node). */
+export interface SessionMemory {
+  /** When the session was first seen configured in BIRD (its protocol present). */
+  configuredAt: number;
+  /** BGP was Established at some point since (or the controller said ACTIVE when first seen). */
+  wasEstablished: boolean;
+  /** Since when BGP has not been Established (undefined while it is). */
+  downSince: number | undefined;
+  /** The last time BGP was seen Established. */
+  lastEstablished: number | undefined;
+  /** BIRD's BGP state last seen, and since when the agent has seen it (the API's bgpSince). */
+  bgpState: BgpState | null;
+  stateSince: number;
+}
+
+export interface SessionFacts {
+  session: Pick<AgentSession, 'status' | 'listenPort' | 'asn'>;
+  /** This router's side, named in the hint on BGP settings. */
+  ours: { asn: number; linkLocal: string };
+  /** This pass's setup failure (WireGuard, render or BIRD refused this session's file). */
+  failure: string | undefined;
+  /** BIRD's protocol for the session; undefined when BIRD could not be read or does not have it yet. */
+  protocol: { bgpState: string | undefined; lastError: string | undefined } | undefined;
+  /** Unix seconds of the last WireGuard handshake; 0 when none. */
+  lastHandshake: number;
+  memory: SessionMemory | undefined;
+  now: number;
+}
+
+export interface Verdict {
+  /** The status to report; undefined: no verdict this pass (keep whatever the controller has). */
+  status: SessionStatusCode | undefined;
+  /** lastError for ERROR and SETUP_FAILED; undefined otherwise (which clears it). */
+  message: string | undefined;
+  memory: SessionMemory | undefined;
+}
+
+const RUNNING: readonly SessionStatusCode[] = [SessionStatus.ACTIVE, SessionStatus.ERROR];
+
+/**
+ * The status rules (docs/agent.md, "What a session's status means"): ACTIVE only while BGP is
+ * Established; configured but not Established for longer than the grace → ERROR with a message that
+ * says where to look; within the grace the session keeps its status (a retried setup that worked
+ * waits as QUEUED_FOR_SETUP, its old error gone).
+ */
+export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
+  const { session: s, now } = f;
+  if (f.failure !== undefined) {
+    const status = RUNNING.includes(s.status as SessionStatusCode)
+      ? SessionStatus.ERROR
+      : SessionStatus.SETUP_FAILED;
+    return { status, message: f.failure, memory: undefined };
+  }
+  if (!f.protocol) return { status: undefined, message: undefined, memory: f.memory };
+  const m: SessionMemory = f.memory
+    ? { ...f.memory }
+    : {
+        configuredAt: now,
+        wasEstablished: s.status === SessionStatus.ACTIVE,
+        downSince: undefined,
+        lastEstablished: undefined,
+        bgpState: null,
+        stateSince: now,
+      };
+  const state = bgpStateOf(f.protocol.bgpState);
+  if (state !== m.bgpState || !f.memory) {
+    m.bgpState = state;
+    m.stateSince = now;
+  }
+  if (state === 'Established') {
+    m.wasEstablished = true;
+    m.downSince = undefined;
+    m.lastEstablished = now;
+    return { status: SessionStatus.ACTIVE, message: undefined, memory: m };
+  }
+  m.downSince ??= m.wasEstablished ? now : m.configuredAt;
+  if (now - m.downSince < graceMs) {
+    // Within the grace: a running session stays what it is; a setup that worked after a failure waits.
+    const status = s.status === SessionStatus.SETUP_FAILED ? SessionStatus.QUEUED_FOR_SETUP : undefined;
+    return { status, message: undefined, memory: m };
+  }
+  return { status: SessionStatus.ERROR, message: whereToLook(f, state, m), memory: m };
+}
+
+/** The lastError of a session configured on the router whose BGP is not Established. */
+function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory): string {
+  const { session: s, now } = f;
+  const bgp = `BGP ${state ?? 'not running'}${f.protocol?.lastError ? ` (BIRD: ${f.protocol.lastError})` : ''}`;
+  const handshakeAge = f.lastHandshake > 0 ? now / 1000 - f.lastHandshake : Number.POSITIVE_INFINITY;
+  const lost =
+    m.wasEstablished && m.lastEstablished !== undefined
+      ? `BGP was Established until ${new Date(m.lastEstablished).toISOString()}, then lost; `
+      : m.wasEstablished
+        ? 'BGP was Established, then lost; '
+        : '';
+  if (handshakeAge > HANDSHAKE_FRESH_S) {
+    const handshake =
+      f.lastHandshake > 0
+        ? `no WireGuard handshake since ${new Date(f.lastHandshake * 1000).toISOString()}`
+        : 'no WireGuard handshake with the peer yet';
+    return `${lost}${handshake}, ${bgp}: check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort}, the tunnel up on its side)`;
+  }
+  // No figures that change every pass (the handshake's age): the message is reported when it changes.
+  return `${lost}WireGuard handshakes (the tunnel is up) but ${bgp}: check the BGP settings on the peer's side (neighbor ${f.ours.linkLocal} as ${f.ours.asn} on its tunnel interface, local as ${s.asn}, multiprotocol and extended next hop as the session says)`;
+}

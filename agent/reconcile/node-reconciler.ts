@@ -1,0 +1,78 @@
+/**
+ * The agent's level-triggered reconcile (docs/agent.md): the desired state (sessions and routing policy
+ * from the controller) against the actual state read from the node on every pass (links, WireGuard
+ * peers, rendered files, BIRD protocols), in named steps (steps.ts: tunnels, render, apply, judge,
+ * report, retry). Only what differs is changed; one BIRD configure at most; a status is reported only
+ * when it differs from what the controller has. In-memory state is limited to timing (retry backoff,
+ * grace periods), what was last reported, and measurements (RTT).
+ */
+import type { AgentSession, BirdConfigResponse } from '../../common/agent-api.ts';
+import type { NodeProblem } from './decisions.ts';
+import { wantsUp } from './desired.ts';
+import {
+  STEPS,
+  type PassContext,
+  type PassResult,
+  type ReconcileDeps,
+  type ReconcileMemory,
+} from './steps.ts';
+
+export type { PassResult, ReconcileDeps, ReconcileHooks } from './steps.ts';
+
+export class NodeReconciler {
+  private readonly deps: ReconcileDeps;
+  private readonly memory: ReconcileMemory = {
+    retry: new Map(),
+    sessions: new Map(),
+    reported: new Map(),
+    rtt: new Map(),
+    node: undefined,
+    birdUnreachable: undefined,
+  };
+
+  constructor(deps: ReconcileDeps) {
+    this.deps = deps;
+  }
+
+  /** uuid → last measured RTT in ms (the metrics loop writes it), for the latency community. */
+  get rtt(): Map<string, number | null> {
+    return this.memory.rtt;
+  }
+
+  /** The refusal of the node's own files (local.d, the main config) that the last apply met, if any. */
+  get nodeProblem(): NodeProblem | undefined {
+    return this.memory.node;
+  }
+
+  async pass(sessions: readonly AgentSession[], policy: BirdConfigResponse): Promise<PassResult> {
+    const ctx: PassContext = {
+      deps: this.deps,
+      memory: this.memory,
+      now: this.deps.now?.() ?? Date.now(),
+      sessions,
+      up: sessions.filter(wantsUp),
+      policy,
+      waiting: new Set(),
+      links: new Map(),
+      recreated: [],
+      peerFiles: new Map(),
+      fileOwner: new Map(),
+      tree: undefined,
+      protocols: new Map(),
+      applied: undefined,
+      verdicts: [],
+      result: {
+        interfacesChanged: 0,
+        interfacesRemoved: 0,
+        writes: 0,
+        configured: false,
+        reports: [],
+        failed: new Map(),
+        node: undefined,
+        birdUnreachable: undefined,
+      },
+    };
+    for (const step of STEPS) await step.run(ctx);
+    return ctx.result;
+  }
+}
