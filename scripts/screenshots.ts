@@ -86,6 +86,13 @@ async function fill(h: Harness): Promise<void> {
     ipv4: '172.20.53.1',
     endpoint: 'as5678.example.com:20000',
   });
+  // A policy tightened after a request: the review shows what the controller's checks now refuse.
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'patch',
+      spec: { ownPrefixes: { ipv4: ['172.20.53.0/26'] } },
+    }),
+  );
   for (const s of [up, down])
     await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: s.uuid }));
   await agent('fra1', 'modify', {

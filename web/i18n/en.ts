@@ -178,6 +178,7 @@ export default {
   'reviews.checks': "The controller's checks",
   'reviews.checksPassed':
     "Passes the current policy: addresses in the allowed ranges, none of the network's own prefixes, no other network's address, a usable key, the ASN not blocked.",
+  'reviews.endpoint': "The peer's endpoint",
   'reviews.reason': 'Reason',
   'reviews.reasonHint':
     'Optional for an approval; needed to reject. The peer and the store’s history see it.',

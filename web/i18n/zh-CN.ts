@@ -174,6 +174,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'reviews.checks': '控制器的检查',
   'reviews.checksPassed':
     '符合当前策略：地址在允许范围内，不含本网络自有前缀，不是其他网络的地址，密钥可用，ASN 未被封禁。',
+  'reviews.endpoint': '对等方端点',
   'reviews.reason': '理由',
   'reviews.reasonHint': '批准时可选；拒绝时必填。对等方和存储的历史记录都能看到。',
   'reviews.reasonNeeded': '拒绝时请填写理由。',

@@ -72,7 +72,7 @@ function Review(props: { session: SessionRecord; onDone: () => void }) {
           [t('session.ipv6'), <code>{s.ipv6}</code>],
           [t('session.ipv4'), s.ipv4 ? <code>{s.ipv4}</code> : t('session.none')],
           [t('session.linkLocal'), <code>{s.ipv6LinkLocal}</code>],
-          [t('session.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
+          [t('reviews.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
           [t('session.publicKey'), <code class="wrap">{s.publicKey}</code>],
           [t('session.mtu'), String(s.mtu)],
           [
