@@ -105,6 +105,11 @@ describe('portal with an agent in the lab', () => {
       .getByText('1', { exact: true })
       .waitFor({ timeout: ESTABLISHED_TIMEOUT_MS });
     expect(await card.textContent()).not.toContain('Last error');
+    // Restart from the page: the router re-creates tunnel and BGP session, and it comes back.
+    await card.getByRole('button', { name: 'Restart' }).click();
+    await card.getByText('QUEUED_FOR_SETUP').waitFor();
+    await card.getByText('ACTIVE', { exact: true }).waitFor({ timeout: ESTABLISHED_TIMEOUT_MS });
+    await card.getByTestId('bgp-state').getByText('Established').waitFor({ timeout: ESTABLISHED_TIMEOUT_MS });
     await expectAccessible(p.page, 'an established session');
     expect(p.problems).toEqual([]);
     await p.context.close();

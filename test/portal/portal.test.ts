@@ -108,6 +108,7 @@ describe('portal', () => {
     await page.getByRole('button', { name: 'Copy', exact: true }).click();
     await page.getByRole('button', { name: 'Copied' }).waitFor();
     expect(await page.evaluate('navigator.clipboard.readText()')).toBe(text);
+    await expectAccessible(page, 'created, with the configuration');
 
     // The session in the list: PENDING_REVIEW in plain words, with what to do.
     await page.getByRole('link', { name: 'Sessions', exact: true }).click();
@@ -158,6 +159,25 @@ describe('portal', () => {
     await page.reload();
     await logInWithSsh(page, USER_ASN, peerKey);
     await card.getByText('QUEUED_FOR_SETUP').waitFor();
+
+    // Change: a refused MTU is named at its field; a good one is stored (the status stays in 4).
+    await card.getByRole('button', { name: 'Change' }).click();
+    const mtu = card.getByLabel('MTU');
+    await mtu.fill('100');
+    await card.getByRole('button', { name: 'Save' }).click();
+    await card.locator('.field-error').waitFor();
+    expect(await card.locator('.field-error').textContent()).toMatch(/1280|>=|minimum|at least/i);
+    await expectAccessible(page, 'change with a field error');
+    await mtu.fill('1400');
+    await card.getByRole('button', { name: 'Save' }).click();
+    await card.getByRole('button', { name: 'Save' }).waitFor({ state: 'detached' });
+    expect(h.store.listSessions().find((s) => s.spec.asn === USER_ASN)?.spec.mtu).toBe(1400);
+
+    // Delete, after the page's confirmation: QUEUED_FOR_DELETE until the router tears it down.
+    page.once('dialog', (dialog) => void dialog.accept());
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await card.getByText('QUEUED_FOR_DELETE').waitFor();
+    expect(peer.problems).toEqual([]);
     await peer.context.close();
   });
 

@@ -73,6 +73,7 @@ export async function logInWithSsh(page: Page, asn: number, key: SshKey): Promis
   expect(command).toContain(`cat > challenge.txt <<'EOF'\n${challenge}EOF\n`);
   expect(command).toContain('ssh-keygen -Y sign -n peerops -f ~/.ssh/id_ed25519 challenge.txt');
   expect(await page.getByTestId('gpg-command').textContent()).toContain('gpg --clearsign challenge.txt');
+  await expectAccessible(page, 'login with a challenge');
   await page.getByLabel('The signature').fill(await sshSign(key, challenge));
   await page.getByRole('button', { name: 'Log in', exact: true }).click();
   await page.getByRole('button', { name: 'Log out' }).waitFor();

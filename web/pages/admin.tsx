@@ -244,7 +244,9 @@ export function PolicyPage() {
           items={Object.entries(data.spec).map(([k, v]) => [
             k,
             typeof v === 'object' ? (
-              <pre class="code">{JSON.stringify(v, null, 2)}</pre>
+              <pre class="code" tabIndex={0}>
+                {JSON.stringify(v, null, 2)}
+              </pre>
             ) : (
               <code>{String(v)}</code>
             ),

@@ -44,7 +44,7 @@ export function ConfigPanel(props: { uuid: string }) {
           <figcaption>
             <code>{file.name}</code>
           </figcaption>
-          <pre class="code" data-testid="config-content">
+          <pre class="code" tabIndex={0} data-testid="config-content">
             {file.content}
           </pre>
           <div class="buttons">

@@ -87,7 +87,7 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
         <form onSubmit={verify} class="stack">
           <h2>{t('login.step2')}</h2>
           <p>{t('login.challengeIntro', { expires: new Date(challenge.expiresAt).toLocaleTimeString() })}</p>
-          <pre class="code" data-testid="challenge" aria-label={t('login.challengeLabel')}>
+          <pre class="code" tabIndex={0} data-testid="challenge" aria-label={t('login.challengeLabel')}>
             {challenge.challenge}
           </pre>
           <div class="buttons">
@@ -95,12 +95,12 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
             <DownloadButton name="challenge.txt" text={challenge.challenge} />
           </div>
           <h3>{t('login.withSsh')}</h3>
-          <pre class="code" data-testid="ssh-command">
+          <pre class="code" tabIndex={0} data-testid="ssh-command">
             {sshCommand(challenge)}
           </pre>
           <CopyButton text={sshCommand(challenge)} />
           <h3>{t('login.withGpg')}</h3>
-          <pre class="code" data-testid="gpg-command">
+          <pre class="code" tabIndex={0} data-testid="gpg-command">
             {gpgCommand(challenge)}
           </pre>
           <CopyButton text={gpgCommand(challenge)} />
