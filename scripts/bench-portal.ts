@@ -3,8 +3,9 @@
  *
  * - size: the script and stylesheet the controller serves, gzipped as it sends them (level 9);
  *   target under 150 KiB together.
- * - first load on loopback: a controller on a temp git store listening on 127.0.0.1, its portal files
- *   built before the runs (as a release has them baked in); Debian's chromium (playwright-core) in a
+ * - first load on loopback: `peerops serve` in a process of its own on a temp git store, listening on
+ *   127.0.0.1, its portal files built before the runs (as a release has them baked in); Debian's
+ *   chromium (playwright-core) in a
  *   fresh context per run (empty cache) loads `/`. Per run, in ms from the navigation's start (Navigation
  *   and Paint Timing): the page, script and stylesheet have arrived, the portal's code has rendered the login form (its `peerops:rendered` mark), the
  *   first contentful paint, and the end of the load event. Target: the load event's median under
@@ -12,12 +13,15 @@
  *
  *   node scripts/bench-portal.ts [--runs 15]
  */
-import { loadavg } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
 import { buildPortal } from '../controller/portal/build.ts';
-import { startHarness } from '../test/api/helpers.ts';
+import { freePort } from '../test/support/ports.ts';
 
 const SIZE_TARGET_KIB = 150;
 const LOAD_TARGET_MS = 300;
@@ -48,12 +52,25 @@ console.log(
   `  JS + CSS gzipped: ${(gzTotal / 1024).toFixed(1)} KiB (target < ${SIZE_TARGET_KIB} KiB): ${verdict(sizeOk)}`,
 );
 
-const h = await startHarness();
+const ROOT = path.resolve(import.meta.dirname, '..');
+const data = await mkdtemp(path.join(tmpdir(), 'peerops-bench-portal-'));
+const port = await freePort();
+const url = `http://127.0.0.1:${port}/`;
+const controller = spawn(process.execPath, [path.join(ROOT, 'bin', 'peerops.ts'), 'serve', '--data', data], {
+  env: { ...process.env, PEEROPS_LISTEN: `127.0.0.1:${port}`, PEEROPS_LOG_LEVEL: 'warn' },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium' });
 try {
-  await h.app.listen({ host: '127.0.0.1', port: 0 });
-  const address = h.app.server.address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
+  for (let i = 0; ; i++) {
+    const up = await fetch(`${url}livez`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) break;
+    if (i > 300) throw new Error('the controller did not start within 30 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
   await fetch(url); // the files are built on the first request; a release has them already
   const samples = {
     served: [] as number[],
@@ -94,5 +111,7 @@ try {
   process.exitCode = sizeOk && loadOk ? 0 : 1;
 } finally {
   await browser.close();
-  await h.close();
+  controller.kill('SIGTERM');
+  await new Promise((r) => controller.once('exit', r));
+  await rm(data, { recursive: true, force: true });
 }
