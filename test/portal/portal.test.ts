@@ -10,8 +10,25 @@ import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
-import { ADMIN_ASN, expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import {
+  ADMIN_ASN,
+  expectOk,
+  OTHER_ASN,
+  startHarness,
+  USER_ASN,
+  wgKey,
+  type Harness,
+} from '../api/helpers.ts';
+import {
+  gpgKey,
+  gpgSign,
+  sshKey,
+  stopGpgAgent,
+  tempDir,
+  writeRegistry,
+  type GpgKey,
+  type SshKey,
+} from '../login/support.ts';
 import {
   expectAccessible,
   expectNoSidewaysScroll,
@@ -27,13 +44,22 @@ let url: string;
 let browser: Browser;
 let peerKey: SshKey;
 let adminKey: SshKey;
+let pgp: GpgKey;
 
 beforeAll(async () => {
   dir = await tempDir('portal');
-  [peerKey, adminKey] = await Promise.all([sshKey(dir, 'ed25519', 'peer'), sshKey(dir, 'ed25519', 'admin')]);
+  [peerKey, adminKey, pgp] = await Promise.all([
+    sshKey(dir, 'ed25519', 'peer'),
+    sshKey(dir, 'ed25519', 'admin'),
+    gpgKey(path.join(dir, 'gnupg'), 'Other Peer <other@example.test>'),
+  ]);
   await writeRegistry(path.join(dir, 'registry'), {
-    autNums: { [USER_ASN]: ['PEER-MNT'], [ADMIN_ASN]: ['NET-MNT'] },
-    mntners: { 'PEER-MNT': [peerKey.publicLine], 'NET-MNT': [adminKey.publicLine] },
+    autNums: { [USER_ASN]: ['PEER-MNT'], [ADMIN_ASN]: ['NET-MNT'], [OTHER_ASN]: ['PGP-MNT'] },
+    mntners: {
+      'PEER-MNT': [peerKey.publicLine],
+      'NET-MNT': [adminKey.publicLine],
+      'PGP-MNT': [`pgp-fingerprint ${pgp.fingerprint}`],
+    },
     routes: { 'fd42:1234::/48': [USER_ASN], '172.20.53.0/24': [USER_ASN] },
   });
   h = await startHarness(
@@ -56,6 +82,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await h?.close();
+  if (pgp) await stopGpgAgent(pgp.home);
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -199,6 +226,28 @@ describe('portal', () => {
     await page.getByRole('heading', { name: '新建会话' }).waitFor();
     await expectNoSidewaysScroll(page, 'create at 390 px');
     await expectAccessible(page, 'create at 390 px');
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('logs in with a gpg --clearsign signature and the public key the page asks for', async () => {
+    const { context, page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await page.getByLabel('Your ASN').fill(`AS${OTHER_ASN}`);
+    await page.getByRole('button', { name: 'Get a challenge' }).click();
+    const challenge = (await page.getByTestId('challenge').textContent()) ?? '';
+    expect(await page.getByTestId('gpg-command').textContent()).toContain(
+      `cat > challenge.txt <<'EOF'\n${challenge}EOF\ngpg --clearsign challenge.txt`,
+    );
+    // The maintainer lists a fingerprint: the page asks for the key itself, naming the export command.
+    const keyField = page.getByLabel('Your OpenPGP public key (for pgp-fingerprint)');
+    const hint = (await page.locator('#login-publickey-hint').textContent()) ?? '';
+    expect(hint.toLowerCase()).toContain(`gpg --export --armor ${pgp.fingerprint.toLowerCase()}`);
+    await page.getByLabel('The signature').fill(await gpgSign(pgp, challenge, 'clear'));
+    await keyField.fill(pgp.armoredPublic);
+    await page.getByRole('button', { name: 'Log in', exact: true }).click();
+    await page.getByText(`AS${OTHER_ASN} · peer`).waitFor();
+    await page.getByRole('heading', { name: 'Your sessions' }).waitFor();
     expect(problems).toEqual([]);
     await context.close();
   });
