@@ -42,6 +42,7 @@ import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-sta
 import type { Registry } from './auth/login/registry.ts';
 import { mergedPolicy } from './store/rules.ts';
 import { hookRoutes } from './api/hooks.ts';
+import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';
 import { FileWebhooks, Notifier } from './notify/index.ts';
 import { referenceRoutes } from './api/reference.ts';
@@ -272,6 +273,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   await app.register(routes);
   await app.register(routes, { prefix: '/api/v1' });
+  await app.register(portalPlugin);
   return app;
 }
 

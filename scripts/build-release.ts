@@ -49,6 +49,7 @@ import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
 import { parseSshSignature } from '../common/sshsig.ts';
 import { buildDeb } from './build-deb.ts';
+import { buildPortal } from '../controller/portal/build.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
@@ -106,8 +107,11 @@ ${cases}
   },
 };
 
-/** esbuild options both builds share: bin/peerops.ts with every dependency, the version baked in. */
-function bundleOptions(version: string, target: string): BuildOptions {
+/**
+ * esbuild options both builds share: bin/peerops.ts with every dependency, the version baked in, and the
+ * web portal's files (controller/portal/assets.ts), so that `peerops serve` of a release serves the portal.
+ */
+async function bundleOptions(version: string, target: string): Promise<BuildOptions> {
   return {
     bundle: true,
     platform: 'node',
@@ -116,7 +120,10 @@ function bundleOptions(version: string, target: string): BuildOptions {
     minify: false,
     legalComments: 'none',
     logLevel: 'warning',
-    define: { 'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version) },
+    define: {
+      'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version),
+      __PEEROPS_PORTAL_FILES__: JSON.stringify(await buildPortal()),
+    },
     // CommonJS dependencies call require(); an ESM bundle needs one made for it. (The entry's #! line stays first.)
     banner: {
       js: "import { createRequire as __peeropsCreateRequire } from 'node:module';\nconst require = __peeropsCreateRequire(import.meta.url);",
@@ -143,7 +150,7 @@ export async function buildPackage(outfile: string, version: string): Promise<vo
   await mkdir(outDir, { recursive: true });
   try {
     await build({
-      ...bundleOptions(version, 'node20'),
+      ...(await bundleOptions(version, 'node20')),
       entryPoints: { [name]: ENTRY },
       outdir: tmp,
       splitting: true,
@@ -202,7 +209,7 @@ async function buildAgentBundle(version: string, outDir: string): Promise<string
   const artifact = path.join(outDir, ARTIFACT);
   const tmp = path.join(outDir, `.build-${process.pid}.mjs`);
   try {
-    await build({ ...bundleOptions(version, 'node20'), entryPoints: [ENTRY], outfile: tmp });
+    await build({ ...(await bundleOptions(version, 'node20')), entryPoints: [ENTRY], outfile: tmp });
     await chmod(tmp, 0o755);
     await checkVersion(tmp, version);
     await rename(tmp, artifact);

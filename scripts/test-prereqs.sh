@@ -16,6 +16,7 @@ declare -A need=(
   [redis-server]=redis-server
   [curl]=curl
   [openssl]=openssl
+  [chromium]=chromium
   [vtysh]=frr
   [strings]=binutils
   [/usr/lib/systemd/systemd-networkd]=systemd

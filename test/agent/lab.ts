@@ -111,9 +111,13 @@ export interface AgentLab {
 
 let vethIndex = 0;
 
-export async function startAgentLab(prefix: string): Promise<AgentLab> {
+/** `login`: the controller's `/login` (the portal's browser tests log in through it). */
+export async function startAgentLab(
+  prefix: string,
+  login?: Parameters<typeof startHarness>[1],
+): Promise<AgentLab> {
   const lab = new NetnsLab(prefix);
-  const h = await startHarness();
+  const h = await startHarness({}, login);
   try {
     return await build(prefix, lab, h);
   } catch (err) {

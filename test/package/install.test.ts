@@ -259,6 +259,12 @@ describe.each(['20', '22', '24'])('installed with npm install -g under Node %s',
           throw new Error(`serve did not answer:\n${out}`);
         await new Promise((r) => setTimeout(r, 100));
       }
+      // The web portal is baked into the package (docs/decisions.md, "Web portal"): page and script.
+      const page = await fetch(`http://127.0.0.1:${port}/`);
+      expect(page.status).toBe(200);
+      const script = /src="(\/assets\/app-[A-Z0-9]+\.js)"/.exec(await page.text())?.[1];
+      expect(script).toBeDefined();
+      expect((await fetch(`http://127.0.0.1:${port}${script}`)).status).toBe(200);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     } finally {

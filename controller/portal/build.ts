@@ -1,0 +1,74 @@
+/**
+ * Builds the web portal (web/) into the files the controller serves: one JS and one CSS file named by
+ * their content hash (cached for a year: a new build has new names) and index.html, which names them.
+ * Used by `npm run build:web` (scripts/build-web.ts, writes dist/portal/), by the release builds
+ * (scripts/build-release.ts, which bake the files into the bundle) and by the controller itself when
+ * it runs from the source tree (controller/portal/assets.ts), so a fresh clone serves the portal
+ * without a build step.
+ */
+import path from 'node:path';
+import { build } from 'esbuild';
+import type { PortalFile } from './assets.ts';
+
+const WEB = path.resolve(import.meta.dirname, '..', '..', 'web');
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.html': 'text/html; charset=utf-8',
+};
+
+/** The portal's files: `index.html` first, then `assets/app-<hash>.js` and `.css`. */
+export async function buildPortal(): Promise<PortalFile[]> {
+  const result = await build({
+    entryPoints: [path.join(WEB, 'main.tsx')],
+    bundle: true,
+    write: false,
+    minify: true,
+    format: 'esm',
+    // Browsers of the last few years; nothing is polyfilled.
+    target: ['es2020', 'chrome100', 'firefox100', 'safari15'],
+    jsx: 'automatic',
+    jsxImportSource: 'preact',
+    outdir: path.join(WEB, 'out'),
+    entryNames: 'app-[hash]',
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+  const assets = result.outputFiles.map((f) => {
+    const name = path.basename(f.path);
+    return {
+      path: `assets/${name}`,
+      contentType: CONTENT_TYPES[path.extname(name)] ?? 'application/octet-stream',
+      body: Buffer.from(f.contents).toString('utf8'),
+    };
+  });
+  const js = assets.find((a) => a.path.endsWith('.js'));
+  const css = assets.find((a) => a.path.endsWith('.css'));
+  if (!js || !css) throw new Error('portal build: expected one .js and one .css output');
+  return [
+    { path: 'index.html', contentType: CONTENT_TYPES['.html']!, body: indexHtml(js.path, css.path) },
+    js,
+    css,
+  ];
+}
+
+/** The page: no inline script or style (the Content-Security-Policy allows neither). */
+function indexHtml(js: string, css: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>peerops</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/${css}">
+<script type="module" src="/${js}"></script>
+</head>
+<body>
+<div id="app"></div>
+<noscript>This portal needs JavaScript; the same actions are in the peerops CLI and the REST API.</noscript>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,216 @@
+/**
+ * Screenshots of the portal's main pages, at desktop width (1280 px) and at 390 px, into docs/portal/
+ * (`npm run screenshots`; docs/user-guide.md shows them). A controller on a temp git store is filled
+ * through the API as the agent and users would (routers with heartbeats, one with a refused local
+ * config; sessions in review, ACTIVE with metrics, in ERROR), and Debian's chromium (playwright-core)
+ * logs in through the page with a key signed by ssh-keygen, as a peer and as an admin.
+ *
+ * The Chinese page needs a CJK font in the system (Debian: fonts-wqy-microhei); without one its
+ * characters are drawn as boxes.
+ *
+ *   node scripts/screenshots.ts [--out docs/portal]
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium, type Page } from 'playwright-core';
+import { DirectoryRegistry } from '../controller/auth/login/registry.ts';
+import { ADMIN_ASN, expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../test/api/helpers.ts';
+import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../test/login/support.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const NETWORK_ASN = 4242420000;
+const OTHER_PEER = 4242425678;
+const VIEWPORTS = { desktop: { width: 1280, height: 900 }, '390': { width: 390, height: 844 } };
+
+const { values } = parseArgs({ options: { out: { type: 'string', default: 'docs/portal' } } });
+const out = path.resolve(ROOT, values.out ?? 'docs/portal');
+
+const ago = (seconds: number) => new Date(Date.now() - seconds * 1000).toISOString();
+
+async function fill(h: Harness): Promise<void> {
+  const tokens: Record<string, string> = {};
+  tokens.fra1 = await h.addRouter('fra1', {
+    displayName: 'Frankfurt 1',
+    location: 'Frankfurt',
+    maxSessions: 50,
+  });
+  tokens.ams1 = await h.addRouter('ams1', {
+    displayName: 'Amsterdam 1',
+    location: 'Amsterdam',
+    region: 'eu-west',
+  });
+  tokens.sin1 = await h.addRouter('sin1', {
+    displayName: 'Singapore 1',
+    location: 'Singapore',
+    region: 'ap-southeast',
+    acceptingSessions: false,
+  });
+  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: NETWORK_ASN } }));
+  const agent = (router: string, route: string, body: unknown) =>
+    expectOk(h.post(`/agent/${router}/${route}`, tokens[router], body));
+  await agent('fra1', 'heartbeat', { version: '0.1.0', uptime: 86_400 });
+  await agent('ams1', 'heartbeat', {
+    version: '0.1.0',
+    uptime: 3_600,
+    conditions: [
+      {
+        type: 'ConfigApplied',
+        status: 'False',
+        reason: 'LocalConfigRejected',
+        message: "BIRD refused /etc/bird/local.d/blackhole.conf, line 3: syntax error, unexpected '}'",
+        lastTransitionTime: ago(600),
+      },
+    ],
+  });
+
+  const user = h.user;
+  const create = async (token: string, router: string, extra: Record<string, unknown>) =>
+    (
+      await expectOk(
+        h.post('/session', token, {
+          action: 'create',
+          router,
+          linkLocal: 'fe80::1234',
+          publicKey: wgKey(),
+          endpoint: 'peer.example.org:51820',
+          ...extra,
+        }),
+      )
+    ).json() as { uuid: string; listenPort: number };
+  const up = await create(user, 'fra1', { ipv6: 'fd42:1234::1' });
+  const down = await create(user, 'ams1', { ipv6: 'fd42:1234::1' });
+  const other = h.tokens.issueToken(OTHER_PEER, 'user').token;
+  await create(other, 'fra1', {
+    ipv6: 'fd42:5678::1',
+    ipv4: '172.20.53.1',
+    endpoint: 'as5678.example.com:20000',
+  });
+  // A policy tightened after a request: the review shows what the controller's checks now refuse.
+  await expectOk(
+    h.post('/admin/policy', h.admin, {
+      action: 'patch',
+      spec: { ownPrefixes: { ipv4: ['172.20.53.0/26'] } },
+    }),
+  );
+  for (const s of [up, down])
+    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: s.uuid }));
+  await agent('fra1', 'modify', {
+    uuid: up.uuid,
+    status: 1,
+    interface: `wg_${up.listenPort}`,
+    bgpState: 'Established',
+    bgpSince: ago(7_200),
+  });
+  await agent('fra1', 'report', {
+    sessions: [
+      {
+        uuid: up.uuid,
+        rtt: 12.4,
+        rxBytes: 48_213_004,
+        txBytes: 1_920_331_112,
+        routesImported: 3,
+        lastHandshake: ago(40),
+      },
+    ],
+  });
+  await agent('ams1', 'modify', {
+    uuid: down.uuid,
+    status: 2,
+    interface: `wg_${down.listenPort}`,
+    message: 'no WireGuard handshake from the peer since setup 4 minutes ago: check the peer’s WireGuard',
+    bgpState: 'Active',
+    bgpSince: ago(240),
+  });
+}
+
+async function logIn(page: Page, asn: number, key: SshKey): Promise<void> {
+  await page.getByLabel('Your ASN').fill(String(asn));
+  await page.getByRole('button', { name: 'Get a challenge' }).click();
+  const challenge = (await page.getByTestId('challenge').textContent()) ?? '';
+  await page.getByLabel('The signature').fill(await sshSign(key, challenge));
+  await page.getByRole('button', { name: 'Log in', exact: true }).click();
+  await page.getByRole('button', { name: 'Log out' }).waitFor();
+}
+
+const dir = await tempDir('screenshots');
+const [peerKey, adminKey] = await Promise.all([
+  sshKey(dir, 'ed25519', 'peer'),
+  sshKey(dir, 'ed25519', 'admin'),
+]);
+await writeRegistry(path.join(dir, 'registry'), {
+  autNums: { [USER_ASN]: ['PEER-MNT'], [ADMIN_ASN]: ['NET-MNT'], [OTHER_PEER]: ['OTHER-MNT'] },
+  mntners: { 'PEER-MNT': [peerKey.publicLine], 'NET-MNT': [adminKey.publicLine], 'OTHER-MNT': [] },
+  routes: { 'fd42:1234::/48': [USER_ASN], 'fd42:5678::/48': [OTHER_PEER], '172.20.53.0/24': [OTHER_PEER] },
+});
+const h = await startHarness(
+  {},
+  {
+    registry: new DirectoryRegistry(path.join(dir, 'registry')),
+    serviceHost: 'peering.example.net',
+    admins: [ADMIN_ASN],
+  },
+);
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium' });
+try {
+  await fill(h);
+  await h.app.listen({ host: '127.0.0.1', port: 0 });
+  const address = h.app.server.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
+  await rm(out, { recursive: true, force: true });
+  await mkdir(out, { recursive: true });
+  const written: string[] = [];
+  for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+    const shot = async (page: Page, name: string) => {
+      await page.evaluate('document.fonts.ready');
+      const file = path.join(out, `${name}-${size}.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      written.push(path.relative(ROOT, file));
+    };
+    const context = await browser.newContext({ viewport, locale: 'en-US', deviceScaleFactor: 1 });
+    const page = await context.newPage();
+    await page.goto(url);
+    await page.getByLabel('Your ASN').fill(String(USER_ASN));
+    await page.getByRole('button', { name: 'Get a challenge' }).click();
+    await page.getByTestId('challenge').waitFor();
+    await shot(page, 'login');
+    await page.reload();
+    await logIn(page, USER_ASN, peerKey);
+    await page.locator('article.session').first().waitFor();
+    await page
+      .locator('article.session', { hasText: 'Amsterdam 1' })
+      .getByRole('button', { name: 'Your side’s configuration' })
+      .click();
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByTestId('config-content').waitFor();
+    await shot(page, 'sessions');
+    await page.getByLabel('Language').selectOption('zh-CN');
+    await page.getByRole('heading', { name: '您的会话' }).waitFor();
+    await shot(page, 'sessions-zh-CN');
+    await page.getByLabel('语言').selectOption('en');
+    await page.goto(`${url}#/new`);
+    await page.getByRole('radio', { name: /Frankfurt 1/ }).check();
+    await page.getByLabel('Your DN42 IPv6 address').fill('fd42:1234::1');
+    await page.getByRole('button', { name: 'Create the session' }).click();
+    await page.locator('.field-error').first().waitFor();
+    await shot(page, 'create');
+    await context.close();
+
+    const adminContext = await browser.newContext({ viewport, locale: 'en-US', deviceScaleFactor: 1 });
+    const admin = await adminContext.newPage();
+    await admin.goto(url);
+    await logIn(admin, ADMIN_ASN, adminKey);
+    await admin.goto(`${url}#/admin/reviews`);
+    await admin.locator('article').first().waitFor();
+    await shot(admin, 'reviews');
+    await admin.goto(`${url}#/admin/routers`);
+    await admin.locator('article[data-router]').first().waitFor();
+    await shot(admin, 'routers');
+    await adminContext.close();
+  }
+  console.log(`wrote ${written.length} screenshots:\n  ${written.join('\n  ')}`);
+} finally {
+  await browser.close();
+  await h.close();
+  await rm(dir, { recursive: true, force: true });
+}

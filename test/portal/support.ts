@@ -1,0 +1,80 @@
+/**
+ * The portal tests' browser: Debian's chromium driven by playwright-core, axe-core run inside each page,
+ * and the login a person does (the challenge read from the page, signed by ssh-keygen, pasted back).
+ */
+import axe from 'axe-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { expect } from 'vitest';
+import { sshSign, type SshKey } from '../login/support.ts';
+
+export const CHROMIUM = '/usr/bin/chromium';
+/** Waits in a browser on a loaded 2-core machine: generous, the tests assert behaviour, not speed. */
+export const UI_TIMEOUT_MS = 30_000;
+
+export async function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM });
+}
+
+/**
+ * A context for `origin` that may use the clipboard, and a page whose CSP reports and page errors are
+ * collected: a test ends with `expect(problems).toEqual([])`.
+ */
+export async function openPage(
+  browser: Browser,
+  origin: string,
+  viewport = { width: 1280, height: 900 },
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  const context = await browser.newContext({ viewport, locale: 'en-US' });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+  const page = await context.newPage();
+  page.setDefaultTimeout(UI_TIMEOUT_MS);
+  const problems: string[] = [];
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && /Content Security Policy|Refused to/i.test(msg.text()))
+      problems.push(`console: ${msg.text()}`);
+  });
+  return { context, page, problems };
+}
+
+/**
+ * axe-core over the page as it is: no serious or critical violation. The script is evaluated through
+ * the DevTools protocol, which the page's CSP does not govern (an injected <script> would be refused).
+ */
+export async function expectAccessible(page: Page, label: string): Promise<void> {
+  await page.evaluate(axe.source);
+  // Strings, not functions: this code runs in the page, and the tests' TypeScript has no DOM types.
+  const violations = (await page.evaluate(`axe
+    .run(document, { resultTypes: ['violations'] })
+    .then((r) => r.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5),
+    })))`)) as { id: string; impact: string | null; nodes: string[] }[];
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  expect(bad, `axe on ${label}`).toEqual([]);
+}
+
+/** The page fits the viewport: nothing scrolls sideways (the 390 px check). */
+export async function expectNoSidewaysScroll(page: Page, label: string): Promise<void> {
+  const { scroll, client } = (await page.evaluate(
+    '({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })',
+  )) as { scroll: number; client: number };
+  expect(scroll, `${label} scrolls sideways`).toBeLessThanOrEqual(client);
+}
+
+/** Logs in through the page as a person does: ASN, challenge, `ssh-keygen -Y sign`, paste, log in. */
+export async function logInWithSsh(page: Page, asn: number, key: SshKey): Promise<void> {
+  await page.getByLabel('Your ASN').fill(String(asn));
+  await page.getByRole('button', { name: /get a (new )?challenge/i }).click();
+  const challenge = (await page.getByTestId('challenge').textContent()) ?? '';
+  expect(challenge).toMatch(new RegExp(`^peerops login challenge\\n[\\s\\S]*asn: ${asn}\\n[\\s\\S]*\\n$`));
+  const command = (await page.getByTestId('ssh-command').textContent()) ?? '';
+  expect(command).toContain(`cat > challenge.txt <<'EOF'\n${challenge}EOF\n`);
+  expect(command).toContain('ssh-keygen -Y sign -n peerops -f ~/.ssh/id_ed25519 challenge.txt');
+  expect(await page.getByTestId('gpg-command').textContent()).toContain('gpg --clearsign challenge.txt');
+  await expectAccessible(page, 'login with a challenge');
+  await page.getByLabel('The signature').fill(await sshSign(key, challenge));
+  await page.getByRole('button', { name: 'Log in', exact: true }).click();
+  await page.getByRole('button', { name: 'Log out' }).waitFor();
+}

@@ -1,0 +1,210 @@
+/**
+ * The controller's REST API (docs/api.md) as the portal calls it: same origin, JSON bodies, the token in
+ * an Authorization header. The token lives only in this page's memory (docs/decisions.md, "Portal").
+ */
+
+export interface FieldError {
+  pointer: string;
+  message: string;
+}
+
+/** A problem+json answer (docs/api.md, Errors). */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly errors: FieldError[];
+  constructor(status: number, code: string, detail: string, errors: FieldError[] = []) {
+    super(detail);
+    this.status = status;
+    this.code = code;
+    this.errors = errors;
+  }
+  /** The message of the field at `pointer` (`/ipv6`), if the API named it. */
+  field(pointer: string): string | undefined {
+    return this.errors
+      .filter((e) => e.pointer === pointer || e.pointer.startsWith(`${pointer}/`))
+      .map((e) => e.message)
+      .join('; ');
+  }
+}
+
+export interface Metrics {
+  rtt?: number | null;
+  rxBytes?: number | null;
+  txBytes?: number | null;
+  routesImported?: number | null;
+  at?: string;
+}
+
+export interface SessionRecord {
+  uuid: string;
+  router: string;
+  routerName: string;
+  asn: number;
+  status: number;
+  statusName: string;
+  ipv6: string;
+  ipv6LinkLocal: string;
+  ipv4: string | null;
+  endpoint: string | null;
+  publicKey: string;
+  mtu: number;
+  mpbgp: boolean;
+  extendedNextHop: boolean;
+  listenPort: number;
+  interface: string;
+  serverEndpoint: string;
+  createdAt: string | null;
+  lastTransitionTime: string | null;
+  lastError: { code: string; message: string; at?: string } | null;
+  metrics: Metrics | null;
+  /** Live state reported by the router's agent; absent from controllers before it, null until reported. */
+  bgpState?: string | null;
+  bgpSince?: string | null;
+  lastHandshake?: string | null;
+  networkAsn?: number;
+  /** Admin list only: what the current policy would refuse of the session. */
+  policyViolations?: FieldError[];
+}
+
+export interface PublicRouter {
+  name: string;
+  uuid: string;
+  displayName: string;
+  region: string;
+  location: string | null;
+  endpointHost: string;
+  publicKey: string;
+  linkLocal: string;
+  accepting: boolean;
+  networkAsn?: number;
+  /** Free places before the router's maxSessions, where the controller tells them. */
+  freeSlots?: number | null;
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface AdminRouter {
+  name: string;
+  spec: PublicRouter & {
+    provider?: string;
+    maxSessions?: number;
+    acceptingSessions?: boolean;
+    autoApprove?: boolean;
+  };
+  status: { lastHeartbeat?: string; agentVersion?: string; uptime?: number; conditions?: Condition[] };
+  conditions?: Condition[];
+  hasAgentToken: boolean;
+}
+
+export interface CreateAnswer {
+  uuid: string;
+  status: number;
+  statusName: string;
+  serverEndpoint: string;
+  serverPublicKey: string;
+  serverLinkLocal: string;
+  serverIpv4?: string;
+  listenPort: number;
+  interface: string;
+  networkAsn?: number;
+}
+
+export interface Challenge {
+  challenge: string;
+  host: string;
+  asn: number;
+  expiresAt: string;
+  namespace: string;
+  methods: Record<string, string>[];
+}
+
+export interface Login {
+  token: string;
+  expiresAt: string;
+  role: 'user' | 'admin';
+  asn: number;
+}
+
+export interface ConfigAnswer {
+  format: string;
+  files: { name: string; content: string }[];
+}
+
+export type ConfigFormat = 'wg-quick' | 'networkd' | 'bird' | 'frr';
+export const CONFIG_FORMATS: ConfigFormat[] = ['wg-quick', 'networkd', 'bird', 'frr'];
+
+let token: string | undefined;
+let onExpired: () => void = () => undefined;
+
+export function setToken(value: string | undefined, expired?: () => void): void {
+  token = value;
+  if (expired) onExpired = expired;
+}
+
+async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token) headers.authorization = `Bearer ${token}`;
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      credentials: 'omit',
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+  } catch {
+    throw new ApiError(0, 'UNREACHABLE', 'the controller cannot be reached');
+  }
+  const data = (await res.json().catch(() => undefined)) as
+    { code?: string; detail?: string; errors?: FieldError[] } | undefined;
+  if (!res.ok) {
+    const err = new ApiError(
+      res.status,
+      data?.code ?? 'INTERNAL',
+      data?.detail ?? res.statusText,
+      data?.errors,
+    );
+    if (err.code === 'INVALID_TOKEN' && token) onExpired();
+    throw err;
+  }
+  return data as T;
+}
+
+export const api = {
+  routers: () => request<{ routers: PublicRouter[]; networkAsn?: number }>('GET', '/routers'),
+  challenge: (asn: number) => request<Challenge>('POST', '/login', { action: 'challenge', asn }),
+  verify: (asn: number, challenge: string, signature: string, publicKey?: string) =>
+    request<Omit<Login, 'asn'>>('POST', '/login', {
+      action: 'verify',
+      asn,
+      challenge,
+      signature,
+      ...(publicKey ? { publicKey } : {}),
+    }),
+  sessions: () => request<{ sessions: SessionRecord[] }>('POST', '/session', { action: 'list' }),
+  create: (body: Record<string, unknown>) =>
+    request<CreateAnswer>('POST', '/session', { action: 'create', ...body }),
+  modify: (uuid: string, changes: { endpoint?: string | null; mtu?: number }) =>
+    request<SessionRecord>('POST', '/session', { action: 'modify', uuid, ...changes }),
+  restart: (uuid: string) => request<SessionRecord>('POST', '/session', { action: 'restart', uuid }),
+  remove: (uuid: string) =>
+    request<SessionRecord | { deleted: true }>('POST', '/session', { action: 'delete', uuid }),
+  config: (uuid: string, format: ConfigFormat) =>
+    request<ConfigAnswer>('POST', '/session', { action: 'config', uuid, format }),
+  adminSessions: (filter: { status?: number } = {}) =>
+    request<{ sessions: SessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
+  adminSession: (action: 'approve' | 'reject', uuid: string, reason: string) =>
+    request<unknown>('POST', '/admin/session', { action, uuid, ...(reason ? { reason } : {}) }),
+  adminRouters: () => request<{ routers: AdminRouter[] }>('POST', '/admin/router', { action: 'list' }),
+  policy: () =>
+    request<{ name: string; spec: Record<string, unknown> }>('POST', '/admin/policy', { action: 'get' }),
+};

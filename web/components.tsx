@@ -1,0 +1,124 @@
+/** Small pieces the pages share: fields with their API message, problem boxes, copy and download. */
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { ApiError } from './api.ts';
+import { t } from './i18n/index.ts';
+
+/** A labelled input; `error` is the API's message for this field, shown under it and tied to it. */
+export function Field(props: {
+  id: string;
+  label: string;
+  hint?: string;
+  error?: string | undefined;
+  children: ComponentChildren;
+}) {
+  return (
+    <div class={`field${props.error ? ' has-error' : ''}`}>
+      <label for={props.id}>{props.label}</label>
+      {props.children}
+      {props.hint && (
+        <p class="hint" id={`${props.id}-hint`}>
+          {props.hint}
+        </p>
+      )}
+      {props.error && (
+        <p class="field-error" id={`${props.id}-error`} role="alert">
+          {props.error}
+        </p>
+      )}
+    </div>
+  );
+}
+
+/** `aria-describedby` and `aria-invalid` of an input inside Field. */
+export function described(id: string, hint: boolean, error: string | undefined) {
+  const ids = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ');
+  return { id, 'aria-describedby': ids || undefined, 'aria-invalid': error ? true : undefined };
+}
+
+/** An API failure in words: the problem code and the controller's detail. */
+export function Problem(props: { error: unknown }) {
+  if (!props.error) return null;
+  const e = props.error;
+  const detail = e instanceof ApiError ? e.message : String(e);
+  const code = e instanceof ApiError ? e.code : 'ERROR';
+  return (
+    <div class="problem" role="alert">
+      <strong>{t(errorKey(code))}</strong> <code>{code}</code>
+      <p>{detail}</p>
+    </div>
+  );
+}
+
+function errorKey(code: string) {
+  switch (code) {
+    case 'INVALID_TOKEN':
+      return 'error.invalidToken' as const;
+    case 'RATE_LIMITED':
+      return 'error.rateLimited' as const;
+    case 'UNREACHABLE':
+      return 'error.unreachable' as const;
+    case 'INVALID_REQUEST':
+      return 'error.invalidRequest' as const;
+    default:
+      return 'error.refused' as const;
+  }
+}
+
+export function CopyButton(props: { text: string; label?: string }) {
+  const [state, setState] = useState<'idle' | 'copied' | 'failed'>('idle');
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(props.text);
+      setState('copied');
+    } catch {
+      setState('failed');
+    }
+    setTimeout(() => setState('idle'), 3000);
+  };
+  return (
+    <button type="button" class="secondary" onClick={copy}>
+      {state === 'copied'
+        ? t('common.copied')
+        : state === 'failed'
+          ? t('common.copyFailed')
+          : (props.label ?? t('common.copy'))}
+    </button>
+  );
+}
+
+export function DownloadButton(props: { name: string; text: string }) {
+  const download = () => {
+    const url = URL.createObjectURL(new Blob([props.text], { type: 'text/plain' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = props.name;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  };
+  return (
+    <button type="button" class="secondary" onClick={download}>
+      {t('common.download', { name: props.name })}
+    </button>
+  );
+}
+
+/** Status names of docs/api.md as a badge, with the plain words beside it. */
+export function StatusBadge(props: { code: number; name: string }) {
+  return <span class={`badge status-${props.code}`}>{props.name}</span>;
+}
+
+export function Dl(props: { items: [string, ComponentChildren][] }) {
+  return (
+    <dl class="facts">
+      {props.items.map(([k, v]) => (
+        <div key={k}>
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}

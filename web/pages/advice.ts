@@ -1,0 +1,62 @@
+/**
+ * What to do about a session's state: the checklist of docs/troubleshooting.md for that state, in the
+ * reader's words, filled with the session's own values.
+ */
+import type { SessionRecord } from '../api.ts';
+import { t, type MessageKey } from '../i18n/index.ts';
+
+export function statusWords(code: number): string {
+  const key = `status.${code}` as MessageKey;
+  return t(key);
+}
+
+export function advice(s: SessionRecord, networkAsn: number | undefined): string[] {
+  const values = {
+    serverEndpoint: s.serverEndpoint,
+    port: s.listenPort,
+    linkLocal: s.ipv6LinkLocal,
+    asn: s.asn,
+    networkAsn: networkAsn ?? t('common.unknownAsn'),
+    mtu: s.mtu,
+    iface: s.interface,
+  };
+  const keys = adviceKeys(s);
+  return keys.map((k) => t(k, values));
+}
+
+function adviceKeys(s: SessionRecord): MessageKey[] {
+  switch (s.status) {
+    case 3:
+      return ['advice.pending'];
+    case 4:
+      return ['advice.queued'];
+    case 5:
+      return ['advice.deleting'];
+    case 0:
+      return ['advice.disabled'];
+    case 6:
+      return ['advice.setupFailed', 'advice.setupFailedData'];
+    case 2:
+      if (!s.lastHandshake)
+        return [
+          'advice.wg.none',
+          'advice.wg.endpoint',
+          'advice.wg.key',
+          'advice.wg.keepalive',
+          'advice.wg.firewall',
+        ];
+      return [
+        'advice.bgp.down',
+        'advice.bgp.neighbor',
+        'advice.bgp.linkLocal',
+        'advice.bgp.mtu',
+        'advice.bgp.firewall',
+      ];
+    case 1:
+      if (s.bgpState && s.bgpState !== 'Established') return ['advice.bgp.down', 'advice.bgp.neighbor'];
+      if (s.metrics && s.metrics.routesImported === 0) return ['advice.noRoutes'];
+      return [];
+    default:
+      return [];
+  }
+}

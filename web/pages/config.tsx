@@ -1,0 +1,59 @@
+/** The peer-side configuration of a session (POST /session `config`): shown, copied, downloaded. */
+import { useState } from 'preact/hooks';
+import { api, CONFIG_FORMATS, type ConfigAnswer, type ConfigFormat } from '../api.ts';
+import { CopyButton, DownloadButton, Problem } from '../components.tsx';
+import { t } from '../i18n/index.ts';
+
+export function ConfigPanel(props: { uuid: string }) {
+  const [format, setFormat] = useState<ConfigFormat>('wg-quick');
+  const [answer, setAnswer] = useState<ConfigAnswer>();
+  const [error, setError] = useState<unknown>();
+  const id = `config-${props.uuid}`;
+  const show = async (f: ConfigFormat) => {
+    setFormat(f);
+    setError(undefined);
+    setAnswer(undefined);
+    try {
+      setAnswer(await api.config(props.uuid, f));
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <div class="config">
+      <div class="inline-form">
+        <label for={`${id}-format`}>{t('config.format')}</label>
+        <select
+          id={`${id}-format`}
+          value={format}
+          onChange={(e) => setFormat(e.currentTarget.value as ConfigFormat)}
+        >
+          {CONFIG_FORMATS.map((f) => (
+            <option key={f} value={f}>
+              {t(`config.format.${f}`)}
+            </option>
+          ))}
+        </select>
+        <button type="button" class="secondary" onClick={() => show(format)}>
+          {t('config.show')}
+        </button>
+      </div>
+      <p class="hint">{t('config.privateKeyNote')}</p>
+      {answer?.files.map((file) => (
+        <figure key={file.name} class="config-file">
+          <figcaption>
+            <code>{file.name}</code>
+          </figcaption>
+          <pre class="code" tabIndex={0} data-testid="config-content">
+            {file.content}
+          </pre>
+          <div class="buttons">
+            <CopyButton text={file.content} />
+            <DownloadButton name={file.name} text={file.content} />
+          </div>
+        </figure>
+      ))}
+      <Problem error={error} />
+    </div>
+  );
+}

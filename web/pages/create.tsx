@@ -1,0 +1,224 @@
+/** Pick a router and create a session; the API's messages appear at the field they name. */
+import { useState } from 'preact/hooks';
+import { api, ApiError, type CreateAnswer, type PublicRouter } from '../api.ts';
+import { described, Dl, Field, Problem } from '../components.tsx';
+import { t } from '../i18n/index.ts';
+import { ConfigPanel } from './config.tsx';
+
+interface Form {
+  ipv6: string;
+  linkLocal: string;
+  ipv4: string;
+  endpoint: string;
+  publicKey: string;
+  mtu: string;
+  mpbgp: boolean;
+  extendedNextHop: boolean;
+}
+
+const EMPTY: Form = {
+  ipv6: '',
+  linkLocal: '',
+  ipv4: '',
+  endpoint: '',
+  publicKey: '',
+  mtu: '1420',
+  mpbgp: true,
+  extendedNextHop: true,
+};
+
+export function CreatePage(props: { routers: PublicRouter[] | undefined; networkAsn: number | undefined }) {
+  const [router, setRouter] = useState<string>();
+  const [form, setForm] = useState<Form>(EMPTY);
+  const [error, setError] = useState<unknown>();
+  const [created, setCreated] = useState<CreateAnswer>();
+  const [busy, setBusy] = useState(false);
+  const set = <K extends keyof Form>(k: K, v: Form[K]) => setForm({ ...form, [k]: v });
+  const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setBusy(true);
+    const body: Record<string, unknown> = {
+      router: router ?? '',
+      ipv6: form.ipv6.trim(),
+      linkLocal: form.linkLocal.trim(),
+      publicKey: form.publicKey.trim(),
+      mtu: Number(form.mtu),
+      mpbgp: form.mpbgp,
+      extendedNextHop: form.mpbgp && form.extendedNextHop,
+    };
+    if (form.ipv4.trim()) body.ipv4 = form.ipv4.trim();
+    if (form.endpoint.trim()) body.endpoint = form.endpoint.trim();
+    try {
+      setCreated(await api.create(body));
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  if (created) {
+    const asn = created.networkAsn ?? props.networkAsn;
+    return (
+      <section aria-labelledby="created-title">
+        <h1 id="created-title">{t('create.done', { status: created.statusName })}</h1>
+        <p>{t('create.configureYourSide')}</p>
+        <Dl
+          items={[
+            [t('create.answer.endpoint'), <code>{created.serverEndpoint}</code>],
+            [t('create.answer.publicKey'), <code class="wrap">{created.serverPublicKey}</code>],
+            [t('create.answer.linkLocal'), <code>{created.serverLinkLocal}</code>],
+            ...(created.serverIpv4
+              ? [
+                  [t('create.answer.ipv4'), <code>{created.serverIpv4}</code>] as [
+                    string,
+                    preact.ComponentChildren,
+                  ],
+                ]
+              : []),
+            [t('create.answer.asn'), asn ? `AS${asn}` : t('common.unknownAsn')],
+            [t('create.answer.interface'), <code>{created.interface}</code>],
+          ]}
+        />
+        <h2>{t('create.configTitle')}</h2>
+        <ConfigPanel uuid={created.uuid} />
+        <p>
+          <a href="#/">{t('create.toSessions')}</a>
+        </p>
+      </section>
+    );
+  }
+
+  return (
+    <section aria-labelledby="create-title">
+      <h1 id="create-title">{t('create.title')}</h1>
+      <form class="stack" onSubmit={submit} noValidate>
+        <fieldset>
+          <legend>{t('create.pickRouter')}</legend>
+          {fieldError('/router') && (
+            <p class="field-error" role="alert">
+              {fieldError('/router')}
+            </p>
+          )}
+          {props.routers === undefined && <p>{t('common.loading')}</p>}
+          {props.routers?.length === 0 && <p>{t('create.noRouters')}</p>}
+          <div class="router-list">
+            {props.routers?.map((r) => (
+              <label key={r.name} class={`router-option${r.accepting ? '' : ' closed'}`}>
+                <input
+                  type="radio"
+                  name="router"
+                  value={r.name}
+                  disabled={!r.accepting}
+                  checked={router === r.name}
+                  onChange={() => setRouter(r.name)}
+                />
+                <span class="router-name">{r.displayName}</span>
+                <span class="muted">
+                  {[r.region, r.location].filter(Boolean).join(' · ')} · <code>{r.endpointHost}</code>
+                </span>
+                <span class={r.accepting ? 'ok' : 'warn'}>
+                  {r.accepting
+                    ? typeof r.freeSlots === 'number'
+                      ? t('create.freeSlots', { n: r.freeSlots })
+                      : t('create.accepting')
+                    : t('create.notAccepting')}
+                </span>
+              </label>
+            ))}
+          </div>
+        </fieldset>
+        <Field id="f-ipv6" label={t('field.ipv6')} hint={t('field.ipv6Hint')} error={fieldError('/ipv6')}>
+          <input
+            {...described('f-ipv6', true, fieldError('/ipv6'))}
+            value={form.ipv6}
+            onInput={(e) => set('ipv6', e.currentTarget.value)}
+          />
+        </Field>
+        <Field
+          id="f-linkLocal"
+          label={t('field.linkLocal')}
+          hint={t('field.linkLocalHint')}
+          error={fieldError('/linkLocal')}
+        >
+          <input
+            {...described('f-linkLocal', true, fieldError('/linkLocal'))}
+            value={form.linkLocal}
+            onInput={(e) => set('linkLocal', e.currentTarget.value)}
+          />
+        </Field>
+        <Field
+          id="f-publicKey"
+          label={t('field.publicKey')}
+          hint={t('field.publicKeyHint')}
+          error={fieldError('/publicKey')}
+        >
+          <input
+            {...described('f-publicKey', true, fieldError('/publicKey'))}
+            spellcheck={false}
+            value={form.publicKey}
+            onInput={(e) => set('publicKey', e.currentTarget.value)}
+          />
+        </Field>
+        <Field
+          id="f-endpoint"
+          label={t('field.endpoint')}
+          hint={t('field.endpointHint')}
+          error={fieldError('/endpoint')}
+        >
+          <input
+            {...described('f-endpoint', true, fieldError('/endpoint'))}
+            value={form.endpoint}
+            onInput={(e) => set('endpoint', e.currentTarget.value)}
+          />
+        </Field>
+        <Field id="f-ipv4" label={t('field.ipv4')} hint={t('field.ipv4Hint')} error={fieldError('/ipv4')}>
+          <input
+            {...described('f-ipv4', true, fieldError('/ipv4'))}
+            value={form.ipv4}
+            onInput={(e) => set('ipv4', e.currentTarget.value)}
+          />
+        </Field>
+        <Field id="f-mtu" label={t('field.mtu')} error={fieldError('/mtu')}>
+          <input
+            {...described('f-mtu', false, fieldError('/mtu'))}
+            inputMode="numeric"
+            value={form.mtu}
+            onInput={(e) => set('mtu', e.currentTarget.value)}
+          />
+        </Field>
+        <div class="checks">
+          <label>
+            <input
+              type="checkbox"
+              checked={form.mpbgp}
+              onChange={(e) => set('mpbgp', e.currentTarget.checked)}
+            />{' '}
+            {t('field.mpbgp')}
+          </label>
+          <label>
+            <input
+              type="checkbox"
+              checked={form.mpbgp && form.extendedNextHop}
+              disabled={!form.mpbgp}
+              onChange={(e) => set('extendedNextHop', e.currentTarget.checked)}
+            />{' '}
+            {t('field.extendedNextHop')}
+          </label>
+          {(fieldError('/mpbgp') || fieldError('/extendedNextHop')) && (
+            <p class="field-error" role="alert">
+              {fieldError('/mpbgp') || fieldError('/extendedNextHop')}
+            </p>
+          )}
+        </div>
+        <button type="submit" disabled={busy || !router}>
+          {t('create.submit')}
+        </button>
+        <Problem error={error} />
+      </form>
+    </section>
+  );
+}

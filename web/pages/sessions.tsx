@@ -1,0 +1,221 @@
+/** A peer's sessions: live state, what to do about it, and the actions a peer has (docs/api.md). */
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, type SessionRecord } from '../api.ts';
+import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
+import { ago, bytes, count, dateTime, rtt } from '../format.ts';
+import { t } from '../i18n/index.ts';
+import { advice, statusWords } from './advice.ts';
+import { ConfigPanel } from './config.tsx';
+
+/** Within the API's 60 requests a minute with room for the user's own actions. */
+const REFRESH_MS = 10_000;
+
+export function SessionsPage(props: { networkAsn: number | undefined; admin: boolean }) {
+  const [sessions, setSessions] = useState<SessionRecord[]>();
+  const [error, setError] = useState<unknown>();
+  const load = async () => {
+    try {
+      setSessions((await api.sessions()).sessions);
+      setError(undefined);
+    } catch (err) {
+      setError(err);
+    }
+  };
+  useEffect(() => {
+    void load();
+    const timer = setInterval(load, REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
+  const networkAsn = props.networkAsn ?? sessions?.find((s) => s.networkAsn)?.networkAsn;
+
+  return (
+    <section aria-labelledby="sessions-title">
+      <div class="title-row">
+        <h1 id="sessions-title">{props.admin ? t('sessions.titleAdmin') : t('sessions.title')}</h1>
+        <a class="button" href="#/new">
+          {t('sessions.create')}
+        </a>
+      </div>
+      <Problem error={error} />
+      {sessions === undefined && !error && <p>{t('common.loading')}</p>}
+      {sessions?.length === 0 && <p>{t('sessions.none')}</p>}
+      {sessions?.map((s) => (
+        <SessionCard key={s.uuid} session={s} networkAsn={networkAsn} onChange={load} />
+      ))}
+    </section>
+  );
+}
+
+function SessionCard(props: {
+  session: SessionRecord;
+  networkAsn: number | undefined;
+  onChange: () => void;
+}) {
+  const s = props.session;
+  const [error, setError] = useState<unknown>();
+  const [editing, setEditing] = useState(false);
+  const [showConfig, setShowConfig] = useState(false);
+  const act = async (what: () => Promise<unknown>) => {
+    setError(undefined);
+    try {
+      await what();
+      props.onChange();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const steps = advice(s, props.networkAsn);
+  const canRestart = [1, 2, 6].includes(s.status);
+  const canDelete = s.status !== 5;
+  const m = s.metrics;
+
+  return (
+    <article class="card session" aria-labelledby={`s-${s.uuid}`} data-uuid={s.uuid}>
+      <header>
+        <h2 id={`s-${s.uuid}`}>
+          {s.routerName} <span class="muted">AS{s.asn}</span>
+        </h2>
+        <StatusBadge code={s.status} name={s.statusName} />
+      </header>
+      <p class="status-words" data-testid="status-words">
+        {statusWords(s.status)}
+      </p>
+      <Dl
+        items={[
+          [
+            t('session.bgpState'),
+            <span data-testid="bgp-state">{s.bgpState ?? t('session.notReported')}</span>,
+          ],
+          [t('session.bgpSince'), s.bgpSince ? `${dateTime(s.bgpSince)} (${ago(s.bgpSince)})` : '–'],
+          [t('session.lastHandshake'), s.lastHandshake ? ago(s.lastHandshake) : t('common.never')],
+          [t('session.rtt'), rtt(m?.rtt)],
+          [t('session.routes'), <span data-testid="routes">{count(m?.routesImported)}</span>],
+          [t('session.bytes'), t('session.bytesValue', { rx: bytes(m?.rxBytes), tx: bytes(m?.txBytes) })],
+          [t('session.serverEndpoint'), <code>{s.serverEndpoint}</code>],
+          [t('session.interface'), <code>{s.interface}</code>],
+          [
+            t('session.addresses'),
+            <code class="wrap">{[s.ipv6, s.ipv6LinkLocal, s.ipv4].filter(Boolean).join(', ')}</code>,
+          ],
+          [t('session.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
+          [t('session.mtu'), String(s.mtu)],
+          [t('session.uuid'), <code class="wrap">{s.uuid}</code>],
+        ]}
+      />
+      {s.lastError && (
+        <div class="last-error" role="status">
+          <strong>{t('session.lastError')}</strong> <code>{s.lastError.code}</code>
+          <p>{s.lastError.message}</p>
+        </div>
+      )}
+      {steps.length > 0 && (
+        <div class="advice">
+          <h3>{t('session.whatToDo')}</h3>
+          <ol>
+            {steps.map((step) => (
+              <li key={step}>{step}</li>
+            ))}
+          </ol>
+        </div>
+      )}
+      <div class="buttons">
+        <button
+          type="button"
+          class="secondary"
+          aria-expanded={showConfig}
+          onClick={() => setShowConfig(!showConfig)}
+        >
+          {t('session.config')}
+        </button>
+        {s.status !== 5 && (
+          <button
+            type="button"
+            class="secondary"
+            aria-expanded={editing}
+            onClick={() => setEditing(!editing)}
+          >
+            {t('session.modify')}
+          </button>
+        )}
+        {canRestart && (
+          <button type="button" class="secondary" onClick={() => act(() => api.restart(s.uuid))}>
+            {t('session.restart')}
+          </button>
+        )}
+        {canDelete && (
+          <button
+            type="button"
+            class="danger"
+            onClick={() => {
+              if (window.confirm(t('session.deleteConfirm', { router: s.routerName })))
+                void act(() => api.remove(s.uuid));
+            }}
+          >
+            {t('session.delete')}
+          </button>
+        )}
+      </div>
+      {editing && (
+        <ModifyForm
+          session={s}
+          onDone={() => {
+            setEditing(false);
+            props.onChange();
+          }}
+        />
+      )}
+      {showConfig && <ConfigPanel uuid={s.uuid} />}
+      <Problem error={error} />
+    </article>
+  );
+}
+
+function ModifyForm(props: { session: SessionRecord; onDone: () => void }) {
+  const s = props.session;
+  const [endpoint, setEndpoint] = useState(s.endpoint ?? '');
+  const [mtu, setMtu] = useState(String(s.mtu));
+  const [error, setError] = useState<unknown>();
+  const id = `modify-${s.uuid}`;
+  const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    const changes: { endpoint?: string | null; mtu?: number } = {};
+    const ep = endpoint.trim();
+    if (ep !== (s.endpoint ?? '')) changes.endpoint = ep === '' ? null : ep;
+    if (Number(mtu) !== s.mtu) changes.mtu = Number(mtu);
+    try {
+      await api.modify(s.uuid, changes);
+      props.onDone();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <form class="stack modify" onSubmit={submit}>
+      <Field
+        id={`${id}-endpoint`}
+        label={t('field.endpoint')}
+        hint={t('field.endpointHint')}
+        error={fieldError('/endpoint')}
+      >
+        <input
+          {...described(`${id}-endpoint`, true, fieldError('/endpoint'))}
+          value={endpoint}
+          onInput={(e) => setEndpoint(e.currentTarget.value)}
+        />
+      </Field>
+      <Field id={`${id}-mtu`} label={t('field.mtu')} error={fieldError('/mtu')}>
+        <input
+          {...described(`${id}-mtu`, false, fieldError('/mtu'))}
+          inputMode="numeric"
+          value={mtu}
+          onInput={(e) => setMtu(e.currentTarget.value)}
+        />
+      </Field>
+      <p class="hint">{t('session.modifyNote')}</p>
+      <button type="submit">{t('session.save')}</button>
+      {!(error instanceof ApiError && error.errors.length) && <Problem error={error} />}
+    </form>
+  );
+}
