@@ -293,6 +293,8 @@ export const PublicRouter = Type.Object({
   publicKey: WireGuardKey,
   linkLocal: LinkLocal,
   accepting: Type.Boolean(),
+  /** Places left before the router's maxSessions; null when it sets no limit. */
+  freeSlots: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
   networkAsn: Type.Union([Asn, Type.Null()]),
 });
 export const RoutersResponse = Type.Object(
@@ -311,6 +313,7 @@ export const RoutersResponse = Type.Object(
             publicKey: EXAMPLE.publicKey,
             linkLocal: 'fe80::1',
             accepting: true,
+            freeSlots: 37,
             networkAsn: 4242420000,
           },
         ],

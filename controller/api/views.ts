@@ -84,6 +84,8 @@ export function publicRouter(router: Router, sessions: number, networkAsn: numbe
     publicKey: spec.publicKey,
     linkLocal: spec.linkLocal,
     accepting: routerAccepting(router, sessions),
+    // places left before maxSessions; null: no limit (the portal's router picker shows it)
+    freeSlots: spec.maxSessions === undefined ? null : Math.max(0, spec.maxSessions - sessions),
     networkAsn,
   };
 }

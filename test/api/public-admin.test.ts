@@ -24,7 +24,7 @@ describe('public routes', () => {
     const res = await expectOk(h.get('/routers'));
     const fra = res.json().routers.find((r: { name: string }) => r.name === 'fra1');
     const spec = h.store.getRouter('fra1')?.spec;
-    // the nine fields of docs/api.md and the network's ASN, nothing more (no token hash, no mesh addresses)
+    // the fields of docs/api.md, nothing more (no token hash, no mesh addresses)
     expect(fra).toEqual({
       name: 'fra1',
       uuid: spec?.uuid,
@@ -35,6 +35,7 @@ describe('public routes', () => {
       publicKey: spec?.publicKey,
       linkLocal: 'fe80::1',
       accepting: true,
+      freeSlots: spec?.maxSessions === undefined ? null : spec.maxSessions,
       networkAsn: h.store.getPolicy('default')?.spec.dn42Asn ?? null,
     });
     expect(res.body).not.toContain('agentTokenSha256');
