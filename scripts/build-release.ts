@@ -39,6 +39,7 @@ import {
   stat,
   writeFile,
 } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
@@ -50,6 +51,7 @@ import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts'
 import { parseSshSignature } from '../common/sshsig.ts';
 import { buildDeb } from './build-deb.ts';
 import { buildPortal } from '../controller/portal/build.ts';
+import { REDOC_BUNDLE } from '../controller/api/reference.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ENTRY = path.join(ROOT, 'bin', 'peerops.ts');
@@ -123,6 +125,10 @@ async function bundleOptions(version: string, target: string): Promise<BuildOpti
     define: {
       'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version),
       __PEEROPS_PORTAL_FILES__: JSON.stringify(await buildPortal()),
+      // the API reference page's script (controller/api/reference.ts), else /docs would 404 when installed
+      __PEEROPS_REDOC_BUNDLE__: JSON.stringify(
+        await readFile(createRequire(import.meta.url).resolve(REDOC_BUNDLE), 'utf8'),
+      ),
     },
     // CommonJS dependencies call require(); an ESM bundle needs one made for it. (The entry's #! line stays first.)
     banner: {

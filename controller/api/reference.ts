@@ -11,7 +11,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 
-const BUNDLE = 'redoc/bundles/redoc.standalone.js';
+export const REDOC_BUNDLE = 'redoc/bundles/redoc.standalone.js';
 
 export const REFERENCE_CSP = [
   "default-src 'none'",
@@ -48,10 +48,18 @@ const Script = Type.Unsafe<Buffer>({
   examples: ['/*! For license information … */'],
 });
 
-/** The bundle, read once; a build without it (no node_modules beside it) answers 404. */
+/** Baked into release bundles by scripts/build-release.ts; a source checkout reads node_modules. */
+declare const __PEEROPS_REDOC_BUNDLE__: string | undefined;
+
+/** The bundle, read once; a build without it answers 404. */
 let bundle: Promise<Buffer> | undefined;
 function redocBundle(): Promise<Buffer> {
-  bundle ??= readFile(createRequire(import.meta.url).resolve(BUNDLE)).catch((err: unknown) => {
+  const baked = typeof __PEEROPS_REDOC_BUNDLE__ === 'string' ? __PEEROPS_REDOC_BUNDLE__ : undefined;
+  bundle ??= (
+    baked !== undefined
+      ? Promise.resolve(Buffer.from(baked))
+      : readFile(createRequire(import.meta.url).resolve(REDOC_BUNDLE))
+  ).catch((err: unknown) => {
     bundle = undefined;
     throw new ProblemError(
       'NOT_FOUND',

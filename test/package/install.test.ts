@@ -265,6 +265,8 @@ describe.each(['20', '22', '24'])('installed with npm install -g under Node %s',
       const script = /src="(\/assets\/app-[A-Z0-9]+\.js)"/.exec(await page.text())?.[1];
       expect(script).toBeDefined();
       expect((await fetch(`http://127.0.0.1:${port}${script}`)).status).toBe(200);
+      // and the API reference page's script (controller/api/reference.ts)
+      expect((await fetch(`http://127.0.0.1:${port}/docs/redoc.standalone.js`)).status).toBe(200);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     } finally {
