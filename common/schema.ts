@@ -140,6 +140,33 @@ export const RouterSpec = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A status condition, Kubernetes' shape (metav1.Condition), so kstatus, `kubectl wait --for=condition=`,
+ * Flux and Argo CD read it: `Ready`, `Reconciling` and `Stalled` (common/conditions.ts), and the agent's
+ * node-level ones (`ConfigApplied`) on routers.
+ */
+export const Condition = Type.Object(
+  {
+    type: Type.String({ minLength: 1, maxLength: 316, pattern: '^[A-Za-z][A-Za-z0-9_.\\-/]*$' }),
+    status: Type.Union([Type.Literal('True'), Type.Literal('False'), Type.Literal('Unknown')]),
+    reason: Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$',
+    }),
+    message: Type.String({ maxLength: 32768 }),
+    lastTransitionTime: Timestamp,
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
+/** What every kind's status carries for Kubernetes tools: its conditions and the generation they judged. */
+const Observed = {
+  conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+};
+
 export const MeshPeerState = Type.Object(
   {
     router: RouterName,
@@ -160,6 +187,7 @@ export const RouterStatus = Type.Object(
     meshPublicKey: Type.Optional(WireGuardKey),
     meshPeers: Type.Optional(Type.Array(MeshPeerState, { maxItems: 4096 })),
     meshUpdatedAt: Type.Optional(Timestamp),
+    ...Observed,
   },
   { additionalProperties: false },
 );
@@ -221,6 +249,7 @@ export const SessionStatusSchema = Type.Object(
     lastError: Type.Optional(LastError),
     lastTransitionTime: Type.Optional(Timestamp),
     metrics: Type.Optional(SessionMetrics),
+    ...Observed,
   },
   { additionalProperties: false },
 );
@@ -299,12 +328,16 @@ export const PolicySpec = Type.Object(
   { additionalProperties: false },
 );
 
+/** A policy's status: whether the controller accepted the generation it holds. */
+export const PolicyStatus = Type.Object({ ...Observed }, { additionalProperties: false });
+
 export const PolicyManifest = Type.Object(
   {
     apiVersion: Type.Literal(GROUP_VERSION),
     kind: Type.Literal('RoutingPolicy'),
     metadata: Metadata,
     spec: PolicySpec,
+    status: Type.Optional(PolicyStatus),
   },
   { additionalProperties: false },
 );
@@ -318,6 +351,8 @@ export type SessionStatusRecord = Static<typeof SessionStatusSchema>;
 export type SessionMetrics = Static<typeof SessionMetrics>;
 export type SessionManifest = Static<typeof SessionManifest>;
 export type PolicySpec = Static<typeof PolicySpec>;
+export type PolicyStatus = Static<typeof PolicyStatus>;
+export type Condition = Static<typeof Condition>;
 export type PolicyManifest = Static<typeof PolicyManifest>;
 export type RpkiServer = Static<typeof RpkiServer>;
 
@@ -333,7 +368,12 @@ export const KINDS = {
     plural: 'peeringsessions',
     status: SessionStatusSchema,
   },
-  RoutingPolicy: { schema: PolicyManifest, spec: PolicySpec, plural: 'routingpolicies', status: undefined },
+  RoutingPolicy: {
+    schema: PolicyManifest,
+    spec: PolicySpec,
+    plural: 'routingpolicies',
+    status: PolicyStatus,
+  },
 } as const;
 
 // ---- relaxed input for manifests arriving from git (the store allocates what is missing) ----

@@ -13,7 +13,7 @@ import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
-import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../store/rules.ts';
+import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 import { actorOf, applyTrigger, parseAction } from './actions.ts';
 import { requireAdmin } from './auth.ts';

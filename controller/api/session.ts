@@ -10,7 +10,7 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
-import { mergedPolicy, peerAddressRangeErrors } from '../store/rules.ts';
+import { mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns, parseAction } from './actions.ts';
 import { requireUser } from './auth.ts';
