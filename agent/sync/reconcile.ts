@@ -5,12 +5,12 @@
  * most; a status is reported only when it differs from the controller's. In-memory state is limited to
  * timing (retry backoff, grace periods) and measurements (RTT); nothing about the node is trusted to it.
  */
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
+import { readTextIfExists } from '../../common/read-file.ts';
 import type { BirdApplier, ManagedDir } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
@@ -143,7 +143,7 @@ export class Reconciler {
       const name = peerFileName(s);
       const path = join(config.routing.peerConfDir, name);
       fileOwner.set(path, s.uuid);
-      const onDisk = await readText(path);
+      const onDisk = await readTextIfExists(path);
       if (waiting.has(s.uuid) || failed.has(s.uuid)) {
         if (onDisk !== undefined) peerFiles.set(name, onDisk);
         continue;
@@ -200,7 +200,7 @@ export class Reconciler {
         if (!uuid) continue;
         failed.set(uuid, applied.failure.message);
         const name = path.slice(path.lastIndexOf('/') + 1);
-        const onDisk = await readText(path);
+        const onDisk = await readTextIfExists(path);
         if (onDisk !== undefined) peerFiles.set(name, onDisk);
         else peerFiles.delete(name);
       }
@@ -286,7 +286,7 @@ export class Reconciler {
       // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
       // protocol may still be listed, down, while BIRD flushes its routes).
       const proto = protocols.get(sessionProtocolName(s.listenPort));
-      const file = await readText(join(this.deps.config.routing.peerConfDir, peerFileName(s)));
+      const file = await readTextIfExists(join(this.deps.config.routing.peerConfDir, peerFileName(s)));
       const gone = !links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
       return gone && !birdFailed ? SessionStatus.DISABLED : undefined;
     }
@@ -340,12 +340,4 @@ function latencyFromFile(text: string | undefined): number | null {
   // latencyCommunity maps an RTT back to the tier: the upper bound of each tier renders the same.
   const bounds = [2.7, 7.3, 20, 55, 148, 403, 1097, 2981];
   return tier >= 1 && tier <= 8 ? (bounds[tier - 1] ?? null) : null;
-}
-
-async function readText(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch {
-    return undefined;
-  }
 }
