@@ -218,7 +218,8 @@ async function bench(sessions: number): Promise<void> {
           `the repository grew by ${cold.flush.addedFiles} object files, ${cold.flush.addedBytes} bytes`,
       );
   } finally {
-    await rm(root, { recursive: true, force: true });
+    // git may still be packing the generating clone in the background (gc --auto detaches): retry
+    await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
   }
 }
 

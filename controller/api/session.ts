@@ -1,6 +1,6 @@
 /**
  * `POST /session` (SPEC.md 2.1–2.4, 4.1): list, create, modify, delete, restart. A user sees and changes
- * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (rules.ts).
+ * only its own ASN's sessions; an admin sees all. Create's admission rules are the store's (common/rules).
  */
 import type { FastifyInstance } from 'fastify';
 import type { Static } from 'typebox';

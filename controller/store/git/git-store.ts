@@ -9,7 +9,7 @@
  * keeps observations in a file (observations.ts) and packs the repository (housekeeping.ts).
  */
 import git from 'isomorphic-git';
-import { access, mkdir, rm } from 'node:fs/promises';
+import { access, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import pino from 'pino';
@@ -24,14 +24,9 @@ import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { gcAuto } from './housekeeping.ts';
 import type { GitContext } from './objects.ts';
-import {
-  ObservationFile,
-  routerObservations,
-  routerState,
-  type ObservationSnapshot,
-} from './observations.ts';
+import { ObservationFile, routerState } from './observations.ts';
 import { ParseCache } from './parse-cache.ts';
-import { InstanceLock, Journal, removeTempLeftovers } from './recovery.ts';
+import { Journal, takeOver, type InstanceLock } from './recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
 import { listFiles } from './tree.ts';
 
@@ -139,7 +134,8 @@ export class GitStore extends StoreCore {
       await mkdir(this.options.dir, { recursive: true });
       await git.init({ fs: gitFs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
-    await this.takeOver();
+    this.instanceLock = await takeOver(this.options.dir, this.journal, STATUS_REF, this.log);
+    this.commits.recovered();
     await this.cache.load();
     await this.commits.serialised(async () => {
       await this.follower.syncAll();
@@ -197,31 +193,6 @@ export class GitStore extends StoreCore {
     } finally {
       await this.instanceLock?.release();
     }
-  }
-
-  /**
-   * Become the repository's one writer (recovery.ts): take the instance lock, then clean up after a
-   * crashed predecessor: finish or drop its interrupted write, remove its ref locks and temp files, and
-   * log each thing cleaned.
-   */
-  private async takeOver(): Promise<void> {
-    const { lock, stale } = await InstanceLock.acquire(this.options.dir);
-    this.instanceLock = lock;
-    if (stale)
-      this.log.warn({ pid: stale.pid }, 'store: took over from a controller that did not stop cleanly');
-    await this.journal.recover(this.log, { removeLocks: true });
-    this.commits.recovered();
-    // Only the controller writes the status ref, and it holds the instance lock: a lock there is a leftover.
-    const statusLock = join(this.options.dir, `${STATUS_REF}.lock`);
-    if (
-      await rm(statusLock).then(
-        () => true,
-        () => false,
-      )
-    )
-      this.log.warn({ lock: `${STATUS_REF}.lock` }, 'store: removed a stale ref lock (a crashed write)');
-    const removed = await removeTempLeftovers(this.options.dir);
-    if (removed > 0) this.log.warn({ files: removed }, 'store: removed temp files of an interrupted write');
   }
 
   /** Why the store cannot write now (a full or read-only disk), for /health; undefined when it can. */
@@ -412,7 +383,7 @@ export class GitStore extends StoreCore {
       this.index.allFlushed();
       this.follower.observationsMoved = false;
       try {
-        await this.observations.save(this.observationSnapshot());
+        await this.observations.saveFrom(this.index);
       } catch (err) {
         this.follower.observationsMoved = true;
         this.log.error({ err }, 'store: writing observations failed; kept for the next flush');
@@ -421,32 +392,15 @@ export class GitStore extends StoreCore {
     });
   }
 
-  private observationSnapshot(): ObservationSnapshot {
-    const snapshot: ObservationSnapshot = { sessions: new Map(), routers: new Map() };
-    for (const session of this.index.observedSessions())
-      if (session.status.metrics) snapshot.sessions.set(session.spec.uuid, session.status.metrics);
-    for (const router of this.index.routerValues()) {
-      const observed = routerObservations(router.status);
-      if (Object.keys(observed).length > 0) snapshot.routers.set(router.name, observed);
-    }
-    return snapshot;
-  }
-
-  /** At start: the observations of the last flush, over what the status ref holds (older releases wrote them there). */
+  /** At start: the observations of the last flush, over what the status ref holds. */
   private async loadObservations(): Promise<void> {
-    let snapshot: Awaited<ReturnType<ObservationFile['load']>>;
     try {
-      snapshot = await this.observations.load();
+      const invalid = await this.observations.restoreInto(this.index);
+      if (invalid > 0)
+        this.log.warn({ entries: invalid }, 'store: invalid observations left out; agents report them again');
     } catch (err) {
       this.log.warn({ err: String(err) }, 'store: observations not restored; agents report them again');
-      return;
     }
-    if (snapshot.invalid > 0)
-      this.log.warn(
-        { entries: snapshot.invalid },
-        'store: invalid observations left out; agents report them again',
-      );
-    this.index.restoreObservations(snapshot.routers, snapshot.sessions);
   }
 
   // ---------------------------------------------------------------- following and housekeeping

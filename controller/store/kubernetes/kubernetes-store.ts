@@ -1,7 +1,13 @@
 /**
  * The Kubernetes store: routers, sessions and policies are peerops.dev/v1alpha1 custom resources in one
- * namespace. Reads come from an informer-fed index (list + watch); writes go to the API server with the
- * resourceVersion read, and a 409 Conflict re-runs the pure mutate function on the fresh object. Several
+ * namespace. Informers (list + watch) feed the shared core's index (../core), which answers every read and
+ * prepares every write with every rule; writes go to the API server with the resourceVersion read, and a
+ * 409 Conflict re-runs the pure mutate function on the fresh object.
+ *
+ * Over 500 lines: this is one back end's persistence of three kinds, each write in its own
+ * optimistic-concurrency loop against the API server, and the cross-replica re-check of a create's
+ * limits. What stands alone has a module of its own (api.ts, port-claims.ts, router-ids.ts,
+ * informers.ts, connections.ts); no rule and no read is defined here. Several
  * controller replicas may write at once:
  * - one session per (ASN, router): the object name is `as<asn>-<router>`, so AlreadyExists is SESSION_EXISTS;
  * - one session per listen port and router: a port is claimed with a ConfigMap named
@@ -49,7 +55,6 @@ import {
 } from '../../../common/rules/index.ts';
 import {
   policyNotFound,
-  portTaken,
   routerExists,
   routerNotFound,
   sessionNotFound,
@@ -57,6 +62,8 @@ import {
   type InFlightSession,
   type PreparedSession,
 } from '../core/store-core.ts';
+import { startInformer } from './informers.ts';
+import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
 import {
@@ -65,7 +72,6 @@ import {
   ANNOTATION_MESSAGE,
   KubeApi,
   LABEL_ASN,
-  httpCode,
   LABEL_ROUTER,
   isAlreadyExists,
   isConflict,
@@ -131,8 +137,7 @@ export class KubernetesStore extends StoreCore {
   private readonly tokens = new Map<string, Entry<string>>();
   /** Deleted objects (`Kind/name`) with the last resourceVersion seen: older watch events cannot revive them. */
   private readonly tombstones = new Map<string, number>();
-  /** Ports this process is claiming right now, per router. */
-  private readonly reserving = new Map<string, Set<number>>();
+  private readonly claims: PortClaims;
   /** Creates in flight in this process, by session name: a second one waits for the first. */
   private readonly creating = new Map<string, Promise<unknown>>();
   /** The specs and first statuses of those creates, until they are in the index: admission counts them. */
@@ -157,6 +162,12 @@ export class KubernetesStore extends StoreCore {
     this.flushIntervalMs = options.flushIntervalMs ?? 2000;
     this.metricsWriteIntervalMs = options.metricsWriteIntervalMs ?? 300_000;
     this.staleClaimMs = (options.staleClaimSeconds ?? 60) * 1000;
+    this.claims = new PortClaims(
+      this.api,
+      this.staleClaimMs,
+      this.log,
+      (name) => this.sessions.get(name)?.value.spec,
+    );
     this.routerIds = new RouterIds(
       this.api,
       this.staleClaimMs,
@@ -527,9 +538,10 @@ export class KubernetesStore extends StoreCore {
   /** Claims a port for the checked draft, then creates the object and writes its first status. */
   private async writeNewSession(prepared: PreparedSession, actor: Actor, message: string): Promise<Session> {
     const { name, spec: draft, status: first } = prepared;
-    const reserving = this.reserving.get(draft.router) ?? new Set<number>();
-    this.reserving.set(draft.router, reserving);
-    const { port, claimed } = await this.claimPort(prepared, reserving);
+    const reserving = this.claims.reserving(draft.router);
+    const { port, claimed } = await this.claims.claim(name, draft.router, (taken) =>
+      this.allocatePort(prepared, taken),
+    );
     try {
       const spec: SessionSpec = { ...draft, listenPort: port };
       let created: SessionResource;
@@ -638,65 +650,6 @@ export class KubernetesStore extends StoreCore {
       .catch((err: unknown) => this.log.warn({ err, session: name }, 'port claim not released'));
   }
 
-  /**
-   * Claims a free listen port on the router for session `name`. A claim that already names this session
-   * belongs to a concurrent create of the same session: its port is used, and creating the object decides.
-   */
-  private async claimPort(
-    prepared: PreparedSession,
-    reserving: Set<number>,
-  ): Promise<{ port: number; claimed: boolean }> {
-    const { name } = prepared;
-    const routerName = prepared.spec.router;
-    const taken = new Set<number>();
-    for (let attempt = 0; attempt < 1000; attempt++) {
-      const port = this.allocatePort(prepared, [...reserving, ...taken]);
-      reserving.add(port);
-      try {
-        await this.api.createClaim(routerName, port, name);
-        return { port, claimed: true };
-      } catch (err) {
-        if (!isAlreadyExists(err)) {
-          reserving.delete(port);
-          throw storeError(err, `claim port ${port} on router ${routerName}`);
-        }
-      }
-      const claim = await this.api.readClaim(routerName, port).catch((err: unknown) => {
-        reserving.delete(port);
-        throw storeError(err, `read the claim of port ${port} on router ${routerName}`);
-      });
-      const owner = claim?.data?.['session'];
-      if (owner === name) return { port, claimed: false };
-      const ownerSession = owner ? this.sessions.get(owner)?.value : undefined;
-      // claimedAt is renewed on takeover (creationTimestamp is not)
-      const claimedAt = Date.parse(claim?.data?.['claimedAt'] ?? '');
-      const age =
-        Date.now() -
-        (Number.isNaN(claimedAt) ? (claim?.metadata?.creationTimestamp?.getTime() ?? Date.now()) : claimedAt);
-      const stale =
-        claim !== undefined &&
-        ((ownerSession !== undefined && ownerSession.spec.listenPort !== port) ||
-          (ownerSession === undefined &&
-            age >= this.staleClaimMs &&
-            (owner === undefined || !(await this.api.get('PeeringSession', owner)))));
-      if (stale) {
-        try {
-          await this.api.replaceClaim(claim, name);
-          this.log.warn({ router: routerName, port, previous: owner }, 'took over a stale port claim');
-          return { port, claimed: true };
-        } catch (err) {
-          if (!isConflict(err)) {
-            reserving.delete(port);
-            throw storeError(err, `take over port ${port} on router ${routerName}`);
-          }
-        }
-      }
-      reserving.delete(port);
-      taken.add(port);
-    }
-    throw new DomainError('STORE_UNAVAILABLE', `cannot claim a listen port on router ${routerName}`);
-  }
-
   /** Writes a session's status through the status subresource, retrying on a concurrent status patch. */
   private async writeStatus(
     resource: SessionResource,
@@ -757,7 +710,7 @@ export class KubernetesStore extends StoreCore {
         let resource = current;
         if (specChanged) {
           if (spec.listenPort !== current.spec.listenPort)
-            await this.claimChangedPort(current, spec.listenPort);
+            await this.claims.claimChanged(current.metadata.name, current.spec.router, spec.listenPort);
           resource = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
             ...current,
             metadata: withAudit(current.metadata, actor, message),
@@ -792,18 +745,6 @@ export class KubernetesStore extends StoreCore {
         if (isNotFound(err)) throw sessionNotFound(uuid);
         throw storeError(err, `update session ${current.metadata.name}`);
       }
-    }
-  }
-
-  private async claimChangedPort(current: SessionResource, port: number): Promise<void> {
-    // the index's owner was refused by prepareSessionChange; the claim tells of another replica's
-    try {
-      await this.api.createClaim(current.spec.router, port, current.metadata.name);
-    } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-      const claim = await this.api.readClaim(current.spec.router, port);
-      const holder = claim?.data?.['session'];
-      if (holder !== current.metadata.name) throw portTaken(port, holder ?? 'unknown');
     }
   }
 
@@ -953,41 +894,6 @@ export class KubernetesStore extends StoreCore {
     } catch (err) {
       throw storeError(err, `read ${kind} ${name}`);
     }
-  }
-}
-
-/** Starts an informer; its first list failing (forbidden, unreachable) rejects instead of only calling the error handlers. */
-async function startInformer<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
-  // the API server answers 429/5xx for a while after a CRD appears or while its watch cache fills: retry
-  // those for up to 30 s; refusals (401, 403, 404) fail at once
-  const deadline = Date.now() + 30_000;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-    try {
-      await startInformerOnce(informer);
-      return;
-    } catch (err) {
-      const code = httpCode(err);
-      const transient = code === undefined || code === 429 || code >= 500;
-      if (!transient || Date.now() + delay > deadline) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
-}
-
-async function startInformerOnce<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
-  let failure: unknown;
-  const capture = (err: unknown) => {
-    failure ??= err ?? new Error('watch failed');
-  };
-  informer.on('error', capture);
-  try {
-    await informer.start();
-  } finally {
-    informer.off('error', capture);
-  }
-  if (failure !== undefined) {
-    await informer.stop().catch(() => undefined);
-    throw failure;
   }
 }
 
