@@ -1,7 +1,7 @@
 /**
  * What `peerops validate` and the store's pre-receive hook judge (docs/gitops.md): a tree of files (path →
- * text) with the rules the git store applies to merged manifests (controller/store/git/manifests.ts and
- * controller/store/rules.ts, called here, never restated), and a change of such a tree against a base: the
+ * text) with the rules the git store applies to merged manifests (common/manifests.ts and
+ * common/rules/, called here, never restated), and a change of such a tree against a base: the
  * base branch's tree with the change laid over it, as the merge would leave it.
  */
 import { spawn } from 'node:child_process';
@@ -11,12 +11,7 @@ import type { FieldError } from '../common/errors.ts';
 import { allocateListenPort, isDn42Asn } from '../common/naming.ts';
 import { wireGuardKeyId } from '../common/net.ts';
 import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
-import {
-  isManifestPath,
-  parseManifest,
-  parseYaml,
-  type ParseResult,
-} from '../controller/store/git/manifests.ts';
+import { isManifestPath, parseManifest, parseYaml, type ParseResult } from '../common/manifests.ts';
 import {
   mergePolicies,
   policyWarnings,
@@ -25,7 +20,7 @@ import {
   sessionSetErrors,
   type ManifestSet,
   type NetworkView,
-} from '../controller/store/rules.ts';
+} from '../common/rules/index.ts';
 
 /** The repository layout, as problems name it (docs/store.md, "Repository layout"). */
 export const LAYOUT = 'routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml';

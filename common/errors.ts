@@ -1,6 +1,7 @@
 /**
- * The machine error codes of SPEC.md section 7 and DESIGN.md section 3, with their HTTP statuses.
- * Every failure the controller answers is a ProblemError rendered as RFC 9457 problem details.
+ * The machine error codes (docs/api.md, Errors) and the HTTP status the API answers each with. The store
+ * and the rules throw DomainError, which knows no HTTP; controller/api/problem.ts turns any DomainError
+ * into RFC 9457 problem details with the status of this table, in one place.
  */
 export const ErrorCodes = {
   INVALID_REQUEST: 400,
@@ -33,20 +34,36 @@ export interface FieldError {
   message: string;
 }
 
-export class ProblemError extends Error {
+/** A refusal by a rule or the store: a machine code, a sentence for people, the fields at fault. */
+export class DomainError extends Error {
   readonly code: ErrorCode;
-  readonly status: number;
   readonly errors: FieldError[] | undefined;
 
   constructor(code: ErrorCode, detail: string, errors?: FieldError[]) {
     super(detail);
-    this.name = 'ProblemError';
+    this.name = 'DomainError';
     this.code = code;
-    this.status = ErrorCodes[code];
     this.errors = errors;
   }
 }
 
-export function isProblem(err: unknown, code?: ErrorCode): err is ProblemError {
-  return err instanceof ProblemError && (code === undefined || err.code === code);
+/** A DomainError as the API answers it: with its HTTP status (the API layer's own refusals throw these). */
+export class ProblemError extends DomainError {
+  readonly status: number;
+
+  constructor(code: ErrorCode, detail: string, errors?: FieldError[]) {
+    super(code, detail, errors);
+    this.name = 'ProblemError';
+    this.status = ErrorCodes[code];
+  }
+
+  /** The problem the API answers for a domain error. */
+  static of(err: DomainError): ProblemError {
+    return err instanceof ProblemError ? err : new ProblemError(err.code, err.message, err.errors);
+  }
+}
+
+/** Whether `err` is a refusal with a machine code (of the store, a rule or the API), `code` if given. */
+export function isProblem(err: unknown, code?: ErrorCode): err is DomainError {
+  return err instanceof DomainError && (code === undefined || err.code === code);
 }

@@ -140,6 +140,33 @@ export const RouterSpec = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A status condition, Kubernetes' shape (metav1.Condition), so kstatus, `kubectl wait --for=condition=`,
+ * Flux and Argo CD read it: `Ready`, `Reconciling` and `Stalled` (common/conditions.ts), and the agent's
+ * node-level ones (`ConfigApplied`) on routers.
+ */
+export const Condition = Type.Object(
+  {
+    type: Type.String({ minLength: 1, maxLength: 316, pattern: '^[A-Za-z][A-Za-z0-9_.\\-/]*$' }),
+    status: Type.Union([Type.Literal('True'), Type.Literal('False'), Type.Literal('Unknown')]),
+    reason: Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$',
+    }),
+    message: Type.String({ maxLength: 32768 }),
+    lastTransitionTime: Timestamp,
+    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+
+/** What every kind's status carries for Kubernetes tools: its conditions and the generation they judged. */
+const Observed = {
+  conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+};
+
 export const MeshPeerState = Type.Object(
   {
     router: RouterName,
@@ -148,19 +175,6 @@ export const MeshPeerState = Type.Object(
     rxBytes: Type.Optional(Type.Integer({ minimum: 0 })),
     txBytes: Type.Optional(Type.Integer({ minimum: 0 })),
     reachable: Type.Boolean(),
-  },
-  { additionalProperties: false },
-);
-
-/** A status condition (kstatus style, the same shape on every object). */
-export const Condition = Type.Object(
-  {
-    type: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z][A-Za-z0-9]*$' }),
-    status: Type.String({ enum: ['True', 'False', 'Unknown'] }),
-    reason: Type.String({ maxLength: 128, pattern: '^([A-Za-z][A-Za-z0-9]*)?$' }),
-    message: Type.String({ maxLength: 4096 }),
-    lastTransitionTime: Timestamp,
-    observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },
 );
@@ -179,8 +193,7 @@ export const RouterStatus = Type.Object(
     meshPublicKey: Type.Optional(WireGuardKey),
     meshPeers: Type.Optional(Type.Array(MeshPeerState, { maxItems: 4096 })),
     meshUpdatedAt: Type.Optional(Timestamp),
-    /** Node conditions: the agent's `ConfigApplied` (docs/agent.md), by type. */
-    conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
+    ...Observed,
   },
   { additionalProperties: false },
 );
@@ -247,6 +260,7 @@ export const SessionStatusSchema = Type.Object(
     /** BIRD's BGP state as the agent last reported it, and since when. */
     bgpState: Type.Optional(BgpState),
     bgpSince: Type.Optional(Type.Union([Timestamp, Type.Null()])),
+    ...Observed,
   },
   { additionalProperties: false },
 );
@@ -325,12 +339,16 @@ export const PolicySpec = Type.Object(
   { additionalProperties: false },
 );
 
+/** A policy's status: whether the controller accepted the generation it holds. */
+export const PolicyStatus = Type.Object({ ...Observed }, { additionalProperties: false });
+
 export const PolicyManifest = Type.Object(
   {
     apiVersion: Type.Literal(GROUP_VERSION),
     kind: Type.Literal('RoutingPolicy'),
     metadata: Metadata,
     spec: PolicySpec,
+    status: Type.Optional(PolicyStatus),
   },
   { additionalProperties: false },
 );
@@ -345,6 +363,7 @@ export type SessionStatusRecord = Static<typeof SessionStatusSchema>;
 export type SessionMetrics = Static<typeof SessionMetrics>;
 export type SessionManifest = Static<typeof SessionManifest>;
 export type PolicySpec = Static<typeof PolicySpec>;
+export type PolicyStatus = Static<typeof PolicyStatus>;
 export type PolicyManifest = Static<typeof PolicyManifest>;
 export type RpkiServer = Static<typeof RpkiServer>;
 
@@ -360,7 +379,12 @@ export const KINDS = {
     plural: 'peeringsessions',
     status: SessionStatusSchema,
   },
-  RoutingPolicy: { schema: PolicyManifest, spec: PolicySpec, plural: 'routingpolicies', status: undefined },
+  RoutingPolicy: {
+    schema: PolicyManifest,
+    spec: PolicySpec,
+    plural: 'routingpolicies',
+    status: PolicyStatus,
+  },
 } as const;
 
 // ---- relaxed input for manifests arriving from git (the store allocates what is missing) ----

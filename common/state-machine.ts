@@ -2,7 +2,7 @@
  * The session status transitions of DESIGN.md section 4, as one pure function. Every caller (REST API,
  * admin API, agent reports, reconciler) asks here; a pair that is not in the table is INVALID_STATE.
  */
-import { ProblemError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import { SessionStatus as S, statusName, type SessionStatusCode } from './status.ts';
 
 export type Trigger =
@@ -93,8 +93,7 @@ export function transition(from: SessionStatusCode | undefined, trigger: Trigger
     const approved = trigger.kind === 'create' ? trigger.autoApprove : trigger.mergeIsApproval;
     return to(approved ? S.QUEUED_FOR_SETUP : S.PENDING_REVIEW);
   }
-  if (from === undefined)
-    throw new ProblemError('INVALID_STATE', `${trigger.kind} needs an existing session`);
+  if (from === undefined) throw new DomainError('INVALID_STATE', `${trigger.kind} needs an existing session`);
   const outcome =
     trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
   if (!outcome) throw invalid(from, trigger);
@@ -111,12 +110,12 @@ export function allowed(from: SessionStatusCode, trigger: Trigger): boolean {
   }
 }
 
-function invalid(from: SessionStatusCode, trigger: Trigger): ProblemError {
+function invalid(from: SessionStatusCode, trigger: Trigger): DomainError {
   const what =
     trigger.kind === 'report'
       ? `a report of status ${trigger.status} (${statusName(trigger.status)})`
       : trigger.kind;
-  return new ProblemError(
+  return new DomainError(
     'INVALID_STATE',
     `${what} is not allowed for a session in status ${from} (${statusName(from)})`,
   );

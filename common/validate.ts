@@ -6,7 +6,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
-import { ProblemError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import { UNPRINTABLE_CLASS } from './text.ts';
 import {
   canonicalEndpoint,
@@ -167,9 +167,9 @@ export function validate<T>(schema: TSchema, input: unknown, base = ''): Validat
   return { ok: true, value: canonicalize(schema, value) as T };
 }
 
-function invalid(what: string, errors: FieldError[]): ProblemError {
+function invalid(what: string, errors: FieldError[]): DomainError {
   const first = errors[0];
-  return new ProblemError(
+  return new DomainError(
     'INVALID_REQUEST',
     first ? `${what} ${first.pointer}: ${first.message}` : `${what} is invalid`,
     errors,

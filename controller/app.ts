@@ -40,7 +40,7 @@ import loginPlugin from './auth/login/plugin.ts';
 import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challenges.ts';
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
-import { mergedPolicy } from './store/rules.ts';
+import { mergedPolicy } from '../common/rules/index.ts';
 import { hookRoutes } from './api/hooks.ts';
 import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';

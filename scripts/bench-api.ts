@@ -128,8 +128,7 @@ const wgKey = () => randomBytes(32).toString('base64');
 
 /** Writes the manifests straight into the store repository as one commit (10 000 API calls would take minutes). */
 async function buildFixture(routers: number, perRouter: number): Promise<Fixture> {
-  const { renderManifest, routerPath, sessionPath, policyPath } =
-    await import('../controller/store/git/manifests.ts');
+  const { renderManifest, routerPath, sessionPath, policyPath } = await import('../common/manifests.ts');
   const data = await mkdtemp(join(tmpdir(), 'peerops-bench-'));
   const work = join(data, 'work');
   const tokens = new Map<string, string>();

@@ -7,6 +7,7 @@
  *   node scripts/bench-store.ts 2000                      (one size)
  *   node scripts/bench-store.ts --generate DIR 10000      (keep a repository, e.g. for profiling)
  *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it)
+ *   node scripts/bench-store.ts --objects                 (own object code against isomorphic-git's)
  */
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -17,7 +18,7 @@ import { promisify } from 'node:util';
 import pino from 'pino';
 import { createGitStore } from '../controller/store/git/index.ts';
 import { gcAuto } from '../controller/store/git/housekeeping.ts';
-import { renderManifest, routerPath, sessionPath } from '../controller/store/git/manifests.ts';
+import { renderManifest, routerPath, sessionPath } from '../common/manifests.ts';
 
 const exec = promisify(execFile);
 const ROUTERS = 4;
@@ -217,11 +218,104 @@ async function bench(sessions: number): Promise<void> {
           `the repository grew by ${cold.flush.addedFiles} object files, ${cold.flush.addedBytes} bytes`,
       );
   } finally {
-    await rm(root, { recursive: true, force: true });
+    // git may still be packing the generating clone in the background (gc --auto detaches): retry
+    await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
   }
 }
 
-if (process.argv[2] === '--generate') {
+/**
+ * `--objects`: what one create's objects cost written by the store's own object code (objects.ts: native
+ * zlib, then isomorphic-git's writeObject of the deflated bytes) against isomorphic-git's own
+ * writeBlob/writeTree/writeCommit (which deflate through CompressionStream): a session blob, its router's
+ * tree of `entries` sessions, a root tree and a commit, ROUNDS times each, into one repository.
+ */
+async function benchObjects(entries: number): Promise<void> {
+  const ROUNDS = 200;
+  const dir = await mkdtemp(join(tmpdir(), 'peerops-bench-objects-'));
+  try {
+    const git = (await import('isomorphic-git')).default;
+    const { gitFs } = await import('../controller/git-fs.ts');
+    const own = await import('../controller/store/git/objects.ts');
+    await git.init({ fs: gitFs, dir, bare: true });
+    const text = renderManifest('PeeringSession', 'as4242420001-fra1', {
+      uuid: randomUUID(),
+      asn: 4242420001,
+      router: 'fra1',
+      ipv6: 'fd00::1',
+      linkLocal: 'fe80::1',
+      publicKey: key(),
+      mtu: 1420,
+      listenPort: 20001,
+    });
+    const names = Array.from({ length: entries }, (_, i) => `as${4242420000 + i}.yaml`);
+    const person = { name: 'peerops', email: 'peerops@localhost', timestamp: 1764000000, timezoneOffset: 0 };
+    const variants: Record<string, (round: number) => Promise<void>> = {
+      'own object code (objects.ts)': async (round) => {
+        const blob = await own.writeBlob(dir, Buffer.from(`${text}# ${round}\n`));
+        const tree = await own.writeTree(
+          dir,
+          names.map((name, i) => ({ type: 'blob' as const, name, oid: i === 0 ? blob : blob })),
+        );
+        const root = await own.writeTree(dir, [{ type: 'tree', name: 'sessions', oid: tree }]);
+        await own.writeCommit(dir, {
+          tree: root,
+          parents: [],
+          author: person,
+          committer: person,
+          timestamp: person.timestamp + round,
+          message: `create ${round}`,
+        });
+      },
+      'isomorphic-git writeBlob/Tree/Commit': async (round) => {
+        const blob = await git.writeBlob({ fs: gitFs, dir, blob: Buffer.from(`${text}# ${round}\n`) });
+        const tree = await git.writeTree({
+          fs: gitFs,
+          dir,
+          tree: names.map((path) => ({ mode: '100644', path, oid: blob, type: 'blob' as const })),
+        });
+        const root = await git.writeTree({
+          fs: gitFs,
+          dir,
+          tree: [{ mode: '040000', path: 'sessions', oid: tree, type: 'tree' }],
+        });
+        await git.writeCommit({
+          fs: gitFs,
+          dir,
+          commit: {
+            tree: root,
+            parent: [],
+            author: { ...person, timestamp: person.timestamp + round },
+            committer: { ...person, timestamp: person.timestamp + round },
+            message: `create ${round}\n`,
+          },
+        });
+      },
+    };
+    console.log(`\nobjects of one create, ${entries} sessions in the router's tree, ${ROUNDS} rounds:`);
+    for (const [label, write] of Object.entries(variants)) {
+      const times: number[] = [];
+      const cpu = process.cpuUsage();
+      for (let round = 0; round < ROUNDS; round++) {
+        const start = performance.now();
+        await write(round);
+        times.push(performance.now() - start);
+      }
+      const used = process.cpuUsage(cpu);
+      times.sort((a, b) => a - b);
+      const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? 0;
+      console.log(
+        `  ${label.padEnd(38)} p50 ${at(0.5).toFixed(2)} ms, p99 ${at(0.99).toFixed(2)} ms, ` +
+          `CPU ${((used.user + used.system) / 1000 / ROUNDS).toFixed(2)} ms a create`,
+      );
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--objects') {
+  for (const n of [2500, 25000]) await benchObjects(n);
+} else if (process.argv[2] === '--generate') {
   console.log(await generate(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
 } else if (process.argv[2] === '--measure') {
   await measure(process.argv[3] as string, Number(process.argv[4] ?? 0));

@@ -15,8 +15,16 @@ type JsonObject = { [key: string]: Json };
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const CRD_DIRS = ['crds', join('charts', 'peerops', 'crds')];
 
+/** The Ready condition's status (common/conditions.ts), as `kubectl get` shows it. */
+const READY: JsonObject = {
+  name: 'Ready',
+  type: 'string',
+  jsonPath: '.status.conditions[?(@.type=="Ready")].status',
+};
+
 const PRINTER_COLUMNS: Record<Kind, JsonObject[]> = {
   Router: [
+    READY,
     { name: 'Node', type: 'integer', jsonPath: '.spec.nodeId' },
     { name: 'Region', type: 'string', jsonPath: '.spec.region' },
     { name: 'Endpoint', type: 'string', jsonPath: '.spec.endpointHost' },
@@ -24,13 +32,14 @@ const PRINTER_COLUMNS: Record<Kind, JsonObject[]> = {
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],
   PeeringSession: [
+    READY,
     { name: 'Status', type: 'string', jsonPath: '.status.name' },
     { name: 'Router', type: 'string', jsonPath: '.spec.router' },
     { name: 'ASN', type: 'integer', jsonPath: '.spec.asn' },
     { name: 'Port', type: 'integer', jsonPath: '.spec.listenPort', priority: 1 },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],
-  RoutingPolicy: [{ name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }],
+  RoutingPolicy: [READY, { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }],
 };
 
 const SHORT_NAMES: Record<Kind, string[]> = {

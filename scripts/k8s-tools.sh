@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the binaries the Kubernetes tests run: kube-apiserver and etcd (pinned by test/k8s/tools/go.mod)
-# and helm. Output is cached in .cache/k8s-bin/<hash of the pins>/; a run with all three present does nothing.
+# Builds the binaries the Kubernetes tests run: kube-apiserver, etcd and kubectl (pinned by
+# test/k8s/tools/go.mod) and helm. Output is cached in .cache/k8s-bin/<hash of the pins>/; a run with all four present does nothing.
 # Prints the directory holding the binaries on its last line of stdout; progress and timing go to stderr.
 set -euo pipefail
 
@@ -30,6 +30,7 @@ build_in_tools() { # name package
 
 build_in_tools etcd go.etcd.io/etcd/server/v3
 build_in_tools kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build_in_tools kubectl k8s.io/kubernetes/cmd/kubectl
 
 if [[ ! -x "$bin/helm" ]]; then
   echo "k8s-tools: building helm $helm_version" >&2

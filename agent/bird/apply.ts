@@ -17,6 +17,7 @@ import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
 import { ensureIncludeDir, ensureIncludeDirs } from './dirs.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
+import { readTextIfExists } from '../../common/read-file.ts';
 
 /** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
 const LOCAL_DIR = 'local.d';
@@ -81,14 +82,15 @@ export class BirdApplier {
     const changes: FileChange[] = [];
     const liveDirs = Object.fromEntries(tree.dirs.map((d) => [d.key, d.dir]));
     const main = tree.main(liveDirs);
-    if ((await readText(this.mainPath)) !== main) changes.push({ path: this.mainPath, content: main });
+    if ((await readTextIfExists(this.mainPath)) !== main)
+      changes.push({ path: this.mainPath, content: main });
     for (const d of tree.dirs) {
       const present = (await listConf(d.dir)).filter((f) => !d.files.has(f));
       for (const f of present) changes.push({ path: join(d.dir, f), content: undefined });
       for (const [name, content] of d.files) {
         checkFileName(name);
         const path = join(d.dir, name);
-        if ((await readText(path)) !== content) changes.push({ path, content });
+        if ((await readTextIfExists(path)) !== content) changes.push({ path, content });
       }
     }
     return changes;
@@ -105,7 +107,7 @@ export class BirdApplier {
     const changes = await this.diff(tree);
     const changed = changes.map((c) => c.path);
     if (changes.length === 0) {
-      const pending = (await readText(this.pendingPath)) !== undefined;
+      const pending = (await readTextIfExists(this.pendingPath)) !== undefined;
       if (!opts.forceConfigure && !pending) return { writes: 0, configured: false, changed };
       try {
         await this.configure();
@@ -123,7 +125,7 @@ export class BirdApplier {
     await mkdir(backup, { recursive: true });
     const restore: { path: string; saved: string | undefined }[] = [];
     for (const c of changes) {
-      const old = await readText(c.path);
+      const old = await readTextIfExists(c.path);
       let saved: string | undefined;
       if (old !== undefined) {
         saved = join(backup, `${restore.length}-${basename(c.path)}`);
@@ -258,14 +260,6 @@ function failureOf(err: unknown, changed: string[], stage: 'check' | 'configure'
 
 function checkFileName(name: string): void {
   if (!/^[A-Za-z0-9_.-]{1,128}\.conf$/.test(name)) throw new Error(`BIRD file name '${name}' is not allowed`);
-}
-
-async function readText(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch {
-    return undefined;
-  }
 }
 
 async function listConf(dir: string): Promise<string[]> {

@@ -3,12 +3,12 @@
  * named function over the pass's context: tunnels → render → apply → judge → report → retry. The
  * steps do the I/O; what they decide comes from decisions.ts.
  */
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
+import { readTextIfExists } from '../../common/read-file.ts';
 import type { ApplyResult, BirdApplier, DesiredTree, ManagedDir } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
@@ -166,7 +166,7 @@ async function render(ctx: PassContext): Promise<void> {
     const name = peerFileName(s);
     const path = join(config.routing.peerConfDir, name);
     ctx.fileOwner.set(path, s.uuid);
-    const onDisk = await readText(path);
+    const onDisk = await readTextIfExists(path);
     if (ctx.waiting.has(s.uuid) || result.failed.has(s.uuid)) {
       if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
       continue;
@@ -231,7 +231,7 @@ async function apply(ctx: PassContext): Promise<void> {
       result.failed.set(uuid, applied.failure.message);
       const path = [...ctx.fileOwner].find(([, u]) => u === uuid)![0];
       const name = path.slice(path.lastIndexOf('/') + 1);
-      const onDisk = await readText(path);
+      const onDisk = await readTextIfExists(path);
       if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
       else ctx.peerFiles.delete(name);
     }
@@ -291,7 +291,7 @@ async function judge(ctx: PassContext): Promise<void> {
       // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
       // protocol may still be listed, down, while BIRD flushes its routes).
       const proto = ctx.protocols.get(sessionProtocolName(s.listenPort));
-      const file = await readText(join(deps.config.routing.peerConfDir, peerFileName(s)));
+      const file = await readTextIfExists(join(deps.config.routing.peerConfDir, peerFileName(s)));
       const gone = !ctx.links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
       if (gone && !birdFailed) ctx.verdicts.push({ ...base, status: SessionStatus.DISABLED });
       continue;
@@ -386,14 +386,4 @@ function latencyFromFile(text: string | undefined): number | null {
   // latencyCommunity maps an RTT back to the tier: the upper bound of each tier renders the same.
   const bounds = [2.7, 7.3, 20, 55, 148, 403, 1097, 2981];
   return tier >= 1 && tier <= 8 ? (bounds[tier - 1] ?? null) : null;
-}
-
-/** The file's text; undefined only when there is no such file (any other error is thrown). */
-async function readText(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
 }

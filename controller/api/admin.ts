@@ -11,7 +11,12 @@ import { mergePatch } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
-import { assertNoRouterConflicts, assertPolicyAllows, mergedPolicy, policyJudge } from '../store/rules.ts';
+import {
+  assertNoRouterConflicts,
+  assertPolicyAllows,
+  mergedPolicy,
+  policyJudge,
+} from '../../common/rules/index.ts';
 import type { Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';

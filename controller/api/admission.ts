@@ -30,7 +30,7 @@ import {
   sessionAddressingErrors,
   sessionSetErrors,
   type ManifestSet,
-} from '../store/rules.ts';
+} from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 
 const StoredObject = Type.Object({

@@ -33,7 +33,7 @@ import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
-import { mergedPolicy } from '../store/rules.ts';
+import { mergedPolicy } from '../../common/rules/index.ts';
 import type { Router, Store } from '../store/store.ts';
 import { statusRecord } from './actions.ts';
 import { requireAgent } from './auth.ts';

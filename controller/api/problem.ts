@@ -6,7 +6,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import { ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
+import { DomainError, ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
 import { rateLimitHeadersOf } from './rate-limit.ts';
 
 export interface ProblemBody {
@@ -35,9 +35,13 @@ export function sendProblem(reply: FastifyReply, err: ProblemError): FastifyRepl
   return reply.code(err.status).type('application/problem+json').send(problemBody(err));
 }
 
-/** fastify and plugin errors → our codes. Only client errors keep a (fastify-written) message. */
-function toProblem(err: FastifyError | ProblemError | Error): ProblemError | undefined {
-  if (err instanceof ProblemError) return err;
+/**
+ * The one mapping of errors to answers: a DomainError (the store's and the rules' refusals) gets the
+ * status of its code; fastify and plugin errors get our codes. Only client errors keep a (fastify-written)
+ * message.
+ */
+function toProblem(err: FastifyError | DomainError | Error): ProblemError | undefined {
+  if (err instanceof DomainError) return ProblemError.of(err);
   const status = (err as FastifyError).statusCode;
   const code = (err as FastifyError).code;
   if (status === 429)
@@ -155,8 +159,8 @@ async function answerUnrouted(
   try {
     await unrouted.countRequest?.(request, reply);
   } catch (err) {
-    if (!(err instanceof ProblemError)) throw err;
-    problem = err;
+    if (!(err instanceof DomainError)) throw err;
+    problem = ProblemError.of(err);
   }
   unrouted.onNotFound?.(request, reply, problem.status);
   return sendProblem(reply, problem);

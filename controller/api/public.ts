@@ -1,7 +1,7 @@
 /** Unauthenticated routes: health, metrics, the router list, the OpenAPI document and its reference page. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { mergedPolicy } from '../store/rules.ts';
+import { mergedPolicy } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 import { metricsText, register } from '../metrics.ts';
 import { RoutersResponse } from './schemas.ts';

@@ -1,7 +1,7 @@
 /**
  * `POST /session` (docs/api.md, User API): list, create, modify, delete, restart, config. A user sees and
  * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
- * (rules.ts); config's files are common/peer-config's.
+ * (common/rules); config's files are common/peer-config's.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
@@ -10,7 +10,7 @@ import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
-import { mergedPolicy, peerAddressRangeErrors } from '../store/rules.ts';
+import { mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import { caller, requireUser } from './auth.ts';

@@ -109,7 +109,7 @@ export interface Store {
 
   /**
    * Allocates uuid, listen port and createdAt and stores the session with `status` as its first status.
-   * Every admission rule (assertAdmission in rules.ts) is checked inside the store's write queue, counting
+   * Every admission rule (assertAdmission in common/rules) is checked inside the store's write queue, counting
    * the creates before it, so the limits hold under concurrent creates: ROUTER_NOT_FOUND, ASN_BLOCKED,
    * ROUTER_FULL (not accepting, at maxSessions, or no listen port free), SESSION_EXISTS, CONFLICT (at
    * maxPendingPerAsn), INVALID_REQUEST (the spec, or a peer address breaking the address rules).

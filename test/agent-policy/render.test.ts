@@ -13,7 +13,7 @@ import { renderIbgpConfigs } from '../../agent/bird/ibgp.ts';
 import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../../agent/bird/peer-config.ts';
 import { FALLBACK_RPKI_SERVER, type AgentSession, type BirdConfigResponse } from '../../common/agent-api.ts';
-import { ProblemError } from '../../common/errors.ts';
+import { DomainError } from '../../common/errors.ts';
 import { DN42_REGIONS, DN42_REGION_NAMES, dn42RegionCode } from '../../common/schema.ts';
 import { basePolicy, policyMatrix } from './policies.ts';
 
@@ -206,7 +206,7 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
 
   it('refuses a policy with a bad field, naming it, and renders nothing', () => {
     const bad = { ...basePolicy, rpkiServers: [{ host: 'x"; protocol static {', port: 1 }] };
-    expect(() => renderMainConfig(bad, goldenPaths)).toThrow(ProblemError);
+    expect(() => renderMainConfig(bad, goldenPaths)).toThrow(DomainError);
     expect(() => renderMainConfig(bad, goldenPaths)).toThrow(/\/rpkiServers\/0\/host/);
     expect(() => renderIbgpConfigs({ ...basePolicy, dn42Asn: -1 })).toThrow(/\/dn42Asn/);
   });

@@ -22,7 +22,7 @@ import {
 
 import type { BirdConfigResponse } from '../../common/agent-api.ts';
 import { DN42_REGION_NAMES } from '../../common/schema.ts';
-import { parseManifest, renderManifest } from '../../controller/store/git/manifests.ts';
+import { parseManifest, renderManifest } from '../../common/manifests.ts';
 
 const exec = promisify(execFile);
 const ADMIN_AUTHOR = `admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`;

@@ -13,7 +13,6 @@ import { loadConfig, type Config } from '../../controller/config.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
-import { instrumentStore } from '../../controller/store/open.ts';
 
 export const ADMIN_ASN = 4242420000;
 export const USER_ASN = 4242421234;
@@ -79,14 +78,12 @@ export async function startHarness(
   login?: AppOptions['login'],
 ): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'peerops-api-'));
-  // As `peerops serve` opens it: the real git store, instrumented for the store-latency metric.
-  const store = instrumentStore(
-    createGitStore({
-      dir: join(dir, 'store.git'),
-      logger: pino({ level: 'silent' }),
-      observationFlushMs: 600_000,
-    }),
-  );
+  // As `peerops serve` opens it: the real git store (its writes timed for the store-latency metric).
+  const store = createGitStore({
+    dir: join(dir, 'store.git'),
+    logger: pino({ level: 'silent' }),
+    observationFlushMs: 600_000,
+  });
   await store.start();
   const tokens = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
   const config: Config = {

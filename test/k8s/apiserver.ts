@@ -28,6 +28,7 @@ export interface Tools {
   etcd: string;
   kubeApiserver: string;
   helm: string;
+  kubectl: string;
 }
 
 /**
@@ -55,6 +56,7 @@ export function k8sTools(): Promise<Tools> {
       etcd: join(dir, 'etcd'),
       kubeApiserver: join(dir, 'kube-apiserver'),
       helm: join(dir, 'helm'),
+      kubectl: join(dir, 'kubectl'),
     };
   })();
   return toolsPromise;

@@ -8,6 +8,8 @@
  * forge's settings and secret files as the controller's config reads them, and the values the render refuses.
  * Monitoring (docs/kubernetes.md, "Monitoring"): the ServiceMonitor and PodMonitor against minimal stand-ins
  * of the Prometheus operator's CRDs (test/k8s/fixtures), the Grafana dashboard's ConfigMap, the agent probes.
+ *
+ * Over 500 lines: every optional part of the chart, each checked by the same API server fixture.
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';

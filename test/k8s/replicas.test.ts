@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isProblem, type ProblemError } from '../../common/errors.ts';
+import { isProblem, type DomainError } from '../../common/errors.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
@@ -236,7 +236,7 @@ describe('two controller replicas', () => {
       for (const r of sameNode)
         if (r.status === 'rejected') {
           expect(isProblem(r.reason, 'CONFLICT'), String(r.reason)).toBe(true);
-          expect((r.reason as ProblemError).errors?.[0]?.pointer).toBe('/spec/nodeId');
+          expect((r.reason as DomainError).errors?.[0]?.pointer).toBe('/spec/nodeId');
         }
       const uuid = randomUUID();
       const sameUuid = await Promise.allSettled(
@@ -247,7 +247,7 @@ describe('two controller replicas', () => {
       expect(sameUuid.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       for (const r of sameUuid)
         if (r.status === 'rejected')
-          expect((r.reason as ProblemError).errors?.[0]?.pointer, String(r.reason)).toBe('/spec/uuid');
+          expect((r.reason as DomainError).errors?.[0]?.pointer, String(r.reason)).toBe('/spec/uuid');
       await until(
         'both replicas see 2 routers',
         () => a.listRouters().length === 2 && b.listRouters().length === 2,

@@ -2,6 +2,9 @@
  * The behaviour every store back end must show, through the Store interface only. A back end's test calls
  * storeConformance(name, factory); factory gives a started store on fresh data, reopen() (called after
  * store.close()) a started store on the same data, and cleanup() removes the data.
+ *
+ * Over 500 lines: one suite, the whole Store contract (routers, sessions, policies, admission limits
+ * under concurrency, observations, the change feed, reopening), which both back ends run as it is.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HeartbeatBody } from '../../common/agent-api.ts';

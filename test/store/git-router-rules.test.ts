@@ -1,5 +1,5 @@
 /**
- * The router rules of controller/store/rules.ts on routers merged in git: a router whose port range has
+ * The router rules of common/rules/ on routers merged in git: a router whose port range has
  * min > max, or with another router's loopback, is skipped and reported like any invalid manifest.
  */
 import { mkdtemp, rm } from 'node:fs/promises';

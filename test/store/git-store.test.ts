@@ -1,3 +1,8 @@
+/**
+ * The git store: the conformance suite on it, and what only it does (the repository's files and refs,
+ * merges from outside, rejected manifests, the status ref, observations, housekeeping, recovery).
+ * Over 500 lines: one back end's own behaviour, each part on the same real repository fixture.
+ */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-/** peerops validate applies the router rules of controller/store/rules.ts: port ranges and loopbacks. */
+/** peerops validate applies the router rules of common/rules/: port ranges and loopbacks. */
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';

@@ -15,6 +15,7 @@ import {
 } from '../../../common/schema.ts';
 import type { RouterStatus, SessionMetrics } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
+import type { StoreIndex } from '../core/index.ts';
 
 const FORMAT = 1;
 
@@ -87,6 +88,25 @@ export class ObservationFile {
       }),
       { mode: 0o600 },
     );
+  }
+
+  /** Writes every session's metrics and every router's observed fields the index holds. */
+  async saveFrom(index: StoreIndex): Promise<void> {
+    const snapshot: ObservationSnapshot = { sessions: new Map(), routers: new Map() };
+    for (const session of index.observedSessions())
+      if (session.status.metrics) snapshot.sessions.set(session.spec.uuid, session.status.metrics);
+    for (const router of index.routerValues()) {
+      const observed = routerObservations(router.status);
+      if (Object.keys(observed).length > 0) snapshot.routers.set(router.name, observed);
+    }
+    await this.save(snapshot);
+  }
+
+  /** Puts the last flush's observations into the index; returns how many entries were invalid. */
+  async restoreInto(index: StoreIndex): Promise<number> {
+    const snapshot = await this.load();
+    index.restoreObservations(snapshot.routers, snapshot.sessions);
+    return snapshot.invalid;
   }
 }
 

@@ -234,3 +234,29 @@ export async function removeTempLeftovers(gitdir: string): Promise<number> {
   }
   return removed;
 }
+
+/**
+ * Become the repository's one writer: take the instance lock, then clean up after a crashed predecessor:
+ * finish or drop its interrupted write, remove its ref locks and temp files, and log each thing cleaned.
+ * `statusRef` is written by the controller alone, under the lock: a lock file there is a leftover.
+ */
+export async function takeOver(
+  dir: string,
+  journal: Journal,
+  statusRef: string,
+  log: pino.Logger,
+): Promise<InstanceLock> {
+  const { lock, stale } = await InstanceLock.acquire(dir);
+  if (stale) log.warn({ pid: stale.pid }, 'store: took over from a controller that did not stop cleanly');
+  await journal.recover(log, { removeLocks: true });
+  if (
+    await rm(join(dir, `${statusRef}.lock`)).then(
+      () => true,
+      () => false,
+    )
+  )
+    log.warn({ lock: `${statusRef}.lock` }, 'store: removed a stale ref lock (a crashed write)');
+  const removed = await removeTempLeftovers(dir);
+  if (removed > 0) log.warn({ files: removed }, 'store: removed temp files of an interrupted write');
+  return lock;
+}

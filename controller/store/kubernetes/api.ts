@@ -15,7 +15,7 @@ import {
   type V1ObjectMeta,
   type V1Secret,
 } from '@kubernetes/client-node';
-import { ProblemError } from '../../../common/errors.ts';
+import { DomainError } from '../../../common/errors.ts';
 import { pooledConnections } from './connections.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
 
@@ -65,12 +65,12 @@ export const isNotFound = (err: unknown) => httpCode(err) === 404;
 
 /** Anything the API server did not answer as expected becomes STORE_UNAVAILABLE or INVALID_REQUEST. */
 export function storeError(err: unknown, what: string): Error {
-  if (err instanceof ProblemError) return err;
+  if (err instanceof DomainError) return err;
   const code = httpCode(err);
   if (code === 422 || code === 400) {
-    return new ProblemError('INVALID_REQUEST', `${what}: the API server refused it (${messageOf(err)})`);
+    return new DomainError('INVALID_REQUEST', `${what}: the API server refused it (${messageOf(err)})`);
   }
-  return new ProblemError('STORE_UNAVAILABLE', `${what}: Kubernetes API error (${messageOf(err)})`);
+  return new DomainError('STORE_UNAVAILABLE', `${what}: Kubernetes API error (${messageOf(err)})`);
 }
 
 function messageOf(err: unknown): string {

@@ -1,7 +1,13 @@
 /**
  * The Kubernetes store: routers, sessions and policies are peerops.dev/v1alpha1 custom resources in one
- * namespace. Reads come from an informer-fed index (list + watch); writes go to the API server with the
- * resourceVersion read, and a 409 Conflict re-runs the pure mutate function on the fresh object. Several
+ * namespace. Informers (list + watch) feed the shared core's index (../core), which answers every read and
+ * prepares every write with every rule; writes go to the API server with the resourceVersion read, and a
+ * 409 Conflict re-runs the pure mutate function on the fresh object.
+ *
+ * Over 500 lines: this is one back end's persistence of three kinds, each write in its own
+ * optimistic-concurrency loop against the API server, and the cross-replica re-check of a create's
+ * limits. What stands alone has a module of its own (api.ts, port-claims.ts, router-ids.ts,
+ * informers.ts, connections.ts); no rule and no read is defined here. Several
  * controller replicas may write at once:
  * - one session per (ASN, router): the object name is `as<asn>-<router>`, so AlreadyExists is SESSION_EXISTS;
  * - one session per listen port and router: a port is claimed with a ConfigMap named
@@ -17,7 +23,6 @@
  * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
  * status in batches. Agent token hashes live in Secrets.
  */
-import { randomUUID } from 'node:crypto';
 import {
   makeInformer,
   type Informer,
@@ -26,60 +31,47 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import pino from 'pino';
-import { ProblemError } from '../../../common/errors.ts';
-import { allocateListenPort, sessionName } from '../../../common/naming.ts';
+import { isoNow } from '../../../common/clock.ts';
+import { acceptedConditions, atGeneration, withSessionConditions } from '../../../common/conditions.ts';
+import { DomainError } from '../../../common/errors.ts';
 import {
   GROUP_VERSION,
-  PolicySpec as PolicySpecSchema,
-  RouterSpec as RouterSpecSchema,
-  RouterStatus as RouterStatusSchema,
-  SessionMetrics as SessionMetricsSchema,
-  SessionSpec as SessionSpecSchema,
-  SessionStatusSchema,
   type Kind,
   type PolicySpec,
+  type PolicyStatus,
   type RouterSpec,
   type RouterStatus,
-  type SessionMetrics,
   type SessionSpec,
   type SessionStatusRecord,
   upgradeRouterSpec,
 } from '../../../common/schema.ts';
-import { validateOrThrow, type Checked } from '../../../common/validate.ts';
-import type { HeartbeatBody } from '../../../common/agent-api.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
-import { ChangeFeed } from '../change-feed.ts';
 import {
   assertAdmission,
-  assertNoRouterConflicts,
-  assertRouterUnused,
-  assertRouterName,
-  checkedSessionSpec,
   mergedPolicy,
   mergedSessionStatus,
   sessionExistsError,
   type AdmissionSession,
-  type AdmissionView,
-} from '../rules.ts';
-import { RouterIds } from './router-ids.ts';
+} from '../../../common/rules/index.ts';
 import {
-  heartbeatStatus,
-  type Actor,
-  type NewSession,
-  type Policy,
-  type Router,
-  type Session,
-  type SessionChange,
-  type Store,
-  type StoreEvent,
-} from '../store.ts';
+  policyNotFound,
+  routerExists,
+  routerNotFound,
+  sessionNotFound,
+  StoreCore,
+  type InFlightSession,
+  type PreparedSession,
+} from '../core/store-core.ts';
+import { startInformer } from './informers.ts';
+import { PortClaims } from './port-claims.ts';
+import { RouterIds } from './router-ids.ts';
+import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
 import {
   ANNOTATION_ACTOR,
   ANNOTATION_INITIAL_STATUS,
   ANNOTATION_MESSAGE,
   KubeApi,
   LABEL_ASN,
-  httpCode,
   LABEL_ROUTER,
   isAlreadyExists,
   isConflict,
@@ -109,7 +101,7 @@ export interface KubernetesStoreOptions {
 
 type RouterResource = Resource<RouterSpec, RouterStatus>;
 type SessionResource = Resource<SessionSpec, Partial<SessionStatusRecord>>;
-type PolicyResource = Resource<PolicySpec>;
+type PolicyResource = Resource<PolicySpec, PolicyStatus>;
 
 const MAX_ATTEMPTS = 20;
 const MAX_TOMBSTONES = 10_000;
@@ -124,37 +116,33 @@ interface Entry<T> {
   value: T;
 }
 
-export class KubernetesStore implements Store {
+/**
+ * The Kubernetes back end under the shared core (../core): the objects as the API server last gave them
+ * (their resourceVersions, for writes and for ordering watch events), put into the core's index as
+ * routers, sessions and policies; writes the core prepared, sent with the resourceVersion read.
+ */
+export class KubernetesStore extends StoreCore {
   readonly backend = 'kubernetes' as const;
 
   private readonly api: KubeApi;
   private readonly kubeConfig: KubeConfig;
   private readonly log: pino.Logger;
-  private readonly feed = new ChangeFeed();
   private readonly flushIntervalMs: number;
   private readonly staleClaimMs: number;
   private readonly routerIds: RouterIds;
 
   private readonly routers = new Map<string, Entry<RouterResource>>();
   private readonly sessions = new Map<string, Entry<SessionResource>>();
-  private readonly sessionByUuid = new Map<string, string>();
   private readonly policies = new Map<string, Entry<PolicyResource>>();
   private readonly tokens = new Map<string, Entry<string>>();
   /** Deleted objects (`Kind/name`) with the last resourceVersion seen: older watch events cannot revive them. */
   private readonly tombstones = new Map<string, number>();
-  /** Ports this process is claiming right now, per router. */
-  private readonly reserving = new Map<string, Set<number>>();
+  private readonly claims: PortClaims;
   /** Creates in flight in this process, by session name: a second one waits for the first. */
   private readonly creating = new Map<string, Promise<unknown>>();
   /** The specs and first statuses of those creates, until they are in the index: admission counts them. */
-  private readonly creatingSpecs = new Map<
-    string,
-    { name: string; spec: SessionSpec; status: SessionStatusRecord }
-  >();
+  private readonly creatingSpecs = new Map<string, InFlightSession>();
 
-  /** Observations not yet written to status. */
-  private readonly pendingRouterStatus = new Map<string, RouterStatus>();
-  private readonly pendingMetrics = new Map<string, SessionMetrics>();
   /** When this replica last wrote each session's metrics (epoch ms, by uuid). */
   private readonly metricsWrittenAt = new Map<string, number>();
   private readonly metricsWriteIntervalMs: number;
@@ -167,12 +155,19 @@ export class KubernetesStore implements Store {
   private closed = false;
 
   constructor(options: KubernetesStoreOptions) {
+    super();
     this.kubeConfig = options.kubeConfig;
     this.api = new KubeApi(options.kubeConfig, options.namespace);
     this.log = (options.logger ?? pino({ level: 'silent' })).child({ store: 'kubernetes' });
     this.flushIntervalMs = options.flushIntervalMs ?? 2000;
     this.metricsWriteIntervalMs = options.metricsWriteIntervalMs ?? 300_000;
     this.staleClaimMs = (options.staleClaimSeconds ?? 60) * 1000;
+    this.claims = new PortClaims(
+      this.api,
+      this.staleClaimMs,
+      this.log,
+      (name) => this.sessions.get(name)?.value.spec,
+    );
     this.routerIds = new RouterIds(
       this.api,
       this.staleClaimMs,
@@ -184,7 +179,8 @@ export class KubernetesStore implements Store {
   // ---------------------------------------------------------------- lifecycle
 
   async start(): Promise<void> {
-    const kinds: Kind[] = ['Router', 'PeeringSession', 'RoutingPolicy'];
+    // policies before sessions: a session applied without status takes its first from the default policy
+    const kinds: Kind[] = ['Router', 'RoutingPolicy', 'PeeringSession'];
     try {
       for (const kind of kinds) {
         const informer = makeInformer<KubernetesObject>(this.kubeConfig, this.api.path(kind), () =>
@@ -264,7 +260,7 @@ export class KubernetesStore implements Store {
     await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
   }
 
-  // ---------------------------------------------------------------- index
+  // ---------------------------------------------------------------- objects into the index
 
   private applyPut(kind: Kind, obj: KubernetesObject): void {
     const name = obj.metadata?.name;
@@ -274,21 +270,20 @@ export class KubernetesStore implements Store {
     this.tombstones.delete(`${kind}/${name}`);
     if (kind === 'Router') {
       if ((this.routers.get(name)?.rv ?? -1) >= rv) return;
-      this.routers.set(name, { rv, value: obj as RouterResource });
-      this.feed.publish({ kind, name, type: 'put' });
+      const resource = obj as RouterResource;
+      this.routers.set(name, { rv, value: resource });
+      this.index.putRouter(name, this.routerSpecOf(resource), resource.status ?? {});
     } else if (kind === 'PeeringSession') {
-      const current = this.sessions.get(name);
-      if ((current?.rv ?? -1) >= rv) return;
+      if ((this.sessions.get(name)?.rv ?? -1) >= rv) return;
       const resource = obj as SessionResource;
-      if (current && current.value.spec.uuid !== resource.spec.uuid)
-        this.sessionByUuid.delete(current.value.spec.uuid);
       this.sessions.set(name, { rv, value: resource });
-      this.sessionByUuid.set(resource.spec.uuid, name);
-      this.feed.publish({ kind, name, type: 'put', router: resource.spec.router });
+      this.index.putSession(name, resource.spec, this.statusOf(resource));
     } else {
       if ((this.policies.get(name)?.rv ?? -1) >= rv) return;
-      this.policies.set(name, { rv, value: obj as PolicyResource });
-      this.feed.publish({ kind, name, type: 'put' });
+      const resource = obj as PolicyResource;
+      this.policies.set(name, { rv, value: resource });
+      this.index.putPolicy(name, resource.spec);
+      if (name === 'default') this.reapplyUnwrittenStatuses();
     }
   }
 
@@ -305,26 +300,16 @@ export class KubernetesStore implements Store {
       const oldest = this.tombstones.keys().next().value;
       if (oldest !== undefined) this.tombstones.delete(oldest);
     }
-    if (kind === 'Router') {
-      const current = this.routers.get(name);
-      if (!current || current.rv > rv) return;
-      this.routers.delete(name);
-      this.pendingRouterStatus.delete(name);
-      this.feed.publish({ kind, name, type: 'delete' });
-    } else if (kind === 'PeeringSession') {
-      const current = this.sessions.get(name);
-      if (!current || current.rv > rv) return;
-      this.sessions.delete(name);
-      this.sessionByUuid.delete(current.value.spec.uuid);
-      this.pendingMetrics.delete(current.value.spec.uuid);
-      this.metricsWrittenAt.delete(current.value.spec.uuid);
-      this.feed.publish({ kind, name, type: 'delete', router: current.value.spec.router });
-    } else {
-      const current = this.policies.get(name);
-      if (!current || current.rv > rv) return;
-      this.policies.delete(name);
-      this.feed.publish({ kind, name, type: 'delete' });
-    }
+    const entries =
+      kind === 'Router' ? this.routers : kind === 'PeeringSession' ? this.sessions : this.policies;
+    const current = entries.get(name);
+    if (!current || current.rv > rv) return;
+    entries.delete(name);
+    if (kind === 'Router') this.index.removeRouter(name);
+    else if (kind === 'PeeringSession') {
+      this.metricsWrittenAt.delete((current.value as SessionResource).spec.uuid);
+      this.index.removeSession(name);
+    } else this.index.removePolicy(name);
   }
 
   private applyToken(secret: V1Secret): void {
@@ -334,37 +319,39 @@ export class KubernetesStore implements Store {
     const rv = rvOf(secret);
     if ((this.tokens.get(router)?.rv ?? -1) >= rv) return;
     this.tokens.set(router, { rv, value: hash });
+    this.reapplyRouter(router);
   }
 
   private applyTokenDelete(secret: V1Secret): void {
     const router = secret.metadata?.labels?.['peerops.dev/agent-token'];
-    if (router && (this.tokens.get(router)?.rv ?? -1) <= rvOf(secret)) this.tokens.delete(router);
-  }
-
-  private toRouter(resource: RouterResource): Router {
-    const name = resource.metadata.name;
-    const pending = this.pendingRouterStatus.get(name);
-    // the token hash lives in a Secret, not on the Router object; readers see it in the spec as with git
-    // a numeric dn42Region (Routers created before regions had names) reads as its name
-    const { agentTokenSha256: _stored, ...spec } = upgradeRouterSpec(resource.spec);
-    const hash = this.tokens.get(name)?.value;
-    return {
-      name,
-      spec: hash === undefined ? spec : { ...spec, agentTokenSha256: hash },
-      status: pending ?? resource.status ?? {},
-    };
-  }
-
-  private toSession(resource: SessionResource): Session {
-    let status = resource.status as SessionStatusRecord | undefined;
-    if (status?.code === undefined) {
-      // created, status subresource not written yet: the first status rides on an annotation
-      const initial = resource.metadata.annotations?.[ANNOTATION_INITIAL_STATUS];
-      status = initial ? (JSON.parse(initial) as SessionStatusRecord) : this.appliedStatus(resource);
+    if (router && (this.tokens.get(router)?.rv ?? -1) <= rvOf(secret)) {
+      this.tokens.delete(router);
+      this.reapplyRouter(router);
     }
-    const metrics = this.pendingMetrics.get(resource.spec.uuid);
-    if (metrics) status = { ...status, metrics };
-    return { name: resource.metadata.name, spec: resource.spec, status };
+  }
+
+  /** The router's spec again (its agent token changed), its status as it is. */
+  private reapplyRouter(name: string): void {
+    const resource = this.routers.get(name)?.value;
+    if (resource) this.index.putRouter(name, this.routerSpecOf(resource));
+  }
+
+  /**
+   * The spec readers see: the token hash lives in a Secret, not on the Router object, and is shown in the
+   * spec as with git; a numeric dn42Region (Routers created before regions had names) reads as its name.
+   */
+  private routerSpecOf(resource: RouterResource): RouterSpec {
+    const { agentTokenSha256: _stored, ...spec } = upgradeRouterSpec(resource.spec);
+    const hash = this.tokens.get(resource.metadata.name)?.value;
+    return hash === undefined ? spec : { ...spec, agentTokenSha256: hash };
+  }
+
+  private statusOf(resource: SessionResource): SessionStatusRecord {
+    const status = resource.status as SessionStatusRecord | undefined;
+    if (status?.code !== undefined) return status;
+    // created, status subresource not written yet: the first status rides on an annotation
+    const initial = resource.metadata.annotations?.[ANNOTATION_INITIAL_STATUS];
+    return initial ? (JSON.parse(initial) as SessionStatusRecord) : this.appliedStatus(resource);
   }
 
   /**
@@ -373,77 +360,39 @@ export class KubernetesStore implements Store {
    */
   private appliedStatus(resource: SessionResource): SessionStatusRecord {
     const created = resource.metadata.creationTimestamp;
-    return mergedSessionStatus(
-      this.policies.get('default')?.value.spec.mergeIsApproval ?? false,
-      created ? new Date(created).toISOString() : undefined,
+    return withSessionConditions(
+      mergedSessionStatus(
+        this.index.getPolicy('default')?.spec.mergeIsApproval ?? false,
+        created ? new Date(created).toISOString() : undefined,
+      ),
+      undefined,
     );
   }
 
-  // ---------------------------------------------------------------- reads
-
-  listRouters(): Router[] {
-    return [...this.routers.values()]
-      .map((e) => this.toRouter(e.value))
-      .sort((a, b) => a.name.localeCompare(b.name));
+  /** The default policy changed: sessions applied without status take their first status from it. */
+  private reapplyUnwrittenStatuses(): void {
+    for (const { value } of this.sessions.values())
+      if (value.status?.code === undefined && !value.metadata.annotations?.[ANNOTATION_INITIAL_STATUS])
+        this.index.putSession(value.metadata.name, value.spec, this.appliedStatus(value));
   }
 
-  getRouter(name: string): Router | undefined {
-    const entry = this.routers.get(name);
-    return entry ? this.toRouter(entry.value) : undefined;
+  /** The index's session `name`, after applyPut. */
+  private sessionNamed(name: string): Session {
+    const session = this.index.byName(name);
+    if (!session) throw new DomainError('SESSION_NOT_FOUND', `session ${name} was deleted meanwhile`);
+    return session;
   }
 
-  listSessions(filter: { router?: string; asn?: number } = {}): Session[] {
-    const out: Session[] = [];
-    for (const { value } of this.sessions.values()) {
-      if (filter.router !== undefined && value.spec.router !== filter.router) continue;
-      if (filter.asn !== undefined && value.spec.asn !== filter.asn) continue;
-      out.push(this.toSession(value));
-    }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
-  }
-
-  getSession(uuid: string): Session | undefined {
-    const name = this.sessionByUuid.get(uuid);
-    const entry = name === undefined ? undefined : this.sessions.get(name);
-    return entry ? this.toSession(entry.value) : undefined;
-  }
-
-  listPolicies(): Policy[] {
-    return [...this.policies.values()]
-      .map((e) => ({ name: e.value.metadata.name, spec: e.value.spec }))
-      .sort((a, b) => a.name.localeCompare(b.name));
-  }
-
-  getPolicy(name: string): Policy | undefined {
-    const entry = this.policies.get(name);
-    return entry ? { name, spec: entry.value.spec } : undefined;
-  }
-
-  getAgentTokenHash(router: string): string | undefined {
-    return this.tokens.get(router)?.value;
-  }
-
-  // ---------------------------------------------------------------- change feed
-
-  revision(router: string): number {
-    return this.feed.revision(router);
-  }
-
-  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
-    return this.feed.wait(router, since, timeoutMs, signal);
-  }
-
-  onChange(listener: (event: StoreEvent) => void): () => void {
-    return this.feed.subscribe(listener);
+  private routerNamed(name: string): Router {
+    const router = this.index.getRouter(name);
+    if (!router) throw routerNotFound(name);
+    return router;
   }
 
   // ---------------------------------------------------------------- router writes
 
-  async createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
-    assertRouterName(name);
-    const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
-    if (this.routers.has(name)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
-    assertNoRouterConflicts(name, value, this.listRouters());
+  protected async persistNewRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
+    const value = this.prepareNewRouter(name, spec);
     await this.routerIds.reserve(name, value);
     const { agentTokenSha256: hash, ...stored } = value;
     let created: RouterResource;
@@ -456,7 +405,7 @@ export class KubernetesStore implements Store {
       });
     } catch (err) {
       // on AlreadyExists the entries are the existing router's (same name), so they stay
-      if (isAlreadyExists(err)) throw new ProblemError('CONFLICT', `router ${name} already exists`);
+      if (isAlreadyExists(err)) throw routerExists(name);
       await this.routerIds.release(name, value).catch(() => undefined);
       throw storeError(err, `create router ${name}`);
     }
@@ -473,10 +422,10 @@ export class KubernetesStore implements Store {
       }
     }
     this.event(created, 'Created', actor, `add router ${name}`);
-    return this.toRouter(created);
+    return this.routerNamed(name);
   }
 
-  async updateRouter(
+  protected async persistRouterUpdate(
     name: string,
     mutate: (spec: RouterSpec) => RouterSpec,
     actor: Actor,
@@ -485,10 +434,11 @@ export class KubernetesStore implements Store {
     for (let attempt = 0; ; attempt++) {
       const current =
         attempt === 0 ? this.routers.get(name)?.value : await this.refresh<RouterResource>('Router', name);
-      if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-      const before = this.toRouter(current).spec;
-      const value = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(before), 'router spec');
-      assertNoRouterConflicts(name, value, this.listRouters());
+      if (!current) throw routerNotFound(name);
+      const {
+        current: { spec: before },
+        spec: value,
+      } = this.prepareRouterUpdate(name, mutate);
       const newIdentity = value.nodeId !== before.nodeId || value.uuid !== before.uuid;
       if (newIdentity) await this.routerIds.reserve(name, value, before);
       const { agentTokenSha256: hash, ...stored } = value;
@@ -503,20 +453,20 @@ export class KubernetesStore implements Store {
         if (hash !== undefined && hash !== before.agentTokenSha256)
           this.applyToken(await this.api.putTokenHash(name, hash));
         this.event(updated, 'Updated', actor, message);
-        return this.toRouter(updated);
+        return this.routerNamed(name);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
         if (newIdentity) await this.routerIds.release(name, value).catch(() => undefined);
-        if (isNotFound(err)) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
+        if (isNotFound(err)) throw routerNotFound(name);
         throw storeError(err, `update router ${name}`);
       }
     }
   }
 
-  async deleteRouter(name: string, actor: Actor): Promise<void> {
+  protected async persistRouterRemoval(name: string, actor: Actor): Promise<void> {
+    this.prepareRouterRemoval(name);
     const current = this.routers.get(name);
-    if (!current) throw new ProblemError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-    assertRouterUnused(name, this.listSessions({ router: name }));
+    if (!current) throw routerNotFound(name);
     try {
       await this.api.delete('Router', name);
       await this.api.deleteTokenHash(name);
@@ -528,17 +478,12 @@ export class KubernetesStore implements Store {
       .catch((err: unknown) => this.log.warn({ err, router: name }, 'router identity not released'));
     this.log.info({ router: name, actor: actor.name }, 'router deleted');
     this.event(current.value, 'Deleted', actor, `remove router ${name}`);
-    this.applyDelete('Router', current.value);
     this.tokens.delete(name);
+    this.applyDelete('Router', current.value);
   }
 
-  async setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
-    if (!this.routers.has(router))
-      throw new ProblemError('ROUTER_NOT_FOUND', `router ${router} does not exist`);
-    if (!/^[0-9a-f]{64}$/.test(sha256))
-      throw new ProblemError('INVALID_REQUEST', 'agent token hash must be 64 hex digits', [
-        { pointer: '/agentTokenSha256', message: 'must be 64 hex digits' },
-      ]);
+  protected async persistTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
+    this.prepareTokenHash(router, sha256);
     try {
       const secret = await this.api.putTokenHash(router, sha256);
       this.applyToken(secret);
@@ -548,18 +493,17 @@ export class KubernetesStore implements Store {
     this.log.info({ router, actor: actor.name }, 'agent token set');
     const resource = this.routers.get(router)?.value;
     if (resource) this.event(resource, 'AgentTokenSet', actor, `set the agent token of router ${router}`);
-    this.feed.publish({ kind: 'Router', name: router, type: 'put' });
   }
 
   // ---------------------------------------------------------------- session writes
 
-  async createSession(
+  protected async persistNewSession(
     input: NewSession,
     status: SessionStatusRecord,
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    const name = sessionName(input.asn, input.router);
+    const name = `as${input.asn}-${input.router}`;
     for (let inFlight = this.creating.get(name); inFlight; inFlight = this.creating.get(name))
       await inFlight.catch(() => undefined);
     const created = this.createSessionNow(input, status, actor, message);
@@ -577,40 +521,27 @@ export class KubernetesStore implements Store {
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    const name = sessionName(input.asn, input.router);
-    // validated with a placeholder port first, so a bad request claims nothing
-    const draft = validateOrThrow<SessionSpec>(
-      SessionSpecSchema,
-      { ...input, uuid: randomUUID(), listenPort: 1, createdAt: new Date().toISOString() },
-      'session',
-    );
-    const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
-    // Every admission rule, checked and recorded before the first await (this replica's write queue): of
-    // creates sent at once to this process only as many as the limits allow pass. Other replicas' creates
-    // in flight are caught by recheckAdmission once stored (docs/kubernetes.md).
-    assertAdmission(this.admissionView(), draft);
-    const router = this.routers.get(input.router)?.value;
-    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `router ${input.router} does not exist`);
-    this.creatingSpecs.set(name, { name, spec: draft, status: first });
+    // Every rule (the core's), checked and recorded before the first await (this replica's write queue):
+    // of creates sent at once to this process only as many as the limits allow pass; a bad request claims
+    // nothing. Other replicas' creates in flight are caught by recheckAdmission once stored
+    // (docs/kubernetes.md).
+    const prepared = this.prepareNewSession(input, status, [...this.creatingSpecs.values()]);
+    const { name } = prepared;
+    this.creatingSpecs.set(name, prepared);
     try {
-      return await this.writeNewSession(router, name, draft, first, actor, message);
+      return await this.writeNewSession(prepared, actor, message);
     } finally {
       this.creatingSpecs.delete(name);
     }
   }
 
   /** Claims a port for the checked draft, then creates the object and writes its first status. */
-  private async writeNewSession(
-    router: RouterResource,
-    name: string,
-    draft: SessionSpec,
-    first: SessionStatusRecord,
-    actor: Actor,
-    message: string,
-  ): Promise<Session> {
-    const reserving = this.reserving.get(draft.router) ?? new Set<number>();
-    this.reserving.set(draft.router, reserving);
-    const { port, claimed } = await this.claimPort(router, draft.asn, name, reserving);
+  private async writeNewSession(prepared: PreparedSession, actor: Actor, message: string): Promise<Session> {
+    const { name, spec: draft, status: first } = prepared;
+    const reserving = this.claims.reserving(draft.router);
+    const { port, claimed } = await this.claims.claim(name, draft.router, (taken) =>
+      this.allocatePort(prepared, taken),
+    );
     try {
       const spec: SessionSpec = { ...draft, listenPort: port };
       let created: SessionResource;
@@ -634,37 +565,10 @@ export class KubernetesStore implements Store {
       await this.recheckAdmission(created);
       const withStatus = await this.writeStatus(created, first);
       this.event(withStatus, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
-      return this.toSession(withStatus);
+      return this.sessionNamed(name);
     } finally {
       reserving.delete(port);
     }
-  }
-
-  /**
-   * The indexed sessions and this replica's creates in flight that `match`, each name once, except
-   * `self`: what the admission rules count (rules.ts).
-   */
-  private *admissionSessions(
-    match: (spec: SessionSpec) => boolean,
-    self?: string,
-  ): Iterable<AdmissionSession> {
-    for (const { value } of this.sessions.values())
-      if (value.metadata.name !== self && match(value.spec)) yield this.toSession(value);
-    for (const s of this.creatingSpecs.values())
-      if (s.name !== self && !this.sessions.has(s.name) && match(s.spec)) yield s;
-  }
-
-  private admissionView(): AdmissionView {
-    return {
-      router: (name) => this.routers.get(name)?.value.spec,
-      policyFor: (router) => mergedPolicy(this, router),
-      sessionsOn: (router) => this.admissionSessions((s) => s.router === router),
-      sessionsOf: (asn) => this.admissionSessions((s) => s.asn === asn),
-      network: {
-        routers: this.listRouters(),
-        sessions: [...this.sessionSpecs(), ...this.creatingSpecs.values()],
-      },
-    };
   }
 
   /**
@@ -680,8 +584,8 @@ export class KubernetesStore implements Store {
   private async recheckAdmission(created: SessionResource): Promise<void> {
     const { spec } = created;
     const name = created.metadata.name;
-    const capped = this.routers.get(spec.router)?.value.spec.maxSessions !== undefined;
-    const pendingLimit = mergedPolicy(this, spec.router).maxPendingPerAsn !== undefined;
+    const capped = this.index.getRouter(spec.router)?.spec.maxSessions !== undefined;
+    const pendingLimit = mergedPolicy(this.index, spec.router).maxPendingPerAsn !== undefined;
     if (!capped && !pendingLimit) return;
     const fresh = async (label: string, value: string, match: (s: SessionSpec) => boolean) => {
       const listed = await this.api.list<SessionSpec, Partial<SessionStatusRecord>>(
@@ -690,7 +594,8 @@ export class KubernetesStore implements Store {
       );
       const out: AdmissionSession[] = [];
       for (const item of listed.items)
-        if (item.metadata.name !== name && match(item.spec)) out.push(this.toSession(item));
+        if (item.metadata.name !== name && match(item.spec))
+          out.push({ name: item.metadata.name, spec: item.spec, status: this.statusOf(item) });
       // unlabelled sessions (applied with kubectl) cannot be listed by label: the index has them
       for (const { value: indexed } of this.sessions.values())
         if (
@@ -698,7 +603,7 @@ export class KubernetesStore implements Store {
           indexed.metadata.labels?.[label] !== value &&
           match(indexed.spec)
         )
-          out.push(this.toSession(indexed));
+          out.push({ name: indexed.metadata.name, spec: indexed.spec, status: this.statusOf(indexed) });
       return out;
     };
     let onRouter: AdmissionSession[] | undefined;
@@ -713,11 +618,12 @@ export class KubernetesStore implements Store {
       throw storeError(err, `count the sessions beside ${name}`);
     }
     try {
+      const view = this.admissionView(spec, [...this.creatingSpecs.values()], name);
       assertAdmission(
         {
-          ...this.admissionView(),
-          sessionsOn: (router) => onRouter ?? this.admissionSessions((s) => s.router === router, name),
-          sessionsOf: (asn) => ofAsn ?? this.admissionSessions((s) => s.asn === asn, name),
+          ...view,
+          sessionsOn: (router) => onRouter ?? view.sessionsOn(router),
+          sessionsOf: (asn) => ofAsn ?? view.sessionsOf(asn),
           // the addresses passed before the create; only the counts are asked again
           network: { routers: [], sessions: [] },
         },
@@ -744,81 +650,6 @@ export class KubernetesStore implements Store {
       .catch((err: unknown) => this.log.warn({ err, session: name }, 'port claim not released'));
   }
 
-  /** Every indexed session's name and spec, for the rules that compare with other sessions. */
-  private *sessionSpecs(): Iterable<{ name: string; spec: SessionSpec }> {
-    for (const { value } of this.sessions.values()) yield { name: value.metadata.name, spec: value.spec };
-  }
-
-  /**
-   * Claims a free listen port on the router for session `name`. A claim that already names this session
-   * belongs to a concurrent create of the same session: its port is used, and creating the object decides.
-   */
-  private async claimPort(
-    router: RouterResource,
-    asn: number,
-    name: string,
-    reserving: Set<number>,
-  ): Promise<{ port: number; claimed: boolean }> {
-    const routerName = router.metadata.name;
-    const taken = new Set<number>();
-    for (let attempt = 0; attempt < 1000; attempt++) {
-      const used = new Set<number>([...this.portsOf(routerName), ...reserving, ...taken]);
-      const port = allocateListenPort(asn, router.spec, used);
-      if (port === undefined)
-        throw new ProblemError('ROUTER_FULL', `router ${routerName} has no free listen port for AS${asn}`);
-      reserving.add(port);
-      try {
-        await this.api.createClaim(routerName, port, name);
-        return { port, claimed: true };
-      } catch (err) {
-        if (!isAlreadyExists(err)) {
-          reserving.delete(port);
-          throw storeError(err, `claim port ${port} on router ${routerName}`);
-        }
-      }
-      const claim = await this.api.readClaim(routerName, port).catch((err: unknown) => {
-        reserving.delete(port);
-        throw storeError(err, `read the claim of port ${port} on router ${routerName}`);
-      });
-      const owner = claim?.data?.['session'];
-      if (owner === name) return { port, claimed: false };
-      const ownerSession = owner ? this.sessions.get(owner)?.value : undefined;
-      // claimedAt is renewed on takeover (creationTimestamp is not)
-      const claimedAt = Date.parse(claim?.data?.['claimedAt'] ?? '');
-      const age =
-        Date.now() -
-        (Number.isNaN(claimedAt) ? (claim?.metadata?.creationTimestamp?.getTime() ?? Date.now()) : claimedAt);
-      const stale =
-        claim !== undefined &&
-        ((ownerSession !== undefined && ownerSession.spec.listenPort !== port) ||
-          (ownerSession === undefined &&
-            age >= this.staleClaimMs &&
-            (owner === undefined || !(await this.api.get('PeeringSession', owner)))));
-      if (stale) {
-        try {
-          await this.api.replaceClaim(claim, name);
-          this.log.warn({ router: routerName, port, previous: owner }, 'took over a stale port claim');
-          return { port, claimed: true };
-        } catch (err) {
-          if (!isConflict(err)) {
-            reserving.delete(port);
-            throw storeError(err, `take over port ${port} on router ${routerName}`);
-          }
-        }
-      }
-      reserving.delete(port);
-      taken.add(port);
-    }
-    throw new ProblemError('STORE_UNAVAILABLE', `cannot claim a listen port on router ${routerName}`);
-  }
-
-  private portsOf(router: string): number[] {
-    const out: number[] = [];
-    for (const { value } of this.sessions.values())
-      if (value.spec.router === router) out.push(value.spec.listenPort);
-    return out;
-  }
-
   /** Writes a session's status through the status subresource, retrying on a concurrent status patch. */
   private async writeStatus(
     resource: SessionResource,
@@ -829,7 +660,7 @@ export class KubernetesStore implements Store {
       try {
         const updated = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
           'PeeringSession',
-          { ...current, status },
+          { ...current, status: atGeneration(status, current.metadata.generation) },
         );
         this.applyPut('PeeringSession', updated);
         return updated;
@@ -837,7 +668,7 @@ export class KubernetesStore implements Store {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) {
           const fresh = await this.refresh<SessionResource>('PeeringSession', current.metadata.name);
           if (!fresh)
-            throw new ProblemError('SESSION_NOT_FOUND', `session ${current.metadata.name} was deleted`);
+            throw new DomainError('SESSION_NOT_FOUND', `session ${current.metadata.name} was deleted`);
           current = fresh;
           continue;
         }
@@ -846,13 +677,13 @@ export class KubernetesStore implements Store {
     }
   }
 
-  async updateSession(
+  protected async persistSessionChange(
     uuid: string,
     mutate: (current: Session) => SessionChange,
     actor: Actor,
     message: string,
   ): Promise<Session | undefined> {
-    const name = this.sessionByUuid.get(uuid);
+    const name = this.index.getSession(uuid)?.name;
     for (let attempt = 0; ; attempt++) {
       const current =
         name === undefined
@@ -860,10 +691,8 @@ export class KubernetesStore implements Store {
           : attempt === 0
             ? this.sessions.get(name)?.value
             : await this.refresh<SessionResource>('PeeringSession', name);
-      if (!current || current.spec.uuid !== uuid)
-        throw new ProblemError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
-      const before = this.toSession(current);
-      const change = mutate(before);
+      if (!current || current.spec.uuid !== uuid) throw sessionNotFound(uuid);
+      const change = this.prepareSessionChange(uuid, mutate);
       try {
         if (change.delete) {
           await this.api.delete('PeeringSession', current.metadata.name, current.metadata.resourceVersion);
@@ -876,14 +705,12 @@ export class KubernetesStore implements Store {
           this.event(current, 'Deleted', actor, message);
           return undefined;
         }
-        const spec = change.spec ? checkedSessionSpec(before, change.spec) : current.spec;
-        const status = change.status
-          ? validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status')
-          : undefined;
+        const { spec, specChanged, statusChanged } = change;
+        const status = statusChanged ? change.status : undefined;
         let resource = current;
-        if (change.spec) {
+        if (specChanged) {
           if (spec.listenPort !== current.spec.listenPort)
-            await this.claimChangedPort(current, spec.listenPort);
+            await this.claims.claimChanged(current.metadata.name, current.spec.router, spec.listenPort);
           resource = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
             ...current,
             metadata: withAudit(current.metadata, actor, message),
@@ -896,15 +723,12 @@ export class KubernetesStore implements Store {
               .catch(() => undefined);
         }
         if (status) {
-          if (change.spec) resource = await this.writeStatus(resource, status);
+          if (specChanged) resource = await this.writeStatus(resource, status);
           else {
             // a status change alone: checked against the resourceVersion mutate saw
             resource = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
               'PeeringSession',
-              {
-                ...current,
-                status,
-              },
+              { ...current, status: atGeneration(status, current.metadata.generation) },
             );
             this.applyPut('PeeringSession', resource);
           }
@@ -913,42 +737,21 @@ export class KubernetesStore implements Store {
           status && status.code !== current.status?.code
             ? `${message} (status ${status.code} ${status.name})`
             : message;
-        if (change.spec || status)
-          this.event(resource, change.spec ? 'Updated' : 'StatusChanged', actor, what);
-        return this.toSession(resource);
+        if (specChanged || status)
+          this.event(resource, specChanged ? 'Updated' : 'StatusChanged', actor, what);
+        return this.sessionNamed(current.metadata.name);
       } catch (err) {
         if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
-        if (isNotFound(err)) throw new ProblemError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
+        if (isNotFound(err)) throw sessionNotFound(uuid);
         throw storeError(err, `update session ${current.metadata.name}`);
       }
     }
   }
 
-  private async claimChangedPort(current: SessionResource, port: number): Promise<void> {
-    const owner = [...this.sessions.values()].find(
-      (e) => e.value.spec.router === current.spec.router && e.value.spec.listenPort === port,
-    );
-    const conflict = (who: string) =>
-      new ProblemError('CONFLICT', `port ${port} is used by session ${who}`, [
-        { pointer: '/listenPort', message: `is used by session ${who}` },
-      ]);
-    if (owner && owner.value.metadata.name !== current.metadata.name)
-      throw conflict(owner.value.metadata.name);
-    try {
-      await this.api.createClaim(current.spec.router, port, current.metadata.name);
-    } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-      const claim = await this.api.readClaim(current.spec.router, port);
-      const holder = claim?.data?.['session'];
-      if (holder !== current.metadata.name) throw conflict(holder ?? 'unknown');
-    }
-  }
-
   // ---------------------------------------------------------------- policy writes
 
-  async putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
-    if (name !== 'default') assertRouterName(name, 'policy name');
-    const value = validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
+  protected async persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
+    const value = this.preparePolicy(name, spec);
     for (let attempt = 0; ; attempt++) {
       const current =
         attempt === 0
@@ -956,20 +759,21 @@ export class KubernetesStore implements Store {
           : await this.refresh<PolicyResource>('RoutingPolicy', name);
       try {
         const written = current
-          ? await this.api.replace<PolicySpec, unknown>('RoutingPolicy', {
+          ? await this.api.replace<PolicySpec, PolicyStatus>('RoutingPolicy', {
               ...current,
               metadata: withAudit(current.metadata, actor, `set policy ${name}`),
               spec: value,
             })
-          : await this.api.create<PolicySpec, unknown>('RoutingPolicy', {
+          : await this.api.create<PolicySpec, PolicyStatus>('RoutingPolicy', {
               apiVersion: GROUP_VERSION,
               kind: 'RoutingPolicy',
               metadata: { name, annotations: audit(actor, `set policy ${name}`) },
               spec: value,
             });
         this.applyPut('RoutingPolicy', written);
+        await this.acceptPolicy(written);
         this.event(written, current ? 'Updated' : 'Created', actor, `set policy ${name}`);
-        return { name, spec: written.spec };
+        return this.index.getPolicy(name) ?? { name, spec: written.spec };
       } catch (err) {
         if ((isConflict(err) || isAlreadyExists(err) || isNotFound(err)) && attempt < MAX_ATTEMPTS) continue;
         throw storeError(err, `set policy ${name}`);
@@ -977,13 +781,33 @@ export class KubernetesStore implements Store {
     }
   }
 
-  async deletePolicy(name: string, actor: Actor): Promise<void> {
+  /**
+   * A policy's status says the controller accepted its generation (Ready, docs/kubernetes.md). Best
+   * effort: the policy is written either way, and a role without routingpolicies/status only loses this.
+   */
+  private async acceptPolicy(written: PolicyResource): Promise<void> {
+    const status = atGeneration(
+      { conditions: acceptedConditions(written.status?.conditions, isoNow()) },
+      written.metadata.generation,
+    );
+    try {
+      this.applyPut(
+        'RoutingPolicy',
+        await this.api.patchStatus<PolicySpec, PolicyStatus>('RoutingPolicy', written.metadata.name, status),
+      );
+    } catch (err) {
+      this.log.warn({ err, policy: written.metadata.name }, 'policy status not written');
+    }
+  }
+
+  protected async persistPolicyRemoval(name: string, actor: Actor): Promise<void> {
+    this.preparePolicyRemoval(name);
     const current = this.policies.get(name)?.value;
-    if (!current) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
+    if (!current) throw policyNotFound(name);
     try {
       await this.api.delete('RoutingPolicy', name);
     } catch (err) {
-      if (isNotFound(err)) throw new ProblemError('NOT_FOUND', `policy ${name} does not exist`);
+      if (isNotFound(err)) throw policyNotFound(name);
       throw storeError(err, `delete policy ${name}`);
     }
     this.event(current, 'Deleted', actor, `remove policy ${name}`);
@@ -991,33 +815,6 @@ export class KubernetesStore implements Store {
   }
 
   // ---------------------------------------------------------------- observations
-
-  recordRouterStatus(router: string, patch: Partial<RouterStatus>): void {
-    const current = this.getRouter(router);
-    if (!current) return;
-    // All fields optional, the current status checked when recorded: the patch alone needs checking.
-    this.putRouterStatus(current, validateOrThrow<RouterStatus>(RouterStatusSchema, patch, 'router status'));
-  }
-
-  recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
-    const current = this.getRouter(router);
-    if (current) this.putRouterStatus(current, heartbeatStatus(heartbeat, current.status));
-    return current !== undefined;
-  }
-
-  /** The router's status with the patch merged in, patched onto the resource at the next flush. */
-  private putRouterStatus(current: Router, patch: Partial<RouterStatus>): void {
-    const status = { ...current.status, ...patch };
-    this.pendingRouterStatus.set(current.name, status);
-    if (status.meshPublicKey !== current.status.meshPublicKey)
-      this.feed.publish({ kind: 'Router', name: current.name, type: 'put' });
-  }
-
-  recordSessionMetrics(uuid: string, metrics: SessionMetrics): void {
-    if (!this.sessionByUuid.has(uuid)) return;
-    const checked = validateOrThrow<SessionMetrics>(SessionMetricsSchema, metrics, 'session metrics');
-    this.pendingMetrics.set(uuid, checked);
-  }
 
   /**
    * Merge the observations gathered since the last flush onto status: one patch per object, a few at a
@@ -1028,40 +825,44 @@ export class KubernetesStore implements Store {
    */
   flushObservations(options: { allMetrics?: boolean } = {}): Promise<void> {
     this.flushing = this.flushing.then(async () => {
-      const routers = [...this.pendingRouterStatus];
+      const routers = this.index.unflushedRouters();
       const now = Date.now();
-      const metrics = [...this.pendingMetrics].filter(
-        ([uuid]) =>
-          options.allMetrics || now - (this.metricsWrittenAt.get(uuid) ?? 0) >= this.metricsWriteIntervalMs,
-      );
+      const metrics = this.index
+        .unflushedMetrics()
+        .filter(
+          ([uuid]) =>
+            options.allMetrics || now - (this.metricsWrittenAt.get(uuid) ?? 0) >= this.metricsWriteIntervalMs,
+        );
       await mapLimit(routers, FLUSH_CONCURRENCY, async ([router, status]) => {
         try {
-          const updated = await this.api.patchStatus<RouterSpec, RouterStatus>('Router', router, status);
-          if (this.pendingRouterStatus.get(router) === status) this.pendingRouterStatus.delete(router);
+          const generation = this.routers.get(router)?.value.metadata.generation;
+          const updated = await this.api.patchStatus<RouterSpec, RouterStatus>(
+            'Router',
+            router,
+            atGeneration(status, generation),
+          );
+          this.index.routerFlushed(router, status);
           this.applyPut('Router', updated);
         } catch (err) {
-          if (isNotFound(err)) this.pendingRouterStatus.delete(router);
-          else this.log.warn({ err, router }, 'router status not written; kept for the next flush');
+          if (!isNotFound(err))
+            this.log.warn({ err, router }, 'router status not written; kept for the next flush');
         }
       });
       await mapLimit(metrics, FLUSH_CONCURRENCY, async ([uuid, value]) => {
-        const name = this.sessionByUuid.get(uuid);
-        if (name === undefined) {
-          this.pendingMetrics.delete(uuid);
-          return;
-        }
+        const name = this.index.getSession(uuid)?.name;
+        if (name === undefined) return;
         try {
           const updated = await this.api.patchStatus<SessionSpec, Partial<SessionStatusRecord>>(
             'PeeringSession',
             name,
             { metrics: value },
           );
-          if (this.pendingMetrics.get(uuid) === value) this.pendingMetrics.delete(uuid);
+          this.index.metricsFlushed(uuid, value);
           this.metricsWrittenAt.set(uuid, now);
           this.applyPut('PeeringSession', updated);
         } catch (err) {
-          if (isNotFound(err)) this.pendingMetrics.delete(uuid);
-          else this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
+          if (!isNotFound(err))
+            this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
         }
       });
     });
@@ -1093,41 +894,6 @@ export class KubernetesStore implements Store {
     } catch (err) {
       throw storeError(err, `read ${kind} ${name}`);
     }
-  }
-}
-
-/** Starts an informer; its first list failing (forbidden, unreachable) rejects instead of only calling the error handlers. */
-async function startInformer<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
-  // the API server answers 429/5xx for a while after a CRD appears or while its watch cache fills: retry
-  // those for up to 30 s; refusals (401, 403, 404) fail at once
-  const deadline = Date.now() + 30_000;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-    try {
-      await startInformerOnce(informer);
-      return;
-    } catch (err) {
-      const code = httpCode(err);
-      const transient = code === undefined || code === 429 || code >= 500;
-      if (!transient || Date.now() + delay > deadline) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
-}
-
-async function startInformerOnce<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
-  let failure: unknown;
-  const capture = (err: unknown) => {
-    failure ??= err ?? new Error('watch failed');
-  };
-  informer.on('error', capture);
-  try {
-    await informer.start();
-  } finally {
-    informer.off('error', capture);
-  }
-  if (failure !== undefined) {
-    await informer.stop().catch(() => undefined);
-    throw failure;
   }
 }
 

@@ -12,7 +12,7 @@
  */
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type pino from 'pino';
-import { ProblemError, type FieldError } from '../../../common/errors.ts';
+import { DomainError, type FieldError } from '../../../common/errors.ts';
 import type { RouterSpec } from '../../../common/schema.ts';
 import { isAlreadyExists, isConflict, storeError, type KubeApi } from './api.ts';
 
@@ -79,7 +79,7 @@ export class RouterIds {
         errors.push({ pointer, message: `${label} is already used by router ${held.router}` });
       }
       if (errors.length > 0)
-        throw new ProblemError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+        throw new DomainError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
       const at = new Date().toISOString();
       const next: Record<string, string> = {};
       // entries of this name it no longer uses (a failed write before) go; the wanted ones are (re)written

@@ -1,11 +1,11 @@
 /**
- * Manifest files of a GitOps repository (DESIGN.md section 2): where each kind lives and how a file is
+ * Manifest files of a GitOps repository (docs/store.md, "Repository layout"): where each kind lives and how a file is
  * parsed and validated. Shared by the git store and `peerops validate`, so both judge a file alike; the
- * rules that span files are in ../rules.ts.
+ * rules that span files are in rules/.
  */
 import { CORE_SCHEMA, dump, load } from 'js-yaml';
-import type { FieldError } from '../../../common/errors.ts';
-import { sessionName } from '../../../common/naming.ts';
+import type { FieldError } from './errors.ts';
+import { sessionName } from './naming.ts';
 import {
   GROUP_VERSION,
   PolicyManifest,
@@ -15,8 +15,8 @@ import {
   type RouterSpec,
   type SessionSpecInput,
   upgradeRouterSpec,
-} from '../../../common/schema.ts';
-import { validate } from '../../../common/validate.ts';
+} from './schema.ts';
+import { validate } from './validate.ts';
 
 export type ManifestKind = 'Router' | 'PeeringSession' | 'RoutingPolicy';
 

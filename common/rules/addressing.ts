@@ -1,0 +1,309 @@
+/**
+ * The rules on a session's peer addresses and WireGuard key, against its router, its policy and the rest
+ * of the network (docs/api.md, Create: the checks). A create is refused by them, a manifest merged in
+ * git skipped, `peerops validate` reports them and the admin list flags stored sessions breaking them.
+ */
+import { DomainError, type FieldError } from '../errors.ts';
+import {
+  DN42_PEER_ADDRESS_RANGES,
+  inRanges,
+  isLowOrderKey,
+  sameWireGuardKey,
+  specialPurposeProblem,
+  wireGuardKeyId,
+  type Family,
+} from '../net.ts';
+import type { PolicySpec, RouterSpec, SessionSpec } from '../schema.ts';
+import { blockedAsnMessage, mergedPolicy, type PolicySource } from './policy.ts';
+
+/** What policyJudge reads: a store's routers, sessions and policies. */
+export interface NetworkSource extends PolicySource {
+  listRouters(): { name: string; spec: RouterSpec }[];
+  listSessions(): { name: string; spec: SessionSpec }[];
+}
+
+/** The fields of its own that sessionAddressingErrors judges, besides asn and router (which never change). */
+export const ADDRESSING_FIELDS = [
+  'ipv6',
+  'ipv4',
+  'linkLocal',
+  'publicKey',
+  'mpbgp',
+  'extendedNextHop',
+] as const;
+
+/** The fields of a session that `sessionAddressingErrors` judges (a create body or a stored spec). */
+export type SessionAddressing = Pick<
+  SessionSpec,
+  'asn' | 'router' | 'ipv6' | 'ipv4' | 'linkLocal' | 'publicKey' | 'mpbgp' | 'extendedNextHop'
+>;
+
+/**
+ * The other routers and sessions a session's peer addresses and key are compared with. `sessions` may hold
+ * only the neighbours (neighbourIndex): every session with one of its addresses, and every session on its
+ * router with its WireGuard key (those without router and publicKey are compared by address only).
+ */
+export interface NetworkView {
+  routers: Iterable<{ name: string; spec: RouterSpec }>;
+  sessions: Iterable<{
+    name: string;
+    spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> & Partial<Pick<SessionSpec, 'router' | 'publicKey'>>;
+  }>;
+}
+
+/**
+ * A session's addressing against its router, the policy merged for that router and the rest of the
+ * network. The API refuses a create that breaks it, the git store skips such a merged manifest and
+ * `peerops validate` reports it; `prefix` is where the fields sit (`''` in a body, `/spec` in a manifest).
+ */
+export function sessionAddressingErrors(
+  name: string,
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  network: NetworkView,
+  prefix = '',
+): FieldError[] {
+  return [
+    ...sessionPolicyErrors(spec, router, policy, prefix),
+    ...peerAddressErrors(name, spec, policy.ownPrefixes, network, prefix),
+    ...sessionKeyErrors(name, spec, router, network, prefix),
+  ];
+}
+
+/**
+ * The ranges a session's `family` address must lie in: the policy's peerAddressRanges of that family, or
+ * DN42's own (DN42_PEER_ADDRESS_RANGES) where the policy sets none (docs/operator-guide.md, the policy).
+ */
+export function peerAddressRanges(policy: PolicySpec, family: Family): readonly string[] {
+  const own = policy.peerAddressRanges?.[family];
+  return own && own.length > 0 ? own : DN42_PEER_ADDRESS_RANGES[family];
+}
+
+/**
+ * Peer addresses a peer can own: never a special-purpose address (loopback, multicast, link-local,
+ * documentation, an IPv4-mapped IPv6 address …, whatever the policy says), and inside the policy's ranges
+ * (peerAddressRanges). They need nothing but the policy, so the API also runs them before it asks the
+ * registry about the addresses.
+ */
+export function peerAddressRangeErrors(
+  spec: Pick<SessionSpec, 'ipv6' | 'ipv4'>,
+  policy: PolicySpec,
+  prefix = '',
+): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const family of ['ipv6', 'ipv4'] as const) {
+    const address = spec[family];
+    if (address === undefined) continue;
+    const at = (message: string) => errors.push({ pointer: `${prefix}/${family}`, message });
+    const special = specialPurposeProblem(address);
+    if (special !== undefined) {
+      at(special);
+      continue;
+    }
+    const ranges = peerAddressRanges(policy, family);
+    if (!inRanges(address, ranges))
+      at(
+        policy.peerAddressRanges?.[family]?.length
+          ? `must be inside ${ranges.join(', ')} (the policy's peerAddressRanges.${family})`
+          : `must be inside DN42's ${ranges.join(', ')} (the default while the policy sets no peerAddressRanges.${family})`,
+      );
+  }
+  return errors;
+}
+
+/**
+ * A session's WireGuard key must be one a peer holds the private half of: not a low-order point (the
+ * all-zero key), not the router's own key (WireGuard refuses a peer with the interface's key), and not the
+ * key of another session on the same router (two tunnels would claim one peer).
+ */
+function sessionKeyErrors(
+  name: string,
+  spec: Pick<SessionSpec, 'router' | 'publicKey'>,
+  router: RouterSpec,
+  network: NetworkView,
+  prefix: string,
+): FieldError[] {
+  const at = (message: string) => [{ pointer: `${prefix}/publicKey`, message }];
+  if (isLowOrderKey(spec.publicKey))
+    return at(
+      'is not a usable WireGuard public key (a low-order point, such as the all-zero key): no peer holds its private key',
+    );
+  if (sameWireGuardKey(spec.publicKey, router.publicKey))
+    return at("is the router's own WireGuard key; give the public key of your side of the tunnel");
+  const id = wireGuardKeyId(spec.publicKey);
+  for (const other of network.sessions)
+    if (
+      other.name !== name &&
+      other.spec.router === spec.router &&
+      other.spec.publicKey !== undefined &&
+      (other.spec.publicKey === spec.publicKey || wireGuardKeyId(other.spec.publicKey) === id)
+    )
+      return at(`is already the key of session ${other.name} on router ${spec.router}`);
+  return [];
+}
+
+/**
+ * Peer addresses a peer can own (peerAddressRangeErrors), a link-local that is not the router's own, and the MP-BGP /
+ * extended next hop / IPv4 combination that gives the IPv4 side a session.
+ */
+function sessionPolicyErrors(
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  prefix = '',
+): FieldError[] {
+  const errors: FieldError[] = [];
+  const at = (field: string, message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+  errors.push(...peerAddressRangeErrors(spec, policy, prefix));
+  if (spec.linkLocal === router.linkLocal)
+    at('linkLocal', `collides with the router's own link-local ${router.linkLocal}`);
+  const mpbgp = spec.mpbgp ?? true;
+  const enh = spec.extendedNextHop ?? true;
+  if (enh && !mpbgp) at('extendedNextHop', 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true');
+  if (!mpbgp && spec.ipv4 === undefined)
+    at(
+      'mpbgp',
+      'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
+    );
+  if (mpbgp && !enh && spec.ipv4 === undefined)
+    at(
+      'extendedNextHop',
+      'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
+    );
+  return errors;
+}
+
+/**
+ * A session's peer addresses become routes into its tunnel on the router (`ip route replace <ipv6> dev
+ * wg_<port>`, `peer <ipv4>/32`), which win over what BIRD installs. So they must not be a router's
+ * loopback (that would capture the iBGP mesh), lie in the network's own prefixes, or be another ASN's
+ * session address (that would capture its traffic). The same ASN may use one address on several routers.
+ */
+function peerAddressErrors(
+  name: string,
+  spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'>,
+  ownPrefixes: PolicySpec['ownPrefixes'],
+  network: NetworkView,
+  prefix: string,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  const routers = [...network.routers];
+  const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
+    if (address === undefined) return;
+    const at = (message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+    const router = routers.find((r) => r.spec.loopback.ipv6 === address || r.spec.loopback.ipv4 === address);
+    if (router) return at(`is the loopback of router ${router.name}`);
+    if (ownPrefixes?.[field]?.length && inRanges(address, ownPrefixes[field]))
+      return at(`lies in this network's own prefixes (${ownPrefixes[field]?.join(', ')})`);
+    for (const other of network.sessions)
+      if (other.name !== name && other.spec.asn !== spec.asn && other.spec[field] === address)
+        return at(`is the address of AS${other.spec.asn}'s session ${other.name}`);
+  };
+  check('ipv6', spec.ipv6);
+  check('ipv4', spec.ipv4);
+  return errors;
+}
+
+/**
+ * sessionAddressingErrors as the refusal of a create (INVALID_REQUEST naming the first field). The stores
+ * run it where they write, so that two creates from different ASNs for one address cannot both pass.
+ */
+export function assertSessionAddressing(
+  name: string,
+  spec: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  network: NetworkView,
+): void {
+  const errors = sessionAddressingErrors(name, spec, router, policy, network);
+  if (errors.length > 0)
+    throw new DomainError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
+type Neighbour = { name: string; spec: SessionSpec };
+
+/**
+ * Sessions indexed by peer address and by router and key: the NetworkView of one session's neighbours
+ * (what sessionAddressingErrors compares it with), so that judging every session of a large network (the
+ * admin list) does not compare each with all.
+ */
+export function neighbourIndex(
+  routers: readonly { name: string; spec: RouterSpec }[],
+  sessions: Iterable<Neighbour>,
+): (spec: Pick<SessionSpec, 'router' | 'ipv6' | 'ipv4' | 'publicKey'>) => NetworkView {
+  const byAddress = new Map<string, Neighbour[]>();
+  const byKey = new Map<string, Neighbour[]>();
+  const add = (map: Map<string, Neighbour[]>, key: string, s: Neighbour) => {
+    const list = map.get(key);
+    if (list) list.push(s);
+    else map.set(key, [s]);
+  };
+  const keyOf = (spec: Pick<SessionSpec, 'router' | 'publicKey'>) =>
+    `${spec.router} ${wireGuardKeyId(spec.publicKey)}`;
+  for (const s of sessions) {
+    add(byAddress, s.spec.ipv6, s);
+    if (s.spec.ipv4 !== undefined) add(byAddress, s.spec.ipv4, s);
+    add(byKey, keyOf(s.spec), s);
+  }
+  return (spec) => ({
+    routers,
+    sessions: new Set([
+      ...(byAddress.get(spec.ipv6) ?? []),
+      ...((spec.ipv4 !== undefined && byAddress.get(spec.ipv4)) || []),
+      ...(byKey.get(keyOf(spec)) ?? []),
+    ]),
+  });
+}
+
+/**
+ * What the current policy says of a stored session: the rules a create of it would meet now
+ * (sessionAddressingErrors, and an ASN the policy blocks), pointers as in a create body. A policy tightened
+ * after a session was stored does not remove it; the admin list shows these as `policyViolations`, and
+ * approve and enable refuse the session with them (docs/api.md).
+ */
+export function policyViolations(
+  session: Neighbour,
+  router: RouterSpec | undefined,
+  policy: PolicySpec,
+  network: NetworkView,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  if (policy.blockedAsns?.includes(session.spec.asn))
+    errors.push({
+      pointer: '/asn',
+      message: blockedAsnMessage(session.spec.asn, session.spec.router),
+    });
+  // a session of a removed router is the reconciler's (docs/architecture.md), not a policy matter
+  if (router) errors.push(...sessionAddressingErrors(session.name, session.spec, router, policy, network));
+  return errors;
+}
+
+/**
+ * INVALID_STATE when the current policy no longer allows the session (policyViolations): approve and
+ * enable would queue it for setup. INVALID_STATE rather than INVALID_REQUEST because the request is
+ * right and the stored session is what breaks the rule; the errors name its fields as a create would.
+ */
+export function assertPolicyAllows(store: NetworkSource, session: Neighbour, action: string): void {
+  const errors = policyJudge(store)(session);
+  if (errors.length > 0)
+    throw new DomainError(
+      'INVALID_STATE',
+      `${action}: session ${session.name} breaks the current policy: ${errors[0]?.pointer}: ${errors[0]?.message}; reject it, or change the policy`,
+      errors,
+    );
+}
+
+/** policyViolations for the sessions of one store, with its routers, policies and sessions read once. */
+export function policyJudge(store: NetworkSource): (session: Neighbour) => FieldError[] {
+  const routers = store.listRouters();
+  const byName = new Map(routers.map((r) => [r.name, r.spec]));
+  const neighbours = neighbourIndex(routers, store.listSessions());
+  const policies = new Map<string, PolicySpec>();
+  return (session) => {
+    const name = session.spec.router;
+    let policy = policies.get(name);
+    if (!policy) policies.set(name, (policy = mergedPolicy(store, name)));
+    return policyViolations(session, byName.get(name), policy, neighbours(session.spec));
+  };
+}

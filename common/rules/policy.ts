@@ -1,0 +1,45 @@
+/**
+ * The rules on routing policies: how a router's policy merges over the default, the one wording of a
+ * blocked ASN, and what `peerops validate` advises about a policy.
+ */
+import type { FieldError } from '../errors.ts';
+import type { PolicySpec } from '../schema.ts';
+
+/** What reads policies: a store, or the manifests of a checkout. */
+export interface PolicySource {
+  getPolicy(name: string): { spec: PolicySpec } | undefined;
+}
+
+/** The one wording of a blocked ASN: the create's refusal, a merged manifest's and the admin list's flag. */
+export function blockedAsnMessage(asn: number, router: string): string {
+  return `AS${asn} is blocked by the policy of router ${router}`;
+}
+
+/**
+ * The policy for one router: its own policy over the default, field by field, except `blockedAsns`,
+ * which adds to the default's list (a router's list must not unblock an ASN the network blocks).
+ */
+export function mergePolicies(base: PolicySpec | undefined, own: PolicySpec | undefined): PolicySpec {
+  const merged: PolicySpec = { ...base, ...own };
+  if (base?.blockedAsns && own?.blockedAsns)
+    merged.blockedAsns = [...new Set([...base.blockedAsns, ...own.blockedAsns])];
+  return merged;
+}
+
+/** The policy a store holds for one router (mergePolicies), or the default alone without a router. */
+export function mergedPolicy(store: PolicySource, router: string | undefined): PolicySpec {
+  return mergePolicies(
+    store.getPolicy('default')?.spec,
+    router === undefined ? undefined : store.getPolicy(router)?.spec,
+  );
+}
+
+/** Policy-level advice that the store tolerates but validate reports. */
+export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
+  if (name === 'default' && spec.dn42Asn === undefined) {
+    return [
+      { pointer: '/spec/dn42Asn', message: "the default policy must set dn42Asn (the network's own ASN)" },
+    ];
+  }
+  return [];
+}

@@ -1,0 +1,165 @@
+/**
+ * The rules on sessions as objects: the first status of a merged one, admission of a new one (every
+ * rule, in the order docs/api.md gives), what an update may change, and the rules spanning manifests
+ * (unknown router, blocked ASN, a port or uuid held twice).
+ */
+import { DomainError, type FieldError } from '../errors.ts';
+import { sessionName } from '../naming.ts';
+import {
+  SessionSpec as SessionSpecSchema,
+  type PolicySpec,
+  type RouterSpec,
+  type SessionSpec,
+  type SessionSpecInput,
+  type SessionStatusRecord,
+} from '../schema.ts';
+import { transition } from '../state-machine.ts';
+import { SessionStatus, statusName } from '../status.ts';
+import { validateOrThrow } from '../validate.ts';
+import { assertSessionAddressing, type NetworkView } from './addressing.ts';
+import { blockedAsnMessage } from './policy.ts';
+
+/**
+ * The first status of a session that came without one, merged into the GitOps repo (git) or applied by
+ * kubectl/Flux/Argo CD (Kubernetes): PENDING_REVIEW, or QUEUED_FOR_SETUP where the default policy says a
+ * merge is an approval (DESIGN 4), since `at`.
+ */
+export function mergedSessionStatus(mergeIsApproval: boolean, at: string | undefined): SessionStatusRecord {
+  const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
+  const code = outcome.result === 'status' ? outcome.to : SessionStatus.PENDING_REVIEW;
+  return { code, name: statusName(code), ...(at !== undefined ? { lastTransitionTime: at } : {}) };
+}
+
+/** A session as the admission rules count it: stored, or (Kubernetes) being created by this replica. */
+export interface AdmissionSession {
+  name: string;
+  spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4'>;
+  /** Its status code, or the first status a create in flight will store. */
+  status: { code: number };
+}
+
+/**
+ * What assertAdmission reads. Each store answers from its index plus the creates it has let through and
+ * not yet indexed, and calls it inside its serialised write, so that creates sent at once are each judged
+ * with the ones before them (docs/store.md, docs/kubernetes.md).
+ */
+export interface AdmissionView {
+  router(name: string): RouterSpec | undefined;
+  /** The policy merged for a router (mergedPolicy). */
+  policyFor(router: string): PolicySpec;
+  /** The sessions on a router, each name once. */
+  sessionsOn(router: string): Iterable<AdmissionSession>;
+  /** The sessions of an ASN, each name once. */
+  sessionsOf(asn: number): Iterable<AdmissionSession>;
+  /** What the address rules compare with (it may hold only the sessions near the new addresses). */
+  network: NetworkView;
+}
+
+/** The one wording of SESSION_EXISTS, also for a create another replica won (AlreadyExists). */
+export function sessionExistsError(asn: number, router: string): DomainError {
+  return new DomainError(
+    'SESSION_EXISTS',
+    `AS${asn} already has a session (${sessionName(asn, router)}) on ${router}; delete it first`,
+  );
+}
+
+/**
+ * Every rule a new session must meet to be admitted, in the order docs/api.md gives (Create: the checks):
+ * a known router, an ASN not blocked, a router accepting sessions, no session of this ASN on it yet, the
+ * router below maxSessions, the ASN below maxPendingPerAsn sessions awaiting review, then the addressing
+ * (assertSessionAddressing). `spec` is schema-checked. Returns the router's spec.
+ */
+export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterSpec {
+  const { asn, router: routerName } = spec;
+  const router = view.router(routerName);
+  if (!router) throw new DomainError('ROUTER_NOT_FOUND', `router ${routerName} does not exist`);
+  const policy = view.policyFor(routerName);
+  if (policy.blockedAsns?.includes(asn)) {
+    const message = blockedAsnMessage(asn, routerName);
+    throw new DomainError('ASN_BLOCKED', `${message}; contact an administrator`, [
+      { pointer: '/asn', message },
+    ]);
+  }
+  if (router.acceptingSessions === false)
+    throw new DomainError('ROUTER_FULL', `router ${routerName} is not accepting new sessions`);
+  const name = sessionName(asn, routerName);
+  let onRouter = 0;
+  for (const s of view.sessionsOn(routerName)) {
+    if (s.name === name || s.spec.asn === asn) throw sessionExistsError(asn, routerName);
+    onRouter++;
+  }
+  if (router.maxSessions !== undefined && onRouter >= router.maxSessions)
+    throw new DomainError(
+      'ROUTER_FULL',
+      `router ${routerName} has reached its maximum of ${router.maxSessions} sessions`,
+    );
+  if (policy.maxPendingPerAsn !== undefined) {
+    let pending = 0;
+    for (const s of view.sessionsOf(asn))
+      if (s.name !== name && s.status.code === SessionStatus.PENDING_REVIEW) pending++;
+    if (pending >= policy.maxPendingPerAsn)
+      throw new DomainError(
+        'CONFLICT',
+        `AS${asn} already has ${pending} session${pending === 1 ? '' : 's'} awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
+      );
+  }
+  assertSessionAddressing(name, spec, router, policy, view.network);
+  return router;
+}
+
+/** The validated new spec of a session; INVALID_REQUEST when it changes uuid, asn or router. */
+export function checkedSessionSpec(current: { spec: SessionSpec }, next: SessionSpec): SessionSpec {
+  const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
+  for (const field of ['uuid', 'asn', 'router'] as const) {
+    if (spec[field] !== current.spec[field]) {
+      throw new DomainError('INVALID_REQUEST', `session ${field} cannot change`, [
+        { pointer: `/${field}`, message: 'cannot change' },
+      ]);
+    }
+  }
+  return spec;
+}
+
+// ---- rules that span objects: for manifests merged in git, `peerops validate` and the admission webhook ----
+
+/** What the rules that span objects need to know about the others (git files or stored objects). */
+export interface ManifestSet {
+  router(name: string): RouterSpec | undefined;
+  /** The policy for sessions on `router`: the default, with the router's own policy over it field by field. */
+  policyFor(router: string): PolicySpec;
+  /** Name of the session (other than `self`) holding this port on this router. */
+  portOwner(router: string, port: number, self: string): string | undefined;
+  /** Name of the session (other than `self`) with this uuid. */
+  sessionUuidOwner(uuid: string, self: string): string | undefined;
+}
+
+export function sessionSetErrors(
+  name: string,
+  spec: SessionSpecInput | SessionSpec,
+  set: ManifestSet,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  if (!set.router(spec.router)) {
+    errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
+  }
+  if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
+    errors.push({
+      pointer: '/spec/asn',
+      message: blockedAsnMessage(spec.asn, spec.router),
+    });
+  }
+  if (spec.listenPort !== undefined) {
+    const owner = set.portOwner(spec.router, spec.listenPort, name);
+    if (owner) {
+      errors.push({
+        pointer: '/spec/listenPort',
+        message: `port ${spec.listenPort} on router ${spec.router} is already used by session ${owner}`,
+      });
+    }
+  }
+  if (spec.uuid !== undefined) {
+    const owner = set.sessionUuidOwner(spec.uuid, name);
+    if (owner) errors.push({ pointer: '/spec/uuid', message: `uuid is already used by session ${owner}` });
+  }
+  return errors;
+}

@@ -1,0 +1,343 @@
+/**
+ * The in-memory index both back ends share: routers, policies and sessions as readers see them, with the
+ * lookups the reads and the rules need (a router's ports and sessions, an ASN's sessions, the sessions
+ * holding a peer address or key), and the change feed every put and remove publishes to. A back end puts
+ * what it read from its storage here; it keeps only what it needs to write back (blob ids, resource
+ * versions).
+ *
+ * Observations (heartbeats, metrics) are recorded here too, visible at once: the index remembers which
+ * are not yet persisted (`unflushed…`), the back end writes them in batches and says which it wrote,
+ * and a status read back from storage meanwhile does not hide a newer observation.
+ */
+import { wireGuardKeyId } from '../../../common/net.ts';
+import type {
+  RouterSpec,
+  RouterStatus,
+  SessionMetrics,
+  SessionSpec,
+  SessionStatusRecord,
+} from '../../../common/schema.ts';
+import { ChangeFeed } from '../change-feed.ts';
+import type { Policy, Router, Session } from '../store.ts';
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+function byName(a: { name: string }, b: { name: string }): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
+function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(value);
+}
+
+function deleteFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
+  const set = map.get(key);
+  if (set?.delete(value) && set.size === 0) map.delete(key);
+}
+
+/** What a session claims for itself alone: its peer addresses, and its WireGuard key on its router. */
+function claimsOf(
+  spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
+): string[] {
+  const claims = [`address ${spec.ipv6}`, `key ${spec.router} ${wireGuardKeyId(spec.publicKey)}`];
+  if (spec.ipv4 !== undefined) claims.push(`address ${spec.ipv4}`);
+  return claims;
+}
+
+export class StoreIndex {
+  readonly feed = new ChangeFeed();
+  private readonly routers = new Map<string, Router>();
+  private readonly policies = new Map<string, Policy>();
+  private readonly sessions = new Map<string, Session>();
+  private readonly uuidByName = new Map<string, string>();
+  /** Per router: listen port → session name. */
+  private readonly ports = new Map<string, Map<number, string>>();
+  private readonly byAsn = new Map<number, Set<string>>();
+  /** Session uuids by claim (claimsOf): the address and key rules compare with these, never with all. */
+  private readonly byClaim = new Map<string, Set<string>>();
+  /** Router statuses as storage holds them, also for a router storage has not given yet. */
+  private readonly storedStatus = new Map<string, RouterStatus>();
+  /** Router status patches recorded and not yet persisted, merged over what storage says. */
+  private readonly routerPatches = new Map<string, Partial<RouterStatus>>();
+  /** Session metrics recorded and not yet persisted, by uuid. */
+  private readonly metrics = new Map<string, SessionMetrics>();
+  /** Called when a router's mesh key changes (the git store commits mesh keys, not every heartbeat). */
+  onMeshKeyChange: ((router: string) => void) | undefined;
+
+  // ---------------------------------------------------------------- reads
+
+  listRouters(): Router[] {
+    return [...this.routers.values()].sort(byName);
+  }
+
+  getRouter(name: string): Router | undefined {
+    return this.routers.get(name);
+  }
+
+  routerCount(): number {
+    return this.routers.size;
+  }
+
+  routerValues(): Iterable<Router> {
+    return this.routers.values();
+  }
+
+  listPolicies(): Policy[] {
+    return [...this.policies.values()].sort(byName);
+  }
+
+  getPolicy(name: string): Policy | undefined {
+    return this.policies.get(name);
+  }
+
+  listSessions(filter?: { router?: string; asn?: number }): Session[] {
+    const out: Session[] = [];
+    for (const s of this.sessionsMatching(filter)) out.push(s);
+    return out.sort(byName);
+  }
+
+  /** The sessions of a router and/or ASN from the narrowest index, unsorted. */
+  *sessionsMatching(filter?: { router?: string; asn?: number }): Iterable<Session> {
+    const { router, asn } = filter ?? {};
+    if (router === undefined && asn === undefined) {
+      yield* this.sessions.values();
+      return;
+    }
+    if (router !== undefined) {
+      for (const name of this.ports.get(router)?.values() ?? []) {
+        const s = this.byName(name);
+        if (s && (asn === undefined || s.spec.asn === asn)) yield s;
+      }
+      return;
+    }
+    for (const uuid of this.byAsn.get(asn as number) ?? []) {
+      const s = this.sessions.get(uuid);
+      if (s) yield s;
+    }
+  }
+
+  getSession(uuid: string): Session | undefined {
+    return this.sessions.get(uuid);
+  }
+
+  byName(name: string): Session | undefined {
+    const uuid = this.uuidByName.get(name);
+    return uuid === undefined ? undefined : this.sessions.get(uuid);
+  }
+
+  sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  /** The name of the session holding `port` on `router`. */
+  portOwner(router: string, port: number): string | undefined {
+    return this.ports.get(router)?.get(port);
+  }
+
+  usedPorts(router: string): Set<number> {
+    return new Set(this.ports.get(router)?.keys() ?? []);
+  }
+
+  /** The sessions holding one of the claims of `spec` (its peer addresses, its key on its router). */
+  neighbours(
+    spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
+  ): Session[] {
+    const uuids = new Set<string>();
+    for (const claim of claimsOf(spec)) for (const uuid of this.byClaim.get(claim) ?? []) uuids.add(uuid);
+    return [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []);
+  }
+
+  // ---------------------------------------------------------------- puts and removes (from storage or a write)
+
+  /** A router's spec; its status stays, unless `status` (what storage holds) is given. */
+  putRouter(name: string, spec: RouterSpec, status?: RouterStatus): Router {
+    const current = this.routers.get(name);
+    if (status !== undefined) this.storedStatus.set(name, status);
+    const base = status ?? current?.status ?? this.storedStatus.get(name) ?? {};
+    const router = deepFreeze({ name, spec, status: this.withPatch(name, base) });
+    this.routers.set(name, router);
+    this.feed.publish({ kind: 'Router', name, type: 'put' });
+    return router;
+  }
+
+  /** A router's whole status as storage holds it; observations not yet persisted stay over it. */
+  setRouterStatus(name: string, status: RouterStatus): void {
+    this.storedStatus.set(name, status);
+    const current = this.routers.get(name);
+    if (!current) return;
+    const next = deepFreeze(this.withPatch(name, status));
+    this.routers.set(name, Object.freeze({ ...current, status: next }));
+    if (next.meshPublicKey !== current.status.meshPublicKey)
+      this.feed.publish({ kind: 'Router', name, type: 'put' });
+  }
+
+  private withPatch(name: string, status: RouterStatus): RouterStatus {
+    const patch = this.routerPatches.get(name);
+    return patch ? { ...status, ...patch } : status;
+  }
+
+  removeRouter(name: string): void {
+    this.routerPatches.delete(name);
+    this.storedStatus.delete(name);
+    if (!this.routers.delete(name)) return;
+    this.feed.publish({ kind: 'Router', name, type: 'delete' });
+  }
+
+  /** Tell the routers' agents that something of `router` they fetch changed (its agent token, say). */
+  touchRouter(name: string): void {
+    this.feed.publish({ kind: 'Router', name, type: 'put' });
+  }
+
+  putPolicy(name: string, spec: Policy['spec']): Policy {
+    const policy = deepFreeze({ name, spec });
+    this.policies.set(name, policy);
+    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'put', router: policyRouter(name) });
+    return policy;
+  }
+
+  removePolicy(name: string): void {
+    if (!this.policies.delete(name)) return;
+    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'delete', router: policyRouter(name) });
+  }
+
+  /**
+   * A session as storage holds it, or as a write made it. Metrics are observations: a status without
+   * them (a status file, a write) keeps the ones recorded, and recorded ones not yet persisted win.
+   */
+  putSession(name: string, spec: SessionSpec, status: SessionStatusRecord): Session {
+    const previous = this.sessions.get(spec.uuid);
+    const previousName = this.uuidByName.get(name);
+    if (previousName !== undefined && previousName !== spec.uuid) this.removeSession(name);
+    if (previous) this.unindex(previous);
+    const metrics = this.metrics.get(spec.uuid) ?? status.metrics ?? previous?.status.metrics;
+    const session = deepFreeze({
+      name,
+      spec,
+      status: metrics === status.metrics ? status : { ...status, metrics },
+    });
+    this.sessions.set(spec.uuid, session);
+    this.uuidByName.set(name, spec.uuid);
+    let ports = this.ports.get(spec.router);
+    if (!ports) this.ports.set(spec.router, (ports = new Map()));
+    ports.set(spec.listenPort, name);
+    addTo(this.byAsn, spec.asn, spec.uuid);
+    for (const claim of claimsOf(spec)) addTo(this.byClaim, claim, spec.uuid);
+    this.feed.publish({ kind: 'PeeringSession', name, type: 'put', router: spec.router });
+    return session;
+  }
+
+  /** Removes the session `name`; returns it, or undefined when there was none. */
+  removeSession(name: string): Session | undefined {
+    const session = this.byName(name);
+    if (!session) return undefined;
+    this.sessions.delete(session.spec.uuid);
+    this.uuidByName.delete(name);
+    this.metrics.delete(session.spec.uuid);
+    this.unindex(session);
+    this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
+    return session;
+  }
+
+  private unindex(session: Session): void {
+    const ports = this.ports.get(session.spec.router);
+    if (ports?.get(session.spec.listenPort) === session.name) ports.delete(session.spec.listenPort);
+    deleteFrom(this.byAsn, session.spec.asn, session.spec.uuid);
+    for (const claim of claimsOf(session.spec)) deleteFrom(this.byClaim, claim, session.spec.uuid);
+  }
+
+  // ---------------------------------------------------------------- observations
+
+  /**
+   * Merges a checked patch into a router's status (visible at once; persisted with the next flush).
+   * False when there is no such router.
+   */
+  observeRouter(name: string, patch: Partial<RouterStatus>): boolean {
+    const current = this.routers.get(name);
+    if (!current) return false;
+    const status = Object.freeze({ ...current.status, ...patch });
+    this.routerPatches.set(name, { ...this.routerPatches.get(name), ...patch });
+    this.routers.set(name, Object.freeze({ ...current, status }));
+    if (status.meshPublicKey !== current.status.meshPublicKey) {
+      this.onMeshKeyChange?.(name);
+      this.feed.publish({ kind: 'Router', name, type: 'put' });
+    }
+    return true;
+  }
+
+  /** Records a session's checked metrics; false when there is no such session. */
+  observeMetrics(uuid: string, metrics: SessionMetrics): boolean {
+    const current = this.sessions.get(uuid);
+    if (!current) return false;
+    this.metrics.set(uuid, metrics);
+    this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics } }));
+    return true;
+  }
+
+  /** Observations loaded from storage at start: shown, not marked unflushed. */
+  restoreObservations(
+    routers: Map<string, Partial<RouterStatus>>,
+    metrics: Map<string, SessionMetrics>,
+  ): void {
+    for (const [uuid, m] of metrics) {
+      const current = this.sessions.get(uuid);
+      if (current)
+        this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics: m } }));
+    }
+    for (const [name, observed] of routers) {
+      const current = this.routers.get(name);
+      if (current) this.setRouterStatus(name, { ...current.status, ...observed });
+    }
+  }
+
+  /** Routers with observations not yet persisted, each with its whole current status. */
+  unflushedRouters(): [string, RouterStatus][] {
+    const out: [string, RouterStatus][] = [];
+    for (const name of this.routerPatches.keys()) {
+      const router = this.routers.get(name);
+      if (router) out.push([name, router.status]);
+    }
+    return out;
+  }
+
+  /** Session metrics not yet persisted, by uuid. */
+  unflushedMetrics(): [string, SessionMetrics][] {
+    return [...this.metrics];
+  }
+
+  hasUnflushed(): boolean {
+    return this.routerPatches.size > 0 || this.metrics.size > 0;
+  }
+
+  /** The back end persisted this router status: its patch is settled unless a newer one came meanwhile. */
+  routerFlushed(name: string, written: RouterStatus): void {
+    if (this.routers.get(name)?.status === written) this.routerPatches.delete(name);
+  }
+
+  /** The back end persisted these metrics: settled unless newer ones came meanwhile. */
+  metricsFlushed(uuid: string, written: SessionMetrics): void {
+    if (this.metrics.get(uuid) === written) this.metrics.delete(uuid);
+  }
+
+  /** Everything recorded is persisted (the git store writes all observations at once). */
+  allFlushed(): void {
+    this.routerPatches.clear();
+    this.metrics.clear();
+  }
+
+  /** Every router's and session's observations, for a back end that writes them all at once. */
+  *observedSessions(): Iterable<Session> {
+    yield* this.sessions.values();
+  }
+}
+
+function policyRouter(name: string): string | undefined {
+  return name === 'default' ? undefined : name;
+}

@@ -1,0 +1,242 @@
+/**
+ * How the git store writes: one write at a time (a queue), each after catching up with the repository,
+ * redone when a push moved the branch underneath; spec and status commits of one write published as one
+ * step through the journal (recovery.ts); a failing disk answered STORE_UNAVAILABLE and reported to
+ * /health until a write succeeds again.
+ */
+import { join } from 'node:path';
+import type pino from 'pino';
+import { atomicWriteFile } from '../../../common/atomic-write.ts';
+import { DomainError } from '../../../common/errors.ts';
+import type { Actor } from '../store.ts';
+import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
+import type { GitContext } from './objects.ts';
+import type { Journal, RefUpdate } from './recovery.ts';
+import { RefMovedError, updateRef } from './refs.ts';
+
+/** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
+const MAX_ATTEMPTS = 12;
+
+const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
+
+/** The errno code of a file system failure that is the disk's, not the request's. */
+function diskErrorCode(err: unknown): string | undefined {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== undefined && DISK_ERRORS.has(code)) return code;
+  }
+  return undefined;
+}
+
+function backoff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 30 * attempt));
+}
+
+function unavailable(err: RefMovedError): DomainError {
+  return new DomainError('STORE_UNAVAILABLE', `the store repository is busy: ${err.message}; try again`);
+}
+
+export interface CommitHooks {
+  /** Catch up with both refs (and finish an interrupted write) before a write is prepared. */
+  catchUp(): Promise<void>;
+  /** After a write: what else it makes valid (rejected manifests), and the forge to push to. */
+  afterWrite(): Promise<void>;
+  /** Status files a commit wrote (the store's bookkeeping of the status ref). */
+  statusCommitted(writes: FileWrite[]): void;
+}
+
+export class Commits {
+  private queue: Promise<unknown> = Promise.resolve();
+  /** A journal may be on disk: a write to finish before the next one (recovery.ts). */
+  private journalPending = true;
+  /** Why writes fail now (a full or read-only disk); undefined while they succeed. */
+  private diskProblem: string | undefined;
+  closed = false;
+
+  private readonly ctx: GitContext;
+  private readonly journal: Journal;
+  private readonly spec: Branch;
+  private readonly status: Branch;
+  private readonly log: pino.Logger;
+  private readonly hooks: CommitHooks;
+
+  constructor(
+    parts: { ctx: GitContext; journal: Journal; spec: Branch; status: Branch; log: pino.Logger },
+    hooks: CommitHooks,
+  ) {
+    this.ctx = parts.ctx;
+    this.journal = parts.journal;
+    this.spec = parts.spec;
+    this.status = parts.status;
+    this.log = parts.log;
+    this.hooks = hooks;
+  }
+
+  writeProblem(): string | undefined {
+    return this.diskProblem;
+  }
+
+  /** The journal was handled at take-over (recovery.ts): nothing to finish before the first write. */
+  recovered(): void {
+    this.journalPending = false;
+  }
+
+  /** Run fn after every earlier write; one at a time. */
+  serialised<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  /** Wait for queued writes. */
+  async drain(): Promise<void> {
+    await this.queue.catch(() => {});
+  }
+
+  /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
+  write<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new DomainError('STORE_UNAVAILABLE', 'the store is closed'));
+    return this.serialised(async () => {
+      try {
+        const result = await this.attempt(fn);
+        this.diskProblem = undefined;
+        return result;
+      } catch (err) {
+        throw this.diskFailure(err) ?? err;
+      }
+    });
+  }
+
+  private async attempt<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      await this.hooks.catchUp();
+      try {
+        const result = await fn();
+        await this.hooks.afterWrite();
+        return result;
+      } catch (err) {
+        if (!(err instanceof RefMovedError)) throw err;
+        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+        await backoff(attempt);
+      }
+    }
+  }
+
+  /**
+   * A write that failed on the disk (full, read-only, I/O error) as STORE_UNAVAILABLE: nothing of it was
+   * applied or answered, /health says why until a write succeeds again, and the poll tries the disk.
+   */
+  private diskFailure(err: unknown): DomainError | undefined {
+    const code = diskErrorCode(err);
+    if (code === undefined) return undefined;
+    if (this.diskProblem === undefined)
+      this.log.error(
+        { code, err: String(err) },
+        'store: the disk refuses writes; answering 503 until it accepts them',
+      );
+    this.diskProblem = `the store's disk refuses writes (${code})`;
+    return new DomainError('STORE_UNAVAILABLE', `${this.diskProblem}; nothing was saved, try again later`);
+  }
+
+  /** While writes fail on the disk: does it take a small write again? Then /health is ok again. */
+  async probeDisk(): Promise<void> {
+    if (this.diskProblem === undefined) return;
+    try {
+      await atomicWriteFile(join(this.ctx.gitdir, 'peerops', 'probe'), `${Date.now()}\n`);
+      this.diskProblem = undefined;
+      this.log.info('store: the disk accepts writes again');
+    } catch {
+      // still refused: the next poll tries again
+    }
+  }
+
+  /** A write of spec files alone (routers, policies): one commit on the spec branch. */
+  async commitSpec(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
+    await this.publish([await this.spec.prepare(writes, actor, message)]);
+  }
+
+  /**
+   * A session's spec and status files as one step (either may be empty): both commits are written, then
+   * both refs move through the journal, spec first (publish).
+   */
+  async commitSession(
+    specWrites: FileWrite[],
+    statusWrites: FileWrite[],
+    actor: Actor,
+    message: string,
+  ): Promise<void> {
+    const [spec, status] = await Promise.all([
+      specWrites.length > 0 ? this.spec.prepare(specWrites, actor, message) : undefined,
+      statusWrites.length > 0 ? this.status.prepare(statusWrites, actor, message) : undefined,
+    ]);
+    await this.publish([spec, status]);
+    this.hooks.statusCommitted(statusWrites);
+  }
+
+  /** Commit status writes outside a write (completing manifests, mesh keys), retrying when the ref moved. */
+  async commitStatus(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.publish([await this.status.prepare(writes, actor, message)]);
+        this.hooks.statusCommitted(writes);
+        return;
+      } catch (err) {
+        if (!(err instanceof RefMovedError)) throw err;
+        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+        await this.status.sync();
+        await backoff(attempt);
+      }
+    }
+  }
+
+  /**
+   * Move the refs of prepared commits as one step (recovery.ts): the journal names every update before
+   * the first ref moves, the refs move in order, then the mirrors follow. RefMovedError when the first
+   * ref had moved (nothing happened: the caller catches up and tries again). A failure after the first
+   * ref moved leaves the journal for the next sync to finish, and is STORE_UNAVAILABLE, not retried:
+   * the write is done once recovery completes it.
+   */
+  private async publish(commits: (PreparedCommit | undefined)[]): Promise<void> {
+    const parts = commits.filter((c): c is PreparedCommit => c !== undefined);
+    if (parts.length === 0) return;
+    await this.moveRefs(parts.map((p) => p.update));
+    for (const p of parts) p.branch.advance(p);
+  }
+
+  /** The journaled ref moves of `publish`, also for a fast-forward to fetched commits. */
+  async moveRefs(updates: RefUpdate[]): Promise<void> {
+    await this.journal.begin(updates);
+    this.journalPending = true;
+    let moved = 0;
+    try {
+      for (const update of updates) {
+        await updateRef(this.ctx.gitdir, update.ref, update.from, update.to, this.onStaleLock);
+        moved++;
+      }
+    } catch (err) {
+      if (moved === 0) {
+        await this.journal.end().then(
+          () => (this.journalPending = false),
+          () => {},
+        );
+        throw err;
+      }
+      this.log.error({ err: String(err) }, 'store: a write stopped half-way; the next sync completes it');
+      throw new DomainError('STORE_UNAVAILABLE', `the store could not finish the write: ${String(err)}`);
+    }
+    await this.journal.end().then(
+      () => (this.journalPending = false),
+      (err: unknown) => this.log.warn({ err: String(err) }, 'store: journal left; the next sync removes it'),
+    );
+  }
+
+  private readonly onStaleLock = (lock: string, ageMs: number): void =>
+    this.log.warn({ lock, ageMs: Math.round(ageMs) }, 'store: removed a stale ref lock (a crashed writer)');
+
+  /** Finish a write that a crash or a failed ref update interrupted (recovery.ts), before anything else. */
+  async recoverJournal(removeLocks: boolean): Promise<void> {
+    if (!this.journalPending) return;
+    await this.journal.recover(this.log, { removeLocks });
+    this.journalPending = false;
+  }
+}

@@ -1,0 +1,468 @@
+/**
+ * Following the repository: what arrives on the spec branch and the status ref (a push, a merged pull
+ * request, a fetch from the forge, a restart) is parsed, judged with the same rules as a create
+ * (common/rules) and put into the shared index; an invalid manifest is reported once and skipped, its
+ * previous state kept. What the store adds to manifests from git (allocated fields, first statuses) is
+ * committed back. The bookkeeping of which session statuses the status ref holds lives here too.
+ */
+import { randomUUID } from 'node:crypto';
+import { CORE_SCHEMA, dump } from 'js-yaml';
+import type pino from 'pino';
+import { mapLimit } from '../../../common/concurrency.ts';
+import { withSessionConditions } from '../../../common/conditions.ts';
+import type { FieldError } from '../../../common/errors.ts';
+import {
+  classifyPath,
+  isManifestPath,
+  parseManifest,
+  parseYaml,
+  renderManifest,
+  sessionPath,
+  type ParsedManifest,
+  type ParseResult,
+} from '../../../common/manifests.ts';
+import { allocateListenPort } from '../../../common/naming.ts';
+import {
+  ADDRESSING_FIELDS,
+  mergedPolicy,
+  mergedSessionStatus,
+  routerSetErrors,
+  sessionAddressingErrors,
+  sessionSetErrors,
+  type ManifestSet,
+} from '../../../common/rules/index.ts';
+import {
+  RouterStatus as RouterStatusSchema,
+  SessionStatusSchema,
+  type RouterStatus,
+  type SessionSpec,
+  type SessionStatusRecord,
+} from '../../../common/schema.ts';
+import { validate } from '../../../common/validate.ts';
+import { counter } from '../../metrics.ts';
+import type { StoreIndex } from '../core/index.ts';
+import type { Actor, Session } from '../store.ts';
+import type { Branch, FileWrite } from './branch.ts';
+import type { Commits } from './commits.ts';
+import { readText, type GitContext } from './objects.ts';
+import { routerObservations } from './observations.ts';
+import { ParseCache } from './parse-cache.ts';
+import type { FileChange } from './tree.ts';
+
+export const YAML = { schema: CORE_SCHEMA };
+const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
+
+const invalidManifests = counter({
+  name: 'peerops_store_invalid_manifests_total',
+  help: 'Manifests arriving from git that failed validation and were skipped',
+  labelNames: ['kind'],
+});
+
+/** The status file of a session on the status ref. */
+export interface SessionStatusFile {
+  uuid: string;
+  status: SessionStatusRecord;
+}
+
+/** A spec file write, with what it parses to for the parse cache. */
+export function manifestWrite(
+  kind: ParsedManifest['kind'],
+  path: string,
+  name: string,
+  spec: object,
+): FileWrite {
+  const parsed: ParseResult = { ok: true, manifest: { kind, name, spec } as ParsedManifest };
+  return { path, text: renderManifest(kind, name, spec), parsed };
+}
+
+/** A session's status file write (metrics are observations, observations.ts, not status history). */
+export function sessionStatusWrite(session: Session): FileWrite {
+  const { metrics: _observed, ...status } = session.status;
+  const file: SessionStatusFile = { uuid: session.spec.uuid, status };
+  return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML), parsed: file };
+}
+
+/** The status file of a session, from its name `as<asn>-<router>`. */
+function statusPathOf(name: string): string {
+  const m = /^as(\d+)-(.+)$/.exec(name);
+  if (!m) throw new Error(`not a session name: ${name}`);
+  return sessionPath(m[2] as string, Number(m[1]));
+}
+
+export class Follower {
+  /** Status files read from the status ref, by session name. */
+  readonly statusFiles = new Map<string, SessionStatusFile>();
+  /** Sessions (by name) whose status on the status ref is not what the index holds (or must be removed). */
+  readonly unsavedStatus = new Set<string>();
+  /** Sessions whose spec file in git lacks what the store allocated (uuid, listenPort, createdAt). */
+  private readonly incompleteSpecs = new Set<string>();
+  /** Manifests reported invalid, by path → blob id, so a file is reported once and retried when others change. */
+  private readonly rejected = new Map<string, string>();
+  /** Routers whose committed status (the mesh key) is not on the status ref yet. */
+  readonly dirtyRouters = new Set<string>();
+  /** The observation file holds observations an older release committed: rewrite it at the next flush. */
+  observationsMoved = false;
+
+  private readonly ctx: GitContext;
+  private readonly index: StoreIndex;
+  private readonly spec: Branch;
+  private readonly status: Branch;
+  private readonly cache: ParseCache;
+  private readonly commits: Commits;
+  private readonly log: pino.Logger;
+
+  constructor(parts: {
+    ctx: GitContext;
+    index: StoreIndex;
+    spec: Branch;
+    status: Branch;
+    cache: ParseCache;
+    commits: Commits;
+    log: pino.Logger;
+  }) {
+    this.ctx = parts.ctx;
+    this.index = parts.index;
+    this.spec = parts.spec;
+    this.status = parts.status;
+    this.cache = parts.cache;
+    this.commits = parts.commits;
+    this.log = parts.log;
+  }
+
+  /** A session written by the store: into the index; `statusSaved` when the status ref holds its status. */
+  putSession(name: string, spec: SessionSpec, status: SessionStatusRecord, statusSaved: boolean): Session {
+    const session = this.index.putSession(name, spec, status);
+    if (statusSaved) this.unsavedStatus.delete(name);
+    else this.unsavedStatus.add(name);
+    return session;
+  }
+
+  removeSession(name: string, statusSaved: boolean): void {
+    if (!this.index.removeSession(name)) return;
+    if (statusSaved) this.unsavedStatus.delete(name);
+    else this.unsavedStatus.add(name);
+    this.incompleteSpecs.delete(name);
+  }
+
+  /** The status files the status ref now holds, after a commit of `writes`. */
+  statusCommitted(writes: FileWrite[]): void {
+    for (const w of writes) {
+      const info = classifyPath(w.path);
+      if (info?.kind !== 'PeeringSession') continue;
+      if (w.text === undefined) this.statusFiles.delete(info.name);
+      else this.statusFiles.set(info.name, w.parsed as SessionStatusFile);
+      this.unsavedStatus.delete(info.name);
+    }
+  }
+
+  /** Manifests this store rejected, by path (for diagnostics and tests). */
+  rejectedManifests(): string[] {
+    return [...this.rejected.keys()].sort();
+  }
+
+  /** A new router or policy may make manifests valid that were rejected before. */
+  async retryRejected(): Promise<void> {
+    if (this.rejected.size > 0) await this.applySpecChanges([]);
+  }
+
+  /** At start: status files left behind by a crash between a session's removal and its status removal. */
+  markOrphanStatus(): void {
+    for (const name of this.statusFiles.keys()) if (!this.index.byName(name)) this.unsavedStatus.add(name);
+  }
+
+  /** Catch up with both refs; apply, validate and complete manifests that arrived from outside. */
+  async syncAll(): Promise<void> {
+    await this.commits.recoverJournal(false);
+    const statusChanges = await this.status.sync();
+    if (statusChanges.length > 0) await this.applyStatusChanges(statusChanges);
+    const specChanges = await this.spec.sync();
+    if (specChanges.length > 0 || (statusChanges.length > 0 && this.rejected.size > 0)) {
+      await this.applySpecChanges(specChanges);
+      if (specChanges.length > 0) {
+        this.log.info(
+          { commit: this.spec.head, files: specChanges.length, rejected: this.rejected.size },
+          'store: caught up with the repository',
+        );
+      }
+    }
+    if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) await this.completeDeferred();
+  }
+
+  /** completeFromGit; what is not committed now stays marked and is retried on the next sync. */
+  async completeDeferred(): Promise<void> {
+    await this.completeFromGit().catch((err: unknown) =>
+      this.log.warn({ err: String(err) }, 'store: completing manifests from git deferred'),
+    );
+  }
+
+  /**
+   * Commit what the store adds to manifests that arrived from git: first statuses (and removal of status
+   * files whose session is gone), then the allocated fields. Status first: the uuid in the status file lets
+   * a restart after a crash in between recover the same uuid.
+   */
+  private async completeFromGit(): Promise<void> {
+    const statusWrites: FileWrite[] = [];
+    for (const name of this.unsavedStatus) {
+      const session = this.index.byName(name);
+      if (session) statusWrites.push(sessionStatusWrite(session));
+      else if (this.statusFiles.has(name)) statusWrites.push({ path: statusPathOf(name), text: undefined });
+    }
+    if (statusWrites.length > 0) {
+      await this.commits.commitStatus(
+        statusWrites,
+        CONTROLLER,
+        `status of ${statusWrites.length} session(s) from git`,
+      );
+    }
+    this.unsavedStatus.clear();
+    const specWrites: FileWrite[] = [];
+    for (const name of this.incompleteSpecs) {
+      const session = this.index.byName(name);
+      if (session) {
+        const path = sessionPath(session.spec.router, session.spec.asn);
+        specWrites.push(manifestWrite('PeeringSession', path, name, session.spec));
+      }
+    }
+    if (specWrites.length > 0) {
+      await this.commits.commitSpec(
+        specWrites,
+        CONTROLLER,
+        `complete ${specWrites.length} session(s) from git: uuid, listenPort, createdAt`,
+      );
+    }
+    this.incompleteSpecs.clear();
+  }
+
+  private async applyStatusChanges(changes: FileChange[]): Promise<void> {
+    const all = await mapLimit(changes, 16, async (change) => {
+      const info = classifyPath(change.path);
+      const parsed =
+        info && change.oid !== undefined ? await this.parseStatus(change.path, change.oid, info.kind) : null;
+      return { info, parsed };
+    });
+    for (const { info, parsed } of all) {
+      if (!info) continue;
+      if (info.kind === 'PeeringSession') {
+        if (parsed) this.statusFiles.set(info.name, parsed as SessionStatusFile);
+        else this.statusFiles.delete(info.name);
+      } else if (info.kind === 'Router') {
+        // the file holds the committed part; what agents reported since stays
+        const file = (parsed ?? {}) as RouterStatus;
+        const current = this.index.getRouter(info.name)?.status ?? {};
+        // an older release committed observations too: the next flush moves them to the observation file
+        if (Object.keys(routerObservations(file)).length > 0) {
+          this.dirtyRouters.add(info.name);
+          this.observationsMoved = true;
+        }
+        this.index.setRouterStatus(info.name, { ...file, ...routerObservations(current) });
+      }
+    }
+  }
+
+  /** A status file's content, validated (null when unusable), through the parse cache. */
+  private async parseStatus(
+    path: string,
+    oid: string,
+    kind: string,
+  ): Promise<SessionStatusFile | RouterStatus | null> {
+    const key = ParseCache.key('status', path, oid);
+    if (this.cache.has(key)) return this.cache.get(key) as SessionStatusFile | RouterStatus | null;
+    let value: SessionStatusFile | RouterStatus | null = null;
+    try {
+      const doc = parseYaml(await readText(this.ctx, oid)) as
+        { uuid?: unknown; status?: unknown } | undefined;
+      if (kind === 'PeeringSession') {
+        const checked = doc?.status
+          ? validate<SessionStatusRecord>(SessionStatusSchema, doc.status)
+          : undefined;
+        if (typeof doc?.uuid === 'string' && checked?.ok) value = { uuid: doc.uuid, status: checked.value };
+      } else {
+        const checked = doc?.status ? validate<RouterStatus>(RouterStatusSchema, doc.status) : undefined;
+        if (checked?.ok) value = checked.value;
+      }
+    } catch (err) {
+      this.log.warn({ path, err: String(err) }, 'store: unreadable status file ignored');
+    }
+    this.cache.set(key, value);
+    return value;
+  }
+
+  /** A spec file parsed and validated on its own, through the parse cache. */
+  private async parseSpec(path: string, oid: string): Promise<ParseResult> {
+    const key = ParseCache.key('spec', path, oid);
+    const cached = this.cache.get(key) as ParseResult | undefined;
+    if (cached) return cached;
+    let result: ParseResult;
+    try {
+      result = parseManifest(path, await readText(this.ctx, oid));
+    } catch (err) {
+      return { ok: false, errors: [{ pointer: '/', message: `unreadable: ${String(err)}` }] };
+    }
+    this.cache.set(key, result);
+    return result;
+  }
+
+  /**
+   * Apply changed spec files to the index: routers, then policies, then sessions (a pull request may add a
+   * router and its sessions together). Invalid files are reported and skipped; the previous state of that
+   * manifest stays. Then commit what the store completes: allocated fields and first statuses.
+   */
+  private async applySpecChanges(changes: FileChange[]): Promise<void> {
+    for (const c of changes) this.rejected.delete(c.path);
+    const byPath = new Map<string, string | undefined>();
+    for (const [path, oid] of this.rejected) byPath.set(path, oid);
+    for (const c of changes) byPath.set(c.path, c.oid);
+    const previouslyRejected = new Set(this.rejected.keys());
+    this.rejected.clear();
+
+    const parsed: { path: string; oid: string; manifest: ParsedManifest }[] = [];
+    const deleted: string[] = [];
+    const entries = [...byPath].filter(([path]) => isManifestPath(path));
+    const results = await mapLimit(entries, 16, ([path, oid]) =>
+      oid === undefined ? Promise.resolve(undefined) : this.parseSpec(path, oid),
+    );
+    for (const [i, [path, oid]] of entries.entries()) {
+      const result = results[i];
+      if (oid === undefined || result === undefined) {
+        deleted.push(path);
+        continue;
+      }
+      if (result.ok) parsed.push({ path, oid, manifest: result.manifest });
+      else this.reject(path, oid, result.errors, previouslyRejected);
+    }
+
+    const order = { Router: 0, RoutingPolicy: 1, PeeringSession: 2 } as const;
+    parsed.sort((a, b) => order[a.manifest.kind] - order[b.manifest.kind]);
+    // Deleted sessions first, so their ports and names are free for sessions added in the same change.
+    for (const path of deleted) {
+      const info = classifyPath(path);
+      if (info?.kind === 'PeeringSession') this.removeSession(info.name, false);
+    }
+    for (const { path, oid, manifest } of parsed) {
+      if (manifest.kind === 'Router') {
+        const errors = routerSetErrors(manifest.name, manifest.spec, this.index.routerValues());
+        if (errors.length > 0) this.reject(path, oid, errors, previouslyRejected);
+        else this.index.putRouter(manifest.name, manifest.spec);
+      } else if (manifest.kind === 'RoutingPolicy') {
+        this.index.putPolicy(manifest.name, manifest.spec);
+      } else {
+        this.applySession(path, oid, manifest, previouslyRejected);
+      }
+    }
+    for (const path of deleted) {
+      const info = classifyPath(path);
+      if (info?.kind === 'RoutingPolicy') this.index.removePolicy(info.name);
+      if (info?.kind === 'Router') {
+        const left = this.index.listSessions({ router: info.name }).length;
+        if (left > 0) {
+          this.log.warn(
+            { router: info.name, sessions: left },
+            'store: router removed in git while sessions still use it',
+          );
+        }
+        this.index.removeRouter(info.name);
+      }
+    }
+  }
+
+  private manifestSet(): ManifestSet {
+    return {
+      router: (name) => this.index.getRouter(name)?.spec,
+      policyFor: (router) => mergedPolicy(this.index, router),
+      portOwner: (router, port, self) => {
+        const owner = this.index.portOwner(router, port);
+        return owner !== self ? owner : undefined;
+      },
+      sessionUuidOwner: (uuid, self) => {
+        const owner = this.index.getSession(uuid)?.name;
+        return owner !== self ? owner : undefined;
+      },
+    };
+  }
+
+  private applySession(
+    path: string,
+    oid: string,
+    manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
+    previouslyRejected: Set<string>,
+  ): void {
+    const existing = this.index.byName(manifest.name);
+    const input = manifest.spec;
+    const set = this.manifestSet();
+    const errors: FieldError[] = sessionSetErrors(manifest.name, input, set);
+    if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
+    const router = this.index.getRouter(input.router);
+    if (!router) return;
+    // What the API refuses at create, a merge must not bring in either: a peer address routed into the
+    // tunnel would capture a loopback, the network's own prefixes or another ASN's traffic.
+    const addressing = sessionAddressingErrors(
+      manifest.name,
+      input,
+      router.spec,
+      set.policyFor(input.router),
+      { routers: this.index.routerValues(), sessions: this.index.neighbours(input) },
+      '/spec',
+    );
+    if (addressing.length > 0) {
+      // A policy tightened after a session was stored does not remove it (docs/api.md: the admin list
+      // flags it, approve and enable refuse it): one the store holds, or at start finds with its status
+      // under the same uuid, is kept while a merge leaves its addresses and key as they were.
+      const kept = existing
+        ? ADDRESSING_FIELDS.every((f) => existing.spec[f] === input[f])
+        : input.uuid !== undefined && this.statusFiles.get(manifest.name)?.uuid === input.uuid;
+      if (!kept) return this.reject(path, oid, addressing, previouslyRejected);
+      this.log.warn(
+        { session: manifest.name, errors: addressing.map((e) => `${e.pointer}: ${e.message}`) },
+        'store: session breaks the current policy; kept, flagged in the admin list',
+      );
+    }
+    let listenPort = input.listenPort ?? existing?.spec.listenPort;
+    if (listenPort === undefined) {
+      const used = this.index.usedPorts(input.router);
+      if (existing) used.delete(existing.spec.listenPort);
+      listenPort = allocateListenPort(input.asn, router.spec, used);
+      if (listenPort === undefined) {
+        return this.reject(
+          path,
+          oid,
+          [{ pointer: '/spec/listenPort', message: `router ${input.router} has no free listen port` }],
+          previouslyRejected,
+        );
+      }
+    }
+    const file = this.statusFiles.get(manifest.name);
+    const spec: SessionSpec = {
+      ...input,
+      uuid: input.uuid ?? existing?.spec.uuid ?? file?.uuid ?? randomUUID(),
+      listenPort,
+      createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
+    };
+    if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name, false);
+    if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
+      this.incompleteSpecs.add(manifest.name);
+    } else this.incompleteSpecs.delete(manifest.name);
+    let status: SessionStatusRecord;
+    if (existing && existing.spec.uuid === spec.uuid) status = existing.status;
+    else if (file && file.uuid === spec.uuid) status = file.status;
+    else {
+      const mergeIsApproval = this.index.getPolicy('default')?.spec.mergeIsApproval ?? false;
+      status = withSessionConditions(
+        mergedSessionStatus(mergeIsApproval, new Date().toISOString()),
+        undefined,
+      );
+    }
+    this.putSession(manifest.name, spec, status, file !== undefined && file.uuid === spec.uuid);
+    this.log.debug({ session: manifest.name, path }, 'store: session applied from git');
+  }
+
+  private reject(path: string, oid: string, errors: FieldError[], previouslyRejected: Set<string>): void {
+    this.rejected.set(path, oid);
+    if (previouslyRejected.has(path)) return;
+    const kind = classifyPath(path)?.kind ?? 'unknown';
+    invalidManifests.inc({ kind });
+    this.log.error(
+      { path, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
+      'store: invalid manifest in git skipped',
+    );
+  }
+}

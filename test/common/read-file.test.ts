@@ -1,0 +1,30 @@
+/**
+ * readTextIfExists: only a missing file reads as undefined; any other failure (EISDIR here; EACCES as a
+ * non-root user) is an error.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readTextIfExists } from '../../common/read-file.ts';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'peerops-read-file-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('readTextIfExists', () => {
+  it('reads a file, and a missing one as undefined', async () => {
+    await writeFile(join(dir, 'a.conf'), 'protocol bgp {}\n');
+    expect(await readTextIfExists(join(dir, 'a.conf'))).toBe('protocol bgp {}\n');
+    expect(await readTextIfExists(join(dir, 'missing.conf'))).toBeUndefined();
+  });
+
+  it('throws for any other failure: a directory in the file\'s place is not "no file"', async () => {
+    await mkdir(join(dir, 'dir.conf'));
+    await expect(readTextIfExists(join(dir, 'dir.conf'))).rejects.toMatchObject({ code: 'EISDIR' });
+  });
+});
