@@ -212,7 +212,7 @@ export class Agent {
     }
   }
 
-  /** One heartbeat (SPEC 2.5): version, uptime in seconds, the mesh public key when there is one. */
+  /** One heartbeat (docs/api.md, Agent API): version, uptime in seconds, the mesh public key when there is one. */
   async heartbeatOnce(): Promise<void> {
     let meshPublicKey: string | undefined;
     try {
@@ -258,7 +258,7 @@ export class Agent {
     return { ...condition, lastTransitionTime: this.conditionSince };
   }
 
-  /** One metric report (SPEC 2.6); the RTTs also feed the latency community of the next pass. */
+  /** One metric report (docs/api.md, Agent API); the RTTs also feed the latency community of the next pass. */
   async reportMetricsOnce(): Promise<ReportBody | undefined> {
     if (this.passes === 0) return undefined;
     const report = await collectMetrics(this.sessions, this.bird, this.config.metric);

@@ -1,5 +1,5 @@
 /**
- * The agent's configuration file (SPEC.md 2.9): one TypeBox schema holding every section, key and
+ * The agent's configuration file (docs/agent.md, Config): one TypeBox schema holding every section, key and
  * default. Full mode gives every section; bootstrap mode gives only `controlPlane.url`,
  * `controlPlane.token`, `server.listen` and `node.name`, and the rest comes from
  * `GET /agent/:router/config` (mergeBootstrap). A bad file is refused with the file, the key (JSON

@@ -1,5 +1,5 @@
 /**
- * The agent's local HTTP server (SPEC.md 4.4): `GET /health` → `{"status":"ok",…}`; 503
+ * The agent's local HTTP server (docs/agent.md): `GET /health` → `{"status":"ok",…}`; 503
  * `{"status":"degraded","checks":{"bird":{"ok":false,"reason":"…"},…}}` when a check fails; `GET /livez`, 200 while the process answers; `GET /metrics`, the agent's Prometheus metrics (metrics.ts). It answers
  * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
  * closed. Timeouts from `server.*`. Nothing here changes anything on the router.

@@ -1,5 +1,5 @@
 /**
- * Bodies of the agent endpoints (SPEC.md 2.5–2.7, 4.2; DESIGN.md section 5). The controller validates
+ * Bodies of the agent endpoints (docs/api.md, Agent API). The controller validates
  * requests and serialises responses with these schemas; the agent builds requests and checks responses
  * with them. Units: rtt milliseconds (fractional), uptime seconds, timestamps ISO 8601 UTC.
  */
@@ -258,6 +258,6 @@ export type MeshPeer = Static<typeof MeshPeer>;
 export type MeshResponse = Static<typeof MeshResponse>;
 export type BootstrapConfigResponse = Static<typeof BootstrapConfigResponse>;
 
-/** Built-in RPKI fallback when a policy lists no servers (SPEC.md 2.9). */
+/** Built-in RPKI fallback when a policy lists no servers (docs/routing-policy.md). */
 export const FALLBACK_RPKI_SERVER = { host: 'rpki.burble.dn42', port: 8082 } as const;
 export const DEFAULT_IMPORT_LIMIT = { ipv4: 10000, ipv6: 10000, action: 'block' } as const;

@@ -20,7 +20,7 @@ export function isDn42Asn(asn: number): boolean {
 }
 
 /**
- * Listen port for a new session on a router (DESIGN.md section 2): DN42 ASNs get 20000 + asn % 10000, every
+ * Listen port for a new session on a router (docs/store.md, Repository layout): DN42 ASNs get 20000 + asn % 10000, every
  * other ASN the lowest free port of the router's range. Undefined when nothing is free.
  */
 export function allocateListenPort(

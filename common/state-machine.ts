@@ -1,5 +1,5 @@
 /**
- * The session status transitions of DESIGN.md section 4, as one pure function. Every caller (REST API,
+ * The session status transitions of docs/architecture.md (the life of a session), as one pure function. Every caller (REST API,
  * admin API, agent reports, reconciler) asks here; a pair that is not in the table is INVALID_STATE.
  */
 import { DomainError } from './errors.ts';

@@ -1,4 +1,4 @@
-/** Session status codes of SPEC.md section 3. The numbers are the wire format; never renumber. */
+/** Session status codes (docs/api.md, Session status). The numbers are the wire format; never renumber. */
 export const SessionStatus = {
   DISABLED: 0,
   ACTIVE: 1,

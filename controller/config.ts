@@ -18,15 +18,15 @@ export interface Config {
   /** Shared rate-limit counters for several replicas. */
   redisUrl: string | undefined;
   rateLimit: { perMinute: number; agentPerMinute: number };
-  /** Login plugin wiring (DESIGN.md section 6). */
+  /** Login plugin wiring (docs/login.md). */
   registry: string | undefined;
   adminAsns: number[];
   serviceHost: string | undefined;
   /** Lifetime of the JWTs that login issues, seconds (`PEEROPS_TOKEN_TTL`, default 12 h). */
   tokenTtlSeconds: number;
-  /** Status 4 for longer than this is "stuck" (SPEC.md section 8). */
+  /** Status 4 for longer than this is "stuck" (docs/operator-guide.md, Monitoring). */
   stuckAfterSeconds: number;
-  /** No heartbeat for longer than this is "offline" (SPEC.md section 8). */
+  /** No heartbeat for longer than this is "offline" (docs/operator-guide.md, Monitoring). */
   offlineAfterSeconds: number;
   bodyLimitBytes: number;
   /** Upper bound of `?wait=` on the agent's long poll. */

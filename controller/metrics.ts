@@ -1,5 +1,5 @@
 /**
- * Controller metrics on prom-client's default registry: the four of SPEC.md 4.3 plus DESIGN.md section 8
+ * Controller metrics on prom-client's default registry: those docs/operator-guide.md (Monitoring) lists
  * (per-session RTT/routes/bytes, stuck sessions, offline agents, login outcomes, store latency).
  * Gauges about stored state are computed at scrape time from every open store, so they survive restarts.
  * The per-session gauges are written as text beside the registry's (metricsText), for their number.

@@ -1,5 +1,5 @@
 /**
- * Routing policy → the whole BIRD main config (SPEC.md 2.9, DESIGN.md section 7). Pure: the same policy
+ * Routing policy → the whole BIRD main config (docs/routing-policy.md). Pure: the same policy
  * renders the same text, so the reconcile loop can compare it with the file on disk. Every value comes
  * from the policy after validation against BirdConfigResponse and canonicalisation; no free text reaches
  * BIRD. Per-session and iBGP protocols live in included files and use the names of names.ts.

@@ -1,5 +1,5 @@
 /**
- * Control-plane client of the agent (SPEC.md 4.2): node's fetch with a per-request timeout, retries
+ * Control-plane client of the agent (docs/api.md, Agent API): node's fetch with a per-request timeout, retries
  * with exponential backoff and jitter, 429 honoured (`Retry-After`, `X-RateLimit-Reset`), responses
  * validated against common/agent-api.ts. The token goes only into the Authorization header: it is
  * never part of an error message or a log line.

@@ -1,5 +1,5 @@
 /**
- * Per-session metrics (SPEC.md 2.6): RTT by `ping -6 -c <pingCount> -W <pingTimeout> <peer>%<iface>`
+ * Per-session metrics (docs/agent.md, Metrics): RTT by `ping -6 -c <pingCount> -W <pingTimeout> <peer>%<iface>`
  * through the tunnel with a pool of pingWorkers, rx/tx bytes from `wg show <if> dump`, routes imported
  * from BIRD. RTT in milliseconds, null when the peer did not answer.
  */

@@ -1,5 +1,5 @@
 /**
- * Self-update (SPEC.md 9): every `checkInterval` minutes ask the controller whether auto-update is on
+ * Self-update (docs/agent.md, docs/release.md): every `checkInterval` minutes ask the controller whether auto-update is on
  * (its answer wins over the local file), list the releases of `releaseRepo`, pick the newest of the
  * channel above the running version, download it, check its SHA256 against the release's SHA256SUMS
  * (refuse on mismatch), run it with `--version`, swap it in atomically keeping the previous file, and

@@ -1,5 +1,5 @@
 /**
- * `tunnel.publicKeyPath` (SPEC 2.9): the public key of the session tunnels' private key, where the
+ * `tunnel.publicKeyPath` (docs/agent.md, Config): the public key of the session tunnels' private key, where the
  * operator reads it to register the router (`peerops admin router add --public-key`). Written when it is
  * missing; a file naming another key is reported and left alone: one of the two files is wrong, and only
  * the operator knows which.

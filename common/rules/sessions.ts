@@ -22,7 +22,7 @@ import { blockedAsnMessage } from './policy.ts';
 /**
  * The first status of a session that came without one, merged into the GitOps repo (git) or applied by
  * kubectl/Flux/Argo CD (Kubernetes): PENDING_REVIEW, or QUEUED_FOR_SETUP where the default policy says a
- * merge is an approval (DESIGN 4), since `at`.
+ * merge is an approval (docs/architecture.md), since `at`.
  */
 export function mergedSessionStatus(mergeIsApproval: boolean, at: string | undefined): SessionStatusRecord {
   const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });

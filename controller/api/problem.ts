@@ -1,5 +1,5 @@
 /**
- * Every failure as RFC 9457 problem details with a machine `code` (DESIGN.md section 3). fastify's own
+ * Every failure as RFC 9457 problem details with a machine `code` (docs/api.md, Errors). fastify's own
  * errors (bad JSON, wrong content type, oversized body, rate limit) are mapped onto the same codes; an
  * unexpected error is logged and answered 500 INTERNAL without its message or stack.
  */
@@ -64,7 +64,7 @@ function toProblem(err: FastifyError | DomainError | Error): ProblemError | unde
 
 /**
  * Any other client error fastify raises (a Content-Length that does not match the body, a malformed
- * URL, …) by its status: the code of DESIGN.md's table that means just that status, else 400.
+ * URL, …) by its status: the code of docs/api.md's Errors table that means just that status, else 400.
  */
 const GENERIC_CODES: Partial<Record<number, ErrorCode>> = {
   400: 'INVALID_REQUEST',

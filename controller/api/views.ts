@@ -1,4 +1,4 @@
-/** Stored resources → the records clients see (SPEC.md 2.1, 2.3; DESIGN.md sections 3 and 5). */
+/** Stored resources → the records clients see (docs/api.md). */
 import type { AgentSession } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';

@@ -1,5 +1,5 @@
 /**
- * User and admin JWTs (DESIGN.md section 3): EdDSA over one Ed25519 key kept in the data dir (mode 0600,
+ * User and admin JWTs (docs/login.md): EdDSA over one Ed25519 key kept in the data dir (mode 0600,
  * created on first start) or named by PEEROPS_JWT_KEY_FILE so that several replicas share it.
  * Claims: sub `AS<asn>`, asn, role, iss `peerops`, aud `peerops-api`, iat, exp. A token is accepted only
  * with every one of them and each in range (docs/api.md, Conventions, Authentication): the key's

@@ -24,7 +24,7 @@ const bootstrap = {
 };
 
 describe('agent config file', () => {
-  it('bootstrap mode: four keys, every default of SPEC 2.9 filled in', () => {
+  it('bootstrap mode: four keys, every default of docs/agent.md filled in', () => {
     const c = parseConfig(bootstrap, 'agent.json');
     expect(c.mode).toBe('bootstrap');
     expect(c.server).toEqual({ listen: ':24368', readTimeout: 30, writeTimeout: 30, idleTimeout: 120 });

@@ -1,4 +1,4 @@
-/** Every error code of DESIGN.md section 3's table, answered as problem details; the user-side checks of create. */
+/** Every error code of docs/api.md's Errors table, answered as problem details; the user-side checks of create. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProblemError } from '../../common/errors.ts';
 import { buildApp } from '../../controller/app.ts';

@@ -1,4 +1,4 @@
-/** SPEC.md section 8: 60/min per user (or address), 300/min per router on /agent/*, none on /health and /metrics. */
+/** docs/api.md, Rate limits: 60/min per user (or address), 300/min per router on /agent/*, none on /health and /metrics. */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ADMIN_ASN, USER_ASN, problem, startHarness, type Harness } from './helpers.ts';
 

@@ -1,4 +1,4 @@
-/** Every transition of DESIGN.md section 4, driven through the user, admin and agent APIs on the git store. */
+/** Every transition of docs/architecture.md (the life of a session), driven through the user, admin and agent APIs on the git store. */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,7 +16,7 @@ import {
 const exec = promisify(execFile);
 const ADMIN_AUTHOR = `admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`;
 
-/** Author and message of the store's newest commit: the audit log of DESIGN 2. */
+/** Author and message of the store's newest commit: the audit log of docs/store.md. */
 async function lastCommit(): Promise<string> {
   const git = ['--git-dir', join(h.dir, 'store.git'), 'log', '-1', '--format=%an <%ae>%n%B', 'main'];
   return (await exec('git', git)).stdout;
@@ -34,7 +34,7 @@ beforeAll(async () => {
 afterAll(async () => h?.close());
 
 describe('user create', () => {
-  it('— → 3 PENDING_REVIEW with the router data of SPEC 2.3', async () => {
+  it('— → 3 PENDING_REVIEW with the router data of docs/api.md (create)', async () => {
     const res = await h.post('/session', d.freshUser(), {
       action: 'create',
       router: h.store.getRouter('fra1')?.spec.uuid,

@@ -1,5 +1,5 @@
 /**
- * Every (status, trigger) pair against the table of DESIGN.md section 4, written out here independently of
+ * Every (status, trigger) pair against the table of docs/architecture.md, written out here independently of
  * the implementation: allowed pairs give the listed result, every other pair is INVALID_STATE.
  */
 import { describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { ALL_STATUS_CODES, type SessionStatusCode } from '../../common/status.ts
 
 type Expected = SessionStatusCode | 'removed' | { to: SessionStatusCode; restart: true };
 
-/** DESIGN.md section 4, row by row: trigger → from → result. */
+/** docs/architecture.md's table, row by row: trigger → from → result. */
 const TABLE: Record<string, Partial<Record<SessionStatusCode, Expected>>> = {
   approve: { 3: 4 },
   reject: { 3: 'removed' },
@@ -44,7 +44,7 @@ function toOutcome(expected: Expected): Outcome {
   return { result: 'status', to: expected.to, restart: true };
 }
 
-describe('session state machine (DESIGN.md section 4)', () => {
+describe('session state machine (docs/architecture.md)', () => {
   for (const from of ALL_STATUS_CODES) {
     for (const { key, trigger } of triggers()) {
       const expected = TABLE[key]?.[from];
