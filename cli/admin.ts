@@ -1,6 +1,9 @@
 /**
  * `peerops admin …`: `token` mints a JWT from the controller's key in the data dir (operator access to the
  * data dir is the root of trust); `session`, `router` and `policy` drive the admin API over HTTP.
+ *
+ * Over 500 lines: one command family with four subcommands, each a thin parse → request → print; the
+ * shared table and client code lives in cli/client.ts.
  */
 import { readFile } from 'node:fs/promises';
 import { formatEndpoint } from '../common/net.ts';

@@ -12,6 +12,8 @@
  * and WireGuard configured by the lab, as a peer's router would be. Each step is printed with its timing.
  * Everything the lab made (namespaces, processes, temp dirs) is removed by `cleanup()`, which the caller
  * runs in a finally block and on SIGINT/SIGTERM.
+ *
+ * Over 500 lines: one story, step by step, that reads top to bottom as the lab's printed log does.
  */
 import { randomInt } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';

@@ -1,3 +1,8 @@
+/**
+ * Logging in (docs/login.md): challenges, ssh and PGP signatures, registry lookups, limits.
+ *
+ * Over 500 lines: every way a login is accepted or refused, against one registry fixture.
+ */
 import { rm } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { FastifyInstance } from 'fastify';

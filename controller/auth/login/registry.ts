@@ -11,6 +11,9 @@
  * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
  * Sessions read `data/route/<prefix>_<len>` and `data/route6/…` (`origin:`): a peer's addresses must lie
  * in a route object of its own ASN (routeObjectErrors, docs/api.md).
+ *
+ * Over 500 lines: three registry sources behind one interface, sharing the RPSL parsing kept here;
+ * each source is a class of its own.
  */
 import * as fs from 'node:fs';
 import { gitFs } from '../../git-fs.ts';
