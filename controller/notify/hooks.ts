@@ -6,9 +6,9 @@
  * - Kubernetes store (several replicas): the Secret `peerops-webhooks` (kubernetes.ts).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
+import { readTextIfExists } from '../../common/read-file.ts';
 import type { EventType } from './events.ts';
 
 export interface Webhook {
@@ -51,33 +51,12 @@ export function parseHooks(text: string | undefined): Webhook[] {
 
 export const serialise = (hooks: Webhook[]) => `${JSON.stringify({ webhooks: hooks }, null, 2)}\n`;
 
-/** The git store's repository: one file in the data dir, owner-only; writes one at a time. */
-export class FileWebhooks implements WebhookRepository {
-  private readonly path: string;
-  private queue: Promise<unknown> = Promise.resolve();
+export type Edit<T> = (hooks: Webhook[]) => { hooks: Webhook[]; result: T };
 
-  constructor(dataDir: string) {
-    this.path = join(dataDir, 'webhooks.json');
-  }
-
-  async list(): Promise<Webhook[]> {
-    try {
-      return parseHooks(await readFile(this.path, 'utf8'));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
-  }
-
-  private change<T>(edit: (hooks: Webhook[]) => { hooks: Webhook[]; result: T }): Promise<T> {
-    const next = this.queue.then(async () => {
-      const { hooks, result } = edit(await this.list());
-      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 });
-      return result;
-    });
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
+/** create and delete over a back end's one atomic read-edit-write (`change`). */
+export abstract class EditedWebhooks implements WebhookRepository {
+  abstract list(): Promise<Webhook[]>;
+  protected abstract change<T>(edit: Edit<T>): Promise<T>;
 
   create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
     const hook = newHook(input);
@@ -92,5 +71,30 @@ export class FileWebhooks implements WebhookRepository {
       const keep = hooks.filter((h) => h.id !== id || !match(h));
       return { hooks: keep, result: keep.length !== hooks.length };
     });
+  }
+}
+
+/** The git store's repository: one file in the data dir, owner-only; writes one at a time. */
+export class FileWebhooks extends EditedWebhooks {
+  private readonly path: string;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(dataDir: string) {
+    super();
+    this.path = join(dataDir, 'webhooks.json');
+  }
+
+  async list(): Promise<Webhook[]> {
+    return parseHooks(await readTextIfExists(this.path));
+  }
+
+  protected change<T>(edit: Edit<T>): Promise<T> {
+    const next = this.queue.then(async () => {
+      const { hooks, result } = edit(await this.list());
+      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 });
+      return result;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 }

@@ -6,23 +6,17 @@
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { defaultKubeConfig, defaultNamespace } from '../store/kubernetes/index.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../store/kubernetes/api.ts';
-import {
-  newHook,
-  parseHooks,
-  serialise,
-  type NewWebhook,
-  type Webhook,
-  type WebhookRepository,
-} from './hooks.ts';
+import { EditedWebhooks, parseHooks, serialise, type Edit, type Webhook } from './hooks.ts';
 
 export const WEBHOOK_SECRET_NAME = 'peerops-webhooks';
 const KEY = 'webhooks.json';
 
-export class KubernetesWebhooks implements WebhookRepository {
+export class KubernetesWebhooks extends EditedWebhooks {
   private readonly api: CoreV1Api;
   private readonly namespace: string;
 
   constructor(kubeConfig: KubeConfig, namespace: string) {
+    super();
     this.api = kubeConfig.makeApiClient(CoreV1Api);
     this.namespace = namespace;
   }
@@ -46,7 +40,7 @@ export class KubernetesWebhooks implements WebhookRepository {
   }
 
   /** Read, edit, write with the read's resourceVersion; again on a conflict (another replica wrote). */
-  private async change<T>(edit: (hooks: Webhook[]) => { hooks: Webhook[]; result: T }): Promise<T> {
+  protected async change<T>(edit: Edit<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const current = await this.read();
       const { hooks, result } = edit(KubernetesWebhooks.hooksOf(current));
@@ -73,21 +67,6 @@ export class KubernetesWebhooks implements WebhookRepository {
         if (!(isConflict(err) || isAlreadyExists(err)) || attempt >= 10) throw err;
       }
     }
-  }
-
-  create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
-    const hook = newHook(input);
-    return this.change((hooks) => {
-      admit?.(hooks);
-      return { hooks: [...hooks, hook], result: hook };
-    });
-  }
-
-  delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean> {
-    return this.change((hooks) => {
-      const keep = hooks.filter((h) => h.id !== id || !match(h));
-      return { hooks: keep, result: keep.length !== hooks.length };
-    });
   }
 }
 
