@@ -25,6 +25,7 @@ import {
   unknownWord,
 } from './client.ts';
 import { contextName, saveContext } from './config.ts';
+import type { AdminSessionRecord as SessionRecord } from '../controller/api/schemas.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
 
@@ -218,19 +219,6 @@ async function mintToken(v: Values): Promise<number> {
   }
   output(format(v), { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
   return 0;
-}
-
-interface SessionRecord {
-  uuid: string;
-  router: string;
-  asn: number;
-  statusName: string;
-  ipv6: string;
-  ipv4: string | null;
-  endpoint: string | null;
-  createdAt: string | null;
-  /** What the current policy would refuse of the session (approve and enable refuse it then). */
-  policyViolations?: { pointer: string; message: string }[];
 }
 
 function format(v: Values): Format {

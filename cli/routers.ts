@@ -2,23 +2,12 @@
  * `peerops routers`: the routers one can peer with (the public GET /routers, no login needed).
  */
 import { Client, COMMON_OPTIONS, CliError, output, outputFormat, parseFlags, run, table } from './client.ts';
+import type { PublicRouter } from '../controller/api/schemas.ts';
 
 const USAGE = `usage: peerops routers [-o table|wide|json|yaml] [--url URL] [--context NAME]
 
 The routers you can peer with: their name (for session create --router), region, endpoint host, and
 whether they accept new sessions; -o wide adds the WireGuard public key and link-local address.`;
-
-interface PublicRouter {
-  name: string;
-  uuid: string;
-  displayName: string;
-  region: string;
-  location: string | null;
-  endpointHost: string;
-  publicKey: string;
-  linkLocal: string;
-  accepting: boolean;
-}
 
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {

@@ -18,6 +18,7 @@ import {
   table,
   unknownWord,
 } from './client.ts';
+import type { SessionRecord } from '../controller/api/schemas.ts';
 
 export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart', 'config'] as const;
 
@@ -72,27 +73,6 @@ async function writeConfigFiles(dir: string, files: ConfigAnswer['files']): Prom
     paths.push(path);
   }
   return paths;
-}
-
-interface SessionRecord {
-  uuid: string;
-  router: string;
-  routerName: string;
-  asn: number;
-  status: number;
-  statusName: string;
-  ipv6: string;
-  ipv6LinkLocal: string;
-  endpoint: string | null;
-  mtu: number;
-  interface: string;
-  serverEndpoint: string;
-  lastError: { code: string; message: string } | null;
-  /** Absent from controllers before BGP state was reported. */
-  bgpState?: string | null;
-  bgpSince?: string | null;
-  lastHandshake?: string | null;
-  networkAsn?: number | null;
 }
 
 /** BIRD's BGP state and since when, e.g. `Established since 2026-11-25T21:00:00Z`; `-` before a report. */

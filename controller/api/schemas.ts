@@ -266,6 +266,7 @@ export const AdminSessionRecord = Type.Object({
   ...SessionRecord.properties,
   policyViolations: Type.Array(FieldErrorRecord),
 });
+export type AdminSessionRecord = Static<typeof AdminSessionRecord>;
 export const AdminSessionListResponse = Type.Object({ sessions: Type.Array(AdminSessionRecord) });
 export const CreateResponse = Type.Object({
   uuid: Uuid,
@@ -297,6 +298,7 @@ export const PublicRouter = Type.Object({
   freeSlots: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
   networkAsn: Type.Union([Asn, Type.Null()]),
 });
+export type PublicRouter = Static<typeof PublicRouter>;
 export const RoutersResponse = Type.Object(
   { routers: Type.Array(PublicRouter) },
   {
