@@ -154,7 +154,8 @@ export async function preflight(
     errors.push(
       'no CAP_NET_ADMIN: the agent creates network links; run it as root or grant AmbientCapabilities=CAP_NET_ADMIN',
     );
-  else if (found.get('ip') && (await detectBackend()) === 'wireguard-go' && !found.get('wireguard-go'))
+  // detectBackend says 'none' when the kernel has no WireGuard and wireguard-go is not on PATH
+  else if (found.get('ip') && (await detectBackend()) !== 'kernel' && !found.get('wireguard-go'))
     errors.push(
       'wireguard-go not found on PATH and the kernel has no WireGuard: install wireguard-go (or load the wireguard module)',
     );
