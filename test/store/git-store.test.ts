@@ -796,6 +796,34 @@ describe('git store: the ref lock', () => {
     await expect(readFile(join(bare, 'peerops', 'journal.json'))).rejects.toThrow(/ENOENT/);
   });
 
+  it('serves the status of a modify the next sync completed, not the one before it', async () => {
+    const bare = join(dir, 'store.git');
+    const s = await store.createSession(newSession(4242420805, 'fra1'), queued, admin, 'c');
+    const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    const failed = await store
+      .updateSession(
+        s.spec.uuid,
+        (c) => ({ spec: { ...c.spec, mtu: 1300 }, status: { ...c.status, code: 1, name: 'ACTIVE' } }),
+        admin,
+        'modify and activate',
+      )
+      .catch((e: unknown) => e);
+    expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
+    await rm(lock);
+    await eventually(async () =>
+      (await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420805.yaml`)).includes('code: 1'),
+    );
+    await eventually(async () => store.getSession(s.spec.uuid)?.spec.mtu === 1300);
+    // spec and status as the refs hold them, as a restart reads them too
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(1);
+    await store.close();
+    store = createGitStore({ dir: bare, logger: quiet, pollIntervalMs: 100 });
+    await store.start();
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(1);
+    expect(store.getSession(s.spec.uuid)?.spec.mtu).toBe(1300);
+  });
+
   it('refuses a status change while the status ref is locked, and changes nothing', async () => {
     const bare = join(dir, 'store.git');
     const s = await store.createSession(newSession(4242420803, 'fra1'), queued, admin, 'c');

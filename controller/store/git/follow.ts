@@ -243,8 +243,16 @@ export class Follower {
     for (const { info, parsed } of all) {
       if (!info) continue;
       if (info.kind === 'PeeringSession') {
-        if (parsed) this.statusFiles.set(info.name, parsed as SessionStatusFile);
-        else this.statusFiles.delete(info.name);
+        if (!parsed) {
+          this.statusFiles.delete(info.name);
+          continue;
+        }
+        const file = parsed as SessionStatusFile;
+        this.statusFiles.set(info.name, file);
+        // The status ref moved without this store's own commit: a write that stopped after its spec
+        // commit, completed by this sync (recovery.ts). The ref holds its status, as a restart reads it.
+        const session = this.index.byName(info.name);
+        if (session?.spec.uuid === file.uuid) this.putSession(info.name, session.spec, file.status, true);
       } else if (info.kind === 'Router') {
         // the file holds the committed part; what agents reported since stays
         const file = (parsed ?? {}) as RouterStatus;
