@@ -25,7 +25,7 @@ let uuidA: string;
 let portA: number;
 const status = (id: string) => L.h.store.getSession(id)?.status;
 // the agent's node condition; Ready, Reconciling and Stalled beside it are the store core's
-const configApplied = (conditions: { type: string }[] | undefined) =>
+const configApplied = <C extends { type: string }>(conditions: C[] | undefined): C[] =>
   (conditions ?? []).filter((c) => c.type === 'ConfigApplied');
 const routerConditions = () => configApplied(L.h.store.getRouter(L.router)?.status.conditions);
 
