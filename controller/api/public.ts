@@ -81,16 +81,19 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
         response: { 200: RoutersResponse },
       },
     },
-    async () => {
-      const counts = new Map<string, number>();
-      for (const s of store.listSessions()) counts.set(s.spec.router, (counts.get(s.spec.router) ?? 0) + 1);
-      return {
-        routers: store
-          .listRouters()
-          .sort((a, b) => a.name.localeCompare(b.name))
-          .map((r) => publicRouter(r, counts.get(r.name) ?? 0, mergedPolicy(store, r.name).dn42Asn ?? null)),
-      };
-    },
+    // each router's sessions from the store's per-router index, not a walk over every session
+    async () => ({
+      routers: store
+        .listRouters()
+        .sort((a, b) => a.name.localeCompare(b.name))
+        .map((r) =>
+          publicRouter(
+            r,
+            store.listSessions({ router: r.name }).length,
+            mergedPolicy(store, r.name).dn42Asn ?? null,
+          ),
+        ),
+    }),
   );
   app.get(
     '/openapi.json',
