@@ -186,10 +186,22 @@ export function canonicalPrefix(value: string): string {
   return networkOf(parsed);
 }
 
+/** A parsed IPv4 or IPv6 address (parseAddress). */
+export type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+/**
+ * An IPv4 or IPv6 literal parsed once, for rules that ask several questions of one address. ipaddr.parse
+ * would parse an IPv6 address twice (its isValid parses, then parse again); the colon tells the family.
+ * Throws on anything that is not an address, as ipaddr.parse does.
+ */
+export function parseAddress(address: string): Address {
+  return address.includes(':') ? ipaddr.IPv6.parse(address) : ipaddr.IPv4.parse(address);
+}
+
 /** Is the address inside one of the prefixes? An empty list allows everything; a prefix that does not parse matches nothing. */
-export function inRanges(address: string, prefixes: readonly string[] | undefined): boolean {
+export function inRanges(address: string | Address, prefixes: readonly string[] | undefined): boolean {
   if (!prefixes || prefixes.length === 0) return true;
-  const addr = ipaddr.parse(address);
+  const addr = typeof address === 'string' ? parseAddress(address) : address;
   return prefixes.some((p) => {
     const net = parsePrefix(p);
     return net !== undefined && net.family === addr.kind() && addr.match(net.address, net.length);
@@ -247,8 +259,8 @@ const SPECIAL_PARSED = SPECIAL_PURPOSE.map((r) => ({ ...r, net: parsePrefix(r.pr
  * range it lies in. An IPv4-mapped IPv6 address (`::ffff:172.20.0.1`) is refused, not read as IPv4, so
  * that no rule sees an IPv4 address under an IPv6 spelling (a router loopback would slip past them).
  */
-export function specialPurposeProblem(address: string): string | undefined {
-  const addr = ipaddr.parse(address);
+export function specialPurposeProblem(address: string | Address): string | undefined {
+  const addr = typeof address === 'string' ? parseAddress(address) : address;
   const hit = SPECIAL_PARSED.find(
     (r) => r.net.family === addr.kind() && addr.match(r.net.address, r.net.length),
   );
@@ -269,26 +281,34 @@ function littleEndian(bytes: Uint8Array): bigint {
   return n;
 }
 
-/**
- * The Curve25519 point a key names (its u-coordinate): X25519 ignores the top bit and reads the number
- * modulo p, so keys that differ only there are one key.
- */
-function keyPoint(key: string): bigint {
-  return (littleEndian(Buffer.from(key, 'base64')) & ((1n << 255n) - 1n)) % P25519;
+function toLittleEndian(n: bigint): Buffer {
+  const out = Buffer.alloc(32);
+  for (let i = 0; i < 32; i++, n >>= 8n) out[i] = Number(n & 0xffn);
+  return out;
 }
 
-/** The points of small order (libsodium's blocklist, reduced): a handshake with one proves no private key. */
-const LOW_ORDER_POINTS = new Set<bigint>([
-  0n,
-  1n,
-  P25519 - 1n,
-  littleEndian(Buffer.from('e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800', 'hex')),
-  littleEndian(Buffer.from('5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157', 'hex')),
-]);
+/**
+ * The points of small order (libsodium's blocklist, reduced): a handshake with one proves no private key.
+ * X25519 ignores a key's top bit and reads it modulo p, so each point has up to four 32-byte spellings:
+ * the point v and, when v < 2^255 - p = 19, v + p, each with the top bit clear or set. Held as hex, so a
+ * key is checked by one lookup instead of big-integer arithmetic per key (a start judges every session's).
+ */
+const LOW_ORDER_SPELLINGS = new Set<string>(
+  [
+    0n,
+    1n,
+    P25519 - 1n,
+    littleEndian(Buffer.from('e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800', 'hex')),
+    littleEndian(Buffer.from('5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157', 'hex')),
+  ]
+    .flatMap((v) => (v < (1n << 255n) - P25519 ? [v, v + P25519] : [v]))
+    .flatMap((v) => [v, v | (1n << 255n)])
+    .map((v) => toLittleEndian(v).toString('hex')),
+);
 
 /** Is this WireGuard key (a valid 32-byte base64 key) a low-order point, such as the all-zero key? */
 export function isLowOrderKey(key: string): boolean {
-  return LOW_ORDER_POINTS.has(keyPoint(key));
+  return LOW_ORDER_SPELLINGS.has(Buffer.from(key, 'base64').toString('hex'));
 }
 
 /** The value of each base64 character by character code; 64 for anything else. */
@@ -316,10 +336,17 @@ function keyIdOf(key: string): string {
   const top = bytes[31] ?? 0;
   const belowP = top !== 0x7f || (bytes[0] ?? 0) < 0xed || bytes.subarray(1, 31).some((b) => b !== 0xff);
   if (top < 0x80 && belowP) return key;
-  let n = keyPoint(key);
-  const out = Buffer.alloc(32);
-  for (let i = 0; i < 32; i++, n >>= 8n) out[i] = Number(n & 0xffn);
-  return out.toString('base64');
+  // the point: the top bit cleared, then p subtracted once when still at or above p (only values below
+  // 2^255 remain, so the result is below 19 and lives in byte 0)
+  bytes[31] = top & 0x7f;
+  const atOrAboveP =
+    bytes[31] === 0x7f && (bytes[0] ?? 0) >= 0xed && bytes.subarray(1, 31).every((b) => b === 0xff);
+  if (atOrAboveP) {
+    const low = (bytes[0] ?? 0) - 0xed;
+    bytes.fill(0);
+    bytes[0] = low;
+  }
+  return bytes.toString('base64');
 }
 
 /** Do two WireGuard keys name the same Curve25519 point? */

@@ -117,9 +117,12 @@ async function generate(root: string, sessions: number): Promise<string> {
 /** In a fresh process: start the store, report time and memory, then time creates. */
 async function measure(dir: string, creates: number): Promise<void> {
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const store = createGitStore({ dir, logger: pino({ level: 'warn' }), pollIntervalMs: 60000 });
   await store.start();
   const startMs = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  const startCpuMs = (used.user + used.system) / 1000;
   global.gc?.();
   const mem = process.memoryUsage();
   const latencies: number[] = [];
@@ -150,6 +153,7 @@ async function measure(dir: string, creates: number): Promise<void> {
     JSON.stringify({
       sessions: store.listSessions().length - creates,
       startMs,
+      startCpuMs,
       rss: mem.rss,
       heapUsed: mem.heapUsed,
       p50: pct(50),
@@ -162,6 +166,7 @@ async function measure(dir: string, creates: number): Promise<void> {
 interface Figures {
   sessions: number;
   startMs: number;
+  startCpuMs: number;
   rss: number;
   heapUsed: number;
   p50: number;

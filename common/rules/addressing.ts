@@ -8,6 +8,7 @@ import {
   DN42_PEER_ADDRESS_RANGES,
   inRanges,
   isLowOrderKey,
+  parseAddress,
   sameWireGuardKey,
   specialPurposeProblem,
   wireGuardKeyId,
@@ -96,13 +97,14 @@ export function peerAddressRangeErrors(
     const address = spec[family];
     if (address === undefined) continue;
     const at = (message: string) => errors.push({ pointer: `${prefix}/${family}`, message });
-    const special = specialPurposeProblem(address);
+    const parsed = parseAddress(address);
+    const special = specialPurposeProblem(parsed);
     if (special !== undefined) {
       at(special);
       continue;
     }
     const ranges = peerAddressRanges(policy, family);
-    if (!inRanges(address, ranges))
+    if (!inRanges(parsed, ranges))
       at(
         policy.peerAddressRanges?.[family]?.length
           ? `must be inside ${ranges.join(', ')} (the policy's peerAddressRanges.${family})`

@@ -206,9 +206,12 @@ export class GitStore extends StoreCore {
   }
 
   private async saveCache(): Promise<void> {
-    const live = new Set<string>();
-    for (const [path, oid] of listFiles(this.spec.root)) live.add(ParseCache.key('spec', path, oid));
-    for (const [path, oid] of listFiles(this.status.root)) live.add(ParseCache.key('status', path, oid));
+    const live = () => {
+      const keys = new Set<string>();
+      for (const [path, oid] of listFiles(this.spec.root)) keys.add(ParseCache.key('spec', path, oid));
+      for (const [path, oid] of listFiles(this.status.root)) keys.add(ParseCache.key('status', path, oid));
+      return keys;
+    };
     try {
       await this.cache.save(live);
     } catch (err) {

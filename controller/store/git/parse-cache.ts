@@ -53,15 +53,16 @@ export class ParseCache {
     this.changed = true;
   }
 
-  /** Keep only `live` keys and write the file atomically (common/atomic-write.ts), if anything changed. */
-  async save(live: Set<string>): Promise<void> {
-    for (const key of this.entries.keys()) {
-      if (!live.has(key)) {
-        this.entries.delete(key);
-        this.changed = true;
-      }
-    }
+  /**
+   * If an entry was added: keep only the `live()` keys and write the file atomically
+   * (common/atomic-write.ts). Without one nothing is written, and entries of files gone meanwhile stay
+   * until the next write: never wrong (content-addressed), and a restart with nothing new (the usual
+   * cold start) does not list every file of both trees for nothing.
+   */
+  async save(live: () => Set<string>): Promise<void> {
     if (!this.changed) return;
+    const keep = live();
+    for (const key of this.entries.keys()) if (!keep.has(key)) this.entries.delete(key);
     this.changed = false;
     await mkdir(join(this.file, '..'), { recursive: true });
     await atomicWriteFile(
