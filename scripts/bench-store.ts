@@ -3,19 +3,33 @@
  * create latency p50/p99, and the observation flush (every session's metrics and every router's heartbeat
  * changed): its time and what it adds to the repository (nothing, it goes to the observation file). Each measurement runs in a fresh process so memory figures are its own.
  *
- *   npm run bench:store                                   (both sizes)
- *   node scripts/bench-store.ts 2000                      (one size)
+ * From 10,000 sessions also the network at scale (issue 30: 1,000 routers × 100 sessions at 100,000):
+ * a fixture written by `git fast-import`, cold start, RSS, agent session fetch and create latency under
+ * the agents' load (heartbeats, metrics reports, long polls), repository size and `git gc` time, each
+ * with its target and verdict.
+ *
+ *   npm run bench:store                                   (1,000 and 10,000 sessions)
+ *   npm run bench:store -- 100000                         (one size; from 10,000 the network at scale)
+ *   node scripts/bench-store.ts --scale 2000              (only the network at scale, any size)
  *   node scripts/bench-store.ts --generate DIR 10000      (keep a repository, e.g. for profiling)
  *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it)
+ *   node scripts/bench-store.ts --generate-scale DIR 100000 (keep a network at scale; --measure-scale)
  *   node scripts/bench-store.ts --objects                 (own object code against isomorphic-git's)
  */
-import { execFile } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { CORE_SCHEMA, dump } from 'js-yaml';
 import pino from 'pino';
+import { withSessionConditions } from '../common/conditions.ts';
+import { mergedSessionStatus } from '../common/rules/index.ts';
+import { SessionStatus } from '../common/status.ts';
+import { agentSession } from '../controller/api/views.ts';
+import * as changeFeed from '../controller/store/change-feed.ts';
 import { createGitStore } from '../controller/store/git/index.ts';
 import { gcAuto } from '../controller/store/git/housekeeping.ts';
 import { renderManifest, routerPath, sessionPath } from '../common/manifests.ts';
@@ -213,6 +227,10 @@ async function bench(sessions: number): Promise<void> {
       `  housekeeping (git gc --auto)  ${gc.ran ? `${(gc.ms / 1000).toFixed(2).padStart(6)} s` : gc.reason}: objects ${size(loose)} → ${size(packed)}`,
     );
     row('cold start (restart)', cold);
+    if (sessions >= 10000)
+      console.log(
+        `    CPU ${(cold.startCpuMs / 1000).toFixed(2)} s; target at 10,000 sessions < 0.75 s on an idle machine: ${verdict(cold.startMs < 750)}`,
+      );
     row('cold start, no parse cache', uncached);
     console.log(
       `  create latency over ${CREATES} creates: p50 ${cold.p50.toFixed(1)} ms, p99 ${cold.p99.toFixed(1)} ms`,
@@ -224,6 +242,335 @@ async function bench(sessions: number): Promise<void> {
       );
   } finally {
     // git may still be packing the generating clone in the background (gc --auto detaches): retry
+    await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
+  }
+}
+
+// ---------------------------------------------------------------- the network at scale (issue 30)
+
+/** Sessions per router in the scale fixture: 1,000 routers carry 100,000 sessions. */
+const PER_ROUTER = 100;
+/** The agents' documented intervals (docs/agent.md): heartbeat 30 s, metrics 60 s. */
+const HEARTBEAT_MS = 30_000;
+const METRICS_MS = 60_000;
+const SCALE_CREATES = 300;
+const TARGETS = { coldStartMs: 5000, rssBytes: 1 << 30, fetchP99Ms: 10, createP99Ms: 100 };
+
+/** A WireGuard public key as `wg pubkey` prints it: 32 bytes, the top bit clear (canonical). */
+const canonicalKey = () => {
+  const bytes = randomBytes(32);
+  bytes[31] = (bytes[31] ?? 0) & 0x7f;
+  return bytes.toString('base64');
+};
+
+/**
+ * A bare repository of `sessions / PER_ROUTER` routers and `sessions` complete session manifests on
+ * `main`, each with the status file the store writes on `peerops-status` (QUEUED_FOR_SETUP, so agents
+ * fetch them), written straight into one pack by `git fast-import`: minutes faster than files, `git
+ * add` and a first start at 100,000 sessions.
+ */
+async function generateNetwork(root: string, sessions: number): Promise<string> {
+  const bare = join(root, 'store.git');
+  await exec('git', ['init', '-q', '--bare', '-b', 'main', bare], { env: GIT_ENV });
+  const child = spawn('git', ['fast-import', '--quiet'], {
+    env: { ...GIT_ENV, GIT_DIR: bare },
+    stdio: ['pipe', 'inherit', 'inherit'],
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`git fast-import: ${code}`))));
+  });
+  let chunk: string[] = [];
+  let size = 0;
+  const flush = async () => {
+    if (!child.stdin.write(chunk.join(''))) await once(child.stdin, 'drain');
+    chunk = [];
+    size = 0;
+  };
+  const put = async (text: string) => {
+    chunk.push(text);
+    size += text.length;
+    if (size > 1 << 20) await flush();
+  };
+  const data = (text: string) => `data ${Buffer.byteLength(text)}\n${text}\n`;
+  const file = (path: string, text: string) => `M 100644 inline ${path}\n${data(text)}`;
+  const commit = (ref: string, message: string) =>
+    `commit ${ref}\ncommitter bench <bench@example.org> 1764000000 +0000\n${data(message)}`;
+  const routers = Math.max(1, Math.ceil(sessions / PER_ROUTER));
+  const at = new Date().toISOString();
+  const status = withSessionConditions(mergedSessionStatus(true, at), undefined);
+  const specs: { path: string; uuid: string }[] = [];
+  await put(commit('refs/heads/main', `${routers} routers, ${sessions} sessions\n`));
+  await put(file('policy/default.yaml', renderManifest('RoutingPolicy', 'default', { dn42Asn: 4242420000 })));
+  for (let r = 0; r < routers; r++) {
+    const name = `r${r + 1}`;
+    await put(
+      file(
+        routerPath(name),
+        renderManifest('Router', name, {
+          uuid: randomUUID(),
+          displayName: `Router ${r + 1}`,
+          nodeId: r + 1,
+          region: 'eu',
+          endpointHost: `${name}.example.net`,
+          publicKey: canonicalKey(),
+          linkLocal: `fe80::1:${(r + 1).toString(16)}`,
+          loopback: { ipv6: `fd00::${(r + 1).toString(16)}` },
+        }),
+      ),
+    );
+  }
+  for (let i = 0; i < sessions; i++) {
+    const router = `r${Math.floor(i / PER_ROUTER) + 1}`;
+    // one ASN per session of a router; an ASN peers with several routers, with its own address on each
+    const asn = 4242420000 + (i % 10000);
+    const uuid = randomUUID();
+    const path = sessionPath(router, asn);
+    specs.push({ path, uuid });
+    await put(
+      file(
+        path,
+        renderManifest('PeeringSession', `as${asn}-${router}`, {
+          uuid,
+          asn,
+          router,
+          ipv6: `fd42:${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}::1`,
+          linkLocal: 'fe80::2',
+          endpoint: `peer${i}.example.org:51820`,
+          publicKey: canonicalKey(),
+          mtu: 1420,
+          listenPort: 20000 + (asn % 10000),
+          createdAt: at,
+        }),
+      ),
+    );
+    if ((i + 1) % 20000 === 0) console.log(`  … ${i + 1} session manifests`);
+  }
+  await put(commit('refs/heads/peerops-status', `status of ${sessions} session(s)\n`));
+  for (const { path, uuid } of specs) await put(file(path, dump({ uuid, status }, { schema: CORE_SCHEMA })));
+  await flush();
+  child.stdin.end();
+  await done;
+  return bare;
+}
+
+interface ScaleFigures {
+  sessions: number;
+  startMs: number;
+  startCpuMs: number;
+  rssAfterStart: number;
+  rssPeak: number;
+  heapUsed: number;
+  create: { p50: number; p99: number; n: number };
+  fetch: { p50: number; p99: number; n: number };
+  heartbeats: number;
+  metrics: number;
+  wakes: number;
+  runMs: number;
+}
+
+/**
+ * What a router's agent long-polls on: the change feed's topic of the router's session list where the
+ * feed has topics (`topics.routerSessions`), else the router's name.
+ */
+const sessionsTopic = (router: string): string =>
+  (changeFeed as { topics?: { routerSessions?: (name: string) => string } }).topics?.routerSessions?.(
+    router,
+  ) ?? router;
+
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+
+/**
+ * In a fresh process: start the store, then under the agents' load (every router's heartbeat every 30 s,
+ * its sessions' metrics every 60 s, its long poll re-armed after each wake and answered with the
+ * router's session list) time `creates` creates on random routers and the agent session fetch: what
+ * `GET /agent/<router>/sessions` computes when the router's revision moved (controller/api/agent.ts:
+ * the router's sessions from the index, all but PENDING_REVIEW, as agent sessions, serialised and
+ * hashed), timed from when it was asked, so time spent waiting behind other work counts.
+ */
+async function measureScale(dir: string, creates: number): Promise<void> {
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  const store = createGitStore({ dir, logger: pino({ level: 'warn' }), pollIntervalMs: 2000 });
+  await store.start();
+  const startMs = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  global.gc?.();
+  const rssAfterStart = process.memoryUsage().rss;
+  const heapUsed = process.memoryUsage().heapUsed;
+  const routers = store.listRouters().map((r) => r.name);
+  const sessionsOf = new Map(
+    routers.map((r) => [r, store.listSessions({ router: r }).map((s) => s.spec.uuid)]),
+  );
+
+  const fetchView = (router: string) => {
+    const sessions = store
+      .listSessions({ router })
+      .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
+      .map(agentSession)
+      .sort((a, b) => a.uuid.localeCompare(b.uuid));
+    const hash = createHash('sha256').update(JSON.stringify(sessions)).digest('base64url');
+    return Buffer.from(JSON.stringify({ revision: hash, sessions })).length;
+  };
+  const stop = new AbortController();
+  let heartbeats = 0;
+  let metrics = 0;
+  let wakes = 0;
+  const heartbeat = (router: string) => {
+    store.recordRouterStatus(router, { lastHeartbeat: new Date().toISOString(), uptime: heartbeats });
+    heartbeats++;
+  };
+  const report = (router: string) => {
+    const at = new Date().toISOString();
+    for (const uuid of sessionsOf.get(router) ?? [])
+      store.recordSessionMetrics(uuid, { rtt: 1, rxBytes: metrics, txBytes: metrics, routesImported: 1, at });
+    metrics++;
+  };
+  // the routers' heartbeats and metrics reports, spread evenly over their intervals
+  const TICK_MS = 100;
+  const due = { heartbeat: 0, metrics: 0 };
+  let nextHeartbeat = 0;
+  let nextReport = 0;
+  const ticker = setInterval(() => {
+    due.heartbeat += (routers.length * TICK_MS) / HEARTBEAT_MS;
+    due.metrics += (routers.length * TICK_MS) / METRICS_MS;
+    for (; due.heartbeat >= 1; due.heartbeat--)
+      heartbeat(routers[nextHeartbeat++ % routers.length] as string);
+    for (; due.metrics >= 1; due.metrics--) report(routers[nextReport++ % routers.length] as string);
+  }, TICK_MS);
+  // each router's agent holds a long poll, answered with its session list when its revision moves
+  const agents = routers.map(async (router) => {
+    const topic = sessionsTopic(router);
+    while (!stop.signal.aborted) {
+      const revision = store.revision(topic);
+      const next = await store.waitForChange(topic, revision, 60_000, stop.signal).catch(() => revision);
+      if (next !== revision && !stop.signal.aborted) {
+        fetchView(router);
+        wakes++;
+      }
+    }
+  });
+
+  const runStart = performance.now();
+  const createTimes: number[] = [];
+  const fetchTimes: number[] = [];
+  let rssPeak = rssAfterStart;
+  // agent session fetches of random routers, each timed from when it was asked
+  const fetching = (async () => {
+    while (!stop.signal.aborted) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const asked = performance.now();
+      await new Promise((resolve) => setImmediate(resolve));
+      fetchView(routers[Math.floor(Math.random() * routers.length)] as string);
+      fetchTimes.push(performance.now() - asked);
+      rssPeak = Math.max(rssPeak, process.memoryUsage.rss());
+    }
+  })();
+  for (let i = 0; i < creates; i++) {
+    const asn = 64512 + i;
+    const router = routers[Math.floor(Math.random() * routers.length)] as string;
+    const t = performance.now();
+    await store.createSession(
+      {
+        asn,
+        router,
+        ipv6: `fd42:ffff:${i.toString(16)}::1`,
+        linkLocal: 'fe80::3',
+        publicKey: canonicalKey(),
+        mtu: 1420,
+      },
+      { code: 3, name: 'PENDING_REVIEW' },
+      { name: `AS${asn}`, role: 'user', asn },
+      `create session AS${asn} on ${router}`,
+    );
+    createTimes.push(performance.now() - t);
+  }
+  const runMs = performance.now() - runStart;
+  stop.abort();
+  clearInterval(ticker);
+  await fetching;
+  await Promise.all(agents);
+  await store.close();
+  createTimes.sort((a, b) => a - b);
+  fetchTimes.sort((a, b) => a - b);
+  const figures: ScaleFigures = {
+    sessions: store.listSessions().length - creates,
+    startMs,
+    startCpuMs: (used.user + used.system) / 1000,
+    rssAfterStart,
+    rssPeak,
+    heapUsed,
+    create: { p50: percentile(createTimes, 50), p99: percentile(createTimes, 99), n: createTimes.length },
+    fetch: { p50: percentile(fetchTimes, 50), p99: percentile(fetchTimes, 99), n: fetchTimes.length },
+    heartbeats,
+    metrics,
+    wakes,
+    runMs,
+  };
+  console.log(JSON.stringify(figures));
+}
+
+async function childScale(dir: string, creates: number): Promise<ScaleFigures> {
+  const { stdout } = await exec(
+    process.execPath,
+    ['--expose-gc', import.meta.filename, '--measure-scale', dir, String(creates)],
+    { maxBuffer: 1 << 24 },
+  );
+  return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as ScaleFigures;
+}
+
+const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+
+/** The network at scale: the fixture, a first start, then cold start, memory and latency under agent load. */
+async function benchScale(sessions: number): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), 'peerops-bench-store-scale-'));
+  try {
+    const routers = Math.ceil(sessions / PER_ROUTER);
+    console.log(`\n${sessions} sessions on ${routers} routers × ${PER_ROUTER} (agents' load), generating …`);
+    let t = performance.now();
+    const dir = await generateNetwork(root, sessions);
+    console.log(
+      `  repository generated (git fast-import) in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
+    // the first start reads and judges every blob and writes the parse cache, as after an upgrade
+    console.log('  first start (no parse cache: every blob read from the pack) …');
+    const first = await child(dir, 0);
+    const row = (label: string, text: string) => console.log(`  ${label.padEnd(34)} ${text}`);
+    row(
+      'first start, no parse cache',
+      `${(first.startMs / 1000).toFixed(2)} s (${first.sessions} sessions loaded)`,
+    );
+    console.log(`  cold start, then ${SCALE_CREATES} creates under the agents' load …`);
+    const f = await childScale(dir, SCALE_CREATES);
+    row(
+      'cold start (restart)',
+      `${(f.startMs / 1000).toFixed(2)} s (CPU ${(f.startCpuMs / 1000).toFixed(2)} s), target < ${TARGETS.coldStartMs / 1000} s: ${verdict(f.startMs < TARGETS.coldStartMs)}`,
+    );
+    row(
+      'RSS after start / peak under load',
+      `${mib(f.rssAfterStart)} / ${mib(f.rssPeak)} (heap ${mib(f.heapUsed)}), target < 1 GiB: ${verdict(f.rssPeak < TARGETS.rssBytes)}`,
+    );
+    row(
+      'agent session fetch p50 / p99',
+      `${f.fetch.p50.toFixed(2)} / ${f.fetch.p99.toFixed(2)} ms (${f.fetch.n} fetches), target p99 < ${TARGETS.fetchP99Ms} ms: ${verdict(f.fetch.p99 < TARGETS.fetchP99Ms)}`,
+    );
+    row(
+      'create p50 / p99',
+      `${f.create.p50.toFixed(1)} / ${f.create.p99.toFixed(1)} ms (${f.create.n} creates), target p99 < ${TARGETS.createP99Ms} ms: ${verdict(f.create.p99 < TARGETS.createP99Ms)}`,
+    );
+    row(
+      "agents' load meanwhile",
+      `${(f.runMs / 1000).toFixed(1)} s: ${f.heartbeats} heartbeats, ${f.metrics} metrics reports (${PER_ROUTER} sessions each), ${f.wakes} long polls woken and answered`,
+    );
+    const du = async () => Number((await exec('du', ['-sk', dir])).stdout.split('\t')[0]) * 1024;
+    const before = await du();
+    t = performance.now();
+    await exec('git', ['--git-dir', dir, 'gc', '--quiet'], { env: GIT_ENV });
+    const gcMs = performance.now() - t;
+    row('repository size (du)', `${mib(before)}; after git gc ${mib(await du())}`);
+    row('git gc', `${(gcMs / 1000).toFixed(1)} s`);
+  } finally {
     await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
   }
 }
@@ -324,10 +671,27 @@ if (process.argv[2] === '--objects') {
   console.log(await generate(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
 } else if (process.argv[2] === '--measure') {
   await measure(process.argv[3] as string, Number(process.argv[4] ?? 0));
+} else if (process.argv[2] === '--generate-scale') {
+  await mkdir(process.argv[3] as string, { recursive: true });
+  console.log(await generateNetwork(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
+} else if (process.argv[2] === '--scale') {
+  await benchScale(Number(process.argv[3] ?? 1000));
+} else if (process.argv[2] === '--measure-scale') {
+  await measureScale(process.argv[3] as string, Number(process.argv[4] ?? SCALE_CREATES));
 } else {
   const sizes = process.argv
     .slice(2)
     .map(Number)
     .filter((n) => n > 0);
-  for (const n of sizes.length > 0 ? sizes : [1000, 10000]) await bench(n);
+  const load = () =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
+  console.log(`${new Date().toISOString()}, ${availableParallelism()} CPUs, load average ${load()}`);
+  for (const n of sizes.length > 0 ? sizes : [1000, 10000]) {
+    // the classic fixture (4 routers) up to 10,000 sessions; the network at scale from 10,000
+    if (n <= 10000) await bench(n);
+    if (n >= 10000) await benchScale(n);
+  }
+  console.log(`\nload average at the end ${load()}`);
 }

@@ -46,6 +46,11 @@ export type SessionAddressing = Pick<
  */
 export interface NetworkView {
   routers: Iterable<{ name: string; spec: RouterSpec }>;
+  /**
+   * The router whose loopback `address` is, if the caller indexed them (loopbackIndex): judging every
+   * session of a large network then does not walk every router per address.
+   */
+  loopbackOwner?: (address: string) => string | undefined;
   sessions: Iterable<{
     name: string;
     spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> & Partial<Pick<SessionSpec, 'router' | 'publicKey'>>;
@@ -190,12 +195,12 @@ function peerAddressErrors(
   prefix: string,
 ): FieldError[] {
   const errors: FieldError[] = [];
-  const routers = [...network.routers];
+  const loopbackOwner = network.loopbackOwner ?? loopbackIndex(network.routers);
   const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
     if (address === undefined) return;
     const at = (message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
-    const router = routers.find((r) => r.spec.loopback.ipv6 === address || r.spec.loopback.ipv4 === address);
-    if (router) return at(`is the loopback of router ${router.name}`);
+    const router = loopbackOwner(address);
+    if (router !== undefined) return at(`is the loopback of router ${router}`);
     if (ownPrefixes?.[field]?.length && inRanges(address, ownPrefixes[field]))
       return at(`lies in this network's own prefixes (${ownPrefixes[field]?.join(', ')})`);
     for (const other of network.sessions)
@@ -205,6 +210,20 @@ function peerAddressErrors(
   check('ipv6', spec.ipv6);
   check('ipv4', spec.ipv4);
   return errors;
+}
+
+/**
+ * The routers by loopback address (NetworkView.loopbackOwner). Of two routers with one loopback (which
+ * the router rules refuse) the first keeps it, as a walk through the routers in order would find.
+ */
+export function loopbackIndex(
+  routers: Iterable<{ name: string; spec: RouterSpec }>,
+): (address: string) => string | undefined {
+  const owners = new Map<string, string>();
+  for (const { name, spec } of routers)
+    for (const address of [spec.loopback.ipv6, spec.loopback.ipv4])
+      if (address !== undefined && !owners.has(address)) owners.set(address, name);
+  return (address) => owners.get(address);
 }
 
 /**

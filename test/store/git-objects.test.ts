@@ -1,13 +1,24 @@
 /**
  * The store's own git object writer against the real git: the same ids git computes for the same blob,
- * tree and commit, and objects that `git fsck --strict` accepts.
+ * tree and commit, and objects that `git fsck --strict` accepts. And its own object reader (objects.ts,
+ * pack.ts) against `git cat-file`: loose objects, and packs with delta chains as `git gc` writes them.
  */
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeBlob, writeCommit, writeTree } from '../../controller/store/git/objects.ts';
+import {
+  closeObjects,
+  readCommitTree,
+  readText,
+  readTree,
+  writeBlob,
+  writeCommit,
+  writeTree,
+  type GitContext,
+} from '../../controller/store/git/objects.ts';
 
 let dir: string;
 let gitdir: string;
@@ -86,5 +97,87 @@ describe('git objects written by the store', () => {
     );
     git(['update-ref', 'refs/heads/main', oid]);
     expect(git(['fsck', '--strict', '--no-progress', '--no-dangling'])).toBe('');
+  });
+});
+
+describe('git objects read by the store', () => {
+  /** 300 similar files in two directories, committed twice (the second time all changed), loose. */
+  function history(): string {
+    const work = join(dir, 'work');
+    execFileSync('git', ['init', '-q', '-b', 'main', work]);
+    const run = (args: string[]) =>
+      execFileSync('git', ['-C', work, '-c', 'user.name=t', '-c', 'user.email=t@example.org', ...args], {
+        env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+      });
+    for (const round of [1, 2]) {
+      for (let i = 0; i < 300; i++) {
+        const sub = join(work, 'sessions', i % 2 === 0 ? 'fra1' : 'ams1');
+        mkdirSync(sub, { recursive: true });
+        const body = Array.from({ length: 40 }, (_, line) => `  line${line}: ${line * i}\n`).join('');
+        const text = `kind: PeeringSession\nspec:\n  asn: ${4242420000 + i}\n${body}  round: ${round}\n  note: ${'ü'.repeat(i % 7)}\n`;
+        writeFileSync(join(sub, `as${4242420000 + i}.yaml`), text);
+      }
+      run(['add', '.']);
+      run(['commit', '-q', '-m', `round ${round}`]);
+    }
+    execFileSync('git', ['clone', '-q', '--bare', '--no-local', work, gitdir + '.tmp']);
+    return `${gitdir}.tmp`;
+  }
+
+  /** Every object of the repository as `git cat-file --batch` prints it. */
+  function allObjects(repo: string): { oid: string; type: string; content: Buffer }[] {
+    const out = execFileSync('git', [`--git-dir=${repo}`, 'cat-file', '--batch-all-objects', '--batch'], {
+      maxBuffer: 1 << 26,
+    });
+    const objects: { oid: string; type: string; content: Buffer }[] = [];
+    for (let pos = 0; pos < out.length;) {
+      const eol = out.indexOf(10, pos);
+      const [oid, type, size] = out.toString('latin1', pos, eol).split(' ') as [string, string, string];
+      objects.push({ oid, type, content: out.subarray(eol + 1, eol + 1 + Number(size)) });
+      pos = eol + 1 + Number(size) + 1;
+    }
+    return objects;
+  }
+
+  async function expectSameAsGit(repo: string): Promise<void> {
+    const ctx: GitContext = { gitdir: repo, cache: {} };
+    const objects = allObjects(repo);
+    try {
+      for (const { oid, type, content } of objects) {
+        if (type === 'blob') expect(await readText(ctx, oid)).toBe(content.toString('utf8'));
+        else if (type === 'tree') {
+          // git's own tree format: `<mode> <name>\0<20 bytes>` per entry
+          const entries = (await readTree(ctx, oid)).map((e) =>
+            Buffer.concat([
+              Buffer.from(`${e.type === 'tree' ? '40000' : '100644'} ${e.name}\0`),
+              Buffer.from(e.oid, 'hex'),
+            ]),
+          );
+          expect(Buffer.concat(entries).equals(content)).toBe(true);
+        } else if (type === 'commit') {
+          expect(await readCommitTree(ctx, oid)).toBe(content.toString('latin1', 5, 45));
+        }
+      }
+    } finally {
+      await closeObjects(ctx);
+    }
+    expect(objects.filter((o) => o.type === 'blob').length).toBeGreaterThanOrEqual(600);
+  }
+
+  it('reads loose objects as git does', async () => {
+    const repo = history();
+    // git unpacks only objects the repository does not hold: take the pack away first
+    const pack = execFileSync('sh', ['-c', `cat ${repo}/objects/pack/*.pack && rm ${repo}/objects/pack/*`]);
+    execFileSync('git', [`--git-dir=${repo}`, 'unpack-objects', '-q'], { input: pack });
+    await expectSameAsGit(repo);
+  });
+
+  it('reads a packed repository with delta chains (git gc --aggressive) as git does', async () => {
+    const repo = history();
+    execFileSync('git', [`--git-dir=${repo}`, 'gc', '-q', '--aggressive', '--prune=now']);
+    const chains = execFileSync('sh', ['-c', `git verify-pack -v ${repo}/objects/pack/*.idx`]).toString();
+    // the second round's files are deltas of the first's: the reader applies them
+    expect(chains).toMatch(/chain length = [1-9]/);
+    await expectSameAsGit(repo);
   });
 });

@@ -3,12 +3,11 @@
  * objects, and catching up with commits that arrived from outside (a push, a fetch). Moving the ref to a
  * new commit is the store's (git-store.ts, through its journal).
  */
-import { gitFs, syncWrittenDirs } from '../../git-fs.ts';
-import git from 'isomorphic-git';
+import { syncWrittenDirs } from '../../git-fs.ts';
 import type { Actor } from '../store.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
-import { writeCommit, writeText, type GitContext } from './objects.ts';
+import { readCommitTree, writeCommit, writeText, type GitContext } from './objects.ts';
 import type { RefUpdate } from './recovery.ts';
 import { readRef } from './refs.ts';
 import { EMPTY_DIR, diffTree, getFile, setFiles, writeTrees, type DirNode, type FileChange } from './tree.ts';
@@ -89,13 +88,7 @@ export class Branch {
       this.headOid = undefined;
       return changes;
     }
-    const commit = await git.readCommit({
-      fs: gitFs,
-      gitdir: this.ctx.gitdir,
-      oid: next,
-      cache: this.ctx.cache,
-    });
-    const { root, changes } = await diffTree(this.ctx, this.tree, commit.commit.tree);
+    const { root, changes } = await diffTree(this.ctx, this.tree, await readCommitTree(this.ctx, next));
     this.tree = root;
     this.headOid = next;
     return changes;

@@ -24,6 +24,7 @@ import {
 import { allocateListenPort } from '../../../common/naming.ts';
 import {
   ADDRESSING_FIELDS,
+  loopbackIndex,
   mergedPolicy,
   mergedSessionStatus,
   routerSetErrors,
@@ -346,6 +347,8 @@ export class Follower {
       const info = classifyPath(path);
       if (info?.kind === 'PeeringSession') this.removeSession(info.name, false);
     }
+    // routers come first: the loopbacks are indexed once they are all applied, for every session after
+    let loopbackOwner: ((address: string) => string | undefined) | undefined;
     for (const { path, oid, manifest } of parsed) {
       if (manifest.kind === 'Router') {
         const errors = routerSetErrors(manifest.name, manifest.spec, this.index.routerValues());
@@ -354,7 +357,8 @@ export class Follower {
       } else if (manifest.kind === 'RoutingPolicy') {
         this.index.putPolicy(manifest.name, manifest.spec);
       } else {
-        this.applySession(path, oid, manifest, previouslyRejected);
+        loopbackOwner ??= loopbackIndex(this.index.routerValues());
+        this.applySession(path, oid, manifest, previouslyRejected, loopbackOwner);
       }
     }
     for (const path of deleted) {
@@ -393,6 +397,7 @@ export class Follower {
     oid: string,
     manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
     previouslyRejected: Set<string>,
+    loopbackOwner: (address: string) => string | undefined,
   ): void {
     const existing = this.index.byName(manifest.name);
     const input = manifest.spec;
@@ -408,7 +413,7 @@ export class Follower {
       input,
       router.spec,
       set.policyFor(input.router),
-      { routers: this.index.routerValues(), sessions: this.index.neighbours(input) },
+      { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbackOwner },
       '/spec',
     );
     if (addressing.length > 0) {

@@ -23,7 +23,7 @@ import { Branch, type FileWrite } from './branch.ts';
 import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { gcAuto } from './housekeeping.ts';
-import type { GitContext } from './objects.ts';
+import { closeObjects, type GitContext } from './objects.ts';
 import { ObservationFile, routerState } from './observations.ts';
 import { ParseCache } from './parse-cache.ts';
 import { Journal, takeOver, type InstanceLock } from './recovery.ts';
@@ -191,6 +191,7 @@ export class GitStore extends StoreCore {
       await this.flushObservations();
       await this.saveCache();
     } finally {
+      await closeObjects(this.ctx);
       await this.instanceLock?.release();
     }
   }

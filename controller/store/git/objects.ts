@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { deflateSync, inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
 import { gitFs } from '../../git-fs.ts';
+import { PackReader, type GitObject, type ObjectType } from './pack.ts';
 
 export interface GitContext {
   gitdir: string;
@@ -60,12 +61,30 @@ export function writeText(ctx: GitContext, text: string): Promise<string> {
   return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
 }
 
+/** Each repository's pack reader (pack.ts), by context; closed with closeObjects. */
+const packReaders = new WeakMap<GitContext, PackReader>();
+
+function packs(ctx: GitContext): PackReader {
+  let reader = packReaders.get(ctx);
+  if (!reader) packReaders.set(ctx, (reader = new PackReader(ctx.gitdir)));
+  return reader;
+}
+
+/** Close the files the context's pack reader holds open (a store's close). */
+export async function closeObjects(ctx: GitContext): Promise<void> {
+  await packReaders.get(ctx)?.close();
+  packReaders.delete(ctx);
+}
+
 /**
- * A blob's text. Loose objects (everything the store wrote itself) are read and inflated here directly,
- * one read and native zlib instead of isomorphic-git's stat + read + JavaScript inflate; packed objects
- * (pushed or fetched) go through isomorphic-git.
+ * An object's type and content: from a pack already known (pack.ts), else its loose file (everything
+ * the store wrote itself, one read and native zlib), else a pack added since, else isomorphic-git
+ * (packs pack.ts does not read).
  */
-export async function readText(ctx: GitContext, oid: string): Promise<string> {
+async function readObject(ctx: GitContext, oid: string): Promise<GitObject> {
+  const reader = packs(ctx);
+  const known = await reader.read(oid, false);
+  if (known) return known;
   let compressed: Buffer | undefined;
   try {
     compressed = await readFile(join(ctx.gitdir, 'objects', oid.slice(0, 2), oid.slice(2)));
@@ -76,12 +95,60 @@ export async function readText(ctx: GitContext, oid: string): Promise<string> {
     const raw = inflateSync(compressed);
     const nul = raw.indexOf(0);
     const [type, size] = raw.subarray(0, nul).toString('latin1').split(' ');
-    if (type !== 'blob' || Number(size) !== raw.length - nul - 1)
-      throw new Error(`object ${oid} is not a valid blob`);
-    return raw.subarray(nul + 1).toString('utf8');
+    if (!type || !['commit', 'tree', 'blob', 'tag'].includes(type) || Number(size) !== raw.length - nul - 1)
+      throw new Error(`object ${oid} is not a valid git object`);
+    return { type: type as ObjectType, content: raw.subarray(nul + 1) };
   }
-  const { blob } = await git.readBlob({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
-  return Buffer.from(blob).toString('utf8');
+  const packed = await reader.read(oid);
+  if (packed) return packed;
+  const { type, object } = await git.readObject({
+    fs: gitFs,
+    gitdir: ctx.gitdir,
+    oid,
+    format: 'content',
+    cache: ctx.cache,
+  });
+  // with format 'content' isomorphic-git answers one of git's four object types
+  return { type: type as ObjectType, content: Buffer.from(object as Uint8Array) };
+}
+
+async function readTyped(ctx: GitContext, oid: string, type: ObjectType): Promise<Buffer> {
+  const object = await readObject(ctx, oid);
+  if (object.type !== type) throw new Error(`object ${oid} is a ${object.type}, not a ${type}`);
+  return object.content;
+}
+
+/** A blob's text. */
+export async function readText(ctx: GitContext, oid: string): Promise<string> {
+  return (await readTyped(ctx, oid, 'blob')).toString('utf8');
+}
+
+/** The tree of a commit: its first line, `tree <id>`. */
+export async function readCommitTree(ctx: GitContext, oid: string): Promise<string> {
+  const content = await readTyped(ctx, oid, 'commit');
+  const match = /^tree ([0-9a-f]{40})\n/.exec(content.toString('latin1', 0, 46));
+  if (!match) throw new Error(`commit ${oid} has no tree`);
+  return match[1] as string;
+}
+
+/** A tree's entries as git stores them: `<mode> <name>\0<20-byte id>` each. */
+export async function readTree(ctx: GitContext, oid: string): Promise<TreeEntry[]> {
+  const content = await readTyped(ctx, oid, 'tree');
+  const entries: TreeEntry[] = [];
+  let pos = 0;
+  while (pos < content.length) {
+    const space = content.indexOf(0x20, pos);
+    const nul = content.indexOf(0, space);
+    if (space < 0 || nul < 0 || nul + 21 > content.length) throw new Error(`tree ${oid} is damaged`);
+    const mode = content.toString('latin1', pos, space);
+    const name = content.toString('utf8', space + 1, nul);
+    const id = content.toString('hex', nul + 1, nul + 21);
+    pos = nul + 21;
+    // directories and files; submodules (160000) are neither and are left out, as the store ignores them
+    if (mode === '40000' || mode === '040000') entries.push({ type: 'tree', name, oid: id });
+    else if (mode !== '160000') entries.push({ type: 'blob', name, oid: id });
+  }
+  return entries;
 }
 
 /** Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". */

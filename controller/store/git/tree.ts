@@ -4,9 +4,7 @@
  * update simply drops the new mirror. Also the diff between the mirror and another commit's tree, which
  * reads only the subtrees whose ids differ.
  */
-import { gitFs } from '../../git-fs.ts';
-import git from 'isomorphic-git';
-import { writeTree, type GitContext, type TreeEntry } from './objects.ts';
+import { readTree, writeTree, type GitContext, type TreeEntry } from './objects.ts';
 
 export interface FileNode {
   type: 'blob';
@@ -114,18 +112,17 @@ export async function diffTree(
   };
   const walk = async (before: DirNode, oid: string, prefix: string): Promise<DirNode> => {
     if (before.oid === oid) return before;
-    const { tree } = await git.readTree({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
     const entries = new Map<string, FileNode | DirNode>();
-    for (const entry of tree) {
-      const prev = before.entries.get(entry.path);
-      const path = `${prefix}${entry.path}`;
+    for (const entry of await readTree(ctx, oid)) {
+      const prev = before.entries.get(entry.name);
+      const path = `${prefix}${entry.name}`;
       if (entry.type === 'tree') {
         if (prev?.type === 'blob') changes.push({ path, oid: undefined });
-        entries.set(entry.path, await walk(prev?.type === 'tree' ? prev : EMPTY_DIR, entry.oid, `${path}/`));
-      } else if (entry.type === 'blob') {
+        entries.set(entry.name, await walk(prev?.type === 'tree' ? prev : EMPTY_DIR, entry.oid, `${path}/`));
+      } else {
         if (prev?.type === 'tree') removedAll(prev, `${path}/`);
         if (prev?.type !== 'blob' || prev.oid !== entry.oid) changes.push({ path, oid: entry.oid });
-        entries.set(entry.path, { type: 'blob', oid: entry.oid });
+        entries.set(entry.name, { type: 'blob', oid: entry.oid });
       }
     }
     for (const [name, node] of before.entries) {
