@@ -467,15 +467,17 @@ async function measureScale(dir: string, creates: number): Promise<void> {
       rssPeak = Math.max(rssPeak, process.memoryUsage.rss());
     }
   })();
+  // ASNs and addresses of a random block, so runs on a kept fixture (--generate-scale) do not clash
+  const block = Math.floor(Math.random() * 0xffff);
   for (let i = 0; i < creates; i++) {
-    const asn = 64512 + i;
+    const asn = 4200000000 + block * 1000 + i;
     const router = routers[Math.floor(Math.random() * routers.length)] as string;
     const t = performance.now();
     await store.createSession(
       {
         asn,
         router,
-        ipv6: `fd42:ffff:${i.toString(16)}::1`,
+        ipv6: `fd42:ffff:${block.toString(16)}:${i.toString(16)}::1`,
         linkLocal: 'fe80::3',
         publicKey: canonicalKey(),
         mtu: 1420,

@@ -444,12 +444,16 @@ export class Follower {
       }
     }
     const file = this.statusFiles.get(manifest.name);
-    const spec: SessionSpec = {
-      ...input,
-      uuid: input.uuid ?? existing?.spec.uuid ?? file?.uuid ?? randomUUID(),
-      listenPort,
-      createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
-    };
+    // a complete manifest (every one the store wrote) is stored as parsed, not copied
+    const spec: SessionSpec =
+      input.uuid !== undefined && input.listenPort !== undefined && input.createdAt !== undefined
+        ? (input as SessionSpec)
+        : {
+            ...input,
+            uuid: input.uuid ?? existing?.spec.uuid ?? file?.uuid ?? randomUUID(),
+            listenPort,
+            createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
+          };
     if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name, false);
     if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
       this.incompleteSpecs.add(manifest.name);

@@ -77,6 +77,7 @@ export class GitStore extends StoreCore {
   private readonly stopHousekeeping = new AbortController();
   private housekeeping: Promise<void> | undefined;
   private housekeepingUnavailable = false;
+  private observationSave: Promise<void> = Promise.resolve();
   private syncQueued = false;
   private remote: RemoteSync | undefined;
   /** The running remote cycle; a request meanwhile runs one more after it. */
@@ -361,9 +362,16 @@ export class GitStore extends StoreCore {
 
   /**
    * Commit the mesh keys that changed since the last flush (one commit on the status ref), then write the
-   * observations to the observation file (observations.ts), if any arrived.
+   * observations to the observation file (observations.ts), if any arrived. The file is written outside
+   * the write queue: it is no part of the repository, and with 100,000 sessions writing it (15 MiB,
+   * fsynced) took long enough to hold up every create queued behind it.
    */
-  flushObservations(): Promise<void> {
+  async flushObservations(): Promise<void> {
+    if (await this.commitMeshKeys()) await this.saveObservations();
+  }
+
+  /** The mesh-key commit of flushObservations; true when the observation file must be written. */
+  private commitMeshKeys(): Promise<boolean> {
     return this.commits.serialised(async () => {
       const dirty = this.follower.dirtyRouters;
       const routers = [...dirty];
@@ -383,17 +391,26 @@ export class GitStore extends StoreCore {
           throw err;
         }
       }
-      if (!this.index.hasUnflushed() && !this.follower.observationsMoved) return;
+      if (!this.index.hasUnflushed() && !this.follower.observationsMoved) return false;
       this.index.allFlushed();
       this.follower.observationsMoved = false;
-      try {
-        await this.observations.saveFrom(this.index);
-      } catch (err) {
+      return true;
+    });
+  }
+
+  /** One write of the observation file at a time, in the order asked: the last holds the newest. */
+  private saveObservations(): Promise<void> {
+    const save = this.observationSave
+      .catch(() => {})
+      .then(() => this.observations.saveFrom(this.index))
+      .catch((err: unknown) => {
+        // saveFrom writes every observation: the next flush writes them all again
         this.follower.observationsMoved = true;
         this.log.error({ err }, 'store: writing observations failed; kept for the next flush');
         throw err;
-      }
-    });
+      });
+    this.observationSave = save;
+    return save;
   }
 
   /** At start: the observations of the last flush, over what the status ref holds. */
