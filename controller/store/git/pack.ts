@@ -2,8 +2,8 @@
  * Reading objects from the repository's packs (version 2 indexes; what `git gc`, a push and
  * `git fast-import` write) with native zlib. isomorphic-git reads a packed object in about 2.5 ms: per
  * object it first fails to open the loose file, looks for the git directory, and inflates in JavaScript
- * with a fresh window; a start that reads the 2,000 trees of 1,000 routers, or every blob of 100,000
- * sessions without a parse cache, took seconds to minutes that way. Here a pack's index is read once,
+ * with a fresh window, and a cold start reads every tree (2,000 with 1,000 routers) from the pack
+ * (docs/decisions.md). Here a pack's index is read once,
  * an object's bytes are read at its offset (up to the next object's) and inflated natively, and deltas
  * are applied from a small cache of recent bases. Anything this reader does not handle (an index of
  * another version) is left to isomorphic-git (objects.ts).
