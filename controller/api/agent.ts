@@ -5,7 +5,6 @@
  */
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import { Negotiator } from '@fastify/accept-negotiator';
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import {
@@ -39,6 +38,7 @@ import type { Router, Store } from '../store/store.ts';
 import { counter } from '../metrics.ts';
 import { statusRecord } from './actions.ts';
 import { requireAgent } from './auth.ts';
+import { acceptsGzip } from './encoding.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
@@ -60,9 +60,6 @@ const longPollWakeups = counter({
   help: 'Waiting agent long polls woken by a change to their sessions, by whether the answer changed',
   labelNames: ['answer'] as const,
 });
-
-/** Agents (Node's fetch) send `Accept-Encoding: gzip, deflate`; q-values and `*` are honoured. */
-const encodings = new Negotiator({ supportedValues: ['gzip', 'identity'] });
 
 export interface AgentRouteOptions {
   store: Store;
@@ -209,8 +206,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           shutdown.removeEventListener('abort', release);
         }
       }
-      const accept = request.headers['accept-encoding'];
-      const gzip = accept !== undefined && encodings.negotiate(accept) === 'gzip';
+      const gzip = acceptsGzip(request.headers['accept-encoding']);
       // The gzipped bytes are another representation of the same content: a weak tag of the same hash,
       // as RFC 9110 asks; If-None-Match compares weakly, so either form matches either representation.
       reply

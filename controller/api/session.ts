@@ -3,6 +3,7 @@
  * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
  * (common/rules); config's files are common/peer-config's.
  */
+import { gzipSync } from 'node:zlib';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
@@ -16,6 +17,7 @@ import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
+import { acceptsGzip } from './encoding.ts';
 import { SessionActionAnswer, SessionActions } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
@@ -49,6 +51,8 @@ async function assertRouteObjects(
 interface ListView {
   revision: number;
   body: Buffer;
+  /** The body gzipped, made when a client first asks for it: about a fifth of the bytes. */
+  gzip?: Buffer;
 }
 
 /** Lists kept: one per ASN that asked lately (the admins' one among them), the least recent dropped. */
@@ -67,7 +71,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
    * The list answer's bytes: rebuilt when the caller's sessions (live fields included), a router's spec
    * or a policy changed, as the store's change feed tells; most users ask far more often than that.
    */
-  function listBody(identity: Identity): Buffer {
+  function listView(identity: Identity): ListView {
     const admin = identity.role === 'admin';
     const key = admin ? 'admin' : `AS${identity.asn}`;
     const revision = Math.max(
@@ -79,7 +83,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
     lists.delete(key); // re-inserted last: the Map's order is the recency
     if (cached && cached.revision === revision) {
       lists.set(key, cached);
-      return cached.body;
+      return cached;
     }
     const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
       .filter((s) => owns(identity, s))
@@ -87,10 +91,10 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         (a, b) =>
           (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') || a.name.localeCompare(b.name),
       );
-    const body = Buffer.from(JSON.stringify({ sessions: sessions.map(view) }));
-    lists.set(key, { revision, body });
+    const built: ListView = { revision, body: Buffer.from(JSON.stringify({ sessions: sessions.map(view) })) };
+    lists.set(key, built);
     if (lists.size > LIST_CACHE_SIZE) lists.delete(lists.keys().next().value as string);
-    return body;
+    return built;
   }
 
   app.post(
@@ -112,9 +116,14 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
-        case 'list':
+        case 'list': {
           // bytes built from the same records the schema describes (SessionListResponse)
-          return reply.type('application/json; charset=utf-8').send(listBody(identity) as never);
+          const list = listView(identity);
+          reply.type('application/json; charset=utf-8').header('vary', 'accept-encoding');
+          if (!acceptsGzip(request.headers['accept-encoding'])) return reply.send(list.body as never);
+          list.gzip ??= gzipSync(list.body);
+          return reply.header('content-encoding', 'gzip').send(list.gzip as never);
+        }
         case 'create': {
           // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
           // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).

@@ -4,6 +4,7 @@
  * and leave the other ASN's answer as it was. Each answer is also compared with the records built afresh
  * from the store.
  */
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mergedPolicy } from '../../common/rules/index.ts';
 import { sessionRecord } from '../../controller/api/views.ts';
@@ -163,5 +164,21 @@ describe('the user session list', () => {
     const second = await expectOk(h.post('/session', h.user, { action: 'list' }));
     expect(second.body).toBe(first.body);
     expect(second.headers['content-type']).toBe('application/json; charset=utf-8');
+    // gzipped for a client that takes it, the same content
+    const gzipped = await expectOk(
+      h.app.inject({
+        method: 'POST',
+        url: '/session',
+        headers: {
+          authorization: `Bearer ${h.user}`,
+          'content-type': 'application/json',
+          'accept-encoding': 'gzip',
+        },
+        payload: JSON.stringify({ action: 'list' }),
+      }),
+    );
+    expect(gzipped.headers['content-encoding']).toBe('gzip');
+    expect(gzipped.headers.vary).toContain('accept-encoding');
+    expect(gunzipSync(gzipped.rawPayload).toString()).toBe(first.body);
   });
 });
