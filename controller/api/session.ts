@@ -3,7 +3,6 @@
  * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
  * (common/rules); config's files are common/peer-config's.
  */
-import { gzipSync } from 'node:zlib';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
@@ -17,7 +16,7 @@ import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
-import { acceptsGzip } from './encoding.ts';
+import { EncodedAnswers, sendEncoded, type EncodedAnswer } from './encoding.ts';
 import { SessionActionAnswer, SessionActions } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
@@ -47,14 +46,6 @@ async function assertRouteObjects(
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
-/** A caller's session list, encoded once per revision of what it shows. */
-interface ListView {
-  revision: number;
-  body: Buffer;
-  /** The body gzipped, made when a client first asks for it: about a fifth of the bytes. */
-  gzip?: Buffer;
-}
-
 /** Lists kept: one per ASN that asked lately (the admins' one among them), the least recent dropped. */
 const LIST_CACHE_SIZE = 1024;
 
@@ -65,36 +56,28 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
   const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
     sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
-  const lists = new Map<string, ListView>();
+  const lists = new EncodedAnswers(LIST_CACHE_SIZE);
 
   /**
-   * The list answer's bytes: rebuilt when the caller's sessions (live fields included), a router's spec
+   * The list answer, encoded: rebuilt when the caller's sessions (live fields included), a router's spec
    * or a policy changed, as the store's change feed tells; most users ask far more often than that.
    */
-  function listView(identity: Identity): ListView {
+  function listAnswer(identity: Identity): EncodedAnswer {
     const admin = identity.role === 'admin';
-    const key = admin ? 'admin' : `AS${identity.asn}`;
     const revision = Math.max(
       store.revision(admin ? topics.allSessions : topics.asnSessions(identity.asn)),
       store.revision(topics.routers),
       store.revision(topics.policies),
     );
-    const cached = lists.get(key);
-    lists.delete(key); // re-inserted last: the Map's order is the recency
-    if (cached && cached.revision === revision) {
-      lists.set(key, cached);
-      return cached;
-    }
-    const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
-      .filter((s) => owns(identity, s))
-      .sort(
-        (a, b) =>
-          (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') || a.name.localeCompare(b.name),
-      );
-    const built: ListView = { revision, body: Buffer.from(JSON.stringify({ sessions: sessions.map(view) })) };
-    lists.set(key, built);
-    if (lists.size > LIST_CACHE_SIZE) lists.delete(lists.keys().next().value as string);
-    return built;
+    return lists.get(admin ? 'admin' : `AS${identity.asn}`, revision, () => {
+      const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
+        .filter((s) => owns(identity, s))
+        .sort(
+          (a, b) =>
+            (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') || a.name.localeCompare(b.name),
+        );
+      return { sessions: sessions.map(view) };
+    });
   }
 
   app.post(
@@ -116,14 +99,9 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
-        case 'list': {
+        case 'list':
           // bytes built from the same records the schema describes (SessionListResponse)
-          const list = listView(identity);
-          reply.type('application/json; charset=utf-8').header('vary', 'accept-encoding');
-          if (!acceptsGzip(request.headers['accept-encoding'])) return reply.send(list.body as never);
-          list.gzip ??= gzipSync(list.body);
-          return reply.header('content-encoding', 'gzip').send(list.gzip as never);
-        }
+          return sendEncoded(reply, request.headers['accept-encoding'], listAnswer(identity));
         case 'create': {
           // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
           // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).

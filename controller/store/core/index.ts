@@ -178,9 +178,9 @@ export class StoreIndex {
     if (!current) return;
     const next = deepFreeze(this.withPatch(name, status));
     this.routers.set(name, Object.freeze({ ...current, status: next }));
-    // only the mesh lists show a router's status, and no one waits on those (docs/api.md, long polls)
+    // only the mesh lists show it, and no long poll waits on those (docs/api.md)
     if (next.meshPublicKey !== current.status.meshPublicKey)
-      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, [topics.meshKeys]);
   }
 
   private withPatch(name: string, status: RouterStatus): RouterStatus {
@@ -276,8 +276,8 @@ export class StoreIndex {
     this.routers.set(name, Object.freeze({ ...current, status }));
     if (status.meshPublicKey !== current.status.meshPublicKey) {
       this.onMeshKeyChange?.(name);
-      // only the mesh lists show it, and no one waits on those (docs/api.md, long polls)
-      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
+      // only the mesh lists show it, and no long poll waits on those (docs/api.md)
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, [topics.meshKeys]);
     }
     return true;
   }
