@@ -393,6 +393,7 @@ describe('configuration for the agent', () => {
       }),
     );
     expect((await birdConfig()).rpkiServers).toEqual([{ host: 'rpki2.example.net', port: 8282 }]);
+    // asked again: gzipped
     const zipped = await expectOk(h.get('/agent/fra1/mesh', fraToken, { 'accept-encoding': 'gzip' }));
     expect(zipped.headers['content-encoding']).toBe('gzip');
     expect(JSON.parse(gunzipSync(zipped.rawPayload).toString()).peers).toEqual(await mesh());
