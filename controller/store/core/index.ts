@@ -165,9 +165,12 @@ export class StoreIndex {
     const base = status ?? current?.status ?? this.storedStatus.get(name) ?? {};
     const router = deepFreeze({ name, spec, status: this.withPatch(name, base) });
     this.routers.set(name, router);
-    // a status read back from storage changes no answer that shows routers
-    const changed = !current || !isDeepStrictEqual(current.spec, spec);
-    this.feed.publish({ kind: 'Router', name, type: 'put' }, changed ? [topics.routers] : []);
+    // of a status read back from storage (another replica's heartbeat), only a mesh key is shown
+    const changed: Topic[] = [];
+    if (!current || !isDeepStrictEqual(current.spec, spec)) changed.push(topics.routers);
+    if (current && current.status.meshPublicKey !== router.status.meshPublicKey)
+      changed.push(topics.meshKeys);
+    this.feed.publish({ kind: 'Router', name, type: 'put' }, changed);
     return router;
   }
 
