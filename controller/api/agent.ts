@@ -38,7 +38,7 @@ import type { Router, Store } from '../store/store.ts';
 import { counter } from '../metrics.ts';
 import { statusRecord } from './actions.ts';
 import { requireAgent } from './auth.ts';
-import { acceptsGzip, EncodedAnswers, sendEncoded } from './encoding.ts';
+import { acceptsGzip } from './encoding.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
@@ -127,12 +127,6 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
   // reads the body.
   const agentOnly = [app.identifyAgent, app.rateLimit, requireAgent];
   const cache = new Map<string, SessionsView>();
-  // Every router's mesh list and BIRD config name every other router: a thousand routers asking after
-  // each pass would encode a million entries. Kept per router until the routers, their mesh keys or the
-  // policies change.
-  const meshes = new EncodedAnswers();
-  const birdConfigs = new EncodedAnswers();
-  const revisionOf = (...of: string[]) => Math.max(...of.map((topic) => store.revision(topic)));
 
   function sessionsView(router: string): SessionsView {
     const revision = store.revision(topics.routerSessions(router));
@@ -233,36 +227,29 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         operationId: 'agentBirdConfig',
         summary: 'Routing policy merged for the router',
         params: RouterParams,
-        // sent as bytes encoded once per revision of the routers and policies (and gzipped once)
-        response: { 200: Type.Unsafe<Buffer>(BirdConfigResponse) },
+        response: { 200: BirdConfigResponse },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const router = routerOf(request);
-      const revision = revisionOf(topics.routers, topics.policies);
-      const answer = birdConfigs.get(router.name, revision, () => birdConfig(router));
-      return sendEncoded(reply, request.headers['accept-encoding'], answer);
+      const policy = mergedPolicy(store, router.name);
+      return {
+        dn42Asn: networkAsn(policy),
+        rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
+        ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
+        importLimit: { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit },
+        communities: {
+          enabled: policy.communities?.enabled ?? true,
+          bandwidth: policy.communities?.bandwidth ?? 24,
+          crypto: policy.communities?.crypto ?? 33,
+          region: dn42RegionCode(router.spec.dn42Region),
+        },
+        routerId: routerId(router),
+        loopback: { ...router.spec.loopback },
+        ibgpPeers: ibgpPeers(store, router.name),
+      };
     },
   );
-
-  function birdConfig(router: Router) {
-    const policy = mergedPolicy(store, router.name);
-    return {
-      dn42Asn: networkAsn(policy),
-      rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
-      ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
-      importLimit: { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit },
-      communities: {
-        enabled: policy.communities?.enabled ?? true,
-        bandwidth: policy.communities?.bandwidth ?? 24,
-        crypto: policy.communities?.crypto ?? 33,
-        region: dn42RegionCode(router.spec.dn42Region),
-      },
-      routerId: routerId(router),
-      loopback: { ...router.spec.loopback },
-      ibgpPeers: ibgpPeers(store, router.name),
-    };
-  }
 
   app.get(
     '/agent/:router/mesh',
@@ -272,17 +259,10 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         operationId: 'agentMesh',
         summary: 'Mesh peers (routers with a known mesh key)',
         params: RouterParams,
-        // sent as bytes encoded once per revision of the routers and their mesh keys (and gzipped once)
-        response: { 200: Type.Unsafe<Buffer>(MeshResponse) },
+        response: { 200: MeshResponse },
       },
     },
-    async (request, reply) => {
-      const router = routerOf(request);
-      const answer = meshes.get(router.name, revisionOf(topics.routers, topics.meshKeys), () => ({
-        peers: meshPeers(store, router),
-      }));
-      return sendEncoded(reply, request.headers['accept-encoding'], answer);
-    },
+    async (request) => ({ peers: meshPeers(store, routerOf(request)) }),
   );
 
   app.get(

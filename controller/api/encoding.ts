@@ -1,7 +1,7 @@
 /**
- * Answers the controller keeps encoded (agent session lists, mesh lists and BIRD configs, users' session
- * lists): built once per revision of the change-feed topics they are made of, gzipped once for the
- * clients that take it, and content negotiation.
+ * Answers the controller keeps encoded (users' session lists): built once per revision of the change-feed
+ * topics they are made of, gzipped once for the clients that take it; and content negotiation (also of
+ * the agents' session lists).
  */
 import { gzipSync } from 'node:zlib';
 import { Negotiator } from '@fastify/accept-negotiator';
@@ -47,8 +47,8 @@ export class EncodedAnswers {
 
 /**
  * Sends an encoded answer as JSON, gzipped when the client takes it and the answer is sent a second time:
- * compressing costs two to five times what encoding did, which pays only for an answer sent again (when
- * a thousand agents connect at once, each router's mesh list changes before it is asked for twice).
+ * compressing costs two to five times what encoding did, which pays only for an answer sent again (a
+ * list asked for once between two changes is not worth it).
  * zlib's fastest level: the keys and addresses that make up most of these answers do not compress
  * further at higher levels.
  */

@@ -23,8 +23,6 @@ export const topics = {
   allSessions: 'sessions' as Topic,
   /** The routers and their specs (names and endpoints in users' answers), not their statuses. */
   routers: 'routers' as Topic,
-  /** The routers' mesh keys (in their statuses; the mesh lists show them with the routers' specs). */
-  meshKeys: 'mesh-keys' as Topic,
   /** The routing policies. */
   policies: 'policies' as Topic,
 };

@@ -8,10 +8,10 @@ import { topics } from '../../controller/store/change-feed.ts';
 import { routerSpec, wgKey } from './fixtures.ts';
 
 describe('the index publishes by topic', () => {
-  it('a router read back from storage: its spec to routers, a changed mesh key to meshKeys, nothing else', () => {
+  it('a router read back from storage: its spec to routers, a status (a mesh key) to nothing kept or waited on', () => {
     const index = new StoreIndex();
     const spec = routerSpec(1);
-    const watched = [topics.routers, topics.meshKeys, topics.routerSessions('fra1'), topics.policies];
+    const watched = [topics.routers, topics.routerSessions('fra1'), topics.policies, topics.allSessions];
     const revisions = () => Object.fromEntries(watched.map((t) => [t, index.feed.revision(t)]));
     const moved = (before: Record<string, number>) =>
       watched.filter((t) => index.feed.revision(t) !== before[t]);
@@ -23,7 +23,7 @@ describe('the index publishes by topic', () => {
     const key = wgKey();
     before = revisions();
     index.putRouter('fra1', { ...spec }, { meshPublicKey: key, uptime: 5 });
-    expect(moved(before)).toEqual([topics.meshKeys]);
+    expect(moved(before)).toEqual([]);
 
     before = revisions();
     index.putRouter('fra1', { ...spec }, { meshPublicKey: key, uptime: 6 });

@@ -165,12 +165,9 @@ export class StoreIndex {
     const base = status ?? current?.status ?? this.storedStatus.get(name) ?? {};
     const router = deepFreeze({ name, spec, status: this.withPatch(name, base) });
     this.routers.set(name, router);
-    // of a status read back from storage (another replica's heartbeat), only a mesh key is shown
-    const changed: Topic[] = [];
-    if (!current || !isDeepStrictEqual(current.spec, spec)) changed.push(topics.routers);
-    if (current && current.status.meshPublicKey !== router.status.meshPublicKey)
-      changed.push(topics.meshKeys);
-    this.feed.publish({ kind: 'Router', name, type: 'put' }, changed);
+    // a status read back from storage changes no answer kept or waited on (mesh lists are built per request)
+    const changed = !current || !isDeepStrictEqual(current.spec, spec);
+    this.feed.publish({ kind: 'Router', name, type: 'put' }, changed ? [topics.routers] : []);
     return router;
   }
 
@@ -181,9 +178,9 @@ export class StoreIndex {
     if (!current) return;
     const next = deepFreeze(this.withPatch(name, status));
     this.routers.set(name, Object.freeze({ ...current, status: next }));
-    // only the mesh lists show it, and no long poll waits on those (docs/api.md)
+    // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
     if (next.meshPublicKey !== current.status.meshPublicKey)
-      this.feed.publish({ kind: 'Router', name, type: 'put' }, [topics.meshKeys]);
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
   }
 
   private withPatch(name: string, status: RouterStatus): RouterStatus {
@@ -279,8 +276,8 @@ export class StoreIndex {
     this.routers.set(name, Object.freeze({ ...current, status }));
     if (status.meshPublicKey !== current.status.meshPublicKey) {
       this.onMeshKeyChange?.(name);
-      // only the mesh lists show it, and no long poll waits on those (docs/api.md)
-      this.feed.publish({ kind: 'Router', name, type: 'put' }, [topics.meshKeys]);
+      // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
     }
     return true;
   }
