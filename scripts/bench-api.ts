@@ -35,28 +35,50 @@ import { execFile, execFileSync, fork, type ChildProcess } from 'node:child_proc
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 
-const { values } = parseArgs({
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
     serve: { type: 'string' },
     data: { type: 'string' },
-    duration: { type: 'string', default: '3' },
+    probe: { type: 'string' },
+    duration: { type: 'string' },
     rounds: { type: 'string', default: '5' },
     connections: { type: 'string', default: '32' },
-    routers: { type: 'string', default: '100' },
-    sessions: { type: 'string', default: '100' },
+    routers: { type: 'string' },
+    sessions: { type: 'string' },
     'no-halt-poll': { type: 'boolean', default: false },
   },
 });
+/** `agents` (the default), `user-list` or `storm`: see the header. */
+const scenario = positionals[0] ?? 'agents';
+const SCENARIOS = ['agents', 'user-list', 'storm'];
+/** Per scenario: routers, sessions per router, seconds (of each measurement; of the whole storm). */
+const SIZES: Record<string, [number, number, number]> = {
+  agents: [100, 100, 3],
+  'user-list': [100, 100, 3],
+  storm: [1000, 10, 90],
+};
+const [defaultRouters, defaultSessions, defaultSeconds] = SIZES[scenario] ?? [100, 100, 3];
+const size = {
+  routers: Number(values.routers ?? defaultRouters),
+  perRouter: Number(values.sessions ?? defaultSessions),
+  seconds: Number(values.duration ?? defaultSeconds),
+};
 
 const execFileAsync = promisify(execFile);
 const ADMIN_ASN = 4242420000;
+/** The fixture's session s of every router belongs to FIXTURE_ASN + s. */
+const FIXTURE_ASN = 4242421000;
 /** What Node's fetch, and so the agent, sends. */
 const AGENT_ACCEPT_ENCODING = 'gzip, deflate';
 /** The reference row's added work per request, in µs. */
@@ -84,6 +106,15 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     app.get('/list', async (_req, reply) =>
       reply.type('application/json').header('content-encoding', 'gzip').send(list),
     );
+    // A user's session list as a static body, for `user-list`: what its bytes alone cost the server.
+    if (process.env.BENCH_USER_LIST_FILE) {
+      const userList = await readFile(process.env.BENCH_USER_LIST_FILE);
+      const encoding = process.env.BENCH_USER_LIST_ENCODING;
+      app.post('/user-list', async (_req, reply) => {
+        if (encoding) reply.header('content-encoding', encoding);
+        return reply.type('application/json').send(userList);
+      });
+    }
   } else {
     const { buildApp } = await import('../controller/app.ts');
     const { loadConfig } = await import('../controller/config.ts');
@@ -109,6 +140,15 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     );
   }
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  // The event loop's delays, asked for by the storm: a stall of the controller itself, told apart from
+  // the load generator's own (both run on one shared machine).
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  process.on('message', (m: string) => {
+    if (m !== 'event-loop') return;
+    process.send?.({ loopMaxMs: loop.max / 1e6, loopP99Ms: loop.percentile(99) / 1e6 });
+    loop.reset();
+  });
   process.send?.({ address });
 }
 
@@ -157,7 +197,7 @@ async function buildFixture(routers: number, perRouter: number): Promise<Fixture
       }),
     ]);
     for (let s = 1; s <= perRouter; s++) {
-      const asn = 4242421000 + s;
+      const asn = FIXTURE_ASN + s;
       files.push([
         sessionPath(name, asn),
         renderManifest('PeeringSession', `as${asn}-${name}`, {
@@ -212,7 +252,10 @@ function startServer(kind: string, data?: string, env: Record<string, string> = 
     },
   );
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${kind} server did not start in 120 s`)), 120_000);
+    const timer = setTimeout(() => {
+      child.kill();
+      reject(new Error(`${kind} server did not start in 600 s`));
+    }, 600_000);
     child.once('message', (m: { address: string }) => {
       clearTimeout(timer);
       // Every thread of the server (event loop, GC helpers, libuv pool) on CPU 0.
@@ -326,7 +369,7 @@ async function measure({ server, requests }: Load, warmUp: boolean): Promise<Fig
   try {
     if (warmUp) wrk(2); // JIT, connections: not measured
     const before = cpuTicks(server.child.pid as number);
-    const out = wrk(Number(values.duration));
+    const out = wrk(size.seconds);
     const ticks = cpuTicks(server.child.pid as number) - before;
     const line = out.split('\n').find((l) => l.startsWith('{"requests"'));
     if (!line) throw new Error(`wrk printed no figures:\n${out}`);
@@ -342,6 +385,8 @@ async function measure({ server, requests }: Load, warmUp: boolean): Promise<Fig
     await rm(script, { force: true });
   }
 }
+
+const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -500,33 +545,52 @@ function enableHaltPolling(): (() => void) | undefined {
 }
 
 async function bench(): Promise<void> {
-  ensureWrk();
-  const restoreHaltPolling = values['no-halt-poll'] ? undefined : enableHaltPolling();
-  try {
-    await measureAll();
-  } finally {
-    restoreHaltPolling?.();
+  if (!SCENARIOS.includes(scenario))
+    throw new Error(`unknown scenario ${scenario}: one of ${SCENARIOS.join(', ')}`);
+  const load = () =>
+    `load average ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`;
+  console.log(
+    `bench:api ${scenario}, ${new Date().toISOString()}, ${availableParallelism()} CPUs, ${load()} at start`,
+  );
+  if (scenario === 'storm') await storm();
+  else {
+    ensureWrk();
+    const restoreHaltPolling = values['no-halt-poll'] ? undefined : enableHaltPolling();
+    try {
+      await (scenario === 'user-list' ? userList() : measureAll());
+    } finally {
+      restoreHaltPolling?.();
+    }
   }
+  console.log(`${load()} at the end`);
+}
+
+/**
+ * The fixture is written straight into git, without the status file a controller keeps for each
+ * session: a first start writes those 10 000 files. A controller restarted on its own store is what
+ * runs in production: one start completes the fixture, a second process is measured
+ * (docs/benchmarks.md, "Git writes and the HTTP path", says why this once mattered).
+ */
+async function startOnFixture(fixture: Fixture): Promise<Server> {
+  let t = Date.now();
+  await stopServers([await startServer('controller', fixture.data)]);
+  console.log(`first start completed the fixture in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  t = Date.now();
+  const controller = await startServer('controller', fixture.data);
+  console.log(`controller loaded the store in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  return controller;
 }
 
 async function measureAll(): Promise<void> {
-  const routers = Number(values.routers);
-  const perRouter = Number(values.sessions);
+  const { routers, perRouter } = size;
   console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
   const fixture = await buildFixture(routers, perRouter);
   let hello: Server | undefined;
   let controller: Server | undefined;
   try {
-    // The fixture is written straight into git, without the status file a controller keeps for each
-    // session: a first start writes those 10 000 files. A controller restarted on its own store is what
-    // runs in production: one start completes the fixture, a second process is measured
-    // (docs/benchmarks.md, "Git writes and the HTTP path", says why this once mattered).
-    let t = Date.now();
-    await stopServers([await startServer('controller', fixture.data)]);
-    console.log(`first start completed the fixture in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-    t = Date.now();
-    controller = await startServer('controller', fixture.data);
-    console.log(`controller loaded the store in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    controller = await startOnFixture(fixture);
     const names = [...fixture.tokens.keys()];
     // One router's session list as the agent receives it becomes the hello server's static body.
     const sample = await fetch(`${controller.url}/agent/${names[0]}/sessions`, {
@@ -593,7 +657,7 @@ async function measureAll(): Promise<void> {
     console.log(
       `session list: ${(listBody.length / 1024).toFixed(0)} KiB, ${(gzipBytes.length / 1024).toFixed(1)} KiB gzipped (what agents receive)`,
     );
-    console.log(`${rounds} rounds of ${loads.length} measurements, ${values.duration} s each …`);
+    console.log(`${rounds} rounds of ${loads.length} measurements, ${size.seconds} s each …`);
     const results = new Map<Load, Figures[]>(loads.map((l) => [l, []]));
     for (let round = 0; round < rounds; round++)
       for (const l of loads) results.get(l)?.push(await measure(l, round === 0));
@@ -648,7 +712,6 @@ async function measureAll(): Promise<void> {
       `  heartbeats meanwhile (${scrape.heartbeatMs.length}, one at a time): p50 ${percentile(scrape.heartbeatMs, 50).toFixed(1)} ms, ` +
         `p99 ${percentile(scrape.heartbeatMs, 99).toFixed(1)} ms, max ${percentile(scrape.heartbeatMs, 100).toFixed(1)} ms`,
     );
-    const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
     console.log('\ntargets (each endpoint against the bare hello-world of its own method, see the header):');
     for (const [l, base, alike] of [
       [sessions, ceiling, listCeiling],
@@ -668,6 +731,306 @@ async function measureAll(): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------- scenario user-list
+
+/**
+ * `POST /session` action list as users send it, one ASN after the other: in the fixture each ASN has one
+ * session on every router (100 at the default size, a 65 KiB answer). Target: ≤ 100 µs of the
+ * controller's CPU per request, best round.
+ */
+async function userList(): Promise<void> {
+  const { routers, perRouter } = size;
+  console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
+  const fixture = await buildFixture(routers, perRouter);
+  let controller: Server | undefined;
+  let hello: Server | undefined;
+  try {
+    controller = await startOnFixture(fixture);
+    const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
+    const issuer = await TokenIssuer.fromFile(defaultKeyPath(fixture.data));
+    const requests: LoadRequest[] = Array.from({ length: perRouter }, (_, i) => ({
+      method: 'POST',
+      path: '/session',
+      headers: {
+        authorization: `Bearer ${issuer.issueToken(FIXTURE_ASN + 1 + i, 'user').token}`,
+        'content-type': 'application/json',
+        'accept-encoding': 'gzip, deflate, br',
+      },
+      body: JSON.stringify({ action: 'list' }),
+    }));
+    // asked twice: the controller gzips a kept list from its second sending on, as under the load
+    const ask = () =>
+      fetch(`${controller?.url}/session`, {
+        method: 'POST',
+        headers: requests[0]?.headers,
+        body: requests[0]?.body ?? null,
+      });
+    await (await ask()).arrayBuffer();
+    const sample = await ask();
+    const body = Buffer.from(await sample.arrayBuffer());
+    const answer = JSON.parse(body.toString()) as { sessions: unknown[] };
+    console.log(
+      `one ASN's list: ${answer.sessions.length} sessions, ${(body.length / 1024).toFixed(0)} KiB; ${perRouter} ASNs in turn`,
+    );
+    // the static body as the controller sent it (fetch decompressed it)
+    const gzipped = sample.headers.get('content-encoding') === 'gzip';
+    const listFile = join(fixture.data, 'sample-user-list.json');
+    await writeFile(listFile, gzipped ? gzipSync(body) : body);
+    console.log(gzipped ? `sent gzipped: ${(gzipSync(body).length / 1024).toFixed(1)} KiB` : 'sent as it is');
+    hello = await startServer('hello', undefined, {
+      BENCH_BODY_FILE: listFile,
+      BENCH_USER_LIST_FILE: listFile,
+      ...(gzipped ? { BENCH_USER_LIST_ENCODING: 'gzip' } : {}),
+    });
+    const loads: Load[] = [
+      {
+        name: 'hello-world POST, the list static',
+        server: hello,
+        requests: [{ ...(requests[0] as LoadRequest), path: '/user-list' }],
+      },
+      { name: 'POST /session list', server: controller, requests },
+    ];
+    const rounds = Number(values.rounds);
+    console.log(`${rounds} rounds of ${loads.length} measurements, ${size.seconds} s each …`);
+    const results = new Map<Load, Figures[]>(loads.map((l) => [l, []]));
+    for (let round = 0; round < rounds; round++)
+      for (const l of loads) results.get(l)?.push(await measure(l, round === 0));
+    const bestCpu = new Map<Load, number>();
+    for (const l of loads) {
+      const figures = results.get(l) as Figures[];
+      const sorted = (key: keyof Figures) => figures.map((f) => f[key]).sort((a, b) => a - b);
+      const cpu = sorted('cpuUs');
+      bestCpu.set(l, cpu[0] ?? Infinity);
+      console.log(
+        `${l.name.padEnd(36)} CPU µs/req best ${cpu[0]?.toFixed(1)}, median ${percentile(cpu, 50).toFixed(1)} ` +
+          `(rounds ${figures.map((f) => f.cpuUs.toFixed(1)).join(' ')}); ` +
+          `req/s best ${Math.max(...figures.map((f) => f.rps)).toFixed(0)}; p99 median ${percentile(sorted('p99'), 50).toFixed(2)} ms; ` +
+          `errors ${figures.reduce((n, f) => n + f.errors, 0)}`,
+      );
+    }
+    const cpu = bestCpu.get(loads[1] as Load) ?? Infinity;
+    console.log(
+      `\ntargets:\n  CPU per request ≤ 100 µs (best round): ${verdict(cpu <= 100)} ` +
+        `(${cpu.toFixed(1)} µs; the static body's ${bestCpu.get(loads[0] as Load)?.toFixed(1)} µs in the same run)`,
+    );
+  } finally {
+    await stopServers([hello, controller]);
+    await rm(fixture.data, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------- scenario storm
+
+/** docs/agent.md: controlPlane.heartbeatInterval and metricInterval; agent/agent.ts: the long poll's wait. */
+const HEARTBEAT_S = 30;
+const REPORT_S = 60;
+const LONG_POLL_S = 55;
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** HTTP/1.1 keep-alive over node:http: lighter than fetch for thousands of open requests. */
+function httpClient(base: string) {
+  const agent = new HttpAgent({ keepAlive: true, maxSockets: Infinity });
+  const url = new URL(base);
+  const call = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+    new Promise<Answer>((resolve, reject) => {
+      const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers, agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const raw = Buffer.concat(chunks);
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw,
+          });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  return { call, close: () => agent.destroy() };
+}
+
+/** Forked: GET /health every 50 ms for `seconds`; sends its latencies (ms) to the parent. */
+async function probeHealth(url: string, seconds: number): Promise<void> {
+  const client = httpClient(url);
+  const ms: number[] = [];
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) {
+    const t = performance.now();
+    const res = await client.call('GET', '/health', {});
+    if (res.status !== 200) throw new Error(`/health answered ${res.status}`);
+    const took = performance.now() - t;
+    ms.push(took);
+    await sleep(Math.max(0, 50 - took));
+  }
+  client.close();
+  process.send?.({ ms });
+}
+
+/**
+ * 1,000 routers' agents connecting at once (1,000 × 10 sessions at the default size), at the agents'
+ * documented rates: each sends its first heartbeat with a mesh key the controller has not seen, fetches
+ * its sessions, BIRD config and mesh list, holds a session long poll (wait=55, renewed when answered),
+ * sends a heartbeat every 30 s and a metrics report every 60 s. A forked probe polls /health every
+ * 50 ms. Printed: heartbeat p50/p99/max, /health max, the long-poll wake-ups the controller counted
+ * (peerops_long_poll_wakeups_total), the controller's CPU and peak RSS.
+ */
+async function storm(): Promise<void> {
+  const { routers, perRouter, seconds } = size;
+  console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
+  const fixture = await buildFixture(routers, perRouter);
+  let controller: Server | undefined;
+  const client = { close: () => undefined as void };
+  try {
+    controller = await startOnFixture(fixture);
+    const pid = controller.child.pid as number;
+    const http = httpClient(controller.url);
+    client.close = http.close;
+    /** Each agent's first heartbeat (its new mesh key), and the later ones. */
+    const heartbeatMs: number[] = [];
+    const laterHeartbeatMs: number[] = [];
+    const failures: string[] = [];
+    let longPollAnswers = 0;
+    let stopping = false;
+    const probe = fork(
+      new URL(import.meta.url).pathname,
+      ['--probe', controller.url, '--duration', String(seconds)],
+      {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      },
+    );
+    const health = new Promise<number[]>((resolve, reject) => {
+      probe.once('message', (m: { ms: number[] }) => resolve(m.ms));
+      probe.once('exit', (code) => code !== 0 && reject(new Error(`the /health probe exited with ${code}`)));
+    });
+    const eventLoop = () =>
+      new Promise<{ loopMaxMs: number; loopP99Ms: number }>((resolve) => {
+        controller?.child.once('message', resolve);
+        controller?.child.send('event-loop');
+      });
+    await eventLoop(); // from here on
+    const cpuBefore = cpuTicks(pid);
+    const started = Date.now();
+    console.log(`${routers} agents connect at once, for ${seconds} s …`);
+
+    const runAgent = async (router: string, token: string) => {
+      const headers = {
+        authorization: `Bearer ${token}`,
+        'accept-encoding': AGENT_ACCEPT_ENCODING,
+      };
+      const post = { ...headers, 'content-type': 'application/json' };
+      const beat = JSON.stringify({ version: '1.0.0', uptime: 1, meshPublicKey: wgKey() });
+      let beats = 0;
+      const heartbeat = async () => {
+        const t = performance.now();
+        const res = await http.call('POST', `/agent/${router}/heartbeat`, post, beat);
+        (beats++ === 0 ? heartbeatMs : laterHeartbeatMs).push(performance.now() - t);
+        if (res.status !== 200) failures.push(`heartbeat ${router}: ${res.status}`);
+      };
+      await heartbeat();
+      const first = await http.call('GET', `/agent/${router}/sessions`, headers);
+      let etag = String(first.headers.etag);
+      const uuids = (JSON.parse(first.body.toString()) as { sessions: { uuid: string }[] }).sessions.map(
+        (s) => s.uuid,
+      );
+      await http.call('GET', `/agent/${router}/bird-config`, headers);
+      await http.call('GET', `/agent/${router}/mesh`, headers);
+      const report = JSON.stringify({
+        sessions: uuids.map((uuid) => ({ uuid, rtt: 12, rxBytes: 1e6, txBytes: 2e6, routesImported: 10 })),
+      });
+      const timers = [
+        setInterval(() => void heartbeat().catch((e: Error) => failures.push(e.message)), HEARTBEAT_S * 1000),
+        setInterval(
+          () =>
+            void http
+              .call('POST', `/agent/${router}/report`, post, report)
+              .catch((e: Error) => failures.push(e.message)),
+          REPORT_S * 1000,
+        ),
+      ];
+      try {
+        while (!stopping) {
+          const res = await http.call('GET', `/agent/${router}/sessions?wait=${LONG_POLL_S}`, {
+            ...headers,
+            'if-none-match': etag,
+          });
+          if (res.status === 200) {
+            longPollAnswers++;
+            etag = String(res.headers.etag);
+          }
+        }
+      } catch (err) {
+        if (!stopping) throw err;
+      } finally {
+        for (const t of timers) clearInterval(t);
+      }
+    };
+    const agents = [...fixture.tokens].map(([router, token]) =>
+      runAgent(router, token).catch((e: Error) => {
+        if (!stopping) failures.push(`${router}: ${e.message}`);
+      }),
+    );
+    const healthMs = await health;
+    const elapsed = (Date.now() - started) / 1000;
+    const cpuSeconds = (cpuTicks(pid) - cpuBefore) / 100;
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const peakRss = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]) / 1024;
+    const metrics = await (await fetch(`${controller.url}/metrics`)).text();
+    const wakeups = (answer: string) =>
+      Number(
+        new RegExp(`peerops_long_poll_wakeups_total\\{answer="${answer}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0,
+      );
+    const loop = await eventLoop();
+    stopping = true;
+    http.close();
+    await Promise.all(agents);
+    const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+    const hb = sorted([...heartbeatMs, ...laterHeartbeatMs]);
+    const h = sorted(healthMs);
+    const figures = (xs: number[]) =>
+      `p50 ${percentile(xs, 50).toFixed(1)} ms, p99 ${percentile(xs, 99).toFixed(1)} ms, max ${percentile(xs, 100).toFixed(1)} ms`;
+    console.log(`\nover ${elapsed.toFixed(0)} s: ${hb.length} heartbeats, ${figures(hb)}`);
+    console.log(`  the first of each agent (a new mesh key): ${figures(sorted(heartbeatMs))}`);
+    console.log(
+      `  the later ones: ${laterHeartbeatMs.length ? figures(sorted(laterHeartbeatMs)) : 'none (a run under 30 s)'}`,
+    );
+    console.log(
+      `controller event loop delay: p99 ${loop.loopP99Ms.toFixed(1)} ms, max ${loop.loopMaxMs.toFixed(1)} ms ` +
+        '(beside the latencies: what the controller itself stalled, not the load generator)',
+    );
+    console.log(
+      `/health (${h.length} probes, every 50 ms): p50 ${percentile(h, 50).toFixed(1)} ms, max ${percentile(h, 100).toFixed(1)} ms`,
+    );
+    console.log(
+      `long-poll wake-ups: ${wakeups('unchanged')} with the answer unchanged, ${wakeups('changed')} changed; ` +
+        `${longPollAnswers} long polls answered 200`,
+    );
+    console.log(
+      `controller: ${cpuSeconds.toFixed(1)} s of CPU (${((100 * cpuSeconds) / elapsed).toFixed(0)} % of a core), peak RSS ${peakRss.toFixed(0)} MiB`,
+    );
+    if (failures.length)
+      console.log(`failures: ${failures.length}, first: ${failures.slice(0, 3).join('; ')}`);
+    console.log('\ntargets:');
+    console.log(`  heartbeat p99 < 50 ms: ${verdict(percentile(hb, 99) < 50)}`);
+    console.log(`  /health never over 100 ms: ${verdict(percentile(h, 100) <= 100)}`);
+    console.log(
+      `  no wake-up without a change to the answer (nothing changes sessions here): ${verdict(wakeups('unchanged') === 0)}`,
+    );
+    console.log(`  no failed request: ${verdict(failures.length === 0)}`);
+  } finally {
+    client.close();
+    await stopServers([controller]);
+    await rm(fixture.data, { recursive: true, force: true });
+  }
+}
+
 /** SIGTERM (the controller closes its store) and wait for the exits. */
 async function stopServers(servers: (Server | undefined)[]): Promise<void> {
   const children = servers.flatMap((s) => (s ? [s.child] : []));
@@ -678,4 +1041,5 @@ async function stopServers(servers: (Server | undefined)[]): Promise<void> {
 }
 
 if (values.serve) await serve(values.serve, values.data);
+else if (values.probe) await probeHealth(values.probe, Number(values.duration));
 else await bench();

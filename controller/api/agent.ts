@@ -5,7 +5,6 @@
  */
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import { Negotiator } from '@fastify/accept-negotiator';
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import {
@@ -34,9 +33,12 @@ import { SessionStatus, statusName, type SessionStatusCode } from '../../common/
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import { mergedPolicy } from '../../common/rules/index.ts';
+import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
+import { counter } from '../metrics.ts';
 import { statusRecord } from './actions.ts';
 import { requireAgent } from './auth.ts';
+import { acceptsGzip } from './encoding.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
@@ -49,8 +51,15 @@ interface SessionsView {
   gzip: Buffer;
 }
 
-/** Agents (Node's fetch) send `Accept-Encoding: gzip, deflate`; q-values and `*` are honoured. */
-const encodings = new Negotiator({ supportedValues: ['gzip', 'identity'] });
+/**
+ * Waiting long polls woken by a change of their router's sessions, by whether the answer then differed
+ * (`unchanged`: a status change the agent does not see, a pending session; the poll waits on).
+ */
+const longPollWakeups = counter({
+  name: 'peerops_long_poll_wakeups_total',
+  help: 'Waiting agent long polls woken by a change to their sessions, by whether the answer changed',
+  labelNames: ['answer'] as const,
+});
 
 export interface AgentRouteOptions {
   store: Store;
@@ -120,7 +129,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
   const cache = new Map<string, SessionsView>();
 
   function sessionsView(router: string): SessionsView {
-    const revision = store.revision(router);
+    const revision = store.revision(topics.routerSessions(router));
     const cached = cache.get(router);
     if (cached && cached.revision === revision) return cached;
     const sessions = store
@@ -179,17 +188,25 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         shutdown.addEventListener('abort', release, { once: true });
         try {
           const deadline = Date.now() + wait * 1000;
+          const topic = topics.routerSessions(router);
           while (etagMatches(ifNoneMatch, view.etag) && !gone.signal.aborted && Date.now() < deadline) {
-            await store.waitForChange(router, view.revision, deadline - Date.now(), gone.signal);
+            const revision = await store.waitForChange(
+              topic,
+              view.revision,
+              deadline - Date.now(),
+              gone.signal,
+            );
+            const woken = revision > view.revision;
             view = sessionsView(router);
+            if (woken)
+              longPollWakeups.inc({ answer: etagMatches(ifNoneMatch, view.etag) ? 'unchanged' : 'changed' });
           }
         } finally {
           reply.raw.off('close', release);
           shutdown.removeEventListener('abort', release);
         }
       }
-      const accept = request.headers['accept-encoding'];
-      const gzip = accept !== undefined && encodings.negotiate(accept) === 'gzip';
+      const gzip = acceptsGzip(request.headers['accept-encoding']);
       // The gzipped bytes are another representation of the same content: a weak tag of the same hash,
       // as RFC 9110 asks; If-None-Match compares weakly, so either form matches either representation.
       reply

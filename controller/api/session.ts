@@ -11,9 +11,12 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
 import { mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
+import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
+import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
+import { EncodedAnswers, sendEncoded, type EncodedAnswer } from './encoding.ts';
 import { SessionActionAnswer, SessionActions } from './schemas.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
@@ -43,6 +46,9 @@ async function assertRouteObjects(
     throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
+/** Lists kept: one per ASN that asked lately (the admins' one among them), the least recent dropped. */
+const LIST_CACHE_SIZE = 1024;
+
 export const sessionRoutes: FastifyPluginAsyncTypebox<{
   store: Store;
   registry?: Registry | undefined;
@@ -50,6 +56,29 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
   const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
     sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
+  const lists = new EncodedAnswers(LIST_CACHE_SIZE);
+
+  /**
+   * The list answer, encoded: rebuilt when the caller's sessions (live fields included), a router's spec
+   * or a policy changed, as the store's change feed tells; most users ask far more often than that.
+   */
+  function listAnswer(identity: Identity): EncodedAnswer {
+    const admin = identity.role === 'admin';
+    const revision = Math.max(
+      store.revision(admin ? topics.allSessions : topics.asnSessions(identity.asn)),
+      store.revision(topics.routers),
+      store.revision(topics.policies),
+    );
+    return lists.get(admin ? 'admin' : `AS${identity.asn}`, revision, () => {
+      const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
+        .filter((s) => owns(identity, s))
+        .sort(
+          (a, b) =>
+            (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') || a.name.localeCompare(b.name),
+        );
+      return { sessions: sessions.map(view) };
+    });
+  }
 
   app.post(
     '/session',
@@ -64,24 +93,15 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         response: { 200: SessionActionAnswer },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const identity = caller(request);
       const { body } = request;
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
-        case 'list': {
-          const sessions = (
-            identity.role === 'admin' ? store.listSessions() : store.listSessions({ asn: identity.asn })
-          )
-            .filter((s) => owns(identity, s))
-            .sort(
-              (a, b) =>
-                (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') ||
-                a.name.localeCompare(b.name),
-            );
-          return { sessions: sessions.map(view) };
-        }
+        case 'list':
+          // bytes built from the same records the schema describes (SessionListResponse)
+          return sendEncoded(reply, request.headers['accept-encoding'], listAnswer(identity));
         case 'create': {
           // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
           // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).

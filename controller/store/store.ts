@@ -15,6 +15,7 @@ import type {
 import type { HeartbeatBody } from '../../common/agent-api.ts';
 import type { Checked } from '../../common/validate.ts';
 import { isoNow } from '../../common/clock.ts';
+import type { Topic } from './change-feed.ts';
 
 /** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
 export interface Actor {
@@ -48,7 +49,7 @@ export interface StoreEvent {
   kind: 'Router' | 'PeeringSession' | 'RoutingPolicy';
   name: string;
   type: 'put' | 'delete';
-  /** The router whose agent must see the change; undefined = every router (policy, router list). */
+  /** The router the change belongs to (a session's, a router policy's); undefined: none or all. */
   router?: string;
 }
 
@@ -86,10 +87,13 @@ export interface Store {
   getAgentTokenHash(router: string): string | undefined;
 
   // ---- change feed ----
-  /** A number that grows whenever something this router's agent fetches changes. */
-  revision(router: string): number;
-  /** Resolves with the new revision once it exceeds `since`, or with the current one after timeoutMs or on abort. */
-  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number>;
+  /** A number that grows whenever the answer of `topic` (change-feed.ts, `topics`) changes. */
+  revision(topic: Topic): number;
+  /**
+   * Resolves with the topic's new revision once it exceeds `since`, or with the current one after
+   * timeoutMs or on abort. Only a change to this topic wakes it.
+   */
+  waitForChange(topic: Topic, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number>;
   /** Subscribe to changes; returns the unsubscribe function. */
   onChange(listener: (event: StoreEvent) => void): () => void;
 

@@ -362,6 +362,46 @@ describe('configuration for the agent', () => {
       endpoint: expect.stringMatching(/^ams1\.example\.net:\d+$/),
     });
   });
+  it('mesh and bird-config follow every change they show', async () => {
+    const mesh = async () =>
+      (await expectOk(h.get('/agent/fra1/mesh', fraToken))).json().peers as {
+        router: string;
+        publicKey: string;
+        endpoint: string;
+      }[];
+    const birdConfig = async () => (await expectOk(h.get('/agent/fra1/bird-config', fraToken))).json();
+    await mesh();
+    await birdConfig();
+    const key = wgKey();
+    await expectOk(
+      h.post('/agent/ams1/heartbeat', amsToken, { version: '1.2.3', uptime: 2, meshPublicKey: key }),
+    );
+    expect((await mesh()).find((p) => p.router === 'ams1')?.publicKey).toBe(key);
+    await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'ams1',
+        spec: { endpointHost: 'ams1.example.org' },
+      }),
+    );
+    expect((await mesh()).find((p) => p.router === 'ams1')?.endpoint).toMatch(/^ams1\.example\.org:/);
+    const policy = h.store.getPolicy('default')?.spec;
+    await expectOk(
+      h.post('/admin/policy', h.admin, {
+        action: 'set',
+        spec: { ...policy, rpkiServers: [{ host: 'rpki2.example.net', port: 8282 }] },
+      }),
+    );
+    expect((await birdConfig()).rpkiServers).toEqual([{ host: 'rpki2.example.net', port: 8282 }]);
+    await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'ams1',
+        spec: { endpointHost: 'ams1.example.net' },
+      }),
+    );
+    await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: policy }));
+  });
   it('config carries autoUpdate.enabled, false fleet-wide with AGENT_AUTOUPDATE=false', async () => {
     const on = await expectOk(h.get('/agent/fra1/config', fraToken));
     expect(on.json()).toMatchObject({

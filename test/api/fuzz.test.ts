@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { ajv } from '../../common/validate.ts';
+import { topics } from '../../controller/store/change-feed.ts';
 import { hostile, toJson, valid, type Hints, type Schema } from '../support/schema-arbitrary.ts';
 import { driver, startHarness, USER_ASN, type Harness } from './helpers.ts';
 
@@ -203,7 +204,7 @@ function snapshot(): string {
       status: r.status,
       token: h.store.getAgentTokenHash(r.name),
       // what the agent's long poll waits on: a refusal must not wake it
-      revision: h.store.revision(r.name),
+      revision: h.store.revision(topics.routerSessions(r.name)),
     })),
     policies: h.store.listPolicies(),
   });

@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HeartbeatBody } from '../../common/agent-api.ts';
 import { isProblem, type ErrorCode } from '../../common/errors.ts';
 import { checkOrThrow } from '../../common/validate.ts';
+import { topics } from '../../controller/store/change-feed.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
 
@@ -405,7 +406,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(statusOnly?.spec).toEqual(updated?.spec);
 
         const before = store.getSession(s.spec.uuid);
-        const rev = store.revision('fra1');
+        const rev = store.revision(topics.routerSessions('fra1'));
         const boom = new Error('mutate refused');
         await expect(
           store.updateSession(
@@ -418,7 +419,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           ),
         ).rejects.toBe(boom);
         expect(store.getSession(s.spec.uuid)).toEqual(before);
-        expect(store.revision('fra1')).toBe(rev);
+        expect(store.revision(topics.routerSessions('fra1'))).toBe(rev);
 
         await expectProblem(
           store.updateSession(s.spec.uuid, (cur) => ({ spec: { ...cur.spec, mtu: 100 } }), admin, 'x'),
@@ -463,16 +464,110 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         await store.createRouter('ams1', routerSpec(2), admin);
       });
 
-      it('raises the revision of the session router only, and of every router for router and policy changes', async () => {
-        const fra = store.revision('fra1');
-        const ams = store.revision('ams1');
-        await store.createSession(newSession(4242420005, 'fra1'), pending, user(4242420005), 'c');
-        expect(store.revision('fra1')).toBeGreaterThan(fra);
-        expect(store.revision('ams1')).toBe(ams);
-        const fra2 = store.revision('fra1');
-        await store.putPolicy('default', defaultPolicy, admin);
-        expect(store.revision('fra1')).toBeGreaterThan(fra2);
-        expect(store.revision('ams1')).toBeGreaterThan(ams);
+      /**
+       * Waits on every topic at once and reports which a change woke: counted wake-ups, no timing. The
+       * waits that were not woken are released by abort.
+       */
+      async function wokenBy(change: () => unknown): Promise<string[]> {
+        const watched = {
+          'fra1 sessions': topics.routerSessions('fra1'),
+          'ams1 sessions': topics.routerSessions('ams1'),
+          'AS4242420005 sessions': topics.asnSessions(4242420005),
+          'AS4242420006 sessions': topics.asnSessions(4242420006),
+          'all sessions': topics.allSessions,
+          routers: topics.routers,
+          policies: topics.policies,
+        };
+        const release = new AbortController();
+        const woken: string[] = [];
+        const waits = Object.entries(watched).map(async ([name, topic]) => {
+          const since = store.revision(topic);
+          if ((await store.waitForChange(topic, since, 60_000, release.signal)) > since) woken.push(name);
+        });
+        await change();
+        await new Promise((resolve) => setImmediate(resolve));
+        release.abort();
+        await Promise.all(waits);
+        return woken.sort();
+      }
+
+      it('wakes, for each kind of change, only the waits on the answers it changes', async () => {
+        const mine = ['AS4242420005 sessions', 'all sessions'];
+        let uuid = '';
+        expect(
+          await wokenBy(async () => {
+            uuid = (await store.createSession(newSession(4242420005, 'fra1'), pending, user(4242420005), 'c'))
+              .spec.uuid;
+          }),
+        ).toEqual([...mine, 'fra1 sessions'].sort());
+        // approval: a status code the agent sees
+        expect(
+          await wokenBy(() =>
+            store.updateSession(uuid, (s) => ({ status: { ...s.status, ...queued } }), admin, 'approve'),
+          ),
+        ).toEqual([...mine, 'fra1 sessions'].sort());
+        // a spec change (modify)
+        expect(
+          await wokenBy(() =>
+            store.updateSession(uuid, (s) => ({ spec: { ...s.spec, mtu: 1400 } }), admin, 'm'),
+          ),
+        ).toEqual([...mine, 'fra1 sessions'].sort());
+        // BGP state and metrics are shown to the user, not to the agent
+        expect(
+          await wokenBy(() =>
+            store.updateSession(
+              uuid,
+              (s) => ({
+                status: { ...s.status, bgpState: 'Established', bgpSince: new Date().toISOString() },
+              }),
+              { name: 'agent fra1', role: 'agent' },
+              'bgp',
+            ),
+          ),
+        ).toEqual(mine);
+        expect(
+          await wokenBy(() =>
+            store.recordSessionMetrics(uuid, {
+              rtt: 1,
+              rxBytes: 2,
+              txBytes: 3,
+              routesImported: 4,
+              lastHandshake: new Date().toISOString(),
+              at: new Date().toISOString(),
+            }),
+          ),
+        ).toEqual(mine);
+        // a new mesh key: no answer kept or waited on (mesh lists are built per request); onChange listeners hear of it
+        const heard: unknown[] = [];
+        const off = store.onChange((e) => heard.push(e));
+        expect(
+          await wokenBy(() =>
+            store.recordHeartbeat(
+              'fra1',
+              checkOrThrow(HeartbeatBody, { version: '1', uptime: 1, meshPublicKey: wgKey() }, 'heartbeat'),
+            ),
+          ),
+        ).toEqual([]);
+        off();
+        expect(heard).toContainEqual({ kind: 'Router', name: 'fra1', type: 'put' });
+        // a heartbeat with the same key changes nothing shown
+        expect(
+          await wokenBy(() =>
+            store.recordHeartbeat(
+              'fra1',
+              checkOrThrow(HeartbeatBody, { version: '1', uptime: 2 }, 'heartbeat'),
+            ),
+          ),
+        ).toEqual([]);
+        expect(await wokenBy(() => store.putPolicy('default', defaultPolicy, admin))).toEqual(['policies']);
+        expect(
+          await wokenBy(() =>
+            store.updateRouter('ams1', (spec) => ({ ...spec, displayName: 'Amsterdam' }), admin, 'rename'),
+          ),
+        ).toEqual(['routers']);
+        expect(
+          await wokenBy(() => store.updateSession(uuid, () => ({ delete: true }), user(4242420005), 'd')),
+        ).toEqual([...mine, 'fra1 sessions'].sort());
       });
 
       it('tells onChange listeners, until they unsubscribe', async () => {
@@ -494,22 +589,23 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
       });
 
       it('wakes waitForChange on a change, and returns the current revision on timeout and abort', async () => {
-        const since = store.revision('fra1');
-        const waiting = store.waitForChange('fra1', since, 5000);
+        const fra1 = topics.routerSessions('fra1');
+        const since = store.revision(fra1);
+        const waiting = store.waitForChange(fra1, since, 5000);
         await store.createSession(newSession(4242420007, 'fra1'), pending, user(4242420007), 'c');
         expect(await waiting).toBeGreaterThan(since);
 
-        const now = store.revision('fra1');
+        const now = store.revision(fra1);
         const started = Date.now();
-        expect(await store.waitForChange('fra1', now, 50)).toBe(now);
+        expect(await store.waitForChange(fra1, now, 50)).toBe(now);
         expect(Date.now() - started).toBeGreaterThanOrEqual(40);
 
         const controller = new AbortController();
-        const aborted = store.waitForChange('fra1', now, 60000, controller.signal);
+        const aborted = store.waitForChange(fra1, now, 60000, controller.signal);
         controller.abort();
         expect(await aborted).toBe(now);
 
-        expect(await store.waitForChange('fra1', now - 1, 60000)).toBe(now);
+        expect(await store.waitForChange(fra1, now - 1, 60000)).toBe(now);
       });
     });
 

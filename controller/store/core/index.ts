@@ -9,6 +9,7 @@
  * are not yet persisted (`unflushed…`), the back end writes them in batches and says which it wrote,
  * and a status read back from storage meanwhile does not hide a newer observation.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { wireGuardKeyId } from '../../../common/net.ts';
 import type {
   RouterSpec,
@@ -17,7 +18,7 @@ import type {
   SessionSpec,
   SessionStatusRecord,
 } from '../../../common/schema.ts';
-import { ChangeFeed } from '../change-feed.ts';
+import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import type { Policy, Router, Session } from '../store.ts';
 
 function deepFreeze<T>(value: T): T {
@@ -164,7 +165,9 @@ export class StoreIndex {
     const base = status ?? current?.status ?? this.storedStatus.get(name) ?? {};
     const router = deepFreeze({ name, spec, status: this.withPatch(name, base) });
     this.routers.set(name, router);
-    this.feed.publish({ kind: 'Router', name, type: 'put' });
+    // a status read back from storage changes no answer kept or waited on (mesh lists are built per request)
+    const changed = !current || !isDeepStrictEqual(current.spec, spec);
+    this.feed.publish({ kind: 'Router', name, type: 'put' }, changed ? [topics.routers] : []);
     return router;
   }
 
@@ -175,8 +178,9 @@ export class StoreIndex {
     if (!current) return;
     const next = deepFreeze(this.withPatch(name, status));
     this.routers.set(name, Object.freeze({ ...current, status: next }));
+    // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
     if (next.meshPublicKey !== current.status.meshPublicKey)
-      this.feed.publish({ kind: 'Router', name, type: 'put' });
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
   }
 
   private withPatch(name: string, status: RouterStatus): RouterStatus {
@@ -188,24 +192,23 @@ export class StoreIndex {
     this.routerPatches.delete(name);
     this.storedStatus.delete(name);
     if (!this.routers.delete(name)) return;
-    this.feed.publish({ kind: 'Router', name, type: 'delete' });
-  }
-
-  /** Tell the routers' agents that something of `router` they fetch changed (its agent token, say). */
-  touchRouter(name: string): void {
-    this.feed.publish({ kind: 'Router', name, type: 'put' });
+    this.feed.publish({ kind: 'Router', name, type: 'delete' }, [topics.routers]);
   }
 
   putPolicy(name: string, spec: Policy['spec']): Policy {
     const policy = deepFreeze({ name, spec });
     this.policies.set(name, policy);
-    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'put', router: policyRouter(name) });
+    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'put', router: policyRouter(name) }, [
+      topics.policies,
+    ]);
     return policy;
   }
 
   removePolicy(name: string): void {
     if (!this.policies.delete(name)) return;
-    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'delete', router: policyRouter(name) });
+    this.feed.publish({ kind: 'RoutingPolicy', name, type: 'delete', router: policyRouter(name) }, [
+      topics.policies,
+    ]);
   }
 
   /**
@@ -230,7 +233,10 @@ export class StoreIndex {
     ports.set(spec.listenPort, name);
     addTo(this.byAsn, spec.asn, spec.uuid);
     for (const claim of claimsOf(spec)) addTo(this.byClaim, claim, spec.uuid);
-    this.feed.publish({ kind: 'PeeringSession', name, type: 'put', router: spec.router });
+    this.feed.publish(
+      { kind: 'PeeringSession', name, type: 'put', router: spec.router },
+      sessionTopics(previous, session),
+    );
     return session;
   }
 
@@ -242,7 +248,10 @@ export class StoreIndex {
     this.uuidByName.delete(name);
     this.metrics.delete(session.spec.uuid);
     this.unindex(session);
-    this.feed.publish({ kind: 'PeeringSession', name, type: 'delete', router: session.spec.router });
+    this.feed.publish(
+      { kind: 'PeeringSession', name, type: 'delete', router: session.spec.router },
+      sessionTopics(session, undefined),
+    );
     return session;
   }
 
@@ -267,7 +276,8 @@ export class StoreIndex {
     this.routers.set(name, Object.freeze({ ...current, status }));
     if (status.meshPublicKey !== current.status.meshPublicKey) {
       this.onMeshKeyChange?.(name);
-      this.feed.publish({ kind: 'Router', name, type: 'put' });
+      // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
+      this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
     }
     return true;
   }
@@ -278,6 +288,8 @@ export class StoreIndex {
     if (!current) return false;
     this.metrics.set(uuid, metrics);
     this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics } }));
+    // shown in users' lists, not to agents
+    this.feed.publish(undefined, [topics.asnSessions(current.spec.asn), topics.allSessions]);
     return true;
   }
 
@@ -286,11 +298,14 @@ export class StoreIndex {
     routers: Map<string, Partial<RouterStatus>>,
     metrics: Map<string, SessionMetrics>,
   ): void {
+    const changed = new Set<Topic>([topics.allSessions]);
     for (const [uuid, m] of metrics) {
       const current = this.sessions.get(uuid);
-      if (current)
-        this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics: m } }));
+      if (!current) continue;
+      this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics: m } }));
+      changed.add(topics.asnSessions(current.spec.asn));
     }
+    this.feed.publish(undefined, changed);
     for (const [name, observed] of routers) {
       const current = this.routers.get(name);
       if (current) this.setRouterStatus(name, { ...current.status, ...observed });
@@ -336,6 +351,22 @@ export class StoreIndex {
   *observedSessions(): Iterable<Session> {
     yield* this.sessions.values();
   }
+}
+
+/**
+ * The answers a session's change changes: its ASN's lists always; its router's agent answer only when
+ * what the agent sees changed (the spec or the status code; not BGP state or metrics).
+ */
+function sessionTopics(before: Session | undefined, after: Session | undefined): Topic[] {
+  const changed = [topics.allSessions];
+  for (const s of [before, after]) if (s) changed.push(topics.asnSessions(s.spec.asn));
+  const agentSees =
+    !before ||
+    !after ||
+    before.status.code !== after.status.code ||
+    !isDeepStrictEqual(before.spec, after.spec);
+  if (agentSees) for (const s of [before, after]) if (s) changed.push(topics.routerSessions(s.spec.router));
+  return changed;
 }
 
 function policyRouter(name: string): string | undefined {

@@ -48,6 +48,7 @@ import {
 } from '../store.ts';
 import { storeLatency } from '../../metrics.ts';
 import { StoreIndex } from './index.ts';
+import type { Topic } from '../change-feed.ts';
 
 /** A session create the core admitted: the back end stores `spec` (with a port it allocates) and `status`. */
 export interface PreparedSession {
@@ -201,12 +202,12 @@ export abstract class StoreCore implements Store {
 
   // ---------------------------------------------------------------- change feed
 
-  revision(router: string): number {
-    return this.index.feed.revision(router);
+  revision(topic: Topic): number {
+    return this.index.feed.revision(topic);
   }
 
-  waitForChange(router: string, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
-    return this.index.feed.wait(router, since, timeoutMs, signal);
+  waitForChange(topic: Topic, since: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+    return this.index.feed.wait(topic, since, timeoutMs, signal);
   }
 
   onChange(listener: (event: StoreEvent) => void): () => void {
