@@ -310,7 +310,13 @@ async function propagation(
   issue: (asn: number, role: 'user' | 'admin') => string,
   rounds: number,
 ): Promise<{ fromRequest: number[]; fromAnswer: number[] }> {
-  const adminToken = issue(ADMIN_ASN, 'admin');
+  // the API allows 60 requests a minute per caller: another admin for every 50 rounds
+  const adminTokens = new Map<number, string>();
+  const adminToken = (round: number) => {
+    const asn = ADMIN_ASN + Math.floor(round / 50);
+    if (!adminTokens.has(asn)) adminTokens.set(asn, issue(asn, 'admin'));
+    return adminTokens.get(asn) as string;
+  };
   const post = async (base: string, path: string, token: string, body: unknown) => {
     const res = await fetch(`${base}${path}`, {
       method: 'POST',
@@ -347,11 +353,22 @@ async function propagation(
       if (res.status !== 200 || !body.sessions.some((s) => s.uuid === uuid))
         throw new Error(`the long poll on ${b.name} answered ${res.status} without session ${uuid}`);
     });
+    // a failure is reported where the poll is awaited, with the replica's state, not as an unhandled rejection
+    const polled = poll.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await new Promise((r) => setTimeout(r, 50));
     const sent = performance.now();
-    await post(a.base, '/admin/session', adminToken, { action: 'approve', uuid });
+    await post(a.base, '/admin/session', adminToken(i), { action: 'approve', uuid });
     const approved = performance.now();
-    await poll;
+    const failed = await polled;
+    if (failed !== undefined)
+      throw new Error(
+        `round ${i}: the long poll on ${b.name} failed (${String(failed)}; ${b.name} exit ` +
+          `${b.child.exitCode ?? b.child.signalCode ?? 'none'}); its output:\n${b.output().slice(-4000)}`,
+        { cause: failed },
+      );
     fromRequest.push(woke - sent);
     fromAnswer.push(woke - approved);
   }
