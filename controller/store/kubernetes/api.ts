@@ -119,6 +119,22 @@ export class KubeApi {
     };
   }
 
+  /** One page of a kind's list, for the informer (informers.ts): `limit` objects from `continueToken` on. */
+  async listPage<S, T>(
+    kind: Kind,
+    limit: number,
+    continueToken: string | undefined,
+  ): Promise<{
+    items: Resource<S, T>[];
+    metadata?: { resourceVersion?: string; continue?: string };
+  }> {
+    return (await this.custom.listNamespacedCustomObject({
+      ...this.ref(kind),
+      limit,
+      ...(continueToken !== undefined ? { _continue: continueToken } : {}),
+    })) as { items: Resource<S, T>[]; metadata?: { resourceVersion?: string; continue?: string } };
+  }
+
   async get<S, T>(kind: Kind, name: string): Promise<Resource<S, T> | undefined> {
     try {
       return (await this.custom.getNamespacedCustomObject({ ...this.ref(kind), name })) as Resource<S, T>;
@@ -338,8 +354,14 @@ export class KubeApi {
     return `/api/v1/namespaces/${this.namespace}/secrets`;
   }
 
-  listTokenSecrets() {
-    return this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: LABEL_TOKEN });
+  /** One page of the agent-token Secrets, for the informer (informers.ts). */
+  listTokenSecrets(limit: number, continueToken: string | undefined) {
+    return this.core.listNamespacedSecret({
+      namespace: this.namespace,
+      labelSelector: LABEL_TOKEN,
+      limit,
+      ...(continueToken !== undefined ? { _continue: continueToken } : {}),
+    });
   }
 }
 

@@ -24,7 +24,6 @@
  * status in batches. Agent token hashes live in Secrets.
  */
 import {
-  makeInformer,
   type Informer,
   type KubeConfig,
   type KubernetesObject,
@@ -62,7 +61,7 @@ import {
   type InFlightSession,
   type PreparedSession,
 } from '../core/store-core.ts';
-import { startInformer } from './informers.ts';
+import { makePagedInformer, startInformer } from './informers.ts';
 import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
@@ -73,6 +72,7 @@ import {
   KubeApi,
   LABEL_ASN,
   LABEL_ROUTER,
+  LABEL_TOKEN,
   isAlreadyExists,
   isConflict,
   isNotFound,
@@ -179,12 +179,15 @@ export class KubernetesStore extends StoreCore {
   // ---------------------------------------------------------------- lifecycle
 
   async start(): Promise<void> {
+    const started = performance.now();
     // policies before sessions: a session applied without status takes its first from the default policy
     const kinds: Kind[] = ['Router', 'RoutingPolicy', 'PeeringSession'];
     try {
       for (const kind of kinds) {
-        const informer = makeInformer<KubernetesObject>(this.kubeConfig, this.api.path(kind), () =>
-          this.api.list(kind),
+        const informer = makePagedInformer<KubernetesObject>(
+          this.kubeConfig,
+          this.api.path(kind),
+          (limit, next) => this.api.listPage(kind, limit, next),
         );
         this.follow(
           informer,
@@ -194,11 +197,11 @@ export class KubernetesStore extends StoreCore {
         await startInformer(informer);
         this.informers.push(informer);
       }
-      const secrets = makeInformer<V1Secret>(
+      const secrets = makePagedInformer<V1Secret>(
         this.kubeConfig,
         this.api.tokenSecretsPath(),
-        () => this.api.listTokenSecrets(),
-        'peerops.dev/agent-token',
+        (limit, next) => this.api.listTokenSecrets(limit, next),
+        { labelSelector: LABEL_TOKEN },
       );
       this.follow(
         secrets,
@@ -220,7 +223,12 @@ export class KubernetesStore extends StoreCore {
     this.flushTimer = setInterval(() => void this.flushObservations(), this.flushIntervalMs);
     this.flushTimer.unref();
     this.log.info(
-      { namespace: this.api.namespace, routers: this.routers.size, sessions: this.sessions.size },
+      {
+        namespace: this.api.namespace,
+        routers: this.routers.size,
+        sessions: this.sessions.size,
+        ms: Math.round(performance.now() - started),
+      },
       'kubernetes store started',
     );
   }

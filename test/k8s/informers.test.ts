@@ -1,0 +1,120 @@
+/**
+ * The store's informers (controller/store/kubernetes/informers.ts) against a real kube-apiserver: the list
+ * read in pages, managedFields dropped from listed and watched objects, and the objects on the API server
+ * keeping theirs when the store writes the trimmed copies back.
+ */
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP_VERSION, type RouterSpec, type RouterStatus } from '../../common/schema.ts';
+import { KubeApi } from '../../controller/store/kubernetes/api.ts';
+import { KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import {
+  listAllPages,
+  makePagedInformer,
+  startInformer,
+} from '../../controller/store/kubernetes/informers.ts';
+import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+
+let server: TestApiServer;
+beforeAll(async () => {
+  server = await startApiServer();
+}, TOOLS_BUILD_TIMEOUT_MS);
+afterAll(async () => {
+  await server?.stop();
+});
+
+async function routers(api: KubeApi, count: number, from = 1): Promise<void> {
+  for (let i = from; i < from + count; i++) {
+    const { agentTokenSha256: _none, ...spec } = routerSpec(i);
+    await api.create<RouterSpec, RouterStatus>('Router', {
+      apiVersion: GROUP_VERSION,
+      kind: 'Router',
+      metadata: { name: `r${i}` },
+      spec,
+    });
+  }
+}
+
+async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('the store informers', () => {
+  it('list every page, at one resourceVersion, without managedFields', async () => {
+    const namespace = await server.createNamespace('pages');
+    const api = new KubeApi(server.kubeConfig(), namespace);
+    await routers(api, 7);
+    const pages: (string | undefined)[] = [];
+    const list = await listAllPages<KubernetesObject>((limit, next) => {
+      pages.push(next);
+      return api.listPage('Router', limit, next);
+    }, 3);
+    expect(pages).toHaveLength(3);
+    expect(pages[0]).toBeUndefined();
+    expect(list.items.map((r) => r.metadata?.name).sort()).toEqual([
+      'r1',
+      'r2',
+      'r3',
+      'r4',
+      'r5',
+      'r6',
+      'r7',
+    ]);
+    expect(list.metadata?.resourceVersion).toMatch(/^\d+$/);
+    for (const item of list.items) expect(item.metadata?.managedFields).toBeUndefined();
+    // the API server has them: they are dropped on the way in
+    expect((await api.get('Router', 'r1'))?.metadata.managedFields?.length).toBeGreaterThan(0);
+  });
+
+  it('follow the watch from the paged list, watched objects without managedFields too', async () => {
+    const namespace = await server.createNamespace('watch');
+    const api = new KubeApi(server.kubeConfig(), namespace);
+    await routers(api, 5);
+    const informer = makePagedInformer<KubernetesObject>(
+      server.kubeConfig(),
+      api.path('Router'),
+      (limit, next) => api.listPage('Router', limit, next),
+      { pageSize: 2 },
+    );
+    const added: KubernetesObject[] = [];
+    informer.on('add', (obj) => added.push(obj));
+    await startInformer(informer);
+    try {
+      expect(informer.list(namespace)).toHaveLength(5);
+      await routers(api, 2, 6);
+      await until('the watch delivers r6 and r7', () => added.length === 7);
+      expect(added.map((r) => r.metadata?.name).slice(5)).toEqual(['r6', 'r7']);
+      for (const obj of [...added, ...informer.list(namespace)])
+        expect(obj.metadata?.managedFields).toBeUndefined();
+    } finally {
+      await informer.stop();
+    }
+  });
+
+  it("leave the API server's managedFields in place when the store writes an object back", async () => {
+    const namespace = await server.createNamespace('managed');
+    const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
+    await store.start();
+    try {
+      await store.createRouter('fra1', routerSpec(1), admin);
+      const session = await store.createSession(newSession(64512, 'fra1'), pending, user(64512), 'create');
+      await store.updateSession(
+        session.spec.uuid,
+        (s) => ({ spec: { ...s.spec, mtu: 1400 } }),
+        admin,
+        'modify',
+      );
+      const stored = await new KubeApi(server.kubeConfig(), namespace).get('PeeringSession', session.name);
+      expect(stored?.spec).toMatchObject({ mtu: 1400 });
+      const managers = stored?.metadata.managedFields?.map((f) => `${f.manager}/${f.subresource ?? ''}`);
+      expect(managers).toEqual(expect.arrayContaining(['peerops-controller/', 'peerops-controller/status']));
+    } finally {
+      await store.close();
+    }
+  });
+});
