@@ -29,7 +29,7 @@ import { withSessionConditions } from '../common/conditions.ts';
 import { mergedSessionStatus } from '../common/rules/index.ts';
 import { SessionStatus } from '../common/status.ts';
 import { agentSession } from '../controller/api/views.ts';
-import * as changeFeed from '../controller/store/change-feed.ts';
+import { topics } from '../controller/store/change-feed.ts';
 import { createGitStore } from '../controller/store/git/index.ts';
 import { gcAuto } from '../controller/store/git/housekeeping.ts';
 import { renderManifest, routerPath, sessionPath } from '../common/manifests.ts';
@@ -369,15 +369,6 @@ interface ScaleFigures {
   runMs: number;
 }
 
-/**
- * What a router's agent long-polls on: the change feed's topic of the router's session list where the
- * feed has topics (`topics.routerSessions`), else the router's name.
- */
-const sessionsTopic = (router: string): string =>
-  (changeFeed as { topics?: { routerSessions?: (name: string) => string } }).topics?.routerSessions?.(
-    router,
-  ) ?? router;
-
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 
@@ -441,7 +432,7 @@ async function measureScale(dir: string, creates: number): Promise<void> {
   }, TICK_MS);
   // each router's agent holds a long poll, answered with its session list when its revision moves
   const agents = routers.map(async (router) => {
-    const topic = sessionsTopic(router);
+    const topic = topics.routerSessions(router);
     while (!stop.signal.aborted) {
       const revision = store.revision(topic);
       const next = await store.waitForChange(topic, revision, 60_000, stop.signal).catch(() => revision);
