@@ -15,9 +15,11 @@ export interface EventWatcherOptions {
 
 export class SessionEventWatcher {
   private readonly opts: EventWatcherOptions;
+  /** Each session as last seen, by name (the name a store event carries). */
   private seen = new Map<string, Session>();
   private unsubscribe: (() => void) | undefined;
-  private queued = false;
+  /** Sessions changed since the last comparison, by name, with their router (undefined: unknown). */
+  private changed = new Map<string, string | undefined>();
   /** Publishing one event after the other keeps a hook's first attempts in the order of the changes. */
   private publishing: Promise<void> = Promise.resolve();
 
@@ -27,37 +29,49 @@ export class SessionEventWatcher {
 
   start(): void {
     if (this.unsubscribe) return;
-    this.seen = new Map(this.opts.store.listSessions().map((s) => [s.spec.uuid, s]));
+    this.seen = new Map(this.opts.store.listSessions().map((s) => [s.name, s]));
     this.unsubscribe = this.opts.store.onChange((event) => {
-      if (event.kind !== 'PeeringSession' || this.queued) return;
+      if (event.kind !== 'PeeringSession') return;
       // several changes of one write arrive together: compare once after them
-      this.queued = true;
-      queueMicrotask(() => {
-        this.queued = false;
-        if (this.unsubscribe) this.compare();
-      });
+      if (this.changed.size === 0)
+        queueMicrotask(() => {
+          if (this.unsubscribe) this.compare();
+        });
+      this.changed.set(event.name, event.router);
     });
   }
 
   async stop(): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+    this.changed.clear();
   }
 
-  /** Publishes the difference between the sessions as last seen and as they are now. */
+  /**
+   * Publishes how the sessions changed since the last comparison differ from how they were last seen.
+   * Only those are looked at (in their router's list), so a change costs the same with 100 sessions or
+   * 100,000.
+   */
   compare(now = new Date().toISOString()): void {
     const { store } = this.opts;
-    const current = new Map(store.listSessions().map((s) => [s.spec.uuid, s]));
+    const changed = this.changed;
+    this.changed = new Map();
     const routerExists = (name: string) => store.getRouter(name) !== undefined;
     const events: NotificationEvent[] = [];
-    for (const [uuid, session] of current) {
-      const before = this.seen.get(uuid);
-      if (before?.status === session.status && before.spec === session.spec) continue;
-      events.push(...sessionEvents(before, session, now, routerExists));
+    for (const [name, router] of changed) {
+      const candidates = router === undefined ? store.listSessions() : store.listSessions({ router });
+      const current = candidates.find((s) => s.name === name);
+      const before = this.seen.get(name);
+      if (before === current) continue;
+      if (before && current && before.status === current.status && before.spec === current.spec) continue;
+      if (before && current && before.spec.uuid !== current.spec.uuid) {
+        // another session under the same name: the old one went, a new one came
+        events.push(...sessionEvents(before, undefined, now, routerExists));
+        events.push(...sessionEvents(undefined, current, now, routerExists));
+      } else events.push(...sessionEvents(before, current, now, routerExists));
+      if (current) this.seen.set(name, current);
+      else this.seen.delete(name);
     }
-    for (const [uuid, before] of this.seen)
-      if (!current.has(uuid)) events.push(...sessionEvents(before, undefined, now, routerExists));
-    this.seen = current;
     for (const event of events) this.publishing = this.publishing.then(() => this.opts.publish(event));
   }
 }
