@@ -14,7 +14,7 @@
  * spawn to /health answering (the store's list and watch synced come before the listen), VmRSS and VmHWM
  * after the start and after the test. Then the cross-replica delay: a router's long poll held on replica B
  * while a session is created and approved on replica A, from A's answer to the approval to B's answer,
- * ROUNDS times. Targets (issue 30): start < 10 s, RSS < 500 MiB, propagation p50 < 200 ms.
+ * ROUNDS times. Targets (docs/benchmarks.md): start < 10 s, RSS < 500 MiB, propagation p50 < 200 ms.
  *
  *   npm run bench:k8s-store                          (writes, 500 sessions)
  *   node scripts/bench-k8s-store.ts 2000

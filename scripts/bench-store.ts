@@ -3,7 +3,7 @@
  * create latency p50/p99, and the observation flush (every session's metrics and every router's heartbeat
  * changed): its time and what it adds to the repository (nothing, it goes to the observation file). Each measurement runs in a fresh process so memory figures are its own.
  *
- * From 10,000 sessions also the network at scale (issue 30: 1,000 routers × 100 sessions at 100,000):
+ * From 10,000 sessions also the network at scale (1,000 routers × 100 sessions at 100,000):
  * a fixture written by `git fast-import`, cold start, RSS, agent session fetch and create latency under
  * the agents' load (heartbeats, metrics reports, long polls), repository size and `git gc` time, each
  * with its target and verdict.
@@ -246,7 +246,7 @@ async function bench(sessions: number): Promise<void> {
   }
 }
 
-// ---------------------------------------------------------------- the network at scale (issue 30)
+// ---------------------------------------------------------------- the network at scale
 
 /** Sessions per router in the scale fixture: 1,000 routers carry 100,000 sessions. */
 const PER_ROUTER = 100;

@@ -66,7 +66,7 @@ describe('long poll wake-ups', () => {
         expect(p.state.answered, `${what}: ${router}`).toBe(false);
     };
 
-    // every router's heartbeat with a new mesh key: the storm of issue 30
+    // every router's heartbeat with a new mesh key: the storm of 1,000 agents connecting at once
     for (const [router, token] of tokens)
       await expectOk(
         h.post(`/agent/${router}/heartbeat`, token, { version: '1', uptime: 1, meshPublicKey: wgKey() }),
