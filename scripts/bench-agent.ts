@@ -6,7 +6,8 @@
  * writes, zero configures, zero tunnel changes), the agent's RSS (/proc/<pid>/status VmRSS, and VmHWM,
  * the peak) beside an empty Node's, and the wireguard-go daemons' RSS (one per tunnel; not the agent's).
  * Pass times are the agent's own `peerops_agent_sync_pass_seconds` (the reconcile step), read from its
- * /metrics. Needs root (namespaces).
+ * /metrics. Node's options are the systemd unit's NODE_OPTIONS (agent/peerops-agent.service) unless
+ * --node-args gives others. Needs root (namespaces).
  *
  * Usage: npm run bench:agent [-- [--no-build] [--mappings] [--node-args="--flag …"] 10 100 1000]
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
@@ -24,7 +25,12 @@ const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const build = !args.includes('--no-build');
 const mappings = args.includes('--mappings');
-const nodeArgs = (args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? '')
+const UNIT = join(ROOT, 'agent', 'peerops-agent.service');
+/** Node's options as the systemd unit runs the agent (its NODE_OPTIONS), unless --node-args says others. */
+const unitNodeOptions = /^Environment=NODE_OPTIONS=(.*)$/m.exec(await readFile(UNIT, 'utf8'))?.[1] ?? '';
+const nodeArgs = (
+  args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? unitNodeOptions
+)
   .split(' ')
   .filter(Boolean);
 const sizes = args.map(Number).filter((n) => n > 0);
@@ -189,7 +195,9 @@ if (build) {
   });
   if (r.code !== 0) throw new Error(`build failed: ${r.stderr}`);
 }
-console.log(`agent: node ${nodeArgs.join(' ')} ${ENTRY} agent (the npm package's bundle)`);
+console.log(
+  `agent: node ${nodeArgs.join(' ')} ${ENTRY} agent (the npm package's bundle; Node options from ${nodeArgsFrom})`,
+);
 const empty = await emptyNode();
 console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
 
