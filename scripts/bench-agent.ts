@@ -28,6 +28,7 @@ const mappings = args.includes('--mappings');
 const UNIT = join(ROOT, 'agent', 'peerops-agent.service');
 /** Node's options as the systemd unit runs the agent (its NODE_OPTIONS), unless --node-args says others. */
 const unitNodeOptions = /^Environment=NODE_OPTIONS=(.*)$/m.exec(await readFile(UNIT, 'utf8'))?.[1] ?? '';
+const nodeArgsFrom = args.some((a) => a.startsWith('--node-args=')) ? '--node-args' : 'the systemd unit';
 const nodeArgs = (
   args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? unitNodeOptions
 )
