@@ -4,7 +4,7 @@
  * controller answer, and the per-session figures last measured (the ones reported to the controller).
  * Everything but the pass counters is read from the agent's state when Prometheus scrapes.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from './metrics-registry.ts';
 import type { AgentSession, ReportBody } from '../common/agent-api.ts';
 import { statusName, type SessionStatusCode } from '../common/status.ts';
 import { VERSION } from '../common/version.ts';
