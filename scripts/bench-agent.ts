@@ -203,9 +203,19 @@ const empty = await emptyNode();
 console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
 
 let failed = false;
+/** The lab of the size under way: removed (namespaces, wireguard-go daemons, BIRD) also on Ctrl-C or kill. */
+let current: AgentLab | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => {
+    console.error(`bench-agent: ${signal}: removing the lab`);
+    const lab = current;
+    current = undefined;
+    void (lab?.close() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
 for (const n of SIZES) {
   const t = targets(n);
   const L = await startAgentLab('agb');
+  current = L;
   try {
     const t0 = performance.now();
     await createSessions(L, n);
@@ -281,7 +291,11 @@ for (const n of SIZES) {
     failed = true;
     console.error(`  sessions=${n}: ${(err as Error).message}`);
   } finally {
-    await L.close();
+    // unless a signal's handler is removing it already
+    if (current === L) {
+      current = undefined;
+      await L.close();
+    } else await new Promise(() => undefined);
   }
 }
 console.log(`\nbench-agent: done ${new Date().toISOString()}, ${machine()}`);
