@@ -15,7 +15,7 @@ export interface WgPeerState {
 
 export interface WgInterfaceState {
   name: string;
-  /** `tun` for wireguard-go, `wireguard` for the kernel. */
+  /** `tun` for wireguard-go, `wireguard` for the kernel; `new` for a link just created, not read back. */
   kind: string;
   mtu: number;
   up: boolean;
@@ -130,15 +130,6 @@ export async function readInterface(name: string): Promise<WgInterfaceState | un
     [...routes4, ...routes6],
     dump.code === 0 ? parseWgDump(dump.stdout) : undefined,
   );
-}
-
-/**
- * A link just created: only its link attributes are read. It has no address, no route and no WireGuard
- * key, port or peer yet, so the caller sets them all.
- */
-export async function readNewInterface(name: string): Promise<WgInterfaceState | undefined> {
-  const link = (await ipJson<IpLink[]>(['-d', 'link', 'show', 'dev', name]))?.[0];
-  return link && toState(link, [], [], { publicKey: '', listenPort: 0, peers: [] });
 }
 
 /**
