@@ -1,7 +1,8 @@
 /**
  * The few metric kinds the agent serves (counter, gauge, histogram) in Prometheus' text format 0.0.4.
- * Not prom-client: loading it costs the agent ~11 MiB of RSS (docs/decisions.md), an eighth of its
- * budget on a small router, for a dozen series. Same call shapes as prom-client where the agent uses them.
+ * Not prom-client, whose 330 kB of code (with its optional OpenTelemetry import) the agent would load
+ * for a dozen series on a router with a tight memory budget (docs/decisions.md). Same call shapes as
+ * prom-client where the agent uses them.
  */
 
 type Labels = Record<string, string>;
