@@ -13,7 +13,7 @@
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
  */
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -201,6 +201,14 @@ console.log(
 );
 const empty = await emptyNode();
 console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
+
+// Every wireguard-go daemon holds an inotify instance (its UAPI socket); Linux allows a user 128 by default.
+const INOTIFY = '/proc/sys/fs/inotify/max_user_instances';
+const inotifyNeeded = Math.max(...SIZES) + 512;
+if (Number(await readFile(INOTIFY, 'utf8')) < inotifyNeeded) {
+  await writeFile(INOTIFY, String(inotifyNeeded));
+  console.log(`raised fs.inotify.max_user_instances to ${inotifyNeeded} (one per wireguard-go daemon)`);
+}
 
 let failed = false;
 /** The lab of the size under way: removed (namespaces, wireguard-go daemons, BIRD) also on Ctrl-C or kill. */

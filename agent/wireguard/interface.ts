@@ -296,7 +296,14 @@ async function createLink(name: string): Promise<void> {
   const socket = `${WIREGUARD_RUN_DIR}/${name}.sock`;
   const deadline = Date.now() + 5000;
   while (!(await exists(socket))) {
-    if (Date.now() > deadline) throw new WireGuardError(name, 'wireguard-go did not open its UAPI socket');
+    if (Date.now() > deadline) {
+      // e.g. `too many open files`: every daemon holds an inotify instance (docs/agent.md)
+      const text = await readFile(logPath, 'utf8').catch(() => '');
+      throw new WireGuardError(
+        name,
+        `wireguard-go did not open its UAPI socket: ${text.trim().slice(-1000) || 'no output'}`,
+      );
+    }
     await new Promise((res) => setTimeout(res, 50));
   }
 }
