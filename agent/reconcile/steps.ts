@@ -117,6 +117,8 @@ const SESSION_PREFIX = 'wg_';
  * wg commands), so a bound of 8 keeps two cores busy without a burst of hundreds of processes.
  */
 export const TUNNELS_IN_PARALLEL = 8;
+/** Status reports in flight at once (the controller takes each as a write). */
+export const REPORTS_IN_PARALLEL = 4;
 
 /** Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links removed. */
 async function tunnels(ctx: PassContext): Promise<void> {
@@ -345,20 +347,29 @@ async function judge(ctx: PassContext): Promise<void> {
 async function report(ctx: PassContext): Promise<void> {
   const { deps, memory } = ctx;
   const current = new Map(ctx.sessions.map((s) => [s.uuid, s.status]));
-  for (const body of ctx.verdicts) {
-    const key = JSON.stringify([body.status, body.message, body.bgpState, body.bgpSince]);
-    if (body.status === current.get(body.uuid) && memory.reported.get(body.uuid) === key) continue;
+  const keyOf = (body: ModifyBody) =>
+    JSON.stringify([body.status, body.message, body.bgpState, body.bgpSince]);
+  const due = ctx.verdicts.filter(
+    (body) => body.status !== current.get(body.uuid) || memory.reported.get(body.uuid) !== keyOf(body),
+  );
+  // A few at once: a first pass over hundreds of sessions is not hundreds of round trips end to end.
+  const taken = await mapLimit(due, REPORTS_IN_PARALLEL, async (body) => {
     try {
       await deps.report(body);
-      memory.reported.set(body.uuid, key);
-      ctx.result.reports.push(body);
+      return true;
     } catch (err) {
       deps.log.warn(
         { session: body.uuid, status: body.status, err: (err as Error).message },
         'status report failed; retried next pass',
       );
+      return false;
     }
-  }
+  });
+  due.forEach((body, i) => {
+    if (!taken[i]) return;
+    memory.reported.set(body.uuid, keyOf(body));
+    ctx.result.reports.push(body);
+  });
   for (const uuid of memory.reported.keys()) if (!current.has(uuid)) memory.reported.delete(uuid);
 }
 
