@@ -205,10 +205,13 @@ console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
 // Every wireguard-go daemon holds an inotify instance (its UAPI socket); Linux allows a user 128 by default.
 const INOTIFY = '/proc/sys/fs/inotify/max_user_instances';
 const inotifyNeeded = Math.max(...SIZES) + 512;
-if (Number(await readFile(INOTIFY, 'utf8')) < inotifyNeeded) {
+const inotifyBefore = (await readFile(INOTIFY, 'utf8')).trim();
+if (Number(inotifyBefore) < inotifyNeeded) {
   await writeFile(INOTIFY, String(inotifyNeeded));
   console.log(`raised fs.inotify.max_user_instances to ${inotifyNeeded} (one per wireguard-go daemon)`);
 }
+/** The machine's limit as it was, at the end or on a signal. */
+const restoreInotify = () => writeFile(INOTIFY, inotifyBefore).catch(() => undefined);
 
 let failed = false;
 /** The lab of the size under way: removed (namespaces, wireguard-go daemons, BIRD) also on Ctrl-C or kill. */
@@ -218,7 +221,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     console.error(`bench-agent: ${signal}: removing the lab`);
     const lab = current;
     current = undefined;
-    void (lab?.close() ?? Promise.resolve()).finally(() => process.exit(130));
+    void (lab?.close() ?? Promise.resolve()).then(restoreInotify).finally(() => process.exit(130));
   });
 for (const n of SIZES) {
   const t = targets(n);
@@ -306,5 +309,6 @@ for (const n of SIZES) {
     } else await new Promise(() => undefined);
   }
 }
+await restoreInotify();
 console.log(`\nbench-agent: done ${new Date().toISOString()}, ${machine()}`);
 process.exitCode = failed ? 1 : 0;
