@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { mapLimit } from '../../common/concurrency.ts';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
@@ -111,6 +112,13 @@ export interface Step {
 }
 
 const SESSION_PREFIX = 'wg_';
+/**
+ * Tunnels set up (or removed) at once. A tunnel's setup is mostly waiting (wireguard-go starting, ip and
+ * wg commands), so a bound of 8 keeps two cores busy without a burst of hundreds of processes.
+ */
+export const TUNNELS_IN_PARALLEL = 8;
+/** Status reports in flight at once (the controller takes each as a write). */
+export const REPORTS_IN_PARALLEL = 4;
 
 /** Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links removed. */
 async function tunnels(ctx: PassContext): Promise<void> {
@@ -126,18 +134,26 @@ async function tunnels(ctx: PassContext): Promise<void> {
   const extra = (await deps.hooks?.extraInterfaces?.()) ?? [];
   const wanted = new Set([...ctx.up.map((s) => s.interface), ...extra.map((e) => e.name)]);
   ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
-  for (const s of ctx.up) {
-    if (ctx.waiting.has(s.uuid)) continue;
-    try {
-      const spec = sessionInterfaceSpec(s, deps.config);
-      const r = await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null);
-      if (r.created) ctx.recreated.push(s);
-      if (r.changes.length) {
-        result.interfacesChanged++;
-        deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
+  // Each session's tunnel on its own: a failure is that session's only.
+  const ensured = await mapLimit(
+    ctx.up.filter((s) => !ctx.waiting.has(s.uuid)),
+    TUNNELS_IN_PARALLEL,
+    async (s) => {
+      try {
+        const spec = sessionInterfaceSpec(s, deps.config);
+        return { s, r: await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null) };
+      } catch (err) {
+        return { s, err: err as Error };
       }
-    } catch (err) {
-      result.failed.set(s.uuid, (err as Error).message);
+    },
+  );
+  for (const { s, r, err } of ensured) {
+    if (err) result.failed.set(s.uuid, err.message);
+    if (!r) continue;
+    if (r.created) ctx.recreated.push(s);
+    if (r.changes.length) {
+      result.interfacesChanged++;
+      deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
     }
   }
   for (const spec of extra) {
@@ -147,12 +163,12 @@ async function tunnels(ctx: PassContext): Promise<void> {
       deps.log.warn({ interface: spec.name, err: (err as Error).message }, 'mesh tunnel failed');
     }
   }
-  for (const name of ctx.links.keys()) {
-    if (wanted.has(name)) continue;
+  const unwanted = [...ctx.links.keys()].filter((name) => !wanted.has(name));
+  await mapLimit(unwanted, TUNNELS_IN_PARALLEL, async (name) => {
     await deps.wireguard.remove(name);
     result.interfacesRemoved++;
     deps.log.info({ interface: name }, 'removed tunnel no session wants');
-  }
+  });
   if (result.interfacesChanged || result.interfacesRemoved)
     ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
 }
@@ -331,20 +347,29 @@ async function judge(ctx: PassContext): Promise<void> {
 async function report(ctx: PassContext): Promise<void> {
   const { deps, memory } = ctx;
   const current = new Map(ctx.sessions.map((s) => [s.uuid, s.status]));
-  for (const body of ctx.verdicts) {
-    const key = JSON.stringify([body.status, body.message, body.bgpState, body.bgpSince]);
-    if (body.status === current.get(body.uuid) && memory.reported.get(body.uuid) === key) continue;
+  const keyOf = (body: ModifyBody) =>
+    JSON.stringify([body.status, body.message, body.bgpState, body.bgpSince]);
+  const due = ctx.verdicts.filter(
+    (body) => body.status !== current.get(body.uuid) || memory.reported.get(body.uuid) !== keyOf(body),
+  );
+  // A few at once: a first pass over hundreds of sessions is not hundreds of round trips end to end.
+  const taken = await mapLimit(due, REPORTS_IN_PARALLEL, async (body) => {
     try {
       await deps.report(body);
-      memory.reported.set(body.uuid, key);
-      ctx.result.reports.push(body);
+      return true;
     } catch (err) {
       deps.log.warn(
         { session: body.uuid, status: body.status, err: (err as Error).message },
         'status report failed; retried next pass',
       );
+      return false;
     }
-  }
+  });
+  due.forEach((body, i) => {
+    if (!taken[i]) return;
+    memory.reported.set(body.uuid, keyOf(body));
+    ctx.result.reports.push(body);
+  });
   for (const uuid of memory.reported.keys()) if (!current.has(uuid)) memory.reported.delete(uuid);
 }
 

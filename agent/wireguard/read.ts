@@ -15,7 +15,7 @@ export interface WgPeerState {
 
 export interface WgInterfaceState {
   name: string;
-  /** `tun` for wireguard-go, `wireguard` for the kernel. */
+  /** `tun` for wireguard-go, `wireguard` for the kernel; `new` for a link just created, not read back. */
   kind: string;
   mtu: number;
   up: boolean;

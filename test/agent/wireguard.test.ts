@@ -103,6 +103,17 @@ describe('wireguard interfaces (wireguard-go in a namespace)', () => {
     await chmod(keyPath, 0o600);
   });
 
+  it('names the ip change the kernel refuses; the batch runs none after it', async () => {
+    const bad = { ...spec, mtu: 70000, addresses: [...spec.addresses, 'fd42:77::1/128'] };
+    await expect(ensureInterface(bad)).rejects.toThrow(
+      new RegExp(`^${spec.name}: mtu 70000 failed: .*mtu greater than device maximum`),
+    );
+    const state = await readInterface(spec.name);
+    expect(state?.mtu).toBe(1380);
+    expect(state?.addresses).not.toContain('fd42:77::1/128');
+    expect(await ensureInterface(spec)).toEqual({ created: false, changes: [] });
+  });
+
   it('removes the interface and its daemon', async () => {
     expect(await removeInterface(spec.name)).toBe(true);
     expect(await readInterface(spec.name)).toBeUndefined();
