@@ -70,9 +70,14 @@ export class NodeReconciler {
         failed: new Map(),
         node: undefined,
         birdUnreachable: undefined,
+        stepMs: {},
       },
     };
-    for (const step of STEPS) await step.run(ctx);
+    for (const step of STEPS) {
+      const started = performance.now();
+      await step.run(ctx);
+      ctx.result.stepMs[step.name] = Math.round((performance.now() - started) * 10) / 10;
+    }
     return ctx.result;
   }
 }

@@ -81,6 +81,8 @@ export interface PassResult {
   node: NodeProblem | undefined;
   /** Why BIRD could not be asked, when it could not. */
   birdUnreachable: string | undefined;
+  /** How long each step took (ms), by step name: the agent logs it with every pass that changed something. */
+  stepMs: Record<string, number>;
 }
 
 export interface PassContext {

@@ -21,6 +21,14 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
+import {
+  BGP_DEBUG,
+  BIRD_LOG_OPTIONS,
+  phaseMedians,
+  setupTimeline,
+  type Phase,
+  type SetupTimeline,
+} from './setup-timeline.ts';
 
 const REPO = join(import.meta.dirname, '..', '..');
 const BIN = join(REPO, 'bin', 'peerops.ts');
@@ -43,6 +51,8 @@ export interface StoryResult {
   steps: StepTiming[];
   /** Approval → BGP Established at the user's BIRD, per user network, milliseconds. */
   approvalToEstablishedMs: number[];
+  /** Where each of those went (setup-timeline.ts), in the same order. */
+  timelines: SetupTimeline[];
   p50Ms: number;
   wallMs: number;
   /** Parts of the product the story could not use, with the error seen (empty when all were there). */
@@ -137,6 +147,7 @@ export class LabStory {
   private networkAsn = 0;
   private routers: RouterNode[] = [];
   private users: UserNet[] = [];
+  private readonly timelines: SetupTimeline[] = [];
 
   constructor(opts: LabStoryOptions = {}) {
     this.lab = new NetnsLab(opts.prefix ?? 'lab');
@@ -182,8 +193,9 @@ export class LabStory {
       await this.deleteAll();
       const p50 = median(times);
       this.log(
-        `approval → BGP Established: ${times.map((t) => seconds(t)).join(', ')}; p50 ${seconds(p50)} (target < 5 s)`,
+        `approval → BGP Established: ${times.map((t) => seconds(t)).join(', ')}; p50 ${seconds(p50)} (target < 1 s)`,
       );
+      this.log(formatPhases('breakdown, medians', phaseMedians(this.timelines, median)));
       const wallMs = performance.now() - this.started;
       this.log(`story complete in ${seconds(wallMs)}`);
       if (this.missing.length) this.log(`missing parts:\n  ${this.missing.join('\n  ')}`);
@@ -191,6 +203,7 @@ export class LabStory {
         labId: this.lab.id,
         steps: this.steps,
         approvalToEstablishedMs: times,
+        timelines: this.timelines,
         p50Ms: p50,
         wallMs,
         missing: this.missing,
@@ -403,6 +416,8 @@ export class LabStory {
   private async writeAgentConfig(r: RouterNode, token: string): Promise<void> {
     const bird = join(r.root, 'bird');
     for (const d of ['peers', 'ibgp.d', 'local.d']) await mkdir(join(bird, d), { recursive: true });
+    // the operator's own addition: BIRD's log with millisecond times, read for the setup breakdown
+    await writeFile(join(bird, 'local.d', 'lab-log.conf'), BIRD_LOG_OPTIONS(join(bird, 'bird.log')));
     const config = {
       server: { listen: '127.0.0.1:0' },
       node: { name: r.name, id: r.nodeId, region: 'eu-central' },
@@ -511,13 +526,14 @@ protocol bgp peerops_v4 {
   neighbor ${routerIpv4} as ${this.networkAsn};
   direct;
   ${timers}
+  ${BGP_DEBUG}
   ipv4 { import all; export where source = RTS_STATIC; };
 }
 `;
         }
         u.bird = await this.lab.startBird(
           u.ns,
-          `router id 10.77.0.${u.label.slice(1)};
+          `${BIRD_LOG_OPTIONS(join(u.home, 'bird.log'))}router id 10.77.0.${u.label.slice(1)};
 protocol device {}
 protocol static { ipv6; route ${u.prefix} unreachable; }
 protocol kernel { ipv6 { import none; export where source = RTS_BGP; }; }
@@ -525,6 +541,7 @@ protocol bgp peerops {
   local ${u.linkLocal} as ${u.asn};
   neighbor ${ROUTER_LINK_LOCAL} % '${u.iface}' as ${this.networkAsn};
   ${timers}
+  ${BGP_DEBUG}
   ipv6 { import all; export where source = RTS_STATIC; };
 }
 ${ipv4}`,
@@ -627,6 +644,7 @@ ${ipv4}`,
         await this.cli(this.ctl, this.operatorHome, ['admin', 'session', 'approve', u.uuid!]);
         // from the moment the approve command returns: the approval is then stored
         const approved = performance.now();
+        const approvedAt = Date.now();
         // the router's side is "configured" once its BIRD has the session's protocol (agent pass done)
         let configured: number | undefined;
         const protocol = `dn42_${u.listenPort}`;
@@ -644,6 +662,17 @@ ${ipv4}`,
         );
         ms = performance.now() - approved;
         times.push(ms);
+        const timeline = setupTimeline({
+          approvedAt,
+          agentOutput: u.router.agentOutput,
+          routerBirdLog: await readFile(join(u.router.root, 'bird', 'bird.log'), 'utf8').catch(() => ''),
+          userBirdLog: await readFile(join(u.home, 'bird.log'), 'utf8').catch(() => ''),
+          protocols: u.ipv4 ? ['peerops', 'peerops_v4'] : ['peerops'],
+        });
+        this.timelines.push(timeline);
+        this.log(
+          formatPhases(`${u.label}: approval → Established ${seconds(ms)}`, timeline.phases, timeline.notes),
+        );
         const applied = configured === undefined ? '?' : seconds(configured - approved);
         let v4 = '';
         if (u.ipv4) {
@@ -898,6 +927,17 @@ ${ipv4}`,
     for (const r of this.routers) parts.push(`agent ${r.name} (last lines):\n${tail(r.agentOutput)}`);
     return parts.join('\n');
   }
+}
+
+/** A breakdown as printed lines: each phase, its share of the sum, then the notes. */
+export function formatPhases(title: string, phases: readonly Phase[], notes: readonly string[] = []): string {
+  const sum = phases.reduce((a, p) => a + (Number.isFinite(p.ms) ? p.ms : 0), 0);
+  const lines = phases.map((p) => `    ${`${Math.round(p.ms)} ms`.padStart(8)}  ${p.name}`);
+  return [
+    `  ${title}; the parts (sum ${Math.round(sum)} ms):`,
+    ...lines,
+    ...notes.map((n) => `      ${n}`),
+  ].join('\n');
 }
 
 function delay(ms: number): Promise<void> {
