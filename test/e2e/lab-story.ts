@@ -19,6 +19,7 @@ import { randomInt } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { PEER_BIRD_TIMERS } from '../../common/peer-config/index.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 import {
@@ -514,8 +515,9 @@ export class LabStory {
         await u.ns.run('ip', ['link', 'set', u.iface, 'mtu', '1420', 'up']);
         // a host of the user's network, in its own prefix: the data-plane check pings it from the other user
         await u.ns.run('ip', ['-6', 'addr', 'add', `${hostAddress(u)}/128`, 'dev', 'lo']);
-        // short timers so that a re-created tunnel (restart) is noticed in seconds
-        const timers = 'hold time 9;\n  keepalive time 3;\n  connect retry time 2;';
+        // the connect timers of the BIRD config peers are given (common/peer-config); a short hold
+        // time so that a re-created tunnel (the restart step) is noticed in seconds
+        const timers = [...PEER_BIRD_TIMERS, 'hold time 9;', 'keepalive time 3;'].join('\n  ');
         let ipv4 = '';
         if (u.ipv4) {
           const routerIpv4 = u.router.loopback.ipv4;
