@@ -643,6 +643,7 @@ ${ipv4}`,
       let ms = 0;
       await this.step(`operator: approve ${u.label}'s session → BGP Established`, async () => {
         const asked = performance.now();
+        const askedAt = Date.now();
         await this.cli(this.ctl, this.operatorHome, ['admin', 'session', 'approve', u.uuid!]);
         // from the moment the approve command returns: the approval is then stored
         const approved = performance.now();
@@ -665,6 +666,7 @@ ${ipv4}`,
         ms = performance.now() - approved;
         times.push(ms);
         const timeline = setupTimeline({
+          askedAt,
           approvedAt,
           agentOutput: u.router.agentOutput,
           routerBirdLog: await readFile(join(u.router.root, 'bird', 'bird.log'), 'utf8').catch(() => ''),

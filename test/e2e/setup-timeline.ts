@@ -63,7 +63,9 @@ export interface SetupTimeline {
 }
 
 export interface TimelineInput {
-  /** Epoch ms the approve command returned. */
+  /** Epoch ms the approve command started: no record of this setup is older. */
+  askedAt: number;
+  /** Epoch ms the approve command returned: the clock starts here. */
   approvedAt: number;
   agentOutput: readonly string[];
   routerBirdLog: string;
@@ -75,11 +77,12 @@ export interface TimelineInput {
 /** The phases, in order, each from the end of the one before; missing records are named in `notes`. */
 export function setupTimeline(input: TimelineInput): SetupTimeline {
   const notes: string[] = [];
-  const pass = agentPasses(input.agentOutput).find((p) => p.at >= input.approvedAt - 1000);
-  const router = birdLogLines(input.routerBirdLog).filter((l) => l.at >= input.approvedAt - 1000);
+  const pass = agentPasses(input.agentOutput).find((p) => p.answeredAt >= input.askedAt);
+  // the configure of that pass: the first one after it had the sessions
+  const router = birdLogLines(input.routerBirdLog).filter((l) => l.at >= (pass?.answeredAt ?? Infinity));
   const reconfiguring = router.find((l) => l.text === 'Reconfiguring');
   const reconfigured = router.find((l) => l.text === 'Reconfigured' && l.at >= (reconfiguring?.at ?? 0));
-  const user = birdLogLines(input.userBirdLog).filter((l) => l.at >= input.approvedAt);
+  const user = birdLogLines(input.userBirdLog).filter((l) => l.at >= input.askedAt);
   if (!pass || !reconfiguring || !reconfigured) {
     notes.push(
       `missing records: ${[!pass && 'the agent pass line', !reconfiguring && 'Reconfiguring', !reconfigured && 'Reconfigured'].filter(Boolean).join(', ')}`,
