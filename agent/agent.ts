@@ -174,6 +174,8 @@ export class Agent {
     const reconcileStart = performance.now();
     const result = await this.reconciler.pass(this.sessions, this.policy);
     this.metrics.passSeconds.observe((performance.now() - reconcileStart) / 1000);
+    this.metrics.fileWrites.inc(result.writes);
+    this.metrics.tunnelChanges.inc(result.interfacesChanged + result.interfacesRemoved);
     // A pass BIRD refused, or could not be asked in, did not do its job.
     this.metrics.passes.inc({ result: result.node || result.birdUnreachable ? 'error' : 'ok' });
     this.lastPass = result;

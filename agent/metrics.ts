@@ -4,7 +4,7 @@
  * controller answer, and the per-session figures last measured (the ones reported to the controller).
  * Everything but the pass counters is read from the agent's state when Prometheus scrapes.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from './metrics-registry.ts';
 import type { AgentSession, ReportBody } from '../common/agent-api.ts';
 import { statusName, type SessionStatusCode } from '../common/status.ts';
 import { VERSION } from '../common/version.ts';
@@ -23,6 +23,8 @@ export class AgentMetrics {
   readonly registry = new Registry();
   readonly passes: Counter<'result'>;
   readonly passSeconds: Histogram;
+  readonly fileWrites: Counter;
+  readonly tunnelChanges: Counter;
 
   constructor(state: AgentState) {
     const registers = [this.registry];
@@ -36,6 +38,16 @@ export class AgentMetrics {
       name: 'peerops_agent_sync_pass_seconds',
       help: 'Duration of the reconcile step of a sync pass (tunnels, BIRD files, configure)',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.fileWrites = new Counter({
+      name: 'peerops_agent_bird_file_writes_total',
+      help: 'BIRD config files the reconcile wrote or removed (0 on a pass with nothing to change)',
+      registers,
+    });
+    this.tunnelChanges = new Counter({
+      name: 'peerops_agent_tunnel_changes_total',
+      help: 'WireGuard tunnels the reconcile created, changed or removed',
       registers,
     });
     new Gauge({

@@ -7,13 +7,13 @@
 import { createServer, type Server } from 'node:http';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
-import type { Registry } from 'prom-client';
 import type { AgentConfig } from './config.ts';
 import { parseListen } from './config.ts';
 
 export interface LocalSource {
   health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; checks?: object }>;
-  metrics: { registry: Pick<Registry, 'metrics' | 'contentType'> };
+  /** The agent's registry (metrics-registry.ts); prom-client's Registry fits too. */
+  metrics: { registry: { metrics(): Promise<string>; contentType: string } };
 }
 
 function normalize(addr: string): string {

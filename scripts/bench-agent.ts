@@ -1,74 +1,288 @@
 /**
- * Agent benchmark: reconcile-pass time and agent memory for 10, 50 and 100 sessions, against the real
- * controller (in-process, real git store), real BIRD and real wireguard-go in a network namespace.
- * Prints, per size: the first pass (creates every tunnel and file, one configure), a pass with
- * nothing to change (must make zero writes and zero configure calls), and the agent's memory.
- * Needs root (namespaces). Usage: npm run bench:agent [-- 10 50 100]
+ * Agent benchmark (docs/benchmarks.md, "The agent"): the agent as operators run it, its own process
+ * (`node dist/peerops.js agent`, the npm package's bundle, rebuilt first), against the real controller
+ * (this process, real git store), a real BIRD and real wireguard-go in a network namespace. Per size:
+ * the first pass (creates every tunnel and file, one configure), passes with nothing to change (zero
+ * writes, zero configures, zero tunnel changes), the agent's RSS (/proc/<pid>/status VmRSS, and VmHWM,
+ * the peak) beside an empty Node's, and the wireguard-go daemons' RSS (one per tunnel; not the agent's).
+ * Pass times are the agent's own `peerops_agent_sync_pass_seconds` (the reconcile step), read from its
+ * /metrics. Node's options are the systemd unit's NODE_OPTIONS (agent/peerops-agent.service) unless
+ * --node-args gives others. Needs root (namespaces).
+ *
+ * Usage: npm run bench:agent [-- [--no-build] [--mappings] [--node-args="--flag …"] 10 100 1000]
+ * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
  */
-import { startAgentLab } from '../test/agent/lab.ts';
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { startAgentLab, type AgentLab } from '../test/agent/lab.ts';
 import { expectOk } from '../test/api/helpers.ts';
+import { exec } from '../test/support/netns.ts';
 
-const sizes = process.argv
-  .slice(2)
-  .map(Number)
-  .filter((n) => n > 0);
-const SIZES = sizes.length ? sizes : [10, 50, 100];
+const ROOT = join(import.meta.dirname, '..');
+const args = process.argv.slice(2);
+const build = !args.includes('--no-build');
+const mappings = args.includes('--mappings');
+const UNIT = join(ROOT, 'agent', 'peerops-agent.service');
+/** Node's options as the systemd unit runs the agent (its NODE_OPTIONS), unless --node-args says others. */
+const unitNodeOptions = /^Environment=NODE_OPTIONS=(.*)$/m.exec(await readFile(UNIT, 'utf8'))?.[1] ?? '';
+const nodeArgsFrom = args.some((a) => a.startsWith('--node-args=')) ? '--node-args' : 'the systemd unit';
+const nodeArgs = (
+  args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? unitNodeOptions
+)
+  .split(' ')
+  .filter(Boolean);
+const sizes = args.map(Number).filter((n) => n > 0);
+const SIZES = sizes.length ? sizes : [10, 100];
+const ENTRY = join(ROOT, 'dist', 'peerops.js');
+const MiB = 1024 * 1024;
 
-function mb(bytes: number): string {
-  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+/** Targets of issue 30 (docs/benchmarks.md): by size, the smallest bracket the size fits in. */
+function targets(n: number): { firstMs?: number; noopMs?: number; rssMiB?: number } {
+  if (n <= 100) return { firstMs: 3000, noopMs: 500, rssMiB: 80 };
+  if (n <= 1000) return { firstMs: 30_000, noopMs: 500, rssMiB: 150 };
+  return {};
 }
 
-const rows: string[] = [];
-for (const n of SIZES) {
-  const L = await startAgentLab('agx');
+function verdict(value: number, target: number | undefined): string {
+  return target === undefined ? '(no target)' : value <= target ? 'met' : 'MISSED';
+}
+
+function machine(): string {
+  const l = loadavg().map((x) => x.toFixed(2));
+  return `${cpus().length} CPUs, load average ${l.join(' ')}`;
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+interface Memory {
+  rss: number;
+  hwm: number;
+  /** The process's own pages (heap, code V8 compiled) and the files it maps (node's binary, shared). */
+  anon: number;
+  file: number;
+}
+
+/** VmRSS, VmHWM, RssAnon, RssFile of a process, in bytes. */
+async function memoryOf(pid: number): Promise<Memory> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') };
+}
+
+/** The largest mappings of a process by RSS (`--mappings`): what dominates its memory. */
+async function largestMappings(pid: number): Promise<string> {
+  const rss = new Map<string, number>();
+  let name = '';
+  for (const line of (await readFile(`/proc/${pid}/smaps`, 'utf8')).split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) name = head[1] || '[anon]';
+    const r = /^Rss:\s+(\d+) kB/.exec(line);
+    if (r) rss.set(name, (rss.get(name) ?? 0) + Number(r[1]) * 1024);
+  }
+  return [...rss]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([n, b]) => `${n} ${fmtMiB(b)}`)
+    .join(', ');
+}
+
+/** RSS of a Node process that loads nothing (the floor any Node program stands on). */
+async function emptyNode(): Promise<Memory> {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60000)'], { stdio: 'ignore' });
   try {
-    const routerUuid = L.h.store.getRouter(L.router)?.spec.uuid;
-    for (let i = 0; i < n; i++) {
-      const asn = 4242422000 + i;
-      const token = L.h.tokens.issueToken(asn, 'user').token;
-      const res = await expectOk(
-        L.h.post('/session', token, {
-          action: 'create',
-          router: routerUuid,
-          ipv6: `fd42:${(0x2000 + i).toString(16)}::1`,
-          linkLocal: `fe80::${(0x100 + i).toString(16)}`,
-          endpoint: `[fd00:ffff::${(i + 2).toString(16)}]:51820`,
-          publicKey: Buffer.alloc(32, i + 1).toString('base64'),
-          mtu: 1420,
-        }),
-      );
-      await expectOk(L.h.post('/admin/session', L.h.admin, { action: 'approve', uuid: res.json().uuid }));
+    await new Promise((r) => setTimeout(r, 500));
+    return await memoryOf(child.pid!);
+  } finally {
+    child.kill('SIGKILL');
+  }
+}
+
+/** The wireguard-go daemons in the node's namespace: how many, their RSS summed. */
+async function wireguardGo(ns: string): Promise<{ count: number; rss: number }> {
+  const pids = (await exec('ip', ['netns', 'pids', ns])).stdout.split(/\s+/).filter(Boolean);
+  let count = 0;
+  let rss = 0;
+  for (const pid of pids) {
+    const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim();
+    if (comm !== 'wireguard-go') continue;
+    count++;
+    rss += (await memoryOf(Number(pid)).catch(() => ({ rss: 0 }))).rss;
+  }
+  return { count, rss };
+}
+
+type Metrics = Map<string, number>;
+
+async function scrape(port: number): Promise<Metrics | undefined> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const out: Metrics = new Map();
+    for (const line of text.split('\n')) {
+      const m = /^(\w+)(\{[^}]*\})? (\S+)$/.exec(line);
+      if (m) out.set(`${m[1]}${m[2] ?? ''}`, Number(m[3]));
     }
-    const agent = L.agent();
-    global.gc?.();
-    const heapBefore = process.memoryUsage().heapUsed;
-    let t = performance.now();
-    const first = await agent.syncOnce();
-    const firstMs = performance.now() - t;
-    const configuresBefore = agent.applier.configureCalls;
-    const noops: number[] = [];
-    let noopWrites = 0;
-    for (let i = 0; i < 3; i++) {
-      t = performance.now();
-      const p = await agent.syncOnce();
-      noops.push(performance.now() - t);
-      noopWrites += p?.writes ?? 0;
+    return out;
+  } catch {
+    return undefined; // not listening yet
+  }
+}
+
+const passes = (m: Metrics) => m.get('peerops_agent_sync_pass_seconds_count') ?? 0;
+
+async function waitPasses(port: number, count: number, timeoutMs: number, pid: number): Promise<Metrics> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = await scrape(port);
+    if (m && passes(m) >= count) return m;
+    if (Date.now() > deadline)
+      throw new Error(`the agent did not complete ${count} passes in ${timeoutMs} ms`);
+    try {
+      process.kill(pid, 0);
+    } catch {
+      throw new Error('the agent exited');
     }
-    const noopConfigures = agent.applier.configureCalls - configuresBefore;
-    const mem = process.memoryUsage();
-    const row = [
-      `sessions=${n}`,
-      `first pass=${firstMs.toFixed(0)} ms (tunnels ${first?.interfacesChanged}, writes ${first?.writes}, configure ${first?.configured ? 1 : 0}, reports ${first?.reports.length})`,
-      `no-op pass=${Math.min(...noops).toFixed(0)}/${(noops.reduce((a, b) => a + b, 0) / noops.length).toFixed(0)} ms min/avg (writes ${noopWrites}, configure ${noopConfigures})`,
-      `agent heap=${mb(mem.heapUsed)} (+${mb(mem.heapUsed - heapBefore)}) rss=${mb(mem.rss)}`,
-    ].join('  ');
-    console.log(row);
-    rows.push(row);
-    await agent.close();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A distinct 32-byte WireGuard public key per session (any 32 bytes are a key to WireGuard). */
+function uniqueKey(i: number): string {
+  const key = Buffer.alloc(32, 7);
+  key.writeUInt32BE(i, 0);
+  return key.toString('base64');
+}
+
+async function createSessions(L: AgentLab, n: number): Promise<void> {
+  const routerUuid = L.h.store.getRouter(L.router)?.spec.uuid;
+  for (let i = 0; i < n; i++) {
+    const asn = 4242422000 + i;
+    const token = L.h.tokens.issueToken(asn, 'user').token;
+    const res = await expectOk(
+      L.h.post('/session', token, {
+        action: 'create',
+        router: routerUuid,
+        ipv6: `fd42:${(0x2000 + i).toString(16)}::1`,
+        linkLocal: `fe80::${(0x100 + i).toString(16)}`,
+        endpoint: `[fd00:ffff::${(i + 2).toString(16)}]:51820`,
+        publicKey: uniqueKey(i),
+        mtu: 1420,
+      }),
+    );
+    await expectOk(
+      L.h.post('/admin/session', L.h.admin, {
+        action: 'approve',
+        uuid: (res.json() as { uuid: string }).uuid,
+      }),
+    );
+  }
+}
+
+const fmtMs = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(0)} ms`);
+const fmtMiB = (b: number) => `${(b / MiB).toFixed(1)} MiB`;
+
+console.log(`bench-agent: ${new Date().toISOString()}, ${machine()}, node ${process.version}`);
+if (build) {
+  const r = await exec(process.execPath, [join(ROOT, 'scripts', 'build-release.ts'), '--npm'], {
+    timeoutMs: 300_000,
+  });
+  if (r.code !== 0) throw new Error(`build failed: ${r.stderr}`);
+}
+console.log(
+  `agent: node ${nodeArgs.join(' ')} ${ENTRY} agent (the npm package's bundle; Node options from ${nodeArgsFrom})`,
+);
+const empty = await emptyNode();
+console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
+
+let failed = false;
+for (const n of SIZES) {
+  const t = targets(n);
+  const L = await startAgentLab('agb');
+  try {
+    const t0 = performance.now();
+    await createSessions(L, n);
+    console.log(`\nsessions=${n} (created and approved in ${fmtMs(performance.now() - t0)})`);
+    const port = await freePort();
+    const agent = L.spawnAgent({
+      listen: `127.0.0.1:${port}`,
+      entry: ENTRY,
+      nodeArgs,
+      // no metric round (pings to every peer) during the measured passes
+      intervals: { syncInterval: 2, metricInterval: 3600 },
+    });
+    const pid = agent.child.pid!;
+    const first = await waitPasses(port, 1, 120_000 + n * 500, pid);
+    const firstMs = (first.get('peerops_agent_sync_pass_seconds_sum') ?? 0) * 1000;
+    const afterFirst = await memoryOf(pid);
+    const wg = await wireguardGo(L.node.name);
+    const NOOPS = 3;
+    const last = await waitPasses(port, passes(first) + NOOPS, 60_000 + n * 100, pid);
+    const delta = (key: string) => (last.get(key) ?? 0) - (first.get(key) ?? 0);
+    const noopCount = passes(last) - passes(first);
+    const noopMs = (delta('peerops_agent_sync_pass_seconds_sum') * 1000) / noopCount;
+    const writes = delta('peerops_agent_bird_file_writes_total');
+    const tunnels = delta('peerops_agent_tunnel_changes_total');
+    const configures = delta('peerops_agent_bird_configures_total');
+    const afterNoop = await memoryOf(pid);
+    const sessionsUp = [...last].filter(([k]) => k.startsWith('peerops_agent_sessions{'));
+    const row = (label: string, value: string, target: string, v: string) =>
+      console.log(`  ${label.padEnd(30)} ${value.padEnd(28)} target ${target.padEnd(10)} ${v}`);
+    row(
+      'first pass',
+      `${fmtMs(firstMs)} (${first.get('peerops_agent_tunnel_changes_total')} tunnels)`,
+      t.firstMs ? `< ${fmtMs(t.firstMs)}` : '-',
+      verdict(firstMs, t.firstMs),
+    );
+    row(
+      `no-op pass (avg of ${noopCount})`,
+      fmtMs(noopMs),
+      t.noopMs ? `< ${fmtMs(t.noopMs)}` : '-',
+      verdict(noopMs, t.noopMs),
+    );
+    row(
+      'no-op writes/configures/tunnels',
+      `${writes} / ${configures} / ${tunnels}`,
+      '0',
+      writes + configures + tunnels === 0 ? 'met' : 'MISSED',
+    );
+    row(
+      'agent RSS after first pass',
+      `${fmtMiB(afterFirst.rss)} (peak ${fmtMiB(afterFirst.hwm)})`,
+      t.rssMiB ? `<= ${t.rssMiB} MiB` : '-',
+      verdict(afterFirst.rss / MiB, t.rssMiB),
+    );
+    row(
+      'agent RSS after no-op passes',
+      `${fmtMiB(afterNoop.rss)} (peak ${fmtMiB(afterNoop.hwm)}, own ${fmtMiB(afterNoop.anon)}, files ${fmtMiB(afterNoop.file)})`,
+      t.rssMiB ? `<= ${t.rssMiB} MiB` : '-',
+      verdict(afterNoop.rss / MiB, t.rssMiB),
+    );
+    console.log(
+      `  empty Node RSS                 ${fmtMiB(empty.rss)} (own ${fmtMiB(empty.anon)}, files ${fmtMiB(empty.file)})`,
+    );
+    if (mappings) console.log(`  largest mappings               ${await largestMappings(pid)}`);
+    console.log(
+      `  wireguard-go daemons           ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's)`,
+    );
+    console.log(
+      `  sessions by status             ${sessionsUp.map(([k, v]) => `${k.slice(31, -2)}=${v}`).join(' ')}`,
+    );
+    if (wg.count < n) failed = true;
+    await agent.kill('SIGTERM');
+  } catch (err) {
+    failed = true;
+    console.error(`  sessions=${n}: ${(err as Error).message}`);
   } finally {
     await L.close();
   }
 }
-console.log(
-  `\nbench-agent: ${rows.length} sizes measured (RSS includes the in-process controller used as the source of truth)`,
-);
+console.log(`\nbench-agent: done ${new Date().toISOString()}, ${machine()}`);
+process.exitCode = failed ? 1 : 0;

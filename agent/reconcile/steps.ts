@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { mapLimit } from '../../common/concurrency.ts';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
@@ -113,6 +114,11 @@ export interface Step {
 }
 
 const SESSION_PREFIX = 'wg_';
+/**
+ * Tunnels set up (or removed) at once. A tunnel's setup is mostly waiting (wireguard-go starting, ip and
+ * wg commands), so a bound of 8 keeps two cores busy without a burst of hundreds of processes.
+ */
+export const TUNNELS_IN_PARALLEL = 8;
 
 /** Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links removed. */
 async function tunnels(ctx: PassContext): Promise<void> {
@@ -128,18 +134,26 @@ async function tunnels(ctx: PassContext): Promise<void> {
   const extra = (await deps.hooks?.extraInterfaces?.()) ?? [];
   const wanted = new Set([...ctx.up.map((s) => s.interface), ...extra.map((e) => e.name)]);
   ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
-  for (const s of ctx.up) {
-    if (ctx.waiting.has(s.uuid)) continue;
-    try {
-      const spec = sessionInterfaceSpec(s, deps.config);
-      const r = await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null);
-      if (r.created) ctx.recreated.push(s);
-      if (r.changes.length) {
-        result.interfacesChanged++;
-        deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
+  // Each session's tunnel on its own: a failure is that session's only.
+  const ensured = await mapLimit(
+    ctx.up.filter((s) => !ctx.waiting.has(s.uuid)),
+    TUNNELS_IN_PARALLEL,
+    async (s) => {
+      try {
+        const spec = sessionInterfaceSpec(s, deps.config);
+        return { s, r: await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null) };
+      } catch (err) {
+        return { s, err: err as Error };
       }
-    } catch (err) {
-      result.failed.set(s.uuid, (err as Error).message);
+    },
+  );
+  for (const { s, r, err } of ensured) {
+    if (err) result.failed.set(s.uuid, err.message);
+    if (!r) continue;
+    if (r.created) ctx.recreated.push(s);
+    if (r.changes.length) {
+      result.interfacesChanged++;
+      deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
     }
   }
   for (const spec of extra) {
@@ -149,12 +163,12 @@ async function tunnels(ctx: PassContext): Promise<void> {
       deps.log.warn({ interface: spec.name, err: (err as Error).message }, 'mesh tunnel failed');
     }
   }
-  for (const name of ctx.links.keys()) {
-    if (wanted.has(name)) continue;
+  const unwanted = [...ctx.links.keys()].filter((name) => !wanted.has(name));
+  await mapLimit(unwanted, TUNNELS_IN_PARALLEL, async (name) => {
     await deps.wireguard.remove(name);
     result.interfacesRemoved++;
     deps.log.info({ interface: name }, 'removed tunnel no session wants');
-  }
+  });
   if (result.interfacesChanged || result.interfacesRemoved)
     ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
 }

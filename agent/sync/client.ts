@@ -1,9 +1,11 @@
 /**
- * Control-plane client of the agent (docs/api.md, Agent API): node's fetch with a per-request timeout, retries
+ * Control-plane client of the agent (docs/api.md, Agent API): node:http(s) with a per-request timeout, retries
  * with exponential backoff and jitter, 429 honoured (`Retry-After`, `X-RateLimit-Reset`), responses
  * validated against common/agent-api.ts. The token goes only into the Authorization header: it is
- * never part of an error message or a log line.
+ * never part of an error message or a log line. Not fetch: loading fetch's HTTP stack (undici) costs
+ * the agent ~18 MiB of RSS, a quarter of its budget on a small router (docs/decisions.md).
  */
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import type { TSchema } from 'typebox';
 import {
   Ack,
@@ -59,6 +61,58 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     });
   });
 
+/** An answer read whole (the agent API's bodies are small JSON documents). */
+interface Answer {
+  status: number;
+  headers: HeaderReader;
+  body: string;
+}
+
+/** What rateLimitWait reads: a fetch Headers, or the headers of a node:http answer. */
+export interface HeaderReader {
+  get(name: string): string | null | undefined;
+}
+
+function headerReader(headers: IncomingHttpHeaders): HeaderReader {
+  return {
+    get: (name) => {
+      const v = headers[name.toLowerCase()];
+      return Array.isArray(v) ? v.join(', ') : v;
+    },
+  };
+}
+
+/** One HTTP exchange; rejects on a network error or when `signal` aborts (the request is destroyed). */
+async function exchange(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  signal: AbortSignal,
+): Promise<Answer> {
+  // TLS only for an https controller: loaded on first use
+  const send = url.protocol === 'https:' ? (await import('node:https')).request : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = send(url, { method, headers, signal }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: headerReader(res.headers),
+          body: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
+      res.on('error', reject);
+      res.on('close', () => {
+        if (!res.complete) reject(new Error('the connection closed before the answer was complete'));
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 export class ControlPlaneClient {
   private readonly opts: ClientOptions;
   private readonly base: string;
@@ -81,23 +135,29 @@ export class ControlPlaneClient {
     method: 'GET' | 'POST',
     path: string,
     opts: { body?: unknown; headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {},
-  ): Promise<Response> {
+  ): Promise<Answer> {
+    const url = new URL(`${this.base}${path}`);
+    const body = opts.body !== undefined ? JSON.stringify(opts.body) : undefined;
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.opts.token}`,
+      ...(body !== undefined
+        ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
+        : {}),
+      ...opts.headers,
+    };
     let attempt = 0;
     for (;;) {
-      let res: Response | undefined;
+      let res: Answer | undefined;
       let error: ControlPlaneError;
       const timeout = AbortSignal.timeout(opts.timeoutMs ?? this.opts.requestTimeout * 1000);
       try {
-        res = await fetch(`${this.base}${path}`, {
+        res = await exchange(
+          url,
           method,
-          headers: {
-            authorization: `Bearer ${this.opts.token}`,
-            ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-            ...opts.headers,
-          },
-          body: opts.body !== undefined ? JSON.stringify(opts.body) : null,
-          signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout,
-        });
+          headers,
+          body,
+          opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout,
+        );
         this.lastContact = Date.now();
         if (res.status < 400 || (res.status >= 400 && res.status < 500 && res.status !== 429)) {
           this.lastError = undefined;
@@ -105,26 +165,23 @@ export class ControlPlaneClient {
         }
         error = new ControlPlaneError(`${method} ${path}: HTTP ${res.status}`, res.status, true);
       } catch (err) {
-        const e = err as Error;
         if (opts.signal?.aborted) throw new ControlPlaneError(`${method} ${path}: aborted`, undefined, false);
-        const what =
-          e.name === 'TimeoutError' ? 'timed out' : ((e.cause as Error | undefined)?.message ?? e.message);
+        const what = timeout.aborted ? 'timed out' : (err as Error).message;
         error = new ControlPlaneError(`${method} ${path}: ${what}`, undefined, true);
       }
       this.lastError = error.message;
       if (attempt >= this.opts.maxRetries) throw error;
       let wait = this.backoff(attempt);
       if (res?.status === 429) wait = Math.max(wait, rateLimitWait(res.headers));
-      await res?.body?.cancel().catch(() => undefined);
       await sleep(wait, opts.signal);
       attempt++;
     }
   }
 
-  private async json<T>(res: Response, schema: TSchema, what: string): Promise<T> {
+  private json<T>(res: Answer, schema: TSchema, what: string): T {
     let body: unknown;
     try {
-      body = await res.json();
+      body = JSON.parse(res.body);
     } catch {
       throw new ControlPlaneError(`${what}: HTTP ${res.status}, body is not JSON`, res.status, false);
     }
@@ -162,11 +219,8 @@ export class ControlPlaneClient {
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     const etag = res.headers.get('etag') ?? undefined;
-    if (res.status === 304) {
-      await res.body?.cancel().catch(() => undefined);
-      return { body: undefined, etag: opts.etag };
-    }
-    return { body: await this.json<AgentSessionsResponse>(res, AgentSessionsResponse, 'GET sessions'), etag };
+    if (res.status === 304) return { body: undefined, etag: opts.etag };
+    return { body: this.json<AgentSessionsResponse>(res, AgentSessionsResponse, 'GET sessions'), etag };
   }
 
   async birdConfig(): Promise<BirdConfigResponse> {
@@ -182,11 +236,11 @@ export class ControlPlaneClient {
   }
 
   async heartbeat(body: HeartbeatBody): Promise<void> {
-    await this.json(await this.request('POST', '/heartbeat', { body }), Ack, 'POST heartbeat');
+    this.json(await this.request('POST', '/heartbeat', { body }), Ack, 'POST heartbeat');
   }
 
   async report(body: ReportBody): Promise<void> {
-    await this.json(await this.request('POST', '/report', { body }), Ack, 'POST report');
+    this.json(await this.request('POST', '/report', { body }), Ack, 'POST report');
   }
 
   async modify(body: ModifyBody): Promise<ModifyAck> {
@@ -194,12 +248,12 @@ export class ControlPlaneClient {
   }
 
   async meshStatus(body: MeshStatusBody): Promise<void> {
-    await this.json(await this.request('POST', '/mesh/status', { body }), Ack, 'POST mesh/status');
+    this.json(await this.request('POST', '/mesh/status', { body }), Ack, 'POST mesh/status');
   }
 }
 
 /** Milliseconds until the rate limit resets: Retry-After (seconds or HTTP date), else X-RateLimit-Reset. */
-export function rateLimitWait(headers: Headers, now = Date.now()): number {
+export function rateLimitWait(headers: HeaderReader, now = Date.now()): number {
   const retryAfter = headers.get('retry-after');
   if (retryAfter) {
     const s = Number(retryAfter);

@@ -41,17 +41,23 @@ export interface RunOptions {
    * pipe, because the daemon keeps writing to it after the command returns. stdout/stderr stay empty.
    */
   outputFd?: number;
+  /** Written to the command's stdin (`ip -batch -`); without it stdin is /dev/null. */
+  input?: string;
 }
 
 /** Runs a command to completion; a non-zero exit is a result, not an exception. */
 export function run(cmd: string, args: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
   const [file, argv] = wrap(cmd, args);
   return new Promise((resolve, reject) => {
+    const stdin = opts.input === undefined ? 'ignore' : 'pipe';
     const child = spawn(file, argv, {
-      stdio:
-        opts.outputFd === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', opts.outputFd, opts.outputFd],
+      stdio: opts.outputFd === undefined ? [stdin, 'pipe', 'pipe'] : [stdin, opts.outputFd, opts.outputFd],
       env: opts.env ? { ...process.env, ...opts.env } : process.env,
     });
+    if (child.stdin) {
+      child.stdin.on('error', () => undefined); // a command that exits without reading all of it
+      child.stdin.end(opts.input);
+    }
     let stdout = '';
     let stderr = '';
     child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));

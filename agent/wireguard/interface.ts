@@ -16,7 +16,7 @@
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { constants } from 'node:fs';
-import { mkdir, open, readFile, rm, stat } from 'node:fs/promises';
+import { access, mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   canonicalIpv6,
@@ -32,6 +32,7 @@ import {
   listLinks,
   readAllInterfaces,
   readInterface,
+  readNewInterface,
   type WgInterfaceState,
 } from './read.ts';
 import type { EnsureResult, WgInterfaceSpec, WireGuard } from './types.ts';
@@ -90,20 +91,35 @@ export async function removeInterface(name: string): Promise<boolean> {
   throw new WireGuardError(name, `removing the link failed: ${r.stderr.trim()}`);
 }
 
+/**
+ * Public keys already derived, by key file and the file's identity (inode, size, mtime): every session
+ * of a pass uses the same key file, and a changed file is read again.
+ */
+const derived = new Map<string, { identity: string; publicKey: string }>();
+
 /** The public key of a private key file (X25519), after checking that only its owner can read it. */
 export async function publicKeyOfPrivateKeyFile(path: string, ifname = 'wireguard'): Promise<string> {
-  let mode: number;
+  let st;
   try {
-    mode = (await stat(path)).mode;
+    st = await stat(path);
   } catch (err) {
     throw new WireGuardError(ifname, `private key ${path}: ${(err as Error).message}`);
   }
-  if (mode & 0o077) {
+  if (st.mode & 0o077) {
     throw new WireGuardError(
       ifname,
-      `private key ${path} has mode ${(mode & 0o777).toString(8)}; it must not be readable by group or others (chmod 600)`,
+      `private key ${path} has mode ${(st.mode & 0o777).toString(8)}; it must not be readable by group or others (chmod 600)`,
     );
   }
+  const identity = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  const known = derived.get(path);
+  if (known?.identity === identity) return known.publicKey;
+  const publicKey = await derivePublicKey(path, ifname);
+  derived.set(path, { identity, publicKey });
+  return publicKey;
+}
+
+async function derivePublicKey(path: string, ifname: string): Promise<string> {
   const raw = Buffer.from((await readFile(path, 'utf8')).trim(), 'base64');
   if (raw.length !== 32)
     throw new WireGuardError(ifname, `private key ${path} is not a base64 WireGuard key`);
@@ -138,19 +154,20 @@ export async function ensureInterface(
     await createLink(spec.name);
     created = true;
     changes.push('created');
-    actual = await readInterface(spec.name);
+    actual = await readNewInterface(spec.name);
     if (!actual) throw new WireGuardError(spec.name, 'the link vanished right after it was created');
   }
-  const step = async (what: string, cmd: string, args: string[]) => {
-    const r = await run(cmd, args);
-    if (r.code !== 0) throw new WireGuardError(spec.name, `${what} failed: ${(r.stderr || r.stdout).trim()}`);
-    changes.push(what);
-  };
+  // ip(8) changes go in one `ip -batch` run after `wg set`, in the order a link needs them (addrgenmode
+  // before up, addresses before routes): one process per tunnel instead of one per change.
+  const ipSteps: { what: string; line: string }[] = [];
+  // ip's batch lines split at spaces: an argument with one (the alias) is quoted
+  const ip = (what: string, args: string[]) =>
+    ipSteps.push({ what, line: args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(' ') });
 
   if (!actual.addrGenModeNone)
-    await step('addrgenmode none', 'ip', ['link', 'set', 'dev', spec.name, 'addrgenmode', 'none']);
+    ip('addrgenmode none', ['link', 'set', 'dev', spec.name, 'addrgenmode', 'none']);
   if (actual.mtu !== spec.mtu)
-    await step(`mtu ${spec.mtu}`, 'ip', ['link', 'set', 'dev', spec.name, 'mtu', String(spec.mtu)]);
+    ip(`mtu ${spec.mtu}`, ['link', 'set', 'dev', spec.name, 'mtu', String(spec.mtu)]);
 
   const wg = actual.wg;
   const wgArgs: string[] = [];
@@ -175,20 +192,21 @@ export async function ensureInterface(
   }
   if (peerArgs.length) wgArgs.push('peer', spec.peer.publicKey, ...peerArgs);
   if (wgArgs.length) {
-    const shown = wgArgs.map((a) => (a === spec.privateKeyPath ? '<key file>' : a)).join(' ');
-    await step(`wg set ${shown}`, 'wg', ['set', spec.name, ...wgArgs]);
+    const what = `wg set ${wgArgs.map((a) => (a === spec.privateKeyPath ? '<key file>' : a)).join(' ')}`;
+    const r = await run('wg', ['set', spec.name, ...wgArgs]);
+    if (r.code !== 0) throw new WireGuardError(spec.name, `${what} failed: ${(r.stderr || r.stdout).trim()}`);
+    changes.push(what);
   }
 
   const want = new Map(spec.addresses.map((a) => [canonicalAddress(a), a]));
   const have = new Set(actual.addresses.map(canonicalAddress));
   for (const addr of have) {
-    if (!want.has(addr))
-      await step(`del address ${addr}`, 'ip', ['addr', 'del', ...addr.split(' '), 'dev', spec.name]);
+    if (!want.has(addr)) ip(`del address ${addr}`, ['addr', 'del', ...addr.split(' '), 'dev', spec.name]);
   }
   for (const [key, addr] of want) {
     if (!have.has(key)) {
       const v6 = addr.includes(':');
-      await step(`add address ${key}`, 'ip', [
+      ip(`add address ${key}`, [
         'addr',
         'add',
         ...addr.split(' '),
@@ -198,14 +216,14 @@ export async function ensureInterface(
       ]);
     }
   }
-  if (!actual.up) await step('up', 'ip', ['link', 'set', 'dev', spec.name, 'up']);
+  if (!actual.up) ip('up', ['link', 'set', 'dev', spec.name, 'up']);
   const haveRoutes = new Set(actual.routes.map(canonicalRoute));
   for (const route of spec.peerRoutes) {
     if (!haveRoutes.has(canonicalRoute(route)))
-      await step(`route ${route}`, 'ip', ['route', 'replace', route, 'dev', spec.name]);
+      ip(`route ${route}`, ['route', 'replace', route, 'dev', spec.name]);
   }
   if (actual.generation !== spec.generation) {
-    await step(`generation ${spec.generation}`, 'ip', [
+    ip(`generation ${spec.generation}`, [
       'link',
       'set',
       'dev',
@@ -214,7 +232,24 @@ export async function ensureInterface(
       generationAlias(spec.generation),
     ]);
   }
+  await ipBatch(spec.name, ipSteps);
+  changes.push(...ipSteps.map((s) => s.what));
   return { created, changes };
+}
+
+/**
+ * Runs ip(8) commands as one `ip -batch -`. ip stops at the first command that fails and names its line
+ * (`Command failed -:<n>`): the error names that change, as running each command alone would.
+ */
+async function ipBatch(name: string, steps: readonly { what: string; line: string }[]): Promise<void> {
+  if (steps.length === 0) return;
+  const r = await run('ip', ['-batch', '-'], { input: steps.map((s) => `${s.line}\n`).join('') });
+  if (r.code === 0) return;
+  const output = (r.stderr || r.stdout).trim();
+  const line = Number(/Command failed -:(\d+)/.exec(output)?.[1] ?? 0);
+  const what = steps[line - 1]?.what ?? steps.map((s) => s.what).join(', ');
+  const message = output.replace(/\n?Command failed -:\d+\s*$/, '').trim();
+  throw new WireGuardError(name, `${what} failed: ${message}`);
 }
 
 function checkName(name: string): void {
@@ -233,7 +268,7 @@ async function createLink(name: string): Promise<void> {
       'no WireGuard: the kernel has none and wireguard-go is not on PATH (install wireguard-go)',
     );
   // A stale UAPI socket from a daemon killed hard would make wireguard-go refuse to start.
-  await run('rm', ['-f', `${WIREGUARD_RUN_DIR}/${name}.sock`]);
+  await rm(`${WIREGUARD_RUN_DIR}/${name}.sock`, { force: true });
   // The daemon's log goes to a file: it keeps writing after the command returns (a pipe would break it).
   const logPath = wireguardGoLog(name);
   await mkdir(WIREGUARD_RUN_DIR, { recursive: true, mode: 0o755 });
@@ -271,10 +306,12 @@ function wireguardGoLog(name: string): string {
 async function waitForSocketGone(name: string): Promise<void> {
   if ((await detectBackend()) === 'kernel') return;
   const deadline = Date.now() + 3000;
-  while (
-    (await run('test', ['-e', `${WIREGUARD_RUN_DIR}/${name}.sock`])).code === 0 &&
-    Date.now() < deadline
-  ) {
+  const exists = () =>
+    access(`${WIREGUARD_RUN_DIR}/${name}.sock`).then(
+      () => true,
+      () => false,
+    );
+  while ((await exists()) && Date.now() < deadline) {
     await new Promise((res) => setTimeout(res, 50));
   }
 }

@@ -133,6 +133,15 @@ export async function readInterface(name: string): Promise<WgInterfaceState | un
 }
 
 /**
+ * A link just created: only its link attributes are read. It has no address, no route and no WireGuard
+ * key, port or peer yet, so the caller sets them all.
+ */
+export async function readNewInterface(name: string): Promise<WgInterfaceState | undefined> {
+  const link = (await ipJson<IpLink[]>(['-d', 'link', 'show', 'dev', name]))?.[0];
+  return link && toState(link, [], [], { publicKey: '', listenPort: 0, peers: [] });
+}
+
+/**
  * Every link whose name starts with one of `prefixes`, read with one command per kind of state (links,
  * addresses, routes, `wg show all dump`) instead of five per link: a pass over 100 sessions stays cheap.
  */

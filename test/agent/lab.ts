@@ -100,13 +100,28 @@ export interface AgentLab {
   agent(routing?: Partial<AgentConfig['routing']>, hooks?: ReconcileHooks): Agent;
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
-  /** `peerops agent --config <file>` as a child process (the real executable), its log lines collected. */
-  spawnAgent(overrides?: { url?: string; listen?: string; token?: string }): AgentProcess;
+  /**
+   * `peerops agent --config <file>` as a child process (the real executable, bin/peerops.ts unless
+   * `entry` names another, e.g. the built dist/peerops.js), its log lines collected.
+   */
+  spawnAgent(overrides?: SpawnOverrides): AgentProcess;
   /** Creates and approves a session for `peer`; resolves with its uuid. */
   approvedSession(peer: Peer, extra?: Record<string, unknown>): Promise<string>;
   /** Configures the peer's tunnel towards the node once the session's port is known. */
   connectPeer(peer: Peer, listenPort: number): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface SpawnOverrides {
+  url?: string;
+  listen?: string;
+  token?: string;
+  /** The executable script node runs (default bin/peerops.ts). */
+  entry?: string;
+  /** Node options before the script (e.g. heap flags). */
+  nodeArgs?: string[];
+  /** Loop intervals in seconds (controlPlane.metricInterval, …) over the lab's. */
+  intervals?: { syncInterval?: number; heartbeatInterval?: number; metricInterval?: number };
 }
 
 let vethIndex = 0;
@@ -275,10 +290,13 @@ protocol bgp node {
           ...fileConfig.controlPlane,
           url: overrides.url ?? url,
           ...(overrides.token ? { token: overrides.token } : {}),
+          ...overrides.intervals,
         },
       };
       writeFileSync(file, JSON.stringify(body), { mode: 0o600 });
-      const child = spawn(process.execPath, [join(REPO, 'bin', 'peerops.ts'), 'agent', '--config', file], {
+      const entry = overrides.entry ?? join(REPO, 'bin', 'peerops.ts');
+      const argv = [...(overrides.nodeArgs ?? []), entry, 'agent', '--config', file];
+      const child = spawn(process.execPath, argv, {
         env: { ...process.env, PEEROPS_AGENT_NETNS: node.name },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
