@@ -105,20 +105,22 @@ export function setupTimeline(input: TimelineInput): SetupTimeline {
   );
   const connected = connects.at(-1);
   const s = pass.stepMs;
-  const applyStart = pass.answeredAt + pass.policyMs + (s.tunnels ?? 0) + (s.render ?? 0);
+  // the pass's steps in order (agent/reconcile/steps.ts): render, apply, tunnels
+  const applyStart = pass.answeredAt + pass.policyMs + (s.render ?? 0);
+  const tunnelsEnd = applyStart + (s.apply ?? NaN) + (s.tunnels ?? NaN);
   const phases: Phase[] = [
     {
       name: 'long-poll wake (approval answered → agent has the sessions)',
       ms: pass.answeredAt - input.approvedAt,
     },
     { name: 'fetch the routing policy', ms: pass.policyMs },
-    { name: 'tunnel up (wireguard-go)', ms: s.tunnels ?? NaN },
     { name: 'render', ms: s.render ?? NaN },
     { name: 'bird -p check and swap', ms: reconfiguring.at - applyStart },
     { name: 'configure', ms: reconfigured.at - reconfiguring.at },
+    { name: 'tunnel up (wireguard-go)', ms: tunnelsEnd - reconfigured.at },
     {
       name: 'BGP connect (incl. WireGuard handshake, connect delay)',
-      ms: (connected?.at ?? NaN) - reconfigured.at,
+      ms: (connected?.at ?? NaN) - tunnelsEnd,
     },
     { name: 'OPEN → Established', ms: established - (connected?.at ?? NaN) },
   ];
@@ -129,7 +131,8 @@ export function setupTimeline(input: TimelineInput): SetupTimeline {
         : `${last}: the user's BIRD connected`,
     );
   const tried = user.filter(
-    (l) => l.at <= established && /Connect delayed|Connection (lost|closed)|rejected/.test(l.text),
+    (l) =>
+      l.at <= established && /Connect delayed|Connecting to|Connection (lost|closed)|rejected/.test(l.text),
   );
   for (const l of tried) notes.push(`${((l.at - input.approvedAt) / 1000).toFixed(2)} s: ${l.text}`);
   return { phases, notes };
