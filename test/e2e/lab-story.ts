@@ -23,6 +23,7 @@ import { PEER_BIRD_TIMERS } from '../../common/peer-config/index.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
 import {
+  agentPasses,
   BGP_DEBUG,
   BIRD_LOG_OPTIONS,
   phaseMedians,
@@ -87,6 +88,8 @@ interface UserNet {
   publicKey: string;
   router: RouterNode;
   bird?: BirdInstance;
+  /** The user BIRD's config without the session, and the session's protocols, added at create. */
+  birdConfig?: { base: string; session: string };
   uuid?: string;
   listenPort?: number;
 }
@@ -518,12 +521,13 @@ export class LabStory {
         // the connect timers of the BIRD config peers are given (common/peer-config); a short hold
         // time so that a re-created tunnel (the restart step) is noticed in seconds
         const timers = [...PEER_BIRD_TIMERS, 'hold time 9;', 'keepalive time 3;'].join('\n  ');
+        let ipv4Static = '';
         let ipv4 = '';
         if (u.ipv4) {
           const routerIpv4 = u.router.loopback.ipv4;
           await u.ns.run('ip', ['addr', 'add', u.ipv4.address, 'peer', `${routerIpv4}/32`, 'dev', u.iface]);
-          ipv4 = `protocol static { ipv4; route ${u.ipv4.prefix} unreachable; }
-protocol bgp peerops_v4 {
+          ipv4Static = `protocol static { ipv4; route ${u.ipv4.prefix} unreachable; }\n`;
+          ipv4 = `protocol bgp peerops_v4 {
   local ${u.ipv4.address} as ${u.asn};
   neighbor ${routerIpv4} as ${this.networkAsn};
   direct;
@@ -533,13 +537,16 @@ protocol bgp peerops_v4 {
 }
 `;
         }
-        u.bird = await this.lab.startBird(
-          u.ns,
-          `${BIRD_LOG_OPTIONS(join(u.home, 'bird.log'))}router id 10.77.0.${u.label.slice(1)};
+        // The session's protocols come with the session (create): a peer configures BIRD and WireGuard
+        // from the same answer, so its BIRD starts connecting when its WireGuard has the router as a peer.
+        const base = `${BIRD_LOG_OPTIONS(join(u.home, 'bird.log'))}router id 10.77.0.${u.label.slice(1)};
 protocol device {}
 protocol static { ipv6; route ${u.prefix} unreachable; }
 protocol kernel { ipv6 { import none; export where source = RTS_BGP; }; }
-protocol bgp peerops {
+${ipv4Static}`;
+        u.birdConfig = {
+          base,
+          session: `protocol bgp peerops {
   local ${u.linkLocal} as ${u.asn};
   neighbor ${ROUTER_LINK_LOCAL} % '${u.iface}' as ${this.networkAsn};
   ${timers}
@@ -547,7 +554,8 @@ protocol bgp peerops {
   ipv6 { import all; export where source = RTS_STATIC; };
 }
 ${ipv4}`,
-        );
+        };
+        u.bird = await this.lab.startBird(u.ns, base);
         const v4 = u.ipv4 ? ` and, without MP-BGP, ${u.ipv4.prefix} from ${u.ipv4.address}` : '';
         return `announces ${u.prefix}${v4}; tunnel ${u.iface} listens on [${u.addr}]:${u.wgPort}`;
       });
@@ -633,6 +641,9 @@ ${ipv4}`,
           'persistent-keepalive',
           '5',
         ]);
+        await writeFile(u.bird!.configPath, u.birdConfig!.base + u.birdConfig!.session);
+        const configured = await u.bird!.birdc('configure');
+        if (!/Reconfigured/.test(configured)) throw new Error(`the user's BIRD: ${configured.trim()}`);
         return `${res.uuid} ${res.statusName}; router side ${res.serverEndpoint} ${res.serverLinkLocal}`;
       });
       await this.step(`user ${u.label}: status before review`, async () => {
@@ -665,6 +676,13 @@ ${ipv4}`,
         );
         ms = performance.now() - approved;
         times.push(ms);
+        // the pass logs its steps when it ends, which may be after BGP came up (it judges and reports then)
+        await waitFor(
+          'the agent pass line',
+          () => agentPasses(u.router.agentOutput).some((p) => p.answeredAt >= askedAt),
+          10_000,
+          50,
+        ).catch(() => undefined);
         const timeline = setupTimeline({
           askedAt,
           approvedAt,
