@@ -166,6 +166,9 @@ template bgp ${names.ebgpTemplate} {
   local as ${names.ownAs};
   path metric 1;
   enforce first as on;
+  # connect 1 s after the session starts or a connection closes, not BIRD's 5 s: a new session's BGP
+  # comes up as soon as its tunnel does (docs/routing-policy.md)
+  connect delay time 1;
   ipv4 {
     import limit ${limit.ipv4} action ${limit.action};
     import where ${names.importFilter}(9, ${defaultBandwidth}, ${defaultCrypto});

@@ -1,8 +1,8 @@
 /**
  * The agent's level-triggered reconcile (docs/agent.md): the desired state (sessions and routing policy
  * from the controller) against the actual state read from the node on every pass (links, WireGuard
- * peers, rendered files, BIRD protocols), in named steps (steps.ts: tunnels, render, apply, judge,
- * report, retry). Only what differs is changed; one BIRD configure at most; a status is reported only
+ * peers, rendered files, BIRD protocols), in named steps (steps.ts: render, apply, tunnels, reconnect,
+ * judge, report, retry). Only what differs is changed; one BIRD configure at most; a status is reported only
  * when it differs from what the controller has. In-memory state is limited to timing (retry backoff,
  * grace periods), what was last reported, and measurements (RTT).
  */
@@ -59,6 +59,7 @@ export class NodeReconciler {
       fileOwner: new Map(),
       tree: undefined,
       protocols: new Map(),
+      ranBefore: new Set(),
       applied: undefined,
       verdicts: [],
       result: {
@@ -70,9 +71,14 @@ export class NodeReconciler {
         failed: new Map(),
         node: undefined,
         birdUnreachable: undefined,
+        stepMs: {},
       },
     };
-    for (const step of STEPS) await step.run(ctx);
+    for (const step of STEPS) {
+      const started = performance.now();
+      await step.run(ctx);
+      ctx.result.stepMs[step.name] = Math.round((performance.now() - started) * 10) / 10;
+    }
     return ctx.result;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The steps of one reconcile pass, run in this order by NodeReconciler (node-reconciler.ts), each a
- * named function over the pass's context: tunnels → render → apply → judge → report → retry. The
- * steps do the I/O; what they decide comes from decisions.ts.
+ * named function over the pass's context: render → apply → tunnels → reconnect → judge → report →
+ * retry. The steps do the I/O; what they decide comes from decisions.ts.
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -82,6 +82,8 @@ export interface PassResult {
   node: NodeProblem | undefined;
   /** Why BIRD could not be asked, when it could not. */
   birdUnreachable: string | undefined;
+  /** How long each step took (ms), by step name: the agent logs it with every pass that changed something. */
+  stepMs: Record<string, number>;
 }
 
 export interface PassContext {
@@ -101,6 +103,8 @@ export interface PassContext {
   fileOwner: Map<string, string>;
   tree: DesiredTree | undefined;
   protocols: Map<string, ProtocolInfo>;
+  /** The protocols BIRD ran before this pass's configure. */
+  ranBefore: Set<string>;
   applied: ApplyResult | undefined;
   verdicts: ModifyBody[];
   result: PassResult;
@@ -120,17 +124,14 @@ export const TUNNELS_IN_PARALLEL = 8;
 /** Status reports in flight at once (the controller takes each as a write). */
 export const REPORTS_IN_PARALLEL = 4;
 
-/** Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links removed. */
+/**
+ * Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links
+ * removed. After apply: BIRD already runs the session, waiting for its neighbor, when the link comes up,
+ * so the peer's first connection (its SYN held by its WireGuard until the router's keepalive completes
+ * the handshake) is accepted at once instead of waiting for BIRD's connect delay.
+ */
 async function tunnels(ctx: PassContext): Promise<void> {
   const { deps, result } = ctx;
-  for (const s of ctx.up) {
-    const decision = retryDecision(ctx.memory.retry.get(s.uuid), sessionFingerprint(s), ctx.now);
-    if (decision === 'forget') ctx.memory.retry.delete(s.uuid);
-    if (decision === 'wait') {
-      ctx.waiting.add(s.uuid);
-      result.failed.set(s.uuid, ctx.memory.retry.get(s.uuid)!.message);
-    }
-  }
   const extra = (await deps.hooks?.extraInterfaces?.()) ?? [];
   const wanted = new Set([...ctx.up.map((s) => s.interface), ...extra.map((e) => e.name)]);
   ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
@@ -177,6 +178,14 @@ async function tunnels(ctx: PassContext): Promise<void> {
 async function render(ctx: PassContext): Promise<void> {
   const { deps, result, policy } = ctx;
   const { config } = deps;
+  for (const s of ctx.up) {
+    const decision = retryDecision(ctx.memory.retry.get(s.uuid), sessionFingerprint(s), ctx.now);
+    if (decision === 'forget') ctx.memory.retry.delete(s.uuid);
+    if (decision === 'wait') {
+      ctx.waiting.add(s.uuid);
+      result.failed.set(s.uuid, ctx.memory.retry.get(s.uuid)!.message);
+    }
+  }
   const template = await deps.template?.();
   for (const s of ctx.up) {
     const name = peerFileName(s);
@@ -234,6 +243,7 @@ async function apply(ctx: PassContext): Promise<void> {
   // BIRD must run what the files say: a protocol set that differs (BIRD restarted on other files), or a
   // node problem that may have been mended meanwhile, forces one configure even when the files match.
   ctx.protocols = await readProtocols(deps);
+  ctx.ranBefore = new Set(ctx.protocols.keys());
   const wantProtocols = [...ctx.peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
   const haveProtocols = [...ctx.protocols.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();
   const forceConfigure =
@@ -283,17 +293,24 @@ async function apply(ctx: PassContext): Promise<void> {
   if (!failure?.unreachable) memory.node = verdict?.node;
   result.node = memory.node;
   result.birdUnreachable = memory.birdUnreachable;
-  // A tunnel made anew under a BGP session BIRD already runs: reconnect now, not after BGP's retry time.
+}
+
+/**
+ * Reconnect: a tunnel made anew under a BGP session BIRD already ran before this pass is restarted now,
+ * not after BGP's hold time; then BIRD's protocols are read for the judge.
+ */
+async function reconnect(ctx: PassContext): Promise<void> {
+  const { deps, result } = ctx;
   for (const s of ctx.recreated) {
     if (result.failed.has(s.uuid)) continue;
     for (const name of [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)]) {
-      if (!ctx.protocols.has(name)) continue;
+      if (!ctx.ranBefore.has(name)) continue;
       await deps.bird
         .restartProtocol(name)
         .catch((err: Error) => deps.log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
     }
   }
-  if (applied.configured || ctx.recreated.length) ctx.protocols = await readProtocols(deps);
+  if (ctx.applied?.configured || ctx.recreated.length) ctx.protocols = await readProtocols(deps);
 }
 
 /** Judge: each session's status from this pass's failures, BIRD's BGP state and WireGuard's handshake. */
@@ -386,9 +403,10 @@ async function retry(ctx: PassContext): Promise<void> {
 
 /** The pass, in order. */
 export const STEPS: readonly Step[] = [
-  { name: 'tunnels', run: tunnels },
   { name: 'render', run: render },
   { name: 'apply', run: apply },
+  { name: 'tunnels', run: tunnels },
+  { name: 'reconnect', run: reconnect },
   { name: 'judge', run: judge },
   { name: 'report', run: report },
   { name: 'retry', run: retry },

@@ -183,7 +183,12 @@ export async function ensureInterface(
   if (!current || current.allowedIps.map(canonicalPrefix).sort().join(',') !== wantAllowed.join(',')) {
     peerArgs.push('allowed-ips', wantAllowed.join(','));
   }
-  if (!current || current.persistentKeepalive !== spec.peer.persistentKeepalive) {
+  // A new link's keepalive is set once the link is up with its addresses: WireGuard then sends one at
+  // once, and the handshake it starts lets through what the peer held for us (its BGP connection
+  // attempt). Set before, it fires as the link comes up, while the kernel may not have the addresses
+  // ready: the peer's SYN would be answered "unreachable" and its BGP connect fail.
+  const keepaliveAfterUp = created && spec.peer.persistentKeepalive > 0;
+  if (!keepaliveAfterUp && (!current || current.persistentKeepalive !== spec.peer.persistentKeepalive)) {
     peerArgs.push(
       'persistent-keepalive',
       spec.peer.persistentKeepalive ? String(spec.peer.persistentKeepalive) : 'off',
@@ -233,6 +238,20 @@ export async function ensureInterface(
   }
   await ipBatch(spec.name, ipSteps);
   changes.push(...ipSteps.map((s) => s.what));
+  if (keepaliveAfterUp) {
+    const keepalive = String(spec.peer.persistentKeepalive);
+    const r = await run('wg', [
+      'set',
+      spec.name,
+      'peer',
+      spec.peer.publicKey,
+      'persistent-keepalive',
+      keepalive,
+    ]);
+    const what = `wg set peer ${spec.peer.publicKey} persistent-keepalive ${keepalive}`;
+    if (r.code !== 0) throw new WireGuardError(spec.name, `${what} failed: ${(r.stderr || r.stdout).trim()}`);
+    changes.push(what);
+  }
   return { created, changes };
 }
 

@@ -19,6 +19,13 @@ export const PRIVATE_KEY_PLACEHOLDER = '<YOUR_WIREGUARD_PRIVATE_KEY>';
 /** Keepalive from the peer's side: it lets the router learn (and keep) a peer endpoint behind NAT. */
 const PERSISTENT_KEEPALIVE = 25;
 
+/**
+ * The BGP timers of the peer's BIRD sessions. `connect delay time 1` (BIRD's least; its default is 5 s):
+ * a connection that reaches the router over the new tunnel a moment before the router's BIRD has the
+ * session is closed by it, and BIRD then waits this long before it connects again (docs/user-guide.md).
+ */
+export const PEER_BIRD_TIMERS = ['connect delay time 1;'] as const;
+
 export interface PeerConfigSession {
   uuid: string;
   /** The peer's ASN. */
@@ -213,6 +220,7 @@ function bird(input: PeerConfigInput, iface: string): PeerConfigFile {
     `  neighbor ${router.linkLocal} % '${iface}' as ${networkAsn};`,
     // The router accepts the session only from this address; a userspace tunnel also has one of its own.
     `  source address ${session.linkLocal};`,
+    ...PEER_BIRD_TIMERS.map((t) => `  ${t}`),
     ...birdChannel('ipv6', false),
     ...(ipv4OverMpbgp ? birdChannel('ipv4', session.extendedNextHop) : []),
     '}',
@@ -225,6 +233,7 @@ function bird(input: PeerConfigInput, iface: string): PeerConfigFile {
       `  local as ${session.asn};`,
       `  neighbor ${router.ipv4} as ${networkAsn};`,
       '  direct;',
+      ...PEER_BIRD_TIMERS.map((t) => `  ${t}`),
       ...birdChannel('ipv4', false),
       '}',
     );

@@ -19,8 +19,18 @@ import { randomInt } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { PEER_BIRD_TIMERS } from '../../common/peer-config/index.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
+import {
+  agentPasses,
+  BGP_DEBUG,
+  BIRD_LOG_OPTIONS,
+  phaseMedians,
+  setupTimeline,
+  type Phase,
+  type SetupTimeline,
+} from './setup-timeline.ts';
 
 const REPO = join(import.meta.dirname, '..', '..');
 const BIN = join(REPO, 'bin', 'peerops.ts');
@@ -43,6 +53,8 @@ export interface StoryResult {
   steps: StepTiming[];
   /** Approval → BGP Established at the user's BIRD, per user network, milliseconds. */
   approvalToEstablishedMs: number[];
+  /** Where each of those went (setup-timeline.ts), in the same order. */
+  timelines: SetupTimeline[];
   p50Ms: number;
   wallMs: number;
   /** Parts of the product the story could not use, with the error seen (empty when all were there). */
@@ -76,6 +88,8 @@ interface UserNet {
   publicKey: string;
   router: RouterNode;
   bird?: BirdInstance;
+  /** The user BIRD's config without the session, and the session's protocols, added at create. */
+  birdConfig?: { base: string; session: string };
   uuid?: string;
   listenPort?: number;
 }
@@ -137,6 +151,7 @@ export class LabStory {
   private networkAsn = 0;
   private routers: RouterNode[] = [];
   private users: UserNet[] = [];
+  private readonly timelines: SetupTimeline[] = [];
 
   constructor(opts: LabStoryOptions = {}) {
     this.lab = new NetnsLab(opts.prefix ?? 'lab');
@@ -182,8 +197,9 @@ export class LabStory {
       await this.deleteAll();
       const p50 = median(times);
       this.log(
-        `approval → BGP Established: ${times.map((t) => seconds(t)).join(', ')}; p50 ${seconds(p50)} (target < 5 s)`,
+        `approval → BGP Established: ${times.map((t) => seconds(t)).join(', ')}; p50 ${seconds(p50)} (target < 1 s)`,
       );
+      this.log(formatPhases('breakdown, medians', phaseMedians(this.timelines, median)));
       const wallMs = performance.now() - this.started;
       this.log(`story complete in ${seconds(wallMs)}`);
       if (this.missing.length) this.log(`missing parts:\n  ${this.missing.join('\n  ')}`);
@@ -191,6 +207,7 @@ export class LabStory {
         labId: this.lab.id,
         steps: this.steps,
         approvalToEstablishedMs: times,
+        timelines: this.timelines,
         p50Ms: p50,
         wallMs,
         missing: this.missing,
@@ -403,6 +420,8 @@ export class LabStory {
   private async writeAgentConfig(r: RouterNode, token: string): Promise<void> {
     const bird = join(r.root, 'bird');
     for (const d of ['peers', 'ibgp.d', 'local.d']) await mkdir(join(bird, d), { recursive: true });
+    // the operator's own addition: BIRD's log with millisecond times, read for the setup breakdown
+    await writeFile(join(bird, 'local.d', 'lab-log.conf'), BIRD_LOG_OPTIONS(join(bird, 'bird.log')));
     const config = {
       server: { listen: '127.0.0.1:0' },
       node: { name: r.name, id: r.nodeId, region: 'eu-central' },
@@ -499,36 +518,44 @@ export class LabStory {
         await u.ns.run('ip', ['link', 'set', u.iface, 'mtu', '1420', 'up']);
         // a host of the user's network, in its own prefix: the data-plane check pings it from the other user
         await u.ns.run('ip', ['-6', 'addr', 'add', `${hostAddress(u)}/128`, 'dev', 'lo']);
-        // short timers so that a re-created tunnel (restart) is noticed in seconds
-        const timers = 'hold time 9;\n  keepalive time 3;\n  connect retry time 2;';
+        // the connect timers of the BIRD config peers are given (common/peer-config); a short hold
+        // time so that a re-created tunnel (the restart step) is noticed in seconds
+        const timers = [...PEER_BIRD_TIMERS, 'hold time 9;', 'keepalive time 3;'].join('\n  ');
+        let ipv4Static = '';
         let ipv4 = '';
         if (u.ipv4) {
           const routerIpv4 = u.router.loopback.ipv4;
           await u.ns.run('ip', ['addr', 'add', u.ipv4.address, 'peer', `${routerIpv4}/32`, 'dev', u.iface]);
-          ipv4 = `protocol static { ipv4; route ${u.ipv4.prefix} unreachable; }
-protocol bgp peerops_v4 {
+          ipv4Static = `protocol static { ipv4; route ${u.ipv4.prefix} unreachable; }\n`;
+          ipv4 = `protocol bgp peerops_v4 {
   local ${u.ipv4.address} as ${u.asn};
   neighbor ${routerIpv4} as ${this.networkAsn};
   direct;
   ${timers}
+  ${BGP_DEBUG}
   ipv4 { import all; export where source = RTS_STATIC; };
 }
 `;
         }
-        u.bird = await this.lab.startBird(
-          u.ns,
-          `router id 10.77.0.${u.label.slice(1)};
+        // The session's protocols come with the session (create): a peer configures BIRD and WireGuard
+        // from the same answer, so its BIRD starts connecting when its WireGuard has the router as a peer.
+        const base = `${BIRD_LOG_OPTIONS(join(u.home, 'bird.log'))}router id 10.77.0.${u.label.slice(1)};
 protocol device {}
 protocol static { ipv6; route ${u.prefix} unreachable; }
 protocol kernel { ipv6 { import none; export where source = RTS_BGP; }; }
-protocol bgp peerops {
+${ipv4Static}`;
+        u.birdConfig = {
+          base,
+          session: `protocol bgp peerops {
   local ${u.linkLocal} as ${u.asn};
   neighbor ${ROUTER_LINK_LOCAL} % '${u.iface}' as ${this.networkAsn};
   ${timers}
+  ${BGP_DEBUG}
   ipv6 { import all; export where source = RTS_STATIC; };
 }
 ${ipv4}`,
-        );
+        };
+        u.bird = await this.lab.startBird(u.ns, base);
         const v4 = u.ipv4 ? ` and, without MP-BGP, ${u.ipv4.prefix} from ${u.ipv4.address}` : '';
         return `announces ${u.prefix}${v4}; tunnel ${u.iface} listens on [${u.addr}]:${u.wgPort}`;
       });
@@ -614,6 +641,9 @@ ${ipv4}`,
           'persistent-keepalive',
           '5',
         ]);
+        await writeFile(u.bird!.configPath, u.birdConfig!.base + u.birdConfig!.session);
+        const configured = await u.bird!.birdc('configure');
+        if (!/Reconfigured/.test(configured)) throw new Error(`the user's BIRD: ${configured.trim()}`);
         return `${res.uuid} ${res.statusName}; router side ${res.serverEndpoint} ${res.serverLinkLocal}`;
       });
       await this.step(`user ${u.label}: status before review`, async () => {
@@ -624,9 +654,11 @@ ${ipv4}`,
       let ms = 0;
       await this.step(`operator: approve ${u.label}'s session → BGP Established`, async () => {
         const asked = performance.now();
+        const askedAt = Date.now();
         await this.cli(this.ctl, this.operatorHome, ['admin', 'session', 'approve', u.uuid!]);
         // from the moment the approve command returns: the approval is then stored
         const approved = performance.now();
+        const approvedAt = Date.now();
         // the router's side is "configured" once its BIRD has the session's protocol (agent pass done)
         let configured: number | undefined;
         const protocol = `dn42_${u.listenPort}`;
@@ -644,6 +676,25 @@ ${ipv4}`,
         );
         ms = performance.now() - approved;
         times.push(ms);
+        // the pass logs its steps when it ends, which may be after BGP came up (it judges and reports then)
+        await waitFor(
+          'the agent pass line',
+          () => agentPasses(u.router.agentOutput).some((p) => p.answeredAt >= askedAt),
+          10_000,
+          50,
+        ).catch(() => undefined);
+        const timeline = setupTimeline({
+          askedAt,
+          approvedAt,
+          agentOutput: u.router.agentOutput,
+          routerBirdLog: await readFile(join(u.router.root, 'bird', 'bird.log'), 'utf8').catch(() => ''),
+          userBirdLog: await readFile(join(u.home, 'bird.log'), 'utf8').catch(() => ''),
+          protocols: u.ipv4 ? ['peerops', 'peerops_v4'] : ['peerops'],
+        });
+        this.timelines.push(timeline);
+        this.log(
+          formatPhases(`${u.label}: approval → Established ${seconds(ms)}`, timeline.phases, timeline.notes),
+        );
         const applied = configured === undefined ? '?' : seconds(configured - approved);
         let v4 = '';
         if (u.ipv4) {
@@ -898,6 +949,17 @@ ${ipv4}`,
     for (const r of this.routers) parts.push(`agent ${r.name} (last lines):\n${tail(r.agentOutput)}`);
     return parts.join('\n');
   }
+}
+
+/** A breakdown as printed lines: each phase, its share of the sum, then the notes. */
+export function formatPhases(title: string, phases: readonly Phase[], notes: readonly string[] = []): string {
+  const sum = phases.reduce((a, p) => a + (Number.isFinite(p.ms) ? p.ms : 0), 0);
+  const lines = phases.map((p) => `    ${`${Math.round(p.ms)} ms`.padStart(8)}  ${p.name}`);
+  return [
+    `  ${title}; the parts (sum ${Math.round(sum)} ms):`,
+    ...lines,
+    ...notes.map((n) => `      ${n}`),
+  ].join('\n');
 }
 
 function delay(ms: number): Promise<void> {

@@ -1,8 +1,8 @@
 /**
  * The lab story (lab-story.ts) as a test: controller, two routers with their agents and mesh, two user
  * networks, all real processes in network namespaces; login, create, approve, BGP, routes across the
- * mesh, metrics, modify, restart, delete. Prints each step, the approval → Established times and the
- * wall time; figures are printed, not asserted (targets are measured, not timed by tests).
+ * mesh, metrics, modify, restart, delete. Prints each step, the approval → Established times with their
+ * breakdown and the wall time; figures are printed, not asserted (targets are measured, not timed by tests).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,6 +26,11 @@ describe('end-to-end lab', () => {
     console.log(`end-to-end lab: wall time ${(result.wallMs / 1000).toFixed(1)} s`);
     expect(result.missing).toEqual([]);
     expect(result.approvalToEstablishedMs).toHaveLength(2);
+    // the setup breakdown came from the agent's and both BIRDs' own records, every phase of it
+    for (const timeline of result.timelines) {
+      expect(timeline.phases.map((p) => p.name)).toHaveLength(8);
+      for (const phase of timeline.phases) expect(Number.isFinite(phase.ms)).toBe(true);
+    }
     const names = result.steps.map((s) => s.name).join('\n');
     for (const step of [
       /peerops login/,

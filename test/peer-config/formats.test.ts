@@ -172,6 +172,9 @@ describe.each(Object.entries(CASES))('peer configuration: %s', (label, input) =>
       ipv4 !== undefined && mpbgp && extendedNextHop,
     );
     expect(file.content.includes(`neighbor ${input.router.ipv4} as`)).toBe(ipv4 !== undefined && !mpbgp);
+    // every BGP session reconnects within a second of a close (a new session's setup: docs/user-guide.md)
+    const sessions = file.content.match(/protocol bgp /g)?.length ?? 0;
+    expect(file.content.match(/\n {2}connect delay time 1;\n/g)?.length).toBe(sessions);
     // the display name is free text: only in a comment, on one line
     expect(
       file.content
