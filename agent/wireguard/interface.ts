@@ -198,7 +198,14 @@ export async function ensureInterface(
   if (wgArgs.length) {
     const what = `wg set ${wgArgs.map((a) => (a === spec.privateKeyPath ? '<key file>' : a)).join(' ')}`;
     const r = await run('wg', ['set', spec.name, ...wgArgs]);
-    if (r.code !== 0) throw new WireGuardError(spec.name, `${what} failed: ${(r.stderr || r.stdout).trim()}`);
+    if (r.code !== 0) {
+      // a daemon that died after it started (e.g. `too many open files`: docs/agent.md) says why in its log
+      const daemon = created ? await daemonLogTail(spec.name) : '';
+      throw new WireGuardError(
+        spec.name,
+        `${what} failed: ${(r.stderr || r.stdout).trim()}${daemon ? ` (wireguard-go: ${daemon})` : ''}`,
+      );
+    }
     changes.push(what);
   }
 
@@ -310,21 +317,8 @@ async function createLink(name: string): Promise<void> {
     const text = await readFile(logPath, 'utf8').catch(() => '');
     throw new WireGuardError(name, `wireguard-go failed (exit ${r.code}): ${text.trim().slice(-1000)}`);
   }
-  // wireguard-go opens its UAPI socket before the command returns (the daemon inherits it); `wg set`
-  // then waits on the socket until the daemon answers. Checked with fs: no process per look.
-  const socket = `${WIREGUARD_RUN_DIR}/${name}.sock`;
-  const deadline = Date.now() + 5000;
-  while (!(await exists(socket))) {
-    if (Date.now() > deadline) {
-      // e.g. `too many open files`: every daemon holds an inotify instance (docs/agent.md)
-      const text = await readFile(logPath, 'utf8').catch(() => '');
-      throw new WireGuardError(
-        name,
-        `wireguard-go did not open its UAPI socket: ${text.trim().slice(-1000) || 'no output'}`,
-      );
-    }
-    await new Promise((res) => setTimeout(res, 50));
-  }
+  // wireguard-go opens its UAPI socket before the command returns (the daemon inherits it, and the
+  // keeper's shim waits for it): `wg set` can talk to it at once, no wait here.
 }
 
 const exists = (path: string) =>
@@ -350,6 +344,12 @@ function newLinkState(name: string): WgInterfaceState {
 
 function wireguardGoLog(name: string): string {
   return join(WIREGUARD_RUN_DIR, `${name}.peerops.log`);
+}
+
+/** The end of a wireguard-go daemon's log ('' when there is none). */
+async function daemonLogTail(name: string): Promise<string> {
+  const text = await readFile(wireguardGoLog(name), 'utf8').catch(() => '');
+  return text.trim().slice(-1000);
 }
 
 async function waitForSocketGone(name: string): Promise<void> {
