@@ -17,6 +17,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { agentNodeOptions } from './build-image.ts';
 import { startAgentLab, type AgentLab } from '../test/agent/lab.ts';
 import { expectOk } from '../test/api/helpers.ts';
 import { exec } from '../test/support/netns.ts';
@@ -25,9 +26,8 @@ const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const build = !args.includes('--no-build');
 const mappings = args.includes('--mappings');
-const UNIT = join(ROOT, 'agent', 'peerops-agent.service');
 /** Node's options as the systemd unit runs the agent (its NODE_OPTIONS), unless --node-args says others. */
-const unitNodeOptions = /^Environment=NODE_OPTIONS=(.*)$/m.exec(await readFile(UNIT, 'utf8'))?.[1] ?? '';
+const unitNodeOptions = await agentNodeOptions();
 const nodeArgsFrom = args.some((a) => a.startsWith('--node-args=')) ? '--node-args' : 'the systemd unit';
 const nodeArgs = (
   args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? unitNodeOptions

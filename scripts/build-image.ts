@@ -89,6 +89,17 @@ export const IMAGE_SPECS: Record<ImageName, ImageSpec> = {
   agent: { name: 'agent', user: '0:0', cmd: ['agent', '--config', AGENT_CONFIG] },
 };
 
+/**
+ * The agent's V8 options, as its systemd unit sets them (agent/peerops-agent.service, NODE_OPTIONS): the
+ * image runs the agent with the same memory settings (docs/agent.md, Memory and speed).
+ */
+export async function agentNodeOptions(): Promise<string> {
+  const unit = await readFile(path.join(ROOT, 'agent', 'peerops-agent.service'), 'utf8');
+  const options = /^Environment="?NODE_OPTIONS=([^"\n]*)"?$/m.exec(unit)?.[1];
+  if (!options) throw new Error('agent/peerops-agent.service sets no NODE_OPTIONS');
+  return options;
+}
+
 export function archiveNames(
   name: ImageName,
   version: string,
@@ -329,6 +340,7 @@ async function ociImage(
     '--config.entrypoint',
     '/opt/peerops/peerops.mjs',
     ...spec.cmd.flatMap((c) => ['--config.cmd', c]),
+    ...(spec.name === 'agent' ? ['--config.env', `NODE_OPTIONS=${await agentNodeOptions()}`] : []),
     '--config.env',
     'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     '--config.env',
