@@ -31,6 +31,9 @@ export interface ReconcilerOptions {
 
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
 
+/** How long a change waits for others to share its reconcile pass. */
+const COALESCE_MS = 100;
+
 export class SessionReconciler {
   private readonly opts: ReconcilerOptions;
   private current = new Map<string, Condition>();
@@ -38,12 +41,14 @@ export class SessionReconciler {
   private unsubscribe: (() => void) | undefined;
   private running: Promise<void> | undefined;
   private again = false;
+  private stopped = false;
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
   }
 
   start(): void {
+    this.stopped = false;
     this.unsubscribe = this.opts.store.onChange(() => this.trigger());
     this.timer = setInterval(() => this.trigger(), this.opts.intervalMs ?? 30_000);
     this.timer.unref();
@@ -51,6 +56,7 @@ export class SessionReconciler {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
     this.again = false;
@@ -61,7 +67,11 @@ export class SessionReconciler {
     return [...this.current.values()];
   }
 
-  /** Runs a pass now, or once more after the running one (changes during a pass are not lost). */
+  /**
+   * Runs a pass shortly, or once more after the running one (changes during a pass are not lost). The
+   * changes of the next COALESCE_MS share one pass: a pass reads every session, and 1,000 agents
+   * connecting at once each change their router (a new mesh key) within a second.
+   */
   trigger(): Promise<void> {
     if (this.running) {
       this.again = true;
@@ -69,6 +79,8 @@ export class SessionReconciler {
     }
     this.running = (async () => {
       do {
+        await new Promise((resolve) => setTimeout(resolve, COALESCE_MS));
+        if (this.stopped) break;
         this.again = false;
         await this.pass().catch((err: unknown) => this.opts.logger?.error({ err }, 'reconcile pass failed'));
       } while (this.again);
