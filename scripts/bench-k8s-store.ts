@@ -37,6 +37,7 @@ import { GROUP_VERSION } from '../common/schema.ts';
 import { KubeApi } from '../controller/store/kubernetes/api.ts';
 import { KubernetesStore } from '../controller/store/kubernetes/index.ts';
 import { ROOT, startApiServer, type TestApiServer } from '../test/k8s/apiserver.ts';
+import { waitForHealth } from '../test/support/health.ts';
 import { freePort } from '../test/support/ports.ts';
 import { admin, newSession, pending, routerSpec, user } from '../test/store/fixtures.ts';
 
@@ -272,19 +273,12 @@ async function startReplica(
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (
-      await fetch(`${base}/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`replica ${name} did not start:\n${output}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitForHealth(base, child, {
+    name: `replica ${name}`,
+    timeoutMs: 120_000,
+    intervalMs: 20,
+    output: () => output,
+  });
   const startMs = performance.now() - t0;
   const line = output.split('\n').find((l) => l.includes('"kubernetes store started"'));
   const storeMs = line ? Number((JSON.parse(line) as { ms?: number }).ms) : NaN;

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOOLS_BUILD_TIMEOUT_MS, ROOT, startApiServer, type TestApiServer } from './apiserver.ts';
+import { waitForHealth } from '../support/health.ts';
 
 let server: TestApiServer;
 let dir: string;
@@ -55,19 +56,12 @@ async function serve(
   child.stdout?.on('data', (b: Buffer) => (output += b.toString()));
   child.stderr?.on('data', (b: Buffer) => (output += b.toString()));
   const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (
-      await fetch(`${base}/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`serve ${name} did not start:\n${output}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitForHealth(base, child, {
+    name: `serve ${name}`,
+    timeoutMs: 30_000,
+    intervalMs: 100,
+    output: () => output,
+  });
   return { child, base, output: () => output };
 }
 
