@@ -137,8 +137,10 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
       .map(agentSession)
       .sort((a, b) => a.uuid.localeCompare(b.uuid));
-    const hash = createHash('sha256').update(JSON.stringify(sessions)).digest('base64url').slice(0, 27);
-    const body = Buffer.from(JSON.stringify({ revision: hash, sessions }));
+    // encoded once: the ETag is the hash of the sessions' JSON, which the body then carries as it is
+    const json = JSON.stringify(sessions);
+    const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);
+    const body = Buffer.from(`{"revision":${JSON.stringify(hash)},"sessions":${json}}`);
     const view = { revision, etag: `"${hash}"`, body, gzip: gzipSync(body) };
     cache.set(router, view);
     return view;
