@@ -111,10 +111,21 @@ export interface TestApiServer {
   createNamespace(prefix: string): Promise<string>;
   /** A KubeConfig acting as ServiceAccount `name` (a token from the TokenRequest API), as a pod would. */
   serviceAccountKubeConfig(namespace: string, name: string): Promise<KubeConfig>;
+  /** Compacts etcd to its current revision, as its periodic compaction would: older continue tokens expire. */
+  compactEtcd(): Promise<void>;
   stop(): Promise<void>;
 }
 
-export async function startApiServer(options: { installCrds?: boolean } = {}): Promise<TestApiServer> {
+export async function startApiServer(
+  options: {
+    installCrds?: boolean;
+    /**
+     * false: continued lists are read from etcd, as before Kubernetes 1.34, instead of the watch cache's
+     * snapshots, so that a compaction (compactEtcd) expires their continue tokens with 410.
+     */
+    listFromCacheSnapshot?: boolean;
+  } = {},
+): Promise<TestApiServer> {
   const tools = await k8sTools();
   const started = Date.now();
   const dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-'));
@@ -173,6 +184,7 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
         // A webhook named by Service is called at the Service's endpoints, not its cluster IP: the tests
         // run no endpoints, so such a call fails at once instead of leaving loopback for 10.96.0.0/24.
         '--enable-aggregator-routing=true',
+        ...(options.listFromCacheSnapshot === false ? ['--feature-gates=ListFromCacheSnapshot=false'] : []),
         '--v=0',
       ],
       log,
@@ -229,6 +241,17 @@ export async function startApiServer(options: { installCrds?: boolean } = {}): P
         const saToken = request.status?.token;
         if (!saToken) throw new Error(`no token for service account ${namespace}/${name}`);
         return configFor(name, saToken, namespace);
+      },
+      async compactEtcd() {
+        // etcd's gRPC gateway: the current revision from any range answer's header, then compact to it
+        const etcdUrl = `http://127.0.0.1:${etcdPort}/v3/kv`;
+        const post = async (what: string, body: unknown) => {
+          const answer = await fetch(`${etcdUrl}/${what}`, { method: 'POST', body: JSON.stringify(body) });
+          if (!answer.ok) throw new Error(`etcd ${what}: ${answer.status} ${await answer.text()}`);
+          return (await answer.json()) as { header?: { revision?: string } };
+        };
+        const { header } = await post('range', { key: Buffer.from('/').toString('base64') });
+        await post('compaction', { revision: header?.revision, physical: true });
       },
       async createNamespace(prefix: string) {
         const name = `${prefix}-${randomBytes(4).toString('hex')}`;

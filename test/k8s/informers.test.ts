@@ -1,7 +1,9 @@
 /**
  * The store's informers (controller/store/kubernetes/informers.ts) against a real kube-apiserver: the list
- * read in pages, managedFields dropped from listed and watched objects, and the objects on the API server
- * keeping theirs when the store writes the trimmed copies back.
+ * read in pages, a list started over when etcd's compaction expired its continue token, managedFields
+ * dropped from listed and watched objects, and the objects on the API server keeping theirs when the
+ * store writes the trimmed copies back. The API server reads continued lists from etcd here (see
+ * startApiServer's listFromCacheSnapshot), where a compaction expires their tokens.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +20,7 @@ import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './ap
 
 let server: TestApiServer;
 beforeAll(async () => {
-  server = await startApiServer();
+  server = await startApiServer({ listFromCacheSnapshot: false });
 }, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   await server?.stop();
@@ -69,6 +71,29 @@ describe('the store informers', () => {
     for (const item of list.items) expect(item.metadata?.managedFields).toBeUndefined();
     // the API server has them: they are dropped on the way in
     expect((await api.get('Router', 'r1'))?.metadata.managedFields?.length).toBeGreaterThan(0);
+  });
+
+  it('start the list over when a continue token has expired (410 after an etcd compaction)', async () => {
+    const namespace = await server.createNamespace('expired');
+    const api = new KubeApi(server.kubeConfig(), namespace);
+    await routers(api, 5);
+    const pages: (string | undefined)[] = [];
+    let compacted = false;
+    const list = await listAllPages<KubernetesObject>(async (limit, next) => {
+      pages.push(next);
+      if (next !== undefined && !compacted) {
+        // between two pages: a write, then the compaction etcd does every 5 minutes in a cluster
+        compacted = true;
+        await routers(api, 1, 6);
+        await server.compactEtcd();
+      }
+      return api.listPage('Router', limit, next);
+    }, 2);
+    // the second page failed with 410; the list started over (a second first page) and read to the end
+    expect(pages.filter((p) => p === undefined)).toHaveLength(2);
+    expect(pages[1]).toBeDefined();
+    expect(pages[2]).toBeUndefined();
+    expect(list.items.map((r) => r.metadata?.name).sort()).toEqual(['r1', 'r2', 'r3', 'r4', 'r5', 'r6']);
   });
 
   it('follow the watch from the paged list, watched objects without managedFields too', async () => {
