@@ -116,8 +116,9 @@ export class Agent {
   /**
    * Stops the loops: a long poll is aborted at once; a pass, heartbeat or report under way gets until
    * `graceMs` (systemd kills at TimeoutStopSec=30, Kubernetes after 30 s), then is left behind.
+   * Answers whether something was: it may keep the process alive (a BIRD that does not answer).
    */
-  async close(graceMs = 5000): Promise<void> {
+  async close(graceMs = 5000): Promise<boolean> {
     this.stop.abort();
     let timer: NodeJS.Timeout | undefined;
     const late = await Promise.race([
@@ -127,6 +128,7 @@ export class Agent {
     clearTimeout(timer);
     if (late) this.log.warn({ graceMs }, 'a pass or report was still under way at shutdown; left behind');
     this.bird.close();
+    return late;
   }
 
   private sleep(ms: number): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * `peerops agent --config PATH`: loads and checks the config (refusing to start on a bad file, exit 1),
  * checks the router (system/preflight.ts: exit 78 on an unmet need), creates BIRD's include dirs, bootstraps from the controller in bootstrap mode, detects the WireGuard backend, starts the sync,
- * heartbeat and metric loops and the local server. SIGTERM/SIGINT: stop the loops, close the server.
+ * heartbeat and metric loops and the local server. SIGTERM/SIGINT: stop the loops, close the server, and
+ * exit after a grace of 5 s even if a pass is still under way.
  */
 import { parseArgs } from 'node:util';
 import pino from 'pino';
@@ -131,7 +132,10 @@ export async function main(argv: string[]): Promise<number> {
   mesh.stop();
   server.close();
   server.closeAllConnections();
-  await agent.close();
+  if (await agent.close())
+    // What was left behind would keep the process running past the grace; main returns first (its
+    // callers set the exit status), then the process ends whatever is still pending (docs/agent.md).
+    setTimeout(() => process.exit(code), 100).unref();
   return code;
 }
 

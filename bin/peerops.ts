@@ -4,6 +4,7 @@
  * that `peerops agent` never loads the controller and vice versa. Every module exports
  * `main(argv: string[]): Promise<number>` returning the exit status.
  */
+import { relaunchWithAgentNodeArgs } from '../agent/node-args.ts';
 import { usageError } from '../common/usage.ts';
 
 /** `internal`: run by a program, not a person (git runs `hook`), so left out of the help. */
@@ -85,4 +86,8 @@ async function run(argv: string[]): Promise<number> {
   return mod.main(rest);
 }
 
-process.exitCode = await run(process.argv.slice(2));
+const argv = process.argv.slice(2);
+// The agent's Node options (agent/node-args.ts) on node's command line: this process is replaced when
+// node was started without them. Here, not in run(): tests run commands in-process through main().
+if (argv[0] === 'agent') relaunchWithAgentNodeArgs();
+process.exitCode = await run(argv);

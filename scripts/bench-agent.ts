@@ -6,8 +6,9 @@
  * writes, zero configures, zero tunnel changes), the agent's RSS (/proc/<pid>/status VmRSS, and VmHWM,
  * the peak) beside an empty Node's, and the wireguard-go daemons' RSS (one per tunnel; not the agent's).
  * Pass times are the agent's own `peerops_agent_sync_pass_seconds` (the reconcile step), read from its
- * /metrics. Node's options are the systemd unit's NODE_OPTIONS (agent/peerops-agent.service) unless
- * --node-args gives others. Needs root (namespaces).
+ * /metrics. Node's options are the shipped ones: the bundle runs itself again with the agent's
+ * (agent/node-args.ts), and the agent's command line is printed; --node-args gives others instead.
+ * Needs root (namespaces).
  *
  * Usage: npm run bench:agent [-- [--no-build] [--mappings] [--node-args="--flag …"] 10 100 1000]
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
@@ -17,7 +18,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { agentNodeOptions } from './build-image.ts';
+import { AGENT_NODE_ARGS_ENV } from '../agent/node-args.ts';
 import { startAgentLab, type AgentLab } from '../test/agent/lab.ts';
 import { expectOk } from '../test/api/helpers.ts';
 import { exec } from '../test/support/netns.ts';
@@ -26,14 +27,14 @@ const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const build = !args.includes('--no-build');
 const mappings = args.includes('--mappings');
-/** Node's options as the systemd unit runs the agent (its NODE_OPTIONS), unless --node-args says others. */
-const unitNodeOptions = await agentNodeOptions();
-const nodeArgsFrom = args.some((a) => a.startsWith('--node-args=')) ? '--node-args' : 'the systemd unit';
-const nodeArgs = (
-  args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length) ?? unitNodeOptions
-)
-  .split(' ')
-  .filter(Boolean);
+/**
+ * --node-args: Node's options instead of the shipped ones (also in PEEROPS_AGENT_NODE_ARGS, so that the
+ * bundle adds none). Without it the bundle adds the shipped ones itself, as it does for operators.
+ */
+const nodeArgsGiven = args.find((a) => a.startsWith('--node-args='))?.slice('--node-args='.length);
+const nodeArgs = (nodeArgsGiven ?? '').split(' ').filter(Boolean);
+if (nodeArgsGiven !== undefined) process.env[AGENT_NODE_ARGS_ENV] = nodeArgs.join(' ');
+else delete process.env[AGENT_NODE_ARGS_ENV];
 const sizes = args.map(Number).filter((n) => n > 0);
 const SIZES = sizes.length ? sizes : [10, 100];
 const ENTRY = join(ROOT, 'dist', 'peerops.js');
@@ -197,7 +198,7 @@ if (build) {
   if (r.code !== 0) throw new Error(`build failed: ${r.stderr}`);
 }
 console.log(
-  `agent: node ${nodeArgs.join(' ')} ${ENTRY} agent (the npm package's bundle; Node options from ${nodeArgsFrom})`,
+  `agent: node ${[...nodeArgs, ENTRY].join(' ')} agent (the npm package's bundle; Node options ${nodeArgsGiven === undefined ? 'as shipped' : 'from --node-args'})`,
 );
 const empty = await emptyNode();
 console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
@@ -241,6 +242,9 @@ for (const n of SIZES) {
     });
     const pid = agent.child.pid!;
     const first = await waitPasses(port, 1, 120_000 + n * 500, pid);
+    // the same pid once the bundle has run itself again with the shipped options
+    const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter(Boolean);
+    console.log(`  agent's command line: ${cmdline.join(' ')}`);
     const firstMs = (first.get('peerops_agent_sync_pass_seconds_sum') ?? 0) * 1000;
     const afterFirst = await memoryOf(pid);
     const wg = await wireguardGo(L.node.name);

@@ -86,19 +86,10 @@ export interface ImageSpec {
 
 export const IMAGE_SPECS: Record<ImageName, ImageSpec> = {
   controller: { name: 'controller', user: `${CONTROLLER_UID}:${CONTROLLER_UID}`, cmd: ['serve'] },
+  // The bundle runs itself again with the agent's Node options (agent/node-args.ts): `node peerops.mjs
+  // agent` here, as from the Dockerfile's ENTRYPOINT, runs the agent as the launcher and the unit do.
   agent: { name: 'agent', user: '0:0', cmd: ['agent', '--config', AGENT_CONFIG] },
 };
-
-/**
- * The agent's V8 options, as its systemd unit sets them (agent/peerops-agent.service, NODE_OPTIONS): the
- * image runs the agent with the same memory settings (docs/agent.md, Memory and speed).
- */
-export async function agentNodeOptions(): Promise<string> {
-  const unit = await readFile(path.join(ROOT, 'agent', 'peerops-agent.service'), 'utf8');
-  const options = /^Environment="?NODE_OPTIONS=([^"\n]*)"?$/m.exec(unit)?.[1];
-  if (!options) throw new Error('agent/peerops-agent.service sets no NODE_OPTIONS');
-  return options;
-}
 
 export function archiveNames(
   name: ImageName,
@@ -340,7 +331,6 @@ async function ociImage(
     '--config.entrypoint',
     '/opt/peerops/peerops.mjs',
     ...spec.cmd.flatMap((c) => ['--config.cmd', c]),
-    ...(spec.name === 'agent' ? ['--config.env', `NODE_OPTIONS=${await agentNodeOptions()}`] : []),
     '--config.env',
     'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     '--config.env',

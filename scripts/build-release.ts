@@ -45,6 +45,7 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { build, type BuildOptions, type Plugin } from 'esbuild';
 import semver from 'semver';
+import { AGENT_NODE_ARGS, AGENT_NODE_ARGS_ENV } from '../agent/node-args.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath } from '../agent/update/install.ts';
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
@@ -79,6 +80,13 @@ if [ "$1" = agent ] && [ -f "$probation" ]; then
   else
     echo "$version $((starts + 1))" > "$probation.tmp" && mv -f "$probation.tmp" "$probation"
   fi
+fi
+if [ "$1" = agent ]; then
+  # The agent's Node options (agent/node-args.ts; docs/agent.md, Memory), on node's command line since
+  # Node refuses them in NODE_OPTIONS; PEEROPS_AGENT_NODE_ARGS replaces them (empty: none). Unquoted
+  # below: one word per option.
+  node_args=\${${AGENT_NODE_ARGS_ENV}-'${AGENT_NODE_ARGS.join(' ')}'}
+  exec "\${PEEROPS_NODE:-node}" $node_args "$dir/${ARTIFACT}" "$@"
 fi
 exec "\${PEEROPS_NODE:-node}" "$dir/${ARTIFACT}" "$@"
 `;

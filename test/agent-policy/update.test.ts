@@ -17,6 +17,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autoUpdateFrom } from './update-controller.ts';
+import { AGENT_NODE_ARGS } from '../../agent/node-args.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath, rollback } from '../../agent/update/install.ts';
 import { endProbation, PROBATION_NAME, REJECTED_NAME } from '../../agent/update/probation.ts';
 import { releasesUrl, selectRelease, type Release } from '../../agent/update/releases.ts';
@@ -118,9 +119,12 @@ function checkAsAgent(
   });
 }
 
-/** The update as the agent's updater does it, in a child process that exits for its restart. */
+/**
+ * The update as the agent's updater does it, in a child process that exits for its restart, on node with
+ * the agent's options (agent/node-args.ts: fetch needs the WebAssembly that --lite-mode would remove).
+ */
 async function updateInChild(installPath: string): Promise<{ code: number; stderr: string }> {
-  return run(process.execPath, [path.join(import.meta.dirname, 'update-child.ts')], {
+  return run(process.execPath, [...AGENT_NODE_ARGS, path.join(import.meta.dirname, 'update-child.ts')], {
     env: {
       ...process.env,
       PEEROPS_TEST_UPDATE: JSON.stringify({

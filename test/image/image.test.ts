@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BirdControl } from '../../agent/bird/control.ts';
+import { AGENT_NODE_ARGS } from '../../agent/node-args.ts';
 import { TokenIssuer } from '../../controller/auth/jwt.ts';
 import { buildImages, CONTROLLER_UID, type BuiltImage } from '../../scripts/build-image.ts';
 import { routerFields } from '../api/helpers.ts';
@@ -323,6 +324,10 @@ describe('agent image', () => {
     expect(agent.logs()).not.toContain(L.agentToken);
     // the image has every program the agent's preflight looks for (agent/system/preflight.ts)
     expect(agent.logs()).not.toMatch(/not found on PATH/);
+    // the bundle ran itself again (same pid) on node with the agent's options (agent/node-args.ts)
+    const { pid } = await agent.state();
+    const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    expect(cmdline.slice(1, 1 + AGENT_NODE_ARGS.length)).toEqual([...AGENT_NODE_ARGS]);
   }, 240_000);
 
   it('restarting the agent container with the session up: no BGP flap, the same link', async () => {

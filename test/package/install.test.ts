@@ -3,7 +3,8 @@
  * `npm install -g --prefix <tmp>` of the tarball under Node 20 (the machine's own `node`), 22 (fetched
  * from the registry into a temp prefix) and 24 (the dev dependency), and the installed `peerops` run on
  * that Node: --version, validate of a GitOps fixture, session list against a controller (the repo's own,
- * on Node 24), serve answering /health, and the agent reaching its preflight. Prints how long each
+ * on Node 24), serve answering /health, and the agent reaching its preflight; `peerops agent` runs on
+ * node with the agent's options (agent/node-args.ts), the other commands without. Prints how long each
  * install takes. bin/peerops.ts holds the Node versions each command needs.
  */
 import { spawn } from 'node:child_process';
@@ -13,6 +14,8 @@ import { delimiter, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { routerFields, sessionFields } from '../api/helpers.ts';
+import { AGENT_NODE_ARGS } from '../../agent/node-args.ts';
+import { nodeArgsProbe } from '../support/node-args-probe.ts';
 import { freePort } from '../support/ports.ts';
 
 const REPO = join(import.meta.dirname, '..', '..');
@@ -232,8 +235,11 @@ describe.each(['20', '22', '24'])('installed with npm install -g under Node %s',
   it('peerops serve answers /health and stops on SIGTERM', async () => {
     const port = await freePort();
     const data = join(work, `serve-${major}`);
+    const probe = await nodeArgsProbe(work);
     const envs = Object.fromEntries(
-      Object.entries({ ...process.env, ...env, PEEROPS_STORE: 'git' }).filter(([k]) => !k.startsWith('npm_')),
+      Object.entries({ ...process.env, ...env, ...probe.env, PEEROPS_STORE: 'git' }).filter(
+        ([k]) => !k.startsWith('npm_'),
+      ),
     );
     const child = spawn(
       join(prefix, 'bin', 'peerops'),
@@ -269,6 +275,10 @@ describe.each(['20', '22', '24'])('installed with npm install -g under Node %s',
       expect((await fetch(`http://127.0.0.1:${port}/docs/redoc.standalone.js`)).status).toBe(200);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
+      // the controller keeps V8's compilers: none of the agent's Node options
+      const seen = await probe.seen();
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen.flatMap((p) => p.execArgv)).toEqual([]);
     } finally {
       child.kill('SIGKILL');
     }
@@ -295,6 +305,30 @@ describe.each(['20', '22', '24'])('installed with npm install -g under Node %s',
     expect(r.code).toBe(78);
     expect(r.stderr).toContain('peerops agent: bird not found on PATH: install bird2\n');
     expect(r.stderr).not.toMatch(/^\s+at /m);
+  });
+
+  it("peerops agent runs on node with the agent's options (Node >= 22.15 runs itself again), the CLI without", async () => {
+    const probe = await nodeArgsProbe(work);
+    const r = await peerops(['agent', '--config', join(work, 'no-such-agent.json')], probe.env);
+    expect(r.code).toBe(1); // after the options: it could not read the config
+    const agent = await probe.seen();
+    if (major === '20') {
+      // no process.execve: the agent runs on the options it was started with
+      expect(agent.map((p) => p.execArgv)).toEqual([[]]);
+    } else {
+      expect(agent.map((p) => p.execArgv)).toEqual([[], [...AGENT_NODE_ARGS]]);
+      expect(agent[1]?.pid).toBe(agent[0]?.pid); // replaced in place (execve): what systemd watches
+    }
+    // PEEROPS_AGENT_NODE_ARGS empty: none (docs/agent.md, Memory)
+    const off = await nodeArgsProbe(work);
+    await peerops(['agent', '--config', join(work, 'no-such-agent.json')], {
+      ...off.env,
+      PEEROPS_AGENT_NODE_ARGS: '',
+    });
+    expect((await off.seen()).map((p) => p.execArgv)).toEqual([[]]);
+    const cli = await nodeArgsProbe(work);
+    expect((await peerops(['--version'], cli.env)).code).toBe(0);
+    expect((await cli.seen()).map((p) => p.execArgv)).toEqual([[]]);
   });
 
   if (major === '20')

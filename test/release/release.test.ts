@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENT_NODE_ARGS } from '../../agent/node-args.ts';
 import { ARTIFACT_NAME, CHECKSUMS_NAME } from '../../agent/update/install.ts';
 import type { Release } from '../../agent/update/releases.ts';
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../../agent/update/signature.ts';
@@ -32,6 +33,7 @@ import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
 import { debFileName } from '../../scripts/build-deb.ts';
 import { routerFields } from '../api/helpers.ts';
+import { nodeArgsProbe } from '../support/node-args-probe.ts';
 import { bootScript, debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
@@ -160,6 +162,25 @@ describe('npm run build:release', () => {
       sums.replace(/^[0-9a-f]/, (c) => (c === '0' ? '1' : '0')),
     );
     await expect(verify(tampered)).rejects.toMatchObject({ code: 255 });
+  });
+
+  it("the launcher runs `peerops agent` on node with the agent's options, other commands without", async () => {
+    const launcher = path.join(release, 'peerops');
+    const missing = path.join(work, 'no-such-agent.json');
+    const seenBy = async (args: string[], extra: NodeJS.ProcessEnv = {}) => {
+      const probe = await nodeArgsProbe(work);
+      await run(launcher, args, { env: { ...process.env, ...probe.env, ...extra } }).catch(
+        (err: { code?: number }) => expect(err.code).toBe(1), // the agent: no config to read
+      );
+      return (await probe.seen()).map((p) => p.execArgv);
+    };
+    // one process: the bundle sees the options and does not run itself again
+    expect(await seenBy(['agent', '--config', missing])).toEqual([[...AGENT_NODE_ARGS]]);
+    expect(await seenBy(['agent', '--config', missing], { PEEROPS_AGENT_NODE_ARGS: '' })).toEqual([[]]);
+    expect(
+      await seenBy(['agent', '--config', missing], { PEEROPS_AGENT_NODE_ARGS: '--max-semi-space-size=2' }),
+    ).toEqual([['--max-semi-space-size=2']]);
+    expect(await seenBy(['--version'])).toEqual([[]]);
   });
 
   it('the .deb: its control fields, conffile and modes', async () => {
@@ -482,6 +503,9 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
     const pid = (
       await run('pgrep', ['-f', '-n', 'peerops.mjs agent --config /etc/peerops/agent.json'])
     ).stdout.trim();
+    // the launcher runs node with the agent's options (agent/node-args.ts)
+    const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    expect(cmdline.slice(1, 1 + AGENT_NODE_ARGS.length)).toEqual([...AGENT_NODE_ARGS]);
     const status = await readFile(`/proc/${pid}/status`, 'utf8');
     const uid = (await chroot('id', '-u', 'peerops')).stdout.trim();
     expect(status).toMatch(new RegExp(`^Uid:\\s+${uid}\\s+${uid}\\s+${uid}\\s+${uid}$`, 'm'));
