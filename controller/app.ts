@@ -122,29 +122,39 @@ function refuseWithoutHost(res: ServerResponse): void {
   res.end(body);
 }
 
-/** A request's HTTP metrics and its log line. */
+/**
+ * The logger of a route's request lines: the app's, with the route pattern bound once (pino serializes a
+ * child's bindings when it is made, not per line). Without redaction: a request line holds only the
+ * route, method, request id, status and duration, never a token, and the redaction paths' wildcards
+ * cost more than the rest of the line (docs/benchmarks.md, user-list).
+ */
+function requestLogger(log: FastifyBaseLogger, route: string): FastifyBaseLogger {
+  return log.child({ route }, { redact: [] });
+}
+
+/** A request's HTTP metrics and its log line (`log`: its route's requestLogger). */
 function recordResponse(
   request: FastifyRequest,
-  route: string,
+  log: FastifyBaseLogger,
   metrics: RouteHttpMetrics,
   status: number,
   ms: number,
 ): void {
   metrics.record(status, ms / 1000);
-  const line = { reqId: request.id, route, method: request.method, status, ms: Math.round(ms * 10) / 10 };
+  const line = { reqId: request.id, method: request.method, status, ms: Math.round(ms * 10) / 10 };
   // An agent's routine traffic (every router's heartbeat, polls and reports) is debug: at info it would
   // be most of the log, and writing it a good part of each such request's time (docs/benchmarks.md).
-  if (status < 400 && request.agentRouter !== undefined) request.log.debug(line, 'request');
-  else request.log.info(line, 'request');
+  if (status < 400 && request.agentRouter !== undefined) log.debug(line, 'request');
+  else log.info(line, 'request');
 }
 
 /**
  * A route's onResponse hook: recordResponse under the route's pattern (never the raw URL), its metrics
- * looked up once, when the route is added. Callback style: no promise per request.
+ * and logger made once, when the route is added. Callback style: no promise per request.
  */
-function responseRecorder(route: string, metrics: RouteHttpMetrics): onResponseHookHandler {
+function responseRecorder(log: FastifyBaseLogger, metrics: RouteHttpMetrics): onResponseHookHandler {
   return (request, reply, done) => {
-    recordResponse(request, route, metrics, reply.statusCode, reply.elapsedTime);
+    recordResponse(request, log, metrics, reply.statusCode, reply.elapsedTime);
     done();
   };
 }
@@ -185,12 +195,13 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);
+  const unmatchedLog = requestLogger(app.log, 'unmatched');
   unrouted = {
     countRequest,
     onNotFound: (request, reply, status) =>
       recordResponse(
         request,
-        'unmatched',
+        unmatchedLog,
         routeHttpMetrics('unmatched', request.method),
         status,
         reply.elapsedTime,
@@ -204,7 +215,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // requests no route took are recorded by the 404 answer.
   app.addHook('onRoute', (route) => {
     const metrics = routeHttpMetrics(route.url, [route.method].flat().join(','));
-    route.onResponse = [...hookList(route.onResponse), responseRecorder(route.url, metrics)];
+    route.onResponse = [
+      ...hookList(route.onResponse),
+      responseRecorder(requestLogger(app.log, route.url), metrics),
+    ];
   });
 
   const shutdown = new AbortController();

@@ -127,8 +127,8 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     await store.start();
     const tokens = await TokenIssuer.fromFile(defaultKeyPath(config.dataDir));
     // The controller's own logger (one info line per request), written to /dev/null instead of stdout.
-    const { controllerLogger } = await import('../controller/logger.ts');
-    const logger = controllerLogger(config.logLevel, pino.destination({ dest: '/dev/null', sync: false }));
+    const { controllerLogger, logDestination } = await import('../controller/logger.ts');
+    const logger = controllerLogger(config.logLevel, logDestination('/dev/null'));
     app = await buildApp({ store, tokens, config, logger });
     process.on(
       'SIGTERM',

@@ -96,12 +96,13 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
     async (request, reply) => {
       const identity = caller(request);
       const { body } = request;
+      // bytes built from the same records the schema describes (SessionListResponse)
+      if (body.action === 'list')
+        return sendEncoded(reply, request.headers['accept-encoding'], listAnswer(identity));
+      // the changes' author and time, which a list (most requests) has no use for
       const actor = actorOf(identity);
       const now = new Date().toISOString();
       switch (body.action) {
-        case 'list':
-          // bytes built from the same records the schema describes (SessionListResponse)
-          return sendEncoded(reply, request.headers['accept-encoding'], listAnswer(identity));
         case 'create': {
           // Only the reference is resolved here: every admission rule (limits, blocked ASN, addresses) is
           // the store's, checked inside its write queue so it holds under concurrency (docs/store.md).

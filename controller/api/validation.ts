@@ -100,13 +100,13 @@ function actionSchema(body: unknown, table: Record<string, TSchema>): { action: 
       'the request body must be a JSON object with an "action" field',
     );
   const action = (body as { action?: unknown }).action;
+  if (typeof action === 'string' && Object.hasOwn(table, action))
+    return { action, schema: table[action] as TSchema };
   const names = Object.keys(table).join(', ');
   if (action === undefined) throw new ProblemError('INVALID_ACTION', `"action" is missing; one of: ${names}`);
-  if (typeof action !== 'string' || !Object.hasOwn(table, action))
-    throw new ProblemError('INVALID_ACTION', `unknown action; one of: ${names}`, [
-      { pointer: '/action', message: `must be one of: ${names}` },
-    ]);
-  return { action, schema: table[action] as TSchema };
+  throw new ProblemError('INVALID_ACTION', `unknown action; one of: ${names}`, [
+    { pointer: '/action', message: `must be one of: ${names}` },
+  ]);
 }
 
 type Result = { value: unknown } | { error: Error };
