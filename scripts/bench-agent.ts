@@ -14,7 +14,7 @@
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
  */
 import { spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -107,18 +107,58 @@ async function emptyNode(): Promise<Memory> {
   }
 }
 
-/** The wireguard-go daemons in the node's namespace: how many, their RSS summed. */
-async function wireguardGo(ns: string): Promise<{ count: number; rss: number }> {
+/**
+ * The wireguard-go daemons in the node's namespace: how many, their RSS and PSS summed (PSS shares the
+ * binary's pages among the daemons: the memory they take together), threads, and CPU time so far
+ * (every thread's /proc/<pid>/task/<tid>/schedstat, in nanoseconds: finer than the clock ticks of
+ * /proc/<pid>/stat, which a daemon's few milliseconds would round to zero).
+ */
+async function wireguardGo(
+  ns: string,
+): Promise<{ count: number; rss: number; pss: number; threads: number; cpuMs: number }> {
   const pids = (await exec('ip', ['netns', 'pids', ns])).stdout.split(/\s+/).filter(Boolean);
-  let count = 0;
-  let rss = 0;
+  const out = { count: 0, rss: 0, pss: 0, threads: 0, cpuMs: 0 };
   for (const pid of pids) {
     const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim();
     if (comm !== 'wireguard-go') continue;
-    count++;
-    rss += (await memoryOf(Number(pid)).catch(() => ({ rss: 0 }))).rss;
+    out.count++;
+    out.rss += (await memoryOf(Number(pid)).catch(() => ({ rss: 0 }))).rss;
+    const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+    out.pss += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024;
+    const tids = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+    out.threads += tids.length;
+    for (const tid of tids) {
+      const stat = await readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').catch(() => '0');
+      out.cpuMs += Number(stat.split(' ')[0]) / 1e6;
+    }
   }
-  return { count, rss };
+  return out;
+}
+
+/**
+ * CPU seconds of a process (utime + stime) and of the children it waited for (cutime + cstime: the
+ * commands it ran, `ip netns exec` wrapping included, not the daemons wireguard-go forks off).
+ */
+async function cpuOf(pid: number): Promise<{ own: number; children: number }> {
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  const tick = (i: number) => Number(fields[i]) / 100; // USER_HZ
+  return { own: tick(11) + tick(12), children: tick(13) + tick(14) };
+}
+
+/** The steps' times of the agent's first pass that changed something (its `pass applied changes` log line). */
+function firstPassSteps(output: string): string {
+  for (const line of output.split('\n')) {
+    if (!line.includes('pass applied changes')) continue;
+    try {
+      const steps = (JSON.parse(line) as { stepMs?: Record<string, number> }).stepMs ?? {};
+      return Object.entries(steps)
+        .map(([name, ms]) => `${name} ${fmtMs(ms)}`)
+        .join(', ');
+    } catch {
+      return '(unreadable log line)';
+    }
+  }
+  return '(no log line)';
 }
 
 type Metrics = Map<string, number>;
@@ -247,7 +287,9 @@ for (const n of SIZES) {
     console.log(`  agent's command line: ${cmdline.join(' ')}`);
     const firstMs = (first.get('peerops_agent_sync_pass_seconds_sum') ?? 0) * 1000;
     const afterFirst = await memoryOf(pid);
+    const agentCpu = await cpuOf(pid);
     const wg = await wireguardGo(L.node.name);
+    const noopStart = performance.now();
     const NOOPS = 3;
     const last = await waitPasses(port, passes(first) + NOOPS, 60_000 + n * 100, pid);
     const delta = (key: string) => (last.get(key) ?? 0) - (first.get(key) ?? 0);
@@ -257,6 +299,8 @@ for (const n of SIZES) {
     const tunnels = delta('peerops_agent_tunnel_changes_total');
     const configures = delta('peerops_agent_bird_configures_total');
     const afterNoop = await memoryOf(pid);
+    const wgIdle = await wireguardGo(L.node.name);
+    const idleSeconds = (performance.now() - noopStart) / 1000;
     const sessionsUp = [...last].filter(([k]) => k.startsWith('peerops_agent_sessions{'));
     const row = (label: string, value: string, target: string, v: string) =>
       console.log(`  ${label.padEnd(30)} ${value.padEnd(28)} target ${target.padEnd(10)} ${v}`);
@@ -295,7 +339,14 @@ for (const n of SIZES) {
     );
     if (mappings) console.log(`  largest mappings               ${await largestMappings(pid)}`);
     console.log(
-      `  wireguard-go daemons           ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's)`,
+      `  wireguard-go daemons           ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's), PSS ${fmtMiB(wg.pss)} (${fmtMiB(wg.pss / Math.max(1, wg.count))} each), ${wg.threads} threads`,
+    );
+    console.log(`  first pass's steps             ${firstPassSteps(agent.output())}`);
+    console.log(
+      `  CPU to the first pass's end    agent ${agentCpu.own.toFixed(2)} s, its commands ${agentCpu.children.toFixed(2)} s, wireguard-go daemons ${(wg.cpuMs / 1000).toFixed(2)} s (${(wg.cpuMs / Math.max(1, wg.count)).toFixed(1)} ms each)`,
+    );
+    console.log(
+      `  wireguard-go during no-ops     ${((wgIdle.cpuMs - wg.cpuMs) / idleSeconds).toFixed(0)} ms of CPU a second (${(((wgIdle.cpuMs - wg.cpuMs) / idleSeconds / Math.max(1, wg.count)) * 1000).toFixed(0)} µs a daemon), over ${idleSeconds.toFixed(1)} s`,
     );
     console.log(
       `  sessions by status             ${sessionsUp.map(([k, v]) => `${k.slice(31, -2)}=${v}`).join(' ')}`,

@@ -308,7 +308,7 @@ async function createLink(name: string): Promise<void> {
     r = await run('wireguard-go', [name], {
       timeoutMs: 15_000,
       outputFd: log.fd,
-      env: { LOG_LEVEL: 'error' },
+      env: { LOG_LEVEL: 'error', GOMAXPROCS: wireguardGoMaxProcs() },
     });
   } finally {
     await log.close();
@@ -319,6 +319,15 @@ async function createLink(name: string): Promise<void> {
   }
   // wireguard-go opens its UAPI socket before the command returns (the daemon inherits it, and the
   // keeper's shim waits for it): `wg set` can talk to it at once, no wait here.
+}
+
+/**
+ * Go's scheduler slots (GOMAXPROCS) for each daemon: 1 unless the agent's environment sets GOMAXPROCS. A
+ * daemon carries one tunnel; with one slot it takes less memory and a thread less, which adds up at
+ * hundreds of tunnels (docs/agent.md, "What wireguard-go costs").
+ */
+function wireguardGoMaxProcs(): string {
+  return process.env.GOMAXPROCS || '1';
 }
 
 const exists = (path: string) =>
