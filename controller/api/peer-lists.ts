@@ -2,15 +2,17 @@
  * The other routers as the agents' peer lists show them (docs/api.md, Agent API): `ibgpPeers` of
  * `GET /agent/:router/bird-config` and `/config`, `peers` of `/mesh` and `meshPeers` of `/config`. Each
  * lists every other router, so at a thousand routers an answer is some 200 KiB, and the agents ask for them
- * all at once when they start. So each router's entry is encoded once, the entries are joined once into
- * the whole list, and an answer is that list's bytes less the asker's own entry: two copies, not an
- * object build and a JSON encoding per request.
+ * all at once when they start. So each router's entry is encoded once, the entries are joined in blocks
+ * of BLOCK routers, and an answer is a copy of the blocks less the asker's own entry, not an object
+ * build and a JSON encoding per request.
  *
- * The lists are joined again after a change of a router they show: the store tells every change of a
+ * A block is joined again after a change of one of its routers: the store tells every change of a
  * router's spec, its coming and going, and a change of its mesh key (the one status field shown) as a
- * Router event (docs/store.md); heartbeats that change nothing shown tell none. Then only the changed
- * routers' entries are encoded again: the store's routers are frozen and a change of a spec replaces it,
- * so an entry is kept per spec object (and its mesh key compared). The entries show the same to every
+ * Router event; heartbeats that change nothing shown tell none. When agents start at once, each with a
+ * new mesh key, each key so costs one block, not the whole list. A router coming or going moves the
+ * others: every block is joined again. Only changed routers' entries are encoded again: the store's
+ * routers are frozen and a change of a spec replaces it, so an entry is kept per spec object (and its
+ * mesh key compared). The entries show the same to every
  * asker but for the mesh endpoint's port, which is the asker's (meshListenPort of its nodeId): the joined
  * mesh list has a hole for it in every entry, filled per answer.
  */
@@ -42,10 +44,11 @@ interface Entries {
   mesh: Entry | undefined;
 }
 
-/** Entries joined into one JSON array, the holes filled with `width` zeros. */
-interface Joined {
-  /** What it joined: it stays current while they do. */
-  entries: readonly Entry[];
+/** Routers per block: a change joins this many entries again; an answer copies routers / BLOCK blocks. */
+const BLOCK = 32;
+
+/** Entries joined with commas (no brackets), the holes filled with zeros. */
+interface Block {
   body: Buffer;
   /** Each entry's index by router name. */
   index: Map<string, number>;
@@ -56,18 +59,13 @@ interface Joined {
   holes: number[];
 }
 
-const loopbackOf = (spec: RouterSpec): IbgpPeer['loopback'] => ({
-  ipv4: spec.loopback.ipv4,
-  ipv6: spec.loopback.ipv6,
-});
-
-function join(entries: readonly Entry[], width: number): Joined {
+function join(entries: readonly Entry[], width: number): Block {
   const hole = '0'.repeat(width);
-  const texts = ['['];
+  const texts: string[] = [];
   const starts: number[] = [];
   const ends: number[] = [];
   const holes: number[] = [];
-  let at = 1;
+  let at = 0;
   entries.forEach((entry, i) => {
     if (i > 0) {
       texts.push(',');
@@ -85,92 +83,132 @@ function join(entries: readonly Entry[], width: number): Joined {
     });
     ends.push(at);
   });
-  texts.push(']');
   const index = new Map(entries.map((entry, i) => [entry.name, i]));
-  return { entries, body: Buffer.from(texts.join('')), index, starts, ends, holes };
+  return { body: Buffer.from(texts.join('')), index, starts, ends, holes };
 }
 
-/** `joined`'s bytes without the entry of router `self`, the holes filled with `port`. */
-function answer(joined: Joined, self: string, port: string): Buffer {
-  const { body, starts, ends } = joined;
-  const index = joined.index.get(self) ?? -1;
-  const last = starts.length - 1;
-  // the entry and the comma after it (or, the last one, before it)
-  const [cutStart, cutEnd] =
-    index < 0
-      ? [body.length, body.length]
-      : index < last
-        ? [starts[index] as number, starts[index + 1] as number]
-        : [index > 0 ? (ends[index - 1] as number) : (starts[index] as number), ends[index] as number];
-  const cut = cutEnd - cutStart;
-  const out = Buffer.allocUnsafe(body.length - cut);
-  body.copy(out, 0, 0, cutStart);
-  body.copy(out, cutStart, cutEnd);
-  if (joined.holes.length > 0) {
-    const digits = Buffer.from(port);
-    for (const hole of joined.holes) {
-      if (hole >= cutStart && hole < cutEnd) continue;
-      const to = hole < cutStart ? hole : hole - cut;
-      for (let d = 0; d < digits.length; d++) out[to + d] = digits[d] as number;
-    }
-  }
-  return out;
+/** The bytes of `block` to cut to leave out the entry of `self`: the entry and a comma beside it. */
+function cutOf(block: Block, self: string): [start: number, end: number] {
+  const { body, starts, ends } = block;
+  const index = block.index.get(self);
+  if (index === undefined) return [body.length, body.length];
+  if (index < starts.length - 1) return [starts[index] as number, starts[index + 1] as number];
+  return [index > 0 ? (ends[index - 1] as number) : 0, body.length];
 }
+
+/** A list in blocks of routers (in the store's order), each joined when first needed after a change. */
+class BlockList {
+  private blocks: (Block | undefined)[] = [];
+  private readonly width: number;
+  private readonly entryOf: (entries: Entries) => Entry | undefined;
+
+  constructor(width: number, entryOf: (entries: Entries) => Entry | undefined) {
+    this.width = width;
+    this.entryOf = entryOf;
+  }
+
+  changed(block?: number): void {
+    if (block === undefined) this.blocks = [];
+    else this.blocks[block] = undefined;
+  }
+
+  /** The list as a JSON array without the entry of `self`, the holes filled with `port`. */
+  answer(routers: (block: number) => Entries[], blocks: number, self: string, port: string): Buffer {
+    const parts: { block: Block; cut: [number, number]; bytes: number }[] = [];
+    let size = 2;
+    for (let b = 0; b < blocks; b++) {
+      const block = (this.blocks[b] ??= join(
+        routers(b).flatMap((e) => this.entryOf(e) ?? []),
+        this.width,
+      ));
+      const cut = cutOf(block, self);
+      const bytes = block.body.length - (cut[1] - cut[0]);
+      if (bytes === 0) continue;
+      size += bytes + (parts.length > 0 ? 1 : 0);
+      parts.push({ block, cut, bytes });
+    }
+    const out = Buffer.allocUnsafe(size);
+    const digits = Buffer.from(port);
+    out[0] = 0x5b; // [
+    let at = 1;
+    for (const [i, { block, cut, bytes }] of parts.entries()) {
+      if (i > 0) out[at++] = 0x2c; // ,
+      const [cutStart, cutEnd] = cut;
+      block.body.copy(out, at, 0, cutStart);
+      block.body.copy(out, at + cutStart, cutEnd);
+      for (const hole of block.holes) {
+        if (hole >= cutStart && hole < cutEnd) continue;
+        const to = at + (hole < cutStart ? hole : hole - (cutEnd - cutStart));
+        for (let d = 0; d < digits.length; d++) out[to + d] = digits[d] as number;
+      }
+      at += bytes;
+    }
+    out[at] = 0x5d; // ]
+    return out;
+  }
+}
+
+const loopbackOf = (spec: RouterSpec): IbgpPeer['loopback'] => ({
+  ipv4: spec.loopback.ipv4,
+  ipv6: spec.loopback.ipv6,
+});
 
 /** The encoded peer lists, from the store's routers. */
 export class PeerLists {
   /** Entries built so far: each router's once per change of what they show (tests count them). */
   builds = 0;
   private readonly entries = new WeakMap<RouterSpec, Entries>();
-  /** The routers' entries in the store's order; undefined after a change of a router. */
-  private current: Entries[] | undefined;
-  private ibgpList: Joined | undefined;
-  /** The last iBGP list, current or not. */
-  private lastIbgpList: Joined | undefined;
+  /** The routers' names in the store's order, and their places; undefined after one came or went. */
+  private order: { names: string[]; places: Map<string, number> } | undefined;
+  private readonly ibgpList = new BlockList(0, (e) => e.ibgp);
   /** By the number of digits of the port. */
-  private readonly meshLists = new Map<number, Joined>();
+  private readonly meshLists = new Map<number, BlockList>();
   private readonly store: Store;
+  private readonly blockSize: number;
   readonly close: () => void;
 
-  constructor(store: Store) {
+  /** `blockSize`: routers per block (BLOCK; tests take fewer to have several blocks). */
+  constructor(store: Store, blockSize = BLOCK) {
     this.store = store;
+    this.blockSize = blockSize;
     this.close = store.onChange((event) => {
       if (event.kind !== 'Router') return;
-      this.current = undefined;
-      this.ibgpList = undefined;
-      this.meshLists.clear();
+      const place = event.type === 'put' ? this.order?.places.get(event.name) : undefined;
+      if (place === undefined) this.order = undefined;
+      const block = place === undefined ? undefined : Math.floor(place / this.blockSize);
+      this.ibgpList.changed(block);
+      for (const list of this.meshLists.values()) list.changed(block);
     });
   }
 
   /** `ibgpPeers` of the router `self`, as a JSON array: every other router. */
   ibgp(self: string): Buffer {
-    if (!this.ibgpList) {
-      const entries = this.routers().map((e) => e.ibgp);
-      // a mesh key changed: the iBGP list shows none
-      this.ibgpList =
-        this.lastIbgpList && same(this.lastIbgpList.entries, entries) ? this.lastIbgpList : join(entries, 0);
-      this.lastIbgpList = this.ibgpList;
-    }
-    return answer(this.ibgpList, self, '');
+    return this.answer(this.ibgpList, self, '');
   }
 
   /** The mesh peers of `self` as a JSON array: every other router with a mesh key. */
   mesh(self: Router): Buffer {
     const port = String(meshListenPort(self.spec.nodeId));
     let list = this.meshLists.get(port.length);
-    if (!list) {
-      list = join(
-        this.routers().flatMap((e) => e.mesh ?? []),
-        port.length,
-      );
-      this.meshLists.set(port.length, list);
-    }
-    return answer(list, self.name, port);
+    if (!list) this.meshLists.set(port.length, (list = new BlockList(port.length, (e) => e.mesh)));
+    return this.answer(list, self.name, port);
   }
 
-  private routers(): Entries[] {
-    this.current ??= this.store.listRouters().map((r) => this.entriesOf(r));
-    return this.current;
+  private answer(list: BlockList, self: string, port: string): Buffer {
+    if (!this.order) {
+      const names = this.store.listRouters().map((r) => r.name);
+      this.order = { names, places: new Map(names.map((name, i) => [name, i])) };
+      this.ibgpList.changed();
+      for (const mesh of this.meshLists.values()) mesh.changed();
+    }
+    const { names } = this.order;
+    const size = this.blockSize;
+    const routers = (block: number) =>
+      names.slice(block * size, (block + 1) * size).flatMap((name) => {
+        const router = this.store.getRouter(name);
+        return router ? [this.entriesOf(router)] : [];
+      });
+    return list.answer(routers, Math.ceil(names.length / size), self, port);
   }
 
   private entriesOf(router: Router): Entries {
@@ -204,8 +242,4 @@ export class PeerLists {
     this.entries.set(spec, made);
     return made;
   }
-}
-
-function same(a: readonly Entry[], b: readonly Entry[]): boolean {
-  return a.length === b.length && a.every((entry, i) => entry === b[i]);
 }

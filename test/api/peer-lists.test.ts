@@ -146,6 +146,28 @@ describe('agent peer lists', () => {
     lists.close();
   });
 
+  it('are the same joined from blocks of any size', async () => {
+    for (const size of [1, 2, 3]) {
+      const lists = new PeerLists(h.store, size);
+      for (const name of names) {
+        const router = h.store.getRouter(name);
+        if (!router) throw new Error(name);
+        expect(JSON.parse(lists.mesh(router).toString()), `${name}, blocks of ${size}`).toEqual(
+          expected(name).mesh,
+        );
+        expect(JSON.parse(lists.ibgp(name).toString()), `${name}, blocks of ${size}`).toEqual(
+          expected(name).ibgp,
+        );
+      }
+      // a change in one block, seen from the others
+      await heartbeat('ams1', wgKey());
+      const lon = h.store.getRouter('lon1');
+      if (!lon) throw new Error('lon1');
+      expect(JSON.parse(lists.mesh(lon).toString())).toEqual(expected('lon1').mesh);
+      lists.close();
+    }
+  });
+
   it('are empty for a lone router, and list a second one once it comes', async () => {
     const lone = await startHarness();
     try {
