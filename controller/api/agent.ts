@@ -80,17 +80,10 @@ function networkAsn(policy: PolicySpec): number {
   return policy.dn42Asn;
 }
 
-/** The object `head` encoded with the encoded `lists` as its last fields. */
-function withLists(head: object, lists: Record<string, Buffer>): Buffer {
+/** The object `head` encoded up to the value of a last field `field`: `{…,"field":`. */
+function upTo(head: object, field: string): string {
   const fields = JSON.stringify(head).slice(1, -1);
-  const chunks: Buffer[] = [Buffer.from(`{${fields}`)];
-  let separator = fields === '' ? '' : ',';
-  for (const [field, list] of Object.entries(lists)) {
-    chunks.push(Buffer.from(`${separator}${JSON.stringify(field)}:`), list);
-    separator = ',';
-  }
-  chunks.push(Buffer.from('}'));
-  return Buffer.concat(chunks);
+  return `{${fields}${fields === '' ? '' : ','}${JSON.stringify(field)}:`;
 }
 
 /** Sends encoded JSON as it is (fastify's serializer passes bytes with a JSON content type through). */
@@ -217,7 +210,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
       };
-      return sendJson(reply, withLists(head, { ibgpPeers: peerLists.ibgp(router.name) }));
+      return sendJson(reply, peerLists.ibgp(router.name, [upTo(head, 'ibgpPeers'), '}']));
     },
   );
 
@@ -233,7 +226,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         response: { 200: Type.Unsafe<Buffer>(MeshResponse) },
       },
     },
-    async (request, reply) => sendJson(reply, withLists({}, { peers: peerLists.mesh(routerOf(request)) })),
+    async (request, reply) => sendJson(reply, peerLists.mesh(routerOf(request), ['{"peers":', '}'])),
   );
 
   app.get(
@@ -273,9 +266,13 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           channel: policy.autoUpdate?.channel ?? 'stable',
         },
       };
+      // once per agent start: the two lists' bytes joined
       return sendJson(
         reply,
-        withLists(head, { meshPeers: peerLists.mesh(router), ibgpPeers: peerLists.ibgp(router.name) }),
+        Buffer.concat([
+          peerLists.mesh(router, [upTo(head, 'meshPeers'), ',"ibgpPeers":']),
+          peerLists.ibgp(router.name, ['', '}']),
+        ]),
       );
     },
   );

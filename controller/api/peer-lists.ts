@@ -112,10 +112,21 @@ class BlockList {
     else this.blocks[block] = undefined;
   }
 
-  /** The list as a JSON array without the entry of `self`, the holes filled with `port`. */
-  answer(routers: (block: number) => Entries[], blocks: number, self: string, port: string): Buffer {
+  /**
+   * The list as a JSON array without the entry of `self`, the holes filled with `port`, between the bytes
+   * of `around` (what an answer has before and after it).
+   */
+  answer(
+    routers: (block: number) => Entries[],
+    blocks: number,
+    self: string,
+    port: string,
+    around: Around,
+  ): Buffer {
+    const before = Buffer.from(around[0]);
+    const after = Buffer.from(around[1]);
     const parts: { block: Block; cut: [number, number]; bytes: number }[] = [];
-    let size = 2;
+    let size = before.length + 2 + after.length;
     for (let b = 0; b < blocks; b++) {
       const block = (this.blocks[b] ??= join(
         routers(b).flatMap((e) => this.entryOf(e) ?? []),
@@ -129,8 +140,8 @@ class BlockList {
     }
     const out = Buffer.allocUnsafe(size);
     const digits = Buffer.from(port);
-    out[0] = 0x5b; // [
-    let at = 1;
+    let at = before.copy(out);
+    out[at++] = 0x5b; // [
     for (const [i, { block, cut, bytes }] of parts.entries()) {
       if (i > 0) out[at++] = 0x2c; // ,
       const [cutStart, cutEnd] = cut;
@@ -143,10 +154,14 @@ class BlockList {
       }
       at += bytes;
     }
-    out[at] = 0x5d; // ]
+    out[at++] = 0x5d; // ]
+    after.copy(out, at);
     return out;
   }
 }
+
+/** The text before and after a list in an answer: `{"peers":` and `}`. */
+export type Around = readonly [before: string, after: string];
 
 const loopbackOf = (spec: RouterSpec): IbgpPeer['loopback'] => ({
   ipv4: spec.loopback.ipv4,
@@ -181,20 +196,20 @@ export class PeerLists {
     });
   }
 
-  /** `ibgpPeers` of the router `self`, as a JSON array: every other router. */
-  ibgp(self: string): Buffer {
-    return this.answer(this.ibgpList, self, '');
+  /** `ibgpPeers` of the router `self`, as a JSON array (every other router) between `around`. */
+  ibgp(self: string, around: Around = ['', '']): Buffer {
+    return this.answer(this.ibgpList, self, '', around);
   }
 
-  /** The mesh peers of `self` as a JSON array: every other router with a mesh key. */
-  mesh(self: Router): Buffer {
+  /** The mesh peers of `self`, as a JSON array (every other router with a mesh key) between `around`. */
+  mesh(self: Router, around: Around = ['', '']): Buffer {
     const port = String(meshListenPort(self.spec.nodeId));
     let list = this.meshLists.get(port.length);
     if (!list) this.meshLists.set(port.length, (list = new BlockList(port.length, (e) => e.mesh)));
-    return this.answer(list, self.name, port);
+    return this.answer(list, self.name, port, around);
   }
 
-  private answer(list: BlockList, self: string, port: string): Buffer {
+  private answer(list: BlockList, self: string, port: string, around: Around): Buffer {
     if (!this.order) {
       const names = this.store.listRouters().map((r) => r.name);
       this.order = { names, places: new Map(names.map((name, i) => [name, i])) };
@@ -208,7 +223,7 @@ export class PeerLists {
         const router = this.store.getRouter(name);
         return router ? [this.entriesOf(router)] : [];
       });
-    return list.answer(routers, Math.ceil(names.length / size), self, port);
+    return list.answer(routers, Math.ceil(names.length / size), self, port, around);
   }
 
   private entriesOf(router: Router): Entries {
