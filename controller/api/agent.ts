@@ -40,7 +40,10 @@ import { PeerLists } from './peer-lists.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
-/** A router's sessions as its agent sees them; the ETag is a hash of the sessions' JSON, which the body carries as it is. */
+/**
+ * A router's sessions as its agent sees them; the ETag is a hash of the sessions' JSON, which the body
+ * carries as it is.
+ */
 function sessionsEncoding(sessions: AgentSession[]): Encoding {
   const json = JSON.stringify(sessions);
   const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);

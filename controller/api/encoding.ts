@@ -56,7 +56,10 @@ export interface EncodedAnswersOptions<T> {
   encode?: (value: T) => Encoding;
 }
 
-/** zlib's fastest level: the keys and addresses that make up most answers do not compress further at higher levels. */
+/**
+ * zlib's fastest level: the keys and addresses that make up most answers do not compress further at higher
+ * levels.
+ */
 const gzip = (body: Buffer): Buffer => gzipSync(body, { level: 1 });
 
 /** Encoded answers by key, rebuilt when their revision moved; beyond `limit` the least recent is dropped. */

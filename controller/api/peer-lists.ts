@@ -12,9 +12,8 @@
  * new mesh key, each key so costs one block, not the whole list. A router coming or going moves the
  * others: every block is joined again. Only changed routers' entries are encoded again: the store's
  * routers are frozen and a change of a spec replaces it, so an entry is kept per spec object (and its
- * mesh key compared). The entries show the same to every
- * asker but for the mesh endpoint's port, which is the asker's (meshListenPort of its nodeId): the joined
- * mesh list has a hole for it in every entry, filled per answer.
+ * mesh key compared). The entries show the same to every asker but for the mesh endpoint's port, which
+ * is the asker's (meshListenPort of its nodeId): a mesh entry has a hole for it, filled per answer.
  */
 import type { IbgpPeer, MeshPeer } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
