@@ -4,8 +4,7 @@
  * any other session is refused whole.
  */
 import { createHash } from 'node:crypto';
-import { gzipSync } from 'node:zlib';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import Type from 'typebox';
 import {
   AgentSessionsResponse,
@@ -20,14 +19,12 @@ import {
   ModifyBody,
   ReportBody,
   Ack,
-  type IbgpPeer,
-  type MeshPeer,
+  type AgentSession,
 } from '../../common/agent-api.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
 import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
-import { formatEndpoint } from '../../common/net.ts';
-import { interfaceName, meshListenPort } from '../../common/naming.ts';
+import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
@@ -38,17 +35,19 @@ import type { Router, Store } from '../store/store.ts';
 import { counter } from '../metrics.ts';
 import { statusRecord } from './actions.ts';
 import { requireAgent } from './auth.ts';
-import { acceptsGzip } from './encoding.ts';
+import { EncodedAnswers, etagMatches, sendEncoded, type Encoding } from './encoding.ts';
+import { PeerLists } from './peer-lists.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 
-interface SessionsView {
-  revision: number;
-  etag: string;
-  /** The encoded body, built once per revision. */
-  body: Buffer;
-  /** The same body gzipped, also once per revision: about a fifth of the bytes for every agent that asks. */
-  gzip: Buffer;
+/**
+ * A router's sessions as its agent sees them; the ETag is a hash of the sessions' JSON, which the body
+ * carries as it is.
+ */
+function sessionsEncoding(sessions: AgentSession[]): Encoding {
+  const json = JSON.stringify(sessions);
+  const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);
+  return { json: `{"revision":${JSON.stringify(hash)},"sessions":${json}}`, etag: `"${hash}"` };
 }
 
 /**
@@ -84,38 +83,15 @@ function networkAsn(policy: PolicySpec): number {
   return policy.dn42Asn;
 }
 
-function ibgpPeers(store: Store, self: string): IbgpPeer[] {
-  return store
-    .listRouters()
-    .filter((r) => r.name !== self)
-    .map((r) => ({ router: r.name, nodeId: r.spec.nodeId, loopback: { ...r.spec.loopback } }));
+/** The object `head` encoded up to the value of a last field `field`: `{…,"field":`. */
+function upTo(head: object, field: string): string {
+  const fields = JSON.stringify(head).slice(1, -1);
+  return `{${fields}${fields === '' ? '' : ','}${JSON.stringify(field)}:`;
 }
 
-function meshPeers(store: Store, self: Router): MeshPeer[] {
-  const peers: MeshPeer[] = [];
-  for (const r of store.listRouters()) {
-    if (r.name === self.name || !r.status.meshPublicKey) continue;
-    peers.push({
-      router: r.name,
-      nodeId: r.spec.nodeId,
-      endpoint: formatEndpoint({ host: r.spec.endpointHost, port: meshListenPort(self.spec.nodeId) }),
-      publicKey: r.status.meshPublicKey,
-      linkLocal: r.spec.linkLocal,
-      loopback: { ...r.spec.loopback },
-      listenPort: meshListenPort(r.spec.nodeId),
-    });
-  }
-  return peers;
-}
-
-/** `If-None-Match` may list several tags or `*`. */
-function etagMatches(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  return header.split(',').some((t) => {
-    const tag = t.trim().replace(/^W\//, '');
-    return tag === etag || tag === '*';
-  });
-}
+/** Sends encoded JSON as it is (fastify's serializer passes bytes with a JSON content type through). */
+const sendJson = (reply: FastifyReply, json: Buffer): FastifyReply =>
+  reply.type('application/json; charset=utf-8').send(json);
 
 export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin, opts) => {
   const { store, config, shutdown } = opts;
@@ -126,25 +102,21 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
   // has counted the request (a wrong token counts against the caller's address) and before anything
   // reads the body.
   const agentOnly = [app.identifyAgent, app.rateLimit, requireAgent];
-  const cache = new Map<string, SessionsView>();
-
-  function sessionsView(router: string): SessionsView {
-    const revision = store.revision(topics.routerSessions(router));
-    const cached = cache.get(router);
-    if (cached && cached.revision === revision) return cached;
-    const sessions = store
-      .listSessions({ router })
-      .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
-      .map(agentSession)
-      .sort((a, b) => a.uuid.localeCompare(b.uuid));
-    // encoded once: the ETag is the hash of the sessions' JSON, which the body then carries as it is
-    const json = JSON.stringify(sessions);
-    const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);
-    const body = Buffer.from(`{"revision":${JSON.stringify(hash)},"sessions":${json}}`);
-    const view = { revision, etag: `"${hash}"`, body, gzip: gzipSync(body) };
-    cache.set(router, view);
-    return view;
-  }
+  // Gzipped as built: an agent takes gzip and asks again each pass and after each long poll.
+  const sessionLists = new EncodedAnswers<AgentSession[]>(Infinity, {
+    gzip: 'eager',
+    encode: sessionsEncoding,
+  });
+  const sessionsView = (router: string) =>
+    sessionLists.get(router, store.revision(topics.routerSessions(router)), () =>
+      store
+        .listSessions({ router })
+        .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
+        .map(agentSession)
+        .sort((a, b) => a.uuid.localeCompare(b.uuid)),
+    );
+  const peerLists = new PeerLists(store);
+  plugin.addHook('onClose', async () => peerLists.close());
 
   const routerOf = (request: { params: { router: string } }): Router => {
     const router = store.getRouter(request.params.router);
@@ -172,7 +144,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           ),
         }),
         response: {
-          // sent as bytes encoded once per revision (and gzipped once): SessionsView
+          // sent as bytes encoded once per revision (and gzipped once): sessionLists
           200: Type.Unsafe<Buffer>(AgentSessionsResponse),
           304: Type.Unsafe<void>({ description: 'Not Modified: the ETag in If-None-Match is still current' }),
         },
@@ -208,16 +180,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           shutdown.removeEventListener('abort', release);
         }
       }
-      const gzip = acceptsGzip(request.headers['accept-encoding']);
-      // The gzipped bytes are another representation of the same content: a weak tag of the same hash,
-      // as RFC 9110 asks; If-None-Match compares weakly, so either form matches either representation.
-      reply
-        .header('etag', gzip ? `W/${view.etag}` : view.etag)
-        .header('cache-control', 'no-cache')
-        .header('vary', 'accept-encoding');
-      if (etagMatches(ifNoneMatch, view.etag)) return reply.code(304).send();
-      reply.type('application/json; charset=utf-8');
-      return gzip ? reply.header('content-encoding', 'gzip').send(view.gzip) : reply.send(view.body);
+      return sendEncoded(reply, request.headers['accept-encoding'], view, ifNoneMatch);
     },
   );
 
@@ -229,13 +192,14 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         operationId: 'agentBirdConfig',
         summary: 'Routing policy merged for the router',
         params: RouterParams,
-        response: { 200: BirdConfigResponse },
+        // sent as text: peerLists
+        response: { 200: Type.Unsafe<Buffer>(BirdConfigResponse) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
-      return {
+      const head = {
         dn42Asn: networkAsn(policy),
         rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
         ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
@@ -248,8 +212,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         },
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
-        ibgpPeers: ibgpPeers(store, router.name),
       };
+      return sendJson(reply, peerLists.ibgp(router.name, [upTo(head, 'ibgpPeers'), '}']));
     },
   );
 
@@ -261,10 +225,11 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         operationId: 'agentMesh',
         summary: 'Mesh peers (routers with a known mesh key)',
         params: RouterParams,
-        response: { 200: MeshResponse },
+        // sent as text: peerLists
+        response: { 200: Type.Unsafe<Buffer>(MeshResponse) },
       },
     },
-    async (request) => ({ peers: meshPeers(store, routerOf(request)) }),
+    async (request, reply) => sendJson(reply, peerLists.mesh(routerOf(request), ['{"peers":', '}'])),
   );
 
   app.get(
@@ -275,13 +240,14 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         operationId: 'agentConfig',
         summary: 'Bootstrap configuration',
         params: RouterParams,
-        response: { 200: BootstrapConfigResponse },
+        // sent as text: peerLists
+        response: { 200: Type.Unsafe<Buffer>(BootstrapConfigResponse) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
-      return {
+      const head = {
         node: {
           name: router.name,
           id: router.spec.nodeId,
@@ -302,9 +268,15 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           enabled: config.agentAutoUpdate && policy.autoUpdate?.enabled !== false,
           channel: policy.autoUpdate?.channel ?? 'stable',
         },
-        meshPeers: meshPeers(store, router),
-        ibgpPeers: ibgpPeers(store, router.name),
       };
+      // once per agent start: the two lists' bytes joined
+      return sendJson(
+        reply,
+        Buffer.concat([
+          peerLists.mesh(router, [upTo(head, 'meshPeers'), ',"ibgpPeers":']),
+          peerLists.ibgp(router.name, ['', '}']),
+        ]),
+      );
     },
   );
 
