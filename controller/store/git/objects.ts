@@ -15,6 +15,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { deflateSync, inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
+import { mapLimit } from '../../../common/concurrency.ts';
 import { gitFs } from '../../git-fs.ts';
 import { PackReader, type GitObject, type ObjectType } from './pack.ts';
 
@@ -42,23 +43,45 @@ export interface CommitObject {
 
 const MODE = { blob: '100644', tree: '40000' } as const;
 
+/** An object serialised, hashed and deflated in memory, not yet on disk (writeObjects). */
+export interface EncodedObject {
+  oid: string;
+  deflated: Buffer;
+}
+
+export function encodeObject(type: 'blob' | 'tree' | 'commit', content: Buffer): EncodedObject {
+  const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
+  const oid = createHash('sha1').update(wrapped).digest('hex');
+  return { oid, deflated: deflateSync(wrapped) };
+}
+
+/**
+ * Store encoded objects as loose files, OBJECT_WRITES at a time: each file is written and fsynced on
+ * its own (gitFs), so writing them side by side costs about one fsync's wait, not one per object.
+ * Their directories are fsynced by syncWrittenDirs, before a ref may point at them.
+ */
+export async function writeObjects(gitdir: string, objects: readonly EncodedObject[]): Promise<void> {
+  const unique = [...new Map(objects.map((o) => [o.oid, o])).values()];
+  await mapLimit(unique, OBJECT_WRITES, ({ oid, deflated }) =>
+    git.writeObject({ fs: gitFs, gitdir, object: deflated, format: 'deflated', oid }),
+  );
+}
+
+/** Objects written at once: enough to overlap their fsyncs, few enough for libuv's thread pool. */
+const OBJECT_WRITES = 16;
+
 async function writeObject(
   gitdir: string,
   type: 'blob' | 'tree' | 'commit',
   content: Buffer,
 ): Promise<string> {
-  const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
-  const oid = createHash('sha1').update(wrapped).digest('hex');
-  await git.writeObject({ fs: gitFs, gitdir, type, object: deflateSync(wrapped), format: 'deflated', oid });
-  return oid;
+  const object = encodeObject(type, content);
+  await writeObjects(gitdir, [object]);
+  return object.oid;
 }
 
 export function writeBlob(gitdir: string, content: Buffer): Promise<string> {
   return writeObject(gitdir, 'blob', content);
-}
-
-export function writeText(ctx: GitContext, text: string): Promise<string> {
-  return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
 }
 
 /** Each repository's pack reader (pack.ts), by context; closed with closeObjects. */
@@ -152,18 +175,23 @@ export async function readTree(ctx: GitContext, oid: string): Promise<TreeEntry[
 }
 
 /** Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". */
-export function writeTree(gitdir: string, entries: TreeEntry[]): Promise<string> {
+export function encodeTree(entries: TreeEntry[]): EncodedObject {
   const keyed = entries.map((e) => ({ e, key: Buffer.from(e.type === 'tree' ? `${e.name}/` : e.name) }));
   keyed.sort((a, b) => Buffer.compare(a.key, b.key));
   const parts = keyed.flatMap(({ e }) => [
     Buffer.from(`${MODE[e.type]} ${e.name}\0`),
     Buffer.from(e.oid, 'hex'),
   ]);
-  return writeObject(gitdir, 'tree', Buffer.concat(parts));
+  return encodeObject('tree', Buffer.concat(parts));
+}
+
+export function writeTree(gitdir: string, entries: TreeEntry[]): Promise<string> {
+  const object = encodeTree(entries);
+  return writeObjects(gitdir, [object]).then(() => object.oid);
 }
 
 /** Names and emails come from commitAuthor (no "<", ">" or newline); the message ends in one newline. */
-export function writeCommit(gitdir: string, commit: CommitObject): Promise<string> {
+export function encodeCommit(commit: CommitObject): EncodedObject {
   const person = (p: { name: string; email: string }) => `${p.name} <${p.email}> ${commit.timestamp} +0000`;
   const text = [
     `tree ${commit.tree}`,
@@ -173,5 +201,10 @@ export function writeCommit(gitdir: string, commit: CommitObject): Promise<strin
     '',
     `${commit.message.replace(/\r/g, '').replace(/^\n+/, '').replace(/\n+$/, '')}\n`,
   ].join('\n');
-  return writeObject(gitdir, 'commit', Buffer.from(text, 'utf8'));
+  return encodeObject('commit', Buffer.from(text, 'utf8'));
+}
+
+export function writeCommit(gitdir: string, commit: CommitObject): Promise<string> {
+  const object = encodeCommit(commit);
+  return writeObjects(gitdir, [object]).then(() => object.oid);
 }
