@@ -199,13 +199,10 @@ export class Commits {
   private async publish(commits: (PreparedCommit | undefined)[]): Promise<void> {
     const parts = commits.filter((c): c is PreparedCommit => c !== undefined);
     if (parts.length === 0) return;
-    const objects = (async () => {
-      await writeObjects(
-        this.ctx.gitdir,
-        parts.flatMap((p) => p.objects),
-      );
-      await syncWrittenDirs();
-    })();
+    const objects = writeObjects(
+      this.ctx.gitdir,
+      parts.flatMap((p) => p.objects),
+    ).then(syncWrittenDirs);
     await this.moveRefs(
       parts.map((p) => p.update),
       objects,

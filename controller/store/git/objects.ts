@@ -79,15 +79,21 @@ async function writeLoose(gitdir: string, { oid, deflated }: EncodedObject): Pro
   const dir = join(gitdir, 'objects', oid.slice(0, 2));
   const path = join(dir, oid.slice(2));
   if (statSync(path, { throwIfNoEntry: false })) return;
-  try {
-    await gitFs.promises.writeFile(path, deflated);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    await mkdir(dir, { recursive: true });
-    // the new directory's own entry is durable before any object in it counts
-    await fsyncDir(join(gitdir, 'objects'));
-    await gitFs.promises.writeFile(path, deflated);
+  let made = false;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await gitFs.promises.writeFile(path, deflated);
+      break;
+    } catch (err) {
+      // no objects/xx directory yet, or `git gc` (prune-packed) removed it as empty meanwhile
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err;
+      await mkdir(dir, { recursive: true });
+      made = true;
+    }
   }
+  // a directory made here holds the object now (gc leaves it); its own entry is durable before the
+  // object counts
+  if (made) await fsyncDir(join(gitdir, 'objects'));
 }
 
 /** Objects written at once: enough to overlap their fsyncs, few enough for libuv's thread pool. */
