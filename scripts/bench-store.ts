@@ -11,6 +11,7 @@
  *   npm run bench:store                                   (1,000 and 10,000 sessions)
  *   npm run bench:store -- 100000                         (one size; from 10,000 the network at scale)
  *   node scripts/bench-store.ts --scale 2000              (only the network at scale, any size)
+ *   npm run bench:store -- 100000 --keep DIR              (keep the network's fixture in DIR, reuse it)
  *   node scripts/bench-store.ts --generate DIR 10000      (keep a repository, e.g. for profiling)
  *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it)
  *   node scripts/bench-store.ts --generate-scale DIR 100000 (keep a network at scale; --measure-scale)
@@ -19,8 +20,9 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { monitorEventLoopDelay, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { CORE_SCHEMA, dump } from 'js-yaml';
@@ -367,6 +369,17 @@ interface ScaleFigures {
   metrics: number;
   wakes: number;
   runMs: number;
+  /** Pauses while the creates ran: major (mark-compact) and minor GCs, the event loop's delay. */
+  pauses: {
+    majorGcs: number;
+    majorGcMaxMs: number;
+    minorGcMs: number;
+    loopDelayP99Ms: number;
+    loopDelayMaxMs: number;
+    /** Creates over the target that overlapped a major GC. */
+    slowCreatesInMajorGc: number;
+    slowCreates: number;
+  };
 }
 
 const percentile = (sorted: number[], p: number) =>
@@ -443,8 +456,19 @@ async function measureScale(dir: string, creates: number): Promise<void> {
     }
   });
 
+  // GC pauses and the event loop's delay while the creates run, to tell a slow create's cause
+  const gcs: { kind: number; start: number; end: number }[] = [];
+  const recordGcs = (entries: PerformanceEntry[]) => {
+    for (const e of entries as (PerformanceEntry & { detail?: { kind?: number } })[])
+      gcs.push({ kind: e.detail?.kind ?? 0, start: e.startTime, end: e.startTime + e.duration });
+  };
+  const gcObserver = new PerformanceObserver((list) => recordGcs(list.getEntries()));
+  gcObserver.observe({ entryTypes: ['gc'] });
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  loopDelay.enable();
   const runStart = performance.now();
   const createTimes: number[] = [];
+  const createSpans: { start: number; end: number }[] = [];
   const fetchTimes: number[] = [];
   let rssPeak = rssAfterStart;
   // agent session fetches of random routers, each timed from when it was asked
@@ -478,8 +502,24 @@ async function measureScale(dir: string, creates: number): Promise<void> {
       `create session AS${asn} on ${router}`,
     );
     createTimes.push(performance.now() - t);
+    createSpans.push({ start: t, end: performance.now() });
   }
   const runMs = performance.now() - runStart;
+  loopDelay.disable();
+  recordGcs(gcObserver.takeRecords());
+  gcObserver.disconnect();
+  // NODE_PERFORMANCE_GC_MAJOR (4): a mark-compact; NODE_PERFORMANCE_GC_INCREMENTAL (8): its marking steps
+  const majors = gcs.filter((g) => g.kind === 4 || g.kind === 8);
+  const slow = createSpans.filter((c) => c.end - c.start > TARGETS.createP99Ms);
+  const pauses = {
+    majorGcs: gcs.filter((g) => g.kind === 4).length,
+    majorGcMaxMs: Math.max(0, ...majors.map((g) => g.end - g.start)),
+    minorGcMs: gcs.filter((g) => !majors.includes(g)).reduce((sum, g) => sum + g.end - g.start, 0),
+    loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
+    loopDelayMaxMs: loopDelay.max / 1e6,
+    slowCreatesInMajorGc: slow.filter((c) => majors.some((g) => g.end > c.start && g.start < c.end)).length,
+    slowCreates: slow.length,
+  };
   stop.abort();
   clearInterval(ticker);
   await fetching;
@@ -500,6 +540,7 @@ async function measureScale(dir: string, creates: number): Promise<void> {
     metrics,
     wakes,
     runMs,
+    pauses,
   };
   console.log(JSON.stringify(figures));
 }
@@ -516,24 +557,43 @@ async function childScale(dir: string, creates: number): Promise<ScaleFigures> {
 const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
 
 /** The network at scale: the fixture, a first start, then cold start, memory and latency under agent load. */
-async function benchScale(sessions: number): Promise<void> {
-  const root = await mkdtemp(join(tmpdir(), 'peerops-bench-store-scale-'));
+async function benchScale(sessions: number, keep?: string): Promise<void> {
+  // --keep DIR: the fixture and its parse cache are kept in DIR/<sessions> and reused by the next run
+  const root = keep
+    ? join(keep, String(sessions))
+    : await mkdtemp(join(tmpdir(), 'peerops-bench-store-scale-'));
+  const reuse =
+    keep !== undefined &&
+    (await access(join(root, 'store.git', 'peerops', 'parsed.json')).then(
+      () => true,
+      () => false,
+    ));
   try {
     const routers = Math.ceil(sessions / PER_ROUTER);
-    console.log(`\n${sessions} sessions on ${routers} routers × ${PER_ROUTER} (agents' load), generating …`);
-    let t = performance.now();
-    const dir = await generateNetwork(root, sessions);
-    console.log(
-      `  repository generated (git fast-import) in ${((performance.now() - t) / 1000).toFixed(1)} s`,
-    );
-    // the first start reads and judges every blob and writes the parse cache, as after an upgrade
-    console.log('  first start (no parse cache: every blob read from the pack) …');
-    const first = await child(dir, 0);
     const row = (label: string, text: string) => console.log(`  ${label.padEnd(34)} ${text}`);
-    row(
-      'first start, no parse cache',
-      `${(first.startMs / 1000).toFixed(2)} s (${first.sessions} sessions loaded)`,
-    );
+    let t = performance.now();
+    const dir = join(root, 'store.git');
+    if (reuse) {
+      console.log(
+        `\n${sessions} sessions on ${routers} routers × ${PER_ROUTER} (agents' load), kept in ${root}`,
+      );
+    } else {
+      console.log(
+        `\n${sessions} sessions on ${routers} routers × ${PER_ROUTER} (agents' load), generating …`,
+      );
+      await mkdir(root, { recursive: true });
+      await generateNetwork(root, sessions);
+      console.log(
+        `  repository generated (git fast-import) in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+      );
+      // the first start reads and judges every blob and writes the parse cache, as after an upgrade
+      console.log('  first start (no parse cache: every blob read from the pack) …');
+      const first = await child(dir, 0);
+      row(
+        'first start, no parse cache',
+        `${(first.startMs / 1000).toFixed(2)} s (${first.sessions} sessions loaded)`,
+      );
+    }
     console.log(`  cold start, then ${SCALE_CREATES} creates under the agents' load …`);
     const f = await childScale(dir, SCALE_CREATES);
     row(
@@ -552,6 +612,13 @@ async function benchScale(sessions: number): Promise<void> {
       'create p50 / p99',
       `${f.create.p50.toFixed(1)} / ${f.create.p99.toFixed(1)} ms (${f.create.n} creates), target p99 < ${TARGETS.createP99Ms} ms: ${verdict(f.create.p99 < TARGETS.createP99Ms)}`,
     );
+    const p = f.pauses;
+    row(
+      'pauses while creating',
+      `${p.majorGcs} mark-compact GCs (longest step ${p.majorGcMaxMs.toFixed(0)} ms), minor GCs ${p.minorGcMs.toFixed(0)} ms in all; ` +
+        `event loop delay p99 ${p.loopDelayP99Ms.toFixed(0)} ms, max ${p.loopDelayMaxMs.toFixed(0)} ms; ` +
+        `${p.slowCreatesInMajorGc} of ${p.slowCreates} creates over ${TARGETS.createP99Ms} ms overlapped a mark-compact`,
+    );
     row(
       "agents' load meanwhile",
       `${(f.runMs / 1000).toFixed(1)} s: ${f.heartbeats} heartbeats, ${f.metrics} metrics reports (${PER_ROUTER} sessions each), ${f.wakes} long polls woken and answered`,
@@ -564,7 +631,7 @@ async function benchScale(sessions: number): Promise<void> {
     row('repository size (du)', `${mib(before)}; after git gc ${mib(await du())}`);
     row('git gc', `${(gcMs / 1000).toFixed(1)} s`);
   } finally {
-    await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
+    if (!keep) await rm(root, { recursive: true, force: true, maxRetries: 10, retryDelay: 500 });
   }
 }
 
@@ -668,14 +735,15 @@ if (process.argv[2] === '--objects') {
   await mkdir(process.argv[3] as string, { recursive: true });
   console.log(await generateNetwork(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
 } else if (process.argv[2] === '--scale') {
-  await benchScale(Number(process.argv[3] ?? 1000));
+  const keepAt = process.argv.indexOf('--keep');
+  await benchScale(Number(process.argv[3] ?? 1000), keepAt >= 0 ? process.argv[keepAt + 1] : undefined);
 } else if (process.argv[2] === '--measure-scale') {
   await measureScale(process.argv[3] as string, Number(process.argv[4] ?? SCALE_CREATES));
 } else {
-  const sizes = process.argv
-    .slice(2)
-    .map(Number)
-    .filter((n) => n > 0);
+  const args = process.argv.slice(2);
+  const keepAt = args.indexOf('--keep');
+  const keep = keepAt >= 0 ? args.splice(keepAt, 2)[1] : undefined;
+  const sizes = args.map(Number).filter((n) => n > 0);
   const load = () =>
     loadavg()
       .map((l) => l.toFixed(2))
@@ -684,7 +752,7 @@ if (process.argv[2] === '--objects') {
   for (const n of sizes.length > 0 ? sizes : [1000, 10000]) {
     // the classic fixture (4 routers) up to 10,000 sessions; the network at scale from 10,000
     if (n <= 10000) await bench(n);
-    if (n >= 10000) await benchScale(n);
+    if (n >= 10000) await benchScale(n, keep);
   }
   console.log(`\nload average at the end ${load()}`);
 }

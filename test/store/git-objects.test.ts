@@ -65,6 +65,19 @@ describe('git objects written by the store', () => {
     expect(git(['ls-tree', '--name-only', oid]).split('\n')).toEqual(['a-b', 'a.yaml', 'a', 'a0']);
   });
 
+  it('orders names beyond ASCII by their UTF-8 bytes, as git does', async () => {
+    const blob = await writeBlob(gitdir, Buffer.from('x\n'));
+    // UTF-16 puts U+FF5E before U+1F600 (a surrogate pair, 0xD83D…); UTF-8 bytes put it after
+    const entries = ['\u{1F600}.yaml', '\uFF5E.yaml', 'z.yaml', '\u00E9.yaml'].map((name) => ({
+      type: 'blob' as const,
+      name,
+      oid: blob,
+    }));
+    const oid = await writeTree(gitdir, entries);
+    const listing = entries.map((e) => `100644 blob ${e.oid}\t${e.name}`).join('\n');
+    expect(oid).toBe(git(['mktree'], `${listing}\n`));
+  });
+
   it('writes the commit git commit-tree writes for the same content', async () => {
     const tree = await writeTree(gitdir, [
       { type: 'blob', name: 'p.yaml', oid: await writeBlob(gitdir, Buffer.from('p\n')) },

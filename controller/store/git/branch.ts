@@ -5,12 +5,26 @@
  */
 import { syncWrittenDirs } from '../../git-fs.ts';
 import type { Actor } from '../store.ts';
-import { mapLimit } from '../../../common/concurrency.ts';
 import { ParseCache } from './parse-cache.ts';
-import { readCommitTree, writeCommit, writeText, type GitContext } from './objects.ts';
+import {
+  encodeCommit,
+  encodeObject,
+  readCommitTree,
+  writeObjects,
+  type EncodedObject,
+  type GitContext,
+} from './objects.ts';
 import type { RefUpdate } from './recovery.ts';
 import { readRef } from './refs.ts';
-import { EMPTY_DIR, diffTree, getFile, setFiles, writeTrees, type DirNode, type FileChange } from './tree.ts';
+import {
+  EMPTY_DIR,
+  diffTree,
+  getFile,
+  setFiles,
+  encodeTrees,
+  type DirNode,
+  type FileChange,
+} from './tree.ts';
 
 /** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
 export interface FileWrite {
@@ -95,12 +109,12 @@ export class Branch {
   }
 
   /**
-   * One commit with these writes on top of the known head, written as objects (their directories
-   * fsynced) but not yet on the ref: the store moves refs through its journal (recovery.ts) and then
-   * calls `advance`. Undefined when nothing changed. `refNow`: the value the ref must have when it
-   * differs from the mirror's head (a merge built on the other side's commit).
+   * One commit with these writes on top of the known head, its objects encoded in memory and not yet
+   * written: the store writes them (writeObjects, then syncWrittenDirs) and moves refs through its
+   * journal (recovery.ts), then calls `advance`. Undefined when nothing changed. `refNow`: the value the
+   * ref must have when it differs from the mirror's head (a merge built on the other side's commit).
    */
-  async prepare(
+  encode(
     writes: FileWrite[],
     actor: Actor,
     message: string,
@@ -110,22 +124,21 @@ export class Branch {
       /** Author and whole message of a commit rebuilt on another tip (remote.ts), kept as they were. */
       replay?: { author: { name: string; email: string }; message: string };
     } = {},
-  ): Promise<PreparedCommit | undefined> {
+  ): PreparedCommit | undefined {
     const extraParents = options.extraParents ?? [];
-    const oids = await mapLimit(writes, 16, (w) =>
-      w.text === undefined ? Promise.resolve(undefined) : writeText(this.ctx, w.text),
+    const blobs = writes.map((w) =>
+      w.text === undefined ? undefined : encodeObject('blob', Buffer.from(w.text, 'utf8')),
     );
     const written: [FileWrite, string][] = [];
     const changed: [string, string | undefined][] = [];
     writes.forEach((w, i) => {
-      const oid = oids[i];
+      const oid = blobs[i]?.oid;
       if (oid !== undefined) written.push([w, oid]);
       if (getFile(this.tree, w.path) !== oid) changed.push([w.path, oid]);
     });
     if (changed.length === 0 && extraParents.length === 0) return undefined;
-    const root = setFiles(this.tree, changed);
-    const tree = await writeTrees(this.ctx, root);
-    const oid = await writeCommit(this.ctx.gitdir, {
+    const tree = encodeTrees(setFiles(this.tree, changed));
+    const commit = encodeCommit({
       tree: tree.oid,
       parents: [...(this.headOid ? [this.headOid] : []), ...extraParents],
       author: options.replay?.author ?? commitAuthor(actor),
@@ -133,13 +146,27 @@ export class Branch {
       timestamp: Math.floor(Date.now() / 1000),
       message: options.replay?.message ?? commitMessage(message, actor),
     });
-    await syncWrittenDirs();
     return {
       branch: this,
-      update: { ref: this.ref, from: 'refNow' in options ? options.refNow : this.headOid, to: oid },
+      update: {
+        ref: this.ref,
+        from: 'refNow' in options ? options.refNow : this.headOid,
+        to: commit.oid,
+      },
       root: tree.root,
       written,
+      objects: [...blobs.filter((b): b is EncodedObject => b !== undefined), ...tree.objects, commit],
     };
+  }
+
+  /** encode, with the objects written and their directories fsynced (not yet on the ref). */
+  async prepare(...args: Parameters<Branch['encode']>): Promise<PreparedCommit | undefined> {
+    const prepared = this.encode(...args);
+    if (prepared) {
+      await writeObjects(this.ctx.gitdir, prepared.objects);
+      await syncWrittenDirs();
+    }
+    return prepared;
   }
 
   /** The ref now points at a prepared commit: the mirror follows. */
@@ -155,12 +182,14 @@ export class Branch {
   }
 }
 
-/** A commit written but not yet on its ref (Branch.prepare). */
+/** A commit encoded (Branch.encode), its objects written or not, not yet on its ref. */
 export interface PreparedCommit {
   branch: Branch;
   update: RefUpdate;
   root: DirNode;
   written: [FileWrite, string][];
+  /** Every object of the commit: the written files' blobs, the changed trees, the commit. */
+  objects: EncodedObject[];
 }
 
 async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }> {

@@ -10,9 +10,10 @@ import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { DomainError } from '../../../common/errors.ts';
 import type { Actor } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
-import type { GitContext } from './objects.ts';
+import { writeObjects, type GitContext } from './objects.ts';
 import type { Journal, RefUpdate } from './recovery.ts';
-import { RefMovedError, updateRef } from './refs.ts';
+import { lockRef, RefMovedError, type HeldRef } from './refs.ts';
+import { syncWrittenDirs } from '../../git-fs.ts';
 
 /** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
 const MAX_ATTEMPTS = 12;
@@ -152,7 +153,7 @@ export class Commits {
 
   /** A write of spec files alone (routers, policies): one commit on the spec branch. */
   async commitSpec(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
-    await this.publish([await this.spec.prepare(writes, actor, message)]);
+    await this.publish([this.spec.encode(writes, actor, message)]);
   }
 
   /**
@@ -165,11 +166,10 @@ export class Commits {
     actor: Actor,
     message: string,
   ): Promise<void> {
-    const [spec, status] = await Promise.all([
-      specWrites.length > 0 ? this.spec.prepare(specWrites, actor, message) : undefined,
-      statusWrites.length > 0 ? this.status.prepare(statusWrites, actor, message) : undefined,
+    await this.publish([
+      specWrites.length > 0 ? this.spec.encode(specWrites, actor, message) : undefined,
+      statusWrites.length > 0 ? this.status.encode(statusWrites, actor, message) : undefined,
     ]);
-    await this.publish([spec, status]);
     this.hooks.statusCommitted(statusWrites);
   }
 
@@ -177,7 +177,7 @@ export class Commits {
   async commitStatus(writes: FileWrite[], actor: Actor, message: string): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.publish([await this.status.prepare(writes, actor, message)]);
+        await this.publish([this.status.encode(writes, actor, message)]);
         this.hooks.statusCommitted(writes);
         return;
       } catch (err) {
@@ -190,30 +190,64 @@ export class Commits {
   }
 
   /**
-   * Move the refs of prepared commits as one step (recovery.ts): the journal names every update before
-   * the first ref moves, the refs move in order, then the mirrors follow. RefMovedError when the first
-   * ref had moved (nothing happened: the caller catches up and tries again). A failure after the first
-   * ref moved leaves the journal for the next sync to finish, and is STORE_UNAVAILABLE, not retried:
-   * the write is done once recovery completes it.
+   * Write prepared commits and move their refs as one step (recovery.ts): the journal names every update
+   * before the first ref moves, the refs move in order, then the mirrors follow. RefMovedError when the
+   * first ref had moved (nothing happened: the caller catches up and tries again). A failure after the
+   * first ref moved leaves the journal for the next sync to finish, and is STORE_UNAVAILABLE, not
+   * retried: the write is done once recovery completes it.
    */
   private async publish(commits: (PreparedCommit | undefined)[]): Promise<void> {
     const parts = commits.filter((c): c is PreparedCommit => c !== undefined);
     if (parts.length === 0) return;
-    await this.moveRefs(parts.map((p) => p.update));
+    const objects = writeObjects(
+      this.ctx.gitdir,
+      parts.flatMap((p) => p.objects),
+    ).then(syncWrittenDirs);
+    await this.moveRefs(
+      parts.map((p) => p.update),
+      objects,
+    );
     for (const p of parts) p.branch.advance(p);
   }
 
-  /** The journaled ref moves of `publish`, also for a fast-forward to fetched commits. */
-  async moveRefs(updates: RefUpdate[]): Promise<void> {
-    await this.journal.begin(updates);
+  /**
+   * The journaled ref moves of `publish`, also for a fast-forward to fetched commits. Each step waits
+   * only for what it needs, so their fsyncs overlap: the objects (`objects`, written by the caller),
+   * the journal and the status ref's lock side by side; the spec branch's lock once the journal names
+   * it (a crash would leave that lock to a push's expiry, the status ref's is removed at take-over);
+   * then the refs move one after the other, in the journal's order, each durable before the next, and
+   * none before the objects are (recovery.ts).
+   */
+  async moveRefs(updates: RefUpdate[], objects: Promise<void> = Promise.resolve()): Promise<void> {
+    const locks = new Map<RefUpdate, Promise<HeldRef>>();
+    const lock = (u: RefUpdate) => {
+      const held = lockRef(this.ctx.gitdir, u.ref, u.from, u.to, this.onStaleLock);
+      // a refusal is answered below, in the journal's order; not an unhandled rejection meanwhile
+      held.catch(() => {});
+      locks.set(u, held);
+    };
+    const releaseAll = () =>
+      Promise.all([...locks.values()].map((l) => l.then((held) => held.release()).catch(() => {})));
+    objects.catch(() => {});
+    for (const u of updates) if (u.ref === this.status.ref) lock(u);
+    try {
+      await this.journal.begin(updates);
+    } catch (err) {
+      await objects.catch(() => {});
+      await releaseAll();
+      throw err;
+    }
     this.journalPending = true;
+    for (const u of updates) if (!locks.has(u)) lock(u);
     let moved = 0;
     try {
-      for (const update of updates) {
-        await updateRef(this.ctx.gitdir, update.ref, update.from, update.to, this.onStaleLock);
+      await objects;
+      for (const u of updates) {
+        await (await (locks.get(u) as Promise<HeldRef>)).publish();
         moved++;
       }
     } catch (err) {
+      await releaseAll();
       if (moved === 0) {
         await this.journal.end().then(
           () => (this.journalPending = false),

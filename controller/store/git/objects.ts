@@ -1,7 +1,7 @@
 /**
  * The git objects the store reads and writes itself, with native zlib: blobs, trees and commits are
- * serialised and deflated here and stored as loose objects by isomorphic-git (through gitFs, so
- * atomically); a loose blob is read and inflated here, packed ones through isomorphic-git.
+ * serialised, hashed and deflated in memory here and stored as loose objects through gitFs (atomically,
+ * fsynced); a loose object is read and inflated here, packed ones by pack.ts or isomorphic-git.
  *
  * Why not isomorphic-git's writeBlob/writeTree/writeCommit: under Node they deflate through
  * CompressionStream, web streams over a zlib stream. Those objects go through the same Readable and
@@ -11,10 +11,13 @@
  * touches no stream.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { deflateSync, inflateSync } from 'node:zlib';
+import { constants, deflateSync, inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
+import { mapLimit } from '../../../common/concurrency.ts';
+import { fsyncDir } from '../../../common/atomic-write.ts';
 import { gitFs } from '../../git-fs.ts';
 import { PackReader, type GitObject, type ObjectType } from './pack.ts';
 
@@ -42,23 +45,72 @@ export interface CommitObject {
 
 const MODE = { blob: '100644', tree: '40000' } as const;
 
+/** An object serialised, hashed and deflated in memory, not yet on disk (writeObjects). */
+export interface EncodedObject {
+  oid: string;
+  deflated: Buffer;
+}
+
+export function encodeObject(
+  type: 'blob' | 'tree' | 'commit',
+  content: Buffer,
+  level: number = constants.Z_BEST_SPEED,
+): EncodedObject {
+  const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
+  const oid = createHash('sha1').update(wrapped).digest('hex');
+  return { oid, deflated: deflateSync(wrapped, { level }) };
+}
+
+/**
+ * Store encoded objects as loose files, OBJECT_WRITES at a time: each file is written and fsynced on
+ * its own (gitFs), so writing them side by side costs about one fsync's wait, not one per object.
+ * Their directories are fsynced by syncWrittenDirs, before a ref may point at them.
+ */
+export async function writeObjects(gitdir: string, objects: readonly EncodedObject[]): Promise<void> {
+  const unique = [...new Map(objects.map((o) => [o.oid, o])).values()];
+  await mapLimit(unique, OBJECT_WRITES, (o) => writeLoose(gitdir, o));
+}
+
+/**
+ * One loose object, unless it is stored already (the same bytes, as git does). Written here rather than
+ * by isomorphic-git's writeObject, which probes its fs and looks for the git directory at every call.
+ */
+async function writeLoose(gitdir: string, { oid, deflated }: EncodedObject): Promise<void> {
+  const dir = join(gitdir, 'objects', oid.slice(0, 2));
+  const path = join(dir, oid.slice(2));
+  if (statSync(path, { throwIfNoEntry: false })) return;
+  let made = false;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await gitFs.promises.writeFile(path, deflated);
+      break;
+    } catch (err) {
+      // no objects/xx directory yet, or `git gc` (prune-packed) removed it as empty meanwhile
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err;
+      await mkdir(dir, { recursive: true });
+      made = true;
+    }
+  }
+  // a directory made here holds the object now (gc leaves it); its own entry is durable before the
+  // object counts
+  if (made) await fsyncDir(join(gitdir, 'objects'));
+}
+
+/** Objects written at once: enough to overlap their fsyncs, few enough for libuv's thread pool. */
+const OBJECT_WRITES = 16;
+
 async function writeObject(
   gitdir: string,
   type: 'blob' | 'tree' | 'commit',
   content: Buffer,
 ): Promise<string> {
-  const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
-  const oid = createHash('sha1').update(wrapped).digest('hex');
-  await git.writeObject({ fs: gitFs, gitdir, type, object: deflateSync(wrapped), format: 'deflated', oid });
-  return oid;
+  const object = encodeObject(type, content);
+  await writeObjects(gitdir, [object]);
+  return object.oid;
 }
 
 export function writeBlob(gitdir: string, content: Buffer): Promise<string> {
   return writeObject(gitdir, 'blob', content);
-}
-
-export function writeText(ctx: GitContext, text: string): Promise<string> {
-  return writeBlob(ctx.gitdir, Buffer.from(text, 'utf8'));
 }
 
 /** Each repository's pack reader (pack.ts), by context; closed with closeObjects. */
@@ -151,19 +203,38 @@ export async function readTree(ctx: GitContext, oid: string): Promise<TreeEntry[
   return entries;
 }
 
-/** Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". */
+/** Printable ASCII: JavaScript's string order is then git's byte order. */
+const ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". Encoded into
+ * one buffer: a create re-encodes the `sessions` directory, one entry per router (1,000 at 100,000
+ * sessions), on both branches.
+ */
+export function encodeTree(entries: TreeEntry[]): EncodedObject {
+  const keyed = entries.map((e) => ({ e, key: e.type === 'tree' ? `${e.name}/` : e.name }));
+  if (keyed.every(({ key }) => ASCII.test(key)))
+    keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  else keyed.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+  let size = 0;
+  for (const { e } of keyed) size += MODE[e.type].length + 1 + Buffer.byteLength(e.name) + 1 + 20;
+  const content = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (const { e } of keyed) {
+    pos += content.write(`${MODE[e.type]} ${e.name}\0`, pos);
+    pos += content.write(e.oid, pos, 20, 'hex');
+  }
+  // a large tree is mostly object ids, which do not compress: stored as they are (git reads any level)
+  return encodeObject('tree', content, size > 4096 ? constants.Z_NO_COMPRESSION : constants.Z_BEST_SPEED);
+}
+
 export function writeTree(gitdir: string, entries: TreeEntry[]): Promise<string> {
-  const keyed = entries.map((e) => ({ e, key: Buffer.from(e.type === 'tree' ? `${e.name}/` : e.name) }));
-  keyed.sort((a, b) => Buffer.compare(a.key, b.key));
-  const parts = keyed.flatMap(({ e }) => [
-    Buffer.from(`${MODE[e.type]} ${e.name}\0`),
-    Buffer.from(e.oid, 'hex'),
-  ]);
-  return writeObject(gitdir, 'tree', Buffer.concat(parts));
+  const object = encodeTree(entries);
+  return writeObjects(gitdir, [object]).then(() => object.oid);
 }
 
 /** Names and emails come from commitAuthor (no "<", ">" or newline); the message ends in one newline. */
-export function writeCommit(gitdir: string, commit: CommitObject): Promise<string> {
+export function encodeCommit(commit: CommitObject): EncodedObject {
   const person = (p: { name: string; email: string }) => `${p.name} <${p.email}> ${commit.timestamp} +0000`;
   const text = [
     `tree ${commit.tree}`,
@@ -173,5 +244,10 @@ export function writeCommit(gitdir: string, commit: CommitObject): Promise<strin
     '',
     `${commit.message.replace(/\r/g, '').replace(/^\n+/, '').replace(/\n+$/, '')}\n`,
   ].join('\n');
-  return writeObject(gitdir, 'commit', Buffer.from(text, 'utf8'));
+  return encodeObject('commit', Buffer.from(text, 'utf8'));
+}
+
+export function writeCommit(gitdir: string, commit: CommitObject): Promise<string> {
+  const object = encodeCommit(commit);
+  return writeObjects(gitdir, [object]).then(() => object.oid);
 }

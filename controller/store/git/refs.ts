@@ -42,10 +42,8 @@ export class RefMovedError extends Error {
 }
 
 /**
- * Point `ref` at `next` if it still points at `expected` (undefined: must not exist yet). Takes `<ref>.lock`
- * exclusively, checks the old value under the lock, writes, fsyncs, renames into place and fsyncs the
- * directory. RefMovedError when the ref moved or another writer holds the lock; a lock older than
- * STALE_REF_LOCK_MS is removed (`onStaleLock` is told) and the update goes on.
+ * Point `ref` at `next` if it still points at `expected` (undefined: must not exist yet): lockRef, then
+ * its publish.
  */
 export async function updateRef(
   gitdir: string,
@@ -54,6 +52,30 @@ export async function updateRef(
   next: string,
   onStaleLock?: (lock: string, ageMs: number) => void,
 ): Promise<void> {
+  await (await lockRef(gitdir, ref, expected, next, onStaleLock)).publish();
+}
+
+/** A ref's lock held with its new value written and fsynced (lockRef): publish it, or release it. */
+export interface HeldRef {
+  /** Rename the lock into place and fsync the directory: the ref has moved. */
+  publish(): Promise<void>;
+  /** Give the lock up; the ref stays as it was. */
+  release(): Promise<void>;
+}
+
+/**
+ * The first half of a ref update, which several refs can take side by side: takes `<ref>.lock`
+ * exclusively, checks the old value under the lock, writes the new one and fsyncs it. RefMovedError
+ * when the ref moved or another writer holds the lock; a lock older than STALE_REF_LOCK_MS is removed
+ * (`onStaleLock` is told) and the update goes on.
+ */
+export async function lockRef(
+  gitdir: string,
+  ref: string,
+  expected: string | undefined,
+  next: string,
+  onStaleLock?: (lock: string, ageMs: number) => void,
+): Promise<HeldRef> {
   const path = join(gitdir, ref);
   const lock = `${path}.lock`;
   await mkdir(dirname(path), { recursive: true });
@@ -67,23 +89,39 @@ export async function updateRef(
       throw new RefMovedError(ref, 'is locked by another writer');
     onStaleLock?.(lock, age);
     await rm(lock, { force: true });
-    return updateRef(gitdir, ref, expected, next);
+    return lockRef(gitdir, ref, expected, next);
   }
-  let renamed = false;
   try {
     const current = await readRef(gitdir, ref);
     if (current !== expected) throw new RefMovedError(ref, 'moved underneath (a concurrent push)');
     await handle.writeFile(`${next}\n`);
     await handle.sync();
-    await handle.close();
-    handle = undefined;
-    await rename(lock, path);
-    renamed = true;
-  } finally {
-    await handle?.close();
-    if (!renamed) await rm(lock, { force: true });
+  } catch (err) {
+    await handle.close().catch(() => {});
+    await rm(lock, { force: true });
+    throw err;
   }
-  await fsyncDir(dirname(path));
+  let settled = false;
+  return {
+    publish: async () => {
+      settled = true;
+      let renamed = false;
+      try {
+        await handle.close();
+        await rename(lock, path);
+        renamed = true;
+      } finally {
+        if (!renamed) await rm(lock, { force: true });
+      }
+      await fsyncDir(dirname(path));
+    },
+    release: async () => {
+      if (settled) return;
+      settled = true;
+      await handle.close().catch(() => {});
+      await rm(lock, { force: true });
+    },
+  };
 }
 
 /** How long ago a lock file was last written; undefined when it is gone. */

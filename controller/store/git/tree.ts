@@ -1,10 +1,10 @@
 /**
  * An in-memory mirror of one commit's tree, persistent (a change copies only the directories on its path),
- * so a write builds the next commit from objects, rewriting only the changed subtrees, and a failed ref
+ * so a write builds the next commit from objects, encoding only the changed subtrees, and a failed ref
  * update simply drops the new mirror. Also the diff between the mirror and another commit's tree, which
  * reads only the subtrees whose ids differ.
  */
-import { readTree, writeTree, type GitContext, type TreeEntry } from './objects.ts';
+import { encodeTree, readTree, type EncodedObject, type GitContext, type TreeEntry } from './objects.ts';
 
 export interface FileNode {
   type: 'blob';
@@ -76,22 +76,27 @@ export function setFiles(root: DirNode, files: readonly (readonly [string, strin
   return seal(top) ?? EMPTY_DIR;
 }
 
-/** Write every directory changed since the last write; returns the root tree id. */
-export async function writeTrees(ctx: GitContext, root: DirNode): Promise<{ oid: string; root: DirNode }> {
-  const write = async (dir: DirNode): Promise<DirNode> => {
+/**
+ * Encode every directory changed since the last write, deepest first, in memory: returns the root
+ * tree id, the sealed mirror and the tree objects to write (objects.ts, writeObjects).
+ */
+export function encodeTrees(root: DirNode): { oid: string; root: DirNode; objects: EncodedObject[] } {
+  const objects: EncodedObject[] = [];
+  const encode = (dir: DirNode): DirNode => {
     if (dir.oid !== undefined) return dir;
     const entries = new Map<string, FileNode | DirNode>();
     const tree: TreeEntry[] = [];
     for (const [name, node] of dir.entries) {
-      const written = node.type === 'tree' ? await write(node) : node;
+      const written = node.type === 'tree' ? encode(node) : node;
       entries.set(name, written);
       tree.push({ type: node.type, name, oid: written.oid as string });
     }
-    const oid = await writeTree(ctx.gitdir, tree);
-    return { type: 'tree', oid, entries };
+    const object = encodeTree(tree);
+    objects.push(object);
+    return { type: 'tree', oid: object.oid, entries };
   };
-  const written = await write(root);
-  return { oid: written.oid as string, root: written };
+  const encoded = encode(root);
+  return { oid: encoded.oid as string, root: encoded, objects };
 }
 
 /**
