@@ -4,7 +4,7 @@
  * pack.ts) against `git cat-file`: loose objects, and packs with delta chains as `git gc` writes them.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +45,19 @@ describe('git objects written by the store', () => {
     expect(git(['cat-file', '-p', oid])).toBe(text.trim());
     // written twice: the same object, no error
     expect(await writeBlob(gitdir, Buffer.from(text))).toBe(oid);
+  });
+
+  it('freshens an object it would write again, so that git gc keeps it', async () => {
+    const oid = await writeBlob(gitdir, Buffer.from('same bytes\n'));
+    const file = join(gitdir, 'objects', oid.slice(0, 2), oid.slice(2));
+    const old = new Date('2020-01-01T00:00:00Z');
+    utimesSync(file, old, old);
+    expect(await writeBlob(gitdir, Buffer.from('same bytes\n'))).toBe(oid);
+    expect(statSync(file).mtimeMs).toBeGreaterThan(Date.now() - 60_000);
+    // and one removed meanwhile (pruned) is written again
+    rmSync(file);
+    await writeBlob(gitdir, Buffer.from('same bytes\n'));
+    expect(git(['cat-file', '-p', oid])).toBe('same bytes');
   });
 
   it("orders a tree's entries as git does: by bytes, a directory as if it ended in /", async () => {

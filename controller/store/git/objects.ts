@@ -11,8 +11,7 @@
  * touches no stream.
  */
 import { createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { constants, deflateSync, inflateSync } from 'node:zlib';
 import git from 'isomorphic-git';
@@ -78,7 +77,16 @@ export async function writeObjects(gitdir: string, objects: readonly EncodedObje
 async function writeLoose(gitdir: string, { oid, deflated }: EncodedObject): Promise<void> {
   const dir = join(gitdir, 'objects', oid.slice(0, 2));
   const path = join(dir, oid.slice(2));
-  if (statSync(path, { throwIfNoEntry: false })) return;
+  // Stored already: freshened instead, as git does, so that `git gc` does not prune it as old and
+  // unreachable before the ref that will reach it moves; gone meanwhile (pruned): written again.
+  const now = new Date();
+  if (
+    await utimes(path, now, now).then(
+      () => true,
+      () => false,
+    )
+  )
+    return;
   let made = false;
   for (let attempt = 1; ; attempt++) {
     try {
