@@ -1,0 +1,267 @@
+package main
+
+// The host: one process carrying every tunnel of its network namespace. Each tunnel is what a
+// wireguard-go daemon would be (a TUN, a device from the wireguard-go library, a UAPI socket served by
+// device.IpcHandle), so `wg`, `ip link del` and the agent see no difference.
+//
+// Lifecycle, as an operator would expect of the daemons it replaces:
+//   - a tunnel ends when its link is deleted (`ip link del`: the TUN read fails and the device closes) or
+//     its UAPI socket file is removed, as with wireguard-go; the host then forgets it and removes its socket;
+//   - with no tunnel left for idleExit, the host exits (the next `peerops-wireguard <ifname>` starts one);
+//   - SIGTERM or SIGINT closes every tunnel and exits, as stopping every wireguard-go daemon would. Nothing
+//     in peerops sends it: the host runs in its own session, so stopping or restarting the agent (the
+//     unit's KillMode=process) leaves it and its tunnels up; an operator stops it to take them all down;
+//   - a crash takes every tunnel down at once; the agent's next pass finds the links gone and re-creates them.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
+)
+
+// Long enough that removing and re-creating a tunnel (a session restart) keeps the same host.
+const idleExit = 60 * time.Second
+
+type tunnel struct {
+	dev  *device.Device
+	uapi net.Listener
+}
+
+type host struct {
+	mu       sync.Mutex
+	tunnels  map[string]*tunnel
+	idle     *time.Timer
+	logLevel int
+}
+
+func runHost() int {
+	// Sockets and the log are root's alone (wg(8) connects as root), as wireguard-go makes them.
+	syscall.Umask(0o077)
+	log.SetFlags(log.Ldate | log.Ltime)
+	log.SetPrefix(fmt.Sprintf("peerops-wireguard[%d]: ", os.Getpid()))
+	ln, err := net.Listen("unix", controlSocket)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return 0 // another host of this namespace won the race: it serves the request
+		}
+		log.Printf("control socket: %v", err)
+		return 1
+	}
+	h := &host{tunnels: map[string]*tunnel{}, logLevel: logLevel()}
+	h.idle = time.AfterFunc(idleExit, h.exitIfIdle)
+	log.Printf("started (wireguard-go library %s)", libraryVersion())
+
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP)
+	go func() {
+		sig := <-signals
+		h.mu.Lock()
+		log.Printf("%v: closing %d tunnels and exiting", sig, len(h.tunnels))
+		for name, t := range h.tunnels {
+			t.close(name)
+		}
+		os.Exit(0)
+	}()
+
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			log.Printf("control socket: %v", err)
+			return 1
+		}
+		go h.serve(c.(*net.UnixConn))
+	}
+}
+
+// logLevel reads LOG_LEVEL as wireguard-go does; errors only unless asked.
+func logLevel() int {
+	switch os.Getenv("LOG_LEVEL") {
+	case "verbose", "debug":
+		return device.LogLevelVerbose
+	case "silent":
+		return device.LogLevelSilent
+	}
+	return device.LogLevelError
+}
+
+func (h *host) serve(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(requestTimeout))
+	// An abstract socket has no file mode to guard it: only root (or the host's own user) may ask.
+	if uid, err := peerUID(c); err != nil || (uid != 0 && uid != uint32(os.Geteuid())) {
+		fmt.Fprintf(c, "error permission denied: only root may add tunnels\n")
+		return
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return // a probe (answers()) connects and closes
+	}
+	cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	switch {
+	case cmd == "add" && validName.MatchString(arg):
+		if err := h.add(arg); err != nil {
+			fmt.Fprintf(c, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			return
+		}
+		fmt.Fprintf(c, "ok\n")
+	case cmd == "list":
+		fmt.Fprintf(c, "ok\n%s", h.list())
+	default:
+		fmt.Fprintf(c, "error unknown request %q\n", line)
+	}
+}
+
+func peerUID(c *net.UnixConn) (uint32, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var credErr error
+	err = raw.Control(func(fd uintptr) {
+		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, credErr
+	}
+	return cred.Uid, nil
+}
+
+func (h *host) list() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := make([]string, 0, len(h.tunnels))
+	for name := range h.tunnels {
+		names = append(names, name+"\n")
+	}
+	sort.Strings(names)
+	return strings.Join(names, "")
+}
+
+// add creates the tunnel <name>. One at a time: creation is quick next to the agent's own steps, and the
+// lock keeps two requests for one name from racing.
+func (h *host) add(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.tunnels[name]; ok {
+		return errors.New("this host already carries that interface")
+	}
+	if _, err := net.InterfaceByName(name); err == nil {
+		return errors.New("a link with that name already exists")
+	}
+	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
+	if err != nil {
+		return fmt.Errorf("creating the TUN device: %w", err)
+	}
+	uapiFile, err := uapiOpen(name)
+	if err != nil {
+		tdev.Close()
+		return fmt.Errorf("UAPI socket: %w", err)
+	}
+	dev := device.NewDevice(tdev, conn.NewDefaultBind(), device.NewLogger(h.logLevel, fmt.Sprintf("(%s) ", name)))
+	uapi, err := ipc.UAPIListen(name, uapiFile)
+	uapiFile.Close() // UAPIListen holds its own copy
+	if err != nil {
+		dev.Close()
+		os.Remove(sockPath(name))
+		return fmt.Errorf("UAPI listener: %w", err)
+	}
+	t := &tunnel{dev: dev, uapi: uapi}
+	h.tunnels[name] = t
+	h.idle.Stop()
+	go h.run(name, t)
+	return nil
+}
+
+// run serves a tunnel's UAPI socket until the device closes (its link was deleted) or the socket stops
+// (its file was removed), then forgets the tunnel.
+func (h *host) run(name string, t *tunnel) {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			c, err := t.uapi.Accept()
+			if err != nil {
+				return
+			}
+			go t.dev.IpcHandle(c)
+		}
+	}()
+	select {
+	case <-t.dev.Wait():
+	case <-stopped:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tunnels[name] == t {
+		t.close(name)
+		delete(h.tunnels, name)
+	}
+	if len(h.tunnels) == 0 {
+		h.idle.Reset(idleExit)
+	}
+}
+
+// close stops the tunnel: closing the device closes its TUN, which deletes the link; closing the
+// listener removes its socket file.
+func (t *tunnel) close(name string) {
+	t.uapi.Close()
+	t.dev.Close()
+	os.Remove(sockPath(name))
+}
+
+func (h *host) exitIfIdle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.tunnels) == 0 {
+		log.Printf("no tunnel for %s: exiting", idleExit)
+		os.Exit(0)
+	}
+}
+
+func sockPath(name string) string { return fmt.Sprintf("%s/%s.sock", runDir, name) }
+
+// uapiOpen binds <name>.sock like ipc.UAPIOpen, replacing a stale socket a killed daemon left, but
+// without keeping a second descriptor of the listener open: a host outlives many tunnels, and that
+// descriptor would keep each closed tunnel's socket alive.
+func uapiOpen(name string) (*os.File, error) {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	path := sockPath(name)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		if c, dialErr := net.Dial("unix", path); dialErr == nil {
+			c.Close()
+			return nil, errors.New(path + " is in use")
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+		if ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
+			return nil, err
+		}
+	}
+	ln.SetUnlinkOnClose(false) // the tunnel's listener (UAPIListen) removes the file when it closes
+	f, err := ln.File()
+	ln.Close()
+	return f, err
+}
