@@ -5,8 +5,8 @@ package main
 // device.IpcHandle), so `wg`, `ip link del` and the agent see no difference.
 //
 // Lifecycle, as an operator would expect of the daemons it replaces:
-//   - a tunnel ends when its link is deleted (`ip link del`: the TUN read fails and the device closes) or
-//     its UAPI socket file is removed, as with wireguard-go; the host then forgets it and removes its socket;
+//   - a tunnel ends when its link is deleted (`ip link del`: the TUN read fails and the device closes);
+//     the host then forgets it and removes its socket;
 //   - with no tunnel left for idleExit, the host exits (the next `peerops-wireguard <ifname>` starts one);
 //   - SIGTERM or SIGINT closes every tunnel and exits, as stopping every wireguard-go daemon would. Nothing
 //     in peerops sends it: the host runs in its own session, so stopping or restarting the agent (the
@@ -29,7 +29,6 @@ import (
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
 )
 
@@ -38,7 +37,7 @@ const idleExit = 60 * time.Second
 
 type tunnel struct {
 	dev  *device.Device
-	uapi net.Listener
+	uapi *net.UnixListener
 }
 
 type host struct {
@@ -72,8 +71,8 @@ func runHost() int {
 		sig := <-signals
 		h.mu.Lock()
 		log.Printf("%v: closing %d tunnels and exiting", sig, len(h.tunnels))
-		for name, t := range h.tunnels {
-			t.close(name)
+		for _, t := range h.tunnels {
+			t.close()
 		}
 		os.Exit(0)
 	}()
@@ -167,23 +166,16 @@ func (h *host) add(name string) error {
 	if _, err := net.InterfaceByName(name); err == nil {
 		return errors.New("a link with that name already exists")
 	}
-	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
+	uapi, err := listenUAPI(name)
 	if err != nil {
-		return fmt.Errorf("creating the TUN device: %w", err)
-	}
-	uapiFile, err := uapiOpen(name)
-	if err != nil {
-		tdev.Close()
 		return fmt.Errorf("UAPI socket: %w", err)
 	}
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), device.NewLogger(h.logLevel, fmt.Sprintf("(%s) ", name)))
-	uapi, err := ipc.UAPIListen(name, uapiFile)
-	uapiFile.Close() // UAPIListen holds its own copy
+	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
 	if err != nil {
-		dev.Close()
-		os.Remove(sockPath(name))
-		return fmt.Errorf("UAPI listener: %w", err)
+		uapi.Close()
+		return fmt.Errorf("creating the TUN device: %w", err)
 	}
+	dev := device.NewDevice(tdev, conn.NewDefaultBind(), device.NewLogger(h.logLevel, fmt.Sprintf("(%s) ", name)))
 	t := &tunnel{dev: dev, uapi: uapi}
 	h.tunnels[name] = t
 	h.idle.Stop()
@@ -191,8 +183,8 @@ func (h *host) add(name string) error {
 	return nil
 }
 
-// run serves a tunnel's UAPI socket until the device closes (its link was deleted) or the socket stops
-// (its file was removed), then forgets the tunnel.
+// run serves a tunnel's UAPI socket until the device closes (its link was deleted), then forgets the
+// tunnel.
 func (h *host) run(name string, t *tunnel) {
 	stopped := make(chan struct{})
 	go func() {
@@ -212,7 +204,7 @@ func (h *host) run(name string, t *tunnel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.tunnels[name] == t {
-		t.close(name)
+		t.close()
 		delete(h.tunnels, name)
 	}
 	if len(h.tunnels) == 0 {
@@ -222,10 +214,9 @@ func (h *host) run(name string, t *tunnel) {
 
 // close stops the tunnel: closing the device closes its TUN, which deletes the link; closing the
 // listener removes its socket file.
-func (t *tunnel) close(name string) {
+func (t *tunnel) close() {
 	t.uapi.Close()
 	t.dev.Close()
-	os.Remove(sockPath(name))
 }
 
 func (h *host) exitIfIdle() {
@@ -239,29 +230,25 @@ func (h *host) exitIfIdle() {
 
 func sockPath(name string) string { return fmt.Sprintf("%s/%s.sock", runDir, name) }
 
-// uapiOpen binds <name>.sock like ipc.UAPIOpen, replacing a stale socket a killed daemon left, but
-// without keeping a second descriptor of the listener open: a host outlives many tunnels, and that
-// descriptor would keep each closed tunnel's socket alive.
-func uapiOpen(name string) (*os.File, error) {
+// listenUAPI binds <name>.sock, replacing a stale socket a killed daemon left, as wireguard-go does.
+// Unlike the library's ipc.UAPIListen it does not watch the socket file with an inotify instance of its
+// own: Linux allows a user 128 of those by default, which one host would spend at 128 tunnels. A tunnel
+// ends when its link is deleted (how ip(8), wg-quick on Linux and the agent remove one).
+func listenUAPI(name string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
-	path := sockPath(name)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		if c, dialErr := net.Dial("unix", path); dialErr == nil {
-			c.Close()
-			return nil, errors.New(path + " is in use")
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
-		if ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
-			return nil, err
-		}
+	addr := &net.UnixAddr{Name: sockPath(name), Net: "unix"}
+	ln, err := net.ListenUnix("unix", addr)
+	if err == nil {
+		return ln, nil // removes its file when closed
 	}
-	ln.SetUnlinkOnClose(false) // the tunnel's listener (UAPIListen) removes the file when it closes
-	f, err := ln.File()
-	ln.Close()
-	return f, err
+	if c, dialErr := net.Dial("unix", addr.Name); dialErr == nil {
+		c.Close()
+		return nil, errors.New(addr.Name + " is in use")
+	}
+	if err := os.Remove(addr.Name); err != nil {
+		return nil, err
+	}
+	return net.ListenUnix("unix", addr)
 }
