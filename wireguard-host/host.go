@@ -71,9 +71,16 @@ func runHost() int {
 		sig := <-signals
 		h.mu.Lock()
 		log.Printf("%v: closing %d tunnels and exiting", sig, len(h.tunnels))
+		// at once: closing one device waits for its routines (tens of ms), which adds up over 1,000
+		var wg sync.WaitGroup
 		for _, t := range h.tunnels {
-			t.close()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.close()
+			}()
 		}
+		wg.Wait()
 		os.Exit(0)
 	}()
 
