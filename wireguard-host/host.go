@@ -30,7 +30,6 @@ import (
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
 )
 
 // Long enough that removing and re-creating a tunnel (a session restart) keeps the same host.
@@ -45,6 +44,7 @@ type host struct {
 	mu       sync.Mutex
 	tunnels  map[string]*tunnel
 	idle     *time.Timer
+	links    *linkWatcher
 	logLevel int
 }
 
@@ -61,7 +61,12 @@ func runHost() int {
 		log.Printf("control socket: %v", err)
 		return 1
 	}
-	h := &host{tunnels: map[string]*tunnel{}, logLevel: logLevel()}
+	links, err := watchLinks()
+	if err != nil {
+		log.Printf("link events: %v", err)
+		return 1
+	}
+	h := &host{tunnels: map[string]*tunnel{}, links: links, logLevel: logLevel()}
 	go collectGarbage()
 	h.idle = time.AfterFunc(idleExit, h.exitIfIdle)
 	log.Printf("started (wireguard-go library %s)", libraryVersion())
@@ -191,7 +196,7 @@ func (h *host) add(name string) error {
 	if err != nil {
 		return fmt.Errorf("UAPI socket: %w", err)
 	}
-	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
+	tdev, err := createTUN(name, h.links)
 	if err != nil {
 		uapi.Close()
 		return fmt.Errorf("creating the TUN device: %w", err)
