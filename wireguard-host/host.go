@@ -51,6 +51,7 @@ type host struct {
 func runHost() int {
 	// Sockets and the log are root's alone (wg(8) connects as root), as wireguard-go makes them.
 	syscall.Umask(0o077)
+	log.SetOutput(hostLog)
 	log.SetFlags(log.Ldate | log.Ltime)
 	log.SetPrefix(fmt.Sprintf("peerops-wireguard[%d]: ", os.Getpid()))
 	ln, err := net.Listen("unix", controlSocket)
@@ -111,6 +112,42 @@ func collectGarbage() {
 	for range time.Tick(10 * time.Second) {
 		debug.FreeOSMemory()
 	}
+}
+
+// logger is device.NewLogger's, writing to the capped log.
+func (h *host) logger(name string) *device.Logger {
+	logf := func(level string) func(string, ...any) {
+		return log.New(hostLog, fmt.Sprintf("%s: (%s) ", level, name), log.Ldate|log.Ltime).Printf
+	}
+	l := &device.Logger{Verbosef: device.DiscardLogf, Errorf: device.DiscardLogf}
+	if h.logLevel >= device.LogLevelVerbose {
+		l.Verbosef = logf("DEBUG")
+	}
+	if h.logLevel >= device.LogLevelError {
+		l.Errorf = logf("ERROR")
+	}
+	return l
+}
+
+// The log (the host's stdout, a file in /var/run: memory) is emptied when it passes maxLog: a peer that
+// never answers logs a failed handshake every few seconds for as long as the host runs.
+const maxLog = 4 << 20
+
+type cappedLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+var hostLog = &cappedLog{f: os.Stdout}
+
+func (c *cappedLog) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, err := c.f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > maxLog {
+		c.f.Truncate(0) // the file is opened for appending: the next write goes to its start
+		fmt.Fprintf(c.f, "(log emptied at %d MiB)\n", maxLog>>20)
+	}
+	return c.f.Write(p)
 }
 
 // logLevel reads LOG_LEVEL as wireguard-go does; errors only unless asked.
@@ -201,7 +238,7 @@ func (h *host) add(name string) error {
 		uapi.Close()
 		return fmt.Errorf("creating the TUN device: %w", err)
 	}
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), device.NewLogger(h.logLevel, fmt.Sprintf("(%s) ", name)))
+	dev := device.NewDevice(tdev, conn.NewDefaultBind(), h.logger(name))
 	t := &tunnel{dev: dev, uapi: uapi}
 	h.tunnels[name] = t
 	h.idle.Stop()

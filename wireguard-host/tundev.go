@@ -10,7 +10,7 @@ package main
 
 import (
 	"errors"
-	"fmt"
+	"log"
 	"os"
 	"sync"
 	"syscall"
@@ -149,7 +149,7 @@ func (w *linkWatcher) run(fd int) {
 			if err == unix.EINTR || err == unix.ENOBUFS {
 				continue // ENOBUFS: events were lost; the next change of a link tells its state again
 			}
-			fmt.Fprintf(os.Stderr, "link events: %v\n", err)
+			log.Printf("link events stopped: %v", err)
 			return
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
