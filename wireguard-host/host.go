@@ -1,7 +1,7 @@
 package main
 
 // The host: one process carrying every tunnel of its network namespace. Each tunnel is what a
-// wireguard-go daemon would be (a TUN, a device from the wireguard-go library, a UAPI socket served by
+// wireguard-go daemon would be (a TUN, tundev.go; a device from the wireguard-go library; a UAPI socket served by
 // device.IpcHandle), so `wg`, `ip link del` and the agent see no difference.
 //
 // Lifecycle, as an operator would expect of the daemons it replaces:
