@@ -12,6 +12,8 @@
  *
  * Usage: npm run bench:agent [-- [--no-build] [--mappings] [--node-args="--flag …"] 10 100 1000]
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
+ * `--wireguard=peerops-wireguard` runs the tunnels in peerops-wireguard (one host process, built by
+ * scripts/build-wireguard-host.sh) instead of a wireguard-go daemon each (the default).
  */
 import { spawn } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
@@ -38,6 +40,11 @@ else delete process.env[AGENT_NODE_ARGS_ENV];
 const sizes = args.map(Number).filter((n) => n > 0);
 const SIZES = sizes.length ? sizes : [10, 100];
 const ENTRY = join(ROOT, 'dist', 'peerops.js');
+/** The userspace WireGuard the agent runs (PEEROPS_WIREGUARD, docs/agent.md); else the agent's choice. */
+const wireguardArg = args.find((a) => a.startsWith('--wireguard='))?.slice('--wireguard='.length);
+const WIREGUARD = wireguardArg ?? 'wireguard-go';
+if (WIREGUARD !== 'wireguard-go' && WIREGUARD !== 'peerops-wireguard')
+  throw new Error(`--wireguard=${WIREGUARD}: use peerops-wireguard or wireguard-go`);
 const MiB = 1024 * 1024;
 
 /** Targets of issue 30 (docs/benchmarks.md): by size, the smallest bracket the size fits in. */
@@ -108,7 +115,8 @@ async function emptyNode(): Promise<Memory> {
 }
 
 /**
- * The wireguard-go daemons in the node's namespace: how many, their RSS and PSS summed (PSS shares the
+ * The userspace WireGuard processes (wireguard-go daemons, or peerops-wireguard's one host) in the node's
+ * namespace: how many, their RSS and PSS summed (PSS shares the
  * binary's pages among the daemons: the memory they take together), threads, and CPU time so far
  * (every thread's /proc/<pid>/task/<tid>/schedstat, in nanoseconds: finer than the clock ticks of
  * /proc/<pid>/stat, which a daemon's few milliseconds would round to zero).
@@ -120,7 +128,8 @@ async function wireguardGo(
   const out = { count: 0, rss: 0, pss: 0, threads: 0, cpuMs: 0 };
   for (const pid of pids) {
     const comm = (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim();
-    if (comm !== 'wireguard-go') continue;
+    // comm is the program's name cut to 15 characters
+    if (comm !== WIREGUARD.slice(0, 15)) continue;
     out.count++;
     out.rss += (await memoryOf(Number(pid)).catch(() => ({ rss: 0 }))).rss;
     const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
@@ -242,6 +251,16 @@ console.log(
 );
 const empty = await emptyNode();
 console.log(`empty Node (${process.version}) RSS: ${fmtMiB(empty.rss)}`);
+if (WIREGUARD === 'peerops-wireguard') {
+  const r = await exec('bash', [join(ROOT, 'scripts', 'build-wireguard-host.sh')], { timeoutMs: 900_000 });
+  if (r.code !== 0) throw new Error(`building peerops-wireguard failed: ${r.stderr}`);
+  // the agent (spawned with this environment) finds it on PATH and is told to use it
+  process.env.PATH = `${r.stdout.trim().split('\n').at(-1)}:${process.env.PATH ?? ''}`;
+}
+if (wireguardArg) process.env.PEEROPS_WIREGUARD = WIREGUARD;
+console.log(
+  `WireGuard: ${wireguardArg ? `${WIREGUARD} (--wireguard, given to the agent as PEEROPS_WIREGUARD)` : "the agent's own choice (kernel, else peerops-wireguard on PATH, else wireguard-go)"}`,
+);
 
 // Every wireguard-go daemon holds an inotify instance (its UAPI socket); Linux allows a user 128 by default.
 const INOTIFY = '/proc/sys/fs/inotify/max_user_instances';
@@ -339,19 +358,19 @@ for (const n of SIZES) {
     );
     if (mappings) console.log(`  largest mappings               ${await largestMappings(pid)}`);
     console.log(
-      `  wireguard-go daemons           ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's), PSS ${fmtMiB(wg.pss)} (${fmtMiB(wg.pss / Math.max(1, wg.count))} each), ${wg.threads} threads`,
+      `  ${`${WIREGUARD} processes`.padEnd(30)} ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's), PSS ${fmtMiB(wg.pss)} (${fmtMiB(wg.pss / Math.max(1, wg.count))} each), ${wg.threads} threads`,
     );
     console.log(`  first pass's steps             ${firstPassSteps(agent.output())}`);
     console.log(
-      `  CPU to the first pass's end    agent ${agentCpu.own.toFixed(2)} s, its commands ${agentCpu.children.toFixed(2)} s, wireguard-go daemons ${(wg.cpuMs / 1000).toFixed(2)} s (${(wg.cpuMs / Math.max(1, wg.count)).toFixed(1)} ms each)`,
+      `  CPU to the first pass's end    agent ${agentCpu.own.toFixed(2)} s, its commands ${agentCpu.children.toFixed(2)} s, ${WIREGUARD} ${(wg.cpuMs / 1000).toFixed(2)} s (${(wg.cpuMs / Math.max(1, wg.count)).toFixed(1)} ms a process, ${(wg.cpuMs / n).toFixed(1)} ms a tunnel)`,
     );
     console.log(
-      `  wireguard-go during no-ops     ${((wgIdle.cpuMs - wg.cpuMs) / idleSeconds).toFixed(0)} ms of CPU a second (${(((wgIdle.cpuMs - wg.cpuMs) / idleSeconds / Math.max(1, wg.count)) * 1000).toFixed(0)} µs a daemon), over ${idleSeconds.toFixed(1)} s`,
+      `  ${`${WIREGUARD} during no-ops`.padEnd(30)} ${((wgIdle.cpuMs - wg.cpuMs) / idleSeconds).toFixed(0)} ms of CPU a second (${(((wgIdle.cpuMs - wg.cpuMs) / idleSeconds / Math.max(1, wg.count)) * 1000).toFixed(0)} µs a process, ${(((wgIdle.cpuMs - wg.cpuMs) / idleSeconds / n) * 1000).toFixed(0)} µs a tunnel), over ${idleSeconds.toFixed(1)} s`,
     );
     console.log(
       `  sessions by status             ${sessionsUp.map(([k, v]) => `${k.slice(31, -2)}=${v}`).join(' ')}`,
     );
-    if (wg.count < n) failed = true;
+    if (wg.count < (WIREGUARD === 'wireguard-go' ? n : 1)) failed = true;
     await agent.kill('SIGTERM');
   } catch (err) {
     failed = true;

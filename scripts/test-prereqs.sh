@@ -47,3 +47,6 @@ for svc in bird prometheus prometheus-node-exporter frr; do
     systemctl stop "$svc" || true
   fi
 done
+# peerops-wireguard (the userspace WireGuard host the agent prefers to wireguard-go) for
+# test/agent/wireguard-host.test.ts: built once into .cache/, before the tests run in parallel.
+bash "$(dirname "$0")/build-wireguard-host.sh" >/dev/null

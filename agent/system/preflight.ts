@@ -154,11 +154,15 @@ export async function preflight(
     errors.push(
       'no CAP_NET_ADMIN: the agent creates network links; run it as root or grant AmbientCapabilities=CAP_NET_ADMIN',
     );
-  // detectBackend says 'none' when the kernel has no WireGuard and wireguard-go is not on PATH
-  else if (found.get('ip') && (await detectBackend()) !== 'kernel' && !found.get('wireguard-go'))
-    errors.push(
-      'wireguard-go not found on PATH and the kernel has no WireGuard: install wireguard-go (or load the wireguard module)',
-    );
+  // detectBackend says 'none' when the kernel has no WireGuard and no userspace implementation is on PATH
+  else if (found.get('ip')) {
+    const backend = await detectBackend().catch((err: Error) => err);
+    if (backend instanceof Error) errors.push(backend.message);
+    else if (backend === 'none')
+      errors.push(
+        'wireguard-go not found on PATH and the kernel has no WireGuard: install wireguard-go (or load the wireguard module)',
+      );
+  }
 
   const root = config.birdConfigRoot;
   const rootProblem = await probeWrite(root);

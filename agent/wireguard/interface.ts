@@ -6,12 +6,14 @@
  *   readInterface(name)     the actual state (read.ts), undefined if there is no such link
  *   readAllInterfaces(pfx)  the actual state of every link with one of the prefixes, in a few commands
  *   listInterfaces(prefix)  names of links starting with `prefix` (`wg_`, `wgm_`)
- *   detectBackend()         'kernel' or 'wireguard-go', probed once
+ *   detectBackend()         'kernel', 'peerops-wireguard' or 'wireguard-go', probed once
  *
  * State lives on the system, not in memory: the generation is stamped on the link's alias, keys and
  * peers are read back with `wg show dump`. An endpoint, MTU, address or peer change is applied in place;
  * a new generation (a session restart) or a link WireGuard does not answer for re-creates the link.
- * wireguard-go daemonizes (it outlives an agent restart, so established BGP sessions do not flap).
+ * Without kernel WireGuard a tunnel is a userspace one: peerops-wireguard (wireguard-host/: one process
+ * hosting every tunnel) when installed, else a wireguard-go daemon per tunnel. Both outlive an agent
+ * restart, so established BGP sessions do not flap.
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
@@ -41,8 +43,15 @@ const WIREGUARD_RUN_DIR = '/var/run/wireguard';
 
 export { readAllInterfaces, readInterface, type WgInterfaceState, type WgPeerState } from './read.ts';
 
-/** `none`: the kernel has no WireGuard and wireguard-go is not on PATH. */
-export type WgBackend = 'kernel' | 'wireguard-go' | 'none';
+/** The userspace implementations, preferred first: each is run as `<program> <ifname>`. */
+const USERSPACE = ['peerops-wireguard', 'wireguard-go'] as const;
+type Userspace = (typeof USERSPACE)[number];
+
+/** `none`: the kernel has no WireGuard and no userspace implementation is on PATH. */
+export type WgBackend = 'kernel' | Userspace | 'none';
+
+/** The environment variable that names the backend instead of probing (docs/agent.md). */
+export const BACKEND_ENV = 'PEEROPS_WIREGUARD';
 
 export class WireGuardError extends Error {
   readonly interfaceName: string;
@@ -55,23 +64,41 @@ export class WireGuardError extends Error {
 
 let backend: Promise<WgBackend> | undefined;
 
-/** Kernel WireGuard when `ip link add … type wireguard` works, else wireguard-go. Probed once per process. */
+/**
+ * Kernel WireGuard when `ip link add … type wireguard` works, else peerops-wireguard, else wireguard-go
+ * (the first on PATH). PEEROPS_WIREGUARD=kernel|peerops-wireguard|wireguard-go names it instead (e.g.
+ * userspace on a kernel that has WireGuard). Probed once per process.
+ */
 export function detectBackend(): Promise<WgBackend> {
   backend ??= (async () => {
+    const wanted = process.env[BACKEND_ENV];
+    if (wanted) {
+      if (wanted === 'kernel') return 'kernel';
+      const chosen = USERSPACE.find((u) => u === wanted);
+      if (!chosen)
+        throw new Error(
+          `${BACKEND_ENV}=${wanted}: not a WireGuard backend; use kernel, ${USERSPACE.join(' or ')}`,
+        );
+      return (await installed(chosen)) ? chosen : 'none';
+    }
     const probe = `wgprobe${process.pid % 100000}`;
     const r = await run('ip', ['link', 'add', probe, 'type', 'wireguard']);
     if (r.code === 0) {
       await run('ip', ['link', 'del', probe]);
       return 'kernel';
     }
-    const installed = await run('wireguard-go', ['--version']).then(
-      // inside a test's namespace `ip netns exec` says it could not exec the program
-      (r) => !(r.code !== 0 && /exec of .* failed: No such file/.test(r.stderr)),
-      () => false, // spawn ENOENT: not on PATH
-    );
-    return installed ? 'wireguard-go' : 'none';
+    for (const program of USERSPACE) if (await installed(program)) return program;
+    return 'none';
   })();
   return backend;
+}
+
+async function installed(program: Userspace): Promise<boolean> {
+  return run(program, ['--version']).then(
+    // inside a test's namespace `ip netns exec` says it could not exec the program
+    (r) => !(r.code !== 0 && /exec of .* failed: No such file/.test(r.stderr)),
+    () => false, // spawn ENOENT: not on PATH
+  );
 }
 
 export async function listInterfaces(prefix: string): Promise<string[]> {
@@ -290,8 +317,16 @@ async function createLink(name: string): Promise<void> {
   if (backend === 'none')
     throw new WireGuardError(
       name,
-      'no WireGuard: the kernel has none and wireguard-go is not on PATH (install wireguard-go)',
+      'no WireGuard: the kernel has none and neither peerops-wireguard nor wireguard-go is on PATH (install wireguard-go)',
     );
+  if (backend === 'peerops-wireguard') {
+    // The command returns once the host carries the link and its UAPI socket answers; the host (started
+    // detached by the first such command) writes its own log, so the command's output can be a pipe.
+    const r = await run('peerops-wireguard', [name], { timeoutMs: 30_000 });
+    if (r.code !== 0)
+      throw new WireGuardError(name, `peerops-wireguard failed (exit ${r.code}): ${r.stderr.trim()}`);
+    return;
+  }
   // A stale UAPI socket from a daemon killed hard would make wireguard-go refuse to start.
   await rm(`${WIREGUARD_RUN_DIR}/${name}.sock`, { force: true });
   // The daemon's log goes to a file: it keeps writing after the command returns (a pipe would break it).
