@@ -199,7 +199,9 @@ func (t *tunDevice) send(e tun.Event) {
 	}
 }
 
-func netInterface(name string) (int32, error) {
+// interfaceIoctl runs one SIOC[GS]IF* request on the interface `name`; `value` is written before a set,
+// and the answer's value returned after a get.
+func interfaceIoctl(name string, request uint, value uint32) (uint32, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
@@ -209,38 +211,24 @@ func netInterface(name string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+	ifr.SetUint32(value)
+	if err := unix.IoctlIfreq(fd, request, ifr); err != nil {
 		return 0, err
 	}
-	return int32(ifr.Uint32()), nil
+	return ifr.Uint32(), nil
+}
+
+func netInterface(name string) (int32, error) {
+	index, err := interfaceIoctl(name, unix.SIOCGIFINDEX, 0)
+	return int32(index), err
 }
 
 func getMTU(name string) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFMTU, ifr); err != nil {
-		return 0, err
-	}
-	return int(ifr.Uint32()), nil
+	mtu, err := interfaceIoctl(name, unix.SIOCGIFMTU, 0)
+	return int(mtu), err
 }
 
 func setMTU(name string, mtu int) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return err
-	}
-	ifr.SetUint32(uint32(mtu))
-	return unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr)
+	_, err := interfaceIoctl(name, unix.SIOCSIFMTU, uint32(mtu))
+	return err
 }
