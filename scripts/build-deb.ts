@@ -12,6 +12,7 @@
 import { chmod, mkdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { buildDebArchive, debName } from './deb-archive.ts';
+import { WIREGUARD_DEB_PACKAGE } from './build-deb-wireguard.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PACKAGING = path.join(ROOT, 'packaging', 'deb');
@@ -57,7 +58,8 @@ export async function buildDeb(opts: {
     fields: [
       `Depends: ${DEPENDS}`,
       'Recommends: iputils-ping, procps',
-      'Suggests: wireguard-go',
+      // not Recommends: one process for every tunnel trades per-tunnel throughput for scale (docs/agent.md)
+      `Suggests: ${WIREGUARD_DEB_PACKAGE}, wireguard-go`,
       'Section: net',
       'Priority: optional',
       'Description: router agent of the peerops peering control plane',

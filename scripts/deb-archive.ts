@@ -1,7 +1,8 @@
 /**
- * What every Debian package of a release shares (scripts/build-deb.ts: the agent's): a staging
- * directory, the control file with Installed-Size and md5sums computed from it, and a reproducible
- * `dpkg-deb --build` (files root:root, times of the last commit).
+ * What every Debian package of a release shares (scripts/build-deb.ts: the agent,
+ * scripts/build-deb-wireguard.ts: peerops-wireguard): a staging directory, the control file with
+ * Installed-Size and md5sums computed from it, and a reproducible `dpkg-deb --build` (files root:root,
+ * times of the last commit).
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
