@@ -8,6 +8,8 @@
  *                          rolls back a self-update that never completes a pass (agent/update/probation.ts)
  *   peerops-X.Y.Z.tgz      the npm package (`npm pack` of package.json's `files` at version X.Y.Z)
  *   peerops-agent_X.Y.Z_all.deb   the agent's Debian package (scripts/build-deb.ts)
+ *   peerops-wireguard_X.Y.Z_<arch>.deb   every userspace tunnel in one process, for the build host's
+ *                          architecture (scripts/build-deb-wireguard.ts)
  *   peerops-<image>-X.Y.Z.{oci,docker}.tar   the container images, by scripts/build-image.ts when the
  *                          checkout has it (--no-images: left out)
  *   SHA256SUMS             sha256sum lines for all of them
@@ -51,6 +53,7 @@ import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
 import { parseSshSignature } from '../common/sshsig.ts';
 import { buildDeb } from './build-deb.ts';
+import { buildWireguardDeb } from './build-deb-wireguard.ts';
 import { buildPortal } from '../controller/portal/build.ts';
 import { REDOC_BUNDLE } from '../controller/api/reference.ts';
 
@@ -289,7 +292,7 @@ export interface ReleaseResult {
 
 /**
  * Every asset of release `version` in `outDir`, the layout of one release of `autoUpdate.releaseRepo`
- * (docs/release.md): the agent bundle and launcher, the npm tarball, the .deb, the image archives,
+ * (docs/release.md): the agent bundle and launcher, the npm tarball, the .debs, the image archives,
  * SHA256SUMS over all of them and its SSH signature.
  */
 export async function buildRelease(
@@ -321,6 +324,7 @@ export async function buildRelease(
   if (opts.assets === 'all') {
     await step('npm package', async () => [await packNpm(version, dir)]);
     await step('Debian package', async () => [await buildDeb({ version, outDir: dir, bundle, launcher })]);
+    await step('Debian package', async () => [await buildWireguardDeb({ version, outDir: dir })]);
     if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
     else log('images: left out (--no-images)');
   }

@@ -32,6 +32,7 @@ import { checkForUpdate, type UpdateOutcome } from '../../agent/update/updater.t
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
 import { debFileName } from '../../scripts/build-deb.ts';
+import { hostArchitecture, wireguardDebFileName } from '../../scripts/build-deb-wireguard.ts';
 import { routerFields } from '../api/helpers.ts';
 import { nodeArgsProbe } from '../support/node-args-probe.ts';
 import { bootScript, debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
@@ -59,6 +60,8 @@ let release: string;
 let buildOutput: string;
 let signingKey: string;
 let publicKeyLine: string;
+/** peerops-wireguard's .deb, for this machine's architecture */
+let wireguardDeb: string;
 
 async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
   const t0 = performance.now();
@@ -78,6 +81,7 @@ beforeAll(async () => {
   signingKey = await newKey('release-key');
   publicKeyLine = (await readFile(`${signingKey}.pub`, 'utf8')).trim().split(' ').slice(0, 2).join(' ');
   release = path.join(work, 'release');
+  wireguardDeb = await wireguardDebFileName(VERSION);
   buildOutput = await timed(`npm run build:release -- --version ${VERSION} --no-images`, async () => {
     const r = await run(
       'npm',
@@ -113,6 +117,7 @@ describe('npm run build:release', () => {
         'peerops',
         `peerops-${VERSION}.tgz`,
         debFileName(VERSION),
+        wireguardDeb,
         CHECKSUMS_NAME,
         SIGNATURE_NAME,
       ].sort(),
@@ -120,9 +125,12 @@ describe('npm run build:release', () => {
     expect(buildOutput).toMatch(
       new RegExp(`^Debian package: ${debFileName(VERSION)} [\\d.]+ MiB in [\\d.]+ s$`, 'm'),
     );
+    expect(buildOutput).toMatch(
+      new RegExp(`^Debian package: ${wireguardDeb} [\\d.]+ MiB in [\\d.]+ s$`, 'm'),
+    );
     expect(buildOutput).toMatch(/^images: left out \(--no-images\)$/m);
     expect(buildOutput).toMatch(
-      new RegExp(`^release ${VERSION} in .*: 6 files, [\\d.]+ MiB, [\\d.]+ s$`, 'm'),
+      new RegExp(`^release ${VERSION} in .*: 7 files, [\\d.]+ MiB, [\\d.]+ s$`, 'm'),
     );
     expect(buildOutput).toContain(`autoUpdate.publicKeys ["${publicKeyLine}"]`);
     // SHA256SUMS names every other asset
@@ -133,7 +141,9 @@ describe('npm run build:release', () => {
         .split('\n')
         .map((l) => l.split('  ')[1])
         .sort(),
-    ).toEqual([ARTIFACT_NAME, 'peerops', `peerops-${VERSION}.tgz`, debFileName(VERSION)].sort());
+    ).toEqual(
+      [ARTIFACT_NAME, 'peerops', `peerops-${VERSION}.tgz`, debFileName(VERSION), wireguardDeb].sort(),
+    );
   });
 
   it('an operator verifies it with the commands of docs/release.md', async () => {
@@ -151,6 +161,7 @@ describe('npm run build:release', () => {
     const good = await verify(release);
     expect(good.stdout).toMatch(/^Good "peerops-release" signature for release@peerops with ED25519 key/m);
     expect(good.stdout).toContain(`${debFileName(VERSION)}: OK`);
+    expect(good.stdout).toContain(`${wireguardDeb}: OK`);
     // a changed checksum list fails the signature check
     const tampered = path.join(work, 'tampered');
     await mkdir(tampered);
@@ -190,6 +201,9 @@ describe('npm run build:release', () => {
     expect(control).toMatch(new RegExp(`^Version: ${VERSION}$`, 'm'));
     expect(control).toMatch(/^Architecture: all$/m);
     expect(control).toMatch(/^Depends: nodejs \(>= 20\.12\), bird2, wireguard-tools, iproute2, adduser$/m);
+    // suggested, not recommended: it trades per-tunnel throughput for scale (docs/agent.md)
+    expect(control).toMatch(/^Suggests: peerops-wireguard, wireguard-go$/m);
+    expect(control).not.toMatch(/^Recommends: .*peerops-wireguard/m);
     const files = (await run('dpkg-deb', ['-c', deb])).stdout;
     expect(files).toMatch(/^-rw-r----- root\/root .* \.\/etc\/peerops\/agent\.json$/m);
     expect(files).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/lib\/peerops\/peerops$/m);
@@ -198,6 +212,44 @@ describe('npm run build:release', () => {
     expect(files).toMatch(/\.\/usr\/lib\/systemd\/system\/peerops-agent\.service\.d\/debian\.conf$/m);
     const conffiles = (await run('dpkg-deb', ['-I', deb, 'conffiles'])).stdout;
     expect(conffiles.trim()).toBe('/etc/peerops/agent.json');
+  });
+
+  it("peerops-wireguard's .deb: for this machine's architecture, the binary and its licences", async () => {
+    const arch = await hostArchitecture();
+    expect(wireguardDeb).toBe(`peerops-wireguard_${VERSION}_${arch}.deb`);
+    const deb = path.join(release, wireguardDeb);
+    const control = (await run('dpkg-deb', ['-f', deb])).stdout;
+    expect(control).toMatch(/^Package: peerops-wireguard$/m);
+    expect(control).toMatch(new RegExp(`^Version: ${VERSION}$`, 'm'));
+    expect(control).toMatch(new RegExp(`^Architecture: ${arch}$`, 'm'));
+    expect(control).toMatch(
+      /^Description: every userspace WireGuard tunnel of a peerops router in one process$/m,
+    );
+    expect(control).not.toMatch(/^(Pre-)?Depends:/m); // a static binary
+    const files = (await run('dpkg-deb', ['-c', deb])).stdout
+      .trim()
+      .split('\n')
+      .filter((line) => !line.startsWith('d'));
+    expect(files).toHaveLength(2);
+    expect(files[0]).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/bin\/peerops-wireguard$/);
+    expect(files[1]).toMatch(/^-rw-r--r-- root\/root .* \.\/usr\/share\/doc\/peerops-wireguard\/copyright$/);
+    // no maintainer scripts: the agent starts the host on demand
+    expect((await run('dpkg-deb', ['-I', deb])).stdout).not.toMatch(/\b(pre|post)(inst|rm)\b/);
+    // the licence of every Go module linked in (`go version -m` of the packaged binary)
+    const unpacked = path.join(work, 'peerops-wireguard-deb');
+    await run('dpkg-deb', ['-x', deb, unpacked]);
+    const modules = [
+      ...(
+        await run('go', ['version', '-m', path.join(unpacked, 'usr/bin/peerops-wireguard')])
+      ).stdout.matchAll(/^\s*dep\s+(\S+)\s/gm),
+    ].map((m) => m[1] as string);
+    expect(modules).toContain('golang.zx2c4.com/wireguard');
+    const copyright = await readFile(
+      path.join(unpacked, 'usr/share/doc/peerops-wireguard/copyright'),
+      'utf8',
+    );
+    const licensed = copyright.match(/^Files: .*$/gm)?.join(' ') ?? '';
+    for (const module of modules) expect(licensed, module).toContain(`${module}/*`);
   });
 });
 
@@ -371,10 +423,11 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
     root = path.join(work, 'rootfs');
     await mkdir(root);
     await timed('Debian root: unpack', () => run('tar', ['-xf', tar, '-C', root]));
-    await copyFile(path.join(release, debFileName(VERSION)), path.join(root, 'tmp', debFileName(VERSION)));
+    for (const deb of [debFileName(VERSION), wireguardDeb])
+      await copyFile(path.join(release, deb), path.join(root, 'tmp', deb));
     installOutput = await timed(
       'dpkg -i',
-      async () => (await chroot('dpkg', '-i', `/tmp/${debFileName(VERSION)}`)).stdout,
+      async () => (await chroot('dpkg', '-i', `/tmp/${debFileName(VERSION)}`, `/tmp/${wireguardDeb}`)).stdout,
     );
     await run('ip', ['netns', 'add', ns]);
     await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
@@ -413,6 +466,16 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
     // the installed command runs on Debian's own Node
     expect((await chroot('peerops', '--version')).stdout.trim()).toBe(VERSION);
     expect((await chroot('node', '--version')).stdout).toMatch(/^v(2[0-9])\./);
+  });
+
+  it('installs peerops-wireguard on PATH, where the agent looks for it', async () => {
+    expect(installOutput).toContain(`Setting up peerops-wireguard (${VERSION})`);
+    expect((await chroot('sh', '-c', 'command -v peerops-wireguard')).stdout.trim()).toBe(
+      '/usr/bin/peerops-wireguard',
+    );
+    expect((await chroot('peerops-wireguard', '--version')).stdout).toMatch(
+      /^peerops-wireguard \(wireguard-go library v\S+\)$/m,
+    );
   });
 
   it("the unit's ExecStart, as its user, passes the preflight and heartbeats to the controller", async () => {
@@ -522,6 +585,19 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
       bird: true,
       controller: true,
     });
+    // with both userspace programs installed and no kernel WireGuard it takes peerops-wireguard
+    const kernel = await run('ip', [
+      'netns',
+      'exec',
+      ns,
+      'sh',
+      '-c',
+      'ip link add wgkprobe type wireguard 2>/dev/null && ip link del wgkprobe && echo yes || echo no',
+    ]);
+    const backendLine = agentOutput.split('\n').find((l) => l.includes('WireGuard backend'));
+    expect(backendLine, agentOutput.slice(-4000)).toContain(
+      kernel.stdout.trim() === 'yes' ? 'kernel' : 'peerops-wireguard',
+    );
     // it made BIRD's include directories itself, in BIRD's group
     const dirs = (
       await chroot('stat', '-c', '%G %a %n', '/etc/bird/peers', '/etc/bird/ibgp.d', '/etc/bird/local.d')
