@@ -220,6 +220,9 @@ async function start(
     const at = await listen(webhook, config.webhook.listen);
     logger.info({ address: at }, 'admission webhook listening');
   }
+  // the log is written in batches (controller/logger.ts): the start-up lines go out now, not up to
+  // 100 ms after the first request is answered
+  logger.flush();
 }
 
 /** One line for a failed start: the reason in the operator's terms where Node's words are cryptic. */

@@ -12,6 +12,7 @@ import { CoordinationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOOLS_BUILD_TIMEOUT_MS, ROOT, startApiServer, type TestApiServer } from './apiserver.ts';
 import { waitForHealth } from '../support/health.ts';
+import { waitFor } from '../support/netns.ts';
 
 let server: TestApiServer;
 let dir: string;
@@ -99,6 +100,12 @@ describe('peerops serve on the Kubernetes store', () => {
     );
     const survivor = first === 'replica-a' ? replicas.b : replicas.a;
     expect((await fetch(`${survivor.base}/health`)).status).toBe(200);
-    expect(survivor.output()).toMatch(/started leading/);
+    // the log goes out in batches (controller/logger.ts), so the line may follow the Lease write by a moment
+    await waitFor(
+      'the survivor to log "started leading"',
+      () => /started leading/.test(survivor.output()),
+      5_000,
+      50,
+    );
   });
 });
