@@ -176,6 +176,7 @@ export class Agent {
     const reconcileStart = performance.now();
     const result = await this.reconciler.pass(this.sessions, this.policy);
     this.metrics.passSeconds.observe((performance.now() - reconcileStart) / 1000);
+    for (const [step, ms] of Object.entries(result.stepMs)) this.metrics.stepSeconds.inc({ step }, ms / 1000);
     this.metrics.fileWrites.inc(result.writes);
     this.metrics.tunnelChanges.inc(result.interfacesChanged + result.interfacesRemoved);
     // A pass BIRD refused, or could not be asked in, did not do its job.

@@ -23,6 +23,7 @@ export class AgentMetrics {
   readonly registry = new Registry();
   readonly passes: Counter<'result'>;
   readonly passSeconds: Histogram;
+  readonly stepSeconds: Counter<'step'>;
   readonly fileWrites: Counter;
   readonly tunnelChanges: Counter;
 
@@ -38,6 +39,12 @@ export class AgentMetrics {
       name: 'peerops_agent_sync_pass_seconds',
       help: 'Duration of the reconcile step of a sync pass (tunnels, BIRD files, configure)',
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.stepSeconds = new Counter({
+      name: 'peerops_agent_sync_step_seconds_total',
+      help: 'Time spent in each step of the reconcile (render, apply, tunnels, …): where a pass goes',
+      labelNames: ['step'] as const,
       registers,
     });
     this.fileWrites = new Counter({

@@ -1,18 +1,17 @@
 /**
  * The Node options the agent runs with however it is shipped (the release launcher, the npm package's
- * `peerops`, the agent image): V8 without its compilers (Sparkplug, Maglev, Turbofan: the interpreter
- * runs everything), tuned for size, with a young generation of 1 MiB a semi-space. They keep the agent
- * near 71 MiB at 100 sessions instead of 85, as much as V8's --lite-mode, at no measured cost in pass
- * time: a pass waits on ip, wg, wireguard-go and BIRD (docs/agent.md, Memory). Not --lite-mode: it
- * implies --jitless, which leaves out WebAssembly, and fetch (self-update) needs it. On node's command
- * line, for the agent only: the controller and the CLI keep the compilers. PEEROPS_AGENT_NODE_ARGS
- * replaces them (empty: none).
+ * `peerops`, the agent image): V8 without its optimizing compilers (Maglev, Turbofan) but with its
+ * baseline one (Sparkplug), tuned for size, with a young generation of 1 MiB a semi-space. They keep the
+ * agent near 72 MiB at 100 sessions instead of 85. Sparkplug stays: without it the interpreter runs
+ * everything, which took a no-op pass at 1,000 sessions from 2.4 to 4.5 s for 3 MiB less
+ * (docs/agent.md, Memory and speed). Not --lite-mode: it implies --jitless, which leaves out
+ * WebAssembly, and fetch (self-update) needs it. On node's command line, for the agent only: the
+ * controller and the CLI keep every compiler. PEEROPS_AGENT_NODE_ARGS replaces them (empty: none).
  */
 export const AGENT_NODE_ARGS = [
   '--max-semi-space-size=1',
   '--no-opt',
   '--no-maglev',
-  '--no-sparkplug',
   '--optimize-for-size',
 ] as const;
 export const AGENT_NODE_ARGS_ENV = 'PEEROPS_AGENT_NODE_ARGS';

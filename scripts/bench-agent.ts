@@ -14,10 +14,14 @@
  * (default 10 100). `--mappings`: the agent's largest memory mappings after the no-op passes.
  * `--wireguard=peerops-wireguard` runs the tunnels in peerops-wireguard (one host process, built by
  * scripts/build-wireguard-host.sh) instead of a wireguard-go daemon each (the default).
+ * The agent runs inside the router's namespace, as on a router, its controller and /metrics reached
+ * through a forwarder (netnsBridge); `--wrapped` runs it outside with every command it runs wrapped in
+ * `ip netns exec` (PEEROPS_AGENT_NETNS), as the integration tests do: ~2-3 ms more a command.
  */
 import { spawn } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { request } from 'node:http';
+import { connect, createServer, type Socket } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { AGENT_NODE_ARGS_ENV } from '../agent/node-args.ts';
@@ -29,6 +33,7 @@ const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const build = !args.includes('--no-build');
 const mappings = args.includes('--mappings');
+const wrapped = args.includes('--wrapped');
 /**
  * --node-args: Node's options instead of the shipped ones (also in PEEROPS_AGENT_NODE_ARGS, so that the
  * bundle adds none). Without it the bundle adds the shipped ones itself, as it does for operators.
@@ -172,9 +177,35 @@ function firstPassSteps(output: string): string {
 
 type Metrics = Map<string, number>;
 
-async function scrape(port: number): Promise<Metrics | undefined> {
+/** Each step's average time over the no-op passes, from peerops_agent_sync_step_seconds_total. */
+function noopSteps(first: Metrics, last: Metrics, count: number): string {
+  const out: string[] = [];
+  for (const [key, value] of last) {
+    const step = /^peerops_agent_sync_step_seconds_total\{step="(\w+)"\}$/.exec(key)?.[1];
+    if (step) out.push(`${step} ${fmtMs(((value - (first.get(key) ?? 0)) * 1000) / count)}`);
+  }
+  return out.join(', ') || '(no step metrics)';
+}
+
+/** GET /metrics of the agent: on a port of this namespace, or (in the router's) through a Unix socket. */
+function getMetrics(at: number | string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const where = typeof at === 'number' ? { host: '127.0.0.1', port: at } : { socketPath: at };
+    const req = request({ ...where, path: '/metrics', timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (b: Buffer) => (body += b.toString()));
+      res.on('end', () => resolve(body));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.end();
+  });
+}
+
+async function scrape(at: number | string): Promise<Metrics | undefined> {
   try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const text = await getMetrics(at);
     const out: Metrics = new Map();
     for (const line of text.split('\n')) {
       const m = /^(\w+)(\{[^}]*\})? (\S+)$/.exec(line);
@@ -188,10 +219,15 @@ async function scrape(port: number): Promise<Metrics | undefined> {
 
 const passes = (m: Metrics) => m.get('peerops_agent_sync_pass_seconds_count') ?? 0;
 
-async function waitPasses(port: number, count: number, timeoutMs: number, pid: number): Promise<Metrics> {
+async function waitPasses(
+  at: number | string,
+  count: number,
+  timeoutMs: number,
+  pid: number,
+): Promise<Metrics> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const m = await scrape(port);
+    const m = await scrape(at);
     if (m && passes(m) >= count) return m;
     if (Date.now() > deadline)
       throw new Error(`the agent did not complete ${count} passes in ${timeoutMs} ms`);
@@ -202,6 +238,65 @@ async function waitPasses(port: number, count: number, timeoutMs: number, pid: n
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Copies bytes both ways between two connections until either ends. */
+function splice(a: Socket, b: Socket): void {
+  a.pipe(b).pipe(a);
+  a.on('error', () => b.destroy());
+  b.on('error', () => a.destroy());
+}
+
+/** The forwarder that runs in the router's namespace (argv: controller port there, its Unix socket, agent port, /metrics socket). */
+const IN_NAMESPACE_FORWARDER = `
+const net = require('node:net');
+const [controllerPort, controllerSock, agentPort, metricsSock] = process.argv.slice(1);
+const splice = (a, b) => { a.pipe(b).pipe(a); a.on('error', () => b.destroy()); b.on('error', () => a.destroy()); };
+net.createServer((c) => splice(c, net.connect(controllerSock))).listen(Number(controllerPort), '127.0.0.1');
+net.createServer((c) => splice(c, net.connect(Number(agentPort), '127.0.0.1'))).listen(metricsSock);
+`;
+
+/**
+ * Connects an agent in the router's namespace to this process's controller and this process to the
+ * agent's /metrics: loopback differs between namespaces, Unix sockets (files) do not. Returns the
+ * controller's URL and the agent's listen address in the namespace, and the /metrics socket here.
+ */
+async function netnsBridge(
+  L: AgentLab,
+  dir: string,
+): Promise<{ url: string; listen: string; metrics: string; close: () => Promise<void> }> {
+  const controllerSock = join(dir, 'controller.sock');
+  const metricsSock = join(dir, 'metrics.sock');
+  const controllerPort = new URL(L.url).port;
+  const here = createServer((c) => splice(c, connect(Number(controllerPort), '127.0.0.1')));
+  await new Promise<void>((r) => here.listen(controllerSock, r));
+  // loopback ports of the namespace are all free: it is the lab's
+  const [inNsController, inNsAgent] = [8080, 9100];
+  const forwarder = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      L.node.name,
+      process.execPath,
+      '-e',
+      IN_NAMESPACE_FORWARDER,
+      String(inNsController),
+      controllerSock,
+      String(inNsAgent),
+      metricsSock,
+    ],
+    { stdio: 'inherit' },
+  );
+  return {
+    url: `http://127.0.0.1:${inNsController}`,
+    listen: `127.0.0.1:${inNsAgent}`,
+    metrics: metricsSock,
+    close: async () => {
+      forwarder.kill('SIGKILL');
+      await new Promise((r) => here.close(r));
+    },
+  };
 }
 
 /** A distinct 32-byte WireGuard public key per session (any 32 bytes are a key to WireGuard). */
@@ -259,6 +354,11 @@ if (WIREGUARD === 'peerops-wireguard') {
 }
 if (wireguardArg) process.env.PEEROPS_WIREGUARD = WIREGUARD;
 console.log(
+  wrapped
+    ? 'agent: outside the router namespace, each command wrapped in `ip netns exec` (--wrapped)'
+    : "agent: inside the router's namespace, as on a router",
+);
+console.log(
   `WireGuard: ${wireguardArg ? `${WIREGUARD} (--wireguard, given to the agent as PEEROPS_WIREGUARD)` : "the agent's own choice (kernel, else peerops-wireguard on PATH, else wireguard-go)"}`,
 );
 
@@ -287,20 +387,26 @@ for (const n of SIZES) {
   const t = targets(n);
   const L = await startAgentLab('agb');
   current = L;
+  let closeBridge: (() => Promise<void>) | undefined;
   try {
     const t0 = performance.now();
     await createSessions(L, n);
     console.log(`\nsessions=${n} (created and approved in ${fmtMs(performance.now() - t0)})`);
     const port = await freePort();
+    const bridge = wrapped ? undefined : await netnsBridge(L, L.root);
+    closeBridge = bridge?.close;
     const agent = L.spawnAgent({
-      listen: `127.0.0.1:${port}`,
+      listen: bridge?.listen ?? `127.0.0.1:${port}`,
+      url: bridge?.url,
+      inNamespace: !wrapped,
       entry: ENTRY,
       nodeArgs,
       // no metric round (pings to every peer) during the measured passes
       intervals: { syncInterval: 2, metricInterval: 3600 },
     });
     const pid = agent.child.pid!;
-    const first = await waitPasses(port, 1, 120_000 + n * 500, pid);
+    const metricsAt = bridge?.metrics ?? port;
+    const first = await waitPasses(metricsAt, 1, 120_000 + n * 500, pid);
     // the same pid once the bundle has run itself again with the shipped options
     const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter(Boolean);
     console.log(`  agent's command line: ${cmdline.join(' ')}`);
@@ -310,7 +416,7 @@ for (const n of SIZES) {
     const wg = await wireguardGo(L.node.name);
     const noopStart = performance.now();
     const NOOPS = 3;
-    const last = await waitPasses(port, passes(first) + NOOPS, 60_000 + n * 100, pid);
+    const last = await waitPasses(metricsAt, passes(first) + NOOPS, 60_000 + n * 100, pid);
     const delta = (key: string) => (last.get(key) ?? 0) - (first.get(key) ?? 0);
     const noopCount = passes(last) - passes(first);
     const noopMs = (delta('peerops_agent_sync_pass_seconds_sum') * 1000) / noopCount;
@@ -361,6 +467,7 @@ for (const n of SIZES) {
       `  ${`${WIREGUARD} processes`.padEnd(30)} ${wg.count}, RSS ${fmtMiB(wg.rss)} in total (not the agent's), PSS ${fmtMiB(wg.pss)} (${fmtMiB(wg.pss / Math.max(1, wg.count))} each), ${wg.threads} threads`,
     );
     console.log(`  first pass's steps             ${firstPassSteps(agent.output())}`);
+    console.log(`  no-op pass's steps (avg)       ${noopSteps(first, last, noopCount)}`);
     console.log(
       `  CPU to the first pass's end    agent ${agentCpu.own.toFixed(2)} s, its commands ${agentCpu.children.toFixed(2)} s, ${WIREGUARD} ${(wg.cpuMs / 1000).toFixed(2)} s (${(wg.cpuMs / Math.max(1, wg.count)).toFixed(1)} ms a process, ${(wg.cpuMs / n).toFixed(1)} ms a tunnel)`,
     );
@@ -379,6 +486,7 @@ for (const n of SIZES) {
     // unless a signal's handler is removing it already
     if (current === L) {
       current = undefined;
+      await closeBridge?.();
       await L.close();
     } else await new Promise(() => undefined);
   }

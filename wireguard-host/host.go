@@ -183,6 +183,8 @@ func (h *host) serve(c *net.UnixConn) {
 		fmt.Fprintf(c, "ok\n")
 	case cmd == "list":
 		fmt.Fprintf(c, "ok\n%s", h.list())
+	case cmd == "dump":
+		fmt.Fprintf(c, "ok\n%s", h.dump())
 	default:
 		fmt.Fprintf(c, "error unknown request %q\n", line)
 	}

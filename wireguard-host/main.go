@@ -7,6 +7,7 @@
 //
 //	peerops-wireguard <ifname>   exit 0 once the link exists and /var/run/wireguard/<ifname>.sock answers
 //	peerops-wireguard --list     the interfaces the host of this network namespace carries
+//	peerops-wireguard --dump     every tunnel of that host as `wg show all dump` prints it (private keys hidden)
 //	peerops-wireguard --version
 //	peerops-wireguard --host     the host itself (started by the first command that finds none)
 //
@@ -52,7 +53,7 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_=+.-]{1,15}$`)
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --list | --version | --host\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --list | --dump | --version | --host\n", filepath.Base(os.Args[0]))
 		os.Exit(2)
 	}
 	switch arg := os.Args[1]; arg {
@@ -62,6 +63,15 @@ func main() {
 		os.Exit(runHost())
 	case "--list":
 		reply, err := ask("list", false)
+		if err != nil {
+			fail("%v", err)
+		}
+		fmt.Print(reply)
+	case "--dump":
+		reply, err := ask("dump", false)
+		if errors.Is(err, errNoHost) {
+			return // no host: no tunnel to show
+		}
 		if err != nil {
 			fail("%v", err)
 		}
@@ -104,7 +114,7 @@ func ask(request string, start bool) (string, error) {
 		return reply, err
 	}
 	if !start {
-		return "", errors.New("no host runs in this network namespace")
+		return "", fmt.Errorf("%w runs in this network namespace", errNoHost)
 	}
 	if err := startHost(); err != nil {
 		return "", err

@@ -17,7 +17,7 @@ import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
 import { ensureIncludeDir, ensureIncludeDirs } from './dirs.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
-import { readTextIfExists } from '../../common/read-file.ts';
+import { readTextIfExists, readTextsIfExist } from '../../common/read-file.ts';
 
 /** Directory beside the managed ones that main-config.ts includes for the operator's own files. */
 const LOCAL_DIR = 'local.d';
@@ -87,10 +87,11 @@ export class BirdApplier {
     for (const d of tree.dirs) {
       const present = (await listConf(d.dir)).filter((f) => !d.files.has(f));
       for (const f of present) changes.push({ path: join(d.dir, f), content: undefined });
+      for (const name of d.files.keys()) checkFileName(name);
+      const onDisk = readTextsIfExist([...d.files.keys()].map((name) => join(d.dir, name)));
       for (const [name, content] of d.files) {
-        checkFileName(name);
         const path = join(d.dir, name);
-        if ((await readTextIfExists(path)) !== content) changes.push({ path, content });
+        if (onDisk.get(path) !== content) changes.push({ path, content });
       }
     }
     return changes;

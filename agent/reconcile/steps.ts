@@ -9,7 +9,7 @@ import { mapLimit } from '../../common/concurrency.ts';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
-import { readTextIfExists } from '../../common/read-file.ts';
+import { readTextIfExists, readTextsIfExist } from '../../common/read-file.ts';
 import type { ApplyResult, BirdApplier, DesiredTree, ManagedDir } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
@@ -187,11 +187,13 @@ async function render(ctx: PassContext): Promise<void> {
     }
   }
   const template = await deps.template?.();
-  for (const s of ctx.up) {
+  const paths = ctx.up.map((s) => join(config.routing.peerConfDir, peerFileName(s)));
+  const files = readTextsIfExist(paths);
+  for (const [i, s] of ctx.up.entries()) {
     const name = peerFileName(s);
-    const path = join(config.routing.peerConfDir, name);
+    const path = paths[i]!;
     ctx.fileOwner.set(path, s.uuid);
-    const onDisk = await readTextIfExists(path);
+    const onDisk = files.get(path);
     if (ctx.waiting.has(s.uuid) || result.failed.has(s.uuid)) {
       if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
       continue;

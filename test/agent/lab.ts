@@ -122,6 +122,11 @@ export interface SpawnOverrides {
   nodeArgs?: string[];
   /** Loop intervals in seconds (controlPlane.metricInterval, …) over the lab's. */
   intervals?: { syncInterval?: number; heartbeatInterval?: number; metricInterval?: number };
+  /**
+   * Run the agent itself inside the node's namespace, as an agent on a router runs, instead of running
+   * each of its commands there (PEEROPS_AGENT_NETNS); `url` and `listen` must then be reachable in it.
+   */
+  inNamespace?: boolean;
 }
 
 let vethIndex = 0;
@@ -296,10 +301,16 @@ protocol bgp node {
       writeFileSync(file, JSON.stringify(body), { mode: 0o600 });
       const entry = overrides.entry ?? join(REPO, 'bin', 'peerops.ts');
       const argv = [...(overrides.nodeArgs ?? []), entry, 'agent', '--config', file];
-      const child = spawn(process.execPath, argv, {
-        env: { ...process.env, PEEROPS_AGENT_NETNS: node.name },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      // `ip netns exec` runs node in place: the child's pid is the agent's
+      const child = overrides.inNamespace
+        ? spawn('ip', ['netns', 'exec', node.name, process.execPath, ...argv], {
+            env: { ...process.env, PEEROPS_AGENT_NETNS: '' },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          })
+        : spawn(process.execPath, argv, {
+            env: { ...process.env, PEEROPS_AGENT_NETNS: node.name },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
       let out = '';
       child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr?.on('data', (d: Buffer) => (out += d.toString()));

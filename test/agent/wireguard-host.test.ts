@@ -171,6 +171,32 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     expect(Number(when)).toBeGreaterThan(0);
   });
 
+  it('dumps every tunnel as `wg show all dump` does, its private key hidden, from one request', async () => {
+    // handshake time and byte counts move between the two reads: every other column must match. wg
+    // lists every socket in /var/run/wireguard, b's too (a directory all namespaces share), the host only
+    // the tunnels of its own namespace.
+    const steady = (dump: string) =>
+      dump
+        .trim()
+        .split('\n')
+        .filter((line) => line.startsWith(`${tunnel.a.name}\t`))
+        .map((line) => line.split('\t'))
+        .map((f) => (f.length === 9 ? [...f.slice(0, 5), f[8]] : [f[0], f[2], f[3], f[4]]));
+    const [ours, wgs] = [
+      await a.run('peerops-wireguard', ['--dump']),
+      await a.run('wg', ['show', 'all', 'dump']),
+    ];
+    expect(steady(ours)).toEqual(steady(wgs));
+    expect(steady(ours)).toHaveLength(2); // the interface and its peer
+    const [iface, peer] = ours
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t'));
+    expect(iface?.[1]).toBe('(hidden)');
+    expect(Number(peer?.[5])).toBeGreaterThan(0);
+    expect(ours).not.toContain(wgs.split('\t')[1]); // the private key
+  });
+
   it('gives a clear error for an interface it carries, an existing link and a bad name', async () => {
     const again = await a.exec('peerops-wireguard', [tunnel.a.name]);
     expect(again.code).toBe(1);
@@ -230,5 +256,7 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     await waitFor('the host gone after SIGTERM', async () => (await hostPids(b)).length === 0, 10_000);
     expect(await inNamespace(b, () => readInterface(tunnel.b.name))).toBeUndefined();
     expect(await exists(`/var/run/wireguard/${tunnel.b.name}.sock`)).toBe(false);
+    // no host, no tunnel: an empty dump, not an error
+    expect(await b.run('peerops-wireguard', ['--dump'])).toBe('');
   });
 });

@@ -1,12 +1,12 @@
 /**
- * readTextIfExists: only a missing file reads as undefined; any other failure (EISDIR here; EACCES as a
- * non-root user) is an error.
+ * readTextIfExists and readTextsIfExist (many at once): only a missing file reads as undefined; any other
+ * failure (EISDIR here; EACCES as a non-root user) is an error.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readTextIfExists } from '../../common/read-file.ts';
+import { readTextIfExists, readTextsIfExist } from '../../common/read-file.ts';
 
 let dir: string;
 beforeEach(async () => {
@@ -26,5 +26,20 @@ describe('readTextIfExists', () => {
   it('throws for any other failure: a directory in the file\'s place is not "no file"', async () => {
     await mkdir(join(dir, 'dir.conf'));
     await expect(readTextIfExists(join(dir, 'dir.conf'))).rejects.toMatchObject({ code: 'EISDIR' });
+  });
+});
+
+describe('readTextsIfExist', () => {
+  it('reads every file by path, a missing one as undefined, and throws for any other failure', async () => {
+    await writeFile(join(dir, 'a.conf'), 'a\n');
+    await writeFile(join(dir, 'b.conf'), 'b\n');
+    const paths = ['a.conf', 'missing.conf', 'b.conf'].map((f) => join(dir, f));
+    expect([...readTextsIfExist(paths)]).toEqual([
+      [paths[0], 'a\n'],
+      [paths[1], undefined],
+      [paths[2], 'b\n'],
+    ]);
+    await mkdir(join(dir, 'dir.conf'));
+    expect(() => readTextsIfExist([join(dir, 'dir.conf')])).toThrow(/EISDIR/);
   });
 });
