@@ -169,14 +169,22 @@ func (h *host) serve(c *net.UnixConn) {
 		fmt.Fprintf(c, "error permission denied: only root may add tunnels\n")
 		return
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return // a probe (answers()) connects and closes
 	}
 	cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 	switch {
-	case cmd == "add" && validName.MatchString(arg):
-		if err := h.add(arg); err != nil {
+	case (cmd == "add" || cmd == "add-configured") && validName.MatchString(arg):
+		var settings string
+		if cmd == "add-configured" {
+			if settings, err = readSettings(r); err != nil {
+				fmt.Fprintf(c, "error reading the settings: %v\n", err)
+				return
+			}
+		}
+		if err := h.add(arg, settings); err != nil {
 			fmt.Fprintf(c, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
 			return
 		}
@@ -220,9 +228,25 @@ func (h *host) list() string {
 	return strings.Join(names, "")
 }
 
-// add creates the tunnel <name>. One at a time: creation is quick next to the agent's own steps, and the
-// lock keeps two requests for one name from racing.
-func (h *host) add(name string) error {
+// readSettings reads UAPI `set` lines up to an empty line (the request's end).
+func readSettings(r *bufio.Reader) (string, error) {
+	var settings strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(line) == "" {
+			return settings.String(), nil
+		}
+		settings.WriteString(line)
+	}
+}
+
+// add creates the tunnel <name>, with `settings` (UAPI `set` lines: keys, port, peers) applied before it
+// answers when given. One at a time: creation is quick next to the agent's own steps, and the lock keeps
+// two requests for one name from racing.
+func (h *host) add(name, settings string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.tunnels[name]; ok {
@@ -244,6 +268,12 @@ func (h *host) add(name string) error {
 	}
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), h.logger(name))
 	t := &tunnel{dev: dev, uapi: uapi}
+	if settings != "" {
+		if err := dev.IpcSet(settings); err != nil {
+			t.close() // the link goes with it
+			return fmt.Errorf("applying the settings: %w", err)
+		}
+	}
 	h.tunnels[name] = t
 	h.idle.Stop()
 	go h.run(name, t)

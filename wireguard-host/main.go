@@ -6,6 +6,10 @@
 // unchanged, but every tunnel lives in one long-running host process built on the wireguard-go library:
 //
 //	peerops-wireguard <ifname>   exit 0 once the link exists and /var/run/wireguard/<ifname>.sock answers
+//	peerops-wireguard --configured <ifname>
+//	                             the same, with the UAPI `set` lines read from stdin (private_key=…,
+//	                             listen_port=…, public_key=…) applied before it exits: a tunnel with its
+//	                             keys and peer for one program run instead of two (this, then `wg set`)
 //	peerops-wireguard --list     the interfaces the host of this network namespace carries
 //	peerops-wireguard --dump     every tunnel of that host as `wg show all dump` prints it (private keys hidden)
 //	peerops-wireguard --version
@@ -52,8 +56,12 @@ const (
 var validName = regexp.MustCompile(`^[A-Za-z0-9_=+.-]{1,15}$`)
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "--configured" {
+		addConfigured(os.Args[2])
+		return
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --list | --dump | --version | --host\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --configured <interface name> | --list | --dump | --version | --host\n", filepath.Base(os.Args[0]))
 		os.Exit(2)
 	}
 	switch arg := os.Args[1]; arg {
@@ -83,6 +91,27 @@ func main() {
 		if _, err := ask("add "+arg, true); err != nil {
 			fail("%s: %v", arg, err)
 		}
+	}
+}
+
+// addConfigured is `--configured <ifname>`: the settings on stdin travel with the add request, ended by
+// an empty line (UAPI has none of its own).
+func addConfigured(name string) {
+	if !validName.MatchString(name) || name == "." || name == ".." {
+		fail("%q is not a valid interface name (1-15 of A-Z a-z 0-9 _ = + . -)", name)
+	}
+	input, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		fail("%s: reading the settings from stdin: %v", name, err)
+	}
+	var settings strings.Builder
+	for _, line := range strings.Split(string(input), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			settings.WriteString(line + "\n")
+		}
+	}
+	if _, err := ask("add-configured "+name+"\n"+settings.String(), true); err != nil {
+		fail("%s: %v", name, err)
 	}
 }
 

@@ -178,11 +178,14 @@ export async function ensureInterface(
   }
   let created = false;
   if (!actual) {
-    await createLink(spec.name);
+    // peerops-wireguard takes the keys, port and peer with the request that creates the link: one
+    // program run less per tunnel. Nothing to read back from a link just made: it has what it was given.
+    const preset =
+      (await detectBackend()) === 'peerops-wireguard' ? await presetSettings(spec, publicKey) : undefined;
+    await createLink(spec.name, preset?.uapi);
     created = true;
-    changes.push('created');
-    // Nothing to read back from a link just made: it has none of the settings, so all are applied.
-    actual = newLinkState(spec.name);
+    changes.push(preset ? 'created with its keys, port and peer' : 'created');
+    actual = { ...newLinkState(spec.name), ...(preset ? { wg: preset.wg } : {}) };
   }
   // ip(8) changes go in one `ip -batch` run after `wg set`, in the order a link needs them (addrgenmode
   // before up, addresses before routes): one process per tunnel instead of one per change.
@@ -309,7 +312,41 @@ function checkName(name: string): void {
   if (!/^[A-Za-z0-9_]{1,15}$/.test(name)) throw new WireGuardError(name, 'not a valid interface name');
 }
 
-async function createLink(name: string): Promise<void> {
+/**
+ * The settings a new peerops-wireguard tunnel is created with, as UAPI `set` lines (keys in hex), and the
+ * WireGuard state they make. Not the keepalive (set once the link is up: ensureInterface says why), nor an
+ * endpoint given by host name (`wg set` resolves it).
+ */
+async function presetSettings(
+  spec: WgInterfaceSpec,
+  publicKey: string,
+): Promise<{ uapi: string; wg: NonNullable<WgInterfaceState['wg']> }> {
+  const hex = (base64: string) => Buffer.from(base64, 'base64').toString('hex');
+  const privateKey = (await readFile(spec.privateKeyPath, 'utf8')).trim();
+  const endpoint = spec.peer.endpoint ? addressEndpoint(spec.peer.endpoint) : '';
+  const allowedIps = spec.peer.allowedIps.map(canonicalAllowedIp);
+  const uapi = [
+    `private_key=${hex(privateKey)}`,
+    `listen_port=${spec.listenPort}`,
+    `public_key=${hex(spec.peer.publicKey)}`,
+    ...(endpoint ? [`endpoint=${endpoint}`] : []),
+    'replace_allowed_ips=true',
+    ...allowedIps.map((prefix) => `allowed_ip=${prefix}`),
+  ];
+  const peer = {
+    publicKey: spec.peer.publicKey,
+    endpoint: endpoint || undefined,
+    allowedIps,
+    latestHandshake: 0,
+    rxBytes: 0,
+    txBytes: 0,
+    persistentKeepalive: 0,
+  };
+  return { uapi: `${uapi.join('\n')}\n`, wg: { publicKey, listenPort: spec.listenPort, peers: [peer] } };
+}
+
+/** Creates the link; `settings` (UAPI `set` lines) only for peerops-wireguard. */
+async function createLink(name: string, settings?: string): Promise<void> {
   const backend = await detectBackend();
   if (backend === 'kernel') {
     await runOk('ip', ['link', 'add', 'dev', name, 'type', 'wireguard']);
@@ -323,7 +360,10 @@ async function createLink(name: string): Promise<void> {
   if (backend === 'peerops-wireguard') {
     // The command returns once the host carries the link and its UAPI socket answers; the host (started
     // detached by the first such command) writes its own log, so the command's output can be a pipe.
-    const r = await run('peerops-wireguard', [name], { timeoutMs: 30_000 });
+    const r =
+      settings === undefined
+        ? await run('peerops-wireguard', [name], { timeoutMs: 30_000 })
+        : await run('peerops-wireguard', ['--configured', name], { timeoutMs: 30_000, input: settings });
     if (r.code !== 0)
       throw new WireGuardError(name, `peerops-wireguard failed (exit ${r.code}): ${r.stderr.trim()}`);
     return;
@@ -444,22 +484,26 @@ function canonicalRoute(value: string): string {
   });
 }
 
+/** An endpoint as `address:port` in one spelling; '' when its host is a name (or it is no endpoint). */
+const addressEndpoint = (value: string) =>
+  remembered('endpoint', value, (v) => {
+    const parsed = parseEndpoint(v);
+    return parsed && (isIpv4(parsed.host) || isIpv6(parsed.host)) ? formatEndpoint(parsed) : '';
+  });
+
 /** Does WireGuard's resolved endpoint differ from the wanted one? Names are resolved to compare. */
 async function endpointDiffers(wanted: string, actual: string | undefined): Promise<boolean> {
-  if (!actual) return true;
+  const have = actual === undefined ? '' : addressEndpoint(actual);
+  if (!have) return true;
+  const want = addressEndpoint(wanted);
+  if (want) return want !== have;
   const parsed = parseEndpoint(wanted);
   if (!parsed) return true;
-  let host = parsed.host;
-  if (!isIpv4(host) && !isIpv6(host)) {
-    try {
-      host = (await lookup(host)).address;
-    } catch {
-      return true;
-    }
+  try {
+    return formatEndpoint({ host: (await lookup(parsed.host)).address, port: parsed.port }) !== have;
+  } catch {
+    return true;
   }
-  const have = parseEndpoint(actual);
-  if (!have) return true;
-  return formatEndpoint({ host, port: parsed.port }) !== formatEndpoint(have);
 }
 
 export type { EnsureResult, WgInterfaceSpec, WireGuard } from './types.ts';

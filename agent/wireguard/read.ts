@@ -145,22 +145,26 @@ export async function readAllInterfaces(
   options: { hostDump?: boolean } = {},
 ): Promise<Map<string, WgInterfaceState>> {
   const wanted = (n: string) => prefixes.some((p) => n.startsWith(p));
-  const links = ((await ipJson<IpLink[]>(['-d', 'link', 'show'])) ?? []).filter((l) => wanted(l.ifname));
+  // the five reads at once: each is a process the pass would otherwise wait for in turn
+  const [linkList, addrList, routes4, routes6, all] = await Promise.all([
+    ipJson<IpLink[]>(['-d', 'link', 'show']),
+    ipJson<IpAddr[]>(['addr', 'show']),
+    ipJson<(IpRoute & { dev?: string })[]>(['-4', 'route', 'show']),
+    ipJson<(IpRoute & { dev?: string })[]>(['-6', 'route', 'show']),
+    options.hostDump ? run('peerops-wireguard', ['--dump']) : run('wg', ['show', 'all', 'dump']),
+  ]);
+  const links = (linkList ?? []).filter((l) => wanted(l.ifname));
   const out = new Map<string, WgInterfaceState>();
   if (links.length === 0) return out;
-  const addrs = new Map(
-    ((await ipJson<IpAddr[]>(['addr', 'show'])) ?? []).map((a) => [a.ifname, a.addr_info ?? []]),
-  );
+  const addrs = new Map((addrList ?? []).map((a) => [a.ifname, a.addr_info ?? []]));
   const routes = new Map<string, IpRoute[]>();
-  for (const family of ['-4', '-6']) {
-    for (const r of (await ipJson<(IpRoute & { dev?: string })[]>([family, 'route', 'show'])) ?? []) {
-      if (r.dev && wanted(r.dev)) routes.set(r.dev, [...(routes.get(r.dev) ?? []), r]);
-    }
+  for (const r of [...(routes4 ?? []), ...(routes6 ?? [])]) {
+    if (!r.dev || !wanted(r.dev)) continue;
+    const list = routes.get(r.dev);
+    if (list) list.push(r);
+    else routes.set(r.dev, [r]);
   }
   const dumps = new Map<string, string[]>();
-  const all = options.hostDump
-    ? await run('peerops-wireguard', ['--dump'])
-    : await run('wg', ['show', 'all', 'dump']);
   for (const line of all.stdout.split('\n')) {
     const tab = line.indexOf('\t');
     if (tab < 0) continue;

@@ -144,6 +144,11 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     ] as const) {
       const result = await inNamespace(ns, () => ensureInterface(spec));
       expect(result.created).toBe(true);
+      // keys, port and peer travel with the request that creates the link: no `wg set` for them
+      expect(result.changes[0]).toBe('created with its keys, port and peer');
+      expect(result.changes.filter((c) => c.startsWith('wg set'))).toEqual([
+        `wg set peer ${spec.peer.publicKey} persistent-keepalive ${spec.peer.persistentKeepalive}`,
+      ]);
       const state = await inNamespace(ns, () => readInterface(spec.name));
       expect(state?.wg?.listenPort).toBe(spec.listenPort);
       expect(state?.wg?.peers.map((p) => p.publicKey)).toEqual([spec.peer.publicKey]);
@@ -209,6 +214,13 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     const bad = await a.exec('peerops-wireguard', ['../etc']);
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim()).toMatch(/^peerops-wireguard: "\.\.\/etc" is not a valid interface name/);
+    // settings the device refuses: an error naming them, and no link left behind
+    const refused = await a.exec('peerops-wireguard', ['--configured', 'wg_refused'], {
+      input: 'listen_port=not-a-port\n',
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^peerops-wireguard: wg_refused: applying the settings: .*listen_port/);
+    expect((await a.exec('ip', ['link', 'show', 'wg_refused'])).code).not.toBe(0);
   });
 
   it('outlives the process that started it (an agent that exits)', async () => {
