@@ -30,18 +30,19 @@ func (h *host) dump() string {
 	sort.Strings(names)
 	var out strings.Builder
 	for _, name := range names {
-		uapi, err := tunnels[name].dev.IpcGet()
+		t := tunnels[name]
+		uapi, err := t.dev.IpcGet()
 		if err != nil {
 			continue // closing: it is gone from the next dump
 		}
-		dumpLines(&out, name, uapi)
+		dumpLines(&out, name, uapi, t.publicKey)
 	}
 	return out.String()
 }
 
 // dumpLines turns one device's UAPI `get` answer (key=value lines, keys in hex) into dump lines: the
-// interface's, then one per peer.
-func dumpLines(out *strings.Builder, name, uapi string) {
+// interface's, then one per peer. `public` gives the public key of a private one.
+func dumpLines(out *strings.Builder, name, uapi string, public func(privateHex string) string) {
 	type peer struct {
 		publicKey, presharedKey, endpoint string
 		allowed                           []string
@@ -62,7 +63,7 @@ func dumpLines(out *strings.Builder, name, uapi string) {
 		switch key {
 		case "private_key":
 			private = "(hidden)"
-			publicKey = publicOf(value)
+			publicKey = public(value)
 		case "listen_port":
 			listenPort = value
 		case "fwmark":
@@ -117,6 +118,17 @@ func b64(hexKey string) string {
 		return hexKey
 	}
 	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// publicKey is the public key of the tunnel's private key (hex), in base64, worked out again only when
+// the private key changed: a scalar multiplication per tunnel made a dump of 1,000 tunnels take 0.2 s.
+func (t *tunnel) publicKey(privateHex string) string {
+	if known := t.derived.Load(); known != nil && known[0] == privateHex {
+		return known[1]
+	}
+	public := publicOf(privateHex)
+	t.derived.Store(&[2]string{privateHex, public})
+	return public
 }
 
 // publicOf is the public key of a hex private key, in base64.

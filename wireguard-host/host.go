@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +39,8 @@ const idleExit = 60 * time.Second
 type tunnel struct {
 	dev  *device.Device
 	uapi *net.UnixListener
+	// the private key (hex) last seen by a dump and its public key (base64)
+	derived atomic.Pointer[[2]string]
 }
 
 type host struct {
