@@ -276,6 +276,12 @@ func (h *host) add(name, settings string) error {
 			t.close() // the link goes with it
 			return fmt.Errorf("applying the settings: %w", err)
 		}
+		// derived now, in the pass that makes the tunnel, rather than by the first dump after it
+		for _, line := range strings.Split(settings, "\n") {
+			if private, ok := strings.CutPrefix(line, "private_key="); ok {
+				t.publicKey(private)
+			}
+		}
 	}
 	h.tunnels[name] = t
 	h.idle.Stop()
