@@ -24,7 +24,8 @@ const randomSuffix = () => randomBytes(6).toString('hex');
 
 export async function atomicWriteFile(
   path: string,
-  data: string | Uint8Array,
+  /** The content, or its pieces in order (written as they come: a large file never held whole). */
+  data: string | Uint8Array | Iterable<string>,
   {
     mode = 0o644,
     tempName = (name) => `${name}.${randomSuffix()}.tmp`,

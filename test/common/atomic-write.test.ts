@@ -29,6 +29,15 @@ describe('atomicWriteFile', () => {
     expect(await readdir(sub)).toEqual(['target']);
   });
 
+  it('writes content given in pieces, in their order', async () => {
+    const file = join(dir, 'pieces');
+    function* pieces() {
+      for (let i = 0; i < 3; i++) yield `piece ${i}\n`;
+    }
+    await atomicWriteFile(file, pieces());
+    expect(await readFile(file, 'utf8')).toBe('piece 0\npiece 1\npiece 2\n');
+  });
+
   it('names temp files the way git does for objects, when asked', async () => {
     expect(gitTempName()).toMatch(/^tmp_obj_peerops_[0-9a-f]{12}$/);
     const file = join(dir, 'object');

@@ -65,10 +65,24 @@ export class ParseCache {
     for (const key of this.entries.keys()) if (!keep.has(key)) this.entries.delete(key);
     this.changed = false;
     await mkdir(join(this.file, '..'), { recursive: true });
-    await atomicWriteFile(
-      this.file,
-      JSON.stringify({ format: FORMAT, version: VERSION, entries: [...this.entries] }),
-      { mode: 0o600 },
-    );
+    await atomicWriteFile(this.file, this.pieces(), { mode: 0o600 });
+  }
+
+  /**
+   * The file's JSON in pieces of about 1 MiB: at 100,000 sessions it is 127 MB, and stringified whole
+   * (then copied into a buffer to write) it was the peak of a first start's memory.
+   */
+  private *pieces(): Generator<string> {
+    let piece = `{"format":${FORMAT},"version":${JSON.stringify(VERSION)},"entries":[`;
+    let first = true;
+    for (const entry of this.entries) {
+      piece += (first ? '' : ',') + JSON.stringify(entry);
+      first = false;
+      if (piece.length >= 1 << 20) {
+        yield piece;
+        piece = '';
+      }
+    }
+    yield `${piece}]}`;
   }
 }
