@@ -37,6 +37,11 @@ export interface Health {
   uptime: number;
 }
 
+/** `ms` ± 10 %, uniformly: the wait between an agent's periodic heartbeats and reports. */
+export function jittered(ms: number, random: () => number = Math.random): number {
+  return Math.round(ms * (0.9 + random() * 0.2));
+}
+
 export class Agent {
   readonly config: AgentConfig;
   readonly client: ControlPlaneClient;
@@ -145,6 +150,11 @@ export class Agent {
     });
   }
 
+  /**
+   * Runs `fn`, then again after `seconds` ± 10 %. The jitter keeps a fleet's heartbeats and reports from
+   * staying in step: agents started together (a mass reboot, a rollout) would otherwise all reach the
+   * controller in the same instant every interval (docs/benchmarks.md, the storm scenario).
+   */
   private async every(seconds: number, fn: () => Promise<void>): Promise<void> {
     while (!this.stop.signal.aborted) {
       try {
@@ -152,7 +162,7 @@ export class Agent {
       } catch (err) {
         this.log.warn({ err: (err as Error).message }, 'periodic task failed');
       }
-      await this.sleep(seconds * 1000);
+      await this.sleep(jittered(seconds * 1000));
     }
   }
 

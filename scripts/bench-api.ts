@@ -44,6 +44,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { jittered } from '../agent/agent.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -832,6 +833,22 @@ interface Answer {
   body: Buffer;
 }
 
+/** `fn` every `seconds` ± 10 %, as the agent's heartbeat and report loops (agent/agent.ts); returns a stop. */
+function repeat(seconds: number, fn: () => void): () => void {
+  let timer: NodeJS.Timeout;
+  const next = () => {
+    timer = setTimeout(
+      () => {
+        fn();
+        next();
+      },
+      jittered(seconds * 1000),
+    );
+  };
+  next();
+  return () => clearTimeout(timer);
+}
+
 /** HTTP/1.1 keep-alive over node:http: lighter than fetch for thousands of open requests. */
 function httpClient(base: string) {
   const agent = new HttpAgent({ keepAlive: true, maxSockets: Infinity });
@@ -878,8 +895,8 @@ async function probeHealth(url: string, seconds: number): Promise<void> {
  * 1,000 routers' agents connecting at once (1,000 × 10 sessions at the default size), at the agents'
  * documented rates: each sends its first heartbeat with a mesh key the controller has not seen, fetches
  * its sessions, BIRD config and mesh list, holds a session long poll (wait=55, renewed when answered),
- * sends a heartbeat every 30 s and a metrics report every 60 s. A forked probe polls /health every
- * 50 ms. Printed: heartbeat p50/p99/max, /health max, the long-poll wake-ups the controller counted
+ * sends a heartbeat every 30 s and a metrics report every 60 s, each ± 10 % as the agent waits. A
+ * forked probe polls /health every 50 ms. Printed: heartbeat p50/p99/max, /health max, the long-poll wake-ups the controller counted
  * (peerops_long_poll_wakeups_total), the controller's CPU and peak RSS.
  */
 async function storm(): Promise<void> {
@@ -946,13 +963,13 @@ async function storm(): Promise<void> {
         sessions: uuids.map((uuid) => ({ uuid, rtt: 12, rxBytes: 1e6, txBytes: 2e6, routesImported: 10 })),
       });
       const timers = [
-        setInterval(() => void heartbeat().catch((e: Error) => failures.push(e.message)), HEARTBEAT_S * 1000),
-        setInterval(
+        repeat(HEARTBEAT_S, () => void heartbeat().catch((e: Error) => failures.push(e.message))),
+        repeat(
+          REPORT_S,
           () =>
             void http
               .call('POST', `/agent/${router}/report`, post, report)
               .catch((e: Error) => failures.push(e.message)),
-          REPORT_S * 1000,
         ),
       ];
       try {
@@ -969,7 +986,7 @@ async function storm(): Promise<void> {
       } catch (err) {
         if (!stopping) throw err;
       } finally {
-        for (const t of timers) clearInterval(t);
+        for (const stop of timers) stop();
       }
     };
     const agents = [...fixture.tokens].map(([router, token]) =>
