@@ -5,31 +5,35 @@
  */
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 
-export async function readTextIfExists(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
+/** undefined for "no such file"; any other failure is thrown on. */
+function absent(err: unknown): undefined {
+  if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+  throw err;
+}
+
+export function readTextIfExists(path: string): Promise<string | undefined> {
+  return readFile(path, 'utf8').catch(absent);
 }
 
 /**
- * Many small files (the agent's BIRD files), `readTextIfExists` each: path → text (undefined: no such
- * file). Read synchronously, on purpose: through libuv's thread pool each file is four trips (open, stat,
- * read, close) and a thousand of them cost the agent 0.2 s of CPU a pass; read here, a few ms in all
- * (docs/benchmarks.md, the agent). The event loop waits that long, which the agent's /health can.
+ * Many small files of one directory (the agent's BIRD files), by name: name → text (undefined: no such
+ * file), with readTextIfExists's rule. Read synchronously, on purpose: through libuv's thread pool each
+ * file is four trips (open, stat, read, close) and a thousand of them cost the agent 0.2 s of CPU a
+ * pass; read here, a few ms in all (docs/benchmarks.md, the agent). The event loop waits that long,
+ * which the agent's /health can.
  */
-export function readTextsIfExist(paths: readonly string[]): Map<string, string | undefined> {
+export function readTextsIfExist(dir: string, names: Iterable<string>): Map<string, string | undefined> {
   const out = new Map<string, string | undefined>();
-  for (const path of paths) {
+  for (const name of names) {
+    let text: string | undefined;
     try {
-      out.set(path, readFileSync(path, 'utf8'));
+      text = readFileSync(join(dir, name), 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      out.set(path, undefined);
+      text = absent(err);
     }
+    out.set(name, text);
   }
   return out;
 }

@@ -9,7 +9,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/curve25519"
@@ -20,16 +21,10 @@ import (
 func (h *host) dump() string {
 	// the devices are asked outside the lock: a tunnel being added meanwhile waits for nothing
 	h.mu.Lock()
-	tunnels := make(map[string]*tunnel, len(h.tunnels))
-	names := make([]string, 0, len(h.tunnels))
-	for name, t := range h.tunnels {
-		tunnels[name] = t
-		names = append(names, name)
-	}
+	tunnels := maps.Clone(h.tunnels)
 	h.mu.Unlock()
-	sort.Strings(names)
 	var out strings.Builder
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(tunnels)) {
 		t := tunnels[name]
 		uapi, err := t.dev.IpcGet()
 		if err != nil {

@@ -39,7 +39,7 @@ const idleExit = 60 * time.Second
 type tunnel struct {
 	dev  *device.Device
 	uapi *net.UnixListener
-	// the private key (hex) last seen by a dump and its public key (base64)
+	// the private key (hex) last given (add) or dumped, and its public key (base64): tunnel.publicKey
 	derived atomic.Pointer[[2]string]
 }
 

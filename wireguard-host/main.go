@@ -85,9 +85,7 @@ func main() {
 		}
 		fmt.Print(reply)
 	default:
-		if !validName.MatchString(arg) || arg == "." || arg == ".." {
-			fail("%q is not a valid interface name (1-15 of A-Z a-z 0-9 _ = + . -)", arg)
-		}
+		checkName(arg)
 		if _, err := ask("add "+arg, true); err != nil {
 			fail("%s: %v", arg, err)
 		}
@@ -97,9 +95,7 @@ func main() {
 // addConfigured is `--configured <ifname>`: the settings on stdin travel with the add request, ended by
 // an empty line (UAPI has none of its own).
 func addConfigured(name string) {
-	if !validName.MatchString(name) || name == "." || name == ".." {
-		fail("%q is not a valid interface name (1-15 of A-Z a-z 0-9 _ = + . -)", name)
-	}
+	checkName(name)
 	input, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fail("%s: reading the settings from stdin: %v", name, err)
@@ -112,6 +108,13 @@ func addConfigured(name string) {
 	}
 	if _, err := ask("add-configured "+name+"\n"+settings.String(), true); err != nil {
 		fail("%s: %v", name, err)
+	}
+}
+
+// checkName exits with an error unless `name` may name an interface (and its socket file).
+func checkName(name string) {
+	if !validName.MatchString(name) || name == "." || name == ".." {
+		fail("%q is not a valid interface name (1-15 of A-Z a-z 0-9 _ = + . -)", name)
 	}
 }
 

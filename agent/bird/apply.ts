@@ -33,6 +33,12 @@ export interface ManagedDir {
   dir: string;
   /** File name → content; `*.conf` files in dir that are not listed are removed. */
   files: Map<string, string>;
+  /**
+   * What the caller read of these files on disk this pass (name → content, undefined: no file), so the
+   * diff reads only the others. True until the applier writes, which it does once a pass (or after a
+   * check that refused the tree and wrote nothing).
+   */
+  onDisk?: ReadonlyMap<string, string | undefined>;
 }
 
 export interface DesiredTree {
@@ -91,10 +97,11 @@ export class BirdApplier {
       const present = (await listConf(d.dir)).filter((f) => !d.files.has(f));
       for (const f of present) changes.push({ path: join(d.dir, f), content: undefined });
       for (const name of d.files.keys()) checkFileName(name);
-      const onDisk = readTextsIfExist([...d.files.keys()].map((name) => join(d.dir, name)));
+      const unread = [...d.files.keys()].filter((name) => !d.onDisk?.has(name));
+      const read = readTextsIfExist(d.dir, unread);
       for (const [name, content] of d.files) {
-        const path = join(d.dir, name);
-        if (onDisk.get(path) !== content) changes.push({ path, content });
+        const onDisk = read.has(name) ? read.get(name) : d.onDisk?.get(name);
+        if (onDisk !== content) changes.push({ path: join(d.dir, name), content });
       }
     }
     return changes;
@@ -142,8 +149,9 @@ export class BirdApplier {
     // two fsyncs each, a first pass at 1,000 sessions spent seconds here (docs/benchmarks.md, the agent).
     const dirs = new Set<string>();
     await mapLimit(changes, FILES_IN_PARALLEL, async (c) => {
-      if (c.content === undefined) await unlink(c.path).catch(() => undefined);
-      else await atomicWriteFile(c.path, c.content, { deferDirSync: (dir) => dirs.add(dir) });
+      if (c.content !== undefined)
+        return atomicWriteFile(c.path, c.content, { deferDirSync: (dir) => dirs.add(dir) });
+      await unlink(c.path).catch(() => undefined);
       dirs.add(dirname(c.path));
     });
     await Promise.all([...dirs].map(fsyncDir));

@@ -187,13 +187,12 @@ async function render(ctx: PassContext): Promise<void> {
     }
   }
   const template = await deps.template?.();
-  const paths = ctx.up.map((s) => join(config.routing.peerConfDir, peerFileName(s)));
-  const files = readTextsIfExist(paths);
-  for (const [i, s] of ctx.up.entries()) {
+  const peerFilesOnDisk = readTextsIfExist(config.routing.peerConfDir, ctx.up.map(peerFileName));
+  for (const s of ctx.up) {
     const name = peerFileName(s);
-    const path = paths[i]!;
+    const path = join(config.routing.peerConfDir, name);
     ctx.fileOwner.set(path, s.uuid);
-    const onDisk = files.get(path);
+    const onDisk = peerFilesOnDisk.get(name);
     if (ctx.waiting.has(s.uuid) || result.failed.has(s.uuid)) {
       if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
       continue;
@@ -228,7 +227,12 @@ async function render(ctx: PassContext): Promise<void> {
         meshInterfaces ? { meshInterfaces } : {},
       ),
     dirs: [
-      { key: 'peerConfDir', dir: config.routing.peerConfDir, files: ctx.peerFiles },
+      {
+        key: 'peerConfDir',
+        dir: config.routing.peerConfDir,
+        files: ctx.peerFiles,
+        onDisk: peerFilesOnDisk,
+      },
       { key: 'ibgpConfDir', dir: config.routing.ibgpConfDir, files: renderIbgpConfigs(policy) },
       ...extraDirs,
     ],

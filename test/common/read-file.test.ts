@@ -30,16 +30,15 @@ describe('readTextIfExists', () => {
 });
 
 describe('readTextsIfExist', () => {
-  it('reads every file by path, a missing one as undefined, and throws for any other failure', async () => {
+  it('reads every file by name, a missing one as undefined, and throws for any other failure', async () => {
     await writeFile(join(dir, 'a.conf'), 'a\n');
     await writeFile(join(dir, 'b.conf'), 'b\n');
-    const paths = ['a.conf', 'missing.conf', 'b.conf'].map((f) => join(dir, f));
-    expect([...readTextsIfExist(paths)]).toEqual([
-      [paths[0], 'a\n'],
-      [paths[1], undefined],
-      [paths[2], 'b\n'],
+    expect([...readTextsIfExist(dir, ['a.conf', 'missing.conf', 'b.conf'])]).toEqual([
+      ['a.conf', 'a\n'],
+      ['missing.conf', undefined],
+      ['b.conf', 'b\n'],
     ]);
     await mkdir(join(dir, 'dir.conf'));
-    expect(() => readTextsIfExist([join(dir, 'dir.conf')])).toThrow(/EISDIR/);
+    expect(() => readTextsIfExist(dir, ['dir.conf'])).toThrow(/EISDIR/);
   });
 });
