@@ -290,8 +290,9 @@ function toLittleEndian(n: bigint): Buffer {
 /**
  * The points of small order (libsodium's blocklist, reduced): a handshake with one proves no private key.
  * X25519 ignores a key's top bit and reads it modulo p, so each point has up to four 32-byte spellings:
- * the point v and, when v < 2^255 - p = 19, v + p, each with the top bit clear or set. Held as hex, so a
- * key is checked by one lookup instead of big-integer arithmetic per key (a start judges every session's).
+ * the point v and, when v < 2^255 - p = 19, v + p, each with the top bit clear or set. Held as base64
+ * (a key's only spelling that isWireGuardKey accepts), so a key is checked by one lookup of its text
+ * instead of decoding or big-integer arithmetic per key (a start judges every session's).
  */
 const LOW_ORDER_SPELLINGS = new Set<string>(
   [
@@ -303,12 +304,13 @@ const LOW_ORDER_SPELLINGS = new Set<string>(
   ]
     .flatMap((v) => (v < (1n << 255n) - P25519 ? [v, v + P25519] : [v]))
     .flatMap((v) => [v, v | (1n << 255n)])
-    .map((v) => toLittleEndian(v).toString('hex')),
+    .map((v) => toLittleEndian(v).toString('base64')),
 );
 
 /** Is this WireGuard key (a valid 32-byte base64 key) a low-order point, such as the all-zero key? */
 export function isLowOrderKey(key: string): boolean {
-  return LOW_ORDER_SPELLINGS.has(Buffer.from(key, 'base64').toString('hex'));
+  const text = isWireGuardKey(key) ? key : Buffer.from(key, 'base64').toString('base64');
+  return LOW_ORDER_SPELLINGS.has(text);
 }
 
 /** The value of each base64 character by character code; 64 for anything else. */
@@ -323,15 +325,15 @@ const BASE64_VALUES = new Uint8Array(128).fill(64);
  * canonical encoding of its point. Cheap for canonical keys (one base64 decode, no arithmetic).
  */
 export function wireGuardKeyId(key: string): string {
+  // Read from the text first, no decoding and no lookup: the top bit of byte 31 is bit 2 of character 41
+  // (value & 8), and a key at or above p has bytes 1-30 all 0xff, so character 20 (within byte 15) is
+  // '/'. Stores compare a new key with every key on its router, and a start indexes every session's.
+  const c41 = BASE64_VALUES[key.charCodeAt(41)] ?? 64;
+  if (c41 < 64 && (c41 & 8) === 0 && key.charCodeAt(20) !== 0x2f) return key;
   return keyIds.get(key) ?? remember(keyIds, key, keyIdOf(key));
 }
 
 function keyIdOf(key: string): string {
-  // Read from the text first, no decoding: the top bit of byte 31 is bit 2 of character 41 (value & 8),
-  // and a key at or above p has bytes 1-30 all 0xff, so character 20 (within byte 15) is '/'. Stores
-  // compare a new key with every key on its router, so this runs once per session per create.
-  const c41 = BASE64_VALUES[key.charCodeAt(41)] ?? 64;
-  if (c41 < 64 && (c41 & 8) === 0 && key.charCodeAt(20) !== 0x2f) return key;
   const bytes = Buffer.from(key, 'base64');
   const top = bytes[31] ?? 0;
   const belowP = top !== 0x7f || (bytes[0] ?? 0) < 0xed || bytes.subarray(1, 31).some((b) => b !== 0xff);

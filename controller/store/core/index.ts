@@ -21,10 +21,18 @@ import type {
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import type { Policy, Router, Session } from '../store.ts';
 
+/**
+ * Freezes a record and everything in it. Walks keys in place rather than through `Object.values`: a
+ * start freezes every session, and an array per object was a third of the freezing's time.
+ */
 function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
+    const record = value as Record<string, unknown>;
+    for (const key in record) {
+      const v = record[key];
+      if (typeof v === 'object' && v !== null) deepFreeze(v);
+    }
   }
   return value;
 }

@@ -275,7 +275,8 @@ export class Follower {
     kind: string,
   ): Promise<SessionStatusFile | RouterStatus | null> {
     const key = ParseCache.key('status', path, oid);
-    if (this.cache.has(key)) return this.cache.get(key) as SessionStatusFile | RouterStatus | null;
+    const cached = this.cache.get(key) as SessionStatusFile | RouterStatus | null | undefined;
+    if (cached !== undefined) return cached;
     let value: SessionStatusFile | RouterStatus | null = null;
     try {
       const doc = parseYaml(await readText(this.ctx, oid)) as
