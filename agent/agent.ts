@@ -17,6 +17,7 @@ import { AgentMetrics } from './metrics.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
 import { systemWireGuard } from './wireguard/interface.ts';
+import { LinkWatch } from './wireguard/link-watch.ts';
 
 const LONG_POLL_MAX_S = 55;
 /** The exit code when the controller refuses the agent's token (docs/agent.md): restarted with backoff. */
@@ -60,6 +61,11 @@ export class Agent {
   lastPass: PassResult | undefined;
   passes = 0;
   private lastReport: ReportBody | undefined;
+  /** Runs a pass when a wanted tunnel's link disappears between passes (link-watch.ts). */
+  private readonly linkWatch: LinkWatch;
+  /** Ends the sync loop's current wait (long poll or sleep); `wakeNow`: the next round waits for nothing. */
+  private waitAborter: AbortController | undefined;
+  private wakeNow = false;
   /** Served at GET /metrics by the local server. */
   readonly metrics: AgentMetrics;
   /** Settles after the first pass that fetched from the controller and reconciled: this version works here. */
@@ -94,6 +100,7 @@ export class Agent {
       poolSizeMax: config.routing.poolSizeMax,
     });
     this.applier = new BirdApplier(this.bird, config.birdMainConfig);
+    this.linkWatch = new LinkWatch((names) => this.linksDeleted(names), log);
     const templateFile = config.routing.ebgpConfTemplateFile;
     this.reconciler = new NodeReconciler({
       config,
@@ -111,6 +118,7 @@ export class Agent {
   }
 
   start(): void {
+    this.linkWatch.start();
     this.loops = [
       this.syncLoop(),
       this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeatOnce()),
@@ -125,6 +133,7 @@ export class Agent {
    */
   async close(graceMs = 5000): Promise<boolean> {
     this.stop.abort();
+    this.linkWatch.stop();
     let timer: NodeJS.Timeout | undefined;
     const late = await Promise.race([
       Promise.allSettled(this.loops).then(() => false),
@@ -136,10 +145,11 @@ export class Agent {
     return late;
   }
 
-  private sleep(ms: number): Promise<void> {
+  /** Waits `ms`, or less when the agent stops or `signal` is aborted. */
+  private sleep(ms: number, signal: AbortSignal = this.stop.signal): Promise<void> {
     return new Promise((resolve) => {
       const t = setTimeout(resolve, ms);
-      this.stop.signal.addEventListener(
+      signal.addEventListener(
         'abort',
         () => {
           clearTimeout(t);
@@ -148,6 +158,24 @@ export class Agent {
         { once: true },
       );
     });
+  }
+
+  /**
+   * Links gone between passes: when one of them is a tunnel the last pass wanted, a pass runs now instead
+   * of at the end of the long poll (a crashed WireGuard process took it; docs/agent.md). The agent's own
+   * removals are of links no pass wants any more.
+   */
+  private linksDeleted(names: string[]): void {
+    const wanted = this.reconciler.wantedLinks;
+    const lost = names.filter((name) => wanted.has(name));
+    if (lost.length === 0) return;
+    this.metrics.linksLost.inc(lost.length);
+    this.log.warn(
+      { interfaces: lost.slice(0, 10), count: lost.length },
+      'tunnels deleted between passes; running a pass now',
+    );
+    this.wakeNow = true;
+    this.waitAborter?.abort();
   }
 
   /**
@@ -166,13 +194,16 @@ export class Agent {
     }
   }
 
-  /** One sync round: fetch (long poll when it works), then reconcile. Exposed for tests and the benchmark. */
-  async syncOnce(waitSeconds = 0): Promise<PassResult | undefined> {
+  /**
+   * One sync round: fetch (long poll when it works), then reconcile. Exposed for tests and the benchmark.
+   * `wake` ends the long poll early (the round then throws its abort).
+   */
+  async syncOnce(waitSeconds = 0, wake?: AbortSignal): Promise<PassResult | undefined> {
     const t0 = Date.now();
     const r = await this.client.sessions({
       ...(this.etag ? { etag: this.etag } : {}),
       ...(waitSeconds ? { waitSeconds } : {}),
-      signal: this.stop.signal,
+      signal: wake ? AbortSignal.any([this.stop.signal, wake]) : this.stop.signal,
     });
     if (waitSeconds && !r.body && Date.now() - t0 < 500) {
       this.longPoll = false; // a 304 without waiting: the controller does not hold requests
@@ -206,15 +237,22 @@ export class Agent {
   private async syncLoop(): Promise<void> {
     const interval = this.config.controlPlane.syncInterval;
     while (!this.stop.signal.aborted) {
-      const wait = this.longPoll && this.passes > 0 ? Math.min(interval, LONG_POLL_MAX_S) : 0;
+      const woken = this.wakeNow;
+      this.wakeNow = false;
+      const waking = new AbortController();
+      this.waitAborter = waking;
+      const wait = this.longPoll && this.passes > 0 && !woken ? Math.min(interval, LONG_POLL_MAX_S) : 0;
       try {
         const t0 = Date.now();
-        await this.syncOnce(wait);
+        await this.syncOnce(wait, waking.signal);
         this.failures = 0;
-        if (!this.longPoll || wait === 0)
-          await this.sleep(Math.max(0, (this.passes > 1 ? interval * 1000 : 0) - (Date.now() - t0)));
+        if ((!this.longPoll || wait === 0) && !this.wakeNow) {
+          const pause = (this.passes > 1 && !woken ? interval * 1000 : 0) - (Date.now() - t0);
+          await this.sleep(Math.max(0, pause), AbortSignal.any([this.stop.signal, waking.signal]));
+        }
       } catch (err) {
         if (this.stop.signal.aborted) break;
+        if (waking.signal.aborted) continue; // woken in the long poll: a pass now
         this.metrics.passes.inc({ result: 'error' });
         if (err instanceof ControlPlaneError && err.unauthorized) {
           this.log.error(

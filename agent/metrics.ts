@@ -26,6 +26,7 @@ export class AgentMetrics {
   readonly stepSeconds: Counter<'step'>;
   readonly fileWrites: Counter;
   readonly tunnelChanges: Counter;
+  readonly linksLost: Counter;
 
   constructor(state: AgentState) {
     const registers = [this.registry];
@@ -55,6 +56,11 @@ export class AgentMetrics {
     this.tunnelChanges = new Counter({
       name: 'peerops_agent_tunnel_changes_total',
       help: 'WireGuard tunnels the reconcile created, changed or removed',
+      registers,
+    });
+    this.linksLost = new Counter({
+      name: 'peerops_agent_tunnels_lost_total',
+      help: 'Wanted tunnels whose link was deleted between passes (a WireGuard process that crashed, an ip link del)',
       registers,
     });
     new Gauge({

@@ -28,6 +28,7 @@ export class NodeReconciler {
     rtt: new Map(),
     node: undefined,
     birdUnreachable: undefined,
+    wantedLinks: new Set(),
   };
 
   constructor(deps: ReconcileDeps) {
@@ -42,6 +43,11 @@ export class NodeReconciler {
   /** The refusal of the node's own files (local.d, the main config) that the last apply met, if any. */
   get nodeProblem(): NodeProblem | undefined {
     return this.memory.node;
+  }
+
+  /** The links the last pass wanted up: the agent runs a pass when one of them is deleted. */
+  get wantedLinks(): ReadonlySet<string> {
+    return this.memory.wantedLinks;
   }
 
   async pass(sessions: readonly AgentSession[], policy: BirdConfigResponse): Promise<PassResult> {

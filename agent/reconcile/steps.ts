@@ -68,6 +68,8 @@ export interface ReconcileMemory {
   node: NodeProblem | undefined;
   /** BIRD did not answer on the last apply (the message), until it does. */
   birdUnreachable: string | undefined;
+  /** The links the last pass wanted up (sessions' and mesh tunnels): a loss of one needs a pass. */
+  wantedLinks: ReadonlySet<string>;
 }
 
 export interface PassResult {
@@ -134,6 +136,7 @@ async function tunnels(ctx: PassContext): Promise<void> {
   const { deps, result } = ctx;
   const extra = (await deps.hooks?.extraInterfaces?.()) ?? [];
   const wanted = new Set([...ctx.up.map((s) => s.interface), ...extra.map((e) => e.name)]);
+  ctx.memory.wantedLinks = wanted;
   ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
   // Each session's tunnel on its own: a failure is that session's only.
   const ensured = await mapLimit(

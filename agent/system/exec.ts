@@ -28,7 +28,8 @@ export function commandNamespace(): string | undefined {
   return process.env.PEEROPS_AGENT_NETNS || undefined;
 }
 
-function wrap(cmd: string, args: readonly string[]): [string, string[]] {
+/** The program and arguments that run `cmd` in the commands' namespace (commandNamespace). */
+export function wrap(cmd: string, args: readonly string[]): [string, string[]] {
   const ns = commandNamespace();
   return ns ? ['ip', ['netns', 'exec', ns, cmd, ...args]] : [cmd, [...args]];
 }

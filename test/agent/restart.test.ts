@@ -1,8 +1,8 @@
 /**
  * The real `peerops agent` process killed with SIGKILL in the middle of a pass and started again:
  * it converges, makes no duplicate interfaces, and BGP sessions that were established keep their
- * uptime (no re-create, no reconfigure when the files are byte-identical). Also: /health, and the
- * token never appears in the log.
+ * uptime (no re-create, no reconfigure when the files are byte-identical). Also: /health, the token
+ * never appears in the log, and a tunnel deleted behind the agent's back comes back within seconds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProtocolInfo } from '../../agent/bird/control.ts';
@@ -105,4 +105,41 @@ describe('agent restart', () => {
     expect(fourth.output()).not.toMatch(/"msg":"tunnel changed"/);
     await fourth.kill('SIGTERM');
   }, 90_000);
+
+  it('a tunnel deleted between passes (a crashed WireGuard process) is back in seconds, not at the next sync', async () => {
+    // syncInterval 60: the agent holds a 55 s long poll; only the link watch can bring the tunnel back soon
+    const agent = L.spawnAgent({ intervals: { syncInterval: 60 } });
+    await waitFor(
+      'every tunnel',
+      async () => {
+        const links = await ifindexes();
+        return ports.every((p) => links[`wg_${p}`] !== undefined);
+      },
+      45_000,
+      200,
+    );
+    await waitFor(
+      'a pass, then the long poll',
+      () => agent.output().includes('"msg":"agent started"'),
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    const lost = `wg_${ports[0]}`;
+    const before = (await ifindexes())[lost];
+    const deleted = Date.now();
+    await L.node.run('ip', ['link', 'del', lost]);
+    await waitFor('the tunnel re-created', async () => (await ifindexes())[lost] !== undefined, 15_000, 50);
+    const back = Date.now() - deleted;
+    expect((await ifindexes())[lost]).not.toBe(before);
+    expect(back).toBeLessThan(10_000);
+    expect(agent.output()).toContain('tunnels deleted between passes; running a pass now');
+    await waitFor(
+      'BGP Established again',
+      async () => (await bird.protocols(`dn42_${ports[0]}`))[0]?.bgpState === 'Established',
+      45_000,
+      500,
+    );
+    await agent.kill('SIGTERM');
+    expect(agent.child.exitCode).toBe(0);
+  }, 120_000);
 });
