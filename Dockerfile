@@ -16,6 +16,12 @@ COPY . .
 RUN node scripts/build-release.ts --out /out \
  && cp node_modules/node/bin/node /out/node
 
+# peerops-wireguard (wireguard-host/): every userspace tunnel in one process, run by the WireGuard keeper.
+FROM golang:1.24-bookworm AS wireguard-host
+WORKDIR /src
+COPY wireguard-host/ ./
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/peerops-wireguard .
+
 # `peerops serve`: non-root (the chart's uid 10001), runs on a read-only root file system.
 FROM debian:bookworm-slim AS controller
 RUN apt-get update \
@@ -45,6 +51,7 @@ COPY --from=bundle /out/node /usr/local/bin/node
 COPY --from=bundle /out/peerops.mjs /out/peerops /out/SHA256SUMS /opt/peerops/
 COPY image/wireguard-keeper.ts /opt/peerops/wireguard-keeper.ts
 COPY --chmod=755 image/wireguard-go-shim.sh /usr/local/sbin/wireguard-go
+COPY --from=wireguard-host /out/peerops-wireguard /usr/local/bin/peerops-wireguard
 RUN ln -s /opt/peerops/peerops /usr/local/bin/peerops
 ENV NODE_ENV=production
 USER 0:0

@@ -1,10 +1,16 @@
 /**
  * The WireGuard keeper of the agent image (docs/kubernetes.md, "Hitless agent rollouts"): runs the
- * wireguard-go daemons of the node's userspace tunnels in a container of its own, so that they outlive
- * the agent's container. A tunnel's TUN device dies with its wireguard-go process, and a container's
- * processes die with it: an agent that ran wireguard-go itself would drop every tunnel on each rollout.
+ * node's userspace tunnels in a container of its own, so that they outlive the agent's container. A
+ * tunnel's TUN device dies with its process, and a container's processes die with it: an agent that ran
+ * them itself would drop every tunnel on each rollout.
  *
- * The agent asks for a daemon through the shim it runs as `wireguard-go` (image/wireguard-go-shim.sh):
+ * peerops-wireguard (the agent's choice when the kernel has no WireGuard): the keeper runs its host,
+ * `peerops-wireguard --serve`, and starts it again if it exits. The agent's `peerops-wireguard` commands
+ * reach it through its control socket, which belongs to the network namespace both containers share
+ * (hostNetwork), and with PEEROPS_WIREGUARD_KEEPER set they wait for it rather than start a host of
+ * their own.
+ *
+ * wireguard-go (PEEROPS_WIREGUARD=wireguard-go): the agent asks for a daemon through the shim it runs as `wireguard-go` (image/wireguard-go-shim.sh):
  * the shim writes `<name>.want` into the shared /var/run/wireguard, the keeper takes the request away and
  * starts `wireguard-go -f <name>` as its own child, whose UAPI socket `<name>.sock` the agent then uses
  * as always. Deleting the link (the agent's `ip link del`) ends the daemon; the keeper reaps it. A failed
@@ -13,7 +19,7 @@
  *   node /opt/peerops/wireguard-keeper.ts   (the chart's <release>-peerops-wireguard DaemonSet)
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** wireguard-go's UAPI socket directory, fixed when it is built; the chart shares the node's. */
@@ -74,6 +80,38 @@ function start(name: string): void {
   child.on('exit', (code, signal) => ended(signal ? `signal ${signal}` : `exit ${code}`));
 }
 
+/** peerops-wireguard in the image; the keeper runs its host when it is there. */
+const HOST_PROGRAM = '/usr/local/bin/peerops-wireguard';
+/** The wait before a host that exited is started again: its tunnels are gone, the agent re-creates them. */
+const HOST_RESTART_MS = 1000;
+
+function hostInstalled(): boolean {
+  try {
+    accessSync(HOST_PROGRAM, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `peerops-wireguard --serve`, its output as the keeper's, and starts it again whenever it exits. */
+function serveHost(): void {
+  const child = spawn(HOST_PROGRAM, ['--serve'], {
+    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  log(`started the peerops-wireguard host (pid ${child.pid})`);
+  let restarted = false;
+  const again = (why: string) => {
+    if (restarted) return;
+    restarted = true;
+    log(`the peerops-wireguard host ended (${why}); starting it again in ${HOST_RESTART_MS} ms`);
+    setTimeout(serveHost, HOST_RESTART_MS);
+  };
+  child.on('error', (err) => again(err.message));
+  child.on('exit', (code, signal) => again(signal ? `signal ${signal}` : `exit ${code}`));
+}
+
 /** Takes every pending request away and starts its daemon. */
 function scan(): void {
   for (const file of readdirSync(DIR)) {
@@ -91,6 +129,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.exit(0);
   });
 }
+if (hostInstalled()) serveHost();
 log(`watching ${DIR}`);
 scan();
 // inotify for speed; the periodic scan covers a missed event

@@ -50,12 +50,18 @@ async function buildBinary(goarch: string): Promise<string> {
   return binary;
 }
 
+/** peerops-wireguard for the build host's architecture (the .deb's, the agent image's), built if need be. */
+export async function wireguardHostBinary(architecture?: string): Promise<string> {
+  const arch = architecture ?? (await hostArchitecture());
+  const goarch = GOARCH[arch];
+  if (!goarch) throw new Error(`no Go architecture known for Debian's ${arch}`);
+  return buildBinary(goarch);
+}
+
 /** Builds the .deb into `outDir`; answers its path. */
 export async function buildWireguardDeb(opts: { version: string; outDir: string }): Promise<string> {
   const architecture = await hostArchitecture();
-  const goarch = GOARCH[architecture];
-  if (!goarch) throw new Error(`no Go architecture known for Debian's ${architecture}`);
-  const binary = await buildBinary(goarch);
+  const binary = await wireguardHostBinary(architecture);
   return buildDebArchive({
     package: WIREGUARD_DEB_PACKAGE,
     version: opts.version,

@@ -4,8 +4,9 @@
  *   peerops/controller  `peerops serve`: Debian minbase, git (the git store's gc), Node 24, the release
  *                       bundle; runs as uid 10001 (the chart's), works on a read-only root file system
  *   peerops/agent       `peerops agent`: the same plus iproute2, wireguard-tools, wireguard-go, bird2,
- *                       iputils-ping, procps, and the WireGuard keeper (image/wireguard-keeper.ts) for
- *                       hitless rollouts with wireguard-go; runs as root (the DaemonSet drops capabilities)
+ *                       iputils-ping, procps, peerops-wireguard (wireguard-host/, built with Go) and the
+ *                       WireGuard keeper (image/wireguard-keeper.ts) that runs the userspace tunnels for
+ *                       hitless rollouts; runs as root (the DaemonSet drops capabilities)
  *
  *   node scripts/build-image.ts [--version X.Y.Z] [--out DIR] [--no-cache]   (npm run build:image)
  *
@@ -40,6 +41,7 @@ import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import semver from 'semver';
 import { buildRelease } from './build-release.ts';
+import { wireguardHostBinary } from './build-deb-wireguard.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const run = promisify(execFile);
@@ -75,6 +77,8 @@ export const IMAGE_NAMES = Object.keys(PACKAGES) as ImageName[];
 /** Where the agent image's WireGuard keeper and the shim the agent runs as `wireguard-go` live. */
 const KEEPER_PATH = '/opt/peerops/wireguard-keeper.ts';
 const SHIM_PATH = '/usr/local/sbin/wireguard-go';
+/** peerops-wireguard, whose host the keeper runs (image/wireguard-keeper.ts). */
+const WIREGUARD_HOST_PATH = '/usr/local/bin/peerops-wireguard';
 const AGENT_CONFIG = '/etc/peerops/agent/agent.json';
 
 export interface ImageSpec {
@@ -274,6 +278,9 @@ async function layerTars(
   await copyFile(path.join(ROOT, 'image', 'wireguard-keeper.ts'), path.join(extrasDir, KEEPER_PATH));
   await copyFile(path.join(ROOT, 'image', 'wireguard-go-shim.sh'), path.join(extrasDir, SHIM_PATH));
   await chmod(path.join(extrasDir, SHIM_PATH), 0o755);
+  await mkdir(path.join(extrasDir, 'usr', 'local', 'bin'), { recursive: true });
+  await copyFile(await wireguardHostBinary(), path.join(extrasDir, WIREGUARD_HOST_PATH));
+  await chmod(path.join(extrasDir, WIREGUARD_HOST_PATH), 0o755);
 
   const tars = {
     node: path.join(work, 'node.tar'),
@@ -403,7 +410,7 @@ export async function buildImages(options: {
         { what: 'Node 24', tar: tars.node },
         { what: 'peerops release bundle', tar: tars.app },
         ...(name === 'agent'
-          ? [{ what: 'WireGuard keeper and wireguard-go shim', tar: tars.agentExtras }]
+          ? [{ what: 'peerops-wireguard, the WireGuard keeper and wireguard-go shim', tar: tars.agentExtras }]
           : []),
       ];
       const sizes = await timed(phases, `OCI layout (${name})`, () =>

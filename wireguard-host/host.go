@@ -7,7 +7,8 @@ package main
 // Lifecycle, as an operator would expect of the daemons it replaces:
 //   - a tunnel ends when its link is deleted (`ip link del`: the TUN read fails and the device closes);
 //     the host then forgets it and removes its socket;
-//   - with no tunnel left for idleExit, the host exits (the next `peerops-wireguard <ifname>` starts one);
+//   - with no tunnel left for idleExit, the host exits (the next `peerops-wireguard <ifname>` starts one),
+//     unless it runs for a supervisor (`--serve`);
 //   - SIGTERM or SIGINT closes every tunnel and exits, as stopping every wireguard-go daemon would. Nothing
 //     in peerops sends it: the host runs in its own session, so stopping or restarting the agent (the
 //     unit's KillMode=process) leaves it and its tunnels up; an operator stops it to take them all down;
@@ -49,9 +50,12 @@ type host struct {
 	idle     *time.Timer
 	links    *linkWatcher
 	logLevel int
+	// `--serve`: a supervisor runs the host; it stays without tunnels
+	stay bool
 }
 
-func runHost() int {
+// runHost serves this namespace's tunnels until a signal (or, unless `stay`, until idle).
+func runHost(stay bool) int {
 	// Sockets and the log are root's alone (wg(8) connects as root), as wireguard-go makes them.
 	syscall.Umask(0o077)
 	log.SetOutput(hostLog)
@@ -60,6 +64,10 @@ func runHost() int {
 	ln, err := net.Listen("unix", controlSocket)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
+			if stay {
+				log.Printf("another host already serves this network namespace")
+				return 1
+			}
 			return 0 // another host of this namespace won the race: it serves the request
 		}
 		log.Printf("control socket: %v", err)
@@ -70,9 +78,12 @@ func runHost() int {
 		log.Printf("link events: %v", err)
 		return 1
 	}
-	h := &host{tunnels: map[string]*tunnel{}, links: links, logLevel: logLevel()}
+	h := &host{tunnels: map[string]*tunnel{}, links: links, logLevel: logLevel(), stay: stay}
 	go collectGarbage()
 	h.idle = time.AfterFunc(idleExit, h.exitIfIdle)
+	if stay {
+		h.idle.Stop()
+	}
 	log.Printf("started (wireguard-go library %s)", libraryVersion())
 
 	signals := make(chan os.Signal, 1)
@@ -313,7 +324,7 @@ func (h *host) run(name string, t *tunnel) {
 		t.close()
 		delete(h.tunnels, name)
 	}
-	if len(h.tunnels) == 0 {
+	if len(h.tunnels) == 0 && !h.stay {
 		h.idle.Reset(idleExit)
 	}
 }

@@ -14,9 +14,13 @@
 //	peerops-wireguard --dump     every tunnel of that host as `wg show all dump` prints it (private keys hidden)
 //	peerops-wireguard --version
 //	peerops-wireguard --host     the host itself (started by the first command that finds none)
+//	peerops-wireguard --serve    the host in the foreground for a supervisor, logging to stdout and
+//	                             staying without tunnels (the agent image's WireGuard keeper)
 //
 // The command asks the host over a control socket; when none answers it starts one (detached: its own
-// session, output to a log file), so the host outlives the caller and an agent restart. The control
+// session, output to a log file), so the host outlives the caller and an agent restart. With
+// PEEROPS_WIREGUARD_KEEPER set (the agent's container beside the keeper's) it starts none: it waits for
+// the keeper's, whose tunnels outlive the agent's container. The control
 // socket is an abstract Unix socket: those belong to a network namespace, so each namespace (a router
 // running its routing in one, or a test) has its own host without any file naming it.
 package main
@@ -61,14 +65,16 @@ func main() {
 		return
 	}
 	if len(os.Args) != 2 {
-		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --configured <interface name> | --list | --dump | --version | --host\n", filepath.Base(os.Args[0]))
+		fmt.Fprintf(os.Stderr, "usage: %s <interface name> | --configured <interface name> | --list | --dump | --version | --host | --serve\n", filepath.Base(os.Args[0]))
 		os.Exit(2)
 	}
 	switch arg := os.Args[1]; arg {
 	case "--version":
 		fmt.Printf("peerops-wireguard (wireguard-go library %s)\n", libraryVersion())
 	case "--host":
-		os.Exit(runHost())
+		os.Exit(runHost(false))
+	case "--serve":
+		os.Exit(runHost(true))
 	case "--list":
 		reply, err := ask("list", false)
 		if err != nil {
@@ -147,6 +153,12 @@ func ask(request string, start bool) (string, error) {
 	}
 	if !start {
 		return "", fmt.Errorf("%w runs in this network namespace", errNoHost)
+	}
+	if os.Getenv("PEEROPS_WIREGUARD_KEEPER") != "" {
+		if err := awaitKeeper(); err != nil {
+			return "", err
+		}
+		return send(request)
 	}
 	if err := startHost(); err != nil {
 		return "", err
@@ -230,6 +242,17 @@ func startHost() error {
 		}
 	}
 	return fmt.Errorf("the host did not answer within %s: see %s", startTimeout, logPath)
+}
+
+// awaitKeeper waits for the keeper's host (`--serve` in the keeper's container), which may start after
+// the agent: a host started here would die with the agent's container, and its tunnels with it.
+func awaitKeeper() error {
+	for deadline := time.Now().Add(startTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if answers() {
+			return nil
+		}
+	}
+	return fmt.Errorf("no host answered within %s, and PEEROPS_WIREGUARD_KEEPER says the WireGuard keeper runs it: is the <release>-peerops-wireguard pod running on this node?", startTimeout)
 }
 
 func answers() bool {

@@ -4,8 +4,9 @@
  *   - the controller as the chart's uid with a read-only root and no capabilities answers /health and
  *     serves the API, its git store on the data volume;
  *   - the agent, in a network namespace standing for the router node (the DaemonSet's hostNetwork) with the
- *     chart's capabilities, BIRD's socket and config dirs mounted, brings a real session (wireguard-go,
- *     BIRD in a peer namespace) to BGP Established, its tunnel run by the WireGuard keeper container;
+ *     chart's capabilities, BIRD's socket and config dirs mounted, brings a real session (peerops-wireguard,
+ *     BIRD in a peer namespace) to BGP Established, its tunnel carried by the host the WireGuard keeper
+ *     container runs;
  *   - the agent container killed and started again (a rollout) with the sessions up: no BGP flap, the
  *     tunnel's link never re-created. Without the keeper the same restart drops the tunnel.
  * The image is built by the script with its cache of the Debian root file systems (~70 s warm, a few
@@ -348,7 +349,7 @@ describe('agent image', () => {
     expect(await linkIndex()).toBe(ifindex);
   }, 180_000);
 
-  it('a session restart re-creates its tunnel through the keeper, and BGP comes back', async () => {
+  it('a session restart re-creates its tunnel in the keeper host, and BGP comes back', async () => {
     const ifindex = await linkIndex();
     const res = await L.h.post('/session', peer.userToken, { action: 'restart', uuid });
     expect(res.statusCode).toBe(200);
@@ -360,19 +361,23 @@ describe('agent image', () => {
       500,
     );
     await waitFor('BGP Established again', established, 90_000, 500);
-    // the daemon is the keeper's: none runs in the agent's container
+    // the tunnels' host is the keeper's (peerops-wireguard --serve): none runs in the agent's container,
+    // and no wireguard-go daemon anywhere
     const agent = containers.findLast((c) => c.id.startsWith('peerops-agent-'))!;
-    expect((await agent.exec(['ps', '-e', '-o', 'comm='])).stdout).not.toMatch(/wireguard-go/);
+    const agentProcesses = (await agent.exec(['ps', '-e', '-o', 'args='])).stdout;
+    expect(agentProcesses).not.toMatch(/peerops-wireguard --(host|serve)|wireguard-go/);
     const keeper = containers.find((c) => c.id.startsWith('peerops-keeper-'))!;
-    expect((await keeper.exec(['ps', '-e', '-o', 'comm='])).stdout).toMatch(/wireguard-go/);
+    const keeperProcesses = (await keeper.exec(['ps', '-e', '-o', 'args='])).stdout;
+    expect(keeperProcesses).toMatch(/peerops-wireguard --serve/);
+    expect(keeperProcesses).not.toMatch(/wireguard-go/);
   }, 240_000);
 
-  it('without the keeper the same restart drops the tunnel (wireguard-go dies with the container)', async () => {
-    // the keeper goes: its tunnels with it; an agent that runs wireguard-go itself sets the session up again
+  it('without the keeper the same restart drops the tunnel (its host dies with the container)', async () => {
+    // the keeper goes: its tunnels with it; an agent that starts its own host sets the session up again
     await containers.findLast((c) => c.id.startsWith('peerops-agent-'))!.stop();
     await containers.find((c) => c.id.startsWith('peerops-keeper-'))!.stop();
     const own = await startAgent(false);
-    await waitFor('BGP Established on its own wireguard-go', established, 90_000, 500).catch((err: Error) => {
+    await waitFor('BGP Established on its own host', established, 90_000, 500).catch((err: Error) => {
       throw new Error(`${err.message}\n${own.logs()}`);
     });
     const ifindex = await linkIndex();
