@@ -4,7 +4,7 @@
  * namespaces of this test: tunnels to spec, a handshake and a ping between two namespaces each with its
  * own host, link deletion, clear errors, a host that outlives its starter, and recovery after a crash.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -251,6 +251,39 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     const [second] = await hostPids(c);
     expect(second).not.toBe(host);
     expect(await c.run('peerops-wireguard', ['--list'])).toBe(`${spec.name}\n`);
+  });
+
+  it("beside the image's keeper: a command waits for the keeper's host (--serve) instead of starting one", async () => {
+    const d = await lab.namespace('d');
+    const name = `wg_${lab.uniquePort()}`;
+    const env = { ...process.env, PEEROPS_WIREGUARD_KEEPER: '1' };
+    // the agent's command comes first (pods start in any order)
+    const added = exec('ip', ['netns', 'exec', d.name, 'peerops-wireguard', name], { env });
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await hostPids(d)).toEqual([]);
+    const keeperHost = spawn('ip', ['netns', 'exec', d.name, 'peerops-wireguard', '--serve'], {
+      stdio: 'ignore',
+    });
+    await added;
+    expect(await d.run('peerops-wireguard', ['--list'])).toBe(`${name}\n`);
+    // the tunnel is the keeper's host's: no host of the command's own was started
+    expect(await hostPids(d)).toEqual([]);
+    expect(keeperHost.exitCode).toBeNull();
+    // a second --serve in the namespace refuses rather than stand by
+    const second = await exec('ip', ['netns', 'exec', d.name, 'peerops-wireguard', '--serve']).then(
+      () => 0,
+      (err: { code?: number }) => err.code,
+    );
+    expect(second).toBe(1);
+    await d.run('ip', ['link', 'del', name]);
+    await waitFor(
+      'the tunnel forgotten',
+      async () => (await d.run('peerops-wireguard', ['--list'])) === '',
+      10_000,
+    );
+    // without tunnels it stays (a supervisor runs it): still there to answer
+    expect(keeperHost.exitCode).toBeNull();
+    keeperHost.kill('SIGTERM');
   });
 
   it('forgets a tunnel whose link is deleted, and removes its socket', async () => {
