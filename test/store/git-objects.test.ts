@@ -4,7 +4,7 @@
  * pack.ts) against `git cat-file`: loose objects, and packs with delta chains as `git gc` writes them.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import {
   writeTree,
   type GitContext,
 } from '../../controller/store/git/objects.ts';
+import { PackReader } from '../../controller/store/git/pack.ts';
 
 let dir: string;
 let gitdir: string;
@@ -196,6 +197,31 @@ describe('git objects read by the store', () => {
     const pack = execFileSync('sh', ['-c', `cat ${repo}/objects/pack/*.pack && rm ${repo}/objects/pack/*`]);
     execFileSync('git', [`--git-dir=${repo}`, 'unpack-objects', '-q'], { input: pack });
     await expectSameAsGit(repo);
+  });
+
+  it('opens a pack once when its first reads come together', async () => {
+    const repo = history();
+    execFileSync('git', [`--git-dir=${repo}`, 'gc', '-q', '--prune=now']);
+    const blobs = allObjects(repo).filter((o) => o.type === 'blob');
+    const reader = new PackReader(repo);
+    const packHandles = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).startsWith(join(repo, 'objects', 'pack'));
+        } catch {
+          return false; // closed meanwhile
+        }
+      }).length;
+    try {
+      const read = await Promise.all(blobs.slice(0, 16).map((b) => reader.read(b.oid)));
+      expect(read.map((o) => o?.content.toString())).toEqual(
+        blobs.slice(0, 16).map((b) => b.content.toString()),
+      );
+      expect(packHandles()).toBe(1);
+    } finally {
+      await reader.close();
+    }
+    expect(packHandles()).toBe(0);
   });
 
   it('reads a packed repository with delta chains (git gc --aggressive) as git does', async () => {

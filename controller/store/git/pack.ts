@@ -129,8 +129,13 @@ function applyDelta(base: Buffer, delta: Buffer): Buffer {
 export class PackReader {
   private readonly dir: string;
   private packs = new Map<string, Pack | undefined>();
-  /** The pack names read last; a miss lists the directory again (a gc or push may have added one). */
-  private listed = false;
+  /**
+   * The first listing of the pack directory, under way or done, and a listing again after a miss (a gc
+   * or push may have added a pack), while under way. Reads started together (a start reads 16 at once)
+   * share one: each opening every pack left all but one listing's file handles to the garbage collector.
+   */
+  private listing: Promise<void> | undefined;
+  private relisting: Promise<void> | undefined;
 
   constructor(gitdir: string) {
     this.dir = join(gitdir, 'objects', 'pack');
@@ -142,19 +147,20 @@ export class PackReader {
    */
   async read(oid: string, relist = true): Promise<GitObject | undefined> {
     const id = Buffer.from(oid, 'hex');
-    if (!this.listed) await this.list();
+    await (this.listing ??= this.list());
     let found = this.locate(id);
     if (!found && relist) {
-      await this.list();
+      await this.relist();
       found = this.locate(id);
     }
     return found && this.readAt(found.pack, found.offset);
   }
 
   async close(): Promise<void> {
+    await Promise.allSettled([this.listing, this.relisting]);
     const packs = [...this.packs.values()];
     this.packs.clear();
-    this.listed = false;
+    this.listing = undefined;
     await Promise.all(packs.map((p) => p?.file.close()));
   }
 
@@ -165,6 +171,11 @@ export class PackReader {
       if (i >= 0) return { pack, offset: offsetAt(pack.idx, pack.count, i) };
     }
     return undefined;
+  }
+
+  private relist(): Promise<void> {
+    this.relisting ??= this.list().finally(() => (this.relisting = undefined));
+    return this.relisting;
   }
 
   private async list(): Promise<void> {
@@ -188,7 +199,6 @@ export class PackReader {
     // packs a gc removed: their objects are in the new pack
     for (const [name, pack] of this.packs) if (!next.has(name)) await pack?.file.close().catch(() => {});
     this.packs = next;
-    this.listed = true;
   }
 
   private async readAt(pack: Pack, offset: number): Promise<GitObject> {
