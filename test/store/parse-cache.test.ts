@@ -41,6 +41,50 @@ describe('ParseCache', () => {
       });
   });
 
+  it("writes statuses' conditions packed, each text once, and loads them back the same", async () => {
+    const cache = new ParseCache(gitdir);
+    await cache.load();
+    const condition = (type: string, at: string) => ({
+      type,
+      status: 'False',
+      reason: 'Provisioning',
+      message: "waiting for the router's agent to set up the tunnel and BGP session",
+      lastTransitionTime: at,
+    });
+    const sessions = Array.from({ length: 100 }, (_, i) => {
+      const at = new Date(Date.UTC(2026, 10, 26, 8, 0, i)).toISOString();
+      return [
+        ParseCache.key('status', `sessions/fra1/as${i}.yaml`, i.toString(16).padStart(40, '0')),
+        {
+          uuid: `u${i}`,
+          status: { code: 4, conditions: [condition('Ready', at), condition('Stalled', at)] },
+        },
+      ] as const;
+    });
+    // a router's status holds its conditions itself; one with a field beyond the five is kept as it is
+    const router = ParseCache.key('status', 'routers/fra1.yaml', 'b'.repeat(40));
+    const routerStatus = {
+      meshPublicKey: 'k',
+      conditions: [{ ...condition('Ready', '2026-11-26T08:00:00.000Z'), observedGeneration: 3 }],
+    };
+    const unusable = ParseCache.key('status', 'sessions/fra1/bad.yaml', 'c'.repeat(40));
+    for (const [key, value] of sessions) cache.set(key, value);
+    cache.set(router, routerStatus);
+    cache.set(unusable, null);
+    await cache.save(() => new Set([...sessions.map(([key]) => key), router, unusable]));
+    const text = await readFile(join(gitdir, 'peerops', 'parsed.json'), 'utf8');
+    // 200 conditions packed: the texts of Ready and of Stalled once each in the table (and the router's own)
+    expect(text.split("waiting for the router's agent").length - 1).toBe(3);
+    // what is in memory is not changed by the packing
+    expect(cache.get(sessions[0]![0])).toEqual(sessions[0]![1]);
+
+    const again = new ParseCache(gitdir);
+    await again.load();
+    for (const [key, value] of sessions) expect(again.get(key)).toStrictEqual(value);
+    expect(again.get(router)).toStrictEqual(routerStatus);
+    expect(again.get(unusable)).toBeNull();
+  });
+
   it('reads a file another release wrote as empty', async () => {
     const cache = new ParseCache(gitdir);
     await cache.load();

@@ -8,8 +8,10 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { VERSION } from '../../../common/version.ts';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
+import { ConditionPacker, unpackConditions } from './packed-conditions.ts';
 
-const FORMAT = 1;
+/** 2: statuses' conditions packed (packed-conditions.ts). */
+const FORMAT = 2;
 
 export class ParseCache {
   private readonly file: string;
@@ -30,8 +32,11 @@ export class ParseCache {
         format?: number;
         version?: string;
         entries?: [string, unknown][];
+        conditionTexts?: Parameters<typeof unpackConditions>[1];
       };
       if (doc.format === FORMAT && doc.version === VERSION && Array.isArray(doc.entries)) {
+        const texts = doc.conditionTexts ?? [];
+        for (const [key, value] of doc.entries) if (key.startsWith('status:')) unpackConditions(value, texts);
         this.entries = new Map(doc.entries);
       }
     } catch {
@@ -75,14 +80,17 @@ export class ParseCache {
   private *pieces(): Generator<string> {
     let piece = `{"format":${FORMAT},"version":${JSON.stringify(VERSION)},"entries":[`;
     let first = true;
-    for (const entry of this.entries) {
-      piece += (first ? '' : ',') + JSON.stringify(entry);
+    const conditions = new ConditionPacker();
+    for (const [key, value] of this.entries) {
+      const written = key.startsWith('status:') ? conditions.pack(value) : value;
+      piece += (first ? '' : ',') + JSON.stringify([key, written]);
       first = false;
       if (piece.length >= 1 << 20) {
         yield piece;
         piece = '';
       }
     }
-    yield `${piece}]}`;
+    // after the entries: the table is complete only once every one is written
+    yield `${piece}],"conditionTexts":${JSON.stringify(conditions.texts)}}`;
   }
 }
