@@ -367,6 +367,22 @@ describe('git store: the repository', () => {
     expect(store.getRouter('fra1')?.status).toEqual({ meshPublicKey: key, uptime: 2, agentVersion: '1.2.3' });
   });
 
+  it("commits many routers' new mesh keys in one commit, their files made over several turns", async () => {
+    const names = Array.from({ length: 120 }, (_, i) => `r${i + 2}`);
+    for (const [i, name] of names.entries())
+      await store.createRouter(name, routerSpec(i + 2, { loopback: { ipv6: `fd00::1:${i + 2}` } }), admin);
+    const keys = new Map(names.map((name) => [name, wgKey()]));
+    for (const [name, key] of keys) store.recordRouterStatus(name, { meshPublicKey: key });
+    // the status ref exists once something was committed to it
+    const commits = () => git(bare, 'rev-list', '--count', STATUS_REF).then(Number, () => 0);
+    const before = await commits();
+    await store.flushObservations();
+    expect(await commits()).toBe(before + 1);
+    await store.close();
+    store = await open();
+    for (const [name, key] of keys) expect(store.getRouter(name)?.status.meshPublicKey).toBe(key);
+  });
+
   it('flushes observations on its own timer', async () => {
     await store.close();
     store = await open({ observationFlushMs: 100 });

@@ -31,6 +31,8 @@ export interface FileWrite {
   path: string;
   text: string | undefined;
   parsed?: unknown;
+  /** `text` as a blob, encoded by a caller that spreads a large commit's work over turns of the event loop. */
+  blob?: EncodedObject;
 }
 
 // eslint-disable-next-line no-control-regex -- stripping control characters is the point
@@ -127,7 +129,7 @@ export class Branch {
   ): PreparedCommit | undefined {
     const extraParents = options.extraParents ?? [];
     const blobs = writes.map((w) =>
-      w.text === undefined ? undefined : encodeObject('blob', Buffer.from(w.text, 'utf8')),
+      w.text === undefined ? undefined : (w.blob ?? encodeObject('blob', Buffer.from(w.text, 'utf8'))),
     );
     const written: [FileWrite, string][] = [];
     const changed: [string, string | undefined][] = [];
