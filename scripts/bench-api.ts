@@ -937,6 +937,14 @@ async function storm(): Promise<void> {
     const started = Date.now();
     console.log(`${routers} agents connect at once, for ${seconds} s …`);
 
+    /**
+     * A failed request as printed: what, its error, and when (seconds into the run). Requests the run's
+     * own end cuts (a heartbeat sent as the controller is stopped) are not the controller's failures.
+     */
+    const failure = (what: string, e: Error) => {
+      if (!stopping)
+        failures.push(`${what}: ${e.message} at ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    };
     const runAgent = async (router: string, token: string) => {
       const headers = {
         authorization: `Bearer ${token}`,
@@ -963,13 +971,13 @@ async function storm(): Promise<void> {
         sessions: uuids.map((uuid) => ({ uuid, rtt: 12, rxBytes: 1e6, txBytes: 2e6, routesImported: 10 })),
       });
       const timers = [
-        repeat(HEARTBEAT_S, () => void heartbeat().catch((e: Error) => failures.push(e.message))),
+        repeat(HEARTBEAT_S, () => void heartbeat().catch((e: Error) => failure('heartbeat', e))),
         repeat(
           REPORT_S,
           () =>
             void http
               .call('POST', `/agent/${router}/report`, post, report)
-              .catch((e: Error) => failures.push(e.message)),
+              .catch((e: Error) => failure('report', e)),
         ),
       ];
       try {
@@ -991,7 +999,7 @@ async function storm(): Promise<void> {
     };
     const agents = [...fixture.tokens].map(([router, token]) =>
       runAgent(router, token).catch((e: Error) => {
-        if (!stopping) failures.push(`${router}: ${e.message}`);
+        failure(router, e);
       }),
     );
     const healthMs = await health;
