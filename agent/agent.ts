@@ -196,14 +196,14 @@ export class Agent {
 
   /**
    * One sync round: fetch (long poll when it works), then reconcile. Exposed for tests and the benchmark.
-   * `wake` ends the long poll early (the round then throws its abort).
+   * `signal` ends the long poll early (the round then throws its abort): the agent stopping, or woken.
    */
-  async syncOnce(waitSeconds = 0, wake?: AbortSignal): Promise<PassResult | undefined> {
+  async syncOnce(waitSeconds = 0, signal = this.stop.signal): Promise<PassResult | undefined> {
     const t0 = Date.now();
     const r = await this.client.sessions({
       ...(this.etag ? { etag: this.etag } : {}),
       ...(waitSeconds ? { waitSeconds } : {}),
-      signal: wake ? AbortSignal.any([this.stop.signal, wake]) : this.stop.signal,
+      signal,
     });
     if (waitSeconds && !r.body && Date.now() - t0 < 500) {
       this.longPoll = false; // a 304 without waiting: the controller does not hold requests
@@ -241,14 +241,16 @@ export class Agent {
       this.wakeNow = false;
       const waking = new AbortController();
       this.waitAborter = waking;
+      // the round's waits (long poll, pause) end when the agent stops or is woken
+      const waits = AbortSignal.any([this.stop.signal, waking.signal]);
       const wait = this.longPoll && this.passes > 0 && !woken ? Math.min(interval, LONG_POLL_MAX_S) : 0;
       try {
         const t0 = Date.now();
-        await this.syncOnce(wait, waking.signal);
+        await this.syncOnce(wait, waits);
         this.failures = 0;
         if ((!this.longPoll || wait === 0) && !this.wakeNow) {
           const pause = (this.passes > 1 && !woken ? interval * 1000 : 0) - (Date.now() - t0);
-          await this.sleep(Math.max(0, pause), AbortSignal.any([this.stop.signal, waking.signal]));
+          await this.sleep(Math.max(0, pause), waits);
         }
       } catch (err) {
         if (this.stop.signal.aborted) break;

@@ -322,7 +322,7 @@ const BASE64_VALUES = new Uint8Array(128).fill(64);
 /**
  * One spelling per Curve25519 point, to compare and index keys by: the key itself when it is the
  * canonical encoding (top bit clear, below p: every key `wg genkey | wg pubkey` prints), else the
- * canonical encoding of its point. Cheap for canonical keys (one base64 decode, no arithmetic).
+ * canonical encoding of its point. Cheap for canonical keys (two characters read, no decoding).
  */
 export function wireGuardKeyId(key: string): string {
   // Read from the text first, no decoding and no lookup: the top bit of byte 31 is bit 2 of character 41

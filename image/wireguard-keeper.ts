@@ -10,8 +10,8 @@
  * (hostNetwork), and with PEEROPS_WIREGUARD_KEEPER set they wait for it rather than start a host of
  * their own.
  *
- * wireguard-go (PEEROPS_WIREGUARD=wireguard-go): the agent asks for a daemon through the shim it runs as `wireguard-go` (image/wireguard-go-shim.sh):
- * the shim writes `<name>.want` into the shared /var/run/wireguard, the keeper takes the request away and
+ * wireguard-go (PEEROPS_WIREGUARD=wireguard-go): the agent asks for a daemon through the shim it runs as
+ * `wireguard-go` (image/wireguard-go-shim.sh): the shim writes `<name>.want` into the shared /var/run/wireguard, the keeper takes the request away and
  * starts `wireguard-go -f <name>` as its own child, whose UAPI socket `<name>.sock` the agent then uses
  * as always. Deleting the link (the agent's `ip link del`) ends the daemon; the keeper reaps it. A failed
  * start is answered with `<name>.failed` holding wireguard-go's output.

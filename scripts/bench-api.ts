@@ -833,7 +833,10 @@ interface Answer {
   body: Buffer;
 }
 
-/** `fn` every `seconds` ± 10 %, as the agent's heartbeat and report loops (agent/agent.ts); returns a stop. */
+/**
+ * `fn` every `seconds` ± 10 %, as the agent's heartbeat and report loops (agent/agent.ts); returns a
+ * function that stops it.
+ */
 function repeat(seconds: number, fn: () => void): () => void {
   let timer: NodeJS.Timeout;
   const next = () => {

@@ -81,9 +81,6 @@ func runHost(stay bool) int {
 	h := &host{tunnels: map[string]*tunnel{}, links: links, logLevel: logLevel(), stay: stay}
 	go collectGarbage()
 	h.idle = time.AfterFunc(idleExit, h.exitIfIdle)
-	if stay {
-		h.idle.Stop()
-	}
 	log.Printf("started (wireguard-go library %s)", libraryVersion())
 
 	signals := make(chan os.Signal, 1)
@@ -324,7 +321,7 @@ func (h *host) run(name string, t *tunnel) {
 		t.close()
 		delete(h.tunnels, name)
 	}
-	if len(h.tunnels) == 0 && !h.stay {
+	if len(h.tunnels) == 0 {
 		h.idle.Reset(idleExit)
 	}
 }
@@ -339,7 +336,7 @@ func (t *tunnel) close() {
 func (h *host) exitIfIdle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.tunnels) == 0 {
+	if len(h.tunnels) == 0 && !h.stay {
 		log.Printf("no tunnel for %s: exiting", idleExit)
 		os.Exit(0)
 	}

@@ -12,7 +12,10 @@ type Packed = [texts: number, lastTransitionTime: string];
 
 const FIELDS = new Set(['type', 'status', 'reason', 'message', 'lastTransitionTime']);
 
-/** The object holding a cached status's `conditions`: a session's status file `{uuid, status}`, or a router's status. */
+/**
+ * The object holding a cached status's `conditions`: the status of a session's status file
+ * `{uuid, status}`, or a router's status itself.
+ */
 function holderOf(value: unknown): { conditions?: unknown } | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const status = (value as { status?: unknown }).status;
