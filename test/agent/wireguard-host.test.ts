@@ -286,6 +286,20 @@ describe('peerops-wireguard: every userspace tunnel in one process', () => {
     keeperHost.kill('SIGTERM');
   });
 
+  it('beside the keeper, with no keeper host: a clear error after 15 s, no host and no link made', async () => {
+    const e = await lab.namespace('e');
+    const name = `wg_${lab.uniquePort()}`;
+    const env = { ...process.env, PEEROPS_WIREGUARD_KEEPER: '1' };
+    const failed = await exec('ip', ['netns', 'exec', e.name, 'peerops-wireguard', name], { env }).then(
+      () => undefined,
+      (err: { code?: number; stderr?: string }) => err,
+    );
+    expect(failed?.code).toBe(1);
+    expect(failed?.stderr).toMatch(/no host answered within 15s.*peerops-wireguard pod running on this node/);
+    expect(await hostPids(e)).toEqual([]);
+    expect(await e.run('ip', ['-o', 'link', 'show'])).not.toContain(name);
+  }, 30_000);
+
   it('forgets a tunnel whose link is deleted, and removes its socket', async () => {
     expect(await inNamespace(a, () => removeInterface(tunnel.a.name))).toBe(true);
     expect(await exists(`/var/run/wireguard/${tunnel.a.name}.sock`)).toBe(false);

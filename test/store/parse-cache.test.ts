@@ -85,6 +85,26 @@ describe('ParseCache', () => {
     expect(again.get(unusable)).toBeNull();
   });
 
+  it('reads a file whose condition table is missing as empty, not half', async () => {
+    const cache = new ParseCache(gitdir);
+    await cache.load();
+    const key = ParseCache.key('status', 'sessions/fra1/a.yaml', 'a'.repeat(40));
+    const condition = { type: 'Ready', status: 'True', reason: 'Established', message: 'up' };
+    cache.set(key, {
+      uuid: 'u',
+      status: { code: 1, conditions: [{ ...condition, lastTransitionTime: 'x' }] },
+    });
+    await cache.save(() => new Set([key]));
+    const file = join(gitdir, 'peerops', 'parsed.json');
+    const doc = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+    delete doc.conditionTexts;
+    await writeFile(file, JSON.stringify(doc));
+    const damaged = new ParseCache(gitdir);
+    await damaged.load();
+    // the blobs are the truth: the entry is read again from git rather than kept without its conditions
+    expect(damaged.has(key)).toBe(false);
+  });
+
   it('reads a file another release wrote as empty', async () => {
     const cache = new ParseCache(gitdir);
     await cache.load();
