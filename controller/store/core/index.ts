@@ -52,6 +52,37 @@ function deleteFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
   if (set?.delete(value) && set.size === 0) map.delete(key);
 }
 
+/**
+ * Session uuids by claim (claimsOf). Most claims have one holder, kept as the uuid itself; a Set only
+ * where several hold one (an ASN's address on several routers, a session kept against rules made
+ * stricter since, docs/api.md). At 100,000 sessions a Set per claim was 300,000 Sets, a tenth of a
+ * start's indexing.
+ */
+class ClaimIndex {
+  private readonly holders = new Map<string, string | Set<string>>();
+
+  add(claim: string, uuid: string): void {
+    const held = this.holders.get(claim);
+    if (held === undefined) this.holders.set(claim, uuid);
+    else if (typeof held !== 'string') held.add(uuid);
+    else if (held !== uuid) this.holders.set(claim, new Set([held, uuid]));
+  }
+
+  delete(claim: string, uuid: string): void {
+    const held = this.holders.get(claim);
+    if (held === uuid) this.holders.delete(claim);
+    else if (typeof held !== 'string' && held?.delete(uuid) && held.size === 1)
+      this.holders.set(claim, held.values().next().value as string);
+  }
+
+  /** Calls `fn` with each holder of `claim`. */
+  forEachHolder(claim: string, fn: (uuid: string) => void): void {
+    const held = this.holders.get(claim);
+    if (typeof held === 'string') fn(held);
+    else held?.forEach((uuid) => fn(uuid));
+  }
+}
+
 /** What a session claims for itself alone: its peer addresses, and its WireGuard key on its router. */
 function claimsOf(
   spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
@@ -70,8 +101,8 @@ export class StoreIndex {
   /** Per router: listen port → session name. */
   private readonly ports = new Map<string, Map<number, string>>();
   private readonly byAsn = new Map<number, Set<string>>();
-  /** Session uuids by claim (claimsOf): the address and key rules compare with these, never with all. */
-  private readonly byClaim = new Map<string, Set<string>>();
+  /** The address and key rules compare a session with the holders of its claims, never with all. */
+  private readonly claims = new ClaimIndex();
   /** Router statuses as storage holds them, also for a router storage has not given yet. */
   private readonly storedStatus = new Map<string, RouterStatus>();
   /** Router status patches recorded and not yet persisted, merged over what storage says. */
@@ -159,9 +190,14 @@ export class StoreIndex {
   neighbours(
     spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
   ): Session[] {
-    const uuids = new Set<string>();
-    for (const claim of claimsOf(spec)) for (const uuid of this.byClaim.get(claim) ?? []) uuids.add(uuid);
-    return [...uuids].flatMap((uuid) => this.sessions.get(uuid) ?? []);
+    // a Set: one ASN's address on every router has a holder per router, and a session has both claims
+    const found = new Set<Session>();
+    const add = (uuid: string) => {
+      const session = this.sessions.get(uuid);
+      if (session) found.add(session);
+    };
+    for (const claim of claimsOf(spec)) this.claims.forEachHolder(claim, add);
+    return [...found];
   }
 
   // ---------------------------------------------------------------- puts and removes (from storage or a write)
@@ -240,7 +276,7 @@ export class StoreIndex {
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
     addTo(this.byAsn, spec.asn, spec.uuid);
-    for (const claim of claimsOf(spec)) addTo(this.byClaim, claim, spec.uuid);
+    for (const claim of claimsOf(spec)) this.claims.add(claim, spec.uuid);
     this.feed.publish(
       { kind: 'PeeringSession', name, type: 'put', router: spec.router },
       sessionTopics(previous, session),
@@ -267,7 +303,7 @@ export class StoreIndex {
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === session.name) ports.delete(session.spec.listenPort);
     deleteFrom(this.byAsn, session.spec.asn, session.spec.uuid);
-    for (const claim of claimsOf(session.spec)) deleteFrom(this.byClaim, claim, session.spec.uuid);
+    for (const claim of claimsOf(session.spec)) this.claims.delete(claim, session.spec.uuid);
   }
 
   // ---------------------------------------------------------------- observations
