@@ -5,7 +5,7 @@
  */
 import { syncWrittenDirs } from '../../git-fs.ts';
 import type { Actor } from '../store.ts';
-import { ParseCache } from './parse-cache.ts';
+import { ParseCache, type CacheKind } from './parse-cache.ts';
 import {
   encodeCommit,
   encodeObject,
@@ -20,6 +20,7 @@ import {
   EMPTY_DIR,
   diffTree,
   getFile,
+  listFiles,
   setFiles,
   encodeTrees,
   type DirNode,
@@ -68,9 +69,9 @@ export class Branch {
   private headOid: string | undefined;
   private tree: DirNode = EMPTY_DIR;
 
-  private readonly cache: { cache: ParseCache; kind: 'spec' | 'status' } | undefined;
+  private readonly cache: { cache: ParseCache; kind: CacheKind } | undefined;
 
-  constructor(ctx: GitContext, ref: string, cache?: { cache: ParseCache; kind: 'spec' | 'status' }) {
+  constructor(ctx: GitContext, ref: string, cache?: { cache: ParseCache; kind: CacheKind }) {
     this.ctx = ctx;
     this.ref = ref;
     this.cache = cache;
@@ -104,7 +105,16 @@ export class Branch {
       this.headOid = undefined;
       return changes;
     }
-    const { root, changes } = await diffTree(this.ctx, this.tree, await readCommitTree(this.ctx, next));
+    const treeOid = await readCommitTree(this.ctx, next);
+    // the first sync: from the mirror of the last run when the parse cache has it, every file a change
+    const kept = this.tree === EMPTY_DIR ? this.cache?.cache.takeMirror(this.cache.kind) : undefined;
+    if (kept) {
+      const { root } = await diffTree(this.ctx, kept, treeOid);
+      this.tree = root;
+      this.headOid = next;
+      return listFiles(root).map(([path, oid]) => ({ path, oid }));
+    }
+    const { root, changes } = await diffTree(this.ctx, this.tree, treeOid);
     this.tree = root;
     this.headOid = next;
     return changes;

@@ -214,21 +214,27 @@ export async function readTree(ctx: GitContext, oid: string): Promise<TreeEntry[
 /** Printable ASCII: JavaScript's string order is then git's byte order. */
 const ASCII = /^[\x20-\x7e]*$/;
 
-/**
- * Entries in git's order: by the bytes of the name, a directory's as if it ended in "/". Encoded into
- * one buffer: a create re-encodes the `sessions` directory, one entry per router (1,000 at 100,000
- * sessions), on both branches.
- */
-export function encodeTree(entries: TreeEntry[]): EncodedObject {
+/** Tree entries in git's order: by the bytes of the name, a directory's as if it ended in "/". */
+export function inGitOrder<T extends { type: 'blob' | 'tree'; name: string }>(entries: T[]): T[] {
   const keyed = entries.map((e) => ({ e, key: e.type === 'tree' ? `${e.name}/` : e.name }));
   if (keyed.every(({ key }) => ASCII.test(key)))
     keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   else keyed.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+  return keyed.map(({ e }) => e);
+}
+
+/**
+ * Entries in git's order (inGitOrder). Encoded into
+ * one buffer: a create re-encodes the `sessions` directory, one entry per router (1,000 at 100,000
+ * sessions), on both branches.
+ */
+export function encodeTree(entries: TreeEntry[]): EncodedObject {
+  const sorted = inGitOrder(entries);
   let size = 0;
-  for (const { e } of keyed) size += MODE[e.type].length + 1 + Buffer.byteLength(e.name) + 1 + 20;
+  for (const e of sorted) size += MODE[e.type].length + 1 + Buffer.byteLength(e.name) + 1 + 20;
   const content = Buffer.allocUnsafe(size);
   let pos = 0;
-  for (const { e } of keyed) {
+  for (const e of sorted) {
     pos += content.write(`${MODE[e.type]} ${e.name}\0`, pos);
     pos += content.write(e.oid, pos, 20, 'hex');
   }

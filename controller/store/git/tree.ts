@@ -4,7 +4,14 @@
  * update simply drops the new mirror. Also the diff between the mirror and another commit's tree, which
  * reads only the subtrees whose ids differ.
  */
-import { encodeTree, readTree, type EncodedObject, type GitContext, type TreeEntry } from './objects.ts';
+import {
+  encodeTree,
+  inGitOrder,
+  readTree,
+  type EncodedObject,
+  type GitContext,
+  type TreeEntry,
+} from './objects.ts';
 
 export interface FileNode {
   type: 'blob';
@@ -152,4 +159,49 @@ export function listFiles(root: DirNode): [string, string][] {
   };
   walk(root, '');
   return out;
+}
+
+/**
+ * A mirror as JSON, kept in the parse cache (parse-cache.ts) so that a start reads no tree objects for the
+ * directories unchanged since: [tree id, [name, blob id or subdirectory, name, …]], entries in git's order
+ * (a start applies files in the order a walk of the tree gives).
+ */
+export type PackedDir = [oid: string, entries: (string | PackedDir)[]];
+
+/** The mirror packed; undefined when a directory has no id yet (not written: nothing to trust it for). */
+export function packMirror(dir: DirNode): PackedDir | undefined {
+  if (dir.oid === undefined) return undefined;
+  const entries: (string | PackedDir)[] = [];
+  const named = [...dir.entries].map(([name, node]) => ({ type: node.type, name, node }));
+  for (const { name, node } of inGitOrder(named)) {
+    if (node.type === 'blob') {
+      entries.push(name, node.oid);
+      continue;
+    }
+    const packed = packMirror(node);
+    if (!packed) return undefined;
+    entries.push(name, packed);
+  }
+  return [dir.oid, entries];
+}
+
+const OID_LENGTH = 40;
+
+/** A packed mirror back; throws when it is not one (a damaged cache file is not trusted). */
+export function unpackMirror(value: unknown): DirNode {
+  if (!Array.isArray(value) || value.length !== 2) throw new Error('not a packed directory');
+  const [oid, list] = value as [unknown, unknown];
+  if (typeof oid !== 'string' || oid.length !== OID_LENGTH || !Array.isArray(list) || list.length % 2 !== 0)
+    throw new Error('not a packed directory');
+  const entries = new Map<string, FileNode | DirNode>();
+  for (let i = 0; i < list.length; i += 2) {
+    const name: unknown = list[i];
+    const node: unknown = list[i + 1];
+    if (typeof name !== 'string' || name === '') throw new Error('a packed entry without a name');
+    if (typeof node === 'string') {
+      if (node.length !== OID_LENGTH) throw new Error(`a packed entry ${name} without a blob id`);
+      entries.set(name, { type: 'blob', oid: node });
+    } else entries.set(name, unpackMirror(node));
+  }
+  return { type: 'tree', oid, entries };
 }
