@@ -17,10 +17,14 @@ import {
 import type { PolicySpec, RouterSpec, SessionSpec } from '../schema.ts';
 import { blockedAsnMessage, mergedPolicy, type PolicySource } from './policy.ts';
 
-/** What policyJudge reads: a store's routers, sessions and policies. */
+/** What policyJudge reads: a store's routers and policies, and the neighbours of a session. */
 export interface NetworkSource extends PolicySource {
   listRouters(): { name: string; spec: RouterSpec }[];
-  listSessions(): { name: string; spec: SessionSpec }[];
+  /**
+   * The sessions a session's addresses and key can clash with: other ASNs' sessions with one of its peer
+   * addresses, the sessions on its router with its WireGuard key (NetworkView.sessions).
+   */
+  neighbours(spec: SessionSpec): Iterable<{ name: string; spec: SessionSpec }>;
 }
 
 /** The fields of its own that sessionAddressingErrors judges, besides asn and router (which never change). */
@@ -41,8 +45,9 @@ export type SessionAddressing = Pick<
 
 /**
  * The other routers and sessions a session's peer addresses and key are compared with. `sessions` may hold
- * only the neighbours (neighbourIndex): every session with one of its addresses, and every session on its
- * router with its WireGuard key (those without router and publicKey are compared by address only).
+ * only its neighbours (NetworkSource.neighbours): other ASNs' sessions with one of its addresses, and the
+ * sessions on its router with its WireGuard key (those without router and publicKey are compared by
+ * address only).
  */
 export interface NetworkView {
   routers: Iterable<{ name: string; spec: RouterSpec }>;
@@ -245,39 +250,6 @@ export function assertSessionAddressing(
 type Neighbour = { name: string; spec: SessionSpec };
 
 /**
- * Sessions indexed by peer address and by router and key: the NetworkView of one session's neighbours
- * (what sessionAddressingErrors compares it with), so that judging every session of a large network (the
- * admin list) does not compare each with all.
- */
-export function neighbourIndex(
-  routers: readonly { name: string; spec: RouterSpec }[],
-  sessions: Iterable<Neighbour>,
-): (spec: Pick<SessionSpec, 'router' | 'ipv6' | 'ipv4' | 'publicKey'>) => NetworkView {
-  const byAddress = new Map<string, Neighbour[]>();
-  const byKey = new Map<string, Neighbour[]>();
-  const add = (map: Map<string, Neighbour[]>, key: string, s: Neighbour) => {
-    const list = map.get(key);
-    if (list) list.push(s);
-    else map.set(key, [s]);
-  };
-  const keyOf = (spec: Pick<SessionSpec, 'router' | 'publicKey'>) =>
-    `${spec.router} ${wireGuardKeyId(spec.publicKey)}`;
-  for (const s of sessions) {
-    add(byAddress, s.spec.ipv6, s);
-    if (s.spec.ipv4 !== undefined) add(byAddress, s.spec.ipv4, s);
-    add(byKey, keyOf(s.spec), s);
-  }
-  return (spec) => ({
-    routers,
-    sessions: new Set([
-      ...(byAddress.get(spec.ipv6) ?? []),
-      ...((spec.ipv4 !== undefined && byAddress.get(spec.ipv4)) || []),
-      ...(byKey.get(keyOf(spec)) ?? []),
-    ]),
-  });
-}
-
-/**
  * What the current policy says of a stored session: the rules a create of it would meet now
  * (sessionAddressingErrors, and an ASN the policy blocks), pointers as in a create body. A policy tightened
  * after a session was stored does not remove it; the admin list shows these as `policyViolations`, and
@@ -319,12 +291,13 @@ export function assertPolicyAllows(store: NetworkSource, session: Neighbour, act
 export function policyJudge(store: NetworkSource): (session: Neighbour) => FieldError[] {
   const routers = store.listRouters();
   const byName = new Map(routers.map((r) => [r.name, r.spec]));
-  const neighbours = neighbourIndex(routers, store.listSessions());
+  const loopbackOwner = loopbackIndex(routers);
   const policies = new Map<string, PolicySpec>();
   return (session) => {
     const name = session.spec.router;
     let policy = policies.get(name);
     if (!policy) policies.set(name, (policy = mergedPolicy(store, name)));
-    return policyViolations(session, byName.get(name), policy, neighbours(session.spec));
+    const network = { routers, loopbackOwner, sessions: store.neighbours(session.spec) };
+    return policyViolations(session, byName.get(name), policy, network);
   };
 }

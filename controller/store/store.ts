@@ -81,6 +81,11 @@ export interface Store {
   getRouter(name: string): Router | undefined;
   listSessions(filter?: { router?: string; asn?: number }): Session[];
   getSession(uuid: string): Session | undefined;
+  /**
+   * The sessions whose peer addresses or key `spec` can clash with: other ASNs' sessions with one of its
+   * addresses, the sessions on its router with its WireGuard key (common/rules/addressing.ts).
+   */
+  neighbours(spec: SessionSpec): Session[];
   listPolicies(): Policy[];
   getPolicy(name: string): Policy | undefined;
   /** sha256 hex of the router's agent token, if one is set. */

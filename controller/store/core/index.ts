@@ -10,7 +10,6 @@
  * and a status read back from storage meanwhile does not hide a newer observation.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { wireGuardKeyId } from '../../../common/net.ts';
 import type {
   RouterSpec,
   RouterStatus,
@@ -19,6 +18,7 @@ import type {
   SessionStatusRecord,
 } from '../../../common/schema.ts';
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
+import { SessionClaims, type ClaimSpec } from './claims.ts';
 import type { Policy, Router, Session } from '../store.ts';
 
 /**
@@ -52,46 +52,6 @@ function deleteFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
   if (set?.delete(value) && set.size === 0) map.delete(key);
 }
 
-/**
- * Session uuids by claim (claimsOf). Most claims have one holder, kept as the uuid itself; a Set only
- * where several hold one (an ASN's address on several routers, a session kept against rules made
- * stricter since, docs/api.md). At 100,000 sessions a Set per claim was 300,000 Sets, a tenth of a
- * start's indexing.
- */
-class ClaimIndex {
-  private readonly holders = new Map<string, string | Set<string>>();
-
-  add(claim: string, uuid: string): void {
-    const held = this.holders.get(claim);
-    if (held === undefined) this.holders.set(claim, uuid);
-    else if (typeof held !== 'string') held.add(uuid);
-    else if (held !== uuid) this.holders.set(claim, new Set([held, uuid]));
-  }
-
-  delete(claim: string, uuid: string): void {
-    const held = this.holders.get(claim);
-    if (held === uuid) this.holders.delete(claim);
-    else if (typeof held !== 'string' && held?.delete(uuid) && held.size === 1)
-      this.holders.set(claim, held.values().next().value as string);
-  }
-
-  /** Calls `fn` with each holder of `claim`. */
-  forEachHolder(claim: string, fn: (uuid: string) => void): void {
-    const held = this.holders.get(claim);
-    if (typeof held === 'string') fn(held);
-    else held?.forEach((uuid) => fn(uuid));
-  }
-}
-
-/** What a session claims for itself alone: its peer addresses, and its WireGuard key on its router. */
-function claimsOf(
-  spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
-): string[] {
-  const claims = [`address ${spec.ipv6}`, `key ${spec.router} ${wireGuardKeyId(spec.publicKey)}`];
-  if (spec.ipv4 !== undefined) claims.push(`address ${spec.ipv4}`);
-  return claims;
-}
-
 export class StoreIndex {
   readonly feed = new ChangeFeed();
   private readonly routers = new Map<string, Router>();
@@ -101,8 +61,7 @@ export class StoreIndex {
   /** Per router: listen port → session name. */
   private readonly ports = new Map<string, Map<number, string>>();
   private readonly byAsn = new Map<number, Set<string>>();
-  /** The address and key rules compare a session with the holders of its claims, never with all. */
-  private readonly claims = new ClaimIndex();
+  private readonly claims = new SessionClaims();
   /** Router statuses as storage holds them, also for a router storage has not given yet. */
   private readonly storedStatus = new Map<string, RouterStatus>();
   /** Router status patches recorded and not yet persisted, merged over what storage says. */
@@ -186,17 +145,17 @@ export class StoreIndex {
     return new Set(this.ports.get(router)?.keys() ?? []);
   }
 
-  /** The sessions holding one of the claims of `spec` (its peer addresses, its key on its router). */
-  neighbours(
-    spec: Pick<SessionSpec, 'router' | 'ipv6' | 'publicKey'> & { ipv4?: string | undefined },
-  ): Session[] {
-    // a Set: one ASN's address on every router has a holder per router, and a session has both claims
+  /**
+   * The sessions whose addresses or key `spec` can clash with (claims.ts): other ASNs' sessions with one
+   * of its peer addresses, the sessions on its router with its WireGuard key; what the address and key
+   * rules compare it with (NetworkView.sessions).
+   */
+  neighbours(spec: ClaimSpec): Session[] {
     const found = new Set<Session>();
-    const add = (uuid: string) => {
+    this.claims.forEachRival(spec, (uuid) => {
       const session = this.sessions.get(uuid);
       if (session) found.add(session);
-    };
-    for (const claim of claimsOf(spec)) this.claims.forEachHolder(claim, add);
+    });
     return [...found];
   }
 
@@ -276,7 +235,7 @@ export class StoreIndex {
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
     addTo(this.byAsn, spec.asn, spec.uuid);
-    for (const claim of claimsOf(spec)) this.claims.add(claim, spec.uuid);
+    this.claims.add(spec.uuid, spec);
     this.feed.publish(
       { kind: 'PeeringSession', name, type: 'put', router: spec.router },
       sessionTopics(previous, session),
@@ -303,7 +262,7 @@ export class StoreIndex {
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === session.name) ports.delete(session.spec.listenPort);
     deleteFrom(this.byAsn, session.spec.asn, session.spec.uuid);
-    for (const claim of claimsOf(session.spec)) this.claims.delete(claim, session.spec.uuid);
+    this.claims.delete(session.spec.uuid, session.spec);
   }
 
   // ---------------------------------------------------------------- observations

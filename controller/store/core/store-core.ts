@@ -188,6 +188,10 @@ export abstract class StoreCore implements Store {
     return this.index.getSession(uuid);
   }
 
+  neighbours(spec: SessionSpec): Session[] {
+    return this.index.neighbours(spec);
+  }
+
   listPolicies(): Policy[] {
     return this.index.listPolicies();
   }
@@ -316,7 +320,7 @@ export abstract class StoreCore implements Store {
 
   /** What assertAdmission reads: the index, and the creates in flight not in it yet. */
   protected admissionView(
-    spec: Pick<SessionSpec, 'router' | 'ipv6' | 'ipv4' | 'publicKey'>,
+    spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4' | 'publicKey'>,
     inFlight: readonly InFlightSession[] = [],
     self?: string,
   ): AdmissionView {
