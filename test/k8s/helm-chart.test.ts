@@ -177,11 +177,22 @@ describe('charts/peerops', () => {
     const deployment = objects.find((o) => o.kind === 'Deployment') as KubernetesObject & {
       spec: {
         replicas: number;
-        template: { spec: { containers: { livenessProbe: { httpGet: { path: string } } }[] } };
+        template: {
+          spec: {
+            containers: Record<
+              'livenessProbe' | 'readinessProbe',
+              { httpGet: { path: string }; timeoutSeconds: number }
+            >[];
+          };
+        };
       };
     };
     expect(deployment.spec.replicas).toBe(3);
-    expect(deployment.spec.template.spec.containers[0]?.livenessProbe.httpGet.path).toBe('/livez');
+    const controller = deployment.spec.template.spec.containers[0];
+    expect(controller?.livenessProbe.httpGet.path).toBe('/livez');
+    // a connect burst holds the event loop past Kubernetes' default 1 s
+    expect(controller?.livenessProbe.timeoutSeconds).toBe(5);
+    expect(controller?.readinessProbe.timeoutSeconds).toBe(5);
     const daemonSet = objects.find((o) => o.kind === 'DaemonSet') as KubernetesObject & {
       spec: {
         template: {
