@@ -119,6 +119,8 @@ export class ControlPlaneClient {
   /** Time of the last answer from the controller (any HTTP status), for /health. */
   lastContact = 0;
   lastError: string | undefined;
+  /** The last answers of conditional GETs (kept), by path. */
+  private readonly lastAnswers = new Map<string, { etag: string; value: unknown }>();
 
   constructor(opts: ClientOptions) {
     this.opts = opts;
@@ -223,12 +225,29 @@ export class ControlPlaneClient {
     return { body: this.json<AgentSessionsResponse>(res, AgentSessionsResponse, 'GET sessions'), etag };
   }
 
-  async birdConfig(): Promise<BirdConfigResponse> {
-    return this.json(await this.request('GET', '/bird-config'), BirdConfigResponse, 'GET bird-config');
+  /**
+   * The router's merged policy and iBGP peers. Asked with the ETag of the last answer: unchanged, the
+   * controller answers 304 and this is the answer kept (the object itself, which callers do not change).
+   */
+  birdConfig(): Promise<BirdConfigResponse> {
+    return this.kept('/bird-config', BirdConfigResponse, 'GET bird-config');
   }
 
-  async mesh(): Promise<MeshResponse> {
-    return this.json(await this.request('GET', '/mesh'), MeshResponse, 'GET mesh');
+  /** The mesh peers, asked as birdConfig is. */
+  mesh(): Promise<MeshResponse> {
+    return this.kept('/mesh', MeshResponse, 'GET mesh');
+  }
+
+  /** A GET whose last answer is kept with its ETag and asked for with If-None-Match. */
+  private async kept<T>(path: string, schema: TSchema, what: string): Promise<T> {
+    const last = this.lastAnswers.get(path);
+    const res = await this.request('GET', path, last ? { headers: { 'if-none-match': last.etag } } : {});
+    if (res.status === 304 && last) return last.value as T;
+    const value = this.json<T>(res, schema, what);
+    const etag = res.headers.get('etag');
+    if (etag) this.lastAnswers.set(path, { etag, value });
+    else this.lastAnswers.delete(path);
+    return value;
   }
 
   async bootstrap(): Promise<BootstrapConfigResponse> {

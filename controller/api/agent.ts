@@ -46,8 +46,8 @@ import { agentSession } from './views.ts';
  */
 function sessionsEncoding(sessions: AgentSession[]): Encoding {
   const json = JSON.stringify(sessions);
-  const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);
-  return { json: `{"revision":${JSON.stringify(hash)},"sessions":${json}}`, etag: `"${hash}"` };
+  const etag = etagOf(json);
+  return { json: `{"revision":${JSON.stringify(etag.slice(1, -1))},"sessions":${json}}`, etag };
 }
 
 /**
@@ -92,6 +92,25 @@ function upTo(head: object, field: string): string {
 /** Sends encoded JSON as it is (fastify's serializer passes bytes with a JSON content type through). */
 const sendJson = (reply: FastifyReply, json: Buffer): FastifyReply =>
   reply.type('application/json; charset=utf-8').send(json);
+
+/** A hash of an answer's bytes as its strong ETag: every replica tags the same content alike. */
+const etagOf = (json: string | Buffer): string =>
+  `"${createHash('sha256').update(json).digest('base64url').slice(0, 27)}"`;
+
+/**
+ * A peer-list answer with its ETag, or 304 Not Modified when If-None-Match names it: an agent asks for its
+ * BIRD config and mesh list on every pass, and at 1,000 routers each is some 250 KiB that changes far
+ * less often than it is asked for (docs/api.md, Agent API).
+ */
+const sendTagged = (reply: FastifyReply, ifNoneMatch: string | undefined, json: Buffer): FastifyReply => {
+  const etag = etagOf(json);
+  reply.header('etag', etag).header('cache-control', 'no-cache');
+  return etagMatches(ifNoneMatch, etag) ? reply.code(304).send() : sendJson(reply, json);
+};
+
+const NOT_MODIFIED = Type.Unsafe<void>({
+  description: 'Not Modified: the ETag in If-None-Match is still current',
+});
 
 export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin, opts) => {
   const { store, config, shutdown } = opts;
@@ -146,7 +165,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         response: {
           // sent as bytes encoded once per revision (and gzipped once): sessionLists
           200: Type.Unsafe<Buffer>(AgentSessionsResponse),
-          304: Type.Unsafe<void>({ description: 'Not Modified: the ETag in If-None-Match is still current' }),
+          304: NOT_MODIFIED,
         },
       },
     },
@@ -193,7 +212,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         summary: 'Routing policy merged for the router',
         params: RouterParams,
         // sent as text: peerLists
-        response: { 200: Type.Unsafe<Buffer>(BirdConfigResponse) },
+        response: { 200: Type.Unsafe<Buffer>(BirdConfigResponse), 304: NOT_MODIFIED },
       },
     },
     async (request, reply) => {
@@ -213,7 +232,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
       };
-      return sendJson(reply, peerLists.ibgp(router.name, [upTo(head, 'ibgpPeers'), '}']));
+      const json = peerLists.ibgp(router.name, [upTo(head, 'ibgpPeers'), '}']);
+      return sendTagged(reply, request.headers['if-none-match'], json);
     },
   );
 
@@ -226,10 +246,13 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         summary: 'Mesh peers (routers with a known mesh key)',
         params: RouterParams,
         // sent as text: peerLists
-        response: { 200: Type.Unsafe<Buffer>(MeshResponse) },
+        response: { 200: Type.Unsafe<Buffer>(MeshResponse), 304: NOT_MODIFIED },
       },
     },
-    async (request, reply) => sendJson(reply, peerLists.mesh(routerOf(request), ['{"peers":', '}'])),
+    async (request, reply) => {
+      const json = peerLists.mesh(routerOf(request), ['{"peers":', '}']);
+      return sendTagged(reply, request.headers['if-none-match'], json);
+    },
   );
 
   app.get(

@@ -31,6 +31,26 @@ describe('control-plane client', () => {
     expect((await c.bootstrap()).node.name).toBe('cl1');
   });
 
+  it('asks for bird-config and mesh with the last ETag and keeps the answer a 304 confirms', async () => {
+    const c = new ControlPlaneClient(opts());
+    const config = await c.birdConfig();
+    const mesh = await c.mesh();
+    // unchanged: the same answer, not a new one parsed from a body
+    expect(await c.birdConfig()).toBe(config);
+    expect(await c.mesh()).toBe(mesh);
+    const policy = h.store.getPolicy('default')?.spec;
+    await expectOk(
+      h.post('/admin/policy', h.admin, { action: 'set', spec: { ...policy, dn42Asn: 4242420002 } }),
+    );
+    const changed = await c.birdConfig();
+    expect(changed).not.toBe(config);
+    expect(changed.dn42Asn).toBe(4242420002);
+    expect(await c.mesh()).toBe(mesh);
+    // another client (an agent restarted) gets the whole answer
+    expect(await new ControlPlaneClient(opts()).birdConfig()).toEqual(changed);
+    await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: policy }));
+  });
+
   it('answers 304 with the ETag, and a long poll returns when the revision changes', async () => {
     const c = new ControlPlaneClient(opts());
     const first = await c.sessions();

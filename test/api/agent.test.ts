@@ -362,21 +362,41 @@ describe('configuration for the agent', () => {
       endpoint: expect.stringMatching(/^ams1\.example\.net:\d+$/),
     });
   });
-  it('mesh and bird-config follow every change they show', async () => {
+  it('mesh and bird-config follow every change they show, 304 under their ETag until one', async () => {
+    // each asked as the agent asks: with the ETag of its last answer
+    const etags = new Map<string, string>();
+    const ask = async (path: string) => {
+      const last = etags.get(path);
+      const res = await h.get(path, fraToken, last ? { 'if-none-match': last } : {});
+      if (res.statusCode === 304) {
+        expect(res.body).toBe('');
+        expect(res.headers.etag).toBe(last);
+        return undefined;
+      }
+      await expectOk(Promise.resolve(res));
+      expect(res.headers.etag).toMatch(/^"[\w-]{27}"$/);
+      expect(res.headers.etag).not.toBe(last);
+      etags.set(path, res.headers.etag as string);
+      return res.json();
+    };
     const mesh = async () =>
-      (await expectOk(h.get('/agent/fra1/mesh', fraToken))).json().peers as {
-        router: string;
-        publicKey: string;
-        endpoint: string;
-      }[];
-    const birdConfig = async () => (await expectOk(h.get('/agent/fra1/bird-config', fraToken))).json();
-    await mesh();
-    await birdConfig();
+      (await ask('/agent/fra1/mesh')) as
+        { peers: { router: string; publicKey: string; endpoint: string }[] } | undefined;
+    const birdConfig = () => ask('/agent/fra1/bird-config');
+    expect(await mesh()).toBeDefined();
+    expect(await birdConfig()).toBeDefined();
+    expect(await mesh()).toBeUndefined();
+    expect(await birdConfig()).toBeUndefined();
     const key = wgKey();
     await expectOk(
       h.post('/agent/ams1/heartbeat', amsToken, { version: '1.2.3', uptime: 2, meshPublicKey: key }),
     );
-    expect((await mesh()).find((p) => p.router === 'ams1')?.publicKey).toBe(key);
+    expect((await mesh())?.peers.find((p) => p.router === 'ams1')?.publicKey).toBe(key);
+    // a heartbeat that changes nothing shown changes neither answer
+    await expectOk(
+      h.post('/agent/ams1/heartbeat', amsToken, { version: '1.2.3', uptime: 3, meshPublicKey: key }),
+    );
+    expect(await mesh()).toBeUndefined();
     await expectOk(
       h.post('/admin/router', h.admin, {
         action: 'update',
@@ -384,7 +404,7 @@ describe('configuration for the agent', () => {
         spec: { endpointHost: 'ams1.example.org' },
       }),
     );
-    expect((await mesh()).find((p) => p.router === 'ams1')?.endpoint).toMatch(/^ams1\.example\.org:/);
+    expect((await mesh())?.peers.find((p) => p.router === 'ams1')?.endpoint).toMatch(/^ams1\.example\.org:/);
     const policy = h.store.getPolicy('default')?.spec;
     await expectOk(
       h.post('/admin/policy', h.admin, {
@@ -392,7 +412,10 @@ describe('configuration for the agent', () => {
         spec: { ...policy, rpkiServers: [{ host: 'rpki2.example.net', port: 8282 }] },
       }),
     );
-    expect((await birdConfig()).rpkiServers).toEqual([{ host: 'rpki2.example.net', port: 8282 }]);
+    expect(((await birdConfig()) as { rpkiServers: unknown }).rpkiServers).toEqual([
+      { host: 'rpki2.example.net', port: 8282 },
+    ]);
+    expect(await birdConfig()).toBeUndefined();
     await expectOk(
       h.post('/admin/router', h.admin, {
         action: 'update',
