@@ -46,8 +46,8 @@ import { agentSession } from './views.ts';
  */
 function sessionsEncoding(sessions: AgentSession[]): Encoding {
   const json = JSON.stringify(sessions);
-  const etag = etagOf(json);
-  return { json: `{"revision":${JSON.stringify(etag.slice(1, -1))},"sessions":${json}}`, etag };
+  const hash = createHash('sha256').update(json).digest('base64url').slice(0, 27);
+  return { json: `{"revision":${JSON.stringify(hash)},"sessions":${json}}`, etag: `"${hash}"` };
 }
 
 /**
@@ -93,21 +93,6 @@ function upTo(head: object, field: string): string {
 const sendJson = (reply: FastifyReply, json: Buffer): FastifyReply =>
   reply.type('application/json; charset=utf-8').send(json);
 
-/** A hash of an answer's bytes as its strong ETag: every replica tags the same content alike. */
-const etagOf = (json: string | Buffer): string =>
-  `"${createHash('sha256').update(json).digest('base64url').slice(0, 27)}"`;
-
-/**
- * A peer-list answer with its ETag, or 304 Not Modified when If-None-Match names it: an agent asks for its
- * BIRD config and mesh list on every pass, and at 1,000 routers each is some 250 KiB that changes far
- * less often than it is asked for (docs/api.md, Agent API).
- */
-const sendTagged = (reply: FastifyReply, ifNoneMatch: string | undefined, json: Buffer): FastifyReply => {
-  const etag = etagOf(json);
-  reply.header('etag', etag).header('cache-control', 'no-cache');
-  return etagMatches(ifNoneMatch, etag) ? reply.code(304).send() : sendJson(reply, json);
-};
-
 const NOT_MODIFIED = Type.Unsafe<void>({
   description: 'Not Modified: the ETag in If-None-Match is still current',
 });
@@ -136,6 +121,21 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     );
   const peerLists = new PeerLists(store);
   plugin.addHook('onClose', async () => peerLists.close());
+  /**
+   * A peer-list answer with its ETag, or 304 Not Modified when If-None-Match names it: an agent asks for
+   * its BIRD config and mesh list on every pass, and at 1,000 routers each is some 250 KiB that changes
+   * far less often than it is asked for (docs/api.md, Agent API). The tag comes from the lists' blocks
+   * (PeerLists): a 304 makes no answer.
+   */
+  const sendList = (
+    reply: FastifyReply,
+    etag: string,
+    ifNoneMatch: string | undefined,
+    answer: () => Buffer,
+  ): FastifyReply => {
+    reply.header('etag', etag).header('cache-control', 'no-cache');
+    return etagMatches(ifNoneMatch, etag) ? reply.code(304).send() : sendJson(reply, answer());
+  };
 
   const routerOf = (request: { params: { router: string } }): Router => {
     const router = store.getRouter(request.params.router);
@@ -232,8 +232,10 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
       };
-      const json = peerLists.ibgp(router.name, [upTo(head, 'ibgpPeers'), '}']);
-      return sendTagged(reply, request.headers['if-none-match'], json);
+      const around = [upTo(head, 'ibgpPeers'), '}'] as const;
+      return sendList(reply, peerLists.ibgpTag(router.name, around), request.headers['if-none-match'], () =>
+        peerLists.ibgp(router.name, around),
+      );
     },
   );
 
@@ -250,8 +252,11 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       },
     },
     async (request, reply) => {
-      const json = peerLists.mesh(routerOf(request), ['{"peers":', '}']);
-      return sendTagged(reply, request.headers['if-none-match'], json);
+      const router = routerOf(request);
+      const around = ['{"peers":', '}'] as const;
+      return sendList(reply, peerLists.meshTag(router, around), request.headers['if-none-match'], () =>
+        peerLists.mesh(router, around),
+      );
     },
   );
 

@@ -14,7 +14,12 @@
  * routers are frozen and a change of a spec replaces it, so an entry is kept per spec object (and its
  * mesh key compared). The entries show the same to every asker but for the mesh endpoint's port, which
  * is the asker's (meshListenPort of its nodeId): a mesh entry has a hole for it, filled per answer.
+ *
+ * Agents ask for their lists on every pass with the ETag of the last answer. The tag is a hash of what an
+ * answer is made of (the text around the list, the asker, its port, each block's hash), so an unchanged
+ * list is answered 304 without copying it, and the same content has the same tag on every replica.
  */
+import { hash } from 'node:crypto';
 import type { IbgpPeer, MeshPeer } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { meshListenPort } from '../../common/naming.ts';
@@ -56,6 +61,8 @@ interface Block {
   ends: number[];
   /** Where each hole is in `body`, ascending. */
   holes: number[];
+  /** A hash of `body`: what an answer's tag is made of (PeerLists, tags). */
+  hash: string;
 }
 
 function join(entries: readonly Entry[], width: number): Block {
@@ -83,7 +90,8 @@ function join(entries: readonly Entry[], width: number): Block {
     ends.push(at);
   });
   const index = new Map(entries.map((entry, i) => [entry.name, i]));
-  return { body: Buffer.from(texts.join('')), index, starts, ends, holes };
+  const body = Buffer.from(texts.join(''));
+  return { body, index, starts, ends, holes, hash: hash('sha256', body, 'base64url') };
 }
 
 /** The bytes of `block` to cut to leave out the entry of `self`: the entry and a comma beside it. */
@@ -111,6 +119,30 @@ class BlockList {
     else this.blocks[block] = undefined;
   }
 
+  private block(b: number, routers: (block: number) => Entries[]): Block {
+    return (this.blocks[b] ??= join(
+      routers(b).flatMap((e) => this.entryOf(e) ?? []),
+      this.width,
+    ));
+  }
+
+  /**
+   * The strong ETag of `answer` with the same arguments, without making it: a hash of everything the
+   * answer is made of (the text around it, the asker and its port, each block's hash). Equal tags mean
+   * equal answers, on any replica of the same release.
+   */
+  tag(
+    routers: (block: number) => Entries[],
+    blocks: number,
+    self: string,
+    port: string,
+    around: Around,
+  ): string {
+    const parts = [around[0], around[1], self, port];
+    for (let b = 0; b < blocks; b++) parts.push(this.block(b, routers).hash);
+    return `"${hash('sha256', JSON.stringify(parts), 'base64url').slice(0, 27)}"`;
+  }
+
   /**
    * The list as a JSON array without the entry of `self`, the holes filled with `port`, between the bytes
    * of `around` (what an answer has before and after it).
@@ -127,10 +159,7 @@ class BlockList {
     const parts: { block: Block; cut: [number, number]; bytes: number }[] = [];
     let size = before.length + 2 + after.length;
     for (let b = 0; b < blocks; b++) {
-      const block = (this.blocks[b] ??= join(
-        routers(b).flatMap((e) => this.entryOf(e) ?? []),
-        this.width,
-      ));
+      const block = this.block(b, routers);
       const cut = cutOf(block, self);
       const bytes = block.body.length - (cut[1] - cut[0]);
       if (bytes === 0) continue;
@@ -197,18 +226,36 @@ export class PeerLists {
 
   /** `ibgpPeers` of the router `self`, as a JSON array (every other router) between `around`. */
   ibgp(self: string, around: Around = ['', '']): Buffer {
-    return this.answer(this.ibgpList, self, '', around);
+    return this.ibgpList.answer(...this.blocks(), self, '', around);
   }
 
   /** The mesh peers of `self`, as a JSON array (every other router with a mesh key) between `around`. */
   mesh(self: Router, around: Around = ['', '']): Buffer {
+    const { list, port } = this.meshList(self);
+    return list.answer(...this.blocks(), self.name, port, around);
+  }
+
+  /** The ETag of what `ibgp` answers with the same arguments, without making the answer. */
+  ibgpTag(self: string, around: Around = ['', '']): string {
+    return this.ibgpList.tag(...this.blocks(), self, '', around);
+  }
+
+  /** The ETag of what `mesh` answers with the same arguments, without making the answer. */
+  meshTag(self: Router, around: Around = ['', '']): string {
+    const { list, port } = this.meshList(self);
+    return list.tag(...this.blocks(), self.name, port, around);
+  }
+
+  /** The mesh list for the asker's port (its holes are as wide as the port's digits). */
+  private meshList(self: Router): { list: BlockList; port: string } {
     const port = String(meshListenPort(self.spec.nodeId));
     let list = this.meshLists.get(port.length);
     if (!list) this.meshLists.set(port.length, (list = new BlockList(port.length, (e) => e.mesh)));
-    return this.answer(list, self.name, port, around);
+    return { list, port };
   }
 
-  private answer(list: BlockList, self: string, port: string, around: Around): Buffer {
+  /** The routers of each block, in the store's order, and how many blocks there are. */
+  private blocks(): [routers: (block: number) => Entries[], blocks: number] {
     if (!this.order) {
       const names = this.store.listRouters().map((r) => r.name);
       this.order = { names, places: new Map(names.map((name, i) => [name, i])) };
@@ -222,7 +269,7 @@ export class PeerLists {
         const router = this.store.getRouter(name);
         return router ? [this.entriesOf(router)] : [];
       });
-    return list.answer(routers, Math.ceil(names.length / size), self, port, around);
+    return [routers, Math.ceil(names.length / size)];
   }
 
   private entriesOf(router: Router): Entries {

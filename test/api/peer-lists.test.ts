@@ -168,6 +168,41 @@ describe('agent peer lists', () => {
     }
   });
 
+  it('are tagged alike only when their bytes are alike, and tagged anew when they change', async () => {
+    const lists = new PeerLists(h.store, 2);
+    const around = ['{"x":1,"peers":', '}'] as const;
+    /** Every asker's answers and tags, for each list. */
+    const snapshot = () =>
+      names.flatMap((name) => {
+        const router = h.store.getRouter(name);
+        if (!router) throw new Error(name);
+        return [
+          { what: `mesh ${name}`, tag: lists.meshTag(router, around), bytes: lists.mesh(router, around) },
+          { what: `ibgp ${name}`, tag: lists.ibgpTag(name, around), bytes: lists.ibgp(name, around) },
+        ];
+      });
+    const before = snapshot();
+    // asked again with nothing changed: the same tags
+    expect(snapshot().map((a) => a.tag)).toEqual(before.map((a) => a.tag));
+    await heartbeat('lon1', wgKey());
+    const after = snapshot();
+    // a tag names one answer's bytes: a 304 is never wrong
+    for (const a of [...before, ...after])
+      for (const b of [...before, ...after])
+        if (a.tag === b.tag) expect(a.bytes.equals(b.bytes), `${a.what} and ${b.what}`).toBe(true);
+    // the new key shows in every other router's mesh list, in no iBGP list (lon1's own mesh list, which
+    // leaves it out, may be tagged anew: its block changed)
+    for (const [i, a] of after.entries()) {
+      if (a.what === 'mesh lon1') continue;
+      expect(a.tag !== before[i]?.tag, a.what).toBe(a.what.startsWith('mesh'));
+    }
+    // the text around the list is part of the tag
+    const ams = h.store.getRouter('ams1');
+    if (!ams) throw new Error('ams1');
+    expect(lists.meshTag(ams, ['{"peers":', '}'])).not.toBe(lists.meshTag(ams, around));
+    lists.close();
+  });
+
   it('are empty for a lone router, and list a second one once it comes', async () => {
     const lone = await startHarness();
     try {
