@@ -118,8 +118,11 @@ describe('tree mirrors in the parse cache', () => {
 
   it('reads the whole tree when the kept mirror is damaged', async () => {
     const before = await openAndView();
-    const doc = JSON.parse(await readFile(cacheFile(), 'utf8')) as { mirrors: Record<string, unknown> };
-    doc.mirrors.spec = ['not a tree id', []];
+    const doc = JSON.parse(await readFile(cacheFile(), 'utf8')) as {
+      mirrors: Record<string, [string, unknown[]]>;
+    };
+    // its root's id as the tree's, its entries cut short
+    doc.mirrors.spec = [doc.mirrors.spec![0], ['sessions']];
     await writeFile(cacheFile(), JSON.stringify(doc));
     const cache = new ParseCache(bare);
     await cache.load();
@@ -129,6 +132,9 @@ describe('tree mirrors in the parse cache', () => {
     expect(cache.takeMirror('status')).toBeUndefined();
     store = await open();
     expect(view(store)).toEqual(before);
+    // the start wrote a good one in its place
+    const saved = JSON.parse(await readFile(cacheFile(), 'utf8')) as { mirrors: { spec: unknown } };
+    expect(unpackMirror(saved.mirrors.spec).oid).toBe((await git(bare, 'rev-parse', 'main^{tree}')).trim());
   });
 });
 

@@ -73,6 +73,8 @@ export class ParseCache {
     try {
       return unpackMirror(packed);
     } catch {
+      // the next save writes a good one
+      delete this.savedRoots[kind];
       return undefined;
     }
   }
