@@ -19,6 +19,7 @@ import type {
 } from '../../../common/schema.ts';
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import { SessionClaims, type ClaimSpec } from './claims.ts';
+import { MultiMap } from './multimap.ts';
 import type { Policy, Router, Session } from '../store.ts';
 
 /**
@@ -41,17 +42,6 @@ function byName(a: { name: string }, b: { name: string }): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
-function addTo<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
-  let set = map.get(key);
-  if (!set) map.set(key, (set = new Set()));
-  set.add(value);
-}
-
-function deleteFrom<K, V>(map: Map<K, Set<V>>, key: K, value: V): void {
-  const set = map.get(key);
-  if (set?.delete(value) && set.size === 0) map.delete(key);
-}
-
 export class StoreIndex {
   readonly feed = new ChangeFeed();
   private readonly routers = new Map<string, Router>();
@@ -60,7 +50,7 @@ export class StoreIndex {
   private readonly uuidByName = new Map<string, string>();
   /** Per router: listen port → session name. */
   private readonly ports = new Map<string, Map<number, string>>();
-  private readonly byAsn = new Map<number, Set<string>>();
+  private readonly byAsn = new MultiMap<number, string>();
   private readonly claims = new SessionClaims();
   /** Router statuses as storage holds them, also for a router storage has not given yet. */
   private readonly storedStatus = new Map<string, RouterStatus>();
@@ -117,7 +107,7 @@ export class StoreIndex {
       }
       return;
     }
-    for (const uuid of this.byAsn.get(asn as number) ?? []) {
+    for (const uuid of this.byAsn.get(asn as number)) {
       const s = this.sessions.get(uuid);
       if (s) yield s;
     }
@@ -234,7 +224,7 @@ export class StoreIndex {
     let ports = this.ports.get(spec.router);
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
-    addTo(this.byAsn, spec.asn, spec.uuid);
+    this.byAsn.add(spec.asn, spec.uuid);
     this.claims.add(spec.uuid, spec);
     this.feed.publish(
       { kind: 'PeeringSession', name, type: 'put', router: spec.router },
@@ -261,7 +251,7 @@ export class StoreIndex {
   private unindex(session: Session): void {
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === session.name) ports.delete(session.spec.listenPort);
-    deleteFrom(this.byAsn, session.spec.asn, session.spec.uuid);
+    this.byAsn.delete(session.spec.asn, session.spec.uuid);
     this.claims.delete(session.spec.uuid, session.spec);
   }
 
