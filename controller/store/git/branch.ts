@@ -105,19 +105,17 @@ export class Branch {
       this.headOid = undefined;
       return changes;
     }
-    const treeOid = await readCommitTree(this.ctx, next);
-    // the first sync: from the mirror of the last run when the parse cache has it, every file a change
+    // the first sync starts from the mirror of the last run when the parse cache has one
     const kept = this.tree === EMPTY_DIR ? this.cache?.cache.takeMirror(this.cache.kind) : undefined;
-    if (kept) {
-      const { root } = await diffTree(this.ctx, kept, treeOid);
-      this.tree = root;
-      this.headOid = next;
-      return listFiles(root).map(([path, oid]) => ({ path, oid }));
-    }
-    const { root, changes } = await diffTree(this.ctx, this.tree, treeOid);
+    const { root, changes } = await diffTree(
+      this.ctx,
+      kept ?? this.tree,
+      await readCommitTree(this.ctx, next),
+    );
     this.tree = root;
     this.headOid = next;
-    return changes;
+    // the changes since the kept mirror are not this branch's: it had nothing, so every file is one
+    return kept ? listFiles(root).map(([path, oid]) => ({ path, oid })) : changes;
   }
 
   /**
