@@ -11,6 +11,8 @@ import { EMPTY_DIR } from '../../controller/store/git/tree.ts';
 
 /** No branch written: the mirrors are test/store/tree-mirror.test.ts's. */
 const NO_MIRRORS = { spec: EMPTY_DIR, status: EMPTY_DIR };
+/** Nothing rejected: the judgement is test/store/judgement.test.ts's. */
+const NO_REJECTED = () => new Map();
 
 let gitdir: string;
 beforeEach(async () => {
@@ -29,7 +31,7 @@ describe('ParseCache', () => {
       cache.set(key, { uuid: `s${i}`, note: 'x'.repeat(300), nested: { n: i, list: [i, 'ü'] } });
     const gone = ParseCache.key('status', 'sessions/fra1/gone.yaml', 'f'.repeat(40));
     cache.set(gone, { dropped: true });
-    await cache.save(() => new Set(keys), NO_MIRRORS);
+    await cache.save(() => new Set(keys), NO_MIRRORS, NO_REJECTED);
     const text = await readFile(join(gitdir, 'peerops', 'parsed.json'), 'utf8');
     expect(text.length).toBeGreaterThan(1 << 21);
     expect(() => JSON.parse(text)).not.toThrow();
@@ -75,7 +77,11 @@ describe('ParseCache', () => {
     for (const [key, value] of sessions) cache.set(key, value);
     cache.set(router, routerStatus);
     cache.set(unusable, null);
-    await cache.save(() => new Set([...sessions.map(([key]) => key), router, unusable]), NO_MIRRORS);
+    await cache.save(
+      () => new Set([...sessions.map(([key]) => key), router, unusable]),
+      NO_MIRRORS,
+      NO_REJECTED,
+    );
     const text = await readFile(join(gitdir, 'peerops', 'parsed.json'), 'utf8');
     // 200 conditions packed: the texts of Ready and of Stalled once each in the table (and the router's own)
     expect(text.split("waiting for the router's agent").length - 1).toBe(3);
@@ -98,7 +104,7 @@ describe('ParseCache', () => {
       uuid: 'u',
       status: { code: 1, conditions: [{ ...condition, lastTransitionTime: 'x' }] },
     });
-    await cache.save(() => new Set([key]), NO_MIRRORS);
+    await cache.save(() => new Set([key]), NO_MIRRORS, NO_REJECTED);
     const file = join(gitdir, 'peerops', 'parsed.json');
     const doc = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
     delete doc.conditionTexts;
@@ -114,7 +120,7 @@ describe('ParseCache', () => {
     await cache.load();
     const key = ParseCache.key('spec', 'sessions/fra1/a.yaml', 'a'.repeat(40));
     cache.set(key, { a: 1 });
-    await cache.save(() => new Set([key]), NO_MIRRORS);
+    await cache.save(() => new Set([key]), NO_MIRRORS, NO_REJECTED);
     const file = join(gitdir, 'peerops', 'parsed.json');
     const doc = JSON.parse(await readFile(file, 'utf8')) as { version: string };
     await writeFile(file, JSON.stringify({ ...doc, version: '0.0.0-other' }));

@@ -47,7 +47,7 @@ import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
 import { readText, type GitContext } from './objects.ts';
 import { routerObservations } from './observations.ts';
-import { ParseCache } from './parse-cache.ts';
+import { ParseCache, type Rejection } from './parse-cache.ts';
 import type { FileChange } from './tree.ts';
 
 export const YAML = { schema: CORE_SCHEMA };
@@ -97,8 +97,10 @@ export class Follower {
   readonly unsavedStatus = new Set<string>();
   /** Sessions whose spec file in git lacks what the store allocated (uuid, listenPort, createdAt). */
   private readonly incompleteSpecs = new Set<string>();
-  /** Manifests reported invalid, by path → blob id, so a file is reported once and retried when others change. */
-  private readonly rejected = new Map<string, string>();
+  /** Manifests reported invalid, by path, so a file is reported once and retried when others change. */
+  private readonly rejected = new Map<string, Rejection>();
+  /** Until the first sync: it may take the judgement the parse cache kept (parse-cache.ts). */
+  private firstSync = true;
   /** Routers whose committed status (the mesh key) is not on the status ref yet. */
   readonly dirtyRouters = new Set<string>();
   /** The observation file holds observations an older release committed: rewrite it at the next flush. */
@@ -161,6 +163,11 @@ export class Follower {
     return [...this.rejected.keys()].sort();
   }
 
+  /** The manifests rejected in the trees the branches hold: their judgement, which the parse cache keeps. */
+  judgement(): Map<string, Rejection> {
+    return this.rejected;
+  }
+
   /** A new router or policy may make manifests valid that were rejected before. */
   async retryRejected(): Promise<void> {
     if (this.rejected.size > 0) await this.applySpecChanges([]);
@@ -177,8 +184,14 @@ export class Follower {
     const statusChanges = await this.status.sync();
     if (statusChanges.length > 0) await this.applyStatusChanges(statusChanges);
     const specChanges = await this.spec.sync();
+    // A start on the trees the last run judged takes its judgement (which manifests the rules rejected)
+    // instead of comparing every session with the others again: the same trees give the same verdicts.
+    const judged = this.firstSync
+      ? this.cache.takeJudgement(this.spec.root.oid, this.status.root.oid)
+      : undefined;
+    this.firstSync = false;
     if (specChanges.length > 0 || (statusChanges.length > 0 && this.rejected.size > 0)) {
-      await this.applySpecChanges(specChanges);
+      await this.applySpecChanges(specChanges, judged);
       if (specChanges.length > 0) {
         this.log.info(
           { commit: this.spec.head, files: specChanges.length, rejected: this.rejected.size },
@@ -315,12 +328,14 @@ export class Follower {
   /**
    * Apply changed spec files to the index: routers, then policies, then sessions (a pull request may add a
    * router and its sessions together). Invalid files are reported and skipped; the previous state of that
-   * manifest stays. Then commit what the store completes: allocated fields and first statuses.
+   * manifest stays. Then commit what the store completes: allocated fields and first statuses. With
+   * `judged` (a start on trees judged before), the rules' verdicts are that judgement's: the manifests
+   * it names are rejected again with its reasons, the others are not checked again.
    */
-  private async applySpecChanges(changes: FileChange[]): Promise<void> {
+  private async applySpecChanges(changes: FileChange[], judged?: Map<string, Rejection>): Promise<void> {
     for (const c of changes) this.rejected.delete(c.path);
     const byPath = new Map<string, string | undefined>();
-    for (const [path, oid] of this.rejected) byPath.set(path, oid);
+    for (const [path, { oid }] of this.rejected) byPath.set(path, oid);
     for (const c of changes) byPath.set(c.path, c.oid);
     const previouslyRejected = new Set(this.rejected.keys());
     this.rejected.clear();
@@ -351,12 +366,19 @@ export class Follower {
     // routers come first: the loopbacks are indexed once they are all applied, for every session after
     let loopbackOwner: ((address: string) => string | undefined) | undefined;
     for (const { path, oid, manifest } of parsed) {
+      const verdict = judged?.get(path);
+      if (verdict !== undefined && verdict.oid === oid) {
+        this.reject(path, oid, verdict.errors, previouslyRejected);
+        continue;
+      }
       if (manifest.kind === 'Router') {
-        const errors = routerSetErrors(manifest.name, manifest.spec, this.index.routerValues());
+        const errors = judged ? [] : routerSetErrors(manifest.name, manifest.spec, this.index.routerValues());
         if (errors.length > 0) this.reject(path, oid, errors, previouslyRejected);
         else this.index.putRouter(manifest.name, manifest.spec);
       } else if (manifest.kind === 'RoutingPolicy') {
         this.index.putPolicy(manifest.name, manifest.spec);
+      } else if (judged) {
+        this.applySession(path, oid, manifest, previouslyRejected);
       } else {
         loopbackOwner ??= loopbackIndex(this.index.routerValues());
         this.applySession(path, oid, manifest, previouslyRejected, loopbackOwner);
@@ -393,43 +415,26 @@ export class Follower {
     };
   }
 
+  /**
+   * A session manifest into the index, once the rules accept it (`loopbackOwner` is what they ask about
+   * the routers' loopbacks); without `loopbackOwner` the manifest was judged before (the judgement a start
+   * took, applySpecChanges) and is not checked again.
+   */
   private applySession(
     path: string,
     oid: string,
     manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
     previouslyRejected: Set<string>,
-    loopbackOwner: (address: string) => string | undefined,
+    loopbackOwner?: (address: string) => string | undefined,
   ): void {
     const existing = this.index.byName(manifest.name);
     const input = manifest.spec;
-    const set = this.manifestSet();
-    const errors: FieldError[] = sessionSetErrors(manifest.name, input, set);
-    if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
+    if (loopbackOwner) {
+      const errors = this.sessionRuleErrors(manifest.name, input, existing, loopbackOwner);
+      if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
+    }
     const router = this.index.getRouter(input.router);
     if (!router) return;
-    // What the API refuses at create, a merge must not bring in either: a peer address routed into the
-    // tunnel would capture a loopback, the network's own prefixes or another ASN's traffic.
-    const addressing = sessionAddressingErrors(
-      manifest.name,
-      input,
-      router.spec,
-      set.policyFor(input.router),
-      { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbackOwner },
-      '/spec',
-    );
-    if (addressing.length > 0) {
-      // A policy tightened after a session was stored does not remove it (docs/api.md: the admin list
-      // flags it, approve and enable refuse it): one the store holds, or at start finds with its status
-      // under the same uuid, is kept while a merge leaves its addresses and key as they were.
-      const kept = existing
-        ? ADDRESSING_FIELDS.every((f) => existing.spec[f] === input[f])
-        : input.uuid !== undefined && this.statusFiles.get(manifest.name)?.uuid === input.uuid;
-      if (!kept) return this.reject(path, oid, addressing, previouslyRejected);
-      this.log.warn(
-        { session: manifest.name, errors: addressing.map((e) => `${e.pointer}: ${e.message}`) },
-        'store: session breaks the current policy; kept, flagged in the admin list',
-      );
-    }
     let listenPort = input.listenPort ?? existing?.spec.listenPort;
     if (listenPort === undefined) {
       const used = this.index.usedPorts(input.router);
@@ -473,8 +478,45 @@ export class Follower {
     this.log.debug({ session: manifest.name, path }, 'store: session applied from git');
   }
 
+  /** Why the rules refuse a session manifest (common/rules); none when they accept it. */
+  private sessionRuleErrors(
+    name: string,
+    input: Extract<ParsedManifest, { kind: 'PeeringSession' }>['spec'],
+    existing: Session | undefined,
+    loopbackOwner: (address: string) => string | undefined,
+  ): FieldError[] {
+    const set = this.manifestSet();
+    const errors = sessionSetErrors(name, input, set);
+    if (errors.length > 0) return errors;
+    const router = this.index.getRouter(input.router);
+    if (!router) return [];
+    // What the API refuses at create, a merge must not bring in either: a peer address routed into the
+    // tunnel would capture a loopback, the network's own prefixes or another ASN's traffic.
+    const addressing = sessionAddressingErrors(
+      name,
+      input,
+      router.spec,
+      set.policyFor(input.router),
+      { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbackOwner },
+      '/spec',
+    );
+    if (addressing.length === 0) return [];
+    // A policy tightened after a session was stored does not remove it (docs/api.md: the admin list
+    // flags it, approve and enable refuse it): one the store holds, or at start finds with its status
+    // under the same uuid, is kept while a merge leaves its addresses and key as they were.
+    const kept = existing
+      ? ADDRESSING_FIELDS.every((f) => existing.spec[f] === input[f])
+      : input.uuid !== undefined && this.statusFiles.get(name)?.uuid === input.uuid;
+    if (!kept) return addressing;
+    this.log.warn(
+      { session: name, errors: addressing.map((e) => `${e.pointer}: ${e.message}`) },
+      'store: session breaks the current policy; kept, flagged in the admin list',
+    );
+    return [];
+  }
+
   private reject(path: string, oid: string, errors: FieldError[], previouslyRejected: Set<string>): void {
-    this.rejected.set(path, oid);
+    this.rejected.set(path, { oid, errors });
     if (previouslyRejected.has(path)) return;
     const kind = classifyPath(path)?.kind ?? 'unknown';
     invalidManifests.inc({ kind });

@@ -218,7 +218,9 @@ export class GitStore extends StoreCore {
       return keys;
     };
     try {
-      await this.cache.save(live, { spec: this.spec.root, status: this.status.root });
+      await this.cache.save(live, { spec: this.spec.root, status: this.status.root }, () =>
+        this.follower.judgement(),
+      );
     } catch (err) {
       this.log.warn({ err: String(err) }, 'store: could not save the parse cache (next start reads blobs)');
     }
