@@ -14,6 +14,7 @@ import { BirdControl } from './bird/control.ts';
 import type { AgentConfig } from './config.ts';
 import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
+import { LongPollSupport } from './sync/long-poll.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
 import { systemWireGuard } from './wireguard/interface.ts';
@@ -55,7 +56,7 @@ export class Agent {
   private sessions: AgentSession[] = [];
   private policy: BirdConfigResponse | undefined;
   private etag: string | undefined;
-  private longPoll = true;
+  private readonly longPoll = new LongPollSupport();
   private failures = 0;
   private loops: Promise<void>[] = [];
   lastPass: PassResult | undefined;
@@ -205,10 +206,8 @@ export class Agent {
       ...(waitSeconds ? { waitSeconds } : {}),
       signal,
     });
-    if (waitSeconds && !r.body && Date.now() - t0 < 500) {
-      this.longPoll = false; // a 304 without waiting: the controller does not hold requests
+    if (waitSeconds && this.longPoll.answered(r.body !== undefined, Date.now() - t0))
       this.log.info('controller answers long polls at once; polling every syncInterval');
-    }
     const answeredAt = Date.now();
     if (r.body) this.sessions = r.body.sessions;
     this.etag = r.etag;
@@ -243,12 +242,12 @@ export class Agent {
       this.waitAborter = waking;
       // the round's waits (long poll, pause) end when the agent stops or is woken
       const waits = AbortSignal.any([this.stop.signal, waking.signal]);
-      const wait = this.longPoll && this.passes > 0 && !woken ? Math.min(interval, LONG_POLL_MAX_S) : 0;
+      const wait = this.longPoll.held && this.passes > 0 && !woken ? Math.min(interval, LONG_POLL_MAX_S) : 0;
       try {
         const t0 = Date.now();
         await this.syncOnce(wait, waits);
         this.failures = 0;
-        if ((!this.longPoll || wait === 0) && !this.wakeNow) {
+        if ((!this.longPoll.held || wait === 0) && !this.wakeNow) {
           const pause = (this.passes > 1 && !woken ? interval * 1000 : 0) - (Date.now() - t0);
           await this.sleep(Math.max(0, pause), waits);
         }
