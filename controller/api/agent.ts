@@ -198,6 +198,9 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           reply.raw.off('close', release);
           shutdown.removeEventListener('abort', release);
         }
+        // Released by a controller that is stopping: the agent asks again (docs/agent.md), and on a new
+        // connection, since this one is closed once idle, under whatever the agent would send on it next.
+        if (shutdown.aborted) reply.header('connection', 'close');
       }
       return sendEncoded(reply, request.headers['accept-encoding'], view, ifNoneMatch);
     },

@@ -1,4 +1,5 @@
 /** The agent endpoints: per-router tokens, ETag/304, long poll on a listening server, scoped reports. */
+import { get } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -262,6 +263,38 @@ describe('GET /agent/:router/sessions', () => {
     });
     expect(res.status).toBe(304);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+  it('long poll: a stopping controller answers it at once, 304 with Connection: close', async () => {
+    const { buildApp } = await import('../../controller/app.ts');
+    const app = await buildApp({ store: h.store, tokens: h.tokens, config: h.config, logger: false });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const headers = { authorization: `Bearer ${amsToken}` };
+    const etag = (await fetch(`${url}/agent/ams1/sessions`, { headers })).headers.get('etag') as string;
+    // node:http, which shows the Connection header (fetch keeps it to itself)
+    const answer = new Promise<{ status: number; connection: string | undefined; ms: number }>(
+      (resolve, reject) => {
+        const started = Date.now();
+        get(
+          `${url}/agent/ams1/sessions?wait=30`,
+          { headers: { ...headers, 'if-none-match': etag } },
+          (res) => {
+            res.resume();
+            resolve({
+              status: res.statusCode ?? 0,
+              connection: res.headers.connection,
+              ms: Date.now() - started,
+            });
+          },
+        ).on('error', reject);
+      },
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const closing = app.close();
+    const res = await answer;
+    await closing;
+    // the agent asks the next controller at once, on a new connection (a kept one would be cut under it)
+    expect(res).toMatchObject({ status: 304, connection: 'close' });
+    expect(res.ms).toBeLessThan(5_000);
   });
 });
 
