@@ -67,6 +67,14 @@ export interface AppOptions {
 
 /** docs/api.md, Errors: a request (headers and body) not complete within 30 s is refused. */
 const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * The listening socket's queue of connections not yet accepted. After a controller restart a fleet's agents
+ * reconnect within a second or two, while the new controller's event loop is busy answering them; past
+ * Node's default queue of 511 the kernel drops a connection's handshake, and that agent waits out a SYN
+ * retransmission (1 s, then 3 s). The kernel caps it at net.core.somaxconn (4096 on current kernels).
+ */
+export const LISTEN_BACKLOG = 4096;
+
 /** fastify's default, which a server of our own must set itself: idle kept-alive connections close after it. */
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 

@@ -14,7 +14,7 @@ import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { installPreReceiveHook } from './store/git/pre-receive.ts';
-import { buildAdmissionApp, buildApp } from './app.ts';
+import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/index.ts';
 import { FileWebhooks, Notifier, notifierEnv } from './notify/index.ts';
@@ -36,13 +36,14 @@ env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AG
 
 /** `:PORT` means every address: IPv6 and IPv4 where the host has IPv6, else IPv4 only. */
 async function listen(app: FastifyInstance, where: { host: string; port: number }): Promise<string> {
-  if (where.host) return app.listen(where);
+  const backlog = LISTEN_BACKLOG;
+  if (where.host) return app.listen({ ...where, backlog });
   try {
-    return await app.listen({ host: '::', port: where.port });
+    return await app.listen({ host: '::', port: where.port, backlog });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
-    return app.listen({ host: '0.0.0.0', port: where.port });
+    return app.listen({ host: '0.0.0.0', port: where.port, backlog });
   }
 }
 

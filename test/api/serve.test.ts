@@ -3,14 +3,16 @@
  * secrets (an agent's routine requests at debug, PEEROPS_LOG_LEVEL), and SIGTERM releases long polls,
  * finishes in-flight requests and exits 0.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
-import { chmod, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { freePort } from '../support/ports.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LISTEN_BACKLOG } from '../../controller/app.ts';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { routerFields } from './helpers.ts';
 
@@ -130,6 +132,13 @@ describe('peerops serve', () => {
     }
   });
 
+  it('listens with room for a fleet reconnecting at once (the accept queue, ss)', async () => {
+    const port = new URL(base).port;
+    const { stdout } = await promisify(execFile)('ss', ['-ltnH', `sport = :${port}`]);
+    // a listening socket's Send-Q is its backlog: LISTEN_BACKLOG, within net.core.somaxconn
+    const somaxconn = Number((await readFile('/proc/sys/net/core/somaxconn', 'utf8')).trim());
+    expect(stdout.trim().split(/\s+/)[2]).toBe(String(Math.min(LISTEN_BACKLOG, somaxconn)));
+  });
   it('creates the JWT key with mode 0600 and serves with it', async () => {
     const keyPath = defaultKeyPath(dir);
     expect((await stat(keyPath)).mode & 0o777).toBe(0o600);
