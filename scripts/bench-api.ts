@@ -25,26 +25,46 @@
  * time costs in the same run. Guest halt polling is switched on for the run where it can be (see
  * enableHaltPolling for why).
  *
+ * Two more scenarios: `user-list` (a user's session list, here) and `storm` (bench-api/storm.ts: 1,000
+ * fresh agents connecting at once, then the same fleet running while its controller is restarted on the
+ * same store and port, modelled on the real agent's retries and backoff). The fixture and the server
+ * processes are bench-api/harness.ts.
+ *
  * Method and current figures: docs/benchmarks.md.
  *
- * Options: --duration SECONDS per measurement (default 3), --rounds N (default 5), --connections N
- * (default 32), --routers N, --sessions N, --no-halt-poll (measure with the VM's idle halting as it is).
- * Needs wrk (Debian package `wrk`; installed when missing and running as root).
+ * Options: --duration SECONDS per measurement (default 3; the storm's fresh phase: 90), --rounds N
+ * (default 5), --connections N (default 32), --routers N, --sessions N, --no-halt-poll (measure with the
+ * VM's idle halting as it is); the storm's --reconnect-duration SECONDS (its window after the restart,
+ * default 30) and --no-reconnect (the fresh phase alone). Needs wrk (Debian package `wrk`; installed when
+ * missing and running as root).
  */
-import { execFile, execFileSync, fork, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFile, execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { gunzipSync, gzipSync } from 'node:zlib';
-import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { jittered } from '../agent/agent.ts';
+import {
+  ADMIN_ASN,
+  AGENT_ACCEPT_ENCODING,
+  FIXTURE_ASN,
+  PIN,
+  buildFixture,
+  cpuTicks,
+  percentile,
+  startOnFixture,
+  startServer,
+  stopServers,
+  verdict,
+  wgKey,
+  type Server,
+} from './bench-api/harness.ts';
+import { probeHealth, sendHeartbeats, storm } from './bench-api/storm.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -52,12 +72,18 @@ const { values, positionals } = parseArgs({
     serve: { type: 'string' },
     data: { type: 'string' },
     probe: { type: 'string' },
+    heartbeats: { type: 'string' },
     duration: { type: 'string' },
     rounds: { type: 'string', default: '5' },
     connections: { type: 'string', default: '32' },
     routers: { type: 'string' },
     sessions: { type: 'string' },
     'no-halt-poll': { type: 'boolean', default: false },
+    'no-reconnect': { type: 'boolean', default: false },
+    'reconnect-duration': { type: 'string', default: '30' },
+    // the children's own: the server's port, the /health probe's through a controller restart
+    port: { type: 'string', default: '0' },
+    'through-restart': { type: 'boolean', default: false },
   },
 });
 /** `agents` (the default), `user-list` or `storm`: see the header. */
@@ -77,19 +103,12 @@ const size = {
 };
 
 const execFileAsync = promisify(execFile);
-const ADMIN_ASN = 4242420000;
-/** The fixture's session s of every router belongs to FIXTURE_ASN + s. */
-const FIXTURE_ASN = 4242421000;
-/** What Node's fetch, and so the agent, sends. */
-const AGENT_ACCEPT_ENCODING = 'gzip, deflate';
 /** The reference row's added work per request, in µs. */
 const BUSY_US = 20;
-/** Server on CPU 0, load generator on CPU 1, when there are two. */
-const PIN = availableParallelism() >= 2;
 
 // ---------------------------------------------------------------- child: the servers
 
-async function serve(kind: string, data: string | undefined): Promise<void> {
+async function serve(kind: string, data: string | undefined, port: number): Promise<void> {
   let app: FastifyInstance;
   if (kind === 'hello') {
     app = Fastify({ logger: false });
@@ -121,7 +140,7 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     const { loadConfig } = await import('../controller/config.ts');
     const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
     const { openStore } = await import('../controller/store/open.ts');
-    const config = loadConfig({ data, listen: '127.0.0.1:0' }, {});
+    const config = loadConfig({ data, listen: `127.0.0.1:${port}` }, {});
     // The benchmark measures the request path, not the limiter's refusals: limits far above the load.
     config.rateLimit = { perMinute: 1e9, agentPerMinute: 1e9 };
     const store = await openStore(config, pino({ level: 'warn' }));
@@ -140,7 +159,10 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
           .then(() => process.exit(0)),
     );
   }
-  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  // as `peerops serve` listens (controller/main.ts)
+  const { LISTEN_BACKLOG } = await import('../controller/app.ts');
+  const address = await app.listen({ host: '127.0.0.1', port, backlog: LISTEN_BACKLOG });
+  const listeningAt = Date.now();
   // The event loop's delays, asked for by the storm: a stall of the controller itself, told apart from
   // the load generator's own (both run on one shared machine).
   const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -150,122 +172,10 @@ async function serve(kind: string, data: string | undefined): Promise<void> {
     process.send?.({ loopMaxMs: loop.max / 1e6, loopP99Ms: loop.percentile(99) / 1e6 });
     loop.reset();
   });
-  process.send?.({ address });
+  process.send?.({ address, listeningAt });
 }
 
-// ---------------------------------------------------------------- parent: fixtures and measurements
-
-interface Server {
-  child: ChildProcess;
-  url: string;
-}
-
-interface Fixture {
-  data: string;
-  tokens: Map<string, string>;
-}
-
-const wgKey = () => randomBytes(32).toString('base64');
-
-/** Writes the manifests straight into the store repository as one commit (10 000 API calls would take minutes). */
-async function buildFixture(routers: number, perRouter: number): Promise<Fixture> {
-  const { renderManifest, routerPath, sessionPath, policyPath } = await import('../common/manifests.ts');
-  const data = await mkdtemp(join(tmpdir(), 'peerops-bench-'));
-  const work = join(data, 'work');
-  const tokens = new Map<string, string>();
-  const files: [string, string][] = [];
-  files.push([
-    policyPath('default'),
-    renderManifest('RoutingPolicy', 'default', { dn42Asn: ADMIN_ASN, mergeIsApproval: true }),
-  ]);
-  const createdAt = new Date().toISOString();
-  for (let r = 1; r <= routers; r++) {
-    const name = `r${r}`;
-    const token = randomBytes(32).toString('base64url');
-    tokens.set(name, token);
-    files.push([
-      routerPath(name),
-      renderManifest('Router', name, {
-        uuid: randomUUID(),
-        displayName: `Router ${r}`,
-        nodeId: r,
-        region: 'bench',
-        endpointHost: `${name}.bench.example`,
-        publicKey: wgKey(),
-        linkLocal: 'fe80::1',
-        loopback: { ipv4: `172.20.${r >> 8}.${r & 255}` },
-        agentTokenSha256: createHash('sha256').update(token).digest('hex'),
-      }),
-    ]);
-    for (let s = 1; s <= perRouter; s++) {
-      const asn = FIXTURE_ASN + s;
-      files.push([
-        sessionPath(name, asn),
-        renderManifest('PeeringSession', `as${asn}-${name}`, {
-          uuid: randomUUID(),
-          asn,
-          router: name,
-          ipv6: `fd42:${s.toString(16)}::1`,
-          linkLocal: `fe80::2:${s.toString(16)}`,
-          endpoint: `peer${s}.example.org:51820`,
-          publicKey: wgKey(),
-          mtu: 1420,
-          listenPort: 20000 + (asn % 10000),
-          createdAt,
-        }),
-      ]);
-    }
-  }
-  for (const [path, text] of files) {
-    await mkdir(dirname(join(work, path)), { recursive: true });
-    await writeFile(join(work, path), text);
-  }
-  const gitDir = join(data, 'store.git');
-  const git = (...args: string[]) =>
-    execFileSync('git', [`--git-dir=${gitDir}`, `--work-tree=${work}`, ...args], {
-      env: {
-        ...process.env,
-        GIT_AUTHOR_NAME: 'bench',
-        GIT_AUTHOR_EMAIL: 'bench@peerops.invalid',
-        GIT_COMMITTER_NAME: 'bench',
-        GIT_COMMITTER_EMAIL: 'bench@peerops.invalid',
-      },
-      stdio: 'pipe',
-    });
-  execFileSync('git', ['init', '--bare', '-q', '-b', 'main', gitDir]);
-  git('add', '-A');
-  git('commit', '-q', '-m', `bench fixture: ${routers} routers × ${perRouter} sessions`);
-  await rm(work, { recursive: true, force: true });
-  return { data, tokens };
-}
-
-function startServer(kind: string, data?: string, env: Record<string, string> = {}): Promise<Server> {
-  const child = fork(
-    new URL(import.meta.url).pathname,
-    ['--serve', kind, ...(data ? ['--data', data] : [])],
-    {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, ...env },
-      execArgv:
-        kind === 'controller' && process.env.BENCH_PROFILE
-          ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE]
-          : [],
-    },
-  );
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill();
-      reject(new Error(`${kind} server did not start in 600 s`));
-    }, 600_000);
-    child.once('message', (m: { address: string }) => {
-      clearTimeout(timer);
-      // Every thread of the server (event loop, GC helpers, libuv pool) on CPU 0.
-      if (PIN) execFileSync('taskset', ['-a', '-p', '-c', '0', String(child.pid)], { stdio: 'ignore' });
-      resolve({ child, url: m.address });
-    });
-    child.once('exit', (code) => reject(new Error(`${kind} server exited with ${code}`)));
-  });
-}
+// ---------------------------------------------------------------- parent: measurements
 
 interface Figures {
   rps: number;
@@ -301,13 +211,6 @@ function ensureWrk(): void {
     apt('update', '-qq');
     apt('install', '-y', '-qq', 'wrk');
   }
-}
-
-/** User + system CPU time of a process (all its threads), in clock ticks of 10 ms. */
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11]) + Number(fields[12]);
 }
 
 /**
@@ -385,12 +288,6 @@ async function measure({ server, requests }: Load, warmUp: boolean): Promise<Fig
   } finally {
     await rm(script, { force: true });
   }
-}
-
-const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
 async function longPollWakeups(url: string, data: string, tokens: Map<string, string>, rounds: number) {
@@ -555,7 +452,11 @@ async function bench(): Promise<void> {
   console.log(
     `bench:api ${scenario}, ${new Date().toISOString()}, ${availableParallelism()} CPUs, ${load()} at start`,
   );
-  if (scenario === 'storm') await storm();
+  if (scenario === 'storm')
+    await storm({
+      ...size,
+      reconnectSeconds: values['no-reconnect'] ? 0 : Number(values['reconnect-duration']),
+    });
   else {
     ensureWrk();
     const restoreHaltPolling = values['no-halt-poll'] ? undefined : enableHaltPolling();
@@ -566,22 +467,6 @@ async function bench(): Promise<void> {
     }
   }
   console.log(`${load()} at the end`);
-}
-
-/**
- * The fixture is written straight into git, without the status file a controller keeps for each
- * session: a first start writes those 10 000 files. A controller restarted on its own store is what
- * runs in production: one start completes the fixture, a second process is measured
- * (docs/benchmarks.md, "Git writes and the HTTP path", says why this once mattered).
- */
-async function startOnFixture(fixture: Fixture): Promise<Server> {
-  let t = Date.now();
-  await stopServers([await startServer('controller', fixture.data)]);
-  console.log(`first start completed the fixture in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-  t = Date.now();
-  const controller = await startServer('controller', fixture.data);
-  console.log(`controller loaded the store in ${((Date.now() - t) / 1000).toFixed(1)} s`);
-  return controller;
 }
 
 async function measureAll(): Promise<void> {
@@ -820,254 +705,7 @@ async function userList(): Promise<void> {
   }
 }
 
-// ---------------------------------------------------------------- scenario storm
-
-/** docs/agent.md: controlPlane.heartbeatInterval and metricInterval; agent/agent.ts: the long poll's wait. */
-const HEARTBEAT_S = 30;
-const REPORT_S = 60;
-const LONG_POLL_S = 55;
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/**
- * `fn` every `seconds` ± 10 %, as the agent's heartbeat and report loops (agent/agent.ts); returns a
- * function that stops it.
- */
-function repeat(seconds: number, fn: () => void): () => void {
-  let timer: NodeJS.Timeout;
-  const next = () => {
-    timer = setTimeout(
-      () => {
-        fn();
-        next();
-      },
-      jittered(seconds * 1000),
-    );
-  };
-  next();
-  return () => clearTimeout(timer);
-}
-
-/** HTTP/1.1 keep-alive over node:http: lighter than fetch for thousands of open requests. */
-function httpClient(base: string) {
-  const agent = new HttpAgent({ keepAlive: true, maxSockets: Infinity });
-  const url = new URL(base);
-  const call = (method: string, path: string, headers: Record<string, string>, body?: string) =>
-    new Promise<Answer>((resolve, reject) => {
-      const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers, agent }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const raw = Buffer.concat(chunks);
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: res.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw,
-          });
-        });
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  return { call, close: () => agent.destroy() };
-}
-
-/** Forked: GET /health every 50 ms for `seconds`; sends its latencies (ms) to the parent. */
-async function probeHealth(url: string, seconds: number): Promise<void> {
-  const client = httpClient(url);
-  const ms: number[] = [];
-  const end = Date.now() + seconds * 1000;
-  while (Date.now() < end) {
-    const t = performance.now();
-    const res = await client.call('GET', '/health', {});
-    if (res.status !== 200) throw new Error(`/health answered ${res.status}`);
-    const took = performance.now() - t;
-    ms.push(took);
-    await sleep(Math.max(0, 50 - took));
-  }
-  client.close();
-  process.send?.({ ms });
-}
-
-/**
- * 1,000 routers' agents connecting at once (1,000 × 10 sessions at the default size), at the agents'
- * documented rates: each sends its first heartbeat with a mesh key the controller has not seen, fetches
- * its sessions, BIRD config and mesh list, holds a session long poll (wait=55, renewed when answered),
- * sends a heartbeat every 30 s and a metrics report every 60 s, each ± 10 % as the agent waits. A
- * forked probe polls /health every 50 ms. Printed: heartbeat p50/p99/max, /health max, the long-poll wake-ups the controller counted
- * (peerops_long_poll_wakeups_total), the controller's CPU and peak RSS.
- */
-async function storm(): Promise<void> {
-  const { routers, perRouter, seconds } = size;
-  console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
-  const fixture = await buildFixture(routers, perRouter);
-  let controller: Server | undefined;
-  const client = { close: () => undefined as void };
-  try {
-    controller = await startOnFixture(fixture);
-    const pid = controller.child.pid as number;
-    const http = httpClient(controller.url);
-    client.close = http.close;
-    /** Each agent's first heartbeat (its new mesh key), and the later ones. */
-    const heartbeatMs: number[] = [];
-    const laterHeartbeatMs: number[] = [];
-    const failures: string[] = [];
-    let longPollAnswers = 0;
-    let stopping = false;
-    const probe = fork(
-      new URL(import.meta.url).pathname,
-      ['--probe', controller.url, '--duration', String(seconds)],
-      {
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      },
-    );
-    const health = new Promise<number[]>((resolve, reject) => {
-      probe.once('message', (m: { ms: number[] }) => resolve(m.ms));
-      probe.once('exit', (code) => code !== 0 && reject(new Error(`the /health probe exited with ${code}`)));
-    });
-    const eventLoop = () =>
-      new Promise<{ loopMaxMs: number; loopP99Ms: number }>((resolve) => {
-        controller?.child.once('message', resolve);
-        controller?.child.send('event-loop');
-      });
-    await eventLoop(); // from here on
-    const cpuBefore = cpuTicks(pid);
-    const started = Date.now();
-    console.log(`${routers} agents connect at once, for ${seconds} s …`);
-
-    /**
-     * A failed request as printed: what, its error, and when (seconds into the run). Requests the run's
-     * own end cuts (a heartbeat sent as the controller is stopped) are not the controller's failures.
-     */
-    const failure = (what: string, e: Error) => {
-      if (!stopping)
-        failures.push(`${what}: ${e.message} at ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    };
-    const runAgent = async (router: string, token: string) => {
-      const headers = {
-        authorization: `Bearer ${token}`,
-        'accept-encoding': AGENT_ACCEPT_ENCODING,
-      };
-      const post = { ...headers, 'content-type': 'application/json' };
-      const beat = JSON.stringify({ version: '1.0.0', uptime: 1, meshPublicKey: wgKey() });
-      let beats = 0;
-      const heartbeat = async () => {
-        const t = performance.now();
-        const res = await http.call('POST', `/agent/${router}/heartbeat`, post, beat);
-        (beats++ === 0 ? heartbeatMs : laterHeartbeatMs).push(performance.now() - t);
-        if (res.status !== 200) failures.push(`heartbeat ${router}: ${res.status}`);
-      };
-      await heartbeat();
-      const first = await http.call('GET', `/agent/${router}/sessions`, headers);
-      let etag = String(first.headers.etag);
-      const uuids = (JSON.parse(first.body.toString()) as { sessions: { uuid: string }[] }).sessions.map(
-        (s) => s.uuid,
-      );
-      await http.call('GET', `/agent/${router}/bird-config`, headers);
-      await http.call('GET', `/agent/${router}/mesh`, headers);
-      const report = JSON.stringify({
-        sessions: uuids.map((uuid) => ({ uuid, rtt: 12, rxBytes: 1e6, txBytes: 2e6, routesImported: 10 })),
-      });
-      const timers = [
-        repeat(HEARTBEAT_S, () => void heartbeat().catch((e: Error) => failure('heartbeat', e))),
-        repeat(
-          REPORT_S,
-          () =>
-            void http
-              .call('POST', `/agent/${router}/report`, post, report)
-              .catch((e: Error) => failure('report', e)),
-        ),
-      ];
-      try {
-        while (!stopping) {
-          const res = await http.call('GET', `/agent/${router}/sessions?wait=${LONG_POLL_S}`, {
-            ...headers,
-            'if-none-match': etag,
-          });
-          if (res.status === 200) {
-            longPollAnswers++;
-            etag = String(res.headers.etag);
-          }
-        }
-      } catch (err) {
-        if (!stopping) throw err;
-      } finally {
-        for (const stop of timers) stop();
-      }
-    };
-    const agents = [...fixture.tokens].map(([router, token]) =>
-      runAgent(router, token).catch((e: Error) => {
-        failure(router, e);
-      }),
-    );
-    const healthMs = await health;
-    const elapsed = (Date.now() - started) / 1000;
-    const cpuSeconds = (cpuTicks(pid) - cpuBefore) / 100;
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const peakRss = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]) / 1024;
-    const metrics = await (await fetch(`${controller.url}/metrics`)).text();
-    const wakeups = (answer: string) =>
-      Number(
-        new RegExp(`peerops_long_poll_wakeups_total\\{answer="${answer}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0,
-      );
-    const loop = await eventLoop();
-    stopping = true;
-    http.close();
-    await Promise.all(agents);
-    const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-    const hb = sorted([...heartbeatMs, ...laterHeartbeatMs]);
-    const h = sorted(healthMs);
-    const figures = (xs: number[]) =>
-      `p50 ${percentile(xs, 50).toFixed(1)} ms, p99 ${percentile(xs, 99).toFixed(1)} ms, max ${percentile(xs, 100).toFixed(1)} ms`;
-    console.log(`\nover ${elapsed.toFixed(0)} s: ${hb.length} heartbeats, ${figures(hb)}`);
-    console.log(`  the first of each agent (a new mesh key): ${figures(sorted(heartbeatMs))}`);
-    console.log(
-      `  the later ones: ${laterHeartbeatMs.length ? figures(sorted(laterHeartbeatMs)) : 'none (a run under 30 s)'}`,
-    );
-    console.log(
-      `controller event loop delay: p99 ${loop.loopP99Ms.toFixed(1)} ms, max ${loop.loopMaxMs.toFixed(1)} ms ` +
-        '(beside the latencies: what the controller itself stalled, not the load generator)',
-    );
-    console.log(
-      `/health (${h.length} probes, every 50 ms): p50 ${percentile(h, 50).toFixed(1)} ms, max ${percentile(h, 100).toFixed(1)} ms`,
-    );
-    console.log(
-      `long-poll wake-ups: ${wakeups('unchanged')} with the answer unchanged, ${wakeups('changed')} changed; ` +
-        `${longPollAnswers} long polls answered 200`,
-    );
-    console.log(
-      `controller: ${cpuSeconds.toFixed(1)} s of CPU (${((100 * cpuSeconds) / elapsed).toFixed(0)} % of a core), peak RSS ${peakRss.toFixed(0)} MiB`,
-    );
-    if (failures.length)
-      console.log(`failures: ${failures.length}, first: ${failures.slice(0, 3).join('; ')}`);
-    console.log('\ntargets:');
-    console.log(`  heartbeat p99 < 50 ms: ${verdict(percentile(hb, 99) < 50)}`);
-    console.log(`  /health never over 100 ms: ${verdict(percentile(h, 100) <= 100)}`);
-    console.log(
-      `  no wake-up without a change to the answer (nothing changes sessions here): ${verdict(wakeups('unchanged') === 0)}`,
-    );
-    console.log(`  no failed request: ${verdict(failures.length === 0)}`);
-  } finally {
-    client.close();
-    await stopServers([controller]);
-    await rm(fixture.data, { recursive: true, force: true });
-  }
-}
-
-/** SIGTERM (the controller closes its store) and wait for the exits. */
-async function stopServers(servers: (Server | undefined)[]): Promise<void> {
-  const children = servers.flatMap((s) => (s ? [s.child] : []));
-  for (const c of children) c.kill('SIGTERM');
-  await Promise.all(
-    children.map((c) => (c.exitCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r)))),
-  );
-}
-
-if (values.serve) await serve(values.serve, values.data);
-else if (values.probe) await probeHealth(values.probe, Number(values.duration));
+if (values.serve) await serve(values.serve, values.data, Number(values.port));
+else if (values.probe) await probeHealth(values.probe, Number(values.duration), values['through-restart']);
+else if (values.heartbeats) sendHeartbeats(values.heartbeats);
 else await bench();
