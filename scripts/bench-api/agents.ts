@@ -7,12 +7,20 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
 import { jittered } from '../../agent/agent.ts';
+import { AgentConfigFile } from '../../agent/config.ts';
 import { ControlPlaneClient, rateLimitWait } from '../../agent/sync/client.ts';
 import { LongPollSupport } from '../../agent/sync/long-poll.ts';
 
-/** docs/agent.md: controlPlane.heartbeatInterval and metricInterval; agent/agent.ts: the long poll's wait. */
-export const HEARTBEAT_S = 30;
-export const REPORT_S = 60;
+/** The agent's defaults of controlPlane, from its config schema (agent/config.ts, docs/agent.md). */
+const defaults = AgentConfigFile.properties.controlPlane.properties;
+const defaultOf = (field: keyof typeof defaults): number => {
+  const value = (defaults[field] as { default?: unknown }).default;
+  if (typeof value !== 'number') throw new Error(`agent config: controlPlane.${field} has no default`);
+  return value;
+};
+export const HEARTBEAT_S = defaultOf('heartbeatInterval');
+export const REPORT_S = defaultOf('metricInterval');
+/** agent/agent.ts: the long poll's wait (LONG_POLL_MAX_S, not exported). */
 export const LONG_POLL_S = 55;
 
 export interface Answer {
@@ -87,11 +95,10 @@ export type HttpClient = ReturnType<typeof httpClient>;
 
 // ---------------------------------------------------------------- the running agent
 
-/** The agent's defaults of controlPlane (agent/config.ts:50-55, docs/agent.md). */
-const REQUEST_TIMEOUT_S = 15;
-const SYNC_INTERVAL_S = 60;
-const MAX_RETRIES = 3;
-const RETRY_INITIAL_DELAY_MS = 1000;
+const REQUEST_TIMEOUT_S = defaultOf('requestTimeout');
+const SYNC_INTERVAL_S = defaultOf('syncInterval');
+const MAX_RETRIES = defaultOf('maxRetries');
+const RETRY_INITIAL_DELAY_MS = defaultOf('retryInitialDelay');
 /** agent/agent.ts:268: the sync loop's wait after failed rounds, backoff(min(failures, 10)), at most 60 s. */
 const SYNC_BACKOFF_MAX_ATTEMPT = 10;
 const SYNC_BACKOFF_MAX_MS = 60_000;
