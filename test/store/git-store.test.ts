@@ -788,31 +788,27 @@ describe('git store: the ref lock', () => {
     expect(store.listSessions()).toHaveLength(1);
   });
 
-  it('answers a write whose status ref is locked STORE_UNAVAILABLE, and the next sync completes it whole', async () => {
+  it('refuses a write whole while the status ref stays locked: STORE_UNAVAILABLE, neither ref moved', async () => {
     const bare = join(dir, 'store.git');
     const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
+    const specHead = await git(bare, 'rev-parse', 'main');
     await writeFile(lock, '', { flag: 'wx' });
     const failed = await store
       .createSession(newSession(4242420802, 'fra1'), queued, admin, 'c')
       .catch((e: unknown) => e);
     expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
-    // the spec moved before the status ref refused: the journal keeps the write for the next sync
-    expect(await readFile(join(bare, 'peerops', 'journal.json'), 'utf8')).toContain(STATUS_REF);
-    await rm(lock);
-    await eventually(async () =>
-      (await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`).catch(() => '')).includes(
-        'code: 4',
-      ),
-    );
-    await eventually(async () => store.listSessions()[0]?.status.code === 4);
-    const [session] = store.listSessions();
-    expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`)).toContain(
-      `uuid: ${session?.spec.uuid}`,
-    );
+    // every lock is taken before the first ref moves: the spec did not move, no journal is left
+    expect(await git(bare, 'rev-parse', 'main')).toBe(specHead);
     await expect(readFile(join(bare, 'peerops', 'journal.json'))).rejects.toThrow(/ENOENT/);
+    expect(store.listSessions()).toEqual([]);
+    await rm(lock);
+    const s = await store.createSession(newSession(4242420802, 'fra1'), queued, admin, 'c again');
+    expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420802.yaml`)).toContain(
+      `uuid: ${s.spec.uuid}`,
+    );
   });
 
-  it('serves the status of a modify the next sync completed, not the one before it', async () => {
+  it('refuses a modify whole while the status ref stays locked: the spec and the status as they were', async () => {
     const bare = join(dir, 'store.git');
     const s = await store.createSession(newSession(4242420805, 'fra1'), queued, admin, 'c');
     const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
@@ -827,17 +823,15 @@ describe('git store: the ref lock', () => {
       .catch((e: unknown) => e);
     expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
     await rm(lock);
-    await eventually(async () =>
-      (await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420805.yaml`)).includes('code: 1'),
-    );
-    await eventually(async () => store.getSession(s.spec.uuid)?.spec.mtu === 1300);
-    // spec and status as the refs hold them, as a restart reads them too
-    expect(store.getSession(s.spec.uuid)?.status.code).toBe(1);
+    expect(store.getSession(s.spec.uuid)?.spec.mtu).toBe(1420);
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    expect(await git(bare, 'show', `main:sessions/fra1/as4242420805.yaml`)).toContain('mtu: 1420');
+    // as a restart reads them too
     await store.close();
     store = createGitStore({ dir: bare, logger: quiet, pollIntervalMs: 100 });
     await store.start();
-    expect(store.getSession(s.spec.uuid)?.status.code).toBe(1);
-    expect(store.getSession(s.spec.uuid)?.spec.mtu).toBe(1300);
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
+    expect(store.getSession(s.spec.uuid)?.spec.mtu).toBe(1420);
   });
 
   it('refuses a status change while the status ref is locked, and changes nothing', async () => {
@@ -850,6 +844,20 @@ describe('git store: the ref lock', () => {
     expect(isProblem(failed, 'STORE_UNAVAILABLE')).toBe(true);
     expect(store.getSession(s.spec.uuid)?.status.code).toBe(4);
     expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420803.yaml`)).toContain('code: 4');
+  });
+
+  it('retries a create whole while the status ref is locked for a moment (git gc packing refs), never half-way', async () => {
+    const bare = join(dir, 'store.git');
+    const lock = join(bare, 'refs', 'heads', 'peerops-status.lock');
+    await writeFile(lock, '', { flag: 'wx' });
+    // the spec ref's lock is free: the write must not move it before it holds the status ref's too
+    const created = store.createSession(newSession(4242420806, 'fra1'), pending, user(4242420806), 'c');
+    await new Promise((r) => setTimeout(r, 100));
+    await rm(lock);
+    const s = await created;
+    expect(store.getSession(s.spec.uuid)?.status.code).toBe(3);
+    expect(await git(bare, 'show', `main:sessions/fra1/as4242420806.yaml`)).toContain(s.spec.uuid);
+    expect(await git(bare, 'show', `${STATUS_REF}:sessions/fra1/as4242420806.yaml`)).toContain(s.spec.uuid);
   });
 
   it('removes a ref lock older than a crashed push could hold, logs it, and writes', async () => {

@@ -215,8 +215,8 @@ export class Commits {
    * only for what it needs, so their fsyncs overlap: the objects (`objects`, written by the caller),
    * the journal and the status ref's lock side by side; the spec branch's lock once the journal names
    * it (a crash would leave that lock to a push's expiry, the status ref's is removed at take-over);
-   * then the refs move one after the other, in the journal's order, each durable before the next, and
-   * none before the objects are (recovery.ts).
+   * then, once every lock is held, the refs move one after the other, in the journal's order, each
+   * durable before the next, and none before the objects are (recovery.ts).
    */
   async moveRefs(updates: RefUpdate[], objects: Promise<void> = Promise.resolve()): Promise<void> {
     const locks = new Map<RefUpdate, Promise<HeldRef>>();
@@ -242,8 +242,11 @@ export class Commits {
     let moved = 0;
     try {
       await objects;
-      for (const u of updates) {
-        await (await (locks.get(u) as Promise<HeldRef>)).publish();
+      // Every lock held before the first ref moves: one refused (a push, `git gc` packing the refs) leaves
+      // the write undone and retried, not half-way.
+      const held = await Promise.all(updates.map((u) => locks.get(u) as Promise<HeldRef>));
+      for (const ref of held) {
+        await ref.publish();
         moved++;
       }
     } catch (err) {
