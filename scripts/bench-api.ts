@@ -25,10 +25,10 @@
  * time costs in the same run. Guest halt polling is switched on for the run where it can be (see
  * enableHaltPolling for why).
  *
- * Two more scenarios: `user-list` (a user's session list, here) and `storm` (bench-api/storm.ts: 1,000
- * fresh agents connecting at once, then the same fleet running while its controller is restarted on the
- * same store and port, modelled on the real agent's retries and backoff). The fixture and the server
- * processes are bench-api/harness.ts.
+ * Two more scenarios: `user-list` (bench-api/user-list.ts: a user's session list at 10,000 sessions) and
+ * `storm` (bench-api/storm.ts: 1,000 fresh agents connecting at once, then the same fleet running while
+ * its controller is restarted on the same store and port, modelled on the real agent's retries and
+ * backoff). The fixture and the server processes are bench-api/harness.ts, wrk's runs bench-api/wrk.ts.
  *
  * Method and current figures: docs/benchmarks.md.
  *
@@ -38,11 +38,10 @@
  * default 30) and --no-reconnect (the fresh phase alone). Needs wrk (Debian package `wrk`; installed when
  * missing and running as root).
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
@@ -52,10 +51,7 @@ import pino from 'pino';
 import {
   ADMIN_ASN,
   AGENT_ACCEPT_ENCODING,
-  FIXTURE_ASN,
-  PIN,
   buildFixture,
-  cpuTicks,
   percentile,
   startOnFixture,
   startServer,
@@ -65,6 +61,8 @@ import {
   type Server,
 } from './bench-api/harness.ts';
 import { probeHealth, sendHeartbeats, storm } from './bench-api/storm.ts';
+import { userList } from './bench-api/user-list.ts';
+import { ensureWrk, measure, type Figures, type Load, type LoadRequest } from './bench-api/wrk.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -103,6 +101,12 @@ const size = {
 };
 
 const execFileAsync = promisify(execFile);
+/** wrk's options for a measurement of this run (`warmUp`: the first round's). */
+const wrkOptions = (warmUp: boolean) => ({
+  warmUp,
+  seconds: size.seconds,
+  connections: Number(values.connections),
+});
 /** The reference row's added work per request, in µs. */
 const BUSY_US = 20;
 
@@ -176,119 +180,6 @@ async function serve(kind: string, data: string | undefined, port: number): Prom
 }
 
 // ---------------------------------------------------------------- parent: measurements
-
-interface Figures {
-  rps: number;
-  p50: number;
-  p99: number;
-  /** CPU time (user + system, all threads) of the server process per request, µs. */
-  cpuUs: number;
-  errors: number;
-}
-
-interface LoadRequest {
-  method: 'GET' | 'POST';
-  path: string;
-  headers?: Record<string, string>;
-  body?: string;
-}
-
-function ensureWrk(): void {
-  try {
-    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-  } catch (err) {
-    // wrk prints its version and exits 1; only a missing binary is ENOENT
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return;
-    if (process.getuid?.() !== 0)
-      throw new Error('bench:api needs wrk: apt-get install wrk (as root)', { cause: err });
-    console.log('installing wrk (Debian package) …');
-    const apt = (...args: string[]) =>
-      execFileSync('apt-get', args, {
-        stdio: 'inherit',
-        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      });
-    // a fresh machine may have no package lists yet
-    apt('update', '-qq');
-    apt('install', '-y', '-qq', 'wrk');
-  }
-}
-
-/**
- * wrk script: the requests are formatted once in init() and cycled; done() prints the figures as JSON.
- * The values are ASCII, so a JSON string literal is also a valid Lua string literal.
- */
-function wrkScript(requests: LoadRequest[]): string {
-  const lua = (v: string) => JSON.stringify(v);
-  const spec = (r: LoadRequest) => {
-    const headers = Object.entries(r.headers ?? {})
-      .map(([k, v]) => `[${lua(k)}] = ${lua(v)}`)
-      .join(', ');
-    return `  { ${lua(r.method)}, ${lua(r.path)}, { ${headers} }, ${r.body === undefined ? 'nil' : lua(r.body)} },`;
-  };
-  return [
-    'local specs = {',
-    ...requests.map(spec),
-    '}',
-    'local formatted = {}',
-    'local n = 0',
-    'function init(args)',
-    '  for i, s in ipairs(specs) do formatted[i] = wrk.format(s[1], s[2], s[3], s[4]) end',
-    'end',
-    'function request()',
-    '  n = n % #formatted + 1',
-    '  return formatted[n]',
-    'end',
-    'function done(summary, latency, requests)',
-    '  local e = summary.errors',
-    `  io.write(string.format('{"requests":%d,"us":%d,"bad":%d,"p50":%d,"p99":%d}\\n',`,
-    '    summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,',
-    '    latency:percentile(50), latency:percentile(99)))',
-    'end',
-  ].join('\n');
-}
-
-interface Load {
-  name: string;
-  server: Server;
-  requests: LoadRequest[];
-}
-
-async function measure({ server, requests }: Load, warmUp: boolean): Promise<Figures> {
-  const script = join(tmpdir(), `peerops-bench-${randomUUID()}.lua`);
-  await writeFile(script, wrkScript(requests));
-  const wrk = (seconds: number) =>
-    execFileSync(
-      PIN ? 'taskset' : 'wrk',
-      [
-        ...(PIN ? ['-c', '1', 'wrk'] : []),
-        '-t1',
-        `-c${values.connections}`,
-        `-d${seconds}s`,
-        '-s',
-        script,
-        server.url,
-      ],
-      { encoding: 'utf8' },
-    );
-  try {
-    if (warmUp) wrk(2); // JIT, connections: not measured
-    const before = cpuTicks(server.child.pid as number);
-    const out = wrk(size.seconds);
-    const ticks = cpuTicks(server.child.pid as number) - before;
-    const line = out.split('\n').find((l) => l.startsWith('{"requests"'));
-    if (!line) throw new Error(`wrk printed no figures:\n${out}`);
-    const f = JSON.parse(line) as { requests: number; us: number; bad: number; p50: number; p99: number };
-    return {
-      rps: f.requests / (f.us / 1e6),
-      p50: f.p50 / 1000,
-      p99: f.p99 / 1000,
-      cpuUs: (ticks * 10_000) / f.requests,
-      errors: f.bad,
-    };
-  } finally {
-    await rm(script, { force: true });
-  }
-}
 
 async function longPollWakeups(url: string, data: string, tokens: Map<string, string>, rounds: number) {
   const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
@@ -461,7 +352,9 @@ async function bench(): Promise<void> {
     ensureWrk();
     const restoreHaltPolling = values['no-halt-poll'] ? undefined : enableHaltPolling();
     try {
-      await (scenario === 'user-list' ? userList() : measureAll());
+      await (scenario === 'user-list'
+        ? userList({ ...size, rounds: Number(values.rounds), wrkOptions })
+        : measureAll());
     } finally {
       restoreHaltPolling?.();
     }
@@ -546,7 +439,7 @@ async function measureAll(): Promise<void> {
     console.log(`${rounds} rounds of ${loads.length} measurements, ${size.seconds} s each …`);
     const results = new Map<Load, Figures[]>(loads.map((l) => [l, []]));
     for (let round = 0; round < rounds; round++)
-      for (const l of loads) results.get(l)?.push(await measure(l, round === 0));
+      for (const l of loads) results.get(l)?.push(await measure(l, wrkOptions(round === 0)));
     const median = (xs: number[]) =>
       percentile(
         [...xs].sort((a, b) => a - b),
@@ -611,94 +504,6 @@ async function measureAll(): Promise<void> {
       );
     }
     console.log(`  wake-up p50 < 100 ms: ${verdict(percentile(wake.fromRequest, 50) < 100)}`);
-  } finally {
-    await stopServers([hello, controller]);
-    await rm(fixture.data, { recursive: true, force: true });
-  }
-}
-
-// ---------------------------------------------------------------- scenario user-list
-
-/**
- * `POST /session` action list as users send it, one ASN after the other: in the fixture each ASN has one
- * session on every router (100 at the default size, a 65 KiB answer). Target: ≤ 100 µs of the
- * controller's CPU per request, best round.
- */
-async function userList(): Promise<void> {
-  const { routers, perRouter } = size;
-  console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
-  const fixture = await buildFixture(routers, perRouter);
-  let controller: Server | undefined;
-  let hello: Server | undefined;
-  try {
-    controller = await startOnFixture(fixture);
-    const { TokenIssuer, defaultKeyPath } = await import('../controller/auth/jwt.ts');
-    const issuer = await TokenIssuer.fromFile(defaultKeyPath(fixture.data));
-    const requests: LoadRequest[] = Array.from({ length: perRouter }, (_, i) => ({
-      method: 'POST',
-      path: '/session',
-      headers: {
-        authorization: `Bearer ${issuer.issueToken(FIXTURE_ASN + 1 + i, 'user').token}`,
-        'content-type': 'application/json',
-        'accept-encoding': 'gzip, deflate, br',
-      },
-      body: JSON.stringify({ action: 'list' }),
-    }));
-    // asked twice: the controller gzips a kept list from its second sending on, as under the load
-    const ask = () =>
-      fetch(`${controller?.url}/session`, {
-        method: 'POST',
-        headers: requests[0]?.headers,
-        body: requests[0]?.body ?? null,
-      });
-    await (await ask()).arrayBuffer();
-    const sample = await ask();
-    const body = Buffer.from(await sample.arrayBuffer());
-    const answer = JSON.parse(body.toString()) as { sessions: unknown[] };
-    console.log(
-      `one ASN's list: ${answer.sessions.length} sessions, ${(body.length / 1024).toFixed(0)} KiB; ${perRouter} ASNs in turn`,
-    );
-    // the static body as the controller sent it (fetch decompressed it)
-    const gzipped = sample.headers.get('content-encoding') === 'gzip';
-    const listFile = join(fixture.data, 'sample-user-list.json');
-    await writeFile(listFile, gzipped ? gzipSync(body) : body);
-    console.log(gzipped ? `sent gzipped: ${(gzipSync(body).length / 1024).toFixed(1)} KiB` : 'sent as it is');
-    hello = await startServer('hello', undefined, {
-      BENCH_BODY_FILE: listFile,
-      BENCH_USER_LIST_FILE: listFile,
-      ...(gzipped ? { BENCH_USER_LIST_ENCODING: 'gzip' } : {}),
-    });
-    const loads: Load[] = [
-      {
-        name: 'hello-world POST, the list static',
-        server: hello,
-        requests: [{ ...(requests[0] as LoadRequest), path: '/user-list' }],
-      },
-      { name: 'POST /session list', server: controller, requests },
-    ];
-    const rounds = Number(values.rounds);
-    console.log(`${rounds} rounds of ${loads.length} measurements, ${size.seconds} s each …`);
-    const results = new Map<Load, Figures[]>(loads.map((l) => [l, []]));
-    for (let round = 0; round < rounds; round++)
-      for (const l of loads) results.get(l)?.push(await measure(l, round === 0));
-    const bestCpu = new Map<Load, number>();
-    for (const l of loads) {
-      const figures = results.get(l) as Figures[];
-      const sorted = (key: keyof Figures) => figures.map((f) => f[key]).sort((a, b) => a - b);
-      const cpu = sorted('cpuUs');
-      bestCpu.set(l, cpu[0] ?? Infinity);
-      console.log(
-        `${l.name.padEnd(36)} CPU µs/req best ${cpu[0]?.toFixed(1)}, median ${percentile(cpu, 50).toFixed(1)} ` +
-          `(rounds ${figures.map((f) => f.cpuUs.toFixed(1)).join(' ')}); ` +
-          `req/s best ${Math.max(...figures.map((f) => f.rps)).toFixed(0)}; p99 median ${percentile(sorted('p99'), 50).toFixed(2)} ms; ` +
-          `errors ${figures.reduce((n, f) => n + f.errors, 0)}`,
-      );
-    }
-    const cpu = bestCpu.get(loads[1] as Load) ?? Infinity;
-    console.log(
-      `\ntargets:\n  CPU per request ≤ 100 µs (best round): ${verdict(cpu <= 100)} ` +
-        `(${cpu.toFixed(1)} µs; the static body's ${bestCpu.get(loads[0] as Load)?.toFixed(1)} µs in the same run)`,
-    );
   } finally {
     await stopServers([hello, controller]);
     await rm(fixture.data, { recursive: true, force: true });
