@@ -20,7 +20,8 @@ import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcil
 import { systemWireGuard } from './wireguard/interface.ts';
 import { LinkWatch } from './wireguard/link-watch.ts';
 
-const LONG_POLL_MAX_S = 55;
+/** The longest a sync round's long poll waits (and never longer than syncInterval). */
+export const LONG_POLL_MAX_S = 55;
 /** The exit code when the controller refuses the agent's token (docs/agent.md): restarted with backoff. */
 export const UNAUTHORIZED_EXIT = 77;
 
@@ -264,7 +265,7 @@ export class Agent {
           break;
         }
         this.failures++;
-        const delay = Math.min(60_000, this.client.backoff(Math.min(this.failures, 10)));
+        const delay = this.client.failureDelay(this.failures);
         this.log.warn(
           { err: (err as Error).message, retryInMs: delay },
           'sync failed; keeping the running config',

@@ -83,7 +83,7 @@ export async function main(argv: string[]): Promise<number> {
           );
           return UNAUTHORIZED_EXIT;
         }
-        const delay = Math.min(60_000, client.backoff(Math.min(attempt, 10)));
+        const delay = client.failureDelay(attempt);
         log.warn({ err: (err as Error).message, retryInMs: delay }, 'bootstrap failed');
         await new Promise((r) => setTimeout(r, delay));
         if (stopping.signal.aborted) return 0;

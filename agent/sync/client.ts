@@ -133,6 +133,11 @@ export class ControlPlaneClient {
     return Math.round(base * (0.75 + Math.random() * 0.5));
   }
 
+  /** Milliseconds to wait after `failures` failed passes (or bootstraps) in a row: backoff, at most a minute. */
+  failureDelay(failures: number): number {
+    return Math.min(60_000, this.backoff(Math.min(failures, 10)));
+  }
+
   private async request(
     method: 'GET' | 'POST',
     path: string,
