@@ -6,7 +6,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
-import { jittered } from '../../agent/agent.ts';
+import { LONG_POLL_MAX_S, jittered } from '../../agent/agent.ts';
 import { AgentConfigFile } from '../../agent/config.ts';
 import { ControlPlaneClient, rateLimitWait } from '../../agent/sync/client.ts';
 import { LongPollSupport } from '../../agent/sync/long-poll.ts';
@@ -20,8 +20,8 @@ const defaultOf = (field: keyof typeof defaults): number => {
 };
 export const HEARTBEAT_S = defaultOf('heartbeatInterval');
 export const REPORT_S = defaultOf('metricInterval');
-/** agent/agent.ts: the long poll's wait (LONG_POLL_MAX_S, not exported). */
-export const LONG_POLL_S = 55;
+/** The sync loop's long poll wait, as agent/agent.ts computes it. */
+export const LONG_POLL_S = Math.min(defaultOf('syncInterval'), LONG_POLL_MAX_S);
 
 export interface Answer {
   status: number;
@@ -99,9 +99,6 @@ const REQUEST_TIMEOUT_S = defaultOf('requestTimeout');
 const SYNC_INTERVAL_S = defaultOf('syncInterval');
 const MAX_RETRIES = defaultOf('maxRetries');
 const RETRY_INITIAL_DELAY_MS = defaultOf('retryInitialDelay');
-/** agent/agent.ts:268: the sync loop's wait after failed rounds, backoff(min(failures, 10)), at most 60 s. */
-const SYNC_BACKOFF_MAX_ATTEMPT = 10;
-const SYNC_BACKOFF_MAX_MS = 60_000;
 
 /** The agent's own retry delays, initial · 2^attempt ± 25 % (agent/sync/client.ts:131): its backoff alone. */
 const retryDelays = new ControlPlaneClient({
@@ -218,7 +215,7 @@ export class RunningAgent {
     }
   }
 
-  /** agent/agent.ts:237-276: a round that fails waits backoff(min(failures, 10)), then long polls again. */
+  /** agent/agent.ts:237-276: a round that fails waits the client's failureDelay, then long polls again. */
   private async syncLoop(): Promise<void> {
     // The first round is a pass at once, as when a long poll has just ended (agent/agent.ts:241-252, a
     // woken round): the fresh phase's agents asked for their lists once, in its burst, and a running agent
@@ -239,8 +236,7 @@ export class RunningAgent {
       } catch {
         if (this.stopped.aborted) return;
         this.failures++;
-        const attempt = Math.min(this.failures, SYNC_BACKOFF_MAX_ATTEMPT);
-        await this.sleep(Math.min(SYNC_BACKOFF_MAX_MS, retryDelays.backoff(attempt)));
+        await this.sleep(retryDelays.failureDelay(this.failures));
       }
     }
   }

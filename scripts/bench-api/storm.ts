@@ -21,6 +21,7 @@ import {
   repeat,
   type AgentState,
   type Exchange,
+  type HttpClient,
   type PeerList,
 } from './agents.ts';
 import {
@@ -209,12 +210,12 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
   console.log(`building fixture: ${routers} routers × ${perRouter} sessions …`);
   const fixture = await buildFixture(routers, perRouter);
   let controller: Server | undefined;
-  const client = { close: () => undefined as void };
+  let client: HttpClient | undefined;
   try {
     controller = await startOnFixture(fixture);
     const pid = controller.child.pid as number;
     const http = httpClient(controller.url);
-    client.close = http.close;
+    client = http;
     /** Each agent's first heartbeat (its new mesh key), and the later ones. */
     const heartbeatMs: number[] = [];
     const laterHeartbeatMs: number[] = [];
@@ -372,7 +373,7 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
     console.log(`  no failed request: ${verdict(failures.length === 0)}`);
     if (reconnectSeconds > 0) await reconnect(controller, fixture, states, reconnectSeconds);
   } finally {
-    client.close();
+    client?.close();
     await stopServers([controller]);
     await rm(fixture.data, { recursive: true, force: true });
   }
