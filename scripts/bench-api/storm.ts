@@ -192,6 +192,19 @@ function peakRssMiB(pid: number): number {
   return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]) / 1024;
 }
 
+/**
+ * The kernel's count of connections dropped because a listen socket's accept queue was full
+ * (TcpExt ListenOverflows, for the whole network namespace): a dropped handshake waits out a SYN
+ * retransmission (1 s, then 3 s), which shows as an outlier in the heartbeats' times.
+ */
+function listenOverflows(): number {
+  const [names, values] = readFileSync('/proc/net/netstat', 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('TcpExt:'))
+    .map((line) => line.split(/\s+/));
+  return Number(values?.[names?.indexOf('ListenOverflows') ?? -1] ?? 0);
+}
+
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
 const figures = (xs: number[]) =>
   `p50 ${percentile(xs, 50).toFixed(1)} ms, p99 ${percentile(xs, 99).toFixed(1)} ms, max ${percentile(xs, 100).toFixed(1)} ms`;
@@ -202,6 +215,8 @@ const figures = (xs: number[]) =>
 interface BurstCeiling {
   firstMs: number[];
   healthMs: number[];
+  /** Handshakes the kernel dropped meanwhile (listenOverflows). */
+  overflows: number;
 }
 
 /** How long the ceiling's /health probe runs: the burst is over well within it. */
@@ -221,6 +236,7 @@ async function burstCeiling(routers: number): Promise<BurstCeiling> {
     const health = forkProbe(hello.url, CEILING_PROBE_S, false);
     await sleep(500); // the probe's connection made before the burst, as in the fresh phase
     const post = { 'content-type': 'application/json', 'accept-encoding': AGENT_ACCEPT_ENCODING };
+    const overflowsBefore = listenOverflows();
     const firstMs = await Promise.all(
       Array.from({ length: routers }, async () => {
         const beat = JSON.stringify({ version: '1.0.0', uptime: 1, meshPublicKey: wgKey() });
@@ -230,7 +246,8 @@ async function burstCeiling(routers: number): Promise<BurstCeiling> {
         return performance.now() - t;
       }),
     );
-    return { firstMs: sorted(firstMs), healthMs: sorted((await health).ms) };
+    const overflows = listenOverflows() - overflowsBefore;
+    return { firstMs: sorted(firstMs), healthMs: sorted((await health).ms), overflows };
   } finally {
     http.close();
     await stopServers([hello]);
@@ -253,7 +270,8 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
   console.log(`the machine's ceiling: ${routers} first POSTs to a bare fastify hello-world at once …`);
   const ceiling = await burstCeiling(routers);
   console.log(
-    `  ${figures(ceiling.firstMs)}; /health meanwhile max ${percentile(ceiling.healthMs, 100).toFixed(1)} ms`,
+    `  ${figures(ceiling.firstMs)}; /health meanwhile max ${percentile(ceiling.healthMs, 100).toFixed(1)} ms; ` +
+      `accept queue overflows ${ceiling.overflows}`,
   );
   let controller: Server | undefined;
   let client: HttpClient | undefined;
@@ -276,6 +294,7 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
     const ownLoop = monitorEventLoopDelay({ resolution: 10 });
     ownLoop.enable();
     const cpuBefore = cpuTicks(pid);
+    const overflowsBefore = listenOverflows();
     const started = Date.now();
     console.log(`${routers} agents connect at once, for ${seconds} s …`);
 
@@ -372,6 +391,7 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
     const healthMs = (await health).ms;
     const elapsed = (Date.now() - started) / 1000;
     const cpuSeconds = (cpuTicks(pid) - cpuBefore) / 100;
+    const overflows = listenOverflows() - overflowsBefore;
     const peakRss = peakRssMiB(pid);
     const metrics = await (await fetch(`${controller.url}/metrics`)).text();
     const wakeups = (answer: string) =>
@@ -388,6 +408,9 @@ export async function storm({ routers, perRouter, seconds, reconnectSeconds }: S
     console.log(`  the first of each agent (a new mesh key): ${figures(sorted(heartbeatMs))}`);
     console.log(
       `  the later ones: ${laterHeartbeatMs.length ? figures(sorted(laterHeartbeatMs)) : 'none (a run under 30 s)'}`,
+    );
+    console.log(
+      `accept queue overflows (handshakes the kernel dropped, each retried after 1 s): ${overflows}`,
     );
     console.log(
       `controller event loop delay: p99 ${loop.loopP99Ms.toFixed(1)} ms, max ${loop.loopMaxMs.toFixed(1)} ms ` +
