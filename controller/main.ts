@@ -13,6 +13,7 @@ import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
+import { fixHeapGrowth } from './heap.ts';
 import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
@@ -138,6 +139,8 @@ async function start(
   const store = await openStore(config, logger);
   await store.start();
   opened.push(() => store.close());
+  // loaded: from here on the heap grows as a running controller's should (heap.ts)
+  fixHeapGrowth();
   // Pushes into the store's own repository are checked before git takes them (docs/gitops.md).
   if (store.backend === 'git')
     await installPreReceiveHook(join(config.dataDir, 'store.git'), {

@@ -153,6 +153,8 @@ async function serve(kind: string, data: string | undefined, port: number): Prom
     config.rateLimit = { perMinute: 1e9, agentPerMinute: 1e9 };
     const store = await openStore(config, pino({ level: 'warn' }));
     await store.start();
+    // as `peerops serve` does once its store has loaded
+    (await import('../controller/heap.ts')).fixHeapGrowth();
     const tokens = await TokenIssuer.fromFile(defaultKeyPath(config.dataDir));
     // The controller's own logger (one info line per request), written to /dev/null instead of stdout.
     const { controllerLogger, logDestination } = await import('../controller/logger.ts');

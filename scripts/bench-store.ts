@@ -30,6 +30,7 @@ import pino from 'pino';
 import { withSessionConditions } from '../common/conditions.ts';
 import { mergedSessionStatus } from '../common/rules/index.ts';
 import { SessionStatus } from '../common/status.ts';
+import { fixHeapGrowth } from '../controller/heap.ts';
 import { agentSession } from '../controller/api/views.ts';
 import { topics } from '../controller/store/change-feed.ts';
 import { createGitStore } from '../controller/store/git/index.ts';
@@ -138,6 +139,7 @@ async function measure(dir: string, creates: number): Promise<void> {
   await store.start();
   const startMs = performance.now() - started;
   const used = process.cpuUsage(cpu);
+  fixHeapGrowth(); // as `peerops serve` does once its store has loaded
   const startCpuMs = (used.user + used.system) / 1000;
   global.gc?.();
   const mem = process.memoryUsage();
@@ -400,6 +402,7 @@ async function measureScale(dir: string, creates: number): Promise<void> {
   await store.start();
   const startMs = performance.now() - started;
   const used = process.cpuUsage(cpu);
+  fixHeapGrowth(); // as `peerops serve` does once its store has loaded
   global.gc?.();
   const rssAfterStart = process.memoryUsage().rss;
   const heapUsed = process.memoryUsage().heapUsed;
