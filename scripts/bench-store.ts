@@ -124,7 +124,11 @@ async function generate(root: string, sessions: number): Promise<string> {
   const git = (...args: string[]) => exec('git', args, { cwd: work, env: GIT_ENV, maxBuffer: 1 << 26 });
   await git('init', '-q', '-b', 'main');
   await git('add', '.');
-  await git('-c', 'user.name=bench', '-c', 'user.email=bench@example.org', 'commit', '-q', '-m', 'generated');
+  // no `gc --auto` after the commit: git runs it in the background, and the work tree is removed below
+  await git(
+    ...['-c', 'user.name=bench', '-c', 'user.email=bench@example.org', '-c', 'gc.auto=0'],
+    ...['commit', '-q', '-m', 'generated'],
+  );
   const bare = join(root, 'store.git');
   await exec('git', ['clone', '-q', '--bare', work, bare], { env: GIT_ENV });
   await rm(work, { recursive: true, force: true });
