@@ -143,8 +143,8 @@ async function measure(dir: string, creates: number): Promise<void> {
   await store.start();
   const startMs = performance.now() - started;
   const used = process.cpuUsage(cpu);
-  fixHeapGrowth(); // as `peerops serve` does once its store has loaded
   const startCpuMs = (used.user + used.system) / 1000;
+  fixHeapGrowth(); // as `peerops serve` does once its store has loaded
   global.gc?.();
   const mem = process.memoryUsage();
   const latencies: number[] = [];

@@ -5,8 +5,6 @@
  * left, whatever the machine's speed (V8's own choice depends on how fast it collects).
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -28,25 +26,18 @@ console.log('live: ' + live.length);
 
 /** What the child said of fixHeapGrowth, and each mark-compact after it: heap (MB) before it and after. */
 async function churn(nodeArgs: string[]): Promise<{ fixed: string; compactions: [number, number][] }> {
-  const dir = await mkdtemp(join(tmpdir(), 'peerops-heap-'));
-  try {
-    const script = join(dir, 'churn.mjs');
-    await writeFile(script, CHILD);
-    // a 1 MiB young generation: the sizes printed are the old generation's within a few MiB
-    const { stdout } = await run(
-      process.execPath,
-      ['--max-semi-space-size=1', '--trace-gc', ...nodeArgs, script],
-      { maxBuffer: 1 << 26 },
-    );
-    const after = stdout.slice(stdout.indexOf('fixed: '));
-    const fixed = /^fixed: (\w+)/.exec(after)?.[1] ?? '';
-    const compactions = [...after.matchAll(/Mark-Compact ([\d.]+) \([\d.]+\) -> ([\d.]+) \(/g)].map(
-      (m) => [Number(m[1]), Number(m[2])] as [number, number],
-    );
-    return { fixed, compactions };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  // a 1 MiB young generation: the sizes printed are the old generation's within a few MiB
+  const { stdout } = await run(
+    process.execPath,
+    ['--max-semi-space-size=1', '--trace-gc', ...nodeArgs, '--input-type=module', '-e', CHILD],
+    { maxBuffer: 1 << 26 },
+  );
+  const after = stdout.slice(stdout.indexOf('fixed: '));
+  const fixed = /^fixed: (\w+)/.exec(after)?.[1] ?? '';
+  const compactions = [...after.matchAll(/Mark-Compact ([\d.]+) \([\d.]+\) -> ([\d.]+) \(/g)].map(
+    (m) => [Number(m[1]), Number(m[2])] as [number, number],
+  );
+  return { fixed, compactions };
 }
 
 /** Each mark-compact's starting heap over what the one before it left. */
