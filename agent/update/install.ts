@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { chmod, link, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { MIRROR_CAPS, readCapped, streamCapped } from './capped.ts';
 import type { Release } from './releases.ts';
 import { UpdateError } from './releases.ts';
 import { checksumsSignatureProblem, SIGNATURE_NAME } from './signature.ts';
@@ -22,8 +23,6 @@ const execFileP = promisify(execFile);
 /** The agent artifact and the checksum list of a release (scripts/build-release.ts writes both). */
 export const ARTIFACT_NAME = 'peerops.mjs';
 export const CHECKSUMS_NAME = 'SHA256SUMS';
-const MAX_ARTIFACT_BYTES = 256 * 1024 * 1024;
-const MAX_CHECKSUMS_BYTES = 64 * 1024;
 
 /** `peerops.mjs` → `peerops.previous.mjs`: still a module Node runs, for a rollback by hand too. */
 export function previousPath(installPath: string): string {
@@ -53,16 +52,10 @@ export async function fetchExpectedSha256(
   publicKeys: readonly string[],
   timeoutMs: number,
 ): Promise<string> {
-  const fetchSmall = async (name: string): Promise<Buffer> => {
-    const res = await fetch(asset(release, name), { signal: AbortSignal.timeout(timeoutMs) });
-    if (!res.ok) throw new UpdateError(`${name} of ${release.tag_name} answered HTTP ${res.status}`);
-    const body = Buffer.from(await res.arrayBuffer());
-    if (body.length > MAX_CHECKSUMS_BYTES)
-      throw new UpdateError(`${name} of ${release.tag_name} is too large`);
-    return body;
-  };
-  const checksums = await fetchSmall(CHECKSUMS_NAME);
-  const signature = (await fetchSmall(SIGNATURE_NAME)).toString('utf8');
+  const fetchSmall = (name: string, cap: number): Promise<Buffer> =>
+    readCapped({ url: asset(release, name), what: `${name} of ${release.tag_name}`, cap, timeoutMs });
+  const checksums = await fetchSmall(CHECKSUMS_NAME, MIRROR_CAPS.checksums);
+  const signature = (await fetchSmall(SIGNATURE_NAME, MIRROR_CAPS.signature)).toString('utf8');
   const problem = checksumsSignatureProblem(checksums, signature, publicKeys);
   if (problem !== undefined)
     throw new UpdateError(
@@ -80,25 +73,22 @@ export async function downloadArtifact(
   installPath: string,
   timeoutMs: number,
 ): Promise<{ file: string; sha256: string }> {
-  const url = asset(release, ARTIFACT_NAME);
-  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-  if (!res.ok || !res.body)
-    throw new UpdateError(`${ARTIFACT_NAME} of ${release.tag_name} answered HTTP ${res.status}`);
+  const body = streamCapped({
+    url: asset(release, ARTIFACT_NAME),
+    what: `${ARTIFACT_NAME} of ${release.tag_name}`,
+    cap: MIRROR_CAPS.artifact,
+    timeoutMs,
+  });
   const file = path.join(
     path.dirname(installPath),
     `.${path.basename(installPath)}.${process.pid}.download.mjs`,
   );
   const hash = createHash('sha256');
   const fh = await open(file, 'w', 0o600);
-  let size = 0;
   try {
-    for await (const chunk of res.body) {
-      const buf = chunk as Uint8Array;
-      size += buf.byteLength;
-      if (size > MAX_ARTIFACT_BYTES)
-        throw new UpdateError(`${ARTIFACT_NAME} is larger than ${MAX_ARTIFACT_BYTES} bytes`);
-      hash.update(buf);
-      await fh.write(buf);
+    for await (const chunk of body) {
+      hash.update(chunk);
+      await fh.write(chunk);
     }
     await fh.sync();
   } catch (err) {

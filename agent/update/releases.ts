@@ -7,6 +7,7 @@
  * The newest version above the running one wins (semver order).
  */
 import semver from 'semver';
+import { MIRROR_CAPS, readCapped } from './capped.ts';
 
 export type UpdateChannel = 'stable' | 'beta' | 'dev';
 
@@ -65,12 +66,19 @@ export function releasesUrl(releaseRepo: string): string {
 
 export async function fetchReleases(releaseRepo: string, timeoutMs = 30_000): Promise<Release[]> {
   const url = releasesUrl(releaseRepo);
-  const res = await fetch(url, {
+  const text = await readCapped({
+    url,
+    what: `release listing ${url}`,
+    cap: MIRROR_CAPS.listing,
+    timeoutMs,
     headers: { accept: 'application/vnd.github+json', 'user-agent': 'peerops-agent' },
-    signal: AbortSignal.timeout(timeoutMs),
   });
-  if (!res.ok) throw new UpdateError(`release listing ${url} answered HTTP ${res.status}`);
-  const body: unknown = await res.json();
+  let body: unknown;
+  try {
+    body = JSON.parse(text.toString('utf8'));
+  } catch {
+    throw new UpdateError(`release listing ${url} is not JSON`);
+  }
   if (!Array.isArray(body)) throw new UpdateError(`release listing ${url} is not a JSON array`);
   return body.filter(isRelease);
 }
