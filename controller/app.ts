@@ -34,6 +34,7 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
+import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
@@ -287,11 +288,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, {
       store,
+      registry: opts.login?.registry,
       onRejected: (session, reason) => void notifier.rejected(session, reason),
     });
     await scope.register(webhookRoutes, { hooks: notifier.hooks });
     await scope.register(tokenRoutes, { store });
-    await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
+    await scope.register(agentRoutes, {
+      store,
+      config,
+      shutdown: shutdown.signal,
+      filter: new RegistryFilter(opts.login?.registry, app.log),
+    });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };
