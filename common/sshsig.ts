@@ -6,12 +6,32 @@
  * Blob: "SSHSIG" · uint32 version (1) · string publickey · string namespace · string reserved ·
  * string hash_algorithm · string signature. The key signed "SSHSIG" · string namespace ·
  * string reserved · string hash_algorithm · string H(message).
- * Keys: ssh-ed25519, ssh-rsa (signature rsa-sha2-256 or rsa-sha2-512; SHA-1 refused), ecdsa-sha2-nistp256.
+ * Keys: ssh-ed25519, ssh-rsa (signature rsa-sha2-256 or rsa-sha2-512; SHA-1 refused), ecdsa-sha2-nistp256,
+ * -nistp384 and -nistp521 (each with the hash RFC 5656 gives its curve).
  */
 import { createHash, createPublicKey, verify, type JsonWebKey, type KeyObject } from 'node:crypto';
 
-export const SSH_KEY_TYPES = ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp256'] as const;
+export const SSH_KEY_TYPES = [
+  'ssh-ed25519',
+  'ssh-rsa',
+  'ecdsa-sha2-nistp256',
+  'ecdsa-sha2-nistp384',
+  'ecdsa-sha2-nistp521',
+] as const;
 export type SshKeyType = (typeof SSH_KEY_TYPES)[number];
+
+type EcdsaType = Extract<SshKeyType, `ecdsa-${string}`>;
+
+/** The NIST curves of ECDSA keys (RFC 5656 §6.2.1): the JWK curve, the coordinate size, the hash. */
+const ECDSA_CURVES: Record<EcdsaType, { name: string; crv: string; bytes: number; hash: string }> = {
+  'ecdsa-sha2-nistp256': { name: 'nistp256', crv: 'P-256', bytes: 32, hash: 'sha256' },
+  'ecdsa-sha2-nistp384': { name: 'nistp384', crv: 'P-384', bytes: 48, hash: 'sha384' },
+  'ecdsa-sha2-nistp521': { name: 'nistp521', crv: 'P-521', bytes: 66, hash: 'sha512' },
+};
+
+function isEcdsa(type: string): type is EcdsaType {
+  return Object.hasOwn(ECDSA_CURVES, type);
+}
 
 const MAGIC = Buffer.from('SSHSIG');
 const ARMOR = /-----BEGIN SSH SIGNATURE-----([\s\S]*?)-----END SSH SIGNATURE-----/;
@@ -103,16 +123,16 @@ export function sshPublicKey(wire: Buffer): { type: SshKeyType; key: KeyObject }
       jwk = { kty: 'RSA', n: b64url(n), e: b64url(e) };
       break;
     }
-    case 'ecdsa-sha2-nistp256': {
-      if (r.text() !== 'nistp256') throw new SshSigError('ecdsa key is not on nistp256');
+    default: {
+      if (!isEcdsa(type)) throw new SshSigError(`SSH key type '${type}' is not supported`);
+      const curve = ECDSA_CURVES[type];
+      if (r.text() !== curve.name) throw new SshSigError(`${type} key is not on ${curve.name}`);
       const q = r.bytes();
-      if (q.length !== 65 || q[0] !== 4)
-        throw new SshSigError('ecdsa point is not an uncompressed P-256 point');
-      jwk = { kty: 'EC', crv: 'P-256', x: b64url(q.subarray(1, 33)), y: b64url(q.subarray(33)) };
-      break;
+      if (q.length !== 1 + 2 * curve.bytes || q[0] !== 4)
+        throw new SshSigError(`ecdsa point is not an uncompressed ${curve.crv} point`);
+      const x = q.subarray(1, 1 + curve.bytes);
+      jwk = { kty: 'EC', crv: curve.crv, x: b64url(x), y: b64url(q.subarray(1 + curve.bytes)) };
     }
-    default:
-      throw new SshSigError(`SSH key type '${type}' is not supported`);
   }
   if (!r.done) throw new SshSigError('trailing bytes after the SSH public key');
   return { type, key: createPublicKey({ key: jwk, format: 'jwk' }) };
@@ -183,13 +203,13 @@ export function checkSshSignature(s: SshSignature, message: Buffer, namespace: s
       }
       ok = verify(s.sigType === 'rsa-sha2-256' ? 'sha256' : 'sha512', data, key, s.sig);
       break;
-    case 'ecdsa-sha2-nistp256': {
+    default: {
       if (s.sigType !== type)
         throw new SshSigError(`signature type ${s.sigType} does not fit an ${type} key`);
+      const { bytes, hash } = ECDSA_CURVES[type];
       const rs = new WireReader(s.sig);
-      const p1363 = Buffer.concat([leftPad(rs.mpint(), 32), leftPad(rs.mpint(), 32)]);
-      ok = verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, p1363);
-      break;
+      const p1363 = Buffer.concat([leftPad(rs.mpint(), bytes), leftPad(rs.mpint(), bytes)]);
+      ok = verify(hash, data, { key, dsaEncoding: 'ieee-p1363' }, p1363);
     }
   }
   if (!ok) throw new SshSigError('the SSH signature does not verify over the signed message');

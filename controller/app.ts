@@ -34,18 +34,16 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
-import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
 import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challenges.ts';
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
-import { blockedEverywhere } from '../common/rules/index.ts';
+import { mergedPolicy } from '../common/rules/index.ts';
 import { hookRoutes } from './api/hooks.ts';
 import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';
-import { tokenRoutes } from './api/tokens.ts';
 import { FileWebhooks, Notifier } from './notify/index.ts';
 import { referenceRoutes } from './api/reference.ts';
 import { apiValidatorCompiler } from './api/validation.ts';
@@ -202,7 +200,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(apiValidatorCompiler());
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
-  installAuth(app, { store, tokens, admins: opts.login?.admins ?? [] });
+  installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);
   const unmatchedLog = requestLogger(app.log, 'unmatched');
@@ -271,8 +269,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await scope.register(loginPlugin, {
         ...opts.login,
         ...loginState,
-        isBlocked: (asn: number) => blockedEverywhere(store, asn),
-        issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds, 'login'),
+        isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
+        issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
         onRequest: [scope.identify, scope.rateLimit],
       });
@@ -288,17 +286,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, {
       store,
-      registry: opts.login?.registry,
       onRejected: (session, reason) => void notifier.rejected(session, reason),
     });
     await scope.register(webhookRoutes, { hooks: notifier.hooks });
-    await scope.register(tokenRoutes, { store });
-    await scope.register(agentRoutes, {
-      store,
-      config,
-      shutdown: shutdown.signal,
-      filter: new RegistryFilter(opts.login?.registry, app.log),
-    });
+    await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };

@@ -95,6 +95,7 @@ interface ChallengeAnswer {
   expiresAt: string;
   namespace: string;
   methods: Array<Record<string, string>>;
+  skipped: Array<{ mntner: string; line: string; reason: string }>;
 }
 
 async function challenge(app: FastifyInstance, asn: number): Promise<ChallengeAnswer> {
@@ -172,7 +173,21 @@ describe('login: successes', () => {
 
   it('PGPKEY-… resolved through the key-cert, no key sent', async () => {
     const c = await challenge(app, AS_PGP_CERT);
-    expect(c.methods).toEqual([{ type: 'pgp-key-cert', mntner: 'CERT-MNT', keyCert: certId }]);
+    expect(c.methods).toEqual([
+      {
+        type: 'pgp-key-cert',
+        mntner: 'CERT-MNT',
+        keyCert: certId,
+        fingerprint: pgpCert.fingerprint.toLowerCase(),
+      },
+    ]);
+    expect(c.skipped).toEqual([
+      {
+        mntner: 'CERT-MNT',
+        line: 'auth: crypt $1$unsupported',
+        reason: "auth method 'crypt' is not supported",
+      },
+    ]);
     const signature = await gpgSign(pgpCert, c.challenge, 'detach');
     const res = await verify(app, { asn: AS_PGP_CERT, challenge: c.challenge, signature });
     expect(res.statusCode, res.body).toBe(200);
@@ -352,7 +367,7 @@ describe('login: refusals', () => {
     expect(res.statusCode).toBe(401);
     expect(res.json().code).toBe('AUTH_FAILED');
     expect(res.json().detail).toMatch(
-      /no maintainer of AS4242420007 lists a key .*OLD-MNT: auth method 'crypt'/,
+      /no maintainer of AS4242420007 lists a key .*skipped: OLD-MNT auth: crypt \$1\$only-a-password: auth method 'crypt' is not supported/,
     );
   });
 

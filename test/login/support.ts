@@ -4,7 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
@@ -29,9 +29,16 @@ export interface SshKey {
   publicLine: string;
 }
 
-export async function sshKey(dir: string, algo: SshAlgo, name: string = algo): Promise<SshKey> {
+/** `bits`: the ecdsa curve (256, 384, 521) or RSA size; default 256 and 3072. */
+export async function sshKey(
+  dir: string,
+  algo: SshAlgo,
+  name: string = algo,
+  bits?: number,
+): Promise<SshKey> {
   const file = path.join(dir, `id_${name}`);
-  const size = algo === 'ecdsa' ? ['-b', '256'] : algo === 'rsa' ? ['-b', '3072'] : [];
+  const size =
+    algo === 'ecdsa' ? ['-b', String(bits ?? 256)] : algo === 'rsa' ? ['-b', String(bits ?? 3072)] : [];
   await run('ssh-keygen', ['-q', '-t', algo, ...size, '-N', '', '-C', `${name}@test`, '-f', file]);
   return { path: file, publicLine: (await readFile(`${file}.pub`, 'utf8')).trim() };
 }
@@ -57,10 +64,11 @@ export interface GpgKey {
   armoredPublic: string;
 }
 
-export async function gpgKey(home: string, uid: string): Promise<GpgKey> {
+/** `algo`: gpg's --quick-gen-key algorithm (`rsa1024` for a key too weak to verify). */
+export async function gpgKey(home: string, uid: string, algo = 'future-default'): Promise<GpgKey> {
   await mkdir(home, { recursive: true, mode: 0o700 });
   const gpg = (...args: string[]) => run('gpg', ['--homedir', home, '--batch', ...args]);
-  await gpg('--passphrase', '', '--quick-gen-key', uid, 'future-default', 'default', 'never');
+  await gpg('--passphrase', '', '--quick-gen-key', uid, algo, 'default', 'never');
   const { stdout } = await gpg('--with-colons', '--list-keys', uid);
   const fpr = stdout
     .split('\n')
@@ -70,7 +78,41 @@ export async function gpgKey(home: string, uid: string): Promise<GpgKey> {
   return { home, fingerprint: fpr, armoredPublic };
 }
 
-export async function gpgSign(key: GpgKey, text: string, mode: 'detach' | 'clear'): Promise<string> {
+/**
+ * A key made in 2020 that expired at the end of 2020 (`stale`: its public key as exported then, what a
+ * registry key-cert may still hold), then renewed to never expire (`key`, exported now). `staleHome` is
+ * a copy of the home before the renewal, to sign as that key's holder could then.
+ */
+export async function gpgRenewedKey(
+  home: string,
+  uid: string,
+): Promise<{ key: GpgKey; stale: string; staleHome: string }> {
+  await mkdir(home, { recursive: true, mode: 0o700 });
+  const gpg = (...args: string[]) =>
+    run('gpg', ['--homedir', home, '--batch', '--pinentry-mode', 'loopback', '--passphrase', '', ...args]);
+  await gpg('--faked-system-time', '20200101T000000', '--quick-gen-key', uid, 'ed25519', 'sign', '1y');
+  const { stdout } = await gpg('--with-colons', '--list-keys', uid);
+  const fpr = stdout
+    .split('\n')
+    .find((l) => l.startsWith('fpr:'))!
+    .split(':')[9]!;
+  const { stdout: stale } = await gpg('--export', '--armor', fpr);
+  await stopGpgAgent(home);
+  const staleHome = `${home}-stale`;
+  // the agent's sockets (S.gpg-agent…) stay behind: each home starts its own agent
+  await cp(home, staleHome, { recursive: true, filter: (src) => !path.basename(src).startsWith('S.') });
+  await gpg('--quick-set-expire', fpr, '0');
+  const { stdout: armoredPublic } = await gpg('--export', '--armor', fpr);
+  return { key: { home, fingerprint: fpr, armoredPublic }, stale, staleHome };
+}
+
+/** `extra`: more gpg options, e.g. `--faked-system-time` to date the signature. */
+export async function gpgSign(
+  key: GpgKey,
+  text: string,
+  mode: 'detach' | 'clear',
+  extra: string[] = [],
+): Promise<string> {
   const dir = await tempDir('pgp');
   try {
     const file = path.join(dir, 'challenge');
@@ -84,6 +126,7 @@ export async function gpgSign(key: GpgKey, text: string, mode: 'detach' | 'clear
       'loopback',
       '--passphrase',
       '',
+      ...extra,
       '-u',
       key.fingerprint,
       ...how,

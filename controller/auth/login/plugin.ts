@@ -1,7 +1,7 @@
 /**
  * `POST /login` (docs/login.md), an encapsulated fastify plugin: register it under any prefix.
  *
- *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods}
+ *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods, skipped}
  *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, expiresAt, role}
  *
  * Errors: AUTH_FAILED 401 (bad signature, or challenge unknown/used/expired/altered/for another host or
@@ -15,8 +15,10 @@ import Type, { type Static } from 'typebox';
 import { isProblem, ProblemError } from '../../../common/errors.ts';
 import { Asn } from '../../../common/schema.ts';
 import { describeMethod } from './auth-methods.ts';
+import { SSH_KEY_TYPES } from '../../../common/sshsig.ts';
 import { randomBytes } from 'node:crypto';
 import {
+  CHALLENGE_TTL_MS,
   checkChallenge,
   type FailureLimiter,
   MemoryFailureLimiter,
@@ -25,7 +27,7 @@ import {
   readChallenge,
   type UsedChallenges,
 } from './challenges.ts';
-import type { AsnAuth, Registry } from './registry.ts';
+import type { AsnAuth, Registry, SkippedLine } from './registry.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import { verifyLogin } from './verify.ts';
 import { Actions } from '../../api/schemas.ts';
@@ -108,6 +110,8 @@ const ChallengeResponse = Type.Object({
   namespace: Type.String(),
   /** The maintainers' keys the signature may come from: type, mntner and key, fingerprint or keyCert. */
   methods: Type.Array(Type.Record(Type.String(), Type.String())),
+  /** The maintainers' lines no signature can come from, and why (docs/login.md, Which keys count). */
+  skipped: Type.Array(Type.Object({ mntner: Type.String(), line: Type.String(), reason: Type.String() })),
 });
 const TokenResponse = Type.Object({
   token: Type.String(),
@@ -115,6 +119,13 @@ const TokenResponse = Type.Object({
   role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
 });
 type ChallengeRequest = Static<typeof ChallengeRequest>;
+
+/** How far a signer's clock may be off ours (as `peerops login` allows): OpenPGP signatures carry its time. */
+const SIGNATURE_SKEW_MS = 15 * 60_000;
+
+function skippedText(s: SkippedLine): string {
+  return `${s.mntner} ${s.line}: ${s.reason}`;
+}
 type VerifyRequest = Static<typeof VerifyRequest>;
 
 const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, opts) => {
@@ -166,10 +177,10 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     const auth = await lookup(body.asn);
     if (auth.methods.length === 0) {
       outcome('auth_failed');
-      const why = auth.skipped.length ? ` (${auth.skipped.join('; ')})` : '';
+      const why = auth.skipped.length ? `; skipped: ${auth.skipped.map(skippedText).join('; ')}` : '';
       throw new ProblemError(
         'AUTH_FAILED',
-        `no maintainer of AS${body.asn} lists a key peerops can check: add an ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256, pgp-fingerprint or PGPKEY auth line${why}`,
+        `no maintainer of AS${body.asn} lists a key peerops can check: add an auth line with an ${SSH_KEY_TYPES.join(', ')}, pgp-fingerprint or PGPKEY key${why}`,
       );
     }
     // Nothing is stored: the challenge proves itself when it comes back (challenges.ts).
@@ -182,6 +193,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
       expiresAt: new Date(c.expiresAt).toISOString(),
       namespace: SSH_NAMESPACE,
       methods: auth.methods.map(describeMethod),
+      skipped: auth.skipped,
     };
   }
 
@@ -206,7 +218,10 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     if (issued.asn !== body.asn) return fail(`challenge was issued for AS${issued.asn}`);
     if (issued.expiresAt <= now()) return fail('challenge expired; request a new one');
     const auth = await lookup(body.asn);
-    const verdict = await verifyLogin(auth.methods, issued.text, body.signature, body.publicKey);
+    const verdict = await verifyLogin(auth.methods, issued.text, body.signature, body.publicKey, {
+      from: new Date(issued.expiresAt - CHALLENGE_TTL_MS - SIGNATURE_SKEW_MS),
+      to: new Date(now() + SIGNATURE_SKEW_MS),
+    });
     if (!verdict.ok) return fail(verdict.reason);
     // Used up by the login it makes, in one atomic step: a replay, or the loser of two verifications
     // racing on it, is refused. A failed attempt does not use it, so nobody without the key can spend

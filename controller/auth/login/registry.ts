@@ -9,8 +9,8 @@
  *
  * In the registry: `data/aut-num/AS<n>` → every `mnt-by` → `data/mntner/<NAME>` → `auth:` lines;
  * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
- * Sessions read `data/route/…`, `data/route6/…` and the filter through `files()`: a peer's addresses
- * must be its own ASN's (controller/registry/routes.ts, docs/login.md).
+ * Sessions read `data/route/<prefix>_<len>` and `data/route6/…` (`origin:`): a peer's addresses must lie
+ * in a route object of its own ASN (routeObjectErrors, docs/api.md).
  *
  * Over 500 lines: three registry sources behind one interface, sharing the RPSL parsing kept here;
  * each source is a class of its own.
@@ -22,9 +22,12 @@ import * as path from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { Gauge, register } from 'prom-client';
-import { ProblemError } from '../../../common/errors.ts';
-import type { RegistryFiles } from '../../registry/routes.ts';
+import { ProblemError, type FieldError } from '../../../common/errors.ts';
+import { canonicalPrefix, inRanges, isIpv4, parsePrefix } from '../../../common/net.ts';
 import { type AuthMethod, parseAuthLine } from './auth-methods.ts';
+import { gitFetch, gitVersion } from './git-command.ts';
+import { readKeyCert } from './key-cert.ts';
+import { isScpLike, registryLocation } from './registry-location.ts';
 import { nameValue, parseRpsl, values } from './rpsl.ts';
 
 export interface AsnAuth {
@@ -33,19 +36,35 @@ export interface AsnAuth {
   maintainers: string[];
   /** Every checkable method of every maintainer. */
   methods: AuthMethod[];
-  /** Lines that were skipped and why (unsupported methods, missing objects): for logs and the user. */
-  skipped: string[];
+  /** Lines that were skipped and why (unsupported methods, weak keys, missing objects): for logs and the user. */
+  skipped: SkippedLine[];
+}
+
+/** A `route` (IPv4) or `route6` object of a DN42 registry. */
+export interface RouteObject {
+  type: 'route' | 'route6';
+  /** Its prefix, canonical (`route:` / `route6:`). */
+  prefix: string;
+  /** Every `origin:` ASN. */
+  origins: number[];
+}
+
+/** An `auth:` (or `mnt-by:`) line that gives no key a login can verify with, and why. */
+export interface SkippedLine {
+  mntner: string;
+  /** The line, its key shortened: `auth: ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQ…`. */
+  line: string;
+  reason: string;
 }
 
 export interface Registry {
   /** The ASN's maintainers and methods; undefined when the registry has no such ASN. Throws REGISTRY_UNAVAILABLE. */
   lookup(asn: number): Promise<AsnAuth | undefined>;
   /**
-   * The registry's files at its current version, for route objects and the prefix filter
-   * (controller/registry/routes.ts). Absent on a source without them (a users file): there no session
-   * address is checked against a registry. Throws REGISTRY_UNAVAILABLE.
+   * The route (IPv4) or route6 objects whose prefix covers the address. Absent on a source without them
+   * (a users file): there no session address is checked against a registry. Throws REGISTRY_UNAVAILABLE.
    */
-  files?(): Promise<RegistryFiles>;
+  routesCovering?(address: string): Promise<RouteObject[]>;
   /** Stop background work (refresh timers). */
   close(): Promise<void>;
 }
@@ -67,46 +86,132 @@ function unavailable(detail: string): ProblemError {
 /** Reads one registry file by its path under the registry root; undefined when it does not exist. */
 type ReadObject = (file: string) => Promise<string | undefined>;
 
-/** Resolves aut-num → every mnt-by → mntner auth lines → key-cert, through any object reader. */
-export async function resolveAsn(read: ReadObject, asn: number): Promise<AsnAuth | undefined> {
+/** `auth: <value>` as the user knows it, a key shortened to its start. */
+function shownLine(attribute: string, value: string): string {
+  const line = `${attribute}: ${value.trim()}`;
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+/**
+ * Resolves aut-num → every mnt-by → mntner auth lines → key-cert, through any object reader. A method is
+ * listed only if it can verify a signature at `now`, or once renewed (an expired key-cert); every other
+ * line is in `skipped` with its reason.
+ */
+export async function resolveAsn(
+  read: ReadObject,
+  asn: number,
+  now: Date = new Date(),
+): Promise<AsnAuth | undefined> {
   const autNum = await read(`data/aut-num/AS${asn}`);
   if (autNum === undefined) return undefined;
   const maintainers = [...new Set(values(parseRpsl(autNum), 'mnt-by').map(nameValue))];
   const methods: AuthMethod[] = [];
-  const skipped: string[] = [];
+  const skipped: SkippedLine[] = [];
   for (const mntner of maintainers) {
+    const skip = (line: string, reason: string) => skipped.push({ mntner, line, reason });
     if (!MNTNER_NAME.test(mntner)) {
-      skipped.push(`mnt-by '${mntner}' is not a valid maintainer name`);
+      skip(shownLine('mnt-by', mntner), 'not a valid maintainer name');
       continue;
     }
     const text = (await read(`data/mntner/${mntner}`)) ?? (await read(`data/mntner/${mntner.toUpperCase()}`));
     if (text === undefined) {
-      skipped.push(`mntner ${mntner} is not in the registry`);
+      skip(shownLine('mnt-by', mntner), `mntner ${mntner} is not in the registry`);
       continue;
     }
     for (const line of values(parseRpsl(text), 'auth')) {
       const parsed = parseAuthLine(line, mntner);
       if (!parsed.ok) {
-        skipped.push(`${mntner}: ${parsed.reason}`);
+        skip(shownLine('auth', line), parsed.reason);
       } else if ('method' in parsed) {
         methods.push(parsed.method);
       } else {
         const cert = await read(`data/key-cert/${parsed.keyCert}`);
-        const certif = cert === undefined ? [] : values(parseRpsl(cert), 'certif');
-        if (certif.length === 0) {
-          skipped.push(`${mntner}: key-cert ${parsed.keyCert} is missing or has no certif lines`);
+        const key =
+          cert === undefined
+            ? { ok: false as const, reason: 'it is not in the registry' }
+            : await readKeyCert(parsed.keyCert, cert, now);
+        if (!key.ok) {
+          skip(shownLine('auth', line), `key-cert ${parsed.keyCert}: ${key.reason}`);
           continue;
         }
         methods.push({
           type: 'pgp-key-cert',
           mntner,
           keyCert: parsed.keyCert,
-          armoredKey: certif.join('\n') + '\n',
+          armoredKey: key.armoredKey,
+          fingerprint: key.fingerprint,
+          ...(key.expired ? { expired: key.expired } : {}),
         });
       }
     }
   }
   return { asn, maintainers, methods, skipped };
+}
+
+/** Lists the file names in one registry directory (`data/route6`); an empty list when it does not exist. */
+type ListObjects = (dir: string) => Promise<string[]>;
+
+/**
+ * The route objects covering `address`. File names (`fd42:1234::_48`) pick the candidates; each is then
+ * read, and counts only where its own `route`/`route6:` covers the address (the file name is not trusted).
+ */
+export async function routesCovering(
+  list: ListObjects,
+  read: ReadObject,
+  address: string,
+): Promise<RouteObject[]> {
+  const family = isIpv4(address) ? 'ipv4' : 'ipv6';
+  const type = family === 'ipv4' ? 'route' : 'route6';
+  const out: RouteObject[] = [];
+  for (const file of await list(`data/${type}`)) {
+    const cut = file.lastIndexOf('_');
+    const named = `${file.slice(0, cut)}/${file.slice(cut + 1)}`;
+    if (cut < 0 || !parsePrefix(named, family) || !inRanges(address, [named])) continue;
+    const text = await read(`data/${type}/${file}`);
+    if (text === undefined) continue;
+    const attrs = parseRpsl(text);
+    const prefix = values(attrs, type).map(nameValue)[0] ?? '';
+    if (!parsePrefix(prefix, family) || !inRanges(address, [prefix])) continue;
+    const origins = values(attrs, 'origin')
+      .map((v) => /^AS([0-9]{1,10})$/i.exec(nameValue(v))?.[1])
+      .filter((n): n is string => n !== undefined)
+      .map(Number);
+    out.push({ type, prefix: canonicalPrefix(prefix), origins });
+  }
+  return out.sort((a, b) => a.prefix.localeCompare(b.prefix));
+}
+
+/**
+ * Where the registry has route objects: each peer address of a session (`ipv6`, `ipv4`) must lie in a
+ * `route6` / `route` object whose `origin` is the session's ASN, as DN42 requires of anything announced.
+ * A peer address becomes a route into that peer's tunnel on the router, so an address of another
+ * network's object would capture its traffic. Pointers as in a create body.
+ */
+export async function routeObjectErrors(
+  registry: Registry,
+  asn: number,
+  spec: { ipv6: string; ipv4?: string | undefined },
+): Promise<FieldError[]> {
+  if (!registry.routesCovering) return [];
+  const errors: FieldError[] = [];
+  for (const field of ['ipv6', 'ipv4'] as const) {
+    const address = spec[field];
+    if (address === undefined) continue;
+    const objects = await registry.routesCovering(address);
+    if (objects.some((o) => o.origins.includes(asn))) continue;
+    const type = field === 'ipv6' ? 'route6' : 'route';
+    // the objects that do cover it, so the peer sees whose network the address is in
+    const others = objects.map(
+      (o) => `${type} ${o.prefix} has origin ${o.origins.map((n) => `AS${n}`).join(', ') || 'none'}`,
+    );
+    errors.push({
+      pointer: `/${field}`,
+      message:
+        `no ${type} object in the registry covers ${address} with origin AS${asn}` +
+        (others.length > 0 ? ` (${others.join('; ')})` : ''),
+    });
+  }
+  return errors;
 }
 
 // ---- a local checkout ----
@@ -123,10 +228,10 @@ export class DirectoryRegistry implements Registry {
     return resolveAsn(this.read, asn);
   }
 
-  async files(): Promise<RegistryFiles> {
+  async routesCovering(address: string): Promise<RouteObject[]> {
     await this.checkData();
-    return {
-      list: async (dir) => {
+    return routesCovering(
+      async (dir) => {
         try {
           return await readdir(path.join(this.dir, dir));
         } catch (err) {
@@ -134,8 +239,9 @@ export class DirectoryRegistry implements Registry {
           throw unavailable(`registry directory ${dir} cannot be read: ${(err as Error).message}`);
         }
       },
-      read: this.read,
-    };
+      this.read,
+      address,
+    );
   }
 
   private async checkData(): Promise<void> {
@@ -180,7 +286,8 @@ function withoutCredentials(url: string): string {
     u.password = '';
     return u.toString();
   } catch {
-    return '(invalid URL)';
+    // git's user@host:path form has no place for a password
+    return isScpLike(url) ? url : '(invalid URL)';
   }
 }
 
@@ -215,6 +322,8 @@ export class GitRegistry implements Registry {
   private readonly fetchTimeoutMs: number;
   /** The URL without credentials, for logs and error details. */
   private readonly shownUrl: string;
+  /** isomorphic-git for http(s); the git command for ssh and file:// (git-command.ts). */
+  private readonly transport: 'http' | 'git';
   private readonly cache: object = {};
   private commit: string | undefined;
   private lastError: string | undefined;
@@ -230,6 +339,12 @@ export class GitRegistry implements Registry {
     this.intervalMs = opts.refreshIntervalMs ?? 5 * 60_000;
     this.fetchTimeoutMs = opts.fetchTimeoutMs ?? 2 * 60_000;
     this.shownUrl = withoutCredentials(opts.url);
+    this.transport = registryLocation(opts.url).kind === 'http' ? 'http' : 'git';
+  }
+
+  /** Why the last fetch failed (credentials removed); undefined after a good one. */
+  get lastFailure(): string | undefined {
+    return this.lastError;
   }
 
   /** The commit lookups read, or undefined before the first good fetch. */
@@ -288,21 +403,32 @@ export class GitRegistry implements Registry {
       );
     });
     try {
-      const fetching = git.fetch({
-        fs: gitFs,
-        http,
-        gitdir: this.gitdir,
-        remote: 'origin',
-        url: this.url,
-        ...(this.ref ? { remoteRef: this.ref } : {}),
-        singleBranch: true,
-        // Shallow only for the first fetch; later fetches name the good commit and get only what is new.
-        ...(this.commit ? {} : { depth: this.depth }),
-        tags: false,
-        cache: this.cache,
-      });
-      const result = await Promise.race([fetching, timeout]);
-      const commit = result.fetchHead;
+      // Shallow only for the first fetch; later fetches name the good commit and get only what is new.
+      const depth = this.commit ? undefined : this.depth;
+      const fetching =
+        this.transport === 'git'
+          ? gitFetch({
+              gitdir: this.gitdir,
+              url: this.url,
+              ref: this.ref,
+              depth,
+              timeoutMs: this.fetchTimeoutMs,
+            })
+          : git
+              .fetch({
+                fs: gitFs,
+                http,
+                gitdir: this.gitdir,
+                remote: 'origin',
+                url: this.url,
+                ...(this.ref ? { remoteRef: this.ref } : {}),
+                singleBranch: true,
+                ...(depth !== undefined ? { depth } : {}),
+                tags: false,
+                cache: this.cache,
+              })
+              .then((result) => result.fetchHead);
+      const commit = await Promise.race([fetching, timeout]);
       if (!commit) throw new Error('the remote sent no commit');
       const root = await git.readTree({ fs: gitFs, gitdir: this.gitdir, oid: commit, cache: this.cache });
       if (!root.tree.some((e) => e.path === 'data' && e.type === 'tree')) {
@@ -330,10 +456,9 @@ export class GitRegistry implements Registry {
     return resolveAsn(this.reader(this.goodCommit()), asn);
   }
 
-  /** The files at the last good commit, all read from that one commit. */
-  async files(): Promise<RegistryFiles> {
+  async routesCovering(address: string): Promise<RouteObject[]> {
     const commit = this.goodCommit();
-    const list = async (filepath: string): Promise<string[]> => {
+    const list: ListObjects = async (filepath) => {
       try {
         const { tree } = await git.readTree({
           fs: gitFs,
@@ -348,7 +473,7 @@ export class GitRegistry implements Registry {
         throw unavailable(`registry directory ${filepath} cannot be read: ${(err as Error).message}`);
       }
     };
-    return { list, read: this.reader(commit) };
+    return routesCovering(list, this.reader(commit), address);
   }
 
   /** The commit lookups read: the last good one (a refresh moving it later does not change a lookup). */
@@ -467,7 +592,7 @@ export class UsersFileRegistry implements Registry {
 // ---- choosing one from the configuration ----
 
 export interface RegistrySource {
-  /** An http(s) git URL, a registry checkout directory, or a users file. */
+  /** A git URL (http(s), ssh, file), a registry checkout directory, or a users file (registry-location.ts). */
   source: string;
   /** For a git URL: where the mirror lives (e.g. `<data dir>/registry.git`). */
   cacheDir?: string;
@@ -476,10 +601,21 @@ export interface RegistrySource {
   log?: RegistryLog;
 }
 
-/** Build and start the registry a source names; throws on a bad users file (not on a failed first fetch). */
+/**
+ * Build and start the registry a source names. Throws on a form it does not read, a bad users file, a
+ * git URL without the git command to fetch it, and a file:// repository it cannot fetch; not on a failed
+ * first fetch over the network, which may come back (the refresh retries).
+ */
 export async function openRegistry(cfg: RegistrySource): Promise<Registry> {
-  if (/^https?:\/\//i.test(cfg.source)) {
+  const location = registryLocation(cfg.source);
+  if (location.kind !== 'path') {
     if (!cfg.cacheDir) throw new Error('a git registry source needs a cache directory');
+    const shown = withoutCredentials(location.url);
+    if (location.kind === 'git') {
+      await gitVersion().catch((err: Error) => {
+        throw new Error(`PEEROPS_REGISTRY ${shown}: fetching it needs ${err.message}`);
+      });
+    }
     const reg = new GitRegistry({
       url: cfg.source,
       cacheDir: cfg.cacheDir,
@@ -488,6 +624,10 @@ export async function openRegistry(cfg: RegistrySource): Promise<Registry> {
       ...(cfg.log ? { log: cfg.log } : {}),
     });
     await reg.start();
+    if (location.kind === 'git' && location.transport === 'file' && reg.currentCommit === undefined) {
+      await reg.close();
+      throw new Error(`PEEROPS_REGISTRY ${shown}: ${reg.lastFailure ?? 'nothing was fetched'}`);
+    }
     return reg;
   }
   const st = await stat(cfg.source);

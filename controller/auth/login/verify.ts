@@ -2,7 +2,7 @@
  * Does this signature over this challenge come from a key the ASN's maintainers list?
  * SSH signatures (SSHSIG, namespace `peerops`) are checked with node:crypto; OpenPGP signatures
  * (cleartext-signed or detached armored) with openpgp.js against the registry's key-cert keys and
- * the user's pasted key when its fingerprint is listed.
+ * the user's pasted key when its primary fingerprint is listed (`pgp-fingerprint`, or a key-cert's).
  */
 import * as openpgp from 'openpgp';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
@@ -11,11 +11,23 @@ import { checkSshSignature, parseSshSignature, SshSigError } from '../../../comm
 
 export type Verdict = { ok: true; method: AuthMethod } | { ok: false; reason: string };
 
+/**
+ * When an OpenPGP signature must have been made: from the challenge's issue to now, each widened by the
+ * clock skew allowed. openpgp.js judges a key valid or expired at the signature's own creation time,
+ * which the signer writes; bounding it makes "valid then" mean "valid now", so an expired key cannot
+ * sign a backdated answer.
+ */
+export interface SignedWithin {
+  from: Date;
+  to: Date;
+}
+
 export async function verifyLogin(
   methods: readonly AuthMethod[],
   challenge: string,
   signature: string,
   publicKey: string | undefined,
+  within: SignedWithin,
 ): Promise<Verdict> {
   try {
     if (signature.includes('-----BEGIN SSH SIGNATURE-----')) return verifySsh(methods, challenge, signature);
@@ -23,7 +35,7 @@ export async function verifyLogin(
       signature.includes('-----BEGIN PGP SIGNED MESSAGE-----') ||
       signature.includes('-----BEGIN PGP SIGNATURE-----')
     ) {
-      return await verifyPgp(methods, challenge, signature, publicKey);
+      return await verifyPgp(methods, challenge, signature, publicKey, within);
     }
     return { ok: false, reason: 'signature is neither an armored SSH signature nor an OpenPGP signature' };
   } catch (err) {
@@ -50,34 +62,37 @@ function verifySsh(methods: readonly AuthMethod[], challenge: string, armored: s
   return { ok: true, method };
 }
 
-/** Keys the user may have signed with, each with the method that allows it. */
+/**
+ * Keys the user may have signed with, each with the method that allows it. A key-cert's key is merged
+ * with the pasted key when both have the same primary key, as gpg merges an import: the owner's renewed
+ * expiry or new subkey then counts. openpgp.js takes a merged self-signature or subkey binding only
+ * where the primary key made it, and keeps the registry copy's revocations, so the signer still proves
+ * possession of the primary key or of a subkey it bound (docs/login.md, Which keys count).
+ */
 async function pgpCandidates(
   methods: readonly AuthMethod[],
   publicKey: string | undefined,
 ): Promise<Array<{ key: openpgp.PublicKey; method: AuthMethod }>> {
+  const pgp = methods.filter((m) => m.type === 'pgp-fingerprint' || m.type === 'pgp-key-cert');
+  const offered =
+    publicKey && pgp.length > 0
+      ? await openpgp.readKey({ armoredKey: publicKey }).catch(() => {
+          throw new Error('publicKey is not an armored OpenPGP public key');
+        })
+      : undefined;
+  const offeredFpr = offered?.getFingerprint().toLowerCase();
   const out: Array<{ key: openpgp.PublicKey; method: AuthMethod }> = [];
-  for (const m of methods) {
-    if (m.type !== 'pgp-key-cert') continue;
-    const key = await openpgp.readKey({ armoredKey: m.armoredKey }).catch(() => undefined);
-    if (!key) continue;
-    // PGPKEY-<8 hex> names the key by the end of its fingerprint; a key-cert holding another key is ignored.
-    const suffix = m.keyCert.slice('PGPKEY-'.length).toLowerCase();
-    if (key.getKeys().some((k) => k.getFingerprint().toLowerCase().endsWith(suffix)))
-      out.push({ key, method: m });
-  }
-  const listed = methods.filter((m) => m.type === 'pgp-fingerprint');
-  if (publicKey && listed.length > 0) {
-    const key = await openpgp.readKey({ armoredKey: publicKey }).catch(() => {
-      throw new Error('publicKey is not an armored OpenPGP public key');
-    });
-    const fpr = key.getFingerprint().toLowerCase();
-    const method = listed.find((m) => m.fingerprint === fpr);
-    if (method) out.push({ key, method });
+  for (const m of pgp) {
+    if (m.type === 'pgp-key-cert') {
+      const key = await openpgp.readKey({ armoredKey: m.armoredKey });
+      out.push({ key: offered && offeredFpr === m.fingerprint ? await key.update(offered) : key, method: m });
+    } else if (offered && offeredFpr === m.fingerprint) {
+      out.push({ key: offered, method: m });
+    }
   }
   return out;
 }
 
-/** Cleartext signing strips trailing blanks and rewrites line ends; compare on that form. */
 /**
  * The text as OpenPGP cleartext signing treats it: CRLF as LF, blanks at line ends and trailing empty
  * lines dropped. By hand, not by regex: `/[ \t]+$/gm` backtracks quadratically on a long run of blanks
@@ -98,6 +113,7 @@ async function verifyPgp(
   challenge: string,
   armored: string,
   publicKey: string | undefined,
+  within: SignedWithin,
 ): Promise<Verdict> {
   const candidates = await pgpCandidates(methods, publicKey);
   if (candidates.length === 0) {
@@ -116,17 +132,35 @@ async function verifyPgp(
     if (normalizeText(message.getText()) !== normalizeText(challenge)) {
       return { ok: false, reason: 'the signed text is not the challenge' };
     }
-    ({ signatures } = await openpgp.verify({ message, verificationKeys, expectSigned: true }));
+    ({ signatures } = await openpgp.verify({ message, verificationKeys, date: within.to }));
   } else {
     const signature = await openpgp.readSignature({ armoredSignature: armored });
     const message = await openpgp.createMessage({ binary: Buffer.from(challenge, 'utf8') });
-    ({ signatures } = await openpgp.verify({ message, signature, verificationKeys, expectSigned: true }));
+    ({ signatures } = await openpgp.verify({ message, signature, verificationKeys, date: within.to }));
   }
-  // expectSigned made verify() throw unless a signature verified with one of the keys; find which.
+  // `date` refused signatures made after within.to; which verified, with which key, made when?
+  let why = 'the OpenPGP signature does not verify with a listed key';
   for (const s of signatures) {
-    if (!(await s.verified.catch(() => false))) continue;
     const hit = candidates.find((c) => c.key.getKeys(s.keyID).length > 0);
-    if (hit) return { ok: true, method: hit.method };
+    if (!hit) continue;
+    const verified = await s.verified.catch((err: Error) => err);
+    if (verified !== true) {
+      why = `the OpenPGP signature does not verify with ${describe(hit.method)}: ${verified.message}`;
+      continue;
+    }
+    const created = (await s.signature).packets[0]?.created;
+    if (!created || created < within.from) {
+      why = `the OpenPGP signature was made before the challenge was issued (${created?.toISOString() ?? 'no time'}); check your clock`;
+      continue;
+    }
+    return { ok: true, method: hit.method };
   }
-  return { ok: false, reason: 'the OpenPGP signature does not verify with a listed key' };
+  return { ok: false, reason: why };
+}
+
+/** A key-cert or fingerprint as a refusal names it; an expired key-cert says what would make it verify. */
+function describe(m: AuthMethod): string {
+  if (m.type === 'pgp-key-cert')
+    return `key-cert ${m.keyCert}${m.expired ? ` (${m.expired} in the registry; send your renewed key as publicKey)` : ''}`;
+  return m.type === 'pgp-fingerprint' ? `pgp-fingerprint ${m.fingerprint}` : m.type;
 }
