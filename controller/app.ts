@@ -28,6 +28,7 @@ import {
 } from './api/problem.ts';
 import { hookList, installAuth } from './api/auth.ts';
 import { installRateLimit } from './api/rate-limit.ts';
+import { installAnswerRules } from './api/answers.ts';
 import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
@@ -124,6 +125,7 @@ function refuseWithoutHost(res: ServerResponse): void {
   );
   res.writeHead(400, {
     'content-type': 'application/problem+json',
+    'x-content-type-options': 'nosniff',
     'content-length': Buffer.byteLength(body),
     connection: 'close',
   });
@@ -200,6 +202,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(apiValidatorCompiler());
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
+  installAnswerRules(app);
   installAuth(app, { store, tokens });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);

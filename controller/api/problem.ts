@@ -112,7 +112,7 @@ export function answerOnSocket(
       .join('');
     socket.write(
       `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? 'Error'}\r\n${extra}` +
-        `Content-Type: application/problem+json\r\n` +
+        `Content-Type: application/problem+json\r\nX-Content-Type-Options: nosniff\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
