@@ -3,7 +3,7 @@
  * parsed and validated. Shared by the git store and `peerops validate`, so both judge a file alike; the
  * rules that span files are in rules/.
  */
-import { CORE_SCHEMA, dump, load } from 'js-yaml';
+import { CORE_SCHEMA, EVENT_ID, YAMLException, constructFromEvents, dump, parseEvents } from 'js-yaml';
 import type { FieldError } from './errors.ts';
 import { sessionName } from './naming.ts';
 import {
@@ -31,7 +31,47 @@ export type ParsedManifest =
   | { kind: 'PeeringSession'; name: string; spec: SessionSpecInput }
   | { kind: 'RoutingPolicy'; name: string; spec: PolicySpec };
 
-export type ParseResult = { ok: true; manifest: ParsedManifest } | { ok: false; errors: FieldError[] };
+/**
+ * Why a file was refused, as the store's metric labels it (peerops_store_manifests_skipped{reason}):
+ * a bound of MANIFEST_LIMITS, YAML that does not parse, a path outside the layout, or the schema (kind,
+ * fields, path agreement).
+ */
+export type RefusalReason = 'too_large' | 'too_deep' | 'anchors' | 'yaml' | 'layout' | 'schema';
+
+export type ParseResult =
+  { ok: true; manifest: ParsedManifest } | { ok: false; reason: RefusalReason; errors: FieldError[] };
+
+/**
+ * The bounds of one manifest, checked before it is parsed into values or walked (docs/store.md, "What
+ * the store refuses"). Every reader takes them from here: `peerops validate`, the pre-receive hook, the
+ * git store's load and its forge follow. A session or router the store writes is under 2 KiB; a policy
+ * may list 100,000 blocked ASNs (schema.ts), about 1.7 MB as the store writes it. No manifest nests
+ * more than 6 levels. A YAML alias repeats a value without its bytes, so 9 levels of 9 aliases are 9^9
+ * values in 650 bytes (issue 40): aliases and the anchors they name are refused outright.
+ */
+export const MANIFEST_LIMITS = {
+  bytes: { Router: 64 * 1024, PeeringSession: 64 * 1024, RoutingPolicy: 4 * 1024 * 1024 },
+  depth: 16,
+} as const;
+
+/** The most bytes the file at `path` may hold: its kind's bound, a session's for any other path. */
+export function manifestByteLimit(path: string): number {
+  return MANIFEST_LIMITS.bytes[classifyPath(path)?.kind ?? 'PeeringSession'];
+}
+
+/** A size for people: 65536 → "64 KiB". */
+function kib(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MiB` : `${bytes / 1024} KiB`;
+}
+
+/** A manifest outside MANIFEST_LIMITS: refused before its values exist. */
+export class ManifestBoundError extends Error {
+  readonly reason: Extract<RefusalReason, 'too_large' | 'too_deep' | 'anchors'>;
+  constructor(reason: ManifestBoundError['reason'], message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
 
 const NAME = '[a-z][a-z0-9-]{0,30}';
 const ROUTER_FILE = new RegExp(`^routers/(${NAME})\\.yaml$`);
@@ -70,8 +110,52 @@ export function classifyPath(path: string): PathInfo | undefined {
   return undefined;
 }
 
-export function parseYaml(text: string): unknown {
-  return load(text, { schema: CORE_SCHEMA });
+/** Why a file of `bytes` is refused. */
+export function tooLarge(bytes: number, maxBytes: number): string {
+  return `is ${bytes} bytes; this file may hold at most ${maxBytes} (${kib(maxBytes)})`;
+}
+
+/** The line (1-based) of a character offset. */
+function lineAt(text: string, offset: number): number {
+  let line = 1;
+  for (let at = text.indexOf('\n'); at >= 0 && at < offset; at = text.indexOf('\n', at + 1)) line++;
+  return line;
+}
+
+/**
+ * One YAML document, within MANIFEST_LIMITS: the size before anything is read, the depth while it is
+ * parsed into events, anchors and aliases in the events, before any value is built (ManifestBoundError;
+ * YAMLException for YAML that does not parse).
+ */
+export function parseYaml(text: string, maxBytes: number = MANIFEST_LIMITS.bytes.PeeringSession): unknown {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) throw new ManifestBoundError('too_large', tooLarge(bytes, maxBytes));
+  let events: ReturnType<typeof parseEvents>;
+  try {
+    events = parseEvents(text, { maxDepth: MANIFEST_LIMITS.depth });
+  } catch (err) {
+    if (err instanceof YAMLException && err.reason.startsWith('nesting exceeded maxDepth'))
+      throw new ManifestBoundError(
+        'too_deep',
+        `${err.mark ? `line ${err.mark.line + 1}: ` : ''}nests deeper than ${MANIFEST_LIMITS.depth} levels; no manifest needs more`,
+      );
+    throw err;
+  }
+  for (const e of events) {
+    if (!('anchorStart' in e) || e.anchorStart < 0) continue;
+    const name = text.slice(e.anchorStart, e.anchorEnd);
+    const form = e.type === EVENT_ID.ALIAS ? `alias *${name}` : `anchor &${name}`;
+    throw new ManifestBoundError(
+      'anchors',
+      `line ${lineAt(text, e.anchorStart)}: YAML ${form}: anchors and aliases are not allowed, a manifest spells out every value`,
+    );
+  }
+  const documents = constructFromEvents(events, { source: text, schema: CORE_SCHEMA, maxAliases: 0 });
+  if (documents.length !== 1)
+    throw new YAMLException(
+      documents.length === 0 ? 'the file is empty' : 'holds more than one YAML document',
+    );
+  return documents[0];
 }
 
 /** Parse and validate one file; the path must agree with kind, metadata.name and (for sessions) spec. */
@@ -80,6 +164,7 @@ export function parseManifest(path: string, text: string): ParseResult {
   if (!info) {
     return {
       ok: false,
+      reason: 'layout',
       errors: [
         {
           pointer: '/',
@@ -91,18 +176,25 @@ export function parseManifest(path: string, text: string): ParseResult {
   }
   let doc: unknown;
   try {
-    doc = parseYaml(text);
+    doc = parseYaml(text, MANIFEST_LIMITS.bytes[info.kind]);
   } catch (err) {
+    if (err instanceof ManifestBoundError)
+      return { ok: false, reason: err.reason, errors: [{ pointer: '/', message: err.message }] };
     const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
-    return { ok: false, errors: [{ pointer: '/', message: `not valid YAML: ${reason}` }] };
+    return { ok: false, reason: 'yaml', errors: [{ pointer: '/', message: `not valid YAML: ${reason}` }] };
   }
   if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-    return { ok: false, errors: [{ pointer: '/', message: 'must be a YAML mapping (a manifest)' }] };
+    return {
+      ok: false,
+      reason: 'schema',
+      errors: [{ pointer: '/', message: 'must be a YAML mapping (a manifest)' }],
+    };
   }
   const kind = (doc as { kind?: unknown }).kind;
   if (kind !== info.kind) {
     return {
       ok: false,
+      reason: 'schema',
       errors: [{ pointer: '/kind', message: `must be ${info.kind} for a file at ${path}` }],
     };
   }
@@ -116,7 +208,7 @@ export function parseManifest(path: string, text: string): ParseResult {
   const input =
     info.kind === 'Router' ? { ...doc, spec: upgradeRouterSpec((doc as { spec?: unknown }).spec) } : doc;
   const result = validate<{ metadata: { name: string }; spec: unknown }>(schema, input);
-  if (!result.ok) return { ok: false, errors: result.errors };
+  if (!result.ok) return { ok: false, reason: 'schema', errors: result.errors };
   const { metadata, spec } = result.value;
   const errors: FieldError[] = [];
   if (metadata.name !== info.name) {
@@ -131,7 +223,7 @@ export function parseManifest(path: string, text: string): ParseResult {
       errors.push({ pointer: '/spec/asn', message: `must be ${info.asn} for a file at ${path}` });
     }
   }
-  if (errors.length > 0) return { ok: false, errors };
+  if (errors.length > 0) return { ok: false, reason: 'schema', errors };
   return { ok: true, manifest: { kind: info.kind, name: info.name, spec } as ParsedManifest };
 }
 

@@ -48,13 +48,18 @@ export const StatusNameField = Type.String({
   ],
 });
 
+/**
+ * `metadata` of a manifest file in the git store: only these keys (docs/store.md, "What the store
+ * refuses"). A Kubernetes object's metadata (resourceVersion, uid, managedFields) is the API server's
+ * ObjectMeta and is never checked against this schema (docs/kubernetes.md).
+ */
 export const Metadata = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 63 }),
     labels: Type.Optional(Type.Record(Type.String(), Type.String())),
     annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 
 // ---- Router ----

@@ -33,6 +33,7 @@ import { connectRedis } from './redis.ts';
 import { collectRoutes, openApiDocument } from './api/openapi.ts';
 import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
+import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
 import { admissionRoutes } from './api/admission.ts';
@@ -286,6 +287,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         );
       });
     await scope.register(publicRoutes, { store, openapi });
+    await scope.register(storeStatusRoutes, { store });
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, {
       store,

@@ -40,14 +40,14 @@ import {
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
-import { counter } from '../../metrics.ts';
+import { counter, gauge } from '../../metrics.ts';
 import type { StoreIndex } from '../core/index.ts';
-import type { Actor, Session } from '../store.ts';
+import type { Actor, Session, SkippedManifest } from '../store.ts';
 import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
 import { readText, type GitContext } from './objects.ts';
 import { routerObservations } from './observations.ts';
-import { ParseCache, type Rejection } from './parse-cache.ts';
+import { ParseCache, type Rejection, type SkipReason } from './parse-cache.ts';
 import type { FileChange } from './tree.ts';
 
 export const YAML = { schema: CORE_SCHEMA };
@@ -57,6 +57,23 @@ const invalidManifests = counter({
   name: 'peerops_store_invalid_manifests_total',
   help: 'Manifests arriving from git that failed validation and were skipped',
   labelNames: ['kind'],
+});
+
+const SKIP_REASONS: readonly SkipReason[] = [
+  'too_large',
+  'too_deep',
+  'anchors',
+  'yaml',
+  'layout',
+  'schema',
+  'rules',
+  'unreadable',
+];
+
+const skippedManifests = gauge({
+  name: 'peerops_store_manifests_skipped',
+  help: "Manifests in the store's repository that the store skips now, by reason (docs/store.md)",
+  labelNames: ['reason'],
 });
 
 /** The status file of a session on the status ref. */
@@ -99,6 +116,9 @@ export class Follower {
   private readonly incompleteSpecs = new Set<string>();
   /** Manifests reported invalid, by path, so a file is reported once and retried when others change. */
   private readonly rejected = new Map<string, Rejection>();
+  /** When the store last began or stopped skipping manifests (the admin's condition, its transition). */
+  private skippingSince = new Date().toISOString();
+  private skipping = false;
   /** Until the first sync: it may take the judgement the parse cache kept (parse-cache.ts). */
   private firstSync = true;
   /** Routers whose committed status (the mesh key) is not on the status ref yet. */
@@ -161,6 +181,25 @@ export class Follower {
   /** Manifests this store rejected, by path (for diagnostics and tests). */
   rejectedManifests(): string[] {
     return [...this.rejected.keys()].sort();
+  }
+
+  /** The manifests skipped now, by path, and since when the store skips some, or none. */
+  skipped(): { manifests: SkippedManifest[]; since: string } {
+    const manifests = [...this.rejected]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([path, r]) => ({ path, reason: r.reason, errors: r.errors }));
+    return { manifests, since: this.skippingSince };
+  }
+
+  /** The gauge and the condition's time follow the skipped set after each change applied. */
+  private skippedChanged(): void {
+    const counts = new Map<SkipReason, number>(SKIP_REASONS.map((r) => [r, 0]));
+    for (const r of this.rejected.values()) counts.set(r.reason, (counts.get(r.reason) ?? 0) + 1);
+    for (const [reason, n] of counts) skippedManifests.set({ reason }, n);
+    if (this.skipping !== this.rejected.size > 0) {
+      this.skipping = this.rejected.size > 0;
+      this.skippingSince = new Date().toISOString();
+    }
   }
 
   /** The manifests rejected in the trees the branches hold: their judgement, which the parse cache keeps. */
@@ -310,8 +349,11 @@ export class Follower {
     return value;
   }
 
-  /** A spec file parsed and validated on its own, through the parse cache. */
-  private async parseSpec(path: string, oid: string): Promise<ParseResult> {
+  /** A spec file parsed and validated on its own, through the parse cache; an unreadable blob is not cached. */
+  private async parseSpec(
+    path: string,
+    oid: string,
+  ): Promise<ParseResult | { ok: false; reason: 'unreadable'; errors: FieldError[] }> {
     const key = ParseCache.key('spec', path, oid);
     const cached = this.cache.get(key) as ParseResult | undefined;
     if (cached) return cached;
@@ -319,7 +361,11 @@ export class Follower {
     try {
       result = parseManifest(path, await readText(this.ctx, oid));
     } catch (err) {
-      return { ok: false, errors: [{ pointer: '/', message: `unreadable: ${String(err)}` }] };
+      return {
+        ok: false,
+        reason: 'unreadable',
+        errors: [{ pointer: '/', message: `unreadable: ${String(err)}` }],
+      };
     }
     this.cache.set(key, result);
     return result;
@@ -353,7 +399,7 @@ export class Follower {
         continue;
       }
       if (result.ok) parsed.push({ path, oid, manifest: result.manifest });
-      else this.reject(path, oid, result.errors, previouslyRejected);
+      else this.reject(path, oid, result.reason, result.errors, previouslyRejected);
     }
 
     const order = { Router: 0, RoutingPolicy: 1, PeeringSession: 2 } as const;
@@ -368,12 +414,12 @@ export class Follower {
     for (const { path, oid, manifest } of parsed) {
       const verdict = judged?.get(path);
       if (verdict !== undefined && verdict.oid === oid) {
-        this.reject(path, oid, verdict.errors, previouslyRejected);
+        this.reject(path, oid, verdict.reason, verdict.errors, previouslyRejected);
         continue;
       }
       if (manifest.kind === 'Router') {
         const errors = judged ? [] : routerSetErrors(manifest.name, manifest.spec, this.index.routerValues());
-        if (errors.length > 0) this.reject(path, oid, errors, previouslyRejected);
+        if (errors.length > 0) this.reject(path, oid, 'rules', errors, previouslyRejected);
         else this.index.putRouter(manifest.name, manifest.spec);
       } else if (manifest.kind === 'RoutingPolicy') {
         this.index.putPolicy(manifest.name, manifest.spec);
@@ -398,6 +444,7 @@ export class Follower {
         this.index.removeRouter(info.name);
       }
     }
+    this.skippedChanged();
   }
 
   private manifestSet(): ManifestSet {
@@ -431,7 +478,7 @@ export class Follower {
     const input = manifest.spec;
     if (loopbackOwner) {
       const errors = this.sessionRuleErrors(manifest.name, input, existing, loopbackOwner);
-      if (errors.length > 0) return this.reject(path, oid, errors, previouslyRejected);
+      if (errors.length > 0) return this.reject(path, oid, 'rules', errors, previouslyRejected);
     }
     const router = this.index.getRouter(input.router);
     if (!router) return;
@@ -444,6 +491,7 @@ export class Follower {
         return this.reject(
           path,
           oid,
+          'rules',
           [{ pointer: '/spec/listenPort', message: `router ${input.router} has no free listen port` }],
           previouslyRejected,
         );
@@ -515,13 +563,19 @@ export class Follower {
     return [];
   }
 
-  private reject(path: string, oid: string, errors: FieldError[], previouslyRejected: Set<string>): void {
-    this.rejected.set(path, { oid, errors });
+  private reject(
+    path: string,
+    oid: string,
+    reason: SkipReason,
+    errors: FieldError[],
+    previouslyRejected: Set<string>,
+  ): void {
+    this.rejected.set(path, { oid, reason, errors });
     if (previouslyRejected.has(path)) return;
     const kind = classifyPath(path)?.kind ?? 'unknown';
     invalidManifests.inc({ kind });
     this.log.error(
-      { path, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
+      { path, reason, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
       'store: invalid manifest in git skipped',
     );
   }

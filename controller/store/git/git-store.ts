@@ -14,17 +14,18 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import pino from 'pino';
-import { policyPath, routerPath, sessionPath } from '../../../common/manifests.ts';
+import { parseYaml, policyPath, routerPath, sessionPath } from '../../../common/manifests.ts';
 import type { PolicySpec, RouterSpec, SessionStatusRecord } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
 import { StoreCore } from '../core/store-core.ts';
+import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
 import { Branch, type FileWrite } from './branch.ts';
 import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { gcAuto } from './housekeeping.ts';
-import { closeObjects, encodeObject, type GitContext } from './objects.ts';
+import { closeObjects, encodeObject, readText, type GitContext } from './objects.ts';
 import { ObservationFile, routerState } from './observations.ts';
 import { ParseCache } from './parse-cache.ts';
 import { Journal, takeOver, type InstanceLock } from './recovery.ts';
@@ -48,6 +49,11 @@ export interface GitStoreOptions {
 }
 
 export const STATUS_REF = 'refs/heads/peerops-status';
+/**
+ * The revoked tokens (docs/login.md, Revoking tokens), on the status ref: the controller's own record,
+ * which no pull request edits, in the repository's history and backups like everything else it keeps.
+ */
+export const REVOCATIONS_PATH = 'tokens/revoked.yaml';
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 /** Router status files a mesh-key commit makes per turn of the event loop (commitMeshKeys). */
 const MESH_KEYS_PER_TURN = 50;
@@ -82,6 +88,8 @@ export class GitStore extends StoreCore {
   private housekeepingUnavailable = false;
   private observationSave: Promise<void> = Promise.resolve();
   private syncQueued = false;
+  /** The blob of REVOCATIONS_PATH the revocations in memory were read from. */
+  private revocationsOid: string | undefined;
   private remote: RemoteSync | undefined;
   /** The running remote cycle; a request meanwhile runs one more after it. */
   private remoteCycle: Promise<void> | undefined;
@@ -146,6 +154,7 @@ export class GitStore extends StoreCore {
       this.follower.markOrphanStatus();
       if (this.follower.unsavedStatus.size > 0) await this.follower.completeDeferred();
       await this.loadObservations();
+      await this.loadRevocations();
     });
     await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
@@ -208,6 +217,10 @@ export class GitStore extends StoreCore {
   /** Manifests this store rejected, by path (for diagnostics and tests). */
   rejectedManifests(): string[] {
     return this.follower.rejectedManifests();
+  }
+
+  skippedManifests(): ReturnType<Follower['skipped']> {
+    return this.follower.skipped();
   }
 
   private async saveCache(): Promise<void> {
@@ -363,6 +376,43 @@ export class GitStore extends StoreCore {
     });
   }
 
+  // ---------------------------------------------------------------- token revocations
+
+  protected persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList> {
+    return this.commits.write(async () => {
+      const list = this.prepareRevocation(revocation);
+      const text = dump(list, YAML);
+      const blob = encodeObject('blob', Buffer.from(text, 'utf8'));
+      const what =
+        'asn' in revocation
+          ? `revoke every token of AS${revocation.asn} issued until now`
+          : `revoke token ${revocation.token}`;
+      await this.commits.commitStatus([{ path: REVOCATIONS_PATH, text, blob }], actor, what);
+      this.revocations.replace(list);
+      this.revocationsOid = blob.oid;
+      return list;
+    });
+  }
+
+  /** The revocations the status ref holds, when they are not the ones in memory (start, a sync). */
+  private async loadRevocations(): Promise<void> {
+    const oid = this.status.fileOid(REVOCATIONS_PATH);
+    if (oid === this.revocationsOid) return;
+    let value: unknown;
+    try {
+      value = oid === undefined ? undefined : parseYaml(await readText(this.ctx, oid));
+    } catch (err) {
+      // The ones in memory stay: forgetting revocations would let revoked tokens in again.
+      this.log.error({ err: String(err), path: REVOCATIONS_PATH }, 'store: unreadable token revocations');
+      return;
+    }
+    const { list, skipped } = readRevocationList(value);
+    if (skipped > 0)
+      this.log.warn({ path: REVOCATIONS_PATH, skipped }, 'store: malformed token revocations left out');
+    this.revocations.replace(list);
+    this.revocationsOid = oid;
+  }
+
   // ---------------------------------------------------------------- observations
 
   /**
@@ -472,6 +522,7 @@ export class GitStore extends StoreCore {
         this.syncQueued = false;
         await this.commits.probeDisk();
         await this.follower.syncAll();
+        await this.loadRevocations();
       })
       .catch((err: unknown) => {
         syncErrors.inc();

@@ -13,19 +13,27 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FieldError } from '../../../common/errors.ts';
+import type { RefusalReason } from '../../../common/manifests.ts';
 import { VERSION } from '../../../common/version.ts';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { ConditionPacker, unpackConditions } from './packed-conditions.ts';
 import { packMirror, unpackMirror, type DirNode, type PackedDir } from './tree.ts';
 
-/** 2: statuses' conditions packed (packed-conditions.ts); 3: the branches' mirrors. */
-const FORMAT = 3;
+/** 2: statuses' conditions packed (packed-conditions.ts); 3: the branches' mirrors; 4: refusal reasons. */
+const FORMAT = 4;
 
 export type CacheKind = 'spec' | 'status';
 
-/** A manifest the rules rejected: its blob and why. */
+/**
+ * Why the store skips a manifest: parseManifest refused the file, the rules across files did, or its blob
+ * could not be read.
+ */
+export type SkipReason = RefusalReason | 'rules' | 'unreadable';
+
+/** A manifest the store skipped: its blob and why. */
 export interface Rejection {
   oid: string;
+  reason: SkipReason;
   errors: FieldError[];
 }
 
@@ -130,7 +138,10 @@ export class ParseCache {
     this.judgement = undefined;
     if (judgement === undefined || judgement.spec !== specRoot || judgement.status !== statusRoot)
       return undefined;
-    return new Map(judgement.rejected.map(([path, oid, errors]) => [path, { oid, errors }]));
+    // only the verdicts on manifests that parsed are taken (Follower.applySpecChanges): the rules'
+    return new Map(
+      judgement.rejected.map(([path, oid, errors]) => [path, { oid, reason: 'rules' as const, errors }]),
+    );
   }
 
   get(key: string): unknown {
