@@ -139,6 +139,30 @@ export const IbgpPeer = Type.Object(
   { additionalProperties: false },
 );
 
+/** One line of the DN42 registry's filter.txt / filter6.txt (common/dn42-filter.ts). */
+const filterRule = (prefix: typeof Ipv4Prefix | typeof Ipv6Prefix, bits: number) =>
+  Type.Object(
+    {
+      nr: Type.Integer({ minimum: 0, maximum: 999_999_999 }),
+      action: Type.Union([Type.Literal('permit'), Type.Literal('deny')]),
+      prefix,
+      minLength: Type.Integer({ minimum: 0, maximum: bits }),
+      maxLength: Type.Integer({ minimum: 0, maximum: bits }),
+    },
+    { additionalProperties: false },
+  );
+
+export const Dn42FilterRule = Type.Union([filterRule(Ipv4Prefix, 32), filterRule(Ipv6Prefix, 128)]);
+
+/** The prefix filter the routers' BIRD applies to eBGP, each family's lines sorted by number. */
+export const Dn42Filter = Type.Object(
+  {
+    ipv4: Type.Array(filterRule(Ipv4Prefix, 32), { maxItems: 1000 }),
+    ipv6: Type.Array(filterRule(Ipv6Prefix, 128), { maxItems: 1000 }),
+  },
+  { additionalProperties: false },
+);
+
 export const BirdConfigResponse = Type.Object(
   {
     dn42Asn: Asn,
@@ -169,6 +193,11 @@ export const BirdConfigResponse = Type.Object(
       { ipv4: Type.Optional(Ipv4), ipv6: Type.Optional(Ipv6) },
       { additionalProperties: false },
     ),
+    /**
+     * The registry's filter.txt / filter6.txt (the built-in copy when the controller has no registry);
+     * absent from older controllers, where the agent uses its own built-in copy.
+     */
+    filter: Type.Optional(Dn42Filter),
     ibgpPeers: Type.Array(IbgpPeer),
   },
   { additionalProperties: false },
@@ -253,6 +282,8 @@ export type MeshStatusBody = Static<typeof MeshStatusBody>;
 export type AgentSession = Static<typeof AgentSession>;
 export type AgentSessionsResponse = Static<typeof AgentSessionsResponse>;
 export type BirdConfigResponse = Static<typeof BirdConfigResponse>;
+export type Dn42FilterRule = Static<typeof Dn42FilterRule>;
+export type Dn42Filter = Static<typeof Dn42Filter>;
 export type IbgpPeer = Static<typeof IbgpPeer>;
 export type MeshPeer = Static<typeof MeshPeer>;
 export type MeshResponse = Static<typeof MeshResponse>;

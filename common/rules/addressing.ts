@@ -92,9 +92,21 @@ export function peerAddressRanges(policy: PolicySpec, family: Family): readonly 
 }
 
 /**
+ * DN42's anycast service ranges (the registry's inetnum NET-ANY*-DN42 "reserved for anycast services" and
+ * inet6num fd42:d42:d42::/48 "DN42 Infrastructure"): the recursive DNS 172.20.0.53, 172.23.0.53,
+ * fd42:d42:d42:53::1 and fd42:d42:d42:54::1, whois, the wiki. Every network announces them and the
+ * router reaches them over BGP; as one peer's tunnel address the router's own queries would go into that
+ * tunnel (docs/login.md, Route objects).
+ */
+export const DN42_ANYCAST_RANGES: Readonly<Record<Family, readonly string[]>> = {
+  ipv4: ['172.20.0.0/24', '172.21.0.0/24', '172.22.0.0/24', '172.23.0.0/24'],
+  ipv6: ['fd42:d42:d42::/48'],
+};
+
+/**
  * Peer addresses a peer can own: never a special-purpose address (loopback, multicast, link-local,
- * documentation, an IPv4-mapped IPv6 address …, whatever the policy says), and inside the policy's ranges
- * (peerAddressRanges). They need nothing but the policy, so the API also runs them before it asks the
+ * documentation, an IPv4-mapped IPv6 address …, whatever the policy says), never in DN42's anycast service
+ * ranges (DN42_ANYCAST_RANGES), and inside the policy's ranges (peerAddressRanges). They need nothing but the policy, so the API also runs them before it asks the
  * registry about the addresses.
  */
 export function peerAddressRangeErrors(
@@ -111,6 +123,13 @@ export function peerAddressRangeErrors(
     const special = specialPurposeProblem(parsed);
     if (special !== undefined) {
       at(special);
+      continue;
+    }
+    const anycast = DN42_ANYCAST_RANGES[family].find((range) => inRanges(parsed, [range]));
+    if (anycast !== undefined) {
+      at(
+        `is in DN42's anycast service range ${anycast} (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address`,
+      );
       continue;
     }
     const ranges = peerAddressRanges(policy, family);

@@ -34,6 +34,14 @@ export function mergedPolicy(store: PolicySource, router: string | undefined): P
   );
 }
 
+/**
+ * Is the ASN blocked on every router, by the default policy's `blockedAsns`? Its logins are refused and so
+ * is every request of its tokens (docs/login.md, Tokens and what is true now).
+ */
+export function blockedEverywhere(store: PolicySource, asn: number): boolean {
+  return store.getPolicy('default')?.spec.blockedAsns?.includes(asn) ?? false;
+}
+
 /** Policy-level advice that the store tolerates but validate reports. */
 export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
   if (name === 'default' && spec.dn42Asn === undefined) {

@@ -18,6 +18,8 @@ import {
   policyJudge,
 } from '../../common/rules/index.ts';
 import type { Session, Store } from '../store/store.ts';
+import type { Registry } from '../auth/login/registry.ts';
+import { assertRoutesStillHold } from '../registry/routes.ts';
 import { actorOf, applyTrigger } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
 import {
@@ -67,6 +69,8 @@ function fixedRouterFieldsProblem(body: unknown): ProblemError | undefined {
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{
   store: Store;
+  /** The DN42 registry logins read: approve and enable re-check a session's route objects in it. */
+  registry?: Registry | undefined;
   /** Told of each rejection with its reason (notifications: the reason is in no stored state). */
   onRejected?: (session: Session, reason: string | undefined) => void;
 }> = async (app, opts) => {
@@ -84,7 +88,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         summary: 'Review and operate every session',
         description:
           'One body per action, chosen by `action`: list, approve, reject, disable, enable, purge. ' +
-          'Approve and enable refuse a session the current policy refuses.',
+          'Approve and enable refuse a session the current policy refuses, or whose addresses the registry no longer gives its ASN.',
         body: AdminSessionActions,
         response: { 200: AdminSessionAnswer },
       },
@@ -111,6 +115,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
       }
       const current = store.getSession(body.uuid);
       if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+      // the registry is read from disk or a git mirror: before the store's write, as a create does
+      if (opts.registry && (body.action === 'approve' || body.action === 'enable'))
+        await assertRoutesStillHold(opts.registry, current, body.action);
       const now = new Date().toISOString();
       const why = body.reason ? `: ${body.reason}` : '';
       // purge: the commit says what was skipped, the router's agent never confirmed the teardown

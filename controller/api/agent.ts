@@ -39,6 +39,7 @@ import { EncodedAnswers, etagMatches, sendEncoded, type Encoding } from './encod
 import { PeerLists } from './peer-lists.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
+import type { RegistryFilter } from '../registry/filter.ts';
 
 /**
  * A router's sessions as its agent sees them; the ETag is a hash of the sessions' JSON, which the body
@@ -65,6 +66,8 @@ export interface AgentRouteOptions {
   config: Pick<Config, 'agentAutoUpdate' | 'maxLongPollSeconds' | 'rateLimit'>;
   /** Aborted when the server shuts down: releases every long poll. */
   shutdown: AbortSignal;
+  /** The prefix filter sent in bird-config: the registry's, or the built-in copy. */
+  filter: RegistryFilter;
 }
 
 /** `:router` of every agent path. */
@@ -234,6 +237,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         },
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
+        filter: await opts.filter.current(),
       };
       const around = [upTo(head, 'ibgpPeers'), '}'] as const;
       return sendList(reply, peerLists.ibgpTag(router.name, around), request.headers['if-none-match'], () =>

@@ -4,6 +4,11 @@
  * (rate-limit.ts) can key on it; then `requireUser`, `requireAdmin` or `requireAgent` refuses a caller
  * that is not what the route needs, before the body is read or validated. An agent token opens only the
  * paths of its own router (`:router`).
+ *
+ * A token's signature says who it was issued to; what it may do is what is true now (docs/login.md,
+ * Tokens and what is true now): a revoked token is refused, a login's admin token is an admin only while
+ * its ASN is on the admin list, and a user whose ASN the default policy blocks is refused everything but
+ * revoking its own token.
  */
 import type {
   FastifyInstance,
@@ -13,13 +18,21 @@ import type {
   onRequestHookHandler,
 } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
-import type { Identity, TokenIssuer } from '../auth/jwt.ts';
+import { blockedEverywhere } from '../../common/rules/index.ts';
+import type { Identity, TokenClaims, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
 import type { Store } from '../store/store.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
     identity: Identity | undefined;
+    /** The claims of the caller's valid, unrevoked token (its id, for revoking it). */
+    tokenClaims: TokenClaims | undefined;
+    /**
+     * The caller is a user whose ASN the default policy blocks. Admins never are: they decide the block and
+     * must be able to undo it.
+     */
+    callerBlocked: boolean;
     authError: ProblemError | undefined;
     /** The router whose token the caller presented, when it matches the `:router` of the path. */
     agentRouter: string | undefined;
@@ -40,12 +53,23 @@ export function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-/** Decorates the instance with `identify` and `identifyAgent` for the routes registered in it. */
+/**
+ * Decorates the instance with `identify` and `identifyAgent` for the routes registered in it. `admins`:
+ * the admin list the login grants the admin role from (PEEROPS_ADMIN_ASNS).
+ */
 export function installAuth(
   app: FastifyInstance,
-  deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'> },
+  deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'>; admins: readonly number[] },
 ): void {
+  const admins = new Set(deps.admins);
+  /** The role a token has now: a login's admin token only while its ASN is on the list. */
+  const identityNow = (claims: TokenClaims): Identity =>
+    claims.role === 'admin' && claims.source === 'login' && !admins.has(claims.asn)
+      ? { asn: claims.asn, role: 'user' }
+      : claims;
   app.decorateRequest('identity', undefined);
+  app.decorateRequest('tokenClaims', undefined);
+  app.decorateRequest('callerBlocked', false);
   app.decorateRequest('authError', undefined);
   app.decorateRequest('agentRouter', undefined);
   const agentTokens = new AgentTokenVerifier((router) => deps.store.getAgentTokenHash(router));
@@ -61,7 +85,13 @@ export function installAuth(
     const token = bearer(request);
     if (token !== undefined) {
       try {
-        request.identity = deps.tokens.verify(token);
+        const claims = deps.tokens.verify(token);
+        if (deps.store.tokenRevoked(claims.id, claims.asn, claims.issuedAt))
+          throw new ProblemError('INVALID_TOKEN', 'the token was revoked; log in again');
+        const identity = identityNow(claims);
+        request.tokenClaims = claims;
+        request.identity = identity;
+        request.callerBlocked = identity.role !== 'admin' && blockedEverywhere(deps.store, identity.asn);
       } catch (err) {
         request.authError =
           err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
@@ -84,14 +114,35 @@ function userOrRefusal(request: FastifyRequest): Identity | ProblemError {
   );
 }
 
-/** onRequest, after `identify`: a user or admin JWT. Callback style, as every hook of a request's path. */
-export function requireUser(
+/** onRequest, after `identify`: any valid token, of a blocked ASN too (revoking one's own token). */
+export function requireToken(
   request: FastifyRequest,
   _reply: FastifyReply,
   done: HookHandlerDoneFunction,
 ): void {
   const caller = userOrRefusal(request);
   done(caller instanceof ProblemError ? caller : undefined);
+}
+
+/**
+ * onRequest, after `identify`: a user or admin JWT, and not of a user whose ASN the default policy blocks
+ * (ASN_BLOCKED). Callback style, as every hook of a request's path.
+ */
+export function requireUser(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
+  const caller = userOrRefusal(request);
+  if (caller instanceof ProblemError) return done(caller);
+  if (request.callerBlocked)
+    return done(
+      new ProblemError(
+        'ASN_BLOCKED',
+        `AS${caller.asn} is blocked by the network's policy; its tokens can only be revoked. Contact an administrator`,
+      ),
+    );
+  done();
 }
 
 /** onRequest, after `identify`: an admin JWT. */
@@ -134,25 +185,7 @@ export function caller(request: FastifyRequest): Identity {
 export function guardOf(hooks: unknown): 'user' | 'admin' | 'agent' | 'none' {
   const list = hookList(hooks);
   if (list.includes(requireAdmin)) return 'admin';
-  if (list.includes(requireUser)) return 'user';
+  if (list.includes(requireUser) || list.includes(requireToken)) return 'user';
   if (list.includes(requireAgent)) return 'agent';
   return 'none';
-}
-
-/**
- * The users' rate-limit keys, made once per ASN: one string fewer to build on every user request. Only
- * ASNs of valid tokens get here, so the map grows no further than the users of this controller.
- */
-const userKeys = new Map<number, string>();
-
-/** Rate-limit key: the user, the router (agent routes), or before authentication the client address. */
-export function rateLimitKey(request: FastifyRequest): string {
-  if (request.agentRouter !== undefined) return `agent:${request.agentRouter}`;
-  if (request.identity) {
-    const { asn } = request.identity;
-    let key = userKeys.get(asn);
-    if (key === undefined) userKeys.set(asn, (key = `asn:${asn}`));
-    return key;
-  }
-  return `ip:${request.ip}`;
 }

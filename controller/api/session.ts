@@ -9,7 +9,8 @@ import { ProblemError } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import { routeObjectErrors, type Registry } from '../auth/login/registry.ts';
+import type { Registry } from '../auth/login/registry.ts';
+import { routeObjectErrors } from '../registry/routes.ts';
 import { mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
 import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
@@ -27,8 +28,8 @@ function resolveRouter(store: Store, ref: string): Router {
 }
 
 /**
- * With a DN42 registry (the one login reads), a create's peer addresses must lie in route / route6 objects
- * of the caller's ASN (routeObjectErrors). Asked before the store's write, since the registry is read
+ * With a DN42 registry (the one login reads), a create's peer addresses must be the caller's ASN's by the
+ * registry's route objects and filter (routeObjectErrors). Asked before the store's write, since the registry is read
  * from disk or a git mirror; only about addresses the policy allows: the store refuses the others and
  * says why (a special-purpose address, outside peerAddressRanges).
  */
@@ -39,7 +40,7 @@ async function assertRouteObjects(
   router: Router,
   body: { ipv6: string; ipv4?: string | undefined },
 ): Promise<void> {
-  if (!registry?.routesCovering) return;
+  if (!registry?.files) return;
   if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;
   const errors = await routeObjectErrors(registry, asn, body);
   if (errors.length > 0)

@@ -1,9 +1,11 @@
 /**
  * User and admin JWTs (docs/login.md): EdDSA over one Ed25519 key kept in the data dir (mode 0600,
  * created on first start) or named by PEEROPS_JWT_KEY_FILE so that several replicas share it.
- * Claims: sub `AS<asn>`, asn, role, iss `peerops`, aud `peerops-api`, iat, exp. A token is accepted only
- * with every one of them and each in range (docs/api.md, Conventions, Authentication): the key's
- * signature alone does not make a token, so nothing else that key might ever sign passes for one.
+ * Claims: sub `AS<asn>`, asn, role, src (`login`: a signed challenge; `operator`: minted with the key by
+ * `peerops admin token`), jti (the token's id, token-id.ts), iss `peerops`, aud `peerops-api`, iat, exp.
+ * A token is accepted only with every one of them and each in range (docs/api.md, Conventions,
+ * Authentication): the key's signature alone does not make a token, so nothing else that key might ever
+ * sign passes for one. What a token may do is decided again at each request (api/auth.ts).
  */
 import { generateKeyPairSync, createPrivateKey, createPublicKey, hkdfSync } from 'node:crypto';
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
@@ -11,6 +13,7 @@ import { dirname, join } from 'node:path';
 import { createSigner, createVerifier } from 'fast-jwt';
 import { ProblemError } from '../../common/errors.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
+import { isAsn, MAX_TOKEN_TTL_SECONDS, newTokenId, parseTokenId } from './token-id.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -19,19 +22,30 @@ export interface Identity {
   role: Role;
 }
 
+/** Who vouched for a token: the login (a maintainer's signature) or the operator (the key itself). */
+export type TokenSource = 'login' | 'operator';
+
+/** What a valid token says. */
+export interface TokenClaims extends Identity {
+  /** The token's id (`jti`), which revokes it. */
+  id: string;
+  source: TokenSource;
+  /** Unix seconds. */
+  issuedAt: number;
+}
+
 export interface IssuedToken {
   token: string;
+  /** The token's id, which revokes it (`peerops admin token revoke ID`). */
+  id: string;
   expiresAt: string;
 }
 
 export const ISSUER = 'peerops';
 /** Who a token is for: the user and admin API. */
 export const AUDIENCE = 'peerops-api';
-/** ASNs are 32-bit and AS 0 is reserved (RFC 7607): a token names 1..2^32-1. */
-const MAX_ASN = 4294967295;
 /** Issue 4: tokens live 12 h unless configured otherwise. */
 export const DEFAULT_TTL_SECONDS = 12 * 3600;
-const MAX_TTL_SECONDS = 366 * 24 * 3600;
 /** Tokens whose verification is remembered: as many as fast-jwt's cache held. */
 const VERIFIED_CACHE_SIZE = 10_000;
 
@@ -94,7 +108,7 @@ export class TokenIssuer {
    * the token, which cost more than the rest of a cached verification; a Map of the text needs none. Only
    * valid tokens are kept: nothing but time can make one invalid, and `exp` is checked on every hit.
    */
-  private readonly verified = new Map<string, { identity: Identity; expiresMs: number }>();
+  private readonly verified = new Map<string, { claims: TokenClaims; expiresMs: number }>();
 
   constructor(privatePem: string) {
     this.privatePem = privatePem;
@@ -104,7 +118,7 @@ export class TokenIssuer {
       algorithms: ['EdDSA'],
       allowedIss: ISSUER,
       allowedAud: AUDIENCE,
-      requiredClaims: ['iss', 'aud', 'exp', 'sub', 'asn', 'role'],
+      requiredClaims: ['iss', 'aud', 'iat', 'exp', 'sub', 'asn', 'role', 'src', 'jti'],
     }) as (token: string) => Record<string, unknown>;
   }
 
@@ -128,23 +142,40 @@ export class TokenIssuer {
     return Buffer.from(hkdfSync('sha256', secret, 'peerops', label, 32));
   }
 
-  issueToken(asn: number, role: Role, ttlSeconds: number = DEFAULT_TTL_SECONDS): IssuedToken {
+  /** A token for `asn`; `source` is `login` for the login's tokens, whose admin role the admin list rules. */
+  issueToken(
+    asn: number,
+    role: Role,
+    ttlSeconds: number = DEFAULT_TTL_SECONDS,
+    source: TokenSource = 'operator',
+  ): IssuedToken {
     if (!isAsn(asn)) throw new Error(`not an ASN: ${asn}`);
     if (role !== 'user' && role !== 'admin') throw new Error(`not a role: ${String(role)}`);
-    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_TTL_SECONDS)
-      throw new Error(`ttl must be 1..${MAX_TTL_SECONDS} seconds`);
+    if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_TOKEN_TTL_SECONDS)
+      throw new Error(`ttl must be 1..${MAX_TOKEN_TTL_SECONDS} seconds`);
     const now = Math.floor(Date.now() / 1000);
     const exp = now + ttlSeconds;
+    const jti = newTokenId(asn, exp);
     const sign = createSigner({ key: this.privatePem, algorithm: 'EdDSA' });
-    const token = sign({ sub: `AS${asn}`, asn, role, iss: ISSUER, aud: AUDIENCE, iat: now, exp });
-    return { token, expiresAt: new Date(exp * 1000).toISOString() };
+    const token = sign({
+      sub: `AS${asn}`,
+      asn,
+      role,
+      src: source,
+      jti,
+      iss: ISSUER,
+      aud: AUDIENCE,
+      iat: now,
+      exp,
+    });
+    return { token, id: jti, expiresAt: new Date(exp * 1000).toISOString() };
   }
 
-  /** The identity in a valid token; INVALID_TOKEN otherwise (never says which check failed beyond a word). */
-  verify(token: string): Identity {
+  /** The claims of a valid token; INVALID_TOKEN otherwise (never says which check failed beyond a word). */
+  verify(token: string): TokenClaims {
     const known = this.verified.get(token);
     // fast-jwt's rule: valid up to and including the `exp` second's first millisecond
-    if (known !== undefined && Date.now() <= known.expiresMs) return known.identity;
+    if (known !== undefined && Date.now() <= known.expiresMs) return known.claims;
     if (known !== undefined) this.verified.delete(token);
     const verified = this.verifyClaims(token);
     if (this.verified.size >= VERIFIED_CACHE_SIZE) {
@@ -155,36 +186,45 @@ export class TokenIssuer {
       }
     }
     this.verified.set(token, verified);
-    return verified.identity;
+    return verified.claims;
   }
 
   /** fast-jwt's verification (signature, iss, aud, exp, nbf) and the claims' own checks. */
-  private verifyClaims(token: string): { identity: Identity; expiresMs: number } {
+  private verifyClaims(token: string): { claims: TokenClaims; expiresMs: number } {
     let claims: Record<string, unknown>;
     try {
       claims = this.verifier(token);
     } catch (err) {
-      const expired = (err as { code?: string }).code === 'FAST_JWT_EXPIRED';
+      const code = (err as { code?: string }).code;
       throw new ProblemError(
         'INVALID_TOKEN',
-        expired ? 'the token has expired; log in again' : 'the token is not valid',
+        code === 'FAST_JWT_EXPIRED'
+          ? 'the token has expired; log in again'
+          : code === 'FAST_JWT_MISSING_REQUIRED_CLAIM'
+            ? 'the token has no id (issued by a release before token ids); log in again'
+            : 'the token is not valid',
       );
     }
-    const { asn, role, sub, iss, aud, exp } = claims;
+    const { asn, role, sub, src, jti, iss, aud, iat, exp } = claims;
+    // the id names the token's ASN and expiry (token-id.ts): a revocation by id relies on both
+    const id = typeof jti === 'string' ? parseTokenId(jti) : undefined;
     // fast-jwt checked iss and aud already; again here so that a change of its options cannot drop them.
     if (
       !isAsn(asn) ||
       (role !== 'user' && role !== 'admin') ||
+      (src !== 'login' && src !== 'operator') ||
       sub !== `AS${asn}` ||
       iss !== ISSUER ||
       aud !== AUDIENCE ||
-      typeof exp !== 'number'
+      typeof iat !== 'number' ||
+      typeof exp !== 'number' ||
+      id?.asn !== asn ||
+      id.expiresAt !== exp
     )
       throw new ProblemError('INVALID_TOKEN', 'the token claims are not valid');
-    return { identity: { asn, role }, expiresMs: exp * 1000 };
+    return {
+      claims: { asn, role, source: src, id: jti as string, issuedAt: iat },
+      expiresMs: exp * 1000,
+    };
   }
-}
-
-function isAsn(asn: unknown): asn is number {
-  return typeof asn === 'number' && Number.isInteger(asn) && asn >= 1 && asn <= MAX_ASN;
 }

@@ -13,9 +13,11 @@ import type {
   SessionStatusRecord,
 } from '../../common/schema.ts';
 import type { HeartbeatBody } from '../../common/agent-api.ts';
+import type { FieldError } from '../../common/errors.ts';
 import type { Checked } from '../../common/validate.ts';
 import { isoNow } from '../../common/clock.ts';
 import type { Topic } from './change-feed.ts';
+import type { Revocation, RevocationList } from './core/revocations.ts';
 
 /** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
 export interface Actor {
@@ -64,6 +66,14 @@ export type NewSession = Omit<SessionSpec, 'uuid' | 'listenPort' | 'createdAt'>;
 export type SessionChange =
   { spec?: SessionSpec; status?: SessionStatusRecord; delete?: false } | { delete: true };
 
+/** A manifest the store holds in its repository but does not apply, and why. */
+export interface SkippedManifest {
+  path: string;
+  /** The metric's label: a bound of the file, YAML, layout, schema, the rules across files, unreadable. */
+  reason: string;
+  errors: FieldError[];
+}
+
 export interface Store {
   readonly backend: 'git' | 'kubernetes';
 
@@ -73,6 +83,12 @@ export interface Store {
   close(): Promise<void>;
   /** Why writes fail now (a full or read-only disk), for /health; undefined while they can succeed. */
   writeProblem?(): string | undefined;
+  /**
+   * The manifests of the repository the store skips now, and since when it skips some or none (docs/store.md,
+   * "What the store refuses"), for the admin's store condition. Only the git store reads manifest files;
+   * the Kubernetes API server validates objects before the store sees them.
+   */
+  skippedManifests?(): { manifests: SkippedManifest[]; since: string };
   /** Look for outside changes now (a forge's push webhook) instead of at the next interval. */
   syncNow?(): void;
 
@@ -90,6 +106,13 @@ export interface Store {
   getPolicy(name: string): Policy | undefined;
   /** sha256 hex of the router's agent token, if one is set. */
   getAgentTokenHash(router: string): string | undefined;
+  /**
+   * Is the user or admin token with this id, of this ASN, issued at `issuedAt` (Unix seconds) revoked
+   * (docs/login.md, Revoking tokens)? Kept current from the back end, as every other read.
+   */
+  tokenRevoked(id: string, asn: number, issuedAt: number): boolean;
+  /** The revocations in force. */
+  listRevocations(): RevocationList;
 
   // ---- change feed ----
   /** A number that grows whenever the answer of `topic` (change-feed.ts, `topics`) changes. */
@@ -115,6 +138,11 @@ export interface Store {
   /** ROUTER_NOT_FOUND if absent; INVALID_STATE if sessions still use it. */
   deleteRouter(name: string, actor: Actor): Promise<void>;
   setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void>;
+  /**
+   * Revoke one token by its id, or every token of an ASN issued until now; resolves once the revocation is
+   * durable and every reader of this store sees it. INVALID_REQUEST for an id that is no token id.
+   */
+  revokeTokens(revocation: Revocation, actor: Actor): Promise<RevocationList>;
 
   /**
    * Allocates uuid, listen port and createdAt and stores the session with `status` as its first status.

@@ -98,8 +98,13 @@ describe('a fresh install allows DN42 addresses only', () => {
         message: `is an IPv4-mapped address (::ffff:0:0/96): give the IPv4 address ${loopback} as ipv4`,
       },
     ]);
-    // as ipv4 it meets the loopback rule
+    // as ipv4 it meets the loopback rule (and, the harness's loopbacks being 172.20.0.<n>, the anycast one)
     expect(await refused({ ipv4: loopback })).toEqual([
+      {
+        pointer: '/ipv4',
+        message:
+          "is in DN42's anycast service range 172.20.0.0/24 (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address",
+      },
       { pointer: '/ipv4', message: 'is the loopback of router fra1' },
     ]);
   });
@@ -293,7 +298,7 @@ describe('the git store keeps stored sessions a tightened policy no longer allow
   });
 });
 
-describe('with a DN42 registry, addresses must lie in route objects of the ASN', () => {
+describe("with a DN42 registry, addresses must be the ASN's by its route objects", () => {
   let r: Harness;
   let dir: string;
 
@@ -335,16 +340,16 @@ describe('with a DN42 registry, addresses must lie in route objects of the ASN',
     expect(problem(res)).toMatchObject({
       status: 400,
       code: 'INVALID_REQUEST',
-      detail: `/ipv6: no route6 object in the registry covers fd42:5678::1 with origin AS${USER_ASN + 1} (route6 fd42:5678::/48 has origin AS4242425678)`,
+      detail: `/ipv6: fd42:5678::1 is AS4242425678's: route6 fd42:5678::/48 is the most specific route object covering it`,
     });
     expect((res.json() as FieldErrors).errors).toEqual([
       {
         pointer: '/ipv6',
-        message: `no route6 object in the registry covers fd42:5678::1 with origin AS${USER_ASN + 1} (route6 fd42:5678::/48 has origin AS4242425678)`,
+        message: `fd42:5678::1 is AS4242425678's: route6 fd42:5678::/48 is the most specific route object covering it`,
       },
       {
         pointer: '/ipv4',
-        message: `no route object in the registry covers 172.20.43.1 with origin AS${USER_ASN + 1}`,
+        message: `no route object in the registry gives 172.20.43.1 to AS${USER_ASN + 1}`,
       },
     ]);
     expect(r.store.listSessions({ asn: USER_ASN + 1 })).toEqual([]);

@@ -9,7 +9,6 @@ import {
   GitRegistry,
   openRegistry,
   parseUsersFile,
-  routeObjectErrors,
   UsersFileRegistry,
 } from '../../controller/auth/login/registry.ts';
 import { parseRpsl, values } from '../../controller/auth/login/rpsl.ts';
@@ -83,77 +82,6 @@ describe('directory registry', () => {
       },
     ]);
     expect(await new DirectoryRegistry(root).lookup(AS2)).toBeUndefined();
-  });
-});
-
-describe("route objects (a peer address must lie in its own ASN's route / route6)", () => {
-  const ROUTES = {
-    'fd42:1234::/48': [AS1],
-    'fd42:1234:0:ff00::/56': [AS2],
-    '172.20.1.0/24': [AS2, AS1],
-    '172.20.0.0/16': [AS2],
-  };
-
-  it('lists the objects covering an address, read from their own route / route6 line', async () => {
-    const root = path.join(dir, 'routes');
-    await writeRegistry(root, { autNums: {}, mntners: {}, routes: ROUTES });
-    // a file whose name says one prefix and whose object says another counts by the object
-    await writeFile(
-      path.join(root, 'data', 'route6', 'fd42:9999::_48'),
-      'route6:             fd42:8888::/48\norigin:             AS4242420101\n',
-    );
-    const reg = new DirectoryRegistry(root);
-    expect(await reg.routesCovering('fd42:1234:0:ff01::1')).toEqual([
-      { type: 'route6', prefix: 'fd42:1234::/48', origins: [AS1] },
-      { type: 'route6', prefix: 'fd42:1234:0:ff00::/56', origins: [AS2] },
-    ]);
-    expect(await reg.routesCovering('172.20.1.9')).toEqual([
-      { type: 'route', prefix: '172.20.0.0/16', origins: [AS2] },
-      { type: 'route', prefix: '172.20.1.0/24', origins: [AS2, AS1] },
-    ]);
-    expect(await reg.routesCovering('fd42:9999::1')).toEqual([]);
-    expect(await reg.routesCovering('fd42:8888::1')).toEqual([]);
-
-    expect(await routeObjectErrors(reg, AS1, { ipv6: 'fd42:1234::1', ipv4: '172.20.1.9' })).toEqual([]);
-    expect(await routeObjectErrors(reg, AS2, { ipv6: 'fd42:1234::1', ipv4: '172.20.2.1' })).toEqual([
-      {
-        pointer: '/ipv6',
-        message: `no route6 object in the registry covers fd42:1234::1 with origin AS${AS2} (route6 fd42:1234::/48 has origin AS${AS1})`,
-      },
-    ]);
-    expect(await routeObjectErrors(reg, AS1, { ipv6: 'fd42:7777::1', ipv4: '172.20.2.1' })).toEqual([
-      {
-        pointer: '/ipv6',
-        message: `no route6 object in the registry covers fd42:7777::1 with origin AS${AS1}`,
-      },
-      {
-        pointer: '/ipv4',
-        message: `no route object in the registry covers 172.20.2.1 with origin AS${AS1} (route 172.20.0.0/16 has origin AS${AS2})`,
-      },
-    ]);
-  });
-
-  it('a registry without route objects refuses every address; a users file checks none', async () => {
-    const root = path.join(dir, 'no-routes');
-    await writeRegistry(root, { autNums: {}, mntners: {} });
-    expect(await routeObjectErrors(new DirectoryRegistry(root), AS1, { ipv6: 'fd42:1234::1' })).toEqual([
-      {
-        pointer: '/ipv6',
-        message: `no route6 object in the registry covers fd42:1234::1 with origin AS${AS1}`,
-      },
-    ]);
-    const file = path.join(dir, 'users-no-routes');
-    await writeFile(file, `AS${AS1}: ${key.publicLine}\n`);
-    const users = new UsersFileRegistry(file);
-    await users.start();
-    expect(await routeObjectErrors(users, AS1, { ipv6: 'fd42:7777::1' })).toEqual([]);
-  });
-
-  it('a checkout without data/ is REGISTRY_UNAVAILABLE, as for logins', async () => {
-    const err = await new DirectoryRegistry(path.join(dir, 'nowhere'))
-      .routesCovering('fd42::1')
-      .catch((e: unknown) => e);
-    expect(isProblem(err, 'REGISTRY_UNAVAILABLE')).toBe(true);
   });
 });
 
@@ -384,27 +312,6 @@ describe('git registry over HTTP', () => {
     } finally {
       await reg.close();
       await spy.close();
-    }
-  });
-
-  it('reads route objects at the last good commit', async () => {
-    await writeRegistry(work, { autNums: {}, mntners: {}, routes: { 'fd42:1234::/48': [AS1] } });
-    await push('add route6 fd42:1234::/48');
-    const reg = new GitRegistry({ url, cacheDir: path.join(dir, 'cache-routes'), refreshIntervalMs: 0 });
-    try {
-      await reg.start();
-      expect(await reg.routesCovering('fd42:1234::1')).toEqual([
-        { type: 'route6', prefix: 'fd42:1234::/48', origins: [AS1] },
-      ]);
-      expect(await reg.routesCovering('172.20.0.1')).toEqual([]);
-      expect(await routeObjectErrors(reg, AS2, { ipv6: 'fd42:1234::1' })).toEqual([
-        {
-          pointer: '/ipv6',
-          message: `no route6 object in the registry covers fd42:1234::1 with origin AS${AS2} (route6 fd42:1234::/48 has origin AS${AS1})`,
-        },
-      ]);
-    } finally {
-      await reg.close();
     }
   });
 

@@ -12,6 +12,7 @@ import { isProblem, type ErrorCode } from '../../common/errors.ts';
 import { checkOrThrow } from '../../common/validate.ts';
 import { topics } from '../../controller/store/change-feed.ts';
 import type { Store } from '../../controller/store/store.ts';
+import { newTokenId } from '../../controller/auth/token-id.ts';
 import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
 
 export interface StoreHarness {
@@ -174,6 +175,26 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         await store.deletePolicy('fra1', admin);
         expect(store.getPolicy('fra1')).toBeUndefined();
         await expectProblem(store.deletePolicy('fra1', admin), 'NOT_FOUND');
+      });
+    });
+
+    describe('token revocations', () => {
+      it('revoke by id and by ASN, refuse a malformed id, and are read back on reopen', async () => {
+        const now = Math.floor(Date.now() / 1000);
+        const id = newTokenId(4242421234, now + 3600);
+        await store.revokeTokens({ token: id }, admin);
+        await store.revokeTokens({ asn: 4242425678 }, admin);
+        await expectProblem(store.revokeTokens({ token: 'no-id' }, admin), 'INVALID_REQUEST');
+        expect(store.tokenRevoked(id, 4242421234, now)).toBe(true);
+        expect(store.tokenRevoked(newTokenId(4242421234, now + 3600), 4242421234, now)).toBe(false);
+        expect(store.tokenRevoked(newTokenId(4242425678, now + 60), 4242425678, now - 1)).toBe(true);
+        const list = store.listRevocations();
+        expect(list.tokens).toEqual([id]);
+        expect(Object.keys(list.asns)).toEqual(['4242425678']);
+        await store.close();
+        store = await h.reopen();
+        expect(store.listRevocations()).toEqual(list);
+        expect(store.tokenRevoked(id, 4242421234, now)).toBe(true);
       });
     });
 
@@ -749,7 +770,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         await store.putPolicy('default', defaultPolicy, admin);
         const a = await store.createSession(newSession(4242420010, 'fra1'), queued, admin, 'c');
         await store.createSession(
-          newSession(64512, 'ams1', { ipv4: '172.20.0.1' }),
+          newSession(64512, 'ams1', { ipv4: '172.20.1.1' }),
           pending,
           user(64512),
           'c',

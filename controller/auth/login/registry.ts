@@ -9,8 +9,8 @@
  *
  * In the registry: `data/aut-num/AS<n>` → every `mnt-by` → `data/mntner/<NAME>` → `auth:` lines;
  * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
- * Sessions read `data/route/<prefix>_<len>` and `data/route6/…` (`origin:`): a peer's addresses must lie
- * in a route object of its own ASN (routeObjectErrors, docs/api.md).
+ * Sessions read `data/route/…`, `data/route6/…` and the filter through `files()`: a peer's addresses
+ * must be its own ASN's (controller/registry/routes.ts, docs/login.md).
  *
  * Over 500 lines: three registry sources behind one interface, sharing the RPSL parsing kept here;
  * each source is a class of its own.
@@ -22,8 +22,8 @@ import * as path from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { Gauge, register } from 'prom-client';
-import { ProblemError, type FieldError } from '../../../common/errors.ts';
-import { canonicalPrefix, inRanges, isIpv4, parsePrefix } from '../../../common/net.ts';
+import { ProblemError } from '../../../common/errors.ts';
+import type { RegistryFiles } from '../../registry/routes.ts';
 import { type AuthMethod, parseAuthLine } from './auth-methods.ts';
 import { gitFetch, gitVersion } from './git-command.ts';
 import { readKeyCert } from './key-cert.ts';
@@ -40,15 +40,6 @@ export interface AsnAuth {
   skipped: SkippedLine[];
 }
 
-/** A `route` (IPv4) or `route6` object of a DN42 registry. */
-export interface RouteObject {
-  type: 'route' | 'route6';
-  /** Its prefix, canonical (`route:` / `route6:`). */
-  prefix: string;
-  /** Every `origin:` ASN. */
-  origins: number[];
-}
-
 /** An `auth:` (or `mnt-by:`) line that gives no key a login can verify with, and why. */
 export interface SkippedLine {
   mntner: string;
@@ -61,10 +52,11 @@ export interface Registry {
   /** The ASN's maintainers and methods; undefined when the registry has no such ASN. Throws REGISTRY_UNAVAILABLE. */
   lookup(asn: number): Promise<AsnAuth | undefined>;
   /**
-   * The route (IPv4) or route6 objects whose prefix covers the address. Absent on a source without them
-   * (a users file): there no session address is checked against a registry. Throws REGISTRY_UNAVAILABLE.
+   * The registry's files at its current version, for route objects and the prefix filter
+   * (controller/registry/routes.ts). Absent on a source without them (a users file): there no session
+   * address is checked against a registry. Throws REGISTRY_UNAVAILABLE.
    */
-  routesCovering?(address: string): Promise<RouteObject[]>;
+  files?(): Promise<RegistryFiles>;
   /** Stop background work (refresh timers). */
   close(): Promise<void>;
 }
@@ -148,72 +140,6 @@ export async function resolveAsn(
   return { asn, maintainers, methods, skipped };
 }
 
-/** Lists the file names in one registry directory (`data/route6`); an empty list when it does not exist. */
-type ListObjects = (dir: string) => Promise<string[]>;
-
-/**
- * The route objects covering `address`. File names (`fd42:1234::_48`) pick the candidates; each is then
- * read, and counts only where its own `route`/`route6:` covers the address (the file name is not trusted).
- */
-export async function routesCovering(
-  list: ListObjects,
-  read: ReadObject,
-  address: string,
-): Promise<RouteObject[]> {
-  const family = isIpv4(address) ? 'ipv4' : 'ipv6';
-  const type = family === 'ipv4' ? 'route' : 'route6';
-  const out: RouteObject[] = [];
-  for (const file of await list(`data/${type}`)) {
-    const cut = file.lastIndexOf('_');
-    const named = `${file.slice(0, cut)}/${file.slice(cut + 1)}`;
-    if (cut < 0 || !parsePrefix(named, family) || !inRanges(address, [named])) continue;
-    const text = await read(`data/${type}/${file}`);
-    if (text === undefined) continue;
-    const attrs = parseRpsl(text);
-    const prefix = values(attrs, type).map(nameValue)[0] ?? '';
-    if (!parsePrefix(prefix, family) || !inRanges(address, [prefix])) continue;
-    const origins = values(attrs, 'origin')
-      .map((v) => /^AS([0-9]{1,10})$/i.exec(nameValue(v))?.[1])
-      .filter((n): n is string => n !== undefined)
-      .map(Number);
-    out.push({ type, prefix: canonicalPrefix(prefix), origins });
-  }
-  return out.sort((a, b) => a.prefix.localeCompare(b.prefix));
-}
-
-/**
- * Where the registry has route objects: each peer address of a session (`ipv6`, `ipv4`) must lie in a
- * `route6` / `route` object whose `origin` is the session's ASN, as DN42 requires of anything announced.
- * A peer address becomes a route into that peer's tunnel on the router, so an address of another
- * network's object would capture its traffic. Pointers as in a create body.
- */
-export async function routeObjectErrors(
-  registry: Registry,
-  asn: number,
-  spec: { ipv6: string; ipv4?: string | undefined },
-): Promise<FieldError[]> {
-  if (!registry.routesCovering) return [];
-  const errors: FieldError[] = [];
-  for (const field of ['ipv6', 'ipv4'] as const) {
-    const address = spec[field];
-    if (address === undefined) continue;
-    const objects = await registry.routesCovering(address);
-    if (objects.some((o) => o.origins.includes(asn))) continue;
-    const type = field === 'ipv6' ? 'route6' : 'route';
-    // the objects that do cover it, so the peer sees whose network the address is in
-    const others = objects.map(
-      (o) => `${type} ${o.prefix} has origin ${o.origins.map((n) => `AS${n}`).join(', ') || 'none'}`,
-    );
-    errors.push({
-      pointer: `/${field}`,
-      message:
-        `no ${type} object in the registry covers ${address} with origin AS${asn}` +
-        (others.length > 0 ? ` (${others.join('; ')})` : ''),
-    });
-  }
-  return errors;
-}
-
 // ---- a local checkout ----
 
 export class DirectoryRegistry implements Registry {
@@ -228,10 +154,10 @@ export class DirectoryRegistry implements Registry {
     return resolveAsn(this.read, asn);
   }
 
-  async routesCovering(address: string): Promise<RouteObject[]> {
+  async files(): Promise<RegistryFiles> {
     await this.checkData();
-    return routesCovering(
-      async (dir) => {
+    return {
+      list: async (dir) => {
         try {
           return await readdir(path.join(this.dir, dir));
         } catch (err) {
@@ -239,9 +165,8 @@ export class DirectoryRegistry implements Registry {
           throw unavailable(`registry directory ${dir} cannot be read: ${(err as Error).message}`);
         }
       },
-      this.read,
-      address,
-    );
+      read: this.read,
+    };
   }
 
   private async checkData(): Promise<void> {
@@ -456,9 +381,10 @@ export class GitRegistry implements Registry {
     return resolveAsn(this.reader(this.goodCommit()), asn);
   }
 
-  async routesCovering(address: string): Promise<RouteObject[]> {
+  /** The files at the last good commit, all read from that one commit. */
+  async files(): Promise<RegistryFiles> {
     const commit = this.goodCommit();
-    const list: ListObjects = async (filepath) => {
+    const list = async (filepath: string): Promise<string[]> => {
       try {
         const { tree } = await git.readTree({
           fs: gitFs,
@@ -473,7 +399,7 @@ export class GitRegistry implements Registry {
         throw unavailable(`registry directory ${filepath} cannot be read: ${(err as Error).message}`);
       }
     };
-    return routesCovering(list, this.reader(commit), address);
+    return { list, read: this.reader(commit) };
   }
 
   /** The commit lookups read: the last good one (a refresh moving it later does not change a lookup). */

@@ -48,6 +48,7 @@ import {
 } from '../store.ts';
 import { storeLatency } from '../../metrics.ts';
 import { StoreIndex } from './index.ts';
+import { Revocations, withRevocation, type Revocation, type RevocationList } from './revocations.ts';
 import type { Topic } from '../change-feed.ts';
 
 /** A session create the core admitted: the back end stores `spec` (with a port it allocates) and `status`. */
@@ -90,6 +91,8 @@ export const routerExists = (name: string): DomainError =>
 export abstract class StoreCore implements Store {
   abstract readonly backend: 'git' | 'kubernetes';
   protected readonly index = new StoreIndex();
+  /** Revoked tokens, as the back end last stored or read them (revocations.ts). */
+  protected readonly revocations = new Revocations();
 
   abstract start(): Promise<void>;
   abstract close(): Promise<void>;
@@ -120,6 +123,7 @@ export abstract class StoreCore implements Store {
   ): Promise<Session | undefined>;
   protected abstract persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
   protected abstract persistPolicyRemoval(name: string, actor: Actor): Promise<void>;
+  protected abstract persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList>;
 
   // ---------------------------------------------------------------- writes (timed)
 
@@ -170,6 +174,10 @@ export abstract class StoreCore implements Store {
     return timed('deletePolicy', () => this.persistPolicyRemoval(name, actor));
   }
 
+  revokeTokens(revocation: Revocation, actor: Actor): Promise<RevocationList> {
+    return timed('revokeTokens', () => this.persistRevocation(revocation, actor));
+  }
+
   // ---------------------------------------------------------------- reads
 
   listRouters(): Router[] {
@@ -202,6 +210,14 @@ export abstract class StoreCore implements Store {
 
   getAgentTokenHash(router: string): string | undefined {
     return this.index.getRouter(router)?.spec.agentTokenSha256;
+  }
+
+  tokenRevoked(id: string, asn: number, issuedAt: number): boolean {
+    return this.revocations.revoked(id, asn, issuedAt);
+  }
+
+  listRevocations(): RevocationList {
+    return this.revocations.list();
   }
 
   // ---------------------------------------------------------------- change feed
@@ -385,6 +401,14 @@ export abstract class StoreCore implements Store {
       specChanged: change.spec !== undefined,
       statusChanged: change.status !== undefined,
     };
+  }
+
+  /** The revocation list with `revocation` added to `current` (the stored one), expired entries dropped. */
+  protected prepareRevocation(
+    revocation: Revocation,
+    current: RevocationList = this.revocations.list(),
+  ): RevocationList {
+    return withRevocation(current, revocation, Math.floor(Date.now() / 1000));
   }
 
   /** A policy's name (`default` or a router name) and spec. */

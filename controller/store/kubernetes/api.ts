@@ -31,6 +31,10 @@ export const LABEL_ROUTER = 'peerops.dev/router';
 export const LABEL_ASN = 'peerops.dev/asn';
 export const LABEL_TOKEN = 'peerops.dev/agent-token';
 export const LABEL_PORT_CLAIM = 'peerops.dev/port-claim';
+export const LABEL_REVOCATIONS = 'peerops.dev/token-revocations';
+/** The Secret that holds the revoked user and admin tokens (docs/login.md, Revoking tokens). */
+export const REVOCATIONS = 'peerops-token-revocations';
+const REVOCATIONS_KEY = 'revoked.json';
 /** The ConfigMap that holds which router uses which nodeId and uuid (router-ids.ts). */
 export const ROUTER_IDS = 'peerops-router-ids';
 export const ANNOTATION_ACTOR = 'peerops.dev/last-actor';
@@ -350,6 +354,56 @@ export class KubeApi {
     }
   }
 
+  // ---- token revocations: one Secret, replaced at the resourceVersion read ----
+
+  async getRevocations(): Promise<V1Secret | undefined> {
+    try {
+      return await this.core.readNamespacedSecret({ namespace: this.namespace, name: REVOCATIONS });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * Stores `list` (JSON) with the audit annotations of the change: creates the Secret when there was none
+   * (`current` undefined), else replaces `current` at its resourceVersion. AlreadyExists or Conflict when another replica wrote first.
+   */
+  putRevocations(
+    list: string,
+    current: V1Secret | undefined,
+    annotations: Record<string, string>,
+  ): Promise<V1Secret> {
+    const body: V1Secret = {
+      metadata: {
+        name: REVOCATIONS,
+        annotations,
+        labels: { [LABEL_REVOCATIONS]: 'true', 'app.kubernetes.io/managed-by': 'peerops' },
+        ...(current?.metadata?.resourceVersion ? { resourceVersion: current.metadata.resourceVersion } : {}),
+      },
+      type: 'Opaque',
+      data: { [REVOCATIONS_KEY]: Buffer.from(list).toString('base64') },
+    };
+    return current === undefined
+      ? this.core.createNamespacedSecret({ namespace: this.namespace, body, fieldManager: FIELD_MANAGER })
+      : this.core.replaceNamespacedSecret({
+          namespace: this.namespace,
+          name: REVOCATIONS,
+          body,
+          fieldManager: FIELD_MANAGER,
+        });
+  }
+
+  /** The revocations Secret as a list of one, for its informer (informers.ts). */
+  listRevocationSecrets(limit: number, continueToken: string | undefined) {
+    return this.core.listNamespacedSecret({
+      namespace: this.namespace,
+      labelSelector: LABEL_REVOCATIONS,
+      limit,
+      ...(continueToken !== undefined ? { _continue: continueToken } : {}),
+    });
+  }
+
   tokenSecretsPath(): string {
     return `/api/v1/namespaces/${this.namespace}/secrets`;
   }
@@ -368,4 +422,10 @@ export class KubeApi {
 export function tokenHashOf(secret: V1Secret): string | undefined {
   const data = secret.data?.['sha256'];
   return data ? Buffer.from(data, 'base64').toString('utf8') : undefined;
+}
+
+/** The revocation list a revocations Secret holds, parsed (undefined when it holds none or no JSON). */
+export function revocationsOf(secret: V1Secret | undefined): unknown {
+  const data = secret?.data?.[REVOCATIONS_KEY];
+  return data === undefined ? undefined : safeJson(Buffer.from(data, 'base64').toString('utf8'));
 }

@@ -21,7 +21,8 @@
  *   replica's creates in flight, then counted again from the API server once created, and the create taken
  *   back if another replica's pushed it over (recheckAdmission, docs/kubernetes.md).
  * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
- * status in batches. Agent token hashes live in Secrets.
+ * status in batches. Agent token hashes live in Secrets, and so do the revoked user and admin tokens (one
+ * Secret, replaced at the resourceVersion read, watched by every replica).
  */
 import {
   type Informer,
@@ -65,6 +66,7 @@ import { makePagedInformer, startInformer } from './informers.ts';
 import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
+import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import {
   ANNOTATION_ACTOR,
   ANNOTATION_INITIAL_STATUS,
@@ -72,10 +74,13 @@ import {
   KubeApi,
   LABEL_ASN,
   LABEL_ROUTER,
+  LABEL_REVOCATIONS,
   LABEL_TOKEN,
+  REVOCATIONS,
   isAlreadyExists,
   isConflict,
   isNotFound,
+  revocationsOf,
   storeError,
   tokenHashOf,
   type Resource,
@@ -148,6 +153,8 @@ export class KubernetesStore extends StoreCore {
   private readonly metricsWriteIntervalMs: number;
 
   private informers: Informer<KubernetesObject>[] = [];
+  /** The revocations Secret the revocations in memory were read from. */
+  private revocationsSecret: Entry<V1Secret> | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   /** Audit events being written; close() waits for them. */
@@ -210,6 +217,19 @@ export class KubernetesStore extends StoreCore {
       );
       await startInformer(secrets);
       this.informers.push(secrets as Informer<KubernetesObject>);
+      const revocations = makePagedInformer<V1Secret>(
+        this.kubeConfig,
+        this.api.tokenSecretsPath(),
+        (limit, next) => this.api.listRevocationSecrets(limit, next),
+        { labelSelector: LABEL_REVOCATIONS },
+      );
+      this.follow(
+        revocations,
+        (s) => this.applyRevocations(s),
+        (s) => this.applyRevocations(s, true),
+      );
+      await startInformer(revocations);
+      this.informers.push(revocations as Informer<KubernetesObject>);
     } catch (err) {
       await this.stopInformers();
       throw storeError(err, `cannot list peerops resources in namespace ${this.api.namespace}`);
@@ -338,6 +358,17 @@ export class KubernetesStore extends StoreCore {
     }
   }
 
+  /** The revocations Secret, written or watched: its list is the one in memory when it is the newest. */
+  private applyRevocations(secret: V1Secret, deleted = false): void {
+    if (secret.metadata?.name !== REVOCATIONS) return;
+    const rv = rvOf(secret);
+    if ((this.revocationsSecret?.rv ?? -1) > rv || (!deleted && this.revocationsSecret?.rv === rv)) return;
+    this.revocationsSecret = deleted ? undefined : { rv, value: secret };
+    const { list, skipped } = readRevocationList(deleted ? undefined : revocationsOf(secret));
+    if (skipped > 0) this.log.warn({ secret: REVOCATIONS, skipped }, 'malformed token revocations left out');
+    this.revocations.replace(list);
+  }
+
   /** The router's spec again (its agent token changed), its status as it is. */
   private reapplyRouter(name: string): void {
     const resource = this.routers.get(name)?.value;
@@ -395,6 +426,29 @@ export class KubernetesStore extends StoreCore {
     const router = this.index.getRouter(name);
     if (!router) throw routerNotFound(name);
     return router;
+  }
+
+  // ---------------------------------------------------------------- token revocations
+
+  protected async persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList> {
+    const what =
+      'asn' in revocation
+        ? `revoke every token of AS${revocation.asn} issued until now`
+        : `revoke token ${revocation.token}`;
+    for (let attempt = 0; ; attempt++) {
+      const current = attempt === 0 ? this.revocationsSecret?.value : await this.api.getRevocations();
+      const list = this.prepareRevocation(revocation, readRevocationList(revocationsOf(current)).list);
+      try {
+        this.applyRevocations(
+          await this.api.putRevocations(JSON.stringify(list), current, audit(actor, what)),
+        );
+        return list;
+      } catch (err) {
+        // another replica wrote first: its list, and this revocation on top
+        if ((isConflict(err) || isAlreadyExists(err)) && attempt < MAX_ATTEMPTS) continue;
+        throw storeError(err, 'store the token revocations');
+      }
+    }
   }
 
   // ---------------------------------------------------------------- router writes
