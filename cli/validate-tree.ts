@@ -11,7 +11,14 @@ import type { FieldError } from '../common/errors.ts';
 import { allocateListenPort, isDn42Asn } from '../common/naming.ts';
 import { wireGuardKeyId } from '../common/net.ts';
 import type { PolicySpec, RouterSpec, SessionSpecInput } from '../common/schema.ts';
-import { isManifestPath, parseManifest, parseYaml, type ParseResult } from '../common/manifests.ts';
+import {
+  isManifestPath,
+  manifestByteLimit,
+  parseManifest,
+  parseYaml,
+  tooLarge,
+  type ParseResult,
+} from '../common/manifests.ts';
 import {
   mergePolicies,
   policyWarnings,
@@ -277,10 +284,12 @@ export interface ChangeReport {
  * file: the change broke it (a router removed under its sessions, a policy that now refuses it). Those are
  * judged as the store would leave the tree, where a changed file it skips keeps its previous version
  * (docs/store.md): a new session taking a running session's port is the new one's problem only.
+ * `refused` are entries of the change refused before they were read (readGitTree), counted when changed.
  */
 export function validateChange(
   next: Tree,
   base?: { tree: Tree; changed: ReadonlySet<string> },
+  refused: readonly Problem[] = [],
 ): ChangeReport {
   const cache: ParseCache = new Map();
   const after = validateTree(next, cache);
@@ -298,6 +307,8 @@ export function validateChange(
   };
   for (const path of [...next.keys()].filter(isJudgedPath))
     if (!base || base.changed.has(path)) file(path, true);
+  // entries of the change refused before they were read (gitEntryProblem): not in `next` at all
+  for (const p of refused) if (!base || base.changed.has(p.file)) report(p, true);
   if (!base) for (const p of after.problems) report(p, true);
   else {
     const skipped = new Set<string>();
@@ -396,22 +407,49 @@ async function readBlobs(oids: string[], cwd?: string): Promise<Map<string, stri
   return texts;
 }
 
+/** A git tree's judged files (path → text), and the judged entries refused without being read. */
+export interface GitTree {
+  files: Map<string, string>;
+  refused: Problem[];
+}
+
 /**
- * The judged files of a git tree (`treeish`: a commit, a ref) → text. Run in a subdirectory of a work tree
- * (`cwd`), git lists the part of the tree under it, with paths relative to it.
+ * Why a judged entry of a git tree is refused before it is read (docs/gitops.md, "Checked pushes"), if it
+ * is: the store reads regular files only, and a submodule's content or a link's target is not in the
+ * tree it reads (the store would skip a submodule without a word); a file over MANIFEST_LIMITS is not
+ * read at all.
  */
-export async function readGitTree(treeish: string, cwd?: string): Promise<Map<string, string>> {
-  const listing = (await runGit(['ls-tree', '-r', '-z', treeish], cwd)).toString('utf8');
+function gitEntryProblem(mode: string, size: number, path: string): string | undefined {
+  if (mode === '160000')
+    return 'is a submodule (gitlink): the store reads only regular files here, a submodule never reaches it';
+  if (mode === '120000')
+    return 'is a symbolic link: the store reads only regular files here, never what a link points to';
+  const limit = manifestByteLimit(path);
+  return size > limit ? tooLarge(size, limit) : undefined;
+}
+
+/**
+ * The judged files of a git tree (`treeish`: a commit, a ref) → text, with the judged entries refused
+ * unread (gitEntryProblem). Run in a subdirectory of a work tree (`cwd`), git lists the part of the tree
+ * under it, with paths relative to it.
+ */
+export async function readGitTree(treeish: string, cwd?: string): Promise<GitTree> {
+  // -l: each blob's size, so that an oversized one is refused without reading it
+  const listing = (await runGit(['ls-tree', '-r', '-l', '-z', treeish], cwd)).toString('utf8');
   const oids = new Map<string, string>();
+  const refused: Problem[] = [];
   for (const entry of listing.split('\0')) {
     const tab = entry.indexOf('\t');
     if (tab < 0) continue;
-    const [, type, oid] = entry.slice(0, tab).split(' ');
+    const [mode = '', type, oid, size] = entry.slice(0, tab).split(/ +/);
     const path = entry.slice(tab + 1);
-    if (type === 'blob' && oid && isJudgedPath(path)) oids.set(path, oid);
+    if (!isJudgedPath(path)) continue;
+    const problem = gitEntryProblem(mode, Number(size), path);
+    if (problem !== undefined) refused.push({ file: path, pointer: '/', message: problem });
+    else if (type === 'blob' && oid) oids.set(path, oid);
   }
   const texts = await readBlobs([...oids.values()], cwd);
-  return new Map([...oids].map(([path, oid]) => [path, texts.get(oid) ?? '']));
+  return { files: new Map([...oids].map(([path, oid]) => [path, texts.get(oid) ?? ''])), refused };
 }
 
 /** A tree with a change laid over it: what validateChange judges. */
@@ -419,18 +457,23 @@ export interface TreeChange {
   base: Map<string, string>;
   next: Map<string, string>;
   changed: Set<string>;
+  /** Changed entries refused unread (readGitTree), for validateChange. */
+  refused: Problem[];
 }
 
 /** The change from commit `from` to commit `to` (a push; `from` undefined for a new branch). */
 export async function commitChange(from: string | undefined, to: string, cwd?: string): Promise<TreeChange> {
-  const next = await readGitTree(to, cwd);
-  if (from === undefined) return { base: new Map(), next, changed: new Set(next.keys()) };
-  const base = await readGitTree(from, cwd);
+  const { files: next, refused } = await readGitTree(to, cwd);
+  if (from === undefined) {
+    const changed = new Set([...next.keys(), ...refused.map((p) => p.file)]);
+    return { base: new Map(), next, changed, refused };
+  }
+  const base = (await readGitTree(from, cwd)).files;
   const diff = (await runGit(['diff-tree', '-r', '-z', '--no-renames', '--name-only', from, to], cwd))
     .toString('utf8')
     .split('\0')
     .filter((p) => p !== '' && isJudgedPath(p));
-  return { base, next, changed: new Set(diff) };
+  return { base, next, changed: new Set(diff), refused };
 }
 
 /**
@@ -442,7 +485,7 @@ export async function workTreeChange(
   dir: string,
   baseRef: string,
 ): Promise<TreeChange & { mergeBase: string }> {
-  const base = await readGitTree(`${baseRef}^{commit}`, dir);
+  const base = (await readGitTree(`${baseRef}^{commit}`, dir)).files;
   const mergeBase = (await runGit(['merge-base', baseRef, 'HEAD'], dir)).toString('utf8').trim();
   const status = (await runGit(['diff', '--name-status', '-z', '--no-renames', '--relative', mergeBase], dir))
     .toString('utf8')
@@ -464,5 +507,6 @@ export async function workTreeChange(
     if (deleted.has(path)) next.delete(path);
     else next.set(path, await readFile(join(dir, path), 'utf8'));
   }
-  return { base, next, changed, mergeBase };
+  // work tree files are read from disk, each judged by its text (parseManifest bounds its size)
+  return { base, next, changed, refused: [], mergeBase };
 }

@@ -2,7 +2,9 @@
  * Checked pushes (docs/gitops.md, "Checked pushes"): the store's bare repository refuses a push whose
  * manifests the store would skip, instead of taking it and only logging. git runs `hooks/pre-receive`
  * before it moves any ref; the hook runs `peerops hook pre-receive`, which judges the pushed tree as
- * `peerops validate --base <old>` would (cli/validate-tree.ts) and answers the pusher on stderr.
+ * `peerops validate --base <old>` would (cli/validate-tree.ts) and answers the pusher on stderr. An
+ * entry under the store's folders that the store would not read as a file (a submodule, a symbolic
+ * link) or that is over MANIFEST_LIMITS is refused by its mode and size, without reading it.
  */
 import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -81,7 +83,7 @@ export async function refUpdateProblems(
   if (ref !== specRef) return [];
   if (isZero(newId)) return [`peerops: ${ref} holds the network's spec and cannot be deleted`];
   const change = await commitChange(isZero(oldId) ? undefined : oldId, newId);
-  const report = validateChange(change.next, { tree: change.base, changed: change.changed });
+  const report = validateChange(change.next, { tree: change.base, changed: change.changed }, change.refused);
   if (report.problemCount === 0) return [];
   const lines: string[] = [];
   for (const f of report.files)
