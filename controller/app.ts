@@ -179,6 +179,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     serverFactory: apiServer(requestTimeoutMs),
     ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
     bodyLimit: config.bodyLimitBytes,
+    // request.ip (rate limits) is the client a trusted proxy names (docs/operator-guide.md)
+    trustProxy: config.trustProxy,
     // One log line per request comes from our onResponse hook (route pattern, status, duration).
     logController: new LogController({ disableRequestLogging: true }),
     // A request that arrives on a kept-alive connection while the server drains is served as any other

@@ -4,10 +4,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
+import { redactUrl } from './redact.ts';
 
 export interface Config {
   /** Address to listen on: `host` ('' = every address) and `port`. */
   listen: { host: string; port: number };
+  /**
+   * fastify's `trustProxy` (`--trust-proxy`, `PEEROPS_TRUST_PROXY`; docs/operator-guide.md, Behind a
+   * reverse proxy): the proxies whose X-Forwarded-For names the client, as addresses, CIDRs or
+   * proxy-addr's names (loopback, linklocal, uniquelocal), or true for any sender. Default false.
+   */
+  trustProxy: boolean | string[];
   /** Holds the git store (`store.git`) and the JWT signing key. */
   dataDir: string;
   store: 'git' | 'kubernetes';
@@ -84,6 +92,36 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host: match[1] ?? match[2] ?? '', port };
 }
 
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * `true`, `false`, or a comma-separated list of the proxies' addresses and CIDRs. Not a hop count: fastify
+ * trusts no sender for one (it cannot tell the proxy from a client that sends the header itself).
+ */
+export function parseTrustProxy(value: string | undefined): Config['trustProxy'] {
+  if (value === undefined || value.trim() === '') return false;
+  const v = value.trim().toLowerCase();
+  if (v === 'true' || v === 'false') return v === 'true';
+  if (/^[0-9]+$/.test(v))
+    throw new Error(
+      `--trust-proxy (PEEROPS_TRUST_PROXY): '${value}' is a hop count, which trusts no proxy; ` +
+        "list the proxies' addresses",
+    );
+  const list = v.split(',').map((s) => s.trim());
+  for (const entry of list) {
+    if (PROXY_RANGE_NAMES.has(entry)) continue;
+    const [address = '', bits, extra] = entry.split('/');
+    const max = ipaddr.IPv4.isValidFourPartDecimal(address) ? 32 : ipaddr.IPv6.isValid(address) ? 128 : 0;
+    const prefix = bits === undefined ? max : /^[0-9]{1,3}$/.test(bits) ? Number(bits) : -1;
+    if (max === 0 || extra !== undefined || prefix < 1 || prefix > max)
+      throw new Error(
+        `--trust-proxy (PEEROPS_TRUST_PROXY): '${entry}' is not an IP address, a CIDR (10.0.0.0/8), ` +
+          'loopback, linklocal or uniquelocal; the setting is true, false or a comma-separated list of the proxies',
+      );
+  }
+  return list;
+}
+
 function parseAsnList(value: string | undefined): number[] {
   if (!value) return [];
   return value
@@ -119,6 +157,7 @@ function parseWebhook(env: NodeJS.ProcessEnv, store: Config['store']): Config['w
 
 export interface Flags {
   listen?: string | undefined;
+  trustProxy?: string | undefined;
   data?: string | undefined;
   gitRemote?: string | undefined;
   gitBranch?: string | undefined;
@@ -156,7 +195,7 @@ function parseGit(flags: Flags, env: NodeJS.ProcessEnv): GitConfig {
   try {
     parsed = new URL(url);
   } catch {
-    throw new Error(`--git-remote: '${url}' is not a URL`);
+    throw new Error(`--git-remote: '${redactUrl(url)}' is not a URL`);
   }
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
     throw new Error(
@@ -200,6 +239,8 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
   return {
     // loopback unless told otherwise: the API has no TLS of its own (docs/operator-guide.md, 1)
     listen: parseListen(flags.listen ?? (env.PEEROPS_LISTEN || '127.0.0.1:8080')),
+    // off: X-Forwarded-For is anyone's to write unless it comes from a proxy named here
+    trustProxy: parseTrustProxy(flags.trustProxy ?? env.PEEROPS_TRUST_PROXY),
     dataDir: resolve(flags.data ?? (env.PEEROPS_DATA || './data')),
     store,
     jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,

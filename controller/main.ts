@@ -20,10 +20,14 @@ import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/index.ts';
 import { FileWebhooks, Notifier, notifierEnv } from './notify/index.ts';
 import { openRegistry } from './auth/login/registry.ts';
+import { redactUrls } from './redact.ts';
 
-const USAGE = `usage: peerops serve [--listen HOST:PORT] [--data DIR] [--git-remote URL] [--git-branch NAME]
+const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [--data DIR] [--git-remote URL]
+                     [--git-branch NAME]
 
   --listen      address to listen on (env PEEROPS_LISTEN, default 127.0.0.1:8080; every address: [::]:8080)
+  --trust-proxy the reverse proxies whose X-Forwarded-For names the client: addresses and CIDRs, comma-
+                separated (127.0.0.1,::1), or true for any (env PEEROPS_TRUST_PROXY, default false)
   --data        data directory: git store and JWT key (env PEEROPS_DATA, default ./data)
   --git-remote  follow this repository on a forge and push back to it (env PEEROPS_GIT_REMOTE;
                 credentials: PEEROPS_GIT_CREDENTIALS_FILE; docs/gitops.md)
@@ -51,6 +55,7 @@ async function listen(app: FastifyInstance, where: { host: string; port: number 
 export async function main(argv: string[]): Promise<number> {
   let flags: {
     listen?: string | undefined;
+    'trust-proxy'?: string | undefined;
     data?: string | undefined;
     'git-remote'?: string | undefined;
     'git-branch'?: string | undefined;
@@ -61,6 +66,7 @@ export async function main(argv: string[]): Promise<number> {
       args: argv,
       options: {
         listen: { type: 'string' },
+        'trust-proxy': { type: 'string' },
         data: { type: 'string' },
         'git-remote': { type: 'string' },
         'git-branch': { type: 'string' },
@@ -79,12 +85,13 @@ export async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig({
       listen: flags.listen,
+      trustProxy: flags['trust-proxy'],
       data: flags.data,
       gitRemote: flags['git-remote'],
       gitBranch: flags['git-branch'],
     });
   } catch (err) {
-    return usageError((err as Error).message);
+    return usageError(redactUrls((err as Error).message));
   }
   const logger = controllerLogger(config.logLevel);
   // Everything that can fail at start (data dir, key, store, registry, the listen address) ends in one
@@ -108,7 +115,8 @@ export async function main(argv: string[]): Promise<number> {
     await start(config, logger, opened);
   } catch (err) {
     for (const close of opened.reverse()) await close().catch(() => undefined);
-    console.error(`peerops serve: ${startupFailure(err, config)}`);
+    // a library's error may quote a URL it was given (a registry, a forge) with its credentials
+    console.error(`peerops serve: ${redactUrls(startupFailure(err, config))}`);
     return 1;
   }
   logger.info({ signal: await signalled }, 'shutting down');

@@ -1,6 +1,10 @@
+import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
+import { redactUrl, redactUrls } from '../../controller/redact.ts';
 
 describe('controller configuration', () => {
   it('defaults: listen 127.0.0.1:8080 (loopback only), ./data, git store, 12 h tokens', () => {
@@ -75,5 +79,90 @@ describe('admission webhook configuration', () => {
         { PEEROPS_STORE: 'kubernetes', PEEROPS_WEBHOOK_LISTEN: '9443', PEEROPS_WEBHOOK_CERT_DIR: '/x' },
       ),
     ).toThrow(/listen address '9443' is not HOST:PORT/);
+  });
+});
+
+describe('trustProxy (docs/operator-guide.md, Behind a reverse proxy)', () => {
+  it('is off by default; true, false, or a list of addresses, CIDRs and named ranges', () => {
+    expect(loadConfig({}, {}).trustProxy).toBe(false);
+    expect(loadConfig({}, { PEEROPS_TRUST_PROXY: '' }).trustProxy).toBe(false);
+    expect(loadConfig({}, { PEEROPS_TRUST_PROXY: 'TRUE' }).trustProxy).toBe(true);
+    expect(loadConfig({}, { PEEROPS_TRUST_PROXY: 'false' }).trustProxy).toBe(false);
+    const list = '127.0.0.1, ::1,10.0.0.0/8,fd00::/8,loopback,uniquelocal,::ffff:192.0.2.1';
+    expect(loadConfig({}, { PEEROPS_TRUST_PROXY: list }).trustProxy).toEqual([
+      '127.0.0.1',
+      '::1',
+      '10.0.0.0/8',
+      'fd00::/8',
+      'loopback',
+      'uniquelocal',
+      '::ffff:192.0.2.1',
+    ]);
+    // the flag wins, as every flag does
+    expect(loadConfig({ trustProxy: '192.0.2.1' }, { PEEROPS_TRUST_PROXY: 'true' }).trustProxy).toEqual([
+      '192.0.2.1',
+    ]);
+  });
+
+  it('every list it takes is one fastify takes', () => {
+    const { trustProxy } = loadConfig(
+      {},
+      { PEEROPS_TRUST_PROXY: '127.0.0.1,fd00::/8,10.1.0.0/16,linklocal' },
+    );
+    expect(() => Fastify({ trustProxy })).not.toThrow();
+  });
+
+  it.each([
+    ['1', /'1' is a hop count, which trusts no proxy/],
+    ['proxy.example', /'proxy.example' is not an IP address, a CIDR/],
+    ['10.0.0.0/33', /'10.0.0.0\/33' is not/],
+    ['10.0.0.0/0', /'10.0.0.0\/0' is not/],
+    ['fd00::/8/1', /'fd00::\/8\/1' is not/],
+    ['10.0.0.1,', /'' is not/],
+    ['010.0.0.1', /'010.0.0.1' is not/],
+  ])('%s is refused, naming the setting', (value, reason) => {
+    expect(() => loadConfig({}, { PEEROPS_TRUST_PROXY: value })).toThrow(
+      /^--trust-proxy \(PEEROPS_TRUST_PROXY\): /,
+    );
+    expect(() => loadConfig({}, { PEEROPS_TRUST_PROXY: value })).toThrow(reason);
+  });
+});
+
+describe('credentials in URLs are never shown', () => {
+  it.each([
+    ['https://user:s3cret@forge example/x.git', 'https://***@forge example/x.git'],
+    ['https://x-access-token:s3cr/et@forge.example:99999/x.git', 'https://***@forge.example:99999/x.git'],
+    ['//user:s3cret@forge.example/x.git', '***@forge.example/x.git'],
+    ['https://forge.example/x y.git', 'https://forge.example/x y.git'],
+  ])('an unparsable --git-remote %s is shown as %s', (url, shown) => {
+    expect(redactUrl(url)).toBe(shown);
+    if (url.includes('s3cr'))
+      expect(() => loadConfig({ gitRemote: url }, {})).toThrow(`--git-remote: '${shown}' is not a URL`);
+  });
+
+  it('in any message: every URL with a user part', () => {
+    expect(
+      redactUrls(
+        "fetch https://u:tok@a.example/r.git failed; then git+ssh://git:pw@b.example:22/r, 'redis://:pw@c:6379'",
+      ),
+    ).toBe(
+      "fetch https://***@a.example/r.git failed; then git+ssh://***@b.example:22/r, 'redis://***@c:6379'",
+    );
+    expect(redactUrls('no URL here, user@example.net')).toBe('no URL here, user@example.net');
+  });
+
+  it('`peerops serve` says so and exits 2, without the token', async () => {
+    const run = promisify(execFile);
+    const failed = await run(
+      process.execPath,
+      ['bin/peerops.ts', 'serve', '--git-remote', 'https://user:s3cr3t-t0ken@forge example/x.git'],
+      { env: { ...process.env, PEEROPS_STORE: 'git' } },
+    ).then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(2);
+    expect(failed?.stderr).toContain("--git-remote: 'https://***@forge example/x.git' is not a URL");
+    expect(failed?.stderr).not.toContain('s3cr3t');
   });
 });
