@@ -7,7 +7,8 @@
  * - every body first passes the number and depth guard (assertSafeNumbers);
  * - a multi-action body (`Actions([...])`, schemas.ts) is checked against its action's schema only:
  *   INVALID_ACTION for a missing or unknown action, then INVALID_REQUEST for its fields;
- * - query strings and path parameters arrive as text: numbers are read from it (`?wait=30`).
+ * - query strings and path parameters arrive as text: numbers are read from it (`?wait=30`), written in
+ *   decimal digits only (docs/api.md, Conventions): ajv would also read `0x10`, `1e1` and ` 5`.
  */
 import { Ajv } from 'ajv';
 import type { FastifySchemaCompiler, FastifyTypeProvider } from 'fastify';
@@ -71,6 +72,28 @@ function unsafeNumberPath(value: unknown, depth = 0): (string | number)[] | unde
 
 /** Only for query strings and path parameters: their values are strings until a schema reads them. */
 const textAjv = new Ajv({ allErrors: true, coerceTypes: true, strict: false });
+
+/** A whole number in text: decimal digits, a sign at most; 15 digits stay within 2^53. */
+const DECIMAL_INTEGER = /^-?[0-9]{1,15}$/;
+
+/** The names of an object schema's integer properties (`?wait=`), read from text as decimal only. */
+function integerFields(schema: TSchema): string[] {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  return Object.keys(properties).filter((name) => properties[name]?.type === 'integer');
+}
+
+/** The first integer field whose text is not plain decimal, as the problem that names it. */
+function notDecimal(value: unknown, fields: string[], part: string): ProblemError | undefined {
+  for (const name of fields) {
+    const text = (value as Record<string, unknown> | null)?.[name];
+    if (typeof text !== 'string' || DECIMAL_INTEGER.test(text)) continue;
+    const message = 'must be a whole number written in decimal digits';
+    return new ProblemError('INVALID_REQUEST', `${part} /${name}: ${message}`, [
+      { pointer: `/${name}`, message },
+    ]);
+  }
+  return undefined;
+}
 
 /** The action → schema table of an `Actions([...])` body, or undefined for any other schema. */
 export function actionTable(schema: TSchema): Record<string, TSchema> | undefined {
@@ -142,7 +165,10 @@ export function apiValidatorCompiler(
     }
     const fn = textAjv.compile(schema);
     const part = httpPart === 'querystring' ? 'query' : (httpPart ?? 'request');
+    const integers = integerFields(schema);
     return (value) => {
+      const error = notDecimal(value, integers, part);
+      if (error) return { error };
       if (fn(value)) return { value };
       const errors = toFieldErrors(fn.errors, '', value);
       return {
