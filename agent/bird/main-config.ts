@@ -9,6 +9,7 @@ import { BirdConfigResponse, FALLBACK_RPKI_SERVER } from '../../common/agent-api
 import { canonicalPrefix, isIpv4, isIpv6 } from '../../common/net.ts';
 import { validateOrThrow } from '../../common/validate.ts';
 import { renderCommunityFunctions } from './communities.ts';
+import { renderNetworkFilter } from './network-filter.ts';
 import { BIRD_NAMES } from './names.ts';
 
 export interface MainConfigPaths {
@@ -30,20 +31,6 @@ export const BABEL_PROTOCOL = 'mesh_babel';
 /** Filter functions the iBGP channels (ibgp.ts) use. */
 export const IBGP_FILTERS = { import: 'ibgp_import_filter', export: 'ibgp_export_filter' } as const;
 const MESH_INTERFACE_PATTERN = 'wgm_*';
-
-/** DN42 and affiliated networks whose prefixes may be exchanged (the DN42 registry's ranges). */
-const DN42_VALID_V4 = [
-  '172.20.0.0/14{21,29}', // dn42
-  '172.20.0.0/24{28,32}', // dn42 anycast
-  '172.21.0.0/24{28,32}', // dn42 anycast
-  '172.22.0.0/24{28,32}', // dn42 anycast
-  '172.23.0.0/24{28,32}', // dn42 anycast
-  '172.31.0.0/16+', // ChaosVPN
-  '10.100.0.0/14+', // ChaosVPN
-  '10.127.0.0/16{16,32}', // NeoNetwork
-  '10.0.0.0/8{15,24}', // Freifunk
-];
-const DN42_VALID_V6 = ['fd00::/8{44,64}'];
 
 /** Where the operator's own BIRD additions go: `<config root>/local.d/*.conf`, next to peerConfDir. */
 export function localConfDir(paths: Pick<MainConfigPaths, 'peerConfDir'>): string {
@@ -83,24 +70,7 @@ protocol device {
   scan time 10;
 }`);
 
-  sections.push(`# Address ranges
-function is_valid_network_v4() {
-  return net ~ [
-${DN42_VALID_V4.map((s) => `    ${s}`).join(',\n')}
-  ];
-}
-
-function is_valid_network_v6() {
-  return net ~ [
-${DN42_VALID_V6.map((s) => `    ${s}`).join(',\n')}
-  ];
-}
-
-function is_valid_network() {
-  if net.type = NET_IP4 then return is_valid_network_v4();
-  if net.type = NET_IP6 then return is_valid_network_v6();
-  return false;
-}
+  sections.push(`${renderNetworkFilter(p.filter)}
 
 function is_self_net() {
 ${selfNetBody(own4, own6)}

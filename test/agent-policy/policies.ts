@@ -1,5 +1,6 @@
 /** Fixture routing policies (GET /agent/:router/bird-config bodies) for the renderer tests. */
 import type { BirdConfigResponse } from '../../common/agent-api.ts';
+import { BUILTIN_FILTER, parseFilter } from '../../common/dn42-filter.ts';
 
 export const basePolicy: BirdConfigResponse = {
   dn42Asn: 4242420101,
@@ -44,6 +45,28 @@ export const policyMatrix: { name: string; policy: BirdConfigResponse; meshInter
     name: 'no-loopbacks',
     policy: { ...basePolicy, loopback: {}, importLimit: { ipv4: 100, ipv6: 200, action: 'disable' } },
   },
+  {
+    // a registry's own filter as the controller sends it: a deny line between permits, one family's
+    // lines all permits
+    name: 'registry-filter',
+    policy: {
+      ...basePolicy,
+      filter: {
+        ipv4: parseFilter(
+          [
+            '0001 deny    172.22.166.0/24 24 32 # filter test',
+            '0010 permit  172.20.0.0/14   21 29',
+            '0015 deny    172.21.128.0/18 18 32 # between two permits',
+            '0020 permit  10.0.0.0/8      15 24',
+            '9999 deny    0.0.0.0/0       0  32',
+          ].join('\n'),
+          'ipv4',
+        ),
+        ipv6: parseFilter('1001 permit fd00::/8 44 64\n', 'ipv6'),
+      },
+    },
+  },
+  { name: 'builtin-filter-sent', policy: { ...basePolicy, filter: BUILTIN_FILTER } },
   {
     name: 'mesh-and-ibgp',
     policy: { ...basePolicy, ibgpPeers },

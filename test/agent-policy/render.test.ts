@@ -11,8 +11,10 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { renderIbgpConfigs } from '../../agent/bird/ibgp.ts';
 import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
+import { renderNetworkFilter } from '../../agent/bird/network-filter.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../../agent/bird/peer-config.ts';
 import { FALLBACK_RPKI_SERVER, type AgentSession, type BirdConfigResponse } from '../../common/agent-api.ts';
+import { BUILTIN_FILTER, parseFilter } from '../../common/dn42-filter.ts';
 import { DomainError } from '../../common/errors.ts';
 import { DN42_REGIONS, DN42_REGION_NAMES, dn42RegionCode } from '../../common/schema.ts';
 import { basePolicy, policyMatrix } from './policies.ts';
@@ -267,5 +269,69 @@ describe('renderMainConfig + renderIbgpConfigs', () => {
     // only IPv6 loopbacks in common: one session carrying IPv4 with extended next hop
     expect(files.get('ibgp_sin-2.conf')).toMatch(/ibgp_sin_2_v6[\s\S]*extended next hop on;/);
     expect(files.get('ibgp_sin-2.conf')).not.toContain('_v4');
+  });
+
+  it("renders the registry's deny lines, first match deciding; a filter BIRD could not take is refused", () => {
+    const builtin = renderMainConfig(basePolicy, goldenPaths);
+    expect(renderMainConfig({ ...basePolicy, filter: BUILTIN_FILTER }, goldenPaths)).toBe(
+      builtin.replace(' (filter.txt, filter6.txt: the built-in copy)', ' (filter.txt, filter6.txt)'),
+    );
+    expect(builtin).toContain(
+      '  if net ~ [\n    172.22.166.0/24{24,32} # filter.txt 0001\n  ] then return false;',
+    );
+    expect(builtin).toContain(
+      '  if net ~ [\n    fdd6:6302:7c04::/48{48,128} # filter6.txt 0010\n  ] then return false;',
+    );
+    const bad = {
+      ...basePolicy,
+      filter: {
+        ipv4: [],
+        ipv6: [{ nr: 1, action: 'permit' as const, prefix: 'fd00::/8', minLength: 4, maxLength: 64 }],
+      },
+    };
+    expect(() => renderMainConfig(bad, goldenPaths)).toThrow(
+      /filter \/ipv6\/0: fd00::\/8 4\.\.64 is not a range BIRD takes/,
+    );
+    // the comments of a registry's file never reach BIRD
+    const commented = parseFilter('0001 permit fd00::/8 44 64 # ]; protocol static x {\n', 'ipv6');
+    expect(renderNetworkFilter({ ipv4: [], ipv6: commented })).not.toContain('protocol static');
+  });
+
+  it('a running BIRD takes what the filter permits and drops what its deny lines and lengths refuse', async () => {
+    const root = await mkdtemp(path.join(tmpdir(), 'apol-run-'));
+    dirs.push(root);
+    const conf = path.join(root, 'bird.conf');
+    const sock = path.join(root, 'bird.ctl');
+    const routes = (family: 'ipv4' | 'ipv6', prefixes: string[]) =>
+      `protocol static s_${family} {\n  ${family} { import where is_valid_network(); };\n${prefixes.map((p) => `  route ${p} unreachable;`).join('\n')}\n}`;
+    await writeFile(
+      conf,
+      [
+        'router id 192.0.2.1;',
+        renderNetworkFilter(undefined),
+        routes('ipv4', [
+          '172.22.166.0/24',
+          '172.20.16.0/22',
+          '172.20.32.0/20',
+          '172.20.0.53/32',
+          '172.20.1.0/30',
+        ]),
+        routes('ipv6', ['fdd6:6302:7c04::/48', 'fd00:abcd:e::/48', 'fd00:abcd::/40', 'fd00:abcd:e:300::/72']),
+        '',
+      ].join('\n'),
+    );
+    await run('bird', ['-c', conf, '-s', sock, '-P', path.join(root, 'bird.pid')]);
+    try {
+      const shown = async () => (await run('birdc', ['-s', sock, 'show', 'route'])).stdout;
+      let out = await shown();
+      for (let i = 0; i < 50 && !out.includes('fd00:abcd:e::/48'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        out = await shown();
+      }
+      const present = [...out.matchAll(/^([0-9a-f.:]+\/[0-9]+)/gm)].map((m) => m[1]).sort();
+      expect(present).toEqual(['172.20.0.53/32', '172.20.16.0/22', 'fd00:abcd:e::/48']);
+    } finally {
+      await run('birdc', ['-s', sock, 'down']).catch(() => undefined);
+    }
   });
 });
