@@ -31,7 +31,10 @@ const USAGE = `usage: peerops admin <area> <action> [options]
 
   token --data DIR --asn N [--admin] [--ttl SECONDS] [--save]
         mint a JWT with the controller's key (<DIR>/jwt-ed25519.pem, DIR from --data or PEEROPS_DATA;
-        or PEEROPS_JWT_KEY_FILE); the key must exist (peerops serve creates it on first start)
+        or PEEROPS_JWT_KEY_FILE); the key must exist (peerops serve creates it on first start).
+        Prints the token, and its id on stderr
+  token revoke ID | token revoke --asn N   revoke one token by its id, or every token of an ASN so far
+  token list                               the revoked tokens and ASNs
   session list [--router R] [--asn N] [--status CODE|NAME]   (e.g. 3 or PENDING_REVIEW)
   session approve|reject|disable|enable UUID [--reason TEXT]
   session purge UUID --reason TEXT   remove a session stuck in QUEUED_FOR_DELETE (its agent never tore it down)
@@ -54,7 +57,7 @@ common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token
 token --save saves the token as a context (AS<asn>@<host>, or --context NAME) and makes it current`;
 
 export const AREAS = {
-  token: [],
+  token: ['revoke', 'list'],
   session: ['list', 'approve', 'reject', 'disable', 'enable', 'purge'],
   router: ['list', 'add', 'update', 'remove', 'rotate-token'],
   policy: ['get', 'set', 'patch'],
@@ -217,7 +220,56 @@ async function mintToken(v: Values): Promise<number> {
     const { file } = await saveContext({ name, url, token: issued.token });
     console.error(`token saved to ${file} as context ${name} (now current)`);
   }
+  // stdout is the token alone (TOKEN=$(peerops admin token …)); the id, which revokes it, beside it
+  if (format(v) === 'table' || format(v) === 'wide')
+    console.error(`token id ${issued.id} (peerops admin token revoke ${issued.id})`);
   output(format(v), { ...issued, role: v.admin ? 'admin' : 'user', asn }, () => issued.token);
+  return 0;
+}
+
+interface RevokedToken {
+  id: string;
+  asn: number;
+  expiresAt: string;
+}
+interface RevokedAsn {
+  asn: number;
+  issuedUntil: string;
+}
+
+/** `admin token revoke|list` (POST /admin/token; docs/login.md, Revoking tokens). */
+async function tokenCommand(
+  client: Client,
+  action: string,
+  id: string | undefined,
+  v: Values,
+): Promise<number> {
+  if (action === 'list') {
+    const res = await client.post<{ tokens: RevokedToken[]; asns: RevokedAsn[] }>('/admin/token', {
+      action: 'list',
+    });
+    output(format(v), res, () =>
+      table(
+        ['REVOKED', 'ASN', 'UNTIL'],
+        [
+          ...res.asns.map((a) => [`every token issued until ${a.issuedUntil}`, a.asn, '']),
+          ...res.tokens.map((t) => [t.id, t.asn, t.expiresAt]),
+        ],
+      ),
+    );
+    return 0;
+  }
+  if (action !== 'revoke') throw unknownWord('admin token action', action, AREAS.token);
+  const asn = int('asn', v.asn);
+  if ((id === undefined) === (asn === undefined))
+    throw new CliError('USAGE', 'token revoke needs a token id or --asn N (not both)');
+  if (asn !== undefined) {
+    const res = await client.post<{ revoked: RevokedAsn }>('/admin/token', { action: 'revoke-asn', asn });
+    output(format(v), res, () => `every token of AS${asn} issued until ${res.revoked.issuedUntil} revoked`);
+    return 0;
+  }
+  const res = await client.post<{ revoked: RevokedToken }>('/admin/token', { action: 'revoke', id });
+  output(format(v), res, () => `token ${res.revoked.id} of AS${res.revoked.asn} revoked`);
   return 0;
 }
 
@@ -559,11 +611,13 @@ export async function main(argv: string[]): Promise<number> {
       return values.help ? 0 : 2;
     }
     if (!Object.hasOwn(AREAS, area)) throw unknownWord('admin area', area, Object.keys(AREAS));
-    if (area === 'token') return mintToken(values);
+    if (area === 'token' && !action) return mintToken(values);
     if (!action) throw new CliError('USAGE', `admin ${area} needs an action\n\n${USAGE}`);
     outputFormat(values);
     const client = await Client.create({ url: values.url, token: values.token, context: values.context });
     switch (area) {
+      case 'token':
+        return tokenCommand(client, action, arg, values);
       case 'session':
         return sessionCommand(client, action, arg, values);
       case 'router':

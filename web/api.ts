@@ -190,6 +190,8 @@ export const api = {
       signature,
       ...(publicKey ? { publicKey } : {}),
     }),
+  /** Revokes the token of this login (docs/login.md, Revoking tokens). */
+  logout: () => request<unknown>('POST', '/token', { action: 'revoke' }),
   sessions: () => request<{ sessions: SessionRecord[] }>('POST', '/session', { action: 'list' }),
   create: (body: Record<string, unknown>) =>
     request<CreateAnswer>('POST', '/session', { action: 'create', ...body }),

@@ -55,6 +55,9 @@ export function App() {
     setLogin(l);
   };
   const logOut = () => {
+    // the token is revoked, not only forgotten here; the request carries it before it is cleared below,
+    // and a failure (expired already, controller unreachable) leaves nothing to do
+    api.logout().catch(() => undefined);
     setToken(undefined);
     setLogin(undefined);
     location.hash = '#/';

@@ -138,7 +138,7 @@ describe('peerops admin', () => {
     ]);
     expect(res.code, res.stderr).toBe(0);
     const token = res.stdout.trim();
-    expect(h.tokens.verify(token)).toEqual({ asn: ADMIN_ASN, role: 'admin' });
+    expect(h.tokens.verify(token)).toMatchObject({ asn: ADMIN_ASN, role: 'admin' });
     const name = `AS${ADMIN_ASN}@${new URL(url).host}`;
     expect(await loadConfig({ PEEROPS_CONFIG_DIR: join(home, 'config') })).toEqual({
       currentContext: name,

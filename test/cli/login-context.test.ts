@@ -102,8 +102,8 @@ describe('peerops login and contexts', () => {
       ['ops', url],
     ]);
     const [userCtx, adminCtx] = config.contexts;
-    expect(tokens.verify(userCtx?.token ?? '')).toEqual({ asn: AS_USER, role: 'user' });
-    expect(tokens.verify(adminCtx?.token ?? '')).toEqual({ asn: AS_ADMIN, role: 'admin' });
+    expect(tokens.verify(userCtx?.token ?? '')).toMatchObject({ asn: AS_USER, role: 'user' });
+    expect(tokens.verify(adminCtx?.token ?? '')).toMatchObject({ asn: AS_ADMIN, role: 'admin' });
     expect((await stat(path.join(dir, 'xdg', 'peerops', 'config.yaml'))).mode & 0o777).toBe(0o600);
   });
 

@@ -107,7 +107,7 @@ describe('peerops login', () => {
     const current = config.contexts.find((c) => c.name === config['current-context']);
     expect(current?.name).toMatch(new RegExp(`^AS${asn}@`));
     const token = current?.token ?? '';
-    expect(tokens.verify(token)).toEqual({ asn, role });
+    expect(tokens.verify(token)).toMatchObject({ asn, role });
     return token;
   }
 
