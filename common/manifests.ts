@@ -46,7 +46,7 @@ export type ParseResult =
  * the store refuses"). Every reader takes them from here: `peerops validate`, the pre-receive hook, the
  * git store's load and its forge follow. A session or router the store writes is under 2 KiB; a policy
  * may list 100,000 blocked ASNs (schema.ts), about 1.7 MB as the store writes it. No manifest nests
- * more than 6 levels. A YAML alias repeats a value without its bytes, so 9 levels of 9 aliases are 9^9
+ * deeper than 5 levels. A YAML alias repeats a value without its bytes, so 9 levels of 9 aliases are 9^9
  * values in 650 bytes (issue 40): aliases and the anchors they name are refused outright.
  */
 export const MANIFEST_LIMITS = {
