@@ -2,13 +2,15 @@
  * Where login identities come from: who may act for an ASN, and with which keys.
  *
  * - `DirectoryRegistry`: a local checkout of a DN42-format registry, read on every lookup.
- * - `GitRegistry`: a git URL (HTTP) mirrored with isomorphic-git into a bare cache and fetched on an
- *   interval. Lookups read blobs at the last good commit, so a failed or half-done fetch never
- *   changes what logins see; the pointer moves only after a fetch succeeded and the commit has `data/`.
+ * - `GitRegistry`: a git URL mirrored into a bare cache and fetched on an interval, over HTTP with
+ *   isomorphic-git, over ssh and file:// with the git command (git-command.ts). Lookups read blobs with
+ *   isomorphic-git at the last good commit, so a failed or half-done fetch never changes what logins
+ *   see; the pointer moves only after a fetch succeeded and the commit has `data/`.
  * - `UsersFileRegistry`: for networks without a DN42 registry, one `AS<n>: <auth line>` per line.
  *
  * In the registry: `data/aut-num/AS<n>` → every `mnt-by` → `data/mntner/<NAME>` → `auth:` lines;
- * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key.
+ * `PGPKEY-<8 hex>` → `data/key-cert/PGPKEY-<8 hex>`, whose `certif:` lines are the armored key
+ * (key-cert.ts). Only keys that can verify a signature are methods; every other line is `skipped`.
  * Sessions read `data/route/…`, `data/route6/…` and the filter through `files()`: a peer's addresses
  * must be its own ASN's (controller/registry/routes.ts, docs/login.md).
  *
