@@ -152,8 +152,6 @@ const filterRule = (prefix: typeof Ipv4Prefix | typeof Ipv6Prefix, bits: number)
     { additionalProperties: false },
   );
 
-export const Dn42FilterRule = Type.Union([filterRule(Ipv4Prefix, 32), filterRule(Ipv6Prefix, 128)]);
-
 /** The prefix filter the routers' BIRD applies to eBGP, each family's lines sorted by number. */
 export const Dn42Filter = Type.Object(
   {
@@ -282,8 +280,8 @@ export type MeshStatusBody = Static<typeof MeshStatusBody>;
 export type AgentSession = Static<typeof AgentSession>;
 export type AgentSessionsResponse = Static<typeof AgentSessionsResponse>;
 export type BirdConfigResponse = Static<typeof BirdConfigResponse>;
-export type Dn42FilterRule = Static<typeof Dn42FilterRule>;
 export type Dn42Filter = Static<typeof Dn42Filter>;
+export type Dn42FilterRule = Dn42Filter['ipv4'][number] | Dn42Filter['ipv6'][number];
 export type IbgpPeer = Static<typeof IbgpPeer>;
 export type MeshPeer = Static<typeof MeshPeer>;
 export type MeshResponse = Static<typeof MeshResponse>;

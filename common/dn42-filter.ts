@@ -110,8 +110,3 @@ export function filterRuleFor(rules: readonly Dn42FilterRule[], prefix: string):
       parsed.length >= r.minLength && parsed.length <= r.maxLength && inRanges(parsed.address, [r.prefix]),
   );
 }
-
-/** Does the filter permit the prefix as a route (filterRuleFor's line says `permit`)? */
-export function filterPermits(rules: readonly Dn42FilterRule[], prefix: string): boolean {
-  return filterRuleFor(rules, prefix)?.action === 'permit';
-}
