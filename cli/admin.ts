@@ -47,7 +47,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   router rotate-token NAME
   policy get [--router R]
   policy set [--router R] [--spec FILE] [--dn42-asn N] [--rpki HOST:PORT ...] [--block ASN ...]
-             [--unblock ASN ...] [--max-pending N]
+             [--unblock ASN ...] [--max-pending N] [--allow-private-endpoints | --no-allow-private-endpoints]
         with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
   policy patch [--router R] [--spec FILE] [the flags of set]
         merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
@@ -99,6 +99,8 @@ export const OPTIONS = {
   block: { type: 'string', multiple: true },
   unblock: { type: 'string', multiple: true },
   'max-pending': { type: 'string' },
+  'allow-private-endpoints': { type: 'boolean' },
+  'no-allow-private-endpoints': { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseFlags<typeof OPTIONS>>['values'];
@@ -538,7 +540,10 @@ function policyText(name: string, spec: Record<string, unknown>): string {
 
 type PolicyRecord = { name: string; spec: Record<string, unknown> };
 
-/** --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --max-pending as spec fields. */
+/**
+ * --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --max-pending and
+ * --[no-]allow-private-endpoints as spec fields.
+ */
 function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   const asn = int('dn42-asn', v['dn42-asn']);
@@ -557,6 +562,10 @@ function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
   }
   const pending = int('max-pending', v['max-pending']);
   if (pending !== undefined) fields.maxPendingPerAsn = pending;
+  if (v['allow-private-endpoints'] && v['no-allow-private-endpoints'])
+    throw new CliError('USAGE', 'give --allow-private-endpoints or --no-allow-private-endpoints, not both');
+  if (v['allow-private-endpoints']) fields.allowPrivateEndpoints = true;
+  if (v['no-allow-private-endpoints']) fields.allowPrivateEndpoints = false;
   return fields;
 }
 
@@ -568,7 +577,16 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
     return 0;
   }
   if (action !== 'set' && action !== 'patch') throw unknownWord('admin policy action', action, AREAS.policy);
-  const edits = ['spec', 'dn42-asn', 'rpki', 'block', 'unblock', 'max-pending'] as const;
+  const edits = [
+    'spec',
+    'dn42-asn',
+    'rpki',
+    'block',
+    'unblock',
+    'max-pending',
+    'allow-private-endpoints',
+    'no-allow-private-endpoints',
+  ] as const;
   if (!edits.some((f) => v[f] !== undefined))
     throw new CliError(
       'USAGE',

@@ -270,6 +270,101 @@ export function specialPurposeProblem(address: string | Address): string | undef
   return `is ${hit.what} (${hit.prefix}), which no peer can own`;
 }
 
+// ---- WireGuard endpoints: where a router sends a peer's tunnel packets ----
+
+/**
+ * Globally reachable assignments inside ranges refused below (the IANA special-purpose registries mark
+ * them so: PCP and TURN anycast, AMT, AS112, ORCHIDv2, drone remote ID): a peer may sit behind one.
+ */
+const ENDPOINT_REACHABLE = [
+  '192.0.0.9/32',
+  '192.0.0.10/32',
+  '2001:1::1/128',
+  '2001:1::2/128',
+  '2001:1::3/128',
+  '2001:3::/32',
+  '2001:4:112::/48',
+  '2001:20::/28',
+  '2001:30::/28',
+].map((p) => parsePrefix(p) as ParsedPrefix);
+
+/**
+ * Ranges a router cannot reach a peer in over the internet, besides SPECIAL_PURPOSE (docs/api.md, the
+ * endpoint field). Narrow entries first: the first match names the range.
+ */
+const ENDPOINT_UNREACHABLE = parsedRanges([
+  { prefix: '100.64.0.0/10', what: 'a shared (carrier-grade NAT) address' },
+  { prefix: '192.88.99.0/24', what: 'a 6to4 relay anycast address (deprecated)' },
+  { prefix: '2001::/32', what: 'a Teredo address' },
+  { prefix: '2001::/23', what: 'an IETF protocol assignment' },
+  { prefix: '5f00::/16', what: 'an SRv6 segment identifier' },
+]);
+
+/** Private ranges: a router reaches them only inside its own site, so only a policy can allow them. */
+const ENDPOINT_PRIVATE = parsedRanges([
+  { prefix: '10.0.0.0/8', what: 'a private address' },
+  { prefix: '172.16.0.0/12', what: 'a private address' },
+  { prefix: '192.168.0.0/16', what: 'a private address' },
+  { prefix: 'fc00::/7', what: 'a unique local address' },
+]);
+
+/** IPv6 ranges that carry an IPv4 address a router would end up sending to: that address is judged. */
+const ENDPOINT_EMBEDDING = [
+  { prefix: '::ffff:0:0/96', what: 'an IPv4-mapped address', at: 12 },
+  { prefix: '64:ff9b::/96', what: 'a NAT64 address', at: 12 },
+  { prefix: '2002::/16', what: 'a 6to4 address', at: 2 },
+].map((e) => ({ ...e, net: parsePrefix(e.prefix) as ParsedPrefix }));
+
+function parsedRanges(ranges: readonly { prefix: string; what: string }[]) {
+  return ranges.map((r) => ({ ...r, net: parsePrefix(r.prefix) as ParsedPrefix }));
+}
+
+const within = (addr: Address, net: ParsedPrefix) =>
+  net.family === addr.kind() && addr.match(net.address, net.length);
+
+/**
+ * Why a router must not send a peer's WireGuard packets to this address, or undefined when it may: the one
+ * classification of endpoints, which the controller applies to an `endpoint` literal and the agent to
+ * every address a host name resolves to (docs/api.md, docs/agent.md). Refused: loopback, unspecified,
+ * link-local, multicast, broadcast and every other special-purpose range that is not globally reachable;
+ * private ranges (RFC 1918, unique local) unless `allowPrivate` (the policy's allowPrivateEndpoints). An
+ * IPv6 address carrying an IPv4 one (mapped, NAT64, 6to4) is judged by that IPv4 address.
+ */
+export function endpointAddressProblem(address: string | Address, allowPrivate = false): string | undefined {
+  const addr = typeof address === 'string' ? parseAddress(address) : address;
+  if (ENDPOINT_REACHABLE.some((net) => within(addr, net))) return undefined;
+  if (addr.kind() === 'ipv6') {
+    const embedding = ENDPOINT_EMBEDDING.find((e) => within(addr, e.net));
+    if (embedding) {
+      const v4 = new ipaddr.IPv4(addr.toByteArray().slice(embedding.at, embedding.at + 4));
+      const problem = endpointAddressProblem(v4, allowPrivate);
+      return problem && `is ${embedding.what} of ${v4.toString()}, which ${problem}`;
+    }
+  }
+  const hit =
+    SPECIAL_PARSED.find((r) => within(addr, r.net)) ?? ENDPOINT_UNREACHABLE.find((r) => within(addr, r.net));
+  if (hit) return `is ${hit.what} (${hit.prefix})`;
+  const local = allowPrivate ? undefined : ENDPOINT_PRIVATE.find((r) => within(addr, r.net));
+  if (local)
+    return `is ${local.what} (${local.prefix}), which only a routing policy with allowPrivateEndpoints allows`;
+  return undefined;
+}
+
+/**
+ * endpointAddressProblem for a whole `host:port` (parseEndpoint's forms): an address literal is judged as
+ * is; a host name only when it names this machine (`localhost`, RFC 6761), since the agent judges what
+ * the others resolve to before it sets them.
+ */
+export function endpointProblem(value: string, allowPrivate = false): string | undefined {
+  const parsed = parseEndpoint(value);
+  if (!parsed) return undefined;
+  if (isIpv4(parsed.host) || isIpv6(parsed.host)) return endpointAddressProblem(parsed.host, allowPrivate);
+  const name = parsed.host.toLowerCase().replace(/\.$/, '');
+  if (name === 'localhost' || name.endsWith('.localhost'))
+    return 'names this machine (localhost, a loopback name)';
+  return undefined;
+}
+
 // ---- WireGuard public keys ----
 
 /** 2^255 - 19, the field of Curve25519. */

@@ -308,6 +308,11 @@ export const PolicySpec = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /**
+     * Whether a session's `endpoint` may be a private address (RFC 1918, unique local): only where the
+     * routers reach peers over a private network (docs/routing-policy.md).
+     */
+    allowPrivateEndpoints: Type.Optional(Type.Boolean()),
     importLimit: Type.Optional(
       Type.Object(
         {

@@ -1,11 +1,13 @@
 /**
- * The rules on a session's peer addresses and WireGuard key, against its router, its policy and the rest
- * of the network (docs/api.md, Create: the checks). A create is refused by them, a manifest merged in
- * git skipped, `peerops validate` reports them and the admin list flags stored sessions breaking them.
+ * The rules on a session's peer addresses, endpoint and WireGuard key, against its router, its policy and
+ * the rest of the network (docs/api.md, Create: the checks). A create is refused by them, a manifest
+ * merged in git skipped, `peerops validate` reports them and the admin list flags stored sessions
+ * breaking them.
  */
 import { DomainError, type FieldError } from '../errors.ts';
 import {
   DN42_PEER_ADDRESS_RANGES,
+  endpointProblem,
   inRanges,
   isLowOrderKey,
   parseAddress,
@@ -35,12 +37,13 @@ export const ADDRESSING_FIELDS = [
   'publicKey',
   'mpbgp',
   'extendedNextHop',
+  'endpoint',
 ] as const;
 
 /** The fields of a session that `sessionAddressingErrors` judges (a create body or a stored spec). */
 export type SessionAddressing = Pick<
   SessionSpec,
-  'asn' | 'router' | 'ipv6' | 'ipv4' | 'linkLocal' | 'publicKey' | 'mpbgp' | 'extendedNextHop'
+  'asn' | 'router' | 'ipv6' | 'ipv4' | 'linkLocal' | 'publicKey' | 'mpbgp' | 'extendedNextHop' | 'endpoint'
 >;
 
 /**
@@ -144,6 +147,21 @@ export function peerAddressRangeErrors(
 }
 
 /**
+ * A session's endpoint is where the router sends the tunnel's packets: an address it reaches a peer at
+ * (net.ts endpointProblem), so that no peer points a router's WireGuard at the router itself, its cloud's
+ * metadata service or the operator's private network (docs/api.md, the endpoint field).
+ */
+export function endpointErrors(
+  endpoint: string | undefined,
+  policy: Pick<PolicySpec, 'allowPrivateEndpoints'>,
+  prefix = '',
+): FieldError[] {
+  const problem =
+    endpoint === undefined ? undefined : endpointProblem(endpoint, policy.allowPrivateEndpoints);
+  return problem === undefined ? [] : [{ pointer: `${prefix}/endpoint`, message: problem }];
+}
+
+/**
  * A session's WireGuard key must be one a peer holds the private half of: not a low-order point (the
  * all-zero key), not the router's own key (WireGuard refuses a peer with the interface's key), and not the
  * key of another session on the same router (two tunnels would claim one peer).
@@ -175,7 +193,8 @@ function sessionKeyErrors(
 }
 
 /**
- * Peer addresses a peer can own (peerAddressRangeErrors), a link-local that is not the router's own, and the MP-BGP /
+ * Peer addresses a peer can own (peerAddressRangeErrors), an endpoint the router may send to
+ * (endpointErrors), a link-local that is not the router's own, and the MP-BGP /
  * extended next hop / IPv4 combination that gives the IPv4 side a session.
  */
 function sessionPolicyErrors(
@@ -187,6 +206,7 @@ function sessionPolicyErrors(
   const errors: FieldError[] = [];
   const at = (field: string, message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
   errors.push(...peerAddressRangeErrors(spec, policy, prefix));
+  errors.push(...endpointErrors(spec.endpoint, policy, prefix));
   if (spec.linkLocal === router.linkLocal)
     at('linkLocal', `collides with the router's own link-local ${router.linkLocal}`);
   const mpbgp = spec.mpbgp ?? true;

@@ -11,7 +11,7 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
-import { mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
+import { endpointErrors, mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
 import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
@@ -161,6 +161,17 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             (body.endpoint === undefined || (body.endpoint ?? undefined) === current.spec.endpoint) &&
             (body.mtu === undefined || body.mtu === current.spec.mtu);
           if (unchanged) return view(current);
+          // the create's endpoint rule (sessionAddressingErrors) for the new endpoint
+          const endpointRefused = endpointErrors(
+            body.endpoint ?? undefined,
+            mergedPolicy(store, current.spec.router),
+          );
+          if (endpointRefused.length > 0)
+            throw new ProblemError(
+              'INVALID_REQUEST',
+              `/endpoint: ${endpointRefused[0]?.message}`,
+              endpointRefused,
+            );
           const updated = await store.updateSession(
             body.uuid,
             (s) => {

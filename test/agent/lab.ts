@@ -157,8 +157,13 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
   await expectOk(
     h.post('/admin/policy', h.admin, {
       action: 'set',
-      // RPKI at the node's own loopback: nothing leaves the namespace.
-      spec: { dn42Asn: ROUTER_ASN, rpkiServers: [{ host: '127.0.0.1', port: 8282 }] },
+      // RPKI at the node's own loopback: nothing leaves the namespace. The peers' endpoints are the
+      // lab's unique local addresses (fd00:N::2), which only allowPrivateEndpoints lets through.
+      spec: {
+        dn42Asn: ROUTER_ASN,
+        rpkiServers: [{ host: '127.0.0.1', port: 8282 }],
+        allowPrivateEndpoints: true,
+      },
     }),
   );
   const node = await lab.namespace('node');

@@ -274,7 +274,12 @@ describe('a Debian BIRD layout', () => {
     await expectOk(
       h.post('/admin/policy', h.admin, {
         action: 'set',
-        spec: { dn42Asn: ROUTER_ASN, rpkiServers: [{ host: '127.0.0.1', port: 8282 }] },
+        // the peer's endpoint is a unique local address (fd00:99::2): allowed for this lab only
+        spec: {
+          dn42Asn: ROUTER_ASN,
+          rpkiServers: [{ host: '127.0.0.1', port: 8282 }],
+          allowPrivateEndpoints: true,
+        },
       }),
     );
     const wg = join(root, 'wireguard');

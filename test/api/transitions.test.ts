@@ -158,8 +158,8 @@ describe('user modify, restart, delete', () => {
   for (const from of [1, 2, 6])
     it(`${from} modify → 4 with the new endpoint and mtu`, async () => {
       const uuid = await d.inStatus(from);
-      const res = await expectOk(d.user('modify', uuid, { endpoint: '[2001:db8::1]:51821', mtu: 1400 }));
-      expect(res.json()).toMatchObject({ status: 4, endpoint: '[2001:db8::1]:51821', mtu: 1400 });
+      const res = await expectOk(d.user('modify', uuid, { endpoint: '[2a01:4f8::1]:51821', mtu: 1400 }));
+      expect(res.json()).toMatchObject({ status: 4, endpoint: '[2a01:4f8::1]:51821', mtu: 1400 });
     });
   for (const from of [3, 4, 0])
     it(`${from} modify → unchanged status, data updated`, async () => {
@@ -170,10 +170,10 @@ describe('user modify, restart, delete', () => {
   it('modify keeps what it is not given: an endpoint change leaves the mtu, an mtu change the endpoint', async () => {
     const uuid = await d.inStatus(3);
     await expectOk(d.user('modify', uuid, { mtu: 1400 }));
-    const res = await expectOk(d.user('modify', uuid, { endpoint: '[2001:db8::7]:51820' }));
-    expect(res.json()).toMatchObject({ mtu: 1400, endpoint: '[2001:db8::7]:51820' });
+    const res = await expectOk(d.user('modify', uuid, { endpoint: '[2a01:4f8::7]:51820' }));
+    expect(res.json()).toMatchObject({ mtu: 1400, endpoint: '[2a01:4f8::7]:51820' });
     const again = await expectOk(d.user('modify', uuid, { mtu: 1380 }));
-    expect(again.json()).toMatchObject({ mtu: 1380, endpoint: '[2001:db8::7]:51820' });
+    expect(again.json()).toMatchObject({ mtu: 1380, endpoint: '[2a01:4f8::7]:51820' });
   });
   it('a modify that changes nothing writes nothing and leaves ACTIVE as it is; an empty one is refused', async () => {
     const uuid = await d.inStatus(1);

@@ -366,7 +366,8 @@ export class LabStory {
       return `AS${this.networkAsn}, token saved (mode 0600) in the operator's config dir`;
     });
     await this.step('operator: routing policy (peerops admin policy set)', async () => {
-      // RPKI at the router's own loopback: nothing answers, nothing leaves the namespace; ROA-unknown passes
+      // RPKI at the router's own loopback: nothing answers, nothing leaves the namespace; ROA-unknown passes.
+      // The users' endpoints are the lab's unique local addresses: only allowPrivateEndpoints takes them.
       await this.cli(this.ctl, this.operatorHome, [
         'admin',
         'policy',
@@ -375,6 +376,7 @@ export class LabStory {
         String(this.networkAsn),
         '--rpki',
         '127.0.0.1:8282',
+        '--allow-private-endpoints',
       ]);
       return `dn42Asn ${this.networkAsn}`;
     });

@@ -13,7 +13,7 @@ await store.start();
 await store.createRouter('ams1', routerSpec(2), admin);
 const a = await store.createSession(newSession(4242420700, 'ams1'), queued, admin, 'create');
 await store.createSession(
-  newSession(64900, 'fra1', { endpoint: '[2001:db8::1]:51820' }),
+  newSession(64900, 'fra1', { endpoint: '[2a01:4f8::1]:51820' }),
   pending,
   user(64900),
   'create',
