@@ -462,6 +462,25 @@ describe('charts/peerops', () => {
     expect(await level('config.logLevel=debug')).toBe('debug');
   });
 
+  it("trusts a sidecar's and the pod network's proxies by default, as the controller reads the setting", async () => {
+    const trust = async (...set: string[]) => {
+      const [configMap] = loadAll(
+        await helm(
+          'template',
+          'peerops',
+          CHART,
+          ...set.flatMap((v) => ['--set', v]),
+          '--show-only',
+          'templates/configmap.yaml',
+        ),
+      ) as { data: Record<string, string> }[];
+      return loadConfig({}, configMap?.data ?? {}).trustProxy;
+    };
+    expect(await trust()).toEqual(['loopback', 'uniquelocal']);
+    expect(await trust('config.trustProxy=false')).toBe(false);
+    expect(await trust('config.trustProxy=10.42.0.0/16')).toEqual(['10.42.0.0/16']);
+  });
+
   it('points the webhook at the Service, the certificate the pods mount, and exempts the controller', async () => {
     const namespace = 'peerops-test';
     const objects = await renderChart(namespace);
