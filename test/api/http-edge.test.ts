@@ -136,6 +136,13 @@ describe('the body of a request that cannot be authorized is not read', () => {
     }
   });
 
+  it('an unknown URL reads a body up to the 64 KiB limit only: 413, and the connection is closed', async () => {
+    const p = await push('/no/such/route', {});
+    expect(status(p.answer)).toBe(413);
+    expect(p.answer).toMatch(/\r\nconnection: close\r\n/i);
+    expect(await bodyRead(p)).toBeLessThan(64 * KiB + 64 * KiB);
+  });
+
   it('a request whose body was read keeps its connection: two answers on one socket', async () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const post = () =>
