@@ -197,6 +197,11 @@ export const BirdConfigResponse = Type.Object(
      */
     filter: Type.Optional(Dn42Filter),
     ibgpPeers: Type.Array(IbgpPeer),
+    /**
+     * The policy's allowPrivateEndpoints, sent only when true: the agent judges the addresses a session's
+     * endpoint name resolves to by it (docs/agent.md).
+     */
+    allowPrivateEndpoints: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

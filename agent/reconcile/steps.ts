@@ -17,6 +17,7 @@ import { renderMainConfig } from '../bird/main-config.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import type { AgentConfig } from '../config.ts';
+import { resolveEndpoint, type Resolve } from '../wireguard/endpoint.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
 import type { WgInterfaceSpec, WireGuard } from '../wireguard/types.ts';
 import {
@@ -54,6 +55,8 @@ export interface ReconcileDeps {
   graceMs?: number;
   /** The clock (epoch ms). */
   now?: () => number;
+  /** Resolves session endpoints given by name (endpoint.ts; the system's resolver by default). */
+  resolve?: Resolve;
 }
 
 /** What the reconciler keeps between passes: timing and what it last said, nothing about the node. */
@@ -144,7 +147,11 @@ async function tunnels(ctx: PassContext): Promise<void> {
     TUNNELS_IN_PARALLEL,
     async (s) => {
       try {
-        const spec = sessionInterfaceSpec(s, deps.config);
+        // the address WireGuard gets, judged as the controller judges endpoints (docs/agent.md)
+        const endpoint =
+          s.endpoint &&
+          (await resolveEndpoint(s.endpoint, ctx.policy.allowPrivateEndpoints ?? false, deps.resolve));
+        const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config);
         return { s, r: await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null) };
       } catch (err) {
         return { s, err: err as Error };

@@ -238,6 +238,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
         filter: await opts.filter.current(),
+        ...(policy.allowPrivateEndpoints ? { allowPrivateEndpoints: true } : {}),
       };
       const around = [upTo(head, 'ibgpPeers'), '}'] as const;
       return sendList(reply, peerLists.ibgpTag(router.name, around), request.headers['if-none-match'], () =>
