@@ -5,7 +5,7 @@
  * base branch's tree with the change laid over it, as the merge would leave it.
  */
 import { spawn } from 'node:child_process';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FieldError } from '../common/errors.ts';
 import { allocateListenPort, isDn42Asn } from '../common/naming.ts';
@@ -341,26 +341,38 @@ export function validateChange(
 
 // ---- reading trees: a directory, and git trees through the git program ----
 
-/** The judged files under `root` (isJudgedPath), read from disk. */
-export async function readDirectoryTree(root: string): Promise<Map<string, string>> {
-  const tree = new Map<string, string>();
+/**
+ * A judged file of a work tree as git would commit it: its text, or why it is refused unread (a
+ * symbolic link, a file over MANIFEST_LIMITS, a directory where git holds a submodule), as
+ * gitEntryProblem refuses it in a pushed tree.
+ */
+async function readWorkFile(root: string, path: string): Promise<{ text: string } | { problem: Problem }> {
+  const info = await lstat(join(root, path));
+  const mode = info.isSymbolicLink() ? '120000' : info.isDirectory() ? '160000' : '100644';
+  const problem = gitEntryProblem(mode, info.size, path);
+  if (problem !== undefined) return { problem: { file: path, pointer: '/', message: problem } };
+  return { text: await readFile(join(root, path), 'utf8') };
+}
+
+/** The judged files under `root` (isJudgedPath), read from disk, with those refused unread. */
+export async function readDirectoryTree(root: string): Promise<TreeFiles> {
+  const files = new Map<string, string>();
+  const refused: Problem[] = [];
   const walk = async (dir: string): Promise<void> => {
     const entries = await readdir(join(root, dir), { withFileTypes: true });
     for (const e of entries) {
       const path = dir ? `${dir}/${e.name}` : e.name;
-      let isFile = e.isFile();
-      let isDir = e.isDirectory();
-      if (e.isSymbolicLink()) {
-        const target = await stat(join(root, path)).catch(() => undefined);
-        isFile = target?.isFile() ?? false;
-        isDir = false; // a linked directory could loop; the store would not follow it either
+      // a linked directory is not followed (it could loop): git and the store see the link itself
+      if (e.isDirectory() && !e.name.startsWith('.') && e.name !== 'node_modules') await walk(path);
+      else if ((e.isFile() || e.isSymbolicLink()) && isJudgedPath(path)) {
+        const read = await readWorkFile(root, path);
+        if ('text' in read) files.set(path, read.text);
+        else refused.push(read.problem);
       }
-      if (isDir && !e.name.startsWith('.') && e.name !== 'node_modules') await walk(path);
-      else if (isFile && isJudgedPath(path)) tree.set(path, await readFile(join(root, path), 'utf8'));
     }
   };
   await walk('');
-  return tree;
+  return { files, refused };
 }
 
 /** Runs the git program; its stdout, or an Error carrying its stderr. */
@@ -407,8 +419,8 @@ async function readBlobs(oids: string[], cwd?: string): Promise<Map<string, stri
   return texts;
 }
 
-/** A git tree's judged files (path → text), and the judged entries refused without being read. */
-export interface GitTree {
+/** A tree's judged files (path → text), and the judged entries refused without being read. */
+export interface TreeFiles {
   files: Map<string, string>;
   refused: Problem[];
 }
@@ -433,7 +445,7 @@ function gitEntryProblem(mode: string, size: number, path: string): string | und
  * unread (gitEntryProblem). Run in a subdirectory of a work tree (`cwd`), git lists the part of the tree
  * under it, with paths relative to it.
  */
-export async function readGitTree(treeish: string, cwd?: string): Promise<GitTree> {
+export async function readGitTree(treeish: string, cwd?: string): Promise<TreeFiles> {
   // -l: each blob's size, so that an oversized one is refused without reading it
   const listing = (await runGit(['ls-tree', '-r', '-l', '-z', treeish], cwd)).toString('utf8');
   const oids = new Map<string, string>();
@@ -503,10 +515,13 @@ export async function workTreeChange(
     .split('\0');
   for (const path of untracked) if (path !== '' && isJudgedPath(path)) changed.add(path);
   const next = new Map(base);
+  const refused: Problem[] = [];
   for (const path of changed) {
-    if (deleted.has(path)) next.delete(path);
-    else next.set(path, await readFile(join(dir, path), 'utf8'));
+    next.delete(path);
+    if (deleted.has(path)) continue;
+    const read = await readWorkFile(dir, path);
+    if ('text' in read) next.set(path, read.text);
+    else refused.push(read.problem);
   }
-  // work tree files are read from disk, each judged by its text (parseManifest bounds its size)
-  return { base, next, changed, refused: [], mergeBase };
+  return { base, next, changed, refused, mergeBase };
 }

@@ -48,6 +48,9 @@ export function pointerLine(text: string | undefined, pointer: string, message =
   if (text === undefined) return 1;
   const yamlError = /^not valid YAML: .*\((\d+):\d+\)$/.exec(message);
   if (pointer === '/' && yamlError) return Number(yamlError[1]);
+  // a bound of the file names its line (common/manifests.ts, parseYaml)
+  const bound = /^line (\d+): /.exec(message);
+  if (pointer === '/' && bound) return Number(bound[1]);
   const lines = text.split(/\r?\n/);
   const segments = pointer
     .split('/')
@@ -203,11 +206,12 @@ export async function main(argv: string[]): Promise<number> {
   const base = values.base;
   if (base === undefined) {
     try {
-      tree = await readDirectoryTree(root);
+      const read = await readDirectoryTree(root);
+      tree = read.files;
+      report = validateChange(tree, undefined, read.refused);
     } catch (err) {
       return usageError(`cannot read ${root}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    report = validateChange(tree);
   } else {
     try {
       await runGit(['rev-parse', '--verify', '--quiet', `${base}^{commit}`], root).catch(() => {
@@ -217,7 +221,7 @@ export async function main(argv: string[]): Promise<number> {
       });
       const change = await workTreeChange(root, base);
       tree = change.next;
-      report = validateChange(change.next, { tree: change.base, changed: change.changed });
+      report = validateChange(change.next, { tree: change.base, changed: change.changed }, change.refused);
     } catch (err) {
       return usageError(`--base ${base}: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -4,9 +4,11 @@
  * anchors, files over the size bound, nesting over the depth bound and metadata keys the schema does not
  * name, each with the file, line and reason.
  */
-import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../cli/validate.ts';
 import { MANIFEST_LIMITS } from '../../common/manifests.ts';
@@ -17,14 +19,23 @@ const FILE = 'sessions/fra1/as4242420099.yaml';
 
 let dir: string;
 
-/** `peerops validate <dir>` in-process: exit status, stdout lines, and how long it took. */
-async function validateDir(): Promise<{ code: number; out: string[]; ms: number }> {
+const exec = promisify(execFile);
+const LINK = 'sessions/fra1/as4242420098.yaml';
+const SYMLINK = 'is a symbolic link: the store reads only regular files here, never what a link points to';
+const SUBMODULE =
+  'is a submodule (gitlink): the store reads only regular files here, a submodule never reaches it';
+
+/** `peerops validate [args] <target>` in-process: exit status, stdout lines, and how long it took. */
+async function validateDir(
+  target = dir,
+  ...args: string[]
+): Promise<{ code: number; out: string[]; ms: number }> {
   const out: string[] = [];
   const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
   const error = vi.spyOn(console, 'error').mockImplementation(() => undefined);
   const started = performance.now();
   try {
-    const code = await main([dir]);
+    const code = await main([...args, target]);
     return { code, out, ms: performance.now() - started };
   } finally {
     log.mockRestore();
@@ -95,5 +106,52 @@ describe('peerops validate: bounded manifests', () => {
     );
     ({ out } = await validateDir());
     expect(about(out)).toEqual([`${FILE}: ok`]);
+  });
+
+  it('refuses a symbolic link under the store’s folders, as the hook does, even to a valid manifest', async () => {
+    await writeFile(join(dir, FILE), sessionYaml());
+    await symlink(join(dir, FILE), join(dir, LINK));
+    try {
+      const { code, out } = await validateDir();
+      expect(code).toBe(1);
+      expect(out).toContain(`${LINK}: /: ${SYMLINK}`);
+      expect(about(out)).toEqual([`${FILE}: ok`]);
+    } finally {
+      await rm(join(dir, LINK));
+    }
+  });
+});
+
+describe('peerops validate --base: entries git would not hold as files', () => {
+  let repo: string;
+  const git = (...args: string[]) =>
+    exec('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.net', ...args], { cwd: repo });
+
+  beforeAll(async () => {
+    repo = await mkdtemp(join(tmpdir(), 'peerops-bounds-base-'));
+    await cp(good, repo, { recursive: true });
+    await git('init', '-q', '-b', 'main');
+    await git('add', '-A');
+    await git('commit', '-q', '-m', 'a network');
+    await git('checkout', '-q', '-b', 'feature');
+    const head = (await git('rev-parse', 'HEAD')).stdout.trim();
+    // a submodule as a checkout holds one: a gitlink in the index, a directory in the work tree
+    await git('update-index', '--add', '--cacheinfo', `160000,${head},sessions/vendor`);
+    await mkdir(join(repo, 'sessions/vendor'));
+    await writeFile(join(repo, FILE), aliasBomb(9));
+    await symlink(join(repo, 'routers/fra1.yaml'), join(repo, 'routers/fra2.yaml'));
+    await git('add', FILE, 'routers/fra2.yaml');
+    await git('commit', '-q', '-m', 'a submodule, a link and a bomb');
+  });
+  afterAll(() => rm(repo, { recursive: true, force: true }));
+
+  it('refuses each with its path, as the pre-receive hook would', async () => {
+    const { code, out } = await validateDir(repo, '--base', 'main');
+    expect(code).toBe(1);
+    expect(out).toContain(`routers/fra2.yaml: /: ${SYMLINK}`);
+    expect(out).toContain(`sessions/vendor: /: ${SUBMODULE}`);
+    expect(about(out)).toEqual([
+      `${FILE}: /: line 5: YAML anchor &a0: anchors and aliases are not allowed, a manifest spells out every value`,
+    ]);
   });
 });
