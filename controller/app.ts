@@ -36,16 +36,18 @@ import { sessionRoutes } from './api/session.ts';
 import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
+import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
 import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challenges.ts';
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
-import { mergedPolicy } from '../common/rules/index.ts';
+import { blockedEverywhere } from '../common/rules/index.ts';
 import { hookRoutes } from './api/hooks.ts';
 import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';
+import { tokenRoutes } from './api/tokens.ts';
 import { FileWebhooks, Notifier } from './notify/index.ts';
 import { referenceRoutes } from './api/reference.ts';
 import { apiValidatorCompiler } from './api/validation.ts';
@@ -206,7 +208,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   installAnswerRules(app);
-  installAuth(app, { store, tokens });
+  installAuth(app, { store, tokens, admins: opts.login?.admins ?? [] });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);
   const unmatchedLog = requestLogger(app.log, 'unmatched');
@@ -270,13 +272,15 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     usedChallenges: redis ? new RedisUsedChallenges(redis) : new MemoryUsedChallenges(),
     failureLimiter: redis ? new RedisFailureLimiter(redis) : new MemoryFailureLimiter(),
   };
+  // one for both prefixes: the registry's filter is read once a minute, not once per prefix
+  const registryFilter = new RegistryFilter(opts.login?.registry, app.log);
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)
       await scope.register(loginPlugin, {
         ...opts.login,
         ...loginState,
-        isBlocked: (asn: number) => mergedPolicy(store, undefined).blockedAsns?.includes(asn) ?? false,
-        issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds),
+        isBlocked: (asn: number) => blockedEverywhere(store, asn),
+        issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds, 'login'),
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
         onRequest: [scope.identify, scope.rateLimit],
       });
@@ -293,10 +297,17 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, {
       store,
+      registry: opts.login?.registry,
       onRejected: (session, reason) => void notifier.rejected(session, reason),
     });
     await scope.register(webhookRoutes, { hooks: notifier.hooks });
-    await scope.register(agentRoutes, { store, config, shutdown: shutdown.signal });
+    await scope.register(tokenRoutes, { store });
+    await scope.register(agentRoutes, {
+      store,
+      config,
+      shutdown: shutdown.signal,
+      filter: registryFilter,
+    });
     await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };
