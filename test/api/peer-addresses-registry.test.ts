@@ -4,10 +4,14 @@
  * address is, anycast addresses are no one's tunnel address, approve and enable re-check the route
  * objects and say what changed, and bird-config carries the registry's filter to the agents.
  */
-import { cp, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts';
+import type { BirdConfigResponse } from '../../common/agent-api.ts';
 import { parseFilter } from '../../common/dn42-filter.ts';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { ADMIN_ASN, expectOk, problem, sessionFields, startHarness, type Harness } from './helpers.ts';
@@ -156,5 +160,16 @@ describe("bird-config carries the registry's filter", () => {
       { nr: 10, action: 'deny', prefix: 'fdd6:6302:7c04::/48', minLength: 48, maxLength: 128 },
       { nr: 20, action: 'deny', prefix: 'fd00:dead::/32', minLength: 32, maxLength: 128 },
     ]);
+
+    // what the agent renders of it, parsed by real BIRD
+    const root = join(registry, 'bird');
+    const paths = { peerConfDir: join(root, 'peers'), ibgpConfDir: join(root, 'ibgp.d') };
+    for (const d of [paths.peerConfDir, paths.ibgpConfDir, localConfDir(paths)])
+      await mkdir(d, { recursive: true });
+    const config = renderMainConfig(res.json() as BirdConfigResponse, paths);
+    expect(config).toContain('    fd00:dead::/32{32,128} # filter6.txt 0020\n  ] then return false;');
+    await writeFile(join(root, 'bird.conf'), config);
+    const parsed = await promisify(execFile)('bird', ['-p', '-c', join(root, 'bird.conf')]);
+    expect(parsed.stdout + parsed.stderr).toBe('');
   });
 });
