@@ -4,14 +4,24 @@
  * at modify, naming the field and the reason; a private address passes once the policy sets
  * allowPrivateEndpoints (and the agent is told so in its bird-config); a session stored while the policy
  * allowed it is flagged in the admin list (the review page's checks) and refused on approval once the
- * policy no longer does; the Kubernetes admission webhook refuses the same.
+ * policy no longer does; the Kubernetes admission webhook, `peerops validate` and the git store's merge
+ * refuse the same.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { main as validate } from '../../cli/validate.ts';
 import type { BirdConfigResponse } from '../../common/agent-api.ts';
+import { GROUP_VERSION } from '../../common/schema.ts';
 import { admissionRoutes } from '../../controller/api/admission.ts';
 import { installErrorHandling } from '../../controller/api/problem.ts';
+import { createGitStore } from '../../controller/store/git/index.ts';
+import { admin, routerSpec } from '../store/fixtures.ts';
+import { eventually, git, put } from '../store/git-helpers.ts';
 import {
   ADMIN_ASN,
   driver,
@@ -189,4 +199,55 @@ describe('the admission webhook', () => {
       ]);
     },
   );
+});
+
+describe('a merged pull request', () => {
+  it('`peerops validate` names the endpoint, and the git store skips the merged manifest', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-endpoint-merge-'));
+    const bare = join(dir, 'store.git');
+    const store = createGitStore({ dir: bare, logger: pino({ level: 'silent' }), pollIntervalMs: 100 });
+    await store.start();
+    try {
+      await store.createRouter('fra1', routerSpec(1), admin);
+      await store.putPolicy('default', { dn42Asn: ADMIN_ASN }, admin);
+      const work = join(dir, 'work');
+      await git(dir, 'clone', '-q', bare, work);
+      await put(work, 'sessions/fra1/as4242427001.yaml', {
+        apiVersion: GROUP_VERSION,
+        kind: 'PeeringSession',
+        metadata: { name: 'as4242427001-fra1' },
+        spec: {
+          ...sessionFields('fra1', { asn: 4242427001, action: undefined }),
+          endpoint: '169.254.169.254:80',
+        },
+      });
+
+      const out: string[] = [];
+      const log = vi
+        .spyOn(console, 'log')
+        .mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+      const error = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+      let code: number;
+      try {
+        code = await validate([work]);
+      } finally {
+        log.mockRestore();
+        error.mockRestore();
+      }
+      expect(code).toBe(1);
+      expect(out).toContain(
+        'sessions/fra1/as4242427001.yaml: /spec/endpoint: is a link-local address (169.254.0.0/16)',
+      );
+
+      await git(work, 'add', '.');
+      await git(work, 'commit', '-q', '-m', 'Merge pull request #40');
+      await git(work, 'push', '-q', 'origin', 'HEAD');
+      await eventually(() => store.rejectedManifests().length === 1);
+      expect(store.rejectedManifests()).toEqual(['sessions/fra1/as4242427001.yaml']);
+      expect(store.listSessions()).toEqual([]);
+    } finally {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
