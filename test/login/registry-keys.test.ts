@@ -341,6 +341,26 @@ describe('a key-cert that expired in the registry after its owner renewed the ke
     }
   });
 
+  it('a private key pasted as publicKey is refused, not used', async () => {
+    const c = await challenge(AS_RENEWED);
+    const signature = await gpgSign(renewed.key, c.challenge, 'detach');
+    const { stdout: secret } = await run('gpg', [
+      '--homedir',
+      renewed.key.home,
+      '--batch',
+      '--pinentry-mode',
+      'loopback',
+      '--passphrase',
+      '',
+      '--export-secret-keys',
+      '--armor',
+      renewed.key.fingerprint,
+    ]);
+    const res = await verify({ asn: AS_RENEWED, challenge: c.challenge, signature, publicKey: secret });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().detail).toMatch(/publicKey is a private key; send the public key/);
+  });
+
   it('another key sent along with its own signature does not log in', async () => {
     const c = await challenge(AS_RENEWED);
     const signature = await gpgSign(plain, c.challenge, 'detach');
@@ -397,6 +417,15 @@ describe('registry URL forms', () => {
       const auth = await reg.lookup(AS_NO_BLANK);
       expect(auth?.methods.map((m) => m.type)).toEqual(['pgp-key-cert']);
       expect((await reg.lookup(AS_P521))?.methods.map((m) => m.type)).toEqual(['ecdsa-sha2-nistp521']);
+      // A refresh brings what was pushed since (a fetch into the shallow mirror).
+      const AS_LATER = 4242420299;
+      await writeRegistry(root, { autNums: { [AS_LATER]: ['P384-MNT'] }, mntners: {} });
+      await run('git', ['-C', root, 'add', '-A']);
+      await run('git', ['-C', root, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'r2']);
+      await run('git', ['-C', root, 'push', '-q', bare, 'master']);
+      expect(await reg.lookup(AS_LATER)).toBeUndefined();
+      expect(await (reg as GitRegistry).refresh()).toBe(true);
+      expect((await reg.lookup(AS_LATER))?.methods.map((m) => m.type)).toEqual(['ecdsa-sha2-nistp384']);
     } finally {
       await reg.close();
     }

@@ -10,13 +10,14 @@ const run = promisify(execFile);
 /**
  * Never ask: no terminal prompt for a password, and ssh in batch mode (an unknown host key or a key with
  * a passphrase fails the fetch with ssh's reason instead of hanging). An operator's own GIT_SSH_COMMAND
- * (another key, another known_hosts) is kept.
+ * or GIT_SSH (another key, another known_hosts) is kept.
  */
 function gitEnv(): NodeJS.ProcessEnv {
+  const own = process.env.GIT_SSH_COMMAND !== undefined || process.env.GIT_SSH !== undefined;
   return {
     ...process.env,
     GIT_TERMINAL_PROMPT: '0',
-    GIT_SSH_COMMAND: process.env.GIT_SSH_COMMAND ?? 'ssh -o BatchMode=yes',
+    ...(own ? {} : { GIT_SSH_COMMAND: 'ssh -o BatchMode=yes' }),
   };
 }
 

@@ -80,6 +80,9 @@ async function pgpCandidates(
           throw new Error('publicKey is not an armored OpenPGP public key');
         })
       : undefined;
+  // A secret key pasted by mistake is not used, not even its public half: the user should know.
+  if (offered?.isPrivate())
+    throw new Error('publicKey is a private key; send the public key (gpg --export --armor KEYID)');
   const offeredFpr = offered?.getFingerprint().toLowerCase();
   const out: Array<{ key: openpgp.PublicKey; method: AuthMethod }> = [];
   for (const m of pgp) {
