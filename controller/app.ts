@@ -274,8 +274,6 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   // one for both prefixes: the registry's filter is read once a minute, not once per prefix
   const registryFilter = new RegistryFilter(opts.login?.registry, app.log);
-  // one for both prefixes: the registry's filter is read once a minute, not once per prefix
-  const registryFilter = new RegistryFilter(opts.login?.registry, app.log);
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)
       await scope.register(loginPlugin, {
