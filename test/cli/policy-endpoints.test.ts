@@ -1,0 +1,79 @@
+/**
+ * `peerops admin policy set --[no-]allow-private-endpoints` (docs/routing-policy.md, Private endpoints),
+ * as a child process against a listening controller: the flag reaches the stored policy, keeps the rest
+ * of it, and the two flags together are a usage error.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_ASN, expectOk, startHarness, type Harness } from '../api/helpers.ts';
+
+const exec = promisify(execFile);
+
+let h: Harness;
+let url: string;
+let home: string;
+
+async function peerops(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, ['bin/peerops.ts', ...args], {
+      env: {
+        ...process.env,
+        PEEROPS_URL: url,
+        PEEROPS_CONFIG_DIR: join(home, 'config'),
+        PEEROPS_TOKEN: h.admin,
+      },
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+beforeAll(async () => {
+  h = await startHarness();
+  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  home = await mkdtemp(join(tmpdir(), 'peerops-cli-endpoints-'));
+  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+});
+afterAll(async () => {
+  await h?.close();
+  if (home) await rm(home, { recursive: true, force: true });
+});
+
+describe('admin policy set --allow-private-endpoints', () => {
+  it('sets and clears the field, keeping the rest of the policy', async () => {
+    const on = await peerops(['admin', 'policy', 'set', '--allow-private-endpoints']);
+    expect(on).toMatchObject({ code: 0, stdout: 'policy default saved\n' });
+    expect(h.store.getPolicy('default')?.spec).toMatchObject({
+      dn42Asn: ADMIN_ASN,
+      allowPrivateEndpoints: true,
+    });
+    const shown = await peerops(['admin', 'policy', 'get']);
+    expect(shown.stdout).toMatch(/^allowPrivateEndpoints\s+true$/m);
+
+    const off = await peerops(['admin', 'policy', 'set', '--no-allow-private-endpoints']);
+    expect(off.code).toBe(0);
+    expect(h.store.getPolicy('default')?.spec).toMatchObject({
+      dn42Asn: ADMIN_ASN,
+      allowPrivateEndpoints: false,
+    });
+  });
+
+  it('refuses both flags at once', async () => {
+    const both = await peerops([
+      'admin',
+      'policy',
+      'set',
+      '--allow-private-endpoints',
+      '--no-allow-private-endpoints',
+    ]);
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toMatch(/give --allow-private-endpoints or --no-allow-private-endpoints, not both/);
+  });
+});
