@@ -456,7 +456,7 @@ describe('registry URL forms', () => {
         expect(isProblem(err, 'REGISTRY_UNAVAILABLE')).toBe(true);
         expect((err as Error).message).toMatch(/has not been fetched yet: git fetch failed: /);
         if (source.startsWith('ssh:'))
-          expect((err as Error).message).toMatch(new RegExp(`port ${port}: Connection refused`));
+          expect((err as Error).message).toMatch(new RegExp(`port ${port}: Connection refused$`));
       } finally {
         await reg.close();
       }

@@ -60,7 +60,7 @@ export async function gitFetch(f: GitFetch): Promise<string> {
     if (e.killed) throw new Error(`git fetch took longer than ${f.timeoutMs} ms`, { cause: err });
     // The first line is the cause (`fatal: '…' does not appear to be a git repository`, ssh's
     // `connect to host … Connection refused`); the rest is git's advice for every failure.
-    const said = (e.stderr ?? '').trim().split('\n')[0];
+    const said = (e.stderr ?? '').trim().split('\n')[0]?.trim();
     throw new Error(`git fetch failed: ${said || e.message}`, { cause: err });
   }
 }
