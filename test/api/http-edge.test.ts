@@ -4,10 +4,16 @@
  * plain decimal, and rate limits key on the client a trusted proxy names and on an IPv6 client's /64.
  * Real sockets on loopback wherever the behaviour is the connection's.
  */
-import { connect, type Socket } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Agent, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../../controller/api/rate-limit.ts';
+import { buildApp } from '../../controller/app.ts';
+import { FAILURE_LIMIT } from '../../controller/auth/login/challenges.ts';
+import { openRegistry } from '../../controller/auth/login/registry.ts';
 import { problem, startHarness, type Harness } from './helpers.ts';
 
 const KiB = 1024;
@@ -310,6 +316,52 @@ describe('rate-limit keys', () => {
       expect(problem(await from('::ffff:198.51.100.7'))).toMatchObject({ status: 429 });
     } finally {
       await limited.close();
+    }
+  });
+});
+
+describe('failed logins count by the same key (docs/login.md)', () => {
+  it('a /64 rotating its addresses shares one count of failures; another /64 has its own', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-edge-login-'));
+    await writeFile(
+      join(dir, 'users'),
+      'AS4242421111: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n',
+    );
+    const registry = await openRegistry({ source: join(dir, 'users') });
+    const app = await buildApp({
+      store: h.store,
+      tokens: h.tokens,
+      config: h.config,
+      logger: false,
+      login: { registry, serviceHost: 'peerops.test', admins: [] },
+    });
+    try {
+      const verify = (remoteAddress: string) =>
+        app.inject({
+          method: 'POST',
+          url: '/login',
+          remoteAddress,
+          headers: { 'content-type': 'application/json' },
+          payload: JSON.stringify({
+            action: 'verify',
+            asn: 4242421111,
+            challenge: 'made up',
+            signature: 'x',
+          }),
+        });
+      for (let i = 1; i <= FAILURE_LIMIT.max; i++)
+        expect(problem(await verify(`2001:db8:77:1::${i.toString(16)}`))).toMatchObject({
+          code: 'AUTH_FAILED',
+        });
+      expect(problem(await verify('2001:db8:77:1:ffff::1'))).toMatchObject({
+        status: 429,
+        code: 'RATE_LIMITED',
+      });
+      expect(problem(await verify('2001:db8:77:2::1'))).toMatchObject({ code: 'AUTH_FAILED' });
+    } finally {
+      await app.close();
+      await registry.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

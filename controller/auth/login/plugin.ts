@@ -32,6 +32,7 @@ import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import { verifyLogin } from './verify.ts';
 import { Actions } from '../../api/schemas.ts';
 import { apiValidatorCompiler } from '../../api/validation.ts';
+import { addressKey } from '../../api/rate-limit.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -143,9 +144,10 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     reply: FastifyReply,
     asn: number,
   ): Promise<void> {
-    // Failures count per client address only: a signature cannot be guessed, so a per-ASN count would
-    // guard nothing and let anyone lock an ASN (its admins too) out with a few bad attempts.
-    const wait = await limiter.retryAfter(`ip:${req.ip}`);
+    // Failures count per client address only (an IPv6 client by its /64, as the rate limits count it): a
+    // signature cannot be guessed, so a per-ASN count would guard nothing and let anyone lock an ASN (its
+    // admins too) out with a few bad attempts.
+    const wait = await limiter.retryAfter(addressKey(req.ip));
     if (wait > 0) {
       outcome('rate_limited');
       reply.header('Retry-After', String(wait));
@@ -200,7 +202,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
   async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
     await refuseLimitedOrBlocked(req, reply, body.asn);
     const fail = async (reason: string): Promise<never> => {
-      await limiter.fail(`ip:${req.ip}`);
+      await limiter.fail(addressKey(req.ip));
       outcome('auth_failed');
       req.log.info({ reqId: req.id, asn: body.asn, reason }, 'login failed');
       throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
