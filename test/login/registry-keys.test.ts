@@ -10,7 +10,12 @@ import { pathToFileURL } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isProblem } from '../../common/errors.ts';
-import { DirectoryRegistry, GitRegistry, openRegistry } from '../../controller/auth/login/registry.ts';
+import {
+  DirectoryRegistry,
+  GitRegistry,
+  openRegistry,
+  parseUsersFile,
+} from '../../controller/auth/login/registry.ts';
 import { registryLocation } from '../../controller/auth/login/registry-location.ts';
 import {
   buildApp,
@@ -250,6 +255,15 @@ describe('keys that cannot verify are skipped, with the reason', () => {
         reason: expect.stringMatching(/^key-cert PGPKEY-0BADC0DE: its key cannot be read \(/),
       },
     ]);
+  });
+
+  it('a users file with a key that cannot verify stops the start, naming the line', () => {
+    expect(() =>
+      parseUsersFile(
+        `AS${AS_NONE}: ${ssh.p521.publicLine}\nAS${AS_NONE}: ${ssh.rsa1024.publicLine}\n`,
+        'users',
+      ),
+    ).toThrow('users line 2: ssh-rsa key cannot verify signatures: RSA keys under 2048 bits are refused');
   });
 
   it('no challenge for an ASN none of whose keys can verify: the error says why for each line', async () => {
