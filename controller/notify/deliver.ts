@@ -1,16 +1,19 @@
 /**
  * Webhook delivery (docs/notifications.md): an event goes to every hook that may receive it, as one POST
  * of JSON signed with the hook's secret (`X-Peerops-Signature: sha256=<hex HMAC-SHA256 of the body>`),
- * retried with exponential backoff while the receiver fails (network error, timeout, 408, 429, 5xx). The
- * queue is in memory: deliveries still waiting when the controller stops are dropped (and counted).
+ * retried with exponential backoff while the receiver fails (network error, timeout, 408, 429, 5xx).
+ *
+ * Each hook has its own queue: its own requests at a time (`concurrency`) and its own bounded backlog,
+ * the oldest delivery dropped (and counted) when full. A slow, dead or unresolvable receiver delays only
+ * its own deliveries, never another hook's, an admin's or a peer's. The queues are in memory: deliveries
+ * still waiting when the controller stops are dropped (and counted).
  */
 import { createHmac, randomUUID } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
-import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
 import { counter, gauge } from '../metrics.ts';
 import { visibleTo, type NotificationEvent } from './events.ts';
 import type { Webhook, WebhookRepository } from './hooks.ts';
+import { RefusedTarget, parseRanges, post, resolveTarget, type TargetRules } from './target.ts';
 
 export const SIGNATURE_HEADER = 'x-peerops-signature';
 
@@ -21,12 +24,12 @@ export function signature(secret: string, body: string): string {
 
 const deliveries = counter({
   name: 'peerops_webhook_deliveries_total',
-  help: 'Webhook delivery attempts by event and outcome (delivered, retried, failed, refused, dropped)',
+  help: 'Webhook delivery attempts by event and outcome (delivered, retried, failed, refused, overflow, dropped)',
   labelNames: ['event', 'outcome'] as const,
 });
 const pending = gauge({
   name: 'peerops_webhook_deliveries_pending',
-  help: 'Webhook deliveries waiting for their next attempt',
+  help: "Webhook deliveries waiting in their hook's queue: for a free slot or for their next attempt",
 });
 
 export interface DispatcherOptions {
@@ -38,26 +41,22 @@ export interface DispatcherOptions {
   retryBaseMs?: number;
   /** The longest wait between attempts (default 5 min). */
   retryMaxMs?: number;
-  /** Per attempt (default 10 s). */
+  /** Per attempt, from connecting to the answer's headers (default 10 s). */
   timeoutMs?: number;
+  /** Per attempt, resolving the hook's name (default 3 s). */
+  dnsTimeoutMs?: number;
+  /** The DNS servers peers' hook names are resolved by (`host` or `host:port`); default the system's. */
+  dnsServers?: string[];
+  /** Requests under way per hook (default 1: a receiver gets first attempts in the order of the events). */
+  concurrency?: number;
+  /** Deliveries a hook may hold waiting, retries included (default 100); beyond, the oldest is dropped. */
+  backlog?: number;
   /**
-   * Peers' hooks may reach loopback, private and link-local addresses (default false: such a hook is
-   * refused, so a peer cannot make the controller call into its own network). Admins' hooks always may.
+   * Non-public addresses peers' hooks may reach: none (false, the default: such a hook is refused, so a
+   * peer cannot make the controller call into its own network), every one (true), or these CIDR ranges.
+   * Admins' hooks always may.
    */
-  allowPrivateTargets?: boolean;
-}
-
-/** Is `host` (a name or an address) one a peer's hook must not reach? */
-async function privateTarget(host: string): Promise<string | undefined> {
-  const bare = host.replace(/^\[|\]$/g, '');
-  const addresses = ipaddr.isValid(bare)
-    ? [bare]
-    : (await lookup(bare, { all: true, verbatim: true })).map((a) => a.address);
-  for (const address of addresses) {
-    const parsed = ipaddr.process(address);
-    if (parsed.range() !== 'unicast') return `${host} is ${address} (${parsed.range()})`;
-  }
-  return undefined;
+  allowPrivateTargets?: boolean | string[];
 }
 
 /** Whether a failed attempt is worth another (the receiver may recover). */
@@ -65,24 +64,58 @@ function retriable(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
 
+/** One event for one hook, through all its attempts (the delivery id is the same on each). */
+interface Delivery {
+  hook: Webhook;
+  event: NotificationEvent;
+  body: string;
+  id: string;
+  /** Publication order across the dispatcher: the lowest a queue holds is its oldest. */
+  seq: number;
+  attempt: number;
+}
+
+/** A hook's queue: deliveries ready to go, those waiting to be retried, requests under way. */
+interface HookQueue {
+  ready: Delivery[];
+  retrying: Map<Delivery, NodeJS.Timeout>;
+  running: number;
+  /** Deliveries dropped since the queue last emptied: the first of a burst is logged, all are counted. */
+  overflowed: number;
+}
+
 export class Dispatcher {
-  private readonly opts: Required<Omit<DispatcherOptions, 'logger'>> & Pick<DispatcherOptions, 'logger'>;
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly opts: Required<Omit<DispatcherOptions, 'logger' | 'dnsServers' | 'allowPrivateTargets'>> &
+    Pick<DispatcherOptions, 'logger'>;
+  private readonly rules: TargetRules;
+  private readonly queues = new Map<string, HookQueue>();
   private readonly inFlight = new Set<Promise<void>>();
+  private seq = 0;
   private stopped = false;
 
   constructor(opts: DispatcherOptions) {
+    const { dnsServers, allowPrivateTargets = false, ...rest } = opts;
     this.opts = {
       maxAttempts: 8,
       retryBaseMs: 2000,
       retryMaxMs: 300_000,
       timeoutMs: 10_000,
-      allowPrivateTargets: false,
-      ...opts,
+      dnsTimeoutMs: 3000,
+      concurrency: 1,
+      backlog: 100,
+      ...rest,
+    };
+    this.rules = {
+      dnsTimeoutMs: this.opts.dnsTimeoutMs,
+      dnsServers,
+      allowPrivate:
+        typeof allowPrivateTargets === 'boolean'
+          ? allowPrivateTargets
+          : parseRanges(allowPrivateTargets, 'allowed private webhook targets'),
     };
   }
 
-  /** Sends the event to every hook that may receive it; resolves once each first attempt is made. */
+  /** Queues the event for every hook that may receive it; resolves once it is queued (not sent). */
   async publish(event: NotificationEvent): Promise<void> {
     if (this.stopped) return;
     let hooks: Webhook[];
@@ -93,101 +126,144 @@ export class Dispatcher {
       return;
     }
     const body = JSON.stringify(event);
-    await Promise.all(
-      hooks
-        .filter((h) => visibleTo(h, event) && (h.events.length === 0 || h.events.includes(event.type)))
-        .map((hook) => this.attempt(hook, event, body, randomUUID(), 1)),
-    );
+    for (const hook of hooks)
+      if (visibleTo(hook, event) && (hook.events.length === 0 || hook.events.includes(event.type)))
+        this.enqueue({ hook, event, body, id: randomUUID(), seq: this.seq++, attempt: 1 });
   }
 
-  private attempt(
-    hook: Webhook,
-    event: NotificationEvent,
-    body: string,
-    delivery: string,
-    n: number,
-  ): Promise<void> {
-    const run = this.send(hook, event, body, delivery, n).finally(() => this.inFlight.delete(run));
-    this.inFlight.add(run);
-    return run;
-  }
-
-  private async send(
-    hook: Webhook,
-    event: NotificationEvent,
-    body: string,
-    delivery: string,
-    n: number,
-  ): Promise<void> {
-    const log = { webhook: hook.id, host: new URL(hook.url).host, event: event.type, delivery, attempt: n };
-    if (hook.asn !== null && !this.opts.allowPrivateTargets) {
-      const why = await privateTarget(new URL(hook.url).hostname).catch((err: unknown) => String(err));
-      if (why) {
-        deliveries.inc({ event: event.type, outcome: 'refused' });
-        this.opts.logger?.warn({ ...log, why }, 'webhook refused: a peer hook may not reach this address');
-        return;
-      }
+  private enqueue(delivery: Delivery): void {
+    if (this.stopped) return;
+    let queue = this.queues.get(delivery.hook.id);
+    if (!queue) {
+      queue = { ready: [], retrying: new Map(), running: 0, overflowed: 0 };
+      this.queues.set(delivery.hook.id, queue);
     }
+    while (queue.ready.length + queue.retrying.size >= this.opts.backlog) this.dropOldest(queue);
+    queue.ready.push(delivery);
+    pending.inc();
+    this.pump(queue);
+  }
+
+  /** The backlog is full: the oldest delivery it holds (ready or waiting for a retry) makes room. */
+  private dropOldest(queue: HookQueue): void {
+    const held = [...queue.ready, ...queue.retrying.keys()];
+    const oldest = held.reduce((a, b) => (b.seq < a.seq ? b : a));
+    const timer = queue.retrying.get(oldest);
+    if (timer) {
+      clearTimeout(timer);
+      queue.retrying.delete(oldest);
+    } else queue.ready.splice(queue.ready.indexOf(oldest), 1);
+    pending.dec();
+    deliveries.inc({ event: oldest.event.type, outcome: 'overflow' });
+    if (queue.overflowed++ === 0)
+      this.opts.logger?.warn(
+        { webhook: oldest.hook.id, host: new URL(oldest.hook.url).host, backlog: this.opts.backlog },
+        'webhook backlog full: dropping its oldest deliveries until it empties',
+      );
+  }
+
+  /** Starts the queue's next deliveries while it has free slots. */
+  private pump(queue: HookQueue): void {
+    while (!this.stopped && queue.running < this.opts.concurrency && queue.ready.length > 0) {
+      const delivery = queue.ready.shift() as Delivery;
+      pending.dec();
+      queue.running++;
+      const run = this.send(delivery, queue).finally(() => {
+        this.inFlight.delete(run);
+        queue.running--;
+        this.pump(queue);
+        this.forgetIfIdle(delivery.hook.id, queue);
+      });
+      this.inFlight.add(run);
+    }
+  }
+
+  /** An empty queue is forgotten (hooks come and go); its overflow burst ends with it. */
+  private forgetIfIdle(id: string, queue: HookQueue): void {
+    if (queue.running === 0 && queue.ready.length === 0 && queue.retrying.size === 0)
+      if (this.queues.get(id) === queue) this.queues.delete(id);
+  }
+
+  private async send(delivery: Delivery, queue: HookQueue): Promise<void> {
+    const { hook, event, body, id, attempt } = delivery;
+    const url = new URL(hook.url);
+    const log = { webhook: hook.id, host: url.host, event: event.type, delivery: id, attempt };
     let failure: string;
     try {
-      const res = await fetch(hook.url, {
-        method: 'POST',
-        headers: {
+      const target = await resolveTarget(url, hook.asn !== null, this.rules);
+      const status = await post(
+        url,
+        target,
+        {
           'content-type': 'application/json',
           'user-agent': 'peerops-webhook',
           'x-peerops-event': event.type,
-          'x-peerops-delivery': delivery,
+          'x-peerops-delivery': id,
           'x-peerops-timestamp': String(Math.floor(Date.now() / 1000)),
           [SIGNATURE_HEADER]: signature(hook.secret, body),
         },
         body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(this.opts.timeoutMs),
-      });
-      await res.body?.cancel();
-      if (res.ok) {
+        this.opts.timeoutMs,
+      );
+      if (status >= 200 && status < 300) {
         deliveries.inc({ event: event.type, outcome: 'delivered' });
-        this.opts.logger?.debug({ ...log, status: res.status }, 'webhook delivered');
+        this.opts.logger?.debug({ ...log, status }, 'webhook delivered');
         return;
       }
-      if (!retriable(res.status)) {
+      if (!retriable(status)) {
         deliveries.inc({ event: event.type, outcome: 'failed' });
+        this.opts.logger?.warn({ ...log, status }, 'webhook refused by its receiver; not retried');
+        return;
+      }
+      failure = `HTTP ${status}`;
+    } catch (err) {
+      if (err instanceof RefusedTarget) {
+        deliveries.inc({ event: event.type, outcome: 'refused' });
         this.opts.logger?.warn(
-          { ...log, status: res.status },
-          'webhook refused by its receiver; not retried',
+          { ...log, why: err.message },
+          'webhook refused: a peer hook may not reach this address',
         );
         return;
       }
-      failure = `HTTP ${res.status}`;
-    } catch (err) {
       failure = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     }
-    if (n >= this.opts.maxAttempts || this.stopped) {
+    if (attempt >= this.opts.maxAttempts || this.stopped) {
       deliveries.inc({ event: event.type, outcome: this.stopped ? 'dropped' : 'failed' });
       this.opts.logger?.warn({ ...log, failure }, 'webhook not delivered; giving up');
       return;
     }
     deliveries.inc({ event: event.type, outcome: 'retried' });
-    const wait = Math.min(this.opts.retryMaxMs, this.opts.retryBaseMs * 2 ** (n - 1));
+    const wait = Math.min(this.opts.retryMaxMs, this.opts.retryBaseMs * 2 ** (attempt - 1));
     this.opts.logger?.info({ ...log, failure, retryInMs: wait }, 'webhook failed; retrying');
+    const next = { ...delivery, attempt: attempt + 1 };
     pending.inc();
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      pending.dec();
-      void this.attempt(hook, event, body, delivery, n + 1);
-    }, wait);
-    this.timers.add(timer);
+    queue.retrying.set(
+      next,
+      setTimeout(() => {
+        queue.retrying.delete(next);
+        queue.ready.push(next);
+        this.pump(queue);
+      }, wait),
+    );
   }
 
-  /** Drops the waiting retries (counted as dropped) and waits for the attempts under way. */
+  /** Drops the queued deliveries and waiting retries (counted as dropped); waits for the requests under way. */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const timer of this.timers) {
-      clearTimeout(timer);
-      pending.dec();
-      deliveries.inc({ event: 'any', outcome: 'dropped' });
+    for (const queue of this.queues.values()) {
+      for (const [delivery, timer] of queue.retrying) {
+        clearTimeout(timer);
+        this.dropped(delivery);
+      }
+      queue.retrying.clear();
+      for (const delivery of queue.ready.splice(0)) this.dropped(delivery);
     }
-    this.timers.clear();
+    this.queues.clear();
     await Promise.all(this.inFlight);
+  }
+
+  private dropped(delivery: Delivery): void {
+    pending.dec();
+    deliveries.inc({ event: delivery.event.type, outcome: 'dropped' });
   }
 }

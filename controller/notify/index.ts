@@ -10,6 +10,7 @@ import type { Session, Store } from '../store/store.ts';
 import { Dispatcher, type DispatcherOptions } from './deliver.ts';
 import { agentOfflineEvent, sessionEvent, type NotificationEvent } from './events.ts';
 import type { WebhookRepository } from './hooks.ts';
+import { parseRanges } from './target.ts';
 import { SessionEventWatcher } from './watch.ts';
 
 export { FileWebhooks, type Webhook, type WebhookRepository } from './hooks.ts';
@@ -67,9 +68,17 @@ export class Notifier {
   }
 }
 
-/** PEEROPS_NOTIFY_ALLOW_PRIVATE=true lets peers' hooks reach private addresses (a lab, a test). */
+/**
+ * PEEROPS_NOTIFY_ALLOW_PRIVATE lets peers' hooks reach non-public addresses (a lab, a test): `true` every
+ * one, or a comma-separated list of CIDR ranges (`10.1.0.0/16,fd00:1::/48`) only those.
+ */
 export function notifierEnv(
   env: NodeJS.ProcessEnv = process.env,
 ): Pick<NotifierOptions, 'allowPrivateTargets'> {
-  return { allowPrivateTargets: env['PEEROPS_NOTIFY_ALLOW_PRIVATE'] === 'true' };
+  const value = env['PEEROPS_NOTIFY_ALLOW_PRIVATE']?.trim() ?? '';
+  if (value === '' || value === 'false') return { allowPrivateTargets: false };
+  if (value === 'true') return { allowPrivateTargets: true };
+  const ranges = value.split(',').map((r) => r.trim());
+  parseRanges(ranges, 'PEEROPS_NOTIFY_ALLOW_PRIVATE');
+  return { allowPrivateTargets: ranges };
 }
