@@ -341,6 +341,7 @@ export async function buildAdmissionApp(opts: {
   });
   app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler(apiValidatorCompiler());
+  installAnswerRules(app);
   installErrorHandling(app);
   await app.register(admissionRoutes, { store: opts.store });
   return app;

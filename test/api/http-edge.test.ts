@@ -11,9 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../../controller/api/rate-limit.ts';
-import { buildApp } from '../../controller/app.ts';
+import { buildAdmissionApp, buildApp } from '../../controller/app.ts';
+import { readTlsDir } from '../../controller/tls-files.ts';
 import { FAILURE_LIMIT } from '../../controller/auth/login/challenges.ts';
 import { openRegistry } from '../../controller/auth/login/registry.ts';
+import pino from 'pino';
+import { makeCertificate } from '../support/tls.ts';
 import { problem, startHarness, type Harness } from './helpers.ts';
 
 const KiB = 1024;
@@ -245,6 +248,34 @@ describe('every answer says X-Content-Type-Options: nosniff', () => {
     ];
     expect(answers.map((r) => r.statusCode)).toEqual([200, 200, 404, 401, 400]);
     for (const res of answers) expect(res.headers['x-content-type-options']).toBe('nosniff');
+  });
+
+  it("the admission webhook's answers too", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'peerops-edge-tls-'));
+    try {
+      await makeCertificate(dir);
+      const webhook = await buildAdmissionApp({
+        store: h.store,
+        logger: pino({ level: 'silent' }),
+        tls: await readTlsDir(dir),
+      });
+      try {
+        for (const payload of ['{}', '{not json']) {
+          const res = await webhook.inject({
+            method: 'POST',
+            url: '/validate',
+            headers: { 'content-type': 'application/json' },
+            payload,
+          });
+          expect(res.statusCode).toBe(400);
+          expect(res.headers['x-content-type-options']).toBe('nosniff');
+        }
+      } finally {
+        await webhook.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("Node's own refusals written on the socket, and a request without Host", async () => {
