@@ -77,7 +77,8 @@ export async function routesCovering(
   const family = isIpv4(address) ? 'ipv4' : 'ipv6';
   const type = family === 'ipv4' ? 'route' : 'route6';
   const out: RouteObject[] = [];
-  for (const file of await files.list(`data/${type}`)) {
+  // in name order, so that objects merged below list their origins alike from a checkout and a mirror
+  for (const file of (await files.list(`data/${type}`)).sort()) {
     const cut = file.lastIndexOf('_');
     const named = `${file.slice(0, cut)}/${file.slice(cut + 1)}`;
     if (cut < 0 || !parsePrefix(named, family) || !inRanges(address, [named])) continue;
@@ -91,7 +92,11 @@ export async function routesCovering(
       .map((v) => /^AS([0-9]{1,10})$/i.exec(nameValue(v))?.[1])
       .filter((n): n is string => n !== undefined)
       .map(Number);
-    out.push({ type, prefix, origins: [...new Set(origins)], rule: filterRuleFor(filter[family], prefix) });
+    // two files naming one prefix (only a file's own line is trusted) make one object of both origins
+    const same = out.find((o) => o.prefix === prefix);
+    if (same) same.origins = [...new Set([...same.origins, ...origins])];
+    else
+      out.push({ type, prefix, origins: [...new Set(origins)], rule: filterRuleFor(filter[family], prefix) });
   }
   const length = (o: RouteObject) => parsePrefix(o.prefix)?.length ?? 0;
   return out.sort((a, b) => length(a) - length(b) || a.prefix.localeCompare(b.prefix));

@@ -209,6 +209,19 @@ describe('whose an address is (a checkout of the registry)', () => {
     expect(warned[0]).toContain('filter6.txt line 1');
   });
 
+  it('two files naming one prefix make one object of both origins: no one holds it alone', async () => {
+    const copy = path.join(dir, 'twice');
+    await cp(FIXTURE, copy, { recursive: true });
+    // a file whose name says /57 and whose object says B's /56 again, with another origin
+    await writeFile(
+      path.join(copy, 'data', 'route6', 'fd00:abcd:e:100::_57'),
+      'route6:             fd00:abcd:e:100::/56\norigin:             AS4242420103\n',
+    );
+    expect(await errorsFor(B, 'fd00:abcd:e:100::1', new DirectoryRegistry(copy))).toEqual([
+      "fd00:abcd:e:100::1 is an anycast address: route6 fd00:abcd:e:100::/56 has origins AS4242420102, AS4242420103, and a tunnel address must be one network's own",
+    ]);
+  });
+
   it('a users file checks no address; a checkout without data/ is REGISTRY_UNAVAILABLE', async () => {
     const file = path.join(dir, 'users');
     await writeFile(file, `AS${A}: pgp-fingerprint ${'0'.repeat(40)}\n`);
