@@ -79,7 +79,7 @@ function manifestsCondition(skipped: SkippedManifest[], since: string): Conditio
 
 export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, opts) => {
   const { store } = opts;
-  // a store that reads no manifest files (Kubernetes) applies all it is given since the controller started
+  // a store without skippedManifests skips nothing: it applies all it is given since the start
   const started = new Date().toISOString();
   app.get(
     '/admin/store',

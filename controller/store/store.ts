@@ -17,6 +17,7 @@ import type { FieldError } from '../../common/errors.ts';
 import type { Checked } from '../../common/validate.ts';
 import { isoNow } from '../../common/clock.ts';
 import type { Topic } from './change-feed.ts';
+import type { SkipReason } from './core/skipped.ts';
 import type { Revocation, RevocationList } from './core/revocations.ts';
 
 /** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
@@ -70,7 +71,7 @@ export type SessionChange =
 export interface SkippedManifest {
   path: string;
   /** The metric's label: a bound of the file, YAML, layout, schema, the rules across files, unreadable. */
-  reason: string;
+  reason: SkipReason;
   errors: FieldError[];
 }
 
@@ -84,9 +85,8 @@ export interface Store {
   /** Why writes fail now (a full or read-only disk), for /health; undefined while they can succeed. */
   writeProblem?(): string | undefined;
   /**
-   * The manifests of the repository the store skips now, and since when it skips some or none (docs/store.md,
-   * "What the store refuses"), for the admin's store condition. Only the git store reads manifest files;
-   * the Kubernetes API server validates objects before the store sees them.
+   * The manifests (git files, Kubernetes objects) the store skips now, and since when it skips some or
+   * none (docs/store.md, "What the store refuses"), for the admin's store condition.
    */
   skippedManifests?(): { manifests: SkippedManifest[]; since: string };
   /** Look for outside changes now (a forge's push webhook) instead of at the next interval. */

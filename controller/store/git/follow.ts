@@ -40,14 +40,15 @@ import {
   type SessionStatusRecord,
 } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
-import { counter, gauge } from '../../metrics.ts';
+import { counter } from '../../metrics.ts';
+import { SkipReport, type SkipReason } from '../core/skipped.ts';
 import type { StoreIndex } from '../core/index.ts';
 import type { Actor, Session, SkippedManifest } from '../store.ts';
 import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
 import { readText, type GitContext } from './objects.ts';
 import { routerObservations } from './observations.ts';
-import { ParseCache, type Rejection, type SkipReason } from './parse-cache.ts';
+import { ParseCache, type Rejection } from './parse-cache.ts';
 import type { FileChange } from './tree.ts';
 
 export const YAML = { schema: CORE_SCHEMA };
@@ -57,23 +58,6 @@ const invalidManifests = counter({
   name: 'peerops_store_invalid_manifests_total',
   help: 'Manifests arriving from git that failed validation and were skipped',
   labelNames: ['kind'],
-});
-
-const SKIP_REASONS: readonly SkipReason[] = [
-  'too_large',
-  'too_deep',
-  'anchors',
-  'yaml',
-  'layout',
-  'schema',
-  'rules',
-  'unreadable',
-];
-
-const skippedManifests = gauge({
-  name: 'peerops_store_manifests_skipped',
-  help: "Manifests in the store's repository that the store skips now, by reason (docs/store.md)",
-  labelNames: ['reason'],
 });
 
 /** The status file of a session on the status ref. */
@@ -116,9 +100,8 @@ export class Follower {
   private readonly incompleteSpecs = new Set<string>();
   /** Manifests reported invalid, by path, so a file is reported once and retried when others change. */
   private readonly rejected = new Map<string, Rejection>();
-  /** When the store last began or stopped skipping manifests (the admin's condition, its transition). */
-  private skippingSince = new Date().toISOString();
-  private skipping = false;
+  /** The gauge and the admin's condition, after each change applied (core/skipped.ts). */
+  private readonly skipReport = new SkipReport();
   /** Until the first sync: it may take the judgement the parse cache kept (parse-cache.ts). */
   private firstSync = true;
   /** Routers whose committed status (the mesh key) is not on the status ref yet. */
@@ -185,21 +168,9 @@ export class Follower {
 
   /** The manifests skipped now, by path, and since when the store skips some, or none. */
   skipped(): { manifests: SkippedManifest[]; since: string } {
-    const manifests = [...this.rejected]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([path, r]) => ({ path, reason: r.reason, errors: r.errors }));
-    return { manifests, since: this.skippingSince };
-  }
-
-  /** The gauge and the condition's time follow the skipped set after each change applied. */
-  private skippedChanged(): void {
-    const counts = new Map<SkipReason, number>(SKIP_REASONS.map((r) => [r, 0]));
-    for (const r of this.rejected.values()) counts.set(r.reason, (counts.get(r.reason) ?? 0) + 1);
-    for (const [reason, n] of counts) skippedManifests.set({ reason }, n);
-    if (this.skipping !== this.rejected.size > 0) {
-      this.skipping = this.rejected.size > 0;
-      this.skippingSince = new Date().toISOString();
-    }
+    return this.skipReport.report(
+      [...this.rejected].map(([path, r]) => ({ path, reason: r.reason, errors: r.errors })),
+    );
   }
 
   /** The manifests rejected in the trees the branches hold: their judgement, which the parse cache keeps. */
@@ -444,7 +415,7 @@ export class Follower {
         this.index.removeRouter(info.name);
       }
     }
-    this.skippedChanged();
+    this.skipReport.update(this.rejected.values());
   }
 
   private manifestSet(): ManifestSet {

@@ -13,7 +13,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FieldError } from '../../../common/errors.ts';
-import type { RefusalReason } from '../../../common/manifests.ts';
+import type { SkipReason } from '../core/skipped.ts';
 import { VERSION } from '../../../common/version.ts';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { ConditionPacker, unpackConditions } from './packed-conditions.ts';
@@ -23,12 +23,6 @@ import { packMirror, unpackMirror, type DirNode, type PackedDir } from './tree.t
 const FORMAT = 4;
 
 export type CacheKind = 'spec' | 'status';
-
-/**
- * Why the store skips a manifest: parseManifest refused the file, the rules across files did, or its blob
- * could not be read.
- */
-export type SkipReason = RefusalReason | 'rules' | 'unreadable';
 
 /** A manifest the store skipped: its blob and why. */
 export interface Rejection {

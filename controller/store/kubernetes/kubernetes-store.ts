@@ -36,6 +36,10 @@ import { acceptedConditions, atGeneration, withSessionConditions } from '../../.
 import { DomainError } from '../../../common/errors.ts';
 import {
   GROUP_VERSION,
+  KINDS,
+  PolicySpec as PolicySpecSchema,
+  RouterSpec as RouterSpecSchema,
+  SessionSpec as SessionSpecSchema,
   type Kind,
   type PolicySpec,
   type PolicyStatus,
@@ -46,6 +50,7 @@ import {
   upgradeRouterSpec,
 } from '../../../common/schema.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
+import { checkOrThrow, withoutDefaults } from '../../../common/validate.ts';
 import {
   assertAdmission,
   mergedPolicy,
@@ -65,7 +70,8 @@ import {
 import { makePagedInformer, startInformer } from './informers.ts';
 import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
-import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
+import type { Actor, NewSession, Policy, Router, Session, SessionChange, SkippedManifest } from '../store.ts';
+import { SkipReport } from '../core/skipped.ts';
 import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import {
   ANNOTATION_ACTOR,
@@ -115,6 +121,13 @@ const FLUSH_CONCURRENCY = 16;
 
 const rvOf = (obj: KubernetesObject | undefined): number => Number(obj?.metadata?.resourceVersion ?? 0);
 
+/** What applyPut checks a spec against: without defaults, so that the check never writes into the object. */
+const SPEC_CHECKS = {
+  Router: withoutDefaults(RouterSpecSchema),
+  PeeringSession: withoutDefaults(SessionSpecSchema),
+  RoutingPolicy: withoutDefaults(PolicySpecSchema),
+} as const;
+
 /** The index entry of one object: the value the store hands out and the resourceVersion it came from. */
 interface Entry<T> {
   rv: number;
@@ -142,6 +155,9 @@ export class KubernetesStore extends StoreCore {
   private readonly tokens = new Map<string, Entry<string>>();
   /** Deleted objects (`Kind/name`) with the last resourceVersion seen: older watch events cannot revive them. */
   private readonly tombstones = new Map<string, number>();
+  /** Objects the index does not hold as the API server has them, by `<plural>/<name>` (applyPut). */
+  private readonly skipped = new Map<string, SkippedManifest>();
+  private readonly skipReport = new SkipReport();
   private readonly claims: PortClaims;
   /** Creates in flight in this process, by session name: a second one waits for the first. */
   private readonly creating = new Map<string, Promise<unknown>>();
@@ -290,34 +306,79 @@ export class KubernetesStore extends StoreCore {
 
   // ---------------------------------------------------------------- objects into the index
 
+  /**
+   * An object from the API server into the index, once its spec passes the schema the API checks writes
+   * with (docs/store.md, "What the store refuses"): an object written while the admission webhook was off
+   * or failing open may hold what the CRD's schema cannot say (a WireGuard key, a link-local address). One
+   * that fails, or that the index cannot take (a damaged annotation), is skipped with its reason and the
+   * previous version stays, as the git store skips a file: it never stops the controller.
+   */
   private applyPut(kind: Kind, obj: KubernetesObject): void {
     const name = obj.metadata?.name;
     if (!name) return;
     const rv = rvOf(obj);
-    if ((this.tombstones.get(`${kind}/${name}`) ?? -1) >= rv) return;
-    this.tombstones.delete(`${kind}/${name}`);
+    if (this.isStale(kind, name, rv)) return;
+    const path = `${KINDS[kind].plural}/${name}`;
+    let skip: SkippedManifest | undefined;
+    try {
+      const spec: unknown = (obj as { spec?: unknown }).spec;
+      checkOrThrow(SPEC_CHECKS[kind], kind === 'Router' ? upgradeRouterSpec(spec) : spec, `${kind} ${name}`);
+      this.putObject(kind, name, obj, rv);
+    } catch (err) {
+      const schema = err instanceof DomainError && err.errors !== undefined;
+      const errors = schema ? (err.errors ?? []) : [{ pointer: '/', message: String(err) }];
+      skip = { path, reason: schema ? 'schema' : 'unreadable', errors };
+      this.log.error(
+        { object: path, reason: skip.reason, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
+        'store: invalid object skipped',
+      );
+    }
+    this.setSkipped(path, skip);
+  }
+
+  private setSkipped(path: string, skip: SkippedManifest | undefined): void {
+    if (skip !== undefined) this.skipped.set(path, skip);
+    else if (!this.skipped.delete(path)) return;
+    this.skipReport.update(this.skipped.values());
+  }
+
+  skippedManifests(): { manifests: SkippedManifest[]; since: string } {
+    return this.skipReport.report([...this.skipped.values()]);
+  }
+
+  /** Whether the index holds this object at `rv` or newer, or it was deleted at `rv` or later. */
+  private isStale(kind: Kind, name: string, rv: number): boolean {
+    if ((this.tombstones.get(`${kind}/${name}`) ?? -1) >= rv) return true;
+    const entries =
+      kind === 'Router' ? this.routers : kind === 'PeeringSession' ? this.sessions : this.policies;
+    return (entries.get(name)?.rv ?? -1) >= rv;
+  }
+
+  /** What can throw (a damaged annotation) runs before anything is kept: the object is in whole or not. */
+  private putObject(kind: Kind, name: string, obj: KubernetesObject, rv: number): void {
     if (kind === 'Router') {
-      if ((this.routers.get(name)?.rv ?? -1) >= rv) return;
       const resource = obj as RouterResource;
+      const spec = this.routerSpecOf(resource);
       this.routers.set(name, { rv, value: resource });
-      this.index.putRouter(name, this.routerSpecOf(resource), resource.status ?? {});
+      this.index.putRouter(name, spec, resource.status ?? {});
     } else if (kind === 'PeeringSession') {
-      if ((this.sessions.get(name)?.rv ?? -1) >= rv) return;
       const resource = obj as SessionResource;
+      const status = this.statusOf(resource);
       this.sessions.set(name, { rv, value: resource });
-      this.index.putSession(name, resource.spec, this.statusOf(resource));
+      this.index.putSession(name, resource.spec, status);
     } else {
-      if ((this.policies.get(name)?.rv ?? -1) >= rv) return;
       const resource = obj as PolicyResource;
       this.policies.set(name, { rv, value: resource });
       this.index.putPolicy(name, resource.spec);
       if (name === 'default') this.reapplyUnwrittenStatuses();
     }
+    this.tombstones.delete(`${kind}/${name}`);
   }
 
   private applyDelete(kind: Kind, obj: KubernetesObject): void {
     const name = obj.metadata?.name;
     if (!name) return;
+    this.setSkipped(`${KINDS[kind].plural}/${name}`, undefined);
     const rv = rvOf(obj);
     const key = `${kind}/${name}`;
     const previous = this.tombstones.get(key) ?? 0;

@@ -1,0 +1,96 @@
+/**
+ * The Kubernetes store never stops on an object it cannot index (docs/store.md, "What the store
+ * refuses"): against a real kube-apiserver without the admission webhook, a PeeringSession the CRD's
+ * schema lets in but the API's schema refuses (a link-local address that is not link-local) and one with
+ * a damaged initial-status annotation are skipped with their reasons, the rest is served, and a fixed or
+ * deleted object leaves the list.
+ */
+import { randomUUID } from 'node:crypto';
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import type { Store } from '../../controller/store/store.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from '../k8s/apiserver.ts';
+import { admin, newSession, routerSpec } from './fixtures.ts';
+import { eventually } from './git-helpers.ts';
+
+let server: TestApiServer;
+let store: Store;
+let custom: CustomObjectsApi;
+let namespace: string;
+
+const ref = () => ({ group: 'peerops.dev', version: 'v1alpha1', namespace, plural: 'peeringsessions' });
+
+/** A PeeringSession as kubectl would apply it, past no webhook. */
+function sessionObject(
+  asn: number,
+  extra: Record<string, unknown> = {},
+  annotations?: Record<string, string>,
+) {
+  return {
+    apiVersion: 'peerops.dev/v1alpha1',
+    kind: 'PeeringSession',
+    metadata: { name: `as${asn}-fra1`, ...(annotations ? { annotations } : {}) },
+    spec: { ...newSession(asn, 'fra1'), uuid: randomUUID(), listenPort: 30000 + (asn % 1000), ...extra },
+  };
+}
+
+const skippedPaths = () => store.skippedManifests?.().manifests.map((m) => m.path) ?? [];
+
+beforeAll(async () => {
+  server = await startApiServer();
+  namespace = await server.createNamespace('skipped');
+  custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+  store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
+  await store.start();
+  await store.createRouter('fra1', routerSpec(1), admin);
+}, TOOLS_BUILD_TIMEOUT_MS);
+
+afterAll(async () => {
+  await store?.close();
+  await server?.stop();
+});
+
+describe('kubernetes store: objects it cannot index', () => {
+  it('skips them with their reasons and serves the rest', async () => {
+    await custom.createNamespacedCustomObject({ ...ref(), body: sessionObject(4242420001) });
+    await custom.createNamespacedCustomObject({
+      ...ref(),
+      body: sessionObject(4242420002, { linkLocal: 'fd00::2' }),
+    });
+    await custom.createNamespacedCustomObject({
+      ...ref(),
+      body: sessionObject(4242420003, {}, { 'peerops.dev/initial-status': '{' }),
+    });
+    await eventually(() => store.listSessions({ asn: 4242420001 }).length === 1);
+    await eventually(() => skippedPaths().length === 2);
+
+    const { manifests, since } = store.skippedManifests?.() ?? { manifests: [], since: '' };
+    expect(manifests).toEqual([
+      {
+        path: 'peeringsessions/as4242420002-fra1',
+        reason: 'schema',
+        errors: [{ pointer: '/linkLocal', message: 'must be an IPv6 link-local address (fe80::/10)' }],
+      },
+      {
+        path: 'peeringsessions/as4242420003-fra1',
+        reason: 'unreadable',
+        errors: [{ pointer: '/', message: expect.stringContaining('JSON') as string }],
+      },
+    ]);
+    expect(Date.now() - Date.parse(since)).toBeLessThan(60_000);
+    expect(store.listSessions({ router: 'fra1' }).map((s) => s.spec.asn)).toEqual([4242420001]);
+    expect(store.listRouters().map((r) => r.name)).toEqual(['fra1']);
+  });
+
+  it('takes a fixed object and forgets a deleted one', async () => {
+    await custom.patchNamespacedCustomObject(
+      { ...ref(), name: 'as4242420002-fra1', body: { spec: { linkLocal: 'fe80::2' } } },
+      // a JSON merge patch, as kubectl patch --type merge sends
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await eventually(() => store.listSessions({ asn: 4242420002 }).length === 1);
+    await custom.deleteNamespacedCustomObject({ ...ref(), name: 'as4242420003-fra1' });
+    await eventually(() => skippedPaths().length === 0);
+  });
+});
