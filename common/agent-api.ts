@@ -192,8 +192,8 @@ export const BirdConfigResponse = Type.Object(
       { additionalProperties: false },
     ),
     /**
-     * The registry's filter.txt / filter6.txt (the built-in copy when the controller has no registry);
-     * absent from older controllers, where the agent uses its own built-in copy.
+     * The registry's filter.txt / filter6.txt, sent only when they differ from the built-in copy
+     * (common/dn42-filter.ts); absent, the agent renders that copy.
      */
     filter: Type.Optional(Dn42Filter),
     ibgpPeers: Type.Array(IbgpPeer),

@@ -224,6 +224,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     async (request, reply) => {
       const router = routerOf(request);
       const policy = mergedPolicy(store, router.name);
+      const filter = await opts.filter.sent();
       const head = {
         dn42Asn: networkAsn(policy),
         rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
@@ -237,7 +238,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         },
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
-        filter: await opts.filter.current(),
+        ...(filter ? { filter } : {}),
         ...(policy.allowPrivateEndpoints ? { allowPrivateEndpoints: true } : {}),
       };
       const around = [upTo(head, 'ibgpPeers'), '}'] as const;

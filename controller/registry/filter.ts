@@ -1,8 +1,9 @@
 /**
  * The prefix filter the controller sends its agents (GET /agent/:router/bird-config, `filter`): the
- * registry's filter.txt / filter6.txt, or the built-in copy without a registry (docs/routing-policy.md).
- * Read at most once a minute, since every agent asks on every pass; a registry that cannot be read or
- * whose files do not parse keeps the last good filter, and the reason is logged once.
+ * registry's filter.txt / filter6.txt (docs/routing-policy.md). Read at most once a minute, since every
+ * agent asks on every pass; a registry that cannot be read or whose files do not parse keeps the last
+ * good filter, and the reason is logged once. Sent only when it is not the built-in copy every agent
+ * has: an agent older than the field refuses an answer that carries it (docs/api.md).
  */
 import { BUILTIN_FILTER, type Dn42Filter } from '../../common/dn42-filter.ts';
 import { readFilter, type RegistryFiles, type RouteSource } from './routes.ts';
@@ -11,13 +12,16 @@ export interface FilterLog {
   warn(obj: object, msg: string): void;
 }
 
+const BUILTIN_JSON = JSON.stringify(BUILTIN_FILTER);
+
 export class RegistryFilter {
   private readonly files: (() => Promise<RegistryFiles>) | undefined;
   private readonly log: FilterLog;
   private readonly maxAgeMs: number;
-  private last: Dn42Filter = BUILTIN_FILTER;
+  /** The last good filter, undefined while it is the built-in copy. */
+  private last: Dn42Filter | undefined;
   private readAt = -Infinity;
-  private reading: Promise<Dn42Filter> | undefined;
+  private reading: Promise<Dn42Filter | undefined> | undefined;
   private lastError: string | undefined;
 
   constructor(registry: RouteSource | undefined, log: FilterLog, maxAgeMs = 60_000) {
@@ -26,8 +30,8 @@ export class RegistryFilter {
     this.maxAgeMs = maxAgeMs;
   }
 
-  /** The current filter: the built-in copy without a registry, else the registry's (read when stale). */
-  current(): Promise<Dn42Filter> {
+  /** The filter to send: the registry's (read when stale), undefined while it is the built-in copy. */
+  sent(): Promise<Dn42Filter | undefined> {
     const files = this.files;
     if (!files || Date.now() - this.readAt < this.maxAgeMs) return Promise.resolve(this.last);
     this.reading ??= this.read(files).finally(() => {
@@ -36,9 +40,10 @@ export class RegistryFilter {
     return this.reading;
   }
 
-  private async read(files: () => Promise<RegistryFiles>): Promise<Dn42Filter> {
+  private async read(files: () => Promise<RegistryFiles>): Promise<Dn42Filter | undefined> {
     try {
-      this.last = await readFilter(await files());
+      const filter = await readFilter(await files());
+      this.last = JSON.stringify(filter) === BUILTIN_JSON ? undefined : filter;
       this.lastError = undefined;
     } catch (err) {
       const message = (err as Error).message;

@@ -172,4 +172,18 @@ describe("bird-config carries the registry's filter", () => {
     const parsed = await promisify(execFile)('bird', ['-p', '-c', join(root, 'bird.conf')]);
     expect(parsed.stdout + parsed.stderr).toBe('');
   });
+
+  it('sends no filter while it is the built-in copy: an agent older than the field refuses an answer with it', async () => {
+    const plain = await startHarness();
+    try {
+      const token = await plain.addRouter('fra1');
+      await expectOk(
+        plain.post('/admin/policy', plain.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }),
+      );
+      const res = await expectOk(plain.get('/agent/fra1/bird-config', token));
+      expect(res.json()).not.toHaveProperty('filter');
+    } finally {
+      await plain.close();
+    }
+  });
 });

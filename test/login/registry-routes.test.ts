@@ -183,9 +183,16 @@ describe('whose an address is (a checkout of the registry)', () => {
       '0005 deny fd00:abcd::/32 32 128 # ours\n1001 permit fd00::/8 44 64\n',
     );
     await unlink(path.join(copy, 'data', 'filter.txt'));
+    const warned: string[] = [];
+    const feed = new RegistryFilter(
+      new DirectoryRegistry(copy),
+      { warn: (o) => warned.push(JSON.stringify(o)) },
+      0,
+    );
     const filter = await readFilter(await files());
     expect(filter.ipv4).toEqual(BUILTIN_FILTER.ipv4);
     expect(filter.ipv6.map((r) => r.nr)).toEqual([5, 1001]);
+    expect(await feed.sent()).toEqual(filter); // not the built-in copy: sent to the agents
     // the registry's deny line now takes A's /48 from it
     expect(await errorsFor(A, 'fd00:abcd:e::1', new DirectoryRegistry(copy))).toEqual([
       "no route6 object in the registry gives fd00:abcd:e::1 to AS4242420101 (route6 fd00:abcd::/40 (AS4242420103, denied by line 0005 of the registry's filter6.txt, does not count); route6 fd00:abcd:e::/48 (AS4242420101, denied by line 0005 of the registry's filter6.txt, does not count))",
@@ -196,17 +203,15 @@ describe('whose an address is (a checkout of the registry)', () => {
     expect((err as Error).message).toBe(
       "the registry's data/filter6.txt line 1: expected 'nr action prefix minlen maxlen', got 4 fields",
     );
-    // …and the filter sent to the agents keeps the last good one, saying why once
-    const warned: string[] = [];
-    const sent = new RegistryFilter(
-      new DirectoryRegistry(copy),
-      { warn: (o) => warned.push(JSON.stringify(o)) },
-      0,
-    );
-    expect(await sent.current()).toEqual(BUILTIN_FILTER);
-    expect(await sent.current()).toEqual(BUILTIN_FILTER);
+    // …and the filter sent to the agents stays the last good one, the reason logged once
+    expect(await feed.sent()).toEqual(filter);
+    expect(await feed.sent()).toEqual(filter);
     expect(warned).toHaveLength(1);
     expect(warned[0]).toContain('filter6.txt line 1');
+    // a registry whose filter never read well sends nothing: the agents' built-in copy applies
+    expect(
+      await new RegistryFilter(new DirectoryRegistry(copy), { warn: () => {} }, 0).sent(),
+    ).toBeUndefined();
   });
 
   it('two files naming one prefix make one object of both origins: no one holds it alone', async () => {
@@ -267,8 +272,9 @@ describe('whose an address is (a git mirror over HTTP)', () => {
       ]);
       expect(await errorsFor(4242420119, '172.20.0.53', mirror)).toHaveLength(1);
       expect(await errorsFor(D, '172.22.166.1', mirror)).toHaveLength(1);
-      const sent = new RegistryFilter(mirror, { warn: () => {} }, 0);
-      expect(await sent.current()).toEqual(BUILTIN_FILTER);
+      // the registry's files are the built-in copy: nothing to send
+      const feed = new RegistryFilter(mirror, { warn: () => {} }, 0);
+      expect(await feed.sent()).toBeUndefined();
 
       // B's /56 is removed and the filter gains a line: both show after a refresh
       await git('rm', '-q', 'data/route6/fd00:abcd:e:100::_56');
@@ -281,7 +287,7 @@ describe('whose an address is (a git mirror over HTTP)', () => {
       expect(await errorsFor(A, 'fd00:abcd:e:100::1', mirror)).toHaveLength(1); // not refreshed yet
       expect(await mirror.refresh()).toBe(true);
       expect(await errorsFor(A, 'fd00:abcd:e:100::1', mirror)).toEqual([]);
-      expect((await sent.current()).ipv4.map((r) => r.nr)).toEqual([2, 1100]);
+      expect((await feed.sent())?.ipv4.map((r) => r.nr)).toEqual([2, 1100]);
       expect(await errorsFor(A, '172.20.16.1', mirror)).toEqual([
         "no route object in the registry gives 172.20.16.1 to AS4242420101 (route 172.20.16.0/22 (AS4242420101, denied by line 0002 of the registry's filter.txt, does not count))",
       ]);
