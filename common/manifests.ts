@@ -150,7 +150,7 @@ export function parseYaml(text: string, maxBytes: number = MANIFEST_LIMITS.bytes
       `line ${lineAt(text, e.anchorStart)}: YAML ${form}: anchors and aliases are not allowed, a manifest spells out every value`,
     );
   }
-  const documents = constructFromEvents(events, { source: text, schema: CORE_SCHEMA, maxAliases: 0 });
+  const documents = constructFromEvents(events, { source: text, schema: CORE_SCHEMA });
   if (documents.length !== 1)
     throw new YAMLException(
       documents.length === 0 ? 'the file is empty' : 'holds more than one YAML document',

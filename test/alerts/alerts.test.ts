@@ -9,16 +9,22 @@ const dir = 'charts/peerops/files';
 describe('charts/peerops/files/alerts.yaml', () => {
   it('is a valid rule file', async () => {
     const { stdout } = await exec('promtool', ['check', 'rules', 'alerts.yaml'], { cwd: dir });
-    expect(stdout).toContain('SUCCESS: 5 rules found');
+    expect(stdout).toContain('SUCCESS: 6 rules found');
   });
-  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min, a node refusing its config > 10 min)', async () => {
+  it('passes its promtool unit tests (agent offline > 5 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min, manifests skipped > 5 min, a node refusing its config > 10 min)', async () => {
     const { stdout } = await exec('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir });
     expect(stdout).toContain('SUCCESS');
   });
   it('names only metrics the controller exports', async () => {
     const { register } = await import('../../controller/metrics.ts');
+    await import('../../controller/store/core/skipped.ts'); // registers the store's gauge
     const names = (await register.getMetricsAsJSON()).map((m) => m.name);
-    for (const metric of ['agent_heartbeat_timestamp', 'peerops_sessions_stuck', 'http_requests_total'])
+    for (const metric of [
+      'agent_heartbeat_timestamp',
+      'peerops_sessions_stuck',
+      'http_requests_total',
+      'peerops_store_manifests_skipped',
+    ])
       expect(names).toContain(metric);
     // the per-session series are written beside the registry (controller/metrics.ts, metricsText)
     const { metricsText } = await import('../../controller/metrics.ts');
