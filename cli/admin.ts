@@ -1,8 +1,8 @@
 /**
  * `peerops admin …`: `token` mints a JWT from the controller's key in the data dir (operator access to the
- * data dir is the root of trust); `session`, `router` and `policy` drive the admin API over HTTP.
+ * data dir is the root of trust); `session`, `router`, `policy` and `store` drive the admin API over HTTP.
  *
- * Over 500 lines: one command family with four subcommands, each a thin parse → request → print; the
+ * Over 500 lines: one command family with five areas, each a thin parse → request → print; the
  * shared table and client code lives in cli/client.ts.
  */
 import { readFile } from 'node:fs/promises';
@@ -26,6 +26,7 @@ import {
 } from './client.ts';
 import { contextName, saveContext } from './config.ts';
 import type { AdminSessionRecord as SessionRecord } from '../controller/api/schemas.ts';
+import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
 
@@ -51,6 +52,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
         with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
   policy patch [--router R] [--spec FILE] [the flags of set]
         merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
+  store status   the store's condition, and the manifests it skips with why (docs/store.md)
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)
@@ -61,6 +63,7 @@ export const AREAS = {
   session: ['list', 'approve', 'reject', 'disable', 'enable', 'purge'],
   router: ['list', 'add', 'update', 'remove', 'rotate-token'],
   policy: ['get', 'set', 'patch'],
+  store: ['status'],
 } as const;
 
 /** The server's token lifetimes (controller/auth/jwt.ts; docs/cli.md): 60 s to 366 days. */
@@ -620,6 +623,24 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
   return 0;
 }
 
+/** `store status`: the conditions, then each skipped manifest's problems as `path  reason  pointer: message`. */
+async function storeCommand(client: Client, action: string, v: Values): Promise<number> {
+  if (action !== 'status') throw unknownWord('admin store action', action, AREAS.store);
+  const res = await client.get<StoreStatusAnswer>('/admin/store');
+  output(format(v), res, () => {
+    const conditions = table(
+      ['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'],
+      res.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.message]),
+    );
+    if (res.skippedManifests.length === 0) return conditions;
+    const problems = res.skippedManifests.flatMap((m) =>
+      m.errors.map((e) => [m.path, m.reason, `${e.pointer}: ${e.message}`]),
+    );
+    return `${conditions}\n\n${table(['SKIPPED', 'REASON', 'PROBLEM'], problems)}`;
+  });
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
     const { values, positionals } = parseFlags(argv, OPTIONS);
@@ -642,6 +663,8 @@ export async function main(argv: string[]): Promise<number> {
         return routerCommand(client, action, arg, values);
       case 'policy':
         return policyCommand(client, action, values);
+      case 'store':
+        return storeCommand(client, action, values);
       default:
         throw unknownWord('admin area', area, Object.keys(AREAS));
     }

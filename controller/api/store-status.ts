@@ -5,7 +5,7 @@
  * this is where an admin sees it, beside the log line and peerops_store_manifests_skipped.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import Type, { type Static } from 'typebox';
 import { Condition as ConditionSchema, type Condition } from '../../common/schema.ts';
 import type { SkippedManifest, Store } from '../store/store.ts';
 import { requireAdmin } from './auth.ts';
@@ -55,6 +55,9 @@ const StoreStatus = Type.Object(
     ],
   },
 );
+
+/** The answer of GET /admin/store, as `peerops admin store status` reads it. */
+export type StoreStatusAnswer = Static<typeof StoreStatus>;
 
 /** `ManifestsApplied`: True while the store applies every manifest of its repository. */
 function manifestsCondition(skipped: SkippedManifest[], since: string): Condition {

@@ -3,11 +3,14 @@
  * issue 40 case 1): a real `peerops serve` on 256 MiB of heap, whose git store already holds the 9-level
  * YAML alias bomb (9^9 values in 650 bytes; it once exhausted a 4 GB heap at every start) and a manifest
  * nested too deep, starts, serves /health and the session list, and shows what it skipped: the
- * admin's store condition, the metric by reason and a log line naming each file. Again after a restart.
+ * admin's store condition (also through `peerops admin store status`), the metric by reason and a log
+ * line naming each file. Again after a restart.
  */
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { MANIFEST_LIMITS } from '../../common/manifests.ts';
@@ -16,6 +19,7 @@ import { freePort } from '../support/ports.ts';
 import { aliasBomb, sessionYaml } from '../validate/hostile-manifests.ts';
 import { git } from './git-helpers.ts';
 
+const exec = promisify(execFile);
 const good = resolve(import.meta.dirname, '../fixtures/validate/good');
 const BOMB = 'sessions/fra1/as4242420099.yaml';
 const DEEP = 'sessions/fra1/as4242420098.yaml';
@@ -128,6 +132,20 @@ describe('git store: manifests it cannot load', () => {
     expect(controller.output).toContain('store: invalid manifest in git skipped');
     expect(controller.output).toContain(BOMB);
     expect(controller.output).toContain(DEEP);
+  });
+
+  it('shows them to `peerops admin store status`, one problem a line', async () => {
+    const { stdout } = await exec(process.execPath, ['bin/peerops.ts', 'admin', 'store', 'status'], {
+      env: { ...process.env, PEEROPS_URL: controller.base, PEEROPS_TOKEN: admin, PEEROPS_CONFIG_DIR: dir },
+    });
+    const lines = stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^CONDITION\s+STATUS\s+REASON\s+SINCE\s+MESSAGE$/);
+    expect(lines[1]).toMatch(/^ManifestsApplied\s+False\s+ManifestsSkipped\s+\S+\s+2 manifests skipped: /);
+    expect(lines.slice(3)).toEqual([
+      expect.stringMatching(/^SKIPPED\s+REASON\s+PROBLEM$/),
+      expect.stringMatching(new RegExp(`^${DEEP}\\s+too_deep\\s+/: line 5: nests deeper than`)),
+      expect.stringMatching(new RegExp(`^${BOMB}\\s+anchors\\s+/: line 5: YAML anchor &a0: `)),
+    ]);
   });
 
   it('starts again (from its parse cache) and still serves and reports them', async () => {
