@@ -117,13 +117,34 @@ export interface CreateAnswer {
   networkAsn?: number;
 }
 
+/** A key the signature may come from (docs/login.md, Which keys count). */
+export interface ChallengeMethod {
+  type: string;
+  mntner: string;
+  /** An SSH key's base64 blob. */
+  key?: string;
+  /** The OpenPGP primary key's fingerprint, lower-case hex (pgp-fingerprint, pgp-key-cert). */
+  fingerprint?: string;
+  keyCert?: string;
+  /** A key-cert whose registry copy expired: it verifies with the owner's renewed key as publicKey. */
+  expired?: string;
+}
+
+/** A maintainer's line no signature can come from, and the controller's reason. */
+export interface SkippedLine {
+  mntner: string;
+  line: string;
+  reason: string;
+}
+
 export interface Challenge {
   challenge: string;
   host: string;
   asn: number;
   expiresAt: string;
   namespace: string;
-  methods: Record<string, string>[];
+  methods: ChallengeMethod[];
+  skipped: SkippedLine[];
 }
 
 export interface Login {

@@ -41,15 +41,36 @@ export default {
     'Sign this text exactly, every byte including the final newline, before {expires}. It is good for one login.',
   'login.challengeLabel': 'The challenge text',
   'login.copyChallenge': 'Copy the challenge',
-  'login.withSsh': 'With an SSH key (ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256)',
+  'login.withSsh':
+    'With an SSH key (ssh-ed25519, ssh-rsa of 2048 bits or more, ecdsa-sha2-nistp256, nistp384 or nistp521)',
   'login.withGpg': 'With an OpenPGP key',
   'login.keys': 'The registry lists {count} usable key(s) for this ASN:',
+  'login.keyCertExpired': 'expired in the registry on {date}',
+  'login.skipped':
+    'These {count} line(s) of your maintainers cannot be used to log in; change them in the registry to use them:',
+  'login.reason.keyCert': '{keyCert}: {reason}',
+  'login.reason.rsaShort': 'RSA key under {bits} bits',
+  'login.reason.unsupported': "'{method}' is not a login method peerops supports",
+  'login.reason.noMntner': 'mntner {name} is not in the registry',
+  'login.reason.badMntnerName': 'not a valid maintainer name',
+  'login.reason.missing': 'not in the registry',
+  'login.reason.unreadable': 'its key cannot be read',
+  'login.reason.noKey': 'it holds no public key',
+  'login.reason.otherKey': 'it holds another key ({fingerprint})',
+  'login.reason.wrongFingerpr': 'its fingerpr: line is not the fingerprint of its key',
+  'login.reason.revoked': 'the key is revoked',
+  'login.reason.mismatch': 'the line says {said}, the key is {is}',
+  'login.reason.notBase64': 'the key is not base64',
+  'login.reason.badFingerprint': 'a fingerprint has 40 or 64 hex digits',
   'login.signature': 'The signature',
   'login.signatureHint':
     'Paste the whole output: from -----BEGIN SSH SIGNATURE----- or -----BEGIN PGP SIGNED MESSAGE----- to the last line.',
   'login.publicKey': 'Your OpenPGP public key (for pgp-fingerprint)',
   'login.publicKeyHint':
     'Your maintainer lists a key by fingerprint, so the controller needs the key itself: gpg --export --armor {fingerprint}',
+  'login.renewedKey': 'Your renewed OpenPGP public key (for {keyCert})',
+  'login.renewedKeyHint':
+    "The registry's copy of {keyCert} has expired, so if you have extended the key since, paste your current public key here (gpg --export --armor {fingerprint}): it counts when its primary key is the key-cert's.",
   'login.tokenNote':
     'The login lasts until the token expires (12 hours by default) or you close or reload this page: it is kept only in its memory.',
   'login.submit': 'Log in',

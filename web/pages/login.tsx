@@ -4,9 +4,10 @@
  * only ever sees the challenge and the signature.
  */
 import { useState } from 'preact/hooks';
-import { api, type Challenge, type Login } from '../api.ts';
+import { api, type Challenge, type ChallengeMethod, type Login } from '../api.ts';
 import { CopyButton, described, DownloadButton, Field, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
+import { expiredText, gpgFingerprint, skippedReason } from './login-keys.ts';
 
 /** A here-document that writes the challenge byte for byte (its final newline included). */
 function saveCommand(c: Challenge): string {
@@ -19,6 +20,36 @@ export function sshCommand(c: Challenge): string {
 
 export function gpgCommand(c: Challenge): string {
   return `${saveCommand(c)}\ngpg --clearsign challenge.txt\ncat challenge.txt.asc`;
+}
+
+/** One usable key: an SSH key by its start, an OpenPGP key by its fingerprint (and key-cert name). */
+function MethodItem(props: { m: ChallengeMethod }) {
+  const { m } = props;
+  return (
+    <li>
+      <code>{m.keyCert ?? m.type}</code> {m.mntner}{' '}
+      {m.fingerprint ? (
+        <code class="fingerprint">{gpgFingerprint(m.fingerprint)}</code>
+      ) : (
+        <code class="wrap">{(m.key ?? '').slice(0, 40)}…</code>
+      )}
+      {m.expired && <span class="warn"> ({expiredText(m.expired)})</span>}
+    </li>
+  );
+}
+
+/** The public key field's hint: what the controller needs the key for, one sentence per reason. */
+function publicKeyHint(fingerprintKey?: ChallengeMethod, renewable?: ChallengeMethod): string {
+  return [
+    fingerprintKey && t('login.publicKeyHint', { fingerprint: fingerprintKey.fingerprint ?? '' }),
+    renewable &&
+      t('login.renewedKeyHint', {
+        keyCert: renewable.keyCert ?? '',
+        fingerprint: renewable.fingerprint ?? '',
+      }),
+  ]
+    .filter(Boolean)
+    .join(' · ');
 }
 
 export function LoginPage(props: { onLogin: (login: Login) => void }) {
@@ -63,6 +94,8 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
     }
   };
   const pgpFingerprint = challenge?.methods.find((m) => m.type === 'pgp-fingerprint');
+  // docs/login.md, A key-cert that expired in the registry: the renewed key goes along as publicKey
+  const renewable = challenge?.methods.find((m) => m.type === 'pgp-key-cert' && m.expired);
 
   return (
     <section aria-labelledby="login-title">
@@ -105,14 +138,23 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
           </pre>
           <CopyButton text={gpgCommand(challenge)} />
           <p class="hint">{t('login.keys', { count: challenge.methods.length })}</p>
-          <ul class="keys">
+          <ul class="keys" data-testid="methods">
             {challenge.methods.map((m, i) => (
-              <li key={i}>
-                <code>{m.type}</code> {m.mntner}{' '}
-                <code class="wrap">{(m.key ?? m.fingerprint ?? m.keyCert ?? '').slice(0, 40)}</code>
-              </li>
+              <MethodItem key={i} m={m} />
             ))}
           </ul>
+          {challenge.skipped.length > 0 && (
+            <>
+              <p class="hint">{t('login.skipped', { count: challenge.skipped.length })}</p>
+              <ul class="keys" data-testid="skipped">
+                {challenge.skipped.map((s, i) => (
+                  <li key={i}>
+                    {s.mntner} <code class="wrap">{s.line}</code>: {skippedReason(s.reason)}
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
           <Field id="login-signature" label={t('login.signature')} hint={t('login.signatureHint')}>
             <textarea
               {...described('login-signature', true, undefined)}
@@ -123,11 +165,15 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
               required
             />
           </Field>
-          {pgpFingerprint && (
+          {(pgpFingerprint || renewable) && (
             <Field
               id="login-publickey"
-              label={t('login.publicKey')}
-              hint={t('login.publicKeyHint', { fingerprint: pgpFingerprint.fingerprint ?? '' })}
+              label={
+                pgpFingerprint
+                  ? t('login.publicKey')
+                  : t('login.renewedKey', { keyCert: renewable?.keyCert ?? '' })
+              }
+              hint={publicKeyHint(pgpFingerprint, renewable)}
             >
               <textarea
                 {...described('login-publickey', true, undefined)}
