@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../controller/app.ts';
 import { AUDIENCE, ISSUER } from '../../controller/auth/jwt.ts';
+import { newTokenId } from '../../controller/auth/token-id.ts';
 import { assertSafeNumbers, MAX_JSON_DEPTH } from '../../controller/api/validation.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { problem, routerFields, sessionFields, startHarness, USER_ASN, type Harness } from './helpers.ts';
@@ -223,15 +224,21 @@ describe('JWTs: signed with the key is not enough', () => {
     const signer = createSigner({ key, algorithm: 'EdDSA' });
     sign = (claims) => signer(claims);
   });
-  const exp = () => Math.floor(Date.now() / 1000) + 600;
-  const good = (asn: number) => ({
-    sub: `AS${asn}`,
-    asn,
-    role: 'user',
-    iss: ISSUER,
-    aud: AUDIENCE,
-    exp: exp(),
-  });
+  const now = () => Math.floor(Date.now() / 1000);
+  const good = (asn: number) => {
+    const exp = now() + 600;
+    return {
+      sub: `AS${asn}`,
+      asn,
+      role: 'user',
+      src: 'login',
+      jti: newTokenId(asn, exp),
+      iss: ISSUER,
+      aud: AUDIENCE,
+      iat: now(),
+      exp,
+    };
+  };
 
   it('the claims the controller issues are accepted', async () => {
     const res = await h.post('/session', sign(good(USER_ASN)), { action: 'list' });
@@ -253,6 +260,9 @@ describe('JWTs: signed with the key is not enough', () => {
     ['an unknown role', { role: 'root' }],
     ['without role', { role: undefined }],
     ['without exp', { exp: undefined }],
+    ['without jti', { jti: undefined }],
+    ['a jti of another ASN', { jti: newTokenId(4242425678, now() + 600) }],
+    ['an unknown src', { src: 'forged' }],
   ] as const)('%s: 401 INVALID_TOKEN', async (_name, change) => {
     const claims: Record<string, unknown> = { ...good(USER_ASN), ...change };
     for (const k of Object.keys(claims)) if (claims[k] === undefined) delete claims[k];
