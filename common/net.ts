@@ -323,31 +323,45 @@ const within = (addr: Address, net: ParsedPrefix) =>
   net.family === addr.kind() && addr.match(net.address, net.length);
 
 /**
- * Why a router must not send a peer's WireGuard packets to this address, or undefined when it may: the one
- * classification of endpoints, which the controller applies to an `endpoint` literal and the agent to
- * every address a host name resolves to (docs/api.md, docs/agent.md). Refused: loopback, unspecified,
+ * Why a host on the internet cannot be reached at this address, or undefined when it can: the one
+ * classification of addresses that peers name for the network to send to, a WireGuard endpoint
+ * (endpointAddressProblem) as a webhook's target (docs/notifications.md). Refused: loopback, unspecified,
  * link-local, multicast, broadcast and every other special-purpose range that is not globally reachable;
- * private ranges (RFC 1918, unique local) unless `allowPrivate` (the policy's allowPrivateEndpoints). An
- * IPv6 address carrying an IPv4 one (mapped, NAT64, 6to4) is judged by that IPv4 address.
+ * private ranges (RFC 1918, unique local) unless `privateRanges.allowed`, the refusal naming what would
+ * allow them. An IPv6 address carrying an IPv4 one (mapped, NAT64, 6to4) is judged by that IPv4 address.
  */
-export function endpointAddressProblem(address: string | Address, allowPrivate = false): string | undefined {
+export function internetAddressProblem(
+  address: string | Address,
+  privateRanges: { allowed: boolean; allowedBy: string },
+): string | undefined {
   const addr = typeof address === 'string' ? parseAddress(address) : address;
   if (ENDPOINT_REACHABLE.some((net) => within(addr, net))) return undefined;
   if (addr.kind() === 'ipv6') {
     const embedding = ENDPOINT_EMBEDDING.find((e) => within(addr, e.net));
     if (embedding) {
       const v4 = new ipaddr.IPv4(addr.toByteArray().slice(embedding.at, embedding.at + 4));
-      const problem = endpointAddressProblem(v4, allowPrivate);
+      const problem = internetAddressProblem(v4, privateRanges);
       return problem && `is ${embedding.what} of ${v4.toString()}, which ${problem}`;
     }
   }
   const hit =
     SPECIAL_PARSED.find((r) => within(addr, r.net)) ?? ENDPOINT_UNREACHABLE.find((r) => within(addr, r.net));
   if (hit) return `is ${hit.what} (${hit.prefix})`;
-  const local = allowPrivate ? undefined : ENDPOINT_PRIVATE.find((r) => within(addr, r.net));
-  if (local)
-    return `is ${local.what} (${local.prefix}), which only a routing policy with allowPrivateEndpoints allows`;
+  const local = privateRanges.allowed ? undefined : ENDPOINT_PRIVATE.find((r) => within(addr, r.net));
+  if (local) return `is ${local.what} (${local.prefix}), which only ${privateRanges.allowedBy} allows`;
   return undefined;
+}
+
+/**
+ * Why a router must not send a peer's WireGuard packets to this address (internetAddressProblem), which
+ * the controller applies to an `endpoint` literal and the agent to every address a host name resolves to
+ * (docs/api.md, docs/agent.md); `allowPrivate` is the policy's allowPrivateEndpoints.
+ */
+export function endpointAddressProblem(address: string | Address, allowPrivate = false): string | undefined {
+  return internetAddressProblem(address, {
+    allowed: allowPrivate,
+    allowedBy: 'a routing policy with allowPrivateEndpoints',
+  });
 }
 
 /**

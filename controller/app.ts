@@ -300,7 +300,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       registry: opts.login?.registry,
       onRejected: (session, reason) => void notifier.rejected(session, reason),
     });
-    await scope.register(webhookRoutes, { hooks: notifier.hooks });
+    await scope.register(webhookRoutes, { hooks: notifier.hooks, targets: notifier });
     await scope.register(tokenRoutes, { store });
     await scope.register(agentRoutes, {
       store,

@@ -56,8 +56,11 @@ function record(hook: Webhook): Static<typeof WebhookRecord> {
   return rest;
 }
 
-/** The URL must be absolute http(s), without credentials (they would be logged and shown in lists). */
-function checkUrl(value: string): string {
+/**
+ * The URL must be absolute http(s), without credentials (they would be logged and shown in lists), and a
+ * peer's may not name an address its deliveries would be refused (docs/notifications.md).
+ */
+function checkUrl(value: string, targets: WebhookTargets | undefined): string {
   let url: URL;
   try {
     url = new URL(value);
@@ -68,11 +71,24 @@ function checkUrl(value: string): string {
     throw new ProblemError('INVALID_REQUEST', '/url: must not hold a user name or password', [
       { pointer: '/url', message: 'must not hold a user name or password; authenticate by the signature' },
     ]);
+  const problem = targets?.targetProblem(url);
+  if (problem) {
+    const message = `host ${url.hostname} ${problem}: no delivery would be made`;
+    throw new ProblemError('INVALID_REQUEST', `/url: ${message}`, [{ pointer: '/url', message }]);
+  }
   return url.href;
 }
 
-export const webhookRoutes: FastifyPluginAsyncTypebox<{ hooks: WebhookRepository }> = async (app, opts) => {
-  const { hooks } = opts;
+/** What judges a peer's hook target (the notifier's delivery rules). */
+export interface WebhookTargets {
+  targetProblem(url: URL): string | undefined;
+}
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<{
+  hooks: WebhookRepository;
+  targets: WebhookTargets;
+}> = async (app, opts) => {
+  const { hooks, targets } = opts;
 
   for (const admin of [false, true]) {
     const path = admin ? '/admin/webhooks' : '/webhooks';
@@ -98,7 +114,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ hooks: WebhookRepository
           case 'list':
             return { webhooks: (await hooks.list()).filter(mine(identity)).map(record) };
           case 'create': {
-            const url = checkUrl(body.url);
+            const url = checkUrl(body.url, admin ? undefined : targets);
             const asn = admin ? null : identity.asn;
             // the limit is checked inside the write, so two creates at once cannot both pass it
             const hook = await hooks.create(

@@ -13,7 +13,14 @@ import type { Logger } from 'pino';
 import { counter, gauge } from '../metrics.ts';
 import { visibleTo, type NotificationEvent } from './events.ts';
 import type { Webhook, WebhookRepository } from './hooks.ts';
-import { RefusedTarget, parseRanges, post, resolveTarget, type TargetRules } from './target.ts';
+import {
+  RefusedTarget,
+  literalTargetProblem,
+  parseRanges,
+  post,
+  resolveTarget,
+  type TargetRules,
+} from './target.ts';
 
 export const SIGNATURE_HEADER = 'x-peerops-signature';
 
@@ -113,6 +120,11 @@ export class Dispatcher {
           ? allowPrivateTargets
           : parseRanges(allowPrivateTargets, 'allowed private webhook targets'),
     };
+  }
+
+  /** Why a peer's hook at `url` could never be delivered (its host an address the rules refuse), if so. */
+  targetProblem(url: URL): string | undefined {
+    return literalTargetProblem(url, this.rules);
   }
 
   /** Queues the event for every hook that may receive it; resolves once it is queued (not sent). */

@@ -41,6 +41,11 @@ export class Notifier {
     return this.dispatcher.publish(event);
   }
 
+  /** Why a peer's hook at `url` could never be delivered, known at its creation (target.ts). */
+  targetProblem(url: URL): string | undefined {
+    return this.dispatcher.targetProblem(url);
+  }
+
   /** An admin rejected a session: the reason is in no state the leader could read. */
   rejected(session: Session, reason: string | undefined): Promise<void> {
     return this.publish(sessionEvent('session.rejected', session, new Date().toISOString(), reason));

@@ -9,6 +9,7 @@ import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { internetAddressProblem } from '../../common/net.ts';
 
 type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
@@ -46,14 +47,25 @@ export function parseRanges(list: readonly string[], what: string): Range[] {
   });
 }
 
-/** Why a peer's hook may not reach `address`, if it may not. The rule: only ipaddr.js's `unicast`. */
+/**
+ * Why a peer's hook may not reach `address`, if it may not: the rule of WireGuard endpoints
+ * (common/net.ts internetAddressProblem), private ranges only where PEEROPS_NOTIFY_ALLOW_PRIVATE allows.
+ */
 function forbidden(address: string, allow: TargetRules['allowPrivate']): string | undefined {
+  if (allow === true) return undefined;
   const parsed = ipaddr.process(address);
-  const range = parsed.range();
-  if (range === 'unicast' || allow === true) return undefined;
   if (allow !== false && allow.some((r) => parsed.kind() === r[0].kind() && parsed.match(r)))
     return undefined;
-  return range;
+  return internetAddressProblem(parsed, { allowed: false, allowedBy: 'PEEROPS_NOTIFY_ALLOW_PRIVATE' });
+}
+
+/**
+ * Why a peer's hook at `url` can never be delivered, known before any DNS: its host is an address
+ * literal the rules refuse. A name is judged at each delivery, on what it resolves to.
+ */
+export function literalTargetProblem(url: URL, rules: Pick<TargetRules, 'allowPrivate'>): string | undefined {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return isIP(host) === 0 ? undefined : forbidden(host, rules.allowPrivate);
 }
 
 function timeout(host: string, ms: number): Error {
@@ -116,7 +128,7 @@ export async function resolveTarget(url: URL, peer: boolean, rules: TargetRules)
   if (peer)
     for (const address of addresses) {
       const why = forbidden(address, rules.allowPrivate);
-      if (why) throw new RefusedTarget(`${url.hostname} is ${address} (${why})`);
+      if (why) throw new RefusedTarget(`${url.hostname}: ${address} ${why}`);
     }
   const address = addresses[0] as string;
   return { address, family: isIP(address) === 6 ? 6 : 4 };

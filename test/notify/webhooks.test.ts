@@ -192,6 +192,53 @@ describe('webhook routes', () => {
   });
 });
 
+describe("a peer's hook to an address no delivery may reach", () => {
+  it('is refused at its creation naming /url and the range; a name or an admin hook is not', async () => {
+    // this app's notifier keeps the default rules (no PEEROPS_NOTIFY_ALLOW_PRIVATE), unlike the suite's
+    const strictDir = await mkdtemp(join(tmpdir(), 'peerops-notify-strict-'));
+    const strictNotifier = new Notifier({ store, hooks: new FileWebhooks(strictDir) });
+    const config = { ...loadConfig({ data: strictDir, listen: '127.0.0.1:0' }, {}) };
+    const strict = await buildApp({ store, tokens, config, logger: false, notifier: strictNotifier });
+    const create = (token: string, path: string, url: string) =>
+      strict.inject({
+        method: 'POST',
+        url: path,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        payload: JSON.stringify({ action: 'create', url }),
+      });
+    try {
+      for (const [url, reason] of [
+        ['http://127.0.0.1:22/x', 'is a loopback address (127.0.0.0/8)'],
+        ['http://[::1]/x', 'is the loopback address (::1/128)'],
+        ['http://169.254.169.254/latest', 'is a link-local address (169.254.0.0/16)'],
+        [
+          'http://10.0.0.1/x',
+          'is a private address (10.0.0.0/8), which only PEEROPS_NOTIFY_ALLOW_PRIVATE allows',
+        ],
+        ['http://[::ffff:127.0.0.1]/x', 'is a loopback address (127.0.0.0/8)'],
+      ] as const) {
+        const res = await create(tokenOf(USER_ASN), '/webhooks', url);
+        expect(res.statusCode, url).toBe(400);
+        const body = res.json() as { code: string; errors: { pointer: string; message: string }[] };
+        expect(body.code).toBe('INVALID_REQUEST');
+        expect(body.errors[0]?.pointer).toBe('/url');
+        expect(body.errors[0]?.message).toContain(reason);
+      }
+      // a name is judged on what it resolves to, at each delivery; an admin's hook may point anywhere
+      expect((await create(tokenOf(USER_ASN), '/webhooks', 'https://hooks.example.org/x')).statusCode).toBe(
+        200,
+      );
+      expect(
+        (await create(tokenOf(ADMIN_ASN, 'admin'), '/admin/webhooks', 'http://127.0.0.1/x')).statusCode,
+      ).toBe(200);
+    } finally {
+      await strict.close();
+      await strictNotifier.close();
+      await rm(strictDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("a session's events", () => {
   let uuid: string;
   beforeEach(() => {
