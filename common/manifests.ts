@@ -47,7 +47,7 @@ export type ParseResult =
  * git store's load and its forge follow. A session or router the store writes is under 2 KiB; a policy
  * may list 100,000 blocked ASNs (schema.ts), about 1.7 MB as the store writes it. No manifest nests
  * deeper than 5 levels. A YAML alias repeats a value without its bytes, so 9 levels of 9 aliases are 9^9
- * values in 650 bytes (issue 40): aliases and the anchors they name are refused outright.
+ * values in 650 bytes: aliases and the anchors they name are refused outright.
  */
 export const MANIFEST_LIMITS = {
   bytes: { Router: 64 * 1024, PeeringSession: 64 * 1024, RoutingPolicy: 4 * 1024 * 1024 },

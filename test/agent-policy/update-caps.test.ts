@@ -1,6 +1,6 @@
 /**
- * A hostile release mirror (issue 40, case 5): an HTTP server on 127.0.0.1 that answers the release
- * listing, SHA256SUMS, its signature and the artifact with endless or 400 MB bodies, and one that
+ * A hostile release mirror (docs/agent.md, the mirror caps): an HTTP server on 127.0.0.1 that answers
+ * the release listing, SHA256SUMS, its signature and the artifact with endless or 400 MB bodies, and one that
  * declares a Content-Length over the cap. The updater refuses each with an error naming the file and its
  * cap, stops reading at the cap (the server counts what it could send), and its RSS grows by less than
  * 32 MiB for the small files (the artifact streams to disk).

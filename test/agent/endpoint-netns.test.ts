@@ -1,7 +1,7 @@
 /**
  * The agent as it runs on a router (`peerops agent` inside the node's namespace, real BIRD and
- * wireguard-go) with endpoint names resolved by the system's resolver from a hosts file (issue 40,
- * case 6): a name that resolves to 127.0.0.1 never reaches WireGuard and its session is 6 with the
+ * wireguard-go) with endpoint names resolved by the system's resolver from a hosts file
+ * (docs/agent.md, endpoint resolution): a name that resolves to 127.0.0.1 never reaches WireGuard and its session is 6 with the
  * reason, while a name resolving to the peer's address reaches WireGuard as that address.
  *
  * The hosts file is the namespace's own: `ip netns exec` mounts /etc/netns/<namespace>/hosts over

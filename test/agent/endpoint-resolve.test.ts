@@ -1,6 +1,6 @@
 /**
  * The agent resolves a session's endpoint name itself and judges every address by the controller's rules
- * (issue 40, case 6): a name resolving to 127.0.0.1 is never set on WireGuard, and the session reports
+ * (docs/agent.md, endpoint resolution): a name resolving to 127.0.0.1 is never set on WireGuard, and the session reports
  * SETUP_FAILED with the reason; a good name reaches WireGuard as its address, so WireGuard does not
  * resolve it again after the check.
  *

@@ -1,6 +1,6 @@
 /**
- * A session's `endpoint` (issue 40, case 6): where the router's WireGuard sends the tunnel's packets, so
- * never an address a router cannot reach a peer at. Each of the issue's examples is refused at create and
+ * A session's `endpoint` (docs/api.md, the endpoint field): where the router's WireGuard sends the tunnel's packets, so
+ * never an address a router cannot reach a peer at. Each of the addresses peers tried is refused at create and
  * at modify, naming the field and the reason; a private address passes once the policy sets
  * allowPrivateEndpoints (and the agent is told so in its bird-config); a session stored while the policy
  * allowed it is flagged in the admin list (the review page's checks) and refused on approval once the

@@ -1,5 +1,5 @@
 /**
- * Logins with keys as the DN42 registry holds them (docs/login.md, Which keys count; issue 40 case 13):
+ * Logins with keys as the DN42 registry holds them (docs/login.md, Which keys count):
  * key-cert armour as gpg reads it, ecdsa nistp384/nistp521, keys that cannot verify skipped with their
  * reason, a key-cert that expired after its owner renewed the key, and the registry URL forms.
  */

@@ -1,5 +1,5 @@
 /**
- * Registry rules as DN42 defines them (issue 40, cases 10-12), against fixtures in the real registry's
+ * Registry rules as DN42 defines them (docs/login.md, Route objects), against fixtures in the real registry's
  * format (test/fixtures/dn42-registry: its filter.txt and filter6.txt, its anycast DNS and filter-test
  * route objects as the registry holds them, nested objects written as it writes them): an address is the
  * origin's of the most specific covering route object the filter permits; anycast objects give no one

@@ -1,6 +1,6 @@
 /**
- * A manifest the store cannot load never stops the controller (docs/store.md, "What the store refuses";
- * issue 40 case 1): a real `peerops serve` on 256 MiB of heap, whose git store already holds the 9-level
+ * A manifest the store cannot load never stops the controller (docs/store.md, "What the store refuses"):
+ * a real `peerops serve` on 256 MiB of heap, whose git store already holds the 9-level
  * YAML alias bomb (9^9 values in 650 bytes; it once exhausted a 4 GB heap at every start) and a manifest
  * nested too deep, starts, serves /health and the session list, and shows what it skipped: the
  * admin's store condition (also through `peerops admin store status`), the metric by reason and a log

@@ -1,5 +1,5 @@
 /**
- * Manifests bounded before they are judged (docs/store.md, "What the store refuses"; issue 40 case 1):
+ * Manifests bounded before they are judged (docs/store.md, "What the store refuses"):
  * `peerops validate` refuses a YAML alias bomb at once instead of walking its 9^levels values, and refuses
  * anchors, files over the size bound, nesting over the depth bound and metadata keys the schema does not
  * name, each with the file, line and reason.

@@ -1,4 +1,4 @@
-/** Manifests built to hurt a reader (issue 40 case 1), shared by the validate, hook and store tests. */
+/** Manifests built to hurt a reader (docs/store.md, "What the store refuses"), shared by the validate, hook and store tests. */
 /**
  * A session for router fra1 of test/fixtures/validate/good, AS4242420099 at
  * sessions/fra1/as4242420099.yaml; `metadata` goes on line 5, `spec` at the end of the spec.

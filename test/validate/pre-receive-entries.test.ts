@@ -1,6 +1,6 @@
 /**
- * The pre-receive hook judges every entry under the store's folders (docs/gitops.md, "Checked pushes";
- * issue 40 case 8): a submodule, a symbolic link, a file outside the layout and a manifest over the size
+ * The pre-receive hook judges every entry under the store's folders (docs/gitops.md, "Checked pushes"):
+ * a submodule, a symbolic link, a file outside the layout and a manifest over the size
  * bound are refused with their paths, and the alias bomb with its line, in a real bare repository.
  */
 import { execFile } from 'node:child_process';
