@@ -2,38 +2,19 @@
  * The admin CLI for issue 24's admin inputs, as child processes against a listening controller: session
  * purge, policy set (replaces; takes what get --json prints) and patch, router remove and update.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_ASN, driver, expectOk, startHarness, type Harness } from '../api/helpers.ts';
-
-const exec = promisify(execFile);
+import { runCli } from './run.ts';
 
 let h: Harness;
 let url: string;
 let home: string;
 
 /** `peerops …` with the admin token; exit status, stdout, stderr. */
-async function peerops(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, ['bin/peerops.ts', ...args], {
-      env: {
-        ...process.env,
-        PEEROPS_URL: url,
-        PEEROPS_CONFIG_DIR: join(home, 'config'),
-        PEEROPS_TOKEN: h.admin,
-      },
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const peerops = (args: string[]) => runCli(args, { url, home, token: h.admin });
 
 async function file(name: string, content: unknown): Promise<string> {
   const path = join(home, name);

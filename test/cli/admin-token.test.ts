@@ -3,40 +3,18 @@
  * POST /admin/token (docs/cli.md; docs/login.md, Revoking tokens): the real CLI against a controller
  * listening on loopback.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OTHER_ASN, USER_ASN, startHarness, type Harness } from '../api/helpers.ts';
-
-const exec = promisify(execFile);
+import { runCli } from './run.ts';
 
 let h: Harness;
 let url: string;
 let home: string;
 
-async function peerops(
-  args: string[],
-  token?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, ['bin/peerops.ts', ...args], {
-      env: {
-        ...process.env,
-        PEEROPS_URL: url,
-        PEEROPS_CONFIG_DIR: join(home, 'config'),
-        ...(token ? { PEEROPS_TOKEN: token } : {}),
-      },
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const peerops = (args: string[], token?: string) => runCli(args, { url, home, token });
 
 /** A user request with `token`: its HTTP status. */
 async function statusWith(token: string): Promise<number> {

@@ -3,37 +3,18 @@
  * as a child process against a listening controller: the flag reaches the stored policy, keeps the rest
  * of it, and the two flags together are a usage error.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_ASN, expectOk, startHarness, type Harness } from '../api/helpers.ts';
-
-const exec = promisify(execFile);
+import { runCli } from './run.ts';
 
 let h: Harness;
 let url: string;
 let home: string;
 
-async function peerops(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, ['bin/peerops.ts', ...args], {
-      env: {
-        ...process.env,
-        PEEROPS_URL: url,
-        PEEROPS_CONFIG_DIR: join(home, 'config'),
-        PEEROPS_TOKEN: h.admin,
-      },
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const peerops = (args: string[]) => runCli(args, { url, home, token: h.admin });
 
 beforeAll(async () => {
   h = await startHarness();

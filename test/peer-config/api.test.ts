@@ -2,11 +2,9 @@
  * `POST /session` action `config` and `peerops session config` against a listening controller on the
  * git store: the answer's files, who may ask, the refusals, and the CLI's printing and `--out`.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRIVATE_KEY_PLACEHOLDER } from '../../common/peer-config/index.ts';
 import {
@@ -18,8 +16,8 @@ import {
   wgKey,
   type Harness,
 } from '../api/helpers.ts';
+import { runCli } from '../cli/run.ts';
 
-const execFileAsync = promisify(execFile);
 const NETWORK_ASN = 4242420000;
 
 let h: Harness;
@@ -27,26 +25,7 @@ let url: string;
 let home: string;
 let uuid: string;
 
-async function peerops(
-  args: string[],
-  token: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await execFileAsync(process.execPath, ['bin/peerops.ts', ...args], {
-      env: {
-        ...process.env,
-        PEEROPS_URL: url,
-        PEEROPS_CONFIG_DIR: join(home, 'config'),
-        PEEROPS_TOKEN: token,
-      },
-      timeout: 30_000,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const peerops = (args: string[], token: string) => runCli(args, { url, home, token });
 
 const config = (token: string, body: Record<string, unknown>) =>
   h.post('/session', token, { action: 'config', uuid, ...body });
