@@ -131,6 +131,8 @@ describe('login: successes', () => {
     const body = res.json();
     expect(body.role).toBe(asn === AS_RSA ? 'admin' : 'user');
     expect(defaultIssuer.tokens.verify(body.token)).toMatchObject({ asn, role: body.role });
+    // the answer names the token's id, which an admin revokes it by
+    expect(body.id).toMatch(new RegExp(`^${asn}\\.[0-9]+\\.[A-Za-z0-9_-]{16}$`));
     // 12 h lifetime by default
     expect(new Date(body.expiresAt).getTime() - Date.now()).toBeGreaterThan(11.9 * 3600_000);
   });

@@ -2,7 +2,7 @@
  * `POST /login` (docs/login.md), an encapsulated fastify plugin: register it under any prefix.
  *
  *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods, skipped}
- *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, expiresAt, role}
+ *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, id, expiresAt, role}
  *
  * Errors: AUTH_FAILED 401 (bad signature, or challenge unknown/used/expired/altered/for another host or
  * ASN), ASN_BLOCKED 403, NOT_FOUND 404 (ASN not in the registry), RATE_LIMITED 429 (too many failed
@@ -47,6 +47,13 @@ export type LoginOutcome =
   | 'registry_unavailable'
   | 'invalid_request';
 
+/** A token a login issued, with its id (the `jti` an admin revokes it by; docs/login.md, Tokens). */
+export interface IssuedLoginToken {
+  token: string;
+  id: string;
+  expiresAt: string;
+}
+
 export interface LoginPluginOptions {
   registry: Registry;
   /** The host name users reach this service by; written into every challenge and checked on verify. */
@@ -54,10 +61,7 @@ export interface LoginPluginOptions {
   /** ASNs that log in with role admin. */
   admins: number[];
   isBlocked: (asn: number) => boolean;
-  issueToken: (
-    asn: number,
-    role: Role,
-  ) => { token: string; expiresAt: string } | Promise<{ token: string; expiresAt: string }>;
+  issueToken: (asn: number, role: Role) => IssuedLoginToken | Promise<IssuedLoginToken>;
   onOutcome?: (outcome: LoginOutcome) => void;
   /** Clock in Unix milliseconds (tests move it). */
   now?: () => number;
@@ -116,6 +120,7 @@ const ChallengeResponse = Type.Object({
 });
 const TokenResponse = Type.Object({
   token: Type.String(),
+  id: Type.String({ description: "The token's id: what `peerops admin token revoke` takes" }),
   expiresAt: Type.String({ format: 'date-time' }),
   role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
 });
@@ -230,13 +235,20 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     // the challenge its owner is signing, and only logins fill the record (docs/login.md).
     if (!(await used.spend(issued))) return fail('challenge is unknown or already used; request a new one');
     const role: Role = admins.has(body.asn) ? 'admin' : 'user';
-    const { token, expiresAt } = await opts.issueToken(body.asn, role);
+    const { token, id, expiresAt } = await opts.issueToken(body.asn, role);
     outcome('success');
     req.log.info(
-      { reqId: req.id, asn: body.asn, role, mntner: verdict.method.mntner, method: verdict.method.type },
+      {
+        reqId: req.id,
+        asn: body.asn,
+        role,
+        tokenId: id,
+        mntner: verdict.method.mntner,
+        method: verdict.method.type,
+      },
       'login',
     );
-    return { token, expiresAt, role };
+    return { token, id, expiresAt, role };
   }
 
   // A refused body is the metric's invalid_request, whether the schema or the handler refused it.
