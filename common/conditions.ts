@@ -9,6 +9,31 @@ import { SessionStatus, statusName, type SessionStatusCode } from './status.ts';
 
 type Judged = Pick<Condition, 'status' | 'reason' | 'message'>;
 
+/**
+ * Each condition type's status when all is well, known here once for the portal and the CLI
+ * (docs/kubernetes.md, Conditions). `Ready`, the agent's `ConfigApplied` and `BirdRunning` and the
+ * store's `ManifestsApplied` are well when True; `Reconciling` and `Stalled` are kstatus'
+ * abnormal-true types, well when False: reading every False as bad flagged each settled router twice.
+ */
+const HEALTHY_STATUS: ReadonlyMap<string, 'True' | 'False'> = new Map([
+  ['Ready', 'True'],
+  ['ConfigApplied', 'True'],
+  ['BirdRunning', 'True'],
+  ['ManifestsApplied', 'True'],
+  ['Reconciling', 'False'],
+  ['Stalled', 'False'],
+]);
+
+/** The status `type` has when all is well; a type not listed is read as Kubernetes reads Ready. */
+export function healthyStatus(type: string): 'True' | 'False' {
+  return HEALTHY_STATUS.get(type) ?? 'True';
+}
+
+/** Whether a condition is in its type's healthy state; `Unknown` never is. */
+export function isHealthy(condition: Pick<Condition, 'type' | 'status'>): boolean {
+  return condition.status === healthyStatus(condition.type);
+}
+
 /** Ready, Reconciling and Stalled of a session, from its status code (and its last error). */
 function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling: Judged; stalled: Judged } {
   const code = status.code as SessionStatusCode;
