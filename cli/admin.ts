@@ -24,6 +24,13 @@ import {
   table,
   unknownWord,
 } from './client.ts';
+import {
+  conditionsCell,
+  conditionsTable,
+  conditionWarnings,
+  type ConditionsOf,
+  type ShownCondition,
+} from './conditions.ts';
 import { contextName, saveContext } from './config.ts';
 import type { AdminSessionRecord as SessionRecord } from '../controller/api/schemas.ts';
 import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
@@ -357,24 +364,13 @@ interface AdminRouter {
   status: {
     lastHeartbeat?: string;
     agentVersion?: string;
-    conditions?: { type: string; status: string; reason: string; message: string }[];
+    conditions?: ShownCondition[];
   };
 }
 
-/** The router's conditions that are not True, `Type=Status (Reason)`, or `ok`. */
-function conditionsCell(r: AdminRouter): string {
-  const bad = (r.status.conditions ?? []).filter((c) => c.status !== 'True');
-  return bad.length ? bad.map((c) => `${c.type}=${c.status} (${c.reason})`).join(', ') : 'ok';
-}
-
-/** One warning line per condition that is not True, with its message (file and line for ConfigApplied). */
-function conditionWarnings(routers: AdminRouter[]): string {
-  const lines = routers.flatMap((r) =>
-    (r.status.conditions ?? [])
-      .filter((c) => c.status !== 'True')
-      .map((c) => `warning: ${r.name}: ${c.type} ${c.status} (${c.reason}): ${c.message}`),
-  );
-  return lines.length ? `\n\n${lines.join('\n')}` : '';
+/** Each router's name and reported conditions, as cli/conditions.ts shows them. */
+function conditionsOf(routers: AdminRouter[]): ConditionsOf[] {
+  return routers.map((r) => ({ name: r.name, conditions: r.status.conditions }));
 }
 
 async function routerCommand(
@@ -410,9 +406,9 @@ async function routerCommand(
             r.spec.autoApprove ? 'yes' : 'no',
             r.status.agentVersion,
             r.status.lastHeartbeat,
-            conditionsCell(r),
+            conditionsCell(r.status.conditions),
           ]),
-        ) + conditionWarnings(res.routers),
+        ) + conditionWarnings(conditionsOf(res.routers)),
       () =>
         // wide: where the router is and what it holds, for planning capacity
         table(
@@ -448,9 +444,11 @@ async function routerCommand(
             r.spec.autoApprove ? 'yes' : 'no',
             r.status.agentVersion,
             r.status.lastHeartbeat,
-            conditionsCell(r),
+            conditionsCell(r.status.conditions),
           ]),
-        ) + conditionWarnings(res.routers),
+        ) +
+        conditionsTable(conditionsOf(res.routers), 'ROUTER') +
+        conditionWarnings(conditionsOf(res.routers)),
     );
     return 0;
   }
