@@ -9,7 +9,7 @@ import type { AgentSession, BirdConfigResponse, ReportBody } from '../common/age
 import type { Condition } from '../common/schema.ts';
 import { oneLine } from '../common/text.ts';
 import { VERSION } from '../common/version.ts';
-import { BirdApplier } from './bird/apply.ts';
+import { BirdApplier, CONFIGURE_PENDING } from './bird/apply.ts';
 import { BirdControl } from './bird/control.ts';
 import type { AgentConfig } from './config.ts';
 import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
@@ -17,6 +17,7 @@ import { AgentMetrics } from './metrics.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
+import { removeLeftovers } from './system/leftovers.ts';
 import { systemWireGuard } from './wireguard/interface.ts';
 import { LinkWatch } from './wireguard/link-watch.ts';
 
@@ -234,8 +235,34 @@ export class Agent {
     return result;
   }
 
+  /**
+   * Before the first pass: what a killed agent left in the directories it writes goes, in one log line
+   * (docs/agent.md, "Start"). A removed configure marker is owed to BIRD by the first pass.
+   */
+  async removeLeftovers(): Promise<void> {
+    const { birdConfigRoot, routing, tunnel } = this.config;
+    const found = await removeLeftovers([
+      birdConfigRoot,
+      routing.peerConfDir,
+      routing.ibgpConfDir,
+      tunnel.configDir,
+    ]);
+    if (found.count === 0) return;
+    if (found.removed.get(birdConfigRoot)?.includes(CONFIGURE_PENDING)) this.applier.configureOwed = true;
+    this.log.info(
+      {
+        removed: found.count,
+        dirs: Object.fromEntries([...found.removed].map(([dir, names]) => [dir, names.length])),
+      },
+      'removed what a killed pass left behind',
+    );
+  }
+
   private async syncLoop(): Promise<void> {
     const interval = this.config.controlPlane.syncInterval;
+    await this.removeLeftovers().catch((err: Error) =>
+      this.log.warn({ err: err.message }, 'could not remove what a killed pass left behind'),
+    );
     while (!this.stop.signal.aborted) {
       const woken = this.wakeNow;
       this.wakeNow = false;

@@ -22,6 +22,9 @@ export interface AtomicWriteOptions {
 
 const randomSuffix = () => randomBytes(6).toString('hex');
 
+/** Whether `name` is a temp file of atomicWriteFile's default naming (`<name>.<12 hex>.tmp`). */
+export const isTempName = (name: string): boolean => /^.+\.[0-9a-f]{12}\.tmp$/.test(name);
+
 export async function atomicWriteFile(
   path: string,
   /** The content, or its pieces in order (written as they come: a large file never held whole). */

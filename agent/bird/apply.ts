@@ -26,6 +26,8 @@ const LOCAL_DIR = 'local.d';
 const FILES_IN_PARALLEL = 16;
 /** In the BIRD root while files have been swapped in that BIRD has not been configured on yet. */
 export const CONFIGURE_PENDING = '.peerops-configure-pending';
+/** Prefix of the staging dir a check writes the whole tree to (in the BIRD root, removed after). */
+export const STAGING_PREFIX = '.peerops-staging-';
 
 export interface ManagedDir {
   /** Key the main renderer receives the dir under (`peerConfDir`, `ibgpConfDir`, `meshConfDir`). */
@@ -78,6 +80,11 @@ export class BirdApplier {
   private readonly control: BirdControl;
   /** Count of `configure` calls made, for tests and the benchmark. */
   configureCalls = 0;
+  /**
+   * BIRD may not run the files on disk although no marker says so: the agent removed a killed pass's
+   * marker at start (system/leftovers.ts). The next apply configures, as for the marker.
+   */
+  configureOwed = false;
 
   constructor(control: BirdControl, mainPath: string) {
     this.control = control;
@@ -118,7 +125,7 @@ export class BirdApplier {
     const changes = await this.diff(tree);
     const changed = changes.map((c) => c.path);
     if (changes.length === 0) {
-      const pending = (await readTextIfExists(this.pendingPath)) !== undefined;
+      const pending = this.configureOwed || (await readTextIfExists(this.pendingPath)) !== undefined;
       if (!opts.forceConfigure && !pending) return { writes: 0, configured: false, changed };
       try {
         await this.configure();
@@ -177,11 +184,12 @@ export class BirdApplier {
   private async configure(): Promise<void> {
     this.configureCalls++;
     await this.control.configure();
+    this.configureOwed = false;
   }
 
   /** Writes the whole tree to a staging dir and runs `bird -p`; undefined when BIRD accepts it. */
   async check(tree: DesiredTree): Promise<Omit<ApplyFailure, 'changed'> | undefined> {
-    const stage = join(this.root, `.peerops-staging-${randomBytes(4).toString('hex')}`);
+    const stage = join(this.root, `${STAGING_PREFIX}${randomBytes(4).toString('hex')}`);
     const stagedDirs: Record<string, string> = {};
     const liveOf = new Map<string, string>();
     try {

@@ -126,9 +126,12 @@ function probeSocket(path: string): Promise<string | undefined> {
   });
 }
 
+/** Prefix of the probe file a write check makes and removes at once. */
+export const PROBE_PREFIX = '.peerops-preflight-';
+
 /** Writes and removes a probe file in `dir`; answers the error code, or undefined when it could. */
 async function probeWrite(dir: string): Promise<string | undefined> {
-  const probe = join(dir, `.peerops-preflight-${randomBytes(4).toString('hex')}`);
+  const probe = join(dir, `${PROBE_PREFIX}${randomBytes(4).toString('hex')}`);
   try {
     await writeFile(probe, '', { flag: 'wx' });
     await unlink(probe);
