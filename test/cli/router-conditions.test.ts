@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { age } from '../../cli/conditions.ts';
-import { setConditions } from '../../common/conditions.ts';
 import { startHarness, type Harness } from '../api/helpers.ts';
+import { heartbeat, markStalled } from '../support/router-conditions.ts';
 import { runCli } from './run.ts';
 
 let h: Harness;
@@ -19,28 +19,6 @@ let home: string;
 
 const list = (...extra: string[]) =>
   runCli(['admin', 'router', 'list', ...extra], { url, home, token: h.admin });
-
-/** The agent's heartbeat over HTTP, as `peerops agent` sends it, with its ConfigApplied condition. */
-async function heartbeat(router: string, agentToken: string): Promise<void> {
-  const res = await fetch(`${url}/agent/${router}/heartbeat`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${agentToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      version: '0.1.0',
-      uptime: 60,
-      conditions: [
-        {
-          type: 'ConfigApplied',
-          status: 'True',
-          reason: 'Applied',
-          message: 'BIRD runs the configuration the agent rendered',
-          lastTransitionTime: new Date().toISOString(),
-        },
-      ],
-    }),
-  });
-  expect(res.status, await res.text()).toBe(200);
-}
 
 beforeAll(async () => {
   h = await startHarness();
@@ -54,7 +32,7 @@ afterAll(async () => {
 
 describe('admin router list: conditions', () => {
   it('a healthy router shows ok and no warning; one never heard from shows -', async () => {
-    await heartbeat('fra1', await h.addRouter('fra1'));
+    await heartbeat(url, 'fra1', await h.addRouter('fra1'));
     await h.addRouter('ams1');
     const conditions = h.store.getRouter('fra1')?.status.conditions ?? [];
     // what the issue saw flagged: Reconciling and Stalled False, the healthy state of both
@@ -73,22 +51,9 @@ describe('admin router list: conditions', () => {
   });
 
   it('a stalled router that is not Ready: in the cell and a warning with reason and message', async () => {
-    await heartbeat('lon1', await h.addRouter('lon1'));
+    await heartbeat(url, 'lon1', await h.addRouter('lon1'));
     const since = new Date(Date.now() - (3 * 3600 + 20 * 60) * 1000).toISOString();
-    h.store.recordRouterStatus('lon1', {
-      conditions: setConditions(
-        h.store.getRouter('lon1')?.status.conditions,
-        {
-          Ready: {
-            status: 'False',
-            reason: 'BirdDown',
-            message: 'BIRD does not answer on its control socket',
-          },
-          Stalled: { status: 'True', reason: 'AgentGaveUp', message: 'the agent stopped retrying' },
-        },
-        since,
-      ),
-    });
+    markStalled(h, 'lon1', since);
     const out = await list();
     expect(out.code, out.stderr).toBe(0);
     expect(out.stdout).toMatch(/^lon1\s.*\sReady=False \(BirdDown\), Stalled=True \(AgentGaveUp\)$/m);

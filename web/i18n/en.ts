@@ -225,6 +225,7 @@ export default {
   'routers.sessionsByStatus': 'Sessions by status',
   'routers.noSessions': 'No sessions.',
   'routers.conditions': 'Conditions ({n})',
+  'routers.conditionsHealthy': 'Conditions ({n}, all healthy)',
 
   'policy.title': 'Policy',
   'policy.intro': 'The default routing policy, as stored. Change it with peerops admin policy set or patch.',

@@ -219,6 +219,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'routers.sessionsByStatus': '各状态的会话数',
   'routers.noSessions': '没有会话。',
   'routers.conditions': '状况（{n}）',
+  'routers.conditionsHealthy': '状况（{n}，均正常）',
 
   'policy.title': '策略',
   'policy.intro': '当前存储的默认路由策略。可用 peerops admin policy set 或 patch 修改。',

@@ -1,5 +1,6 @@
 /** The admin's pages: sessions waiting for review, the routers, the policy (docs/api.md, Admin API). */
 import { useEffect, useState } from 'preact/hooks';
+import { isHealthy } from '../../common/conditions.ts';
 import { api, type AdminRouter, type Condition, type SessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
@@ -158,12 +159,13 @@ function RouterCard(props: { router: AdminRouter; sessions: SessionRecord[] }) {
           {offline ? t('routers.offline') : t('routers.online')}
         </span>
       </header>
+      {/* only a condition out of its healthy state is news (docs/kubernetes.md, Conditions) */}
       {conditions
-        .filter((c) => c.status === 'False')
+        .filter((c) => !isHealthy(c))
         .map((c) => (
-          <div class="warning" role="status" key={c.type}>
+          <div class="warning" role="status" key={c.type} data-condition={c.type}>
             <strong>
-              {c.type}: {c.reason}
+              {c.type}={c.status}: {c.reason}
             </strong>
             <p>{c.message}</p>
             <p class="muted">{t('routers.since', { time: dateTime(c.lastTransitionTime) })}</p>
@@ -215,14 +217,18 @@ function RouterCard(props: { router: AdminRouter; sessions: SessionRecord[] }) {
       )}
       {conditions.length > 0 && (
         <details>
-          <summary>{t('routers.conditions', { n: conditions.length })}</summary>
+          <summary>
+            {conditions.every(isHealthy)
+              ? t('routers.conditionsHealthy', { n: conditions.length })
+              : t('routers.conditions', { n: conditions.length })}
+          </summary>
           <ul>
             {conditions.map((c) => (
               <li key={c.type}>
                 <code>
                   {c.type}={c.status}
                 </code>{' '}
-                {c.reason} — {c.message}
+                {c.reason} — {c.message} <span class="muted">{ago(c.lastTransitionTime)}</span>
               </li>
             ))}
           </ul>
