@@ -89,15 +89,26 @@ export interface Blame {
 }
 
 /**
- * Whom a refusal blames. A session's own file → that session only. Any other file (an operator's
- * `local.d` file, the main config, an iBGP file) or no file at all → the node, and no session: a
- * protocol in `local.d` named like a session makes BIRD name the `local.d` file, so the session whose
- * name it took is not blamed either.
+ * Whom a refusal blames. A session's own file → that session only. A name defined twice (an operator's
+ * `local.d` file defines a protocol named like a session: BIRD names the `local.d` file, which it reads
+ * after the sessions' files) → the session being set up under that name, in `setupNames` (protocol
+ * name → session), and only it: its new file never reaches the live tree (docs/agent.md). Any other
+ * file (an operator's `local.d` file, the main config, an iBGP file) or no file at all → the node, and
+ * no session; so is a name a running session already had (the operator's file is the change).
  */
-export function blame(refusal: Refusal, fileOwner: ReadonlyMap<string, string>, mainPath: string): Blame {
+export function blame(
+  refusal: Refusal,
+  fileOwner: ReadonlyMap<string, string>,
+  mainPath: string,
+  setupNames: ReadonlyMap<string, string> = new Map(),
+): Blame {
   if (refusal.unreachable) return { sessions: [] };
   const sessions = [...new Set(refusal.blamed.map((p) => fileOwner.get(p)).filter((u): u is string => !!u))];
   if (sessions.length) return { sessions };
+  // BIRD 2.0: `Symbol 'dn42_20001' already defined`; older: `Protocol dn42_20001 already exists`
+  const twice = /(?:Symbol '(\w+)' already defined|Protocol (\w+) already exists)/.exec(refusal.message);
+  const taken = twice && setupNames.get(twice[1] ?? twice[2] ?? '');
+  if (taken) return { sessions: [taken] };
   const where = /(\/[^:\s]+):(\d+):(\d+)/.exec(refusal.message);
   const file = refusal.blamed.find((p) => !fileOwner.has(p)) ?? where?.[1];
   const reason: NodeProblem['reason'] = !file

@@ -265,8 +265,20 @@ async function apply(ctx: PassContext): Promise<void> {
   const forceConfigure =
     (ctx.protocols.size > 0 && wantProtocols.join() !== haveProtocols.join()) || memory.node !== undefined;
 
+  // Names of sessions set up now (no file on disk yet): one taken by an operator's local.d file fails
+  // that setup, not the node.
+  const onDisk = tree.dirs.find((d) => d.key === 'peerConfDir')?.onDisk;
+  const setupNames = new Map(
+    ctx.up
+      .filter((s) => onDisk?.get(peerFileName(s)) === undefined)
+      .flatMap((s) =>
+        [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)].map((n) => [n, s.uuid]),
+      ),
+  );
+  const blameOf = (failure: ApplyResult['failure']) =>
+    failure && blame(failure, ctx.fileOwner, deps.applier.mainPath, setupNames);
   let applied = await deps.applier.apply(tree, { forceConfigure });
-  let verdict = applied.failure ? blame(applied.failure, ctx.fileOwner, deps.applier.mainPath) : undefined;
+  let verdict = blameOf(applied.failure);
   if (applied.failure?.stage === 'check' && verdict?.sessions.length) {
     // The check named a session's file: that session fails, the others go ahead without its change.
     for (const uuid of verdict.sessions) {
@@ -278,7 +290,7 @@ async function apply(ctx: PassContext): Promise<void> {
       else ctx.peerFiles.delete(name);
     }
     applied = await deps.applier.apply(tree, { forceConfigure });
-    verdict = applied.failure ? blame(applied.failure, ctx.fileOwner, deps.applier.mainPath) : undefined;
+    verdict = blameOf(applied.failure);
   }
   ctx.applied = applied;
   result.writes = applied.writes;

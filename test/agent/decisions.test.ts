@@ -80,7 +80,7 @@ describe('blame of a BIRD refusal', () => {
       },
     ],
     [
-      'a local.d protocol named like a session: the local.d file is named, no session is blamed',
+      'a local.d protocol named like a running session: the local.d file is named, no session is blamed',
       {
         message: '/etc/bird/local.d/x.conf:1:22 Protocol dn42_20001 already exists',
         blamed: ['/etc/bird/local.d/x.conf'],
@@ -106,6 +106,18 @@ describe('blame of a BIRD refusal', () => {
     const result = blame(refusal, owners, main);
     expect(result).toMatchObject(expected as object);
     if (!('node' in (expected as object))) expect(result.node).toBeUndefined();
+  });
+
+  it.each([
+    ['BIRD 2.0', "/etc/bird/local.d/x.conf:3:28 Symbol 'dn42_20001' already defined"],
+    ['older BIRD', '/etc/bird/local.d/x.conf:1:22 Protocol dn42_20001 already exists'],
+  ])('a local.d protocol named like a session being set up (%s): that session only', (_, message) => {
+    const setupNames = new Map([
+      ['dn42_20001', 'u1'],
+      ['dn42_20001_v4', 'u1'],
+    ]);
+    const result = blame({ message, blamed: ['/etc/bird/local.d/x.conf'] }, owners, main, setupNames);
+    expect(result).toEqual({ sessions: ['u1'] });
   });
 });
 
