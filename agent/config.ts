@@ -53,6 +53,9 @@ export const AgentConfigFile = Type.Object(
         metricInterval: Seconds(60),
         maxRetries: Type.Integer({ minimum: 0, maximum: 100, default: 3 }),
         retryInitialDelay: Type.Integer({ minimum: 1, maximum: 600_000, default: 1000 }),
+        // the longest wait between tries of an unreachable controller (± 25 %): how soon the agent is
+        // back after an outage (docs/agent.md, "When the controller is away")
+        retryMaxDelay: Type.Integer({ minimum: 100, maximum: 60_000, default: 2000 }),
       },
       { additionalProperties: false },
     ),

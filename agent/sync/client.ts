@@ -28,6 +28,7 @@ export interface ClientOptions {
   requestTimeout: number; // seconds
   maxRetries: number;
   retryInitialDelay: number; // milliseconds
+  retryMaxDelay: number; // milliseconds
 }
 
 export class ControlPlaneError extends Error {
@@ -127,15 +128,19 @@ export class ControlPlaneClient {
     this.base = `${opts.url.replace(/\/+$/, '')}/agent/${encodeURIComponent(opts.router)}`;
   }
 
-  /** Milliseconds to wait before retry number `attempt` (0-based): initial · 2^attempt, ±25 % jitter. */
+  /**
+   * Milliseconds to wait before retry number `attempt` (0-based): initial · 2^attempt up to retryMaxDelay,
+   * ±25 % jitter. The cap is what brings an agent back within seconds of an outage's end; the jitter,
+   * applied after it, keeps a fleet's retries out of step (docs/agent.md, "When the controller is away").
+   */
   backoff(attempt: number): number {
-    const base = this.opts.retryInitialDelay * 2 ** attempt;
+    const base = Math.min(this.opts.retryMaxDelay, this.opts.retryInitialDelay * 2 ** attempt);
     return Math.round(base * (0.75 + Math.random() * 0.5));
   }
 
-  /** Milliseconds to wait after `failures` failed passes (or bootstraps) in a row: backoff, at most a minute. */
+  /** Milliseconds to wait after `failures` failed passes (or bootstraps) in a row. */
   failureDelay(failures: number): number {
-    return Math.min(60_000, this.backoff(Math.min(failures, 10)));
+    return this.backoff(failures);
   }
 
   private async request(

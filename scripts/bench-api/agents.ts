@@ -99,8 +99,9 @@ const REQUEST_TIMEOUT_S = defaultOf('requestTimeout');
 const SYNC_INTERVAL_S = defaultOf('syncInterval');
 const MAX_RETRIES = defaultOf('maxRetries');
 const RETRY_INITIAL_DELAY_MS = defaultOf('retryInitialDelay');
+const RETRY_MAX_DELAY_MS = defaultOf('retryMaxDelay');
 
-/** The agent's own retry delays, initial · 2^attempt ± 25 % (agent/sync/client.ts:131): its backoff alone. */
+/** The agent's own retry delays, initial · 2^attempt up to the max, ± 25 % (agent/sync/client.ts): its backoff alone. */
 const retryDelays = new ControlPlaneClient({
   url: 'http://unused.invalid',
   token: 'unused',
@@ -108,6 +109,7 @@ const retryDelays = new ControlPlaneClient({
   requestTimeout: REQUEST_TIMEOUT_S,
   maxRetries: MAX_RETRIES,
   retryInitialDelay: RETRY_INITIAL_DELAY_MS,
+  retryMaxDelay: RETRY_MAX_DELAY_MS,
 });
 
 export type PeerList = 'bird-config' | 'mesh';

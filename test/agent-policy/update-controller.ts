@@ -9,6 +9,7 @@ export function autoUpdateFrom(url: string, token: string) {
     requestTimeout: 5,
     maxRetries: 0,
     retryInitialDelay: 100,
+    retryMaxDelay: 2000,
   });
   return client.bootstrap().then((b) => b.autoUpdate);
 }

@@ -6,7 +6,15 @@ import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 let h: Harness;
 let url: string;
 let token: string;
-const opts = () => ({ url, token, router: 'cl1', requestTimeout: 5, maxRetries: 2, retryInitialDelay: 50 });
+const opts = () => ({
+  url,
+  token,
+  router: 'cl1',
+  requestTimeout: 5,
+  maxRetries: 2,
+  retryInitialDelay: 50,
+  retryMaxDelay: 60_000,
+});
 
 beforeAll(async () => {
   h = await startHarness();
@@ -105,6 +113,13 @@ describe('control-plane client', () => {
       expect(d).toBeLessThanOrEqual(1250 * 2 ** i);
     }
     const now = 1_700_000_000_000;
+    // at most retryMaxDelay ± 25 %, however many failures: how soon an agent is back after an outage
+    const capped = new ControlPlaneClient({ ...opts(), retryInitialDelay: 1000, retryMaxDelay: 2000 });
+    for (const failures of [2, 5, 10, 50, 2000]) {
+      const d = capped.failureDelay(failures);
+      expect(d).toBeGreaterThanOrEqual(1500);
+      expect(d).toBeLessThanOrEqual(2500);
+    }
     expect(rateLimitWait(new Headers({ 'retry-after': '7' }), now)).toBe(7000);
     expect(rateLimitWait(new Headers({ 'x-ratelimit-reset': '3' }), now)).toBe(3000);
     expect(rateLimitWait(new Headers({ 'x-ratelimit-reset': String(now / 1000 + 9) }), now)).toBe(9000);
@@ -134,6 +149,7 @@ describe('rate limited by the real controller', () => {
       requestTimeout: 5,
       maxRetries: 1,
       retryInitialDelay: 10,
+      retryMaxDelay: 2000,
     });
     await c.mesh();
     await c.mesh();

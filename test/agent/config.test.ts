@@ -35,6 +35,7 @@ describe('agent config file', () => {
       metricInterval: 60,
       maxRetries: 3,
       retryInitialDelay: 1000,
+      retryMaxDelay: 2000,
     });
     expect(c.routing).toEqual({
       controlSocket: '/run/bird/bird.ctl',

@@ -122,6 +122,8 @@ export interface SpawnOverrides {
   nodeArgs?: string[];
   /** Loop intervals in seconds (controlPlane.metricInterval, …) over the lab's. */
   intervals?: { syncInterval?: number; heartbeatInterval?: number; metricInterval?: number };
+  /** controlPlane's retry settings over the lab's (short ones, for quick tests). */
+  retries?: { maxRetries?: number; retryInitialDelay?: number; retryMaxDelay?: number };
   /**
    * Run the agent itself inside the node's namespace, as an agent on a router runs, instead of running
    * each of its commands there (PEEROPS_AGENT_NETNS); `url` and `listen` must then be reachable in it.
@@ -301,6 +303,7 @@ protocol bgp node {
           url: overrides.url ?? url,
           ...(overrides.token ? { token: overrides.token } : {}),
           ...overrides.intervals,
+          ...overrides.retries,
         },
       };
       writeFileSync(file, JSON.stringify(body), { mode: 0o600 });

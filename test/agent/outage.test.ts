@@ -1,8 +1,16 @@
 /**
- * The controller unreachable for 2 minutes (PEEROPS_TEST_OUTAGE_MS shortens it on a slow CI): the
- * agent keeps the running config (tunnel and BGP untouched), backs off, reports unhealthy, and picks up
- * what changed in the meantime once the controller is back. The outage is a loopback TCP proxy in front
- * of the real controller that refuses connections.
+ * The controller stopped for a while, then back (real BIRD and WireGuard in namespaces, the real agent
+ * process with the product's retry and sync settings): during the outage the agent keeps the running
+ * config (tunnel and BGP untouched), reports unhealthy and retries at most every retryMaxDelay ± 25 %;
+ * once the controller is back the agent is healthy and a change made then is applied within 5 s
+ * (docs/agent.md, "When the controller is away"). The stopped controller is a loopback TCP proxy in
+ * front of the real one that closes its listener (connections refused, as on a stopped controller)
+ * and listens again on the same port.
+ *
+ * PEEROPS_TEST_OUTAGE_MS sets the outage (default 30 s; 120000 is the issue's two minutes). 30 s is
+ * enough: after the first few failures every wait is at the cap, so the agent is in the same state at
+ * the end of a 30 s outage as at the end of a 2-minute one; the cap, not the outage, sets how soon it
+ * comes back.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,25 +19,33 @@ import { readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab } from './lab.ts';
 
-const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 120_000);
+const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 30_000);
+/** The agent's defaults (agent/config.ts): what a router runs. */
+const RETRIES = { maxRetries: 3, retryInitialDelay: 1000, retryMaxDelay: 2000 };
+/** From the controller's return to the agent healthy and the change applied (issue 41's target). */
+const BACK_WITHIN_MS = 5000;
 
 let L: AgentLab;
 let bird: BirdControl;
 let proxy: Server;
-let down = false;
-let refused = 0;
+let proxyPort = 0;
 const open = new Set<Socket>();
+
+/** Listens on `port` (0: any); resolves with the port. */
+function listen(port: number): Promise<number> {
+  return new Promise((resolve) =>
+    proxy.listen(port, '127.0.0.1', () => {
+      const a = proxy.address();
+      resolve(typeof a === 'object' && a ? a.port : 0);
+    }),
+  );
+}
 
 beforeAll(async () => {
   L = await startAgentLab('ago');
   bird = new BirdControl(L.config.routing.controlSocket, { poolSize: 1, poolSizeMax: 2 });
   const target = Number(new URL(L.url).port);
   proxy = createServer((client) => {
-    if (down) {
-      refused++;
-      client.destroy();
-      return;
-    }
     const upstream = connect(target, '127.0.0.1');
     open.add(client).add(upstream);
     const drop = () => {
@@ -42,7 +58,7 @@ beforeAll(async () => {
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream).pipe(client);
   });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  proxyPort = await listen(0);
 });
 afterAll(async () => {
   bird?.close();
@@ -51,18 +67,28 @@ afterAll(async () => {
   await L?.close();
 });
 
+const health = (listen: number) =>
+  fetch(`http://127.0.0.1:${listen}/health`).then(
+    (r) => r.status,
+    () => 0,
+  );
+
 describe('controller outage', () => {
   it(
-    'keeps the running config, backs off, recovers when the controller returns',
+    `keeps the running config, and ${BACK_WITHIN_MS / 1000} s after the controller is back is healthy with the change applied`,
     async () => {
-      const address = proxy.address();
-      const proxyUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-      const listen = 30000 + Math.floor(Math.random() * 9000);
+      const listenPort = 30000 + Math.floor(Math.random() * 9000);
       const peer = await L.addPeer('peer', 'fe80::77');
       const uuid = await L.approvedSession(peer);
       const port = L.h.store.getSession(uuid)!.spec.listenPort;
       await L.connectPeer(peer, port);
-      const agent = L.spawnAgent({ url: proxyUrl, listen: `127.0.0.1:${listen}` });
+      const agent = L.spawnAgent({
+        url: `http://127.0.0.1:${proxyPort}`,
+        listen: `127.0.0.1:${listenPort}`,
+        // the product's: a long poll of 55 s, heartbeats every 30 s
+        intervals: { syncInterval: 60, heartbeatInterval: 30, metricInterval: 60 },
+        retries: RETRIES,
+      });
       await waitFor('ACTIVE', () => L.h.store.getSession(uuid)?.status.code === 1, 60_000, 200);
       await waitFor(
         'Established',
@@ -71,58 +97,64 @@ describe('controller outage', () => {
         500,
       );
       await settledProtocols(bird);
+      await waitFor('health 200', async () => (await health(listenPort)) === 200, 30_000, 200);
       const before = await bird.protocols(`dn42_${port}`);
       const ifindex = JSON.parse(await L.node.run('ip', ['-j', 'link', 'show', `wg_${port}`]))[0].ifindex;
 
-      down = true;
-      for (const s of open) s.destroy();
+      // The controller stops: its port refuses connections, the held long poll is cut.
+      await new Promise<void>((resolve) => {
+        proxy.close(() => resolve());
+        for (const s of open) s.destroy();
+      });
       const start = Date.now();
-      await waitFor(
-        'health 503',
-        async () => (await fetch(`http://127.0.0.1:${listen}/health`)).status === 503,
-        30_000,
-        500,
-      );
-      // Halfway through, the user changes the MTU: the agent cannot know until the controller is back.
-      let modified = false;
+      await waitFor('health 503', async () => (await health(listenPort)) === 503, 30_000, 200);
       while (Date.now() - start < OUTAGE_MS) {
         const [p] = await bird.protocols(`dn42_${port}`);
         expect(p?.bgpState).toBe('Established');
         expectSameBirdTime(`dn42_${port}`, p?.since, before[0]?.since);
-        if (!modified && Date.now() - start > OUTAGE_MS / 2) {
-          const res = await L.h.post('/session', peer.userToken, { action: 'modify', uuid, mtu: 1400 });
-          expect(res.statusCode).toBe(200);
-          modified = true;
-        }
         await new Promise((r) => setTimeout(r, Math.min(5000, OUTAGE_MS / 10)));
       }
       expect(JSON.parse(await L.node.run('ip', ['-j', 'link', 'show', `wg_${port}`]))[0].ifindex).toBe(
         ifindex,
       );
-      expect(refused).toBeGreaterThan(0);
       const waits = agent
         .output()
         .split('\n')
         .filter((l) => l.includes('sync failed; keeping the running config'))
         .map((l) => (JSON.parse(l) as { retryInMs: number }).retryInMs);
-      expect(waits.length).toBeGreaterThan(2);
-      // Exponential: the waits grow; over 2 minutes the sync loop tries a handful of times, not hundreds.
-      expect(Math.max(...waits)).toBeGreaterThan(waits[0]! * 4);
+      expect(waits.length).toBeGreaterThan(1);
+      // never longer than retryMaxDelay + 25 %, and over the outage a handful of rounds, not hundreds
+      expect(Math.max(...waits)).toBeLessThanOrEqual(RETRIES.retryMaxDelay * 1.25);
       expect(waits.length).toBeLessThan(OUTAGE_MS / 1000);
 
-      down = false;
+      // Back on the same port; the user changes the MTU at that moment.
+      expect(await listen(proxyPort)).toBe(proxyPort);
+      const back = Date.now();
+      const res = await L.h.post('/session', peer.userToken, { action: 'modify', uuid, mtu: 1400 });
+      expect(res.statusCode).toBe(200);
+      let healthyAfter = 0;
+      let appliedAfter = 0;
       await waitFor(
-        'the modify applied after the outage',
-        async () =>
-          (await readInterface(`wg_${port}`))?.mtu === 1400 && L.h.store.getSession(uuid)?.status.code === 1,
-        90_000,
-        500,
+        'healthy and the modify applied',
+        async () => {
+          if (!healthyAfter && (await health(listenPort)) === 200) healthyAfter = Date.now() - back;
+          if (!appliedAfter && (await readInterface(`wg_${port}`))?.mtu === 1400)
+            appliedAfter = Date.now() - back;
+          return healthyAfter > 0 && appliedAfter > 0;
+        },
+        60_000,
+        100,
       );
+      console.log(
+        `outage ${OUTAGE_MS / 1000} s (${waits.length} failed rounds, waits ${Math.min(...waits)}-${Math.max(...waits)} ms): healthy ${healthyAfter} ms and the modify applied ${appliedAfter} ms after the controller was back`,
+      );
+      expect(healthyAfter).toBeLessThanOrEqual(BACK_WITHIN_MS);
+      expect(appliedAfter).toBeLessThanOrEqual(BACK_WITHIN_MS);
       await waitFor(
-        'health 200',
-        async () => (await fetch(`http://127.0.0.1:${listen}/health`)).status === 200,
+        'ACTIVE after the modify',
+        () => L.h.store.getSession(uuid)?.status.code === 1,
         30_000,
-        500,
+        200,
       );
       const [after] = await bird.protocols(`dn42_${port}`);
       expectSameBirdTime(`dn42_${port}`, after?.since, before[0]?.since);
