@@ -237,7 +237,8 @@ export class Agent {
 
   /**
    * Before the first pass: what a killed agent left in the directories it writes goes, in one log line
-   * (docs/agent.md, "Start"). A removed configure marker is owed to BIRD by the first pass.
+   * (docs/agent.md, "Files and links the agent owns"). A removed configure marker is owed to BIRD by
+   * the first pass.
    */
   async removeLeftovers(): Promise<void> {
     const { birdConfigRoot, routing, tunnel } = this.config;

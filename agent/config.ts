@@ -54,7 +54,7 @@ export const AgentConfigFile = Type.Object(
         maxRetries: Type.Integer({ minimum: 0, maximum: 100, default: 3 }),
         retryInitialDelay: Type.Integer({ minimum: 1, maximum: 600_000, default: 1000 }),
         // the longest wait between tries of an unreachable controller (± 25 %): how soon the agent is
-        // back after an outage (docs/agent.md, "When the controller is away")
+        // back after an outage (docs/agent.md, "When the controller is down")
         retryMaxDelay: Type.Integer({ minimum: 100, maximum: 60_000, default: 2000 }),
       },
       { additionalProperties: false },

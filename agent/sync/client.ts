@@ -131,7 +131,7 @@ export class ControlPlaneClient {
   /**
    * Milliseconds to wait before retry number `attempt` (0-based): initial · 2^attempt up to retryMaxDelay,
    * ±25 % jitter. The cap is what brings an agent back within seconds of an outage's end; the jitter,
-   * applied after it, keeps a fleet's retries out of step (docs/agent.md, "When the controller is away").
+   * applied after it, keeps a fleet's retries out of step (docs/agent.md, "When the controller is down").
    */
   backoff(attempt: number): number {
     const base = Math.min(this.opts.retryMaxDelay, this.opts.retryInitialDelay * 2 ** attempt);

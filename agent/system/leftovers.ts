@@ -1,9 +1,9 @@
 /**
  * What an agent killed in the middle of a pass leaves in the directories it writes (docs/agent.md,
- * "Start"): temp files of atomic writes (`<name>.<hex>.tmp`, one per file being written), a check's
- * staging dir, a write probe, and the marker that says BIRD has not been configured on the files swapped
- * in. The agent removes them at start, before its first pass; that pass configures BIRD when the marker
- * was among them (bird/apply.ts).
+ * "Files and links the agent owns"): temp files of atomic writes (`<name>.<hex>.tmp`, one per file
+ * being written), a check's staging dir, a write probe, and the marker that says BIRD has not been
+ * configured on the files swapped in. The agent removes them at start, before its first pass; that pass
+ * configures BIRD when the marker was among them (bird/apply.ts).
  */
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -2,7 +2,8 @@
  * The real `peerops agent` killed with SIGKILL while its first pass writes the BIRD files of 20 sessions
  * (real BIRD, real disk): the temp files and the configure marker it left are removed by the next
  * agent's start, which says so in one log line with the count per directory, and that agent then
- * reconciles as usual: BIRD runs every session's protocol (docs/agent.md, "Start").
+ * reconciles as usual: BIRD runs every session's protocol (docs/agent.md, "Files and links the agent
+ * owns").
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir } from 'node:fs/promises';

@@ -2,7 +2,7 @@
  * An operator's local.d file that defines a protocol named like a session being set up (real BIRD and
  * WireGuard in namespaces, the real agent process): that session is SETUP_FAILED with BIRD's words
  * naming the local.d file and line, the other session comes up, and once the operator removes the file
- * the session is set up on its next retry (docs/agent.md, "When BIRD refuses").
+ * the session is set up on its next retry (docs/agent.md, "When something is wrong").
  */
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

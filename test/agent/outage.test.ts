@@ -3,7 +3,7 @@
  * process with the product's retry and sync settings): during the outage the agent keeps the running
  * config (tunnel and BGP untouched), reports unhealthy and retries at most every retryMaxDelay ± 25 %;
  * once the controller is back the agent is healthy and a change made then is applied within 5 s
- * (docs/agent.md, "When the controller is away"). The stopped controller is a loopback TCP proxy in
+ * (docs/agent.md, "When the controller is down"). The stopped controller is a loopback TCP proxy in
  * front of the real one that closes its listener (connections refused, as on a stopped controller)
  * and listens again on the same port.
  *
