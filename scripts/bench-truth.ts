@@ -319,6 +319,11 @@ try {
   if (!stopping) await rig?.close();
 }
 if (!stopping) {
+  console.log('\nsummary (event | shown | figure | target | verdict):');
+  for (const row of rows)
+    console.log(
+      `  ${row.event} | ${row.shown} | ${row.ms === undefined ? 'not seen' : seconds(row.ms)} | <= ${seconds(row.targetMs)} | ${verdict(row.ms, row.targetMs)}`,
+    );
   const met = rows.filter((r) => verdict(r.ms, r.targetMs) === 'met').length;
   console.log(`\nbench-truth: ${met} of ${rows.length} figures met; load average ${load()} at the end`);
 }
