@@ -102,6 +102,8 @@ export class TruthRig {
   peerProtocol = '';
   /** The agent's heartbeat interval in seconds, its default (read from the agent's config schema). */
   heartbeatInterval = 0;
+  /** Set by close(): nothing is started after it (Ctrl-C while an event is under way). */
+  private closed = false;
 
   private constructor(ports: { api: number; agent: number }) {
     this.ports = ports;
@@ -144,6 +146,7 @@ export class TruthRig {
   }
 
   async startController(): Promise<void> {
+    this.refuseIfClosed();
     const child = spawn(
       process.execPath,
       [BIN, 'serve', '--listen', `127.0.0.1:${this.ports.api}`, '--data', this.dataDir],
@@ -214,6 +217,7 @@ export class TruthRig {
   }
 
   async startRouterBird(): Promise<void> {
+    this.refuseIfClosed();
     const bird = join(this.root, 'bird');
     this.routerBird = await this.lab.startBird(this.node, {
       configPath: join(bird, 'bird.conf'),
@@ -222,6 +226,7 @@ export class TruthRig {
   }
 
   startAgent(): void {
+    this.refuseIfClosed();
     this.agent = spawn(process.execPath, [BIN, 'agent', '--config', join(this.root, 'agent.json')], {
       stdio: 'ignore',
       env: { ...process.env, PEEROPS_AGENT_NETNS: this.node.name },
@@ -283,6 +288,7 @@ export class TruthRig {
   }
 
   async startPeerBird(): Promise<void> {
+    this.refuseIfClosed();
     this.peerBird = await this.lab.startBird(this.peer, { configPath: this.peerBirdConfig });
   }
 
@@ -362,7 +368,12 @@ export class TruthRig {
     return r;
   }
 
+  private refuseIfClosed(): void {
+    if (this.closed) throw new Error('the bench is being stopped');
+  }
+
   async close(): Promise<void> {
+    this.closed = true;
     await exec('ip', ['netns', 'exec', this.peer?.name ?? '', 'wg-quick', 'down', this.wgQuickPath]).catch(
       () => undefined,
     );
