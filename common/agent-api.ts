@@ -39,6 +39,11 @@ export const HeartbeatBody = Type.Object(
      * operator's local.d file or the main config, naming file and line). Absent from older agents.
      */
     conditions: Type.Optional(Type.Array(Condition, { maxItems: 16 })),
+    /**
+     * Seconds between the agent's heartbeats: the controller calls the router not Ready when 1.5 of them
+     * pass without one (docs/agent.md). Absent from older agents: 30, the interval the controller hands out.
+     */
+    heartbeatInterval: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
   },
   { additionalProperties: false },
 );

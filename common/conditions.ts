@@ -122,7 +122,11 @@ export function withSessionConditions(
   };
 }
 
-/** A router is Ready while its agent reports; the heartbeat that says so sets these conditions. */
+/**
+ * A router is Ready while its agent reports and its BIRD runs: the agent's `BirdRunning` condition False
+ * (the control socket refuses or does not answer) makes Ready False with reason `BirdDown` and the
+ * agent's words (docs/agent.md, "When something is wrong"). Each heartbeat sets these conditions.
+ */
 export function reportingRouterConditions(
   previous: readonly Condition[] | undefined,
   now: string,
@@ -130,13 +134,18 @@ export function reportingRouterConditions(
   return setConditions(
     previous,
     {
-      Ready: { status: 'True', reason: 'AgentReporting', message: "the router's agent reports" },
+      Ready: ready,
       Reconciling: { status: 'False', reason: 'Settled', message: 'the agent applies changes as they come' },
       Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
     },
     now,
   );
 }
+  const bird = previous?.find((c) => c.type === 'BirdRunning');
+  const ready: Judged =
+    bird?.status === 'False'
+      ? { status: 'False', reason: 'BirdDown', message: bird.message }
+      : { status: 'True', reason: 'AgentReporting', message: "the router's agent reports" };
 
 /** An object the controller accepted as it is (a policy): Ready at once. */
 export function acceptedConditions(previous: readonly Condition[] | undefined, now: string): Condition[] {
@@ -148,6 +157,37 @@ export function acceptedConditions(previous: readonly Condition[] | undefined, n
       Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
     },
     now,
+/** The heartbeat interval the controller hands out, and assumes of an agent that does not say its own. */
+export const DEFAULT_HEARTBEAT_INTERVAL_S = 30;
+
+/**
+ * Seconds without a heartbeat after which a router is not Ready: 1.5 intervals, so the agent's jitter
+ * (±10 %) and a slow answer never trip it, and the controller's check (every second) still says so
+ * within 2 intervals (docs/agent.md).
+ */
+export function silentAfterSeconds(heartbeatInterval: number | undefined): number {
+  return (heartbeatInterval ?? DEFAULT_HEARTBEAT_INTERVAL_S) * 1.5;
+}
+
+/** A router whose agent stopped reporting: Ready False, `AgentNotReporting`, since its last heartbeat. */
+export function silentRouterConditions(
+  previous: readonly Condition[] | undefined,
+  lastHeartbeat: string,
+  now: string,
+): Condition[] {
+  return setConditions(
+    previous,
+    {
+      Ready: {
+        status: 'False',
+        reason: 'AgentNotReporting',
+        message: `no heartbeat from the router's agent since ${lastHeartbeat}`,
+      },
+    },
+    now,
+  );
+}
+
   );
 }
 

@@ -200,6 +200,8 @@ export const RouterStatus = Type.Object(
     meshUpdatedAt: Type.Optional(Timestamp),
     ...Observed,
   },
+    /** Seconds between the agent's heartbeats, as it says (absent: 30); silence is judged by it. */
+    heartbeatInterval: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
   { additionalProperties: false },
 );
 

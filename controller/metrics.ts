@@ -202,6 +202,23 @@ gauge({
 });
 
 gauge({
+  name: 'peerops_router_ready',
+  help: "1 while the router's Ready condition is True; reason: Ready's reason (BirdDown, AgentNotReporting, …)",
+  labelNames: ['router', 'reason'] as const,
+  collect() {
+    this.reset();
+    for (const { store } of sources)
+      for (const r of store.listRouters()) {
+        const ready = r.status.conditions?.find((c) => c.type === 'Ready');
+        this.set(
+          { router: r.name, reason: ready?.reason ?? 'NeverReported' },
+          ready?.status === 'True' ? 1 : 0,
+        );
+      }
+  },
+});
+
+gauge({
   name: 'peerops_sessions_stuck',
   help: 'Sessions in QUEUED_FOR_SETUP for longer than the stuck threshold (10 min), by router',
   labelNames: ['router'] as const,

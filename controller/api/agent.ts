@@ -21,6 +21,7 @@ import {
   Ack,
   type AgentSession,
 } from '../../common/agent-api.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../../common/conditions.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
 import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
@@ -299,7 +300,11 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           dn42Ipv6: router.spec.loopback.ipv6 ?? '',
           dn42Ipv6LinkLocal: router.spec.linkLocal,
         },
-        controlPlane: { heartbeatInterval: 30, syncInterval: 60, metricInterval: 60 },
+        controlPlane: {
+          heartbeatInterval: DEFAULT_HEARTBEAT_INTERVAL_S,
+          syncInterval: 60,
+          metricInterval: 60,
+        },
         metric: { pingTimeout: 5, pingCount: 4, pingWorkers: 32 },
         autoUpdate: {
           enabled: config.agentAutoUpdate && policy.autoUpdate?.enabled !== false,

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import { isProblem } from '../../common/errors.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
+import { silentAfterSeconds, silentRouterConditions } from '../../common/conditions.ts';
 import { transition } from '../../common/state-machine.ts';
 import { isStuck } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
@@ -35,11 +36,14 @@ const CONTROLLER = { name: 'controller', role: 'controller' as const };
 const COALESCE_MS = 100;
 
 export class SessionReconciler {
+/** How often routers are checked for silent agents: Ready False within 2 heartbeat intervals. */
+const SILENCE_CHECK_MS = 1000;
   private readonly opts: ReconcilerOptions;
   private current = new Map<string, Condition>();
   private timer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private running: Promise<void> | undefined;
+  private silenceTimer: NodeJS.Timeout | undefined;
   private again = false;
   private stopped = false;
 
@@ -54,6 +58,8 @@ export class SessionReconciler {
     this.timer.unref();
     this.trigger();
   }
+    this.silenceTimer = setInterval(() => this.markSilent(), SILENCE_CHECK_MS);
+    this.silenceTimer.unref();
 
   async stop(): Promise<void> {
     this.stopped = true;
@@ -61,6 +67,7 @@ export class SessionReconciler {
     if (this.timer) clearInterval(this.timer);
     this.again = false;
     await this.running;
+    if (this.silenceTimer) clearInterval(this.silenceTimer);
   }
 
   conditions(): Condition[] {
@@ -139,6 +146,24 @@ export class SessionReconciler {
         uuid,
         (s) => {
           const outcome = transition(s.status.code as SessionStatusCode, { kind: 'reject' });
+  /**
+   * Routers whose agent has sent no heartbeat for 1.5 of its intervals (common/conditions.ts) become
+   * Ready False, AgentNotReporting; their next heartbeat makes them Ready again. A router that never
+   * reported has no Ready to take back.
+   */
+  markSilent(now = Date.now()): void {
+    for (const router of this.opts.store.listRouters()) {
+      const { lastHeartbeat, heartbeatInterval, conditions } = router.status;
+      if (!lastHeartbeat) continue;
+      if (now - Date.parse(lastHeartbeat) <= silentAfterSeconds(heartbeatInterval) * 1000) continue;
+      if (conditions?.some((c) => c.type === 'Ready' && c.reason === 'AgentNotReporting')) continue;
+      this.opts.store.recordRouterStatus(router.name, {
+        conditions: silentRouterConditions(conditions, lastHeartbeat, new Date(now).toISOString()),
+      });
+      this.opts.logger?.warn({ router: router.name, lastHeartbeat }, 'router agent silent: not Ready');
+    }
+  }
+
           return outcome.result === 'removed' ? { delete: true } : { status: s.status };
         },
         CONTROLLER,

@@ -191,6 +191,7 @@ export function heartbeatStatus(heartbeat: HeartbeatBody, previous?: RouterStatu
     uptime: heartbeat.uptime,
   };
   if (heartbeat.meshPublicKey !== undefined) status.meshPublicKey = heartbeat.meshPublicKey;
+  if (heartbeat.heartbeatInterval !== undefined) status.heartbeatInterval = heartbeat.heartbeatInterval;
   if (heartbeat.conditions !== undefined) {
     // The agent's conditions replace those of the same type; other types (the controller's) stay.
     const reported = new Set(heartbeat.conditions.map((c) => c.type));

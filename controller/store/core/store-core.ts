@@ -249,17 +249,22 @@ export abstract class StoreCore implements Store {
     );
   }
 
-  /** A heartbeat also makes the router Ready (its conditions change only when it was not). */
+  /**
+   * A heartbeat also judges the router's Ready from the agent's conditions (BIRD down: not Ready); the
+   * conditions are patched only when that changes something.
+   */
   recordHeartbeat(router: string, heartbeat: Checked<HeartbeatBody>): boolean {
     const current = this.index.getRouter(router);
     if (!current) return false;
-    // the agent's own conditions (ConfigApplied) replace those of their type; Ready is the core's
+    // the agent's own conditions (ConfigApplied, BirdRunning) replace those of their type; Ready is the core's
     const patch = heartbeatStatus(heartbeat, current.status);
-    if (current.status.conditions?.find((c) => c.type === 'Ready')?.status !== 'True')
-      patch.conditions = reportingRouterConditions(
-        patch.conditions ?? current.status.conditions,
-        patch.lastHeartbeat ?? isoNow(),
-      );
+    const conditions = reportingRouterConditions(
+      patch.conditions ?? current.status.conditions,
+      patch.lastHeartbeat ?? isoNow(),
+    );
+    if (JSON.stringify(conditions) !== JSON.stringify(current.status.conditions))
+      patch.conditions = conditions;
+    else delete patch.conditions;
     return this.index.observeRouter(router, patch);
   }
 
