@@ -131,6 +131,11 @@ export function reportingRouterConditions(
   previous: readonly Condition[] | undefined,
   now: string,
 ): Condition[] {
+  const bird = previous?.find((c) => c.type === 'BirdRunning');
+  const ready: Judged =
+    bird?.status === 'False'
+      ? { status: 'False', reason: 'BirdDown', message: bird.message }
+      : { status: 'True', reason: 'AgentReporting', message: "the router's agent reports" };
   return setConditions(
     previous,
     {
@@ -141,22 +146,7 @@ export function reportingRouterConditions(
     now,
   );
 }
-  const bird = previous?.find((c) => c.type === 'BirdRunning');
-  const ready: Judged =
-    bird?.status === 'False'
-      ? { status: 'False', reason: 'BirdDown', message: bird.message }
-      : { status: 'True', reason: 'AgentReporting', message: "the router's agent reports" };
 
-/** An object the controller accepted as it is (a policy): Ready at once. */
-export function acceptedConditions(previous: readonly Condition[] | undefined, now: string): Condition[] {
-  return setConditions(
-    previous,
-    {
-      Ready: { status: 'True', reason: 'Accepted', message: 'the controller applies this policy' },
-      Reconciling: { status: 'False', reason: 'Settled', message: 'nothing to do' },
-      Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
-    },
-    now,
 /** The heartbeat interval the controller hands out, and assumes of an agent that does not say its own. */
 export const DEFAULT_HEARTBEAT_INTERVAL_S = 30;
 
@@ -188,6 +178,16 @@ export function silentRouterConditions(
   );
 }
 
+/** An object the controller accepted as it is (a policy): Ready at once. */
+export function acceptedConditions(previous: readonly Condition[] | undefined, now: string): Condition[] {
+  return setConditions(
+    previous,
+    {
+      Ready: { status: 'True', reason: 'Accepted', message: 'the controller applies this policy' },
+      Reconciling: { status: 'False', reason: 'Settled', message: 'nothing to do' },
+      Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
+    },
+    now,
   );
 }
 

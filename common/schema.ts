@@ -198,10 +198,10 @@ export const RouterStatus = Type.Object(
     meshPublicKey: Type.Optional(WireGuardKey),
     meshPeers: Type.Optional(Type.Array(MeshPeerState, { maxItems: 4096 })),
     meshUpdatedAt: Type.Optional(Timestamp),
-    ...Observed,
-  },
     /** Seconds between the agent's heartbeats, as it says (absent: 30); silence is judged by it. */
     heartbeatInterval: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+    ...Observed,
+  },
   { additionalProperties: false },
 );
 

@@ -5,9 +5,9 @@
  * is rejected. Everything else is surfaced as metrics and a log line when a condition first appears.
  */
 import type { Logger } from 'pino';
+import { silentAfterSeconds, silentRouterConditions } from '../../common/conditions.ts';
 import { isProblem } from '../../common/errors.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
-import { silentAfterSeconds, silentRouterConditions } from '../../common/conditions.ts';
 import { transition } from '../../common/state-machine.ts';
 import { isStuck } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
@@ -34,16 +34,16 @@ const CONTROLLER = { name: 'controller', role: 'controller' as const };
 
 /** How long a change waits for others to share its reconcile pass. */
 const COALESCE_MS = 100;
-
-export class SessionReconciler {
 /** How often routers are checked for silent agents: Ready False within 2 heartbeat intervals. */
 const SILENCE_CHECK_MS = 1000;
+
+export class SessionReconciler {
   private readonly opts: ReconcilerOptions;
   private current = new Map<string, Condition>();
   private timer: NodeJS.Timeout | undefined;
+  private silenceTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private running: Promise<void> | undefined;
-  private silenceTimer: NodeJS.Timeout | undefined;
   private again = false;
   private stopped = false;
 
@@ -56,18 +56,18 @@ const SILENCE_CHECK_MS = 1000;
     this.unsubscribe = this.opts.store.onChange(() => this.trigger());
     this.timer = setInterval(() => this.trigger(), this.opts.intervalMs ?? 30_000);
     this.timer.unref();
-    this.trigger();
-  }
     this.silenceTimer = setInterval(() => this.markSilent(), SILENCE_CHECK_MS);
     this.silenceTimer.unref();
+    this.trigger();
+  }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
+    if (this.silenceTimer) clearInterval(this.silenceTimer);
     this.again = false;
     await this.running;
-    if (this.silenceTimer) clearInterval(this.silenceTimer);
   }
 
   conditions(): Condition[] {
@@ -140,12 +140,6 @@ const SILENCE_CHECK_MS = 1000;
     this.current = found;
   }
 
-  private async rejectOrphan(uuid: string, router: string): Promise<void> {
-    try {
-      await this.opts.store.updateSession(
-        uuid,
-        (s) => {
-          const outcome = transition(s.status.code as SessionStatusCode, { kind: 'reject' });
   /**
    * Routers whose agent has sent no heartbeat for 1.5 of its intervals (common/conditions.ts) become
    * Ready False, AgentNotReporting; their next heartbeat makes them Ready again. A router that never
@@ -164,6 +158,12 @@ const SILENCE_CHECK_MS = 1000;
     }
   }
 
+  private async rejectOrphan(uuid: string, router: string): Promise<void> {
+    try {
+      await this.opts.store.updateSession(
+        uuid,
+        (s) => {
+          const outcome = transition(s.status.code as SessionStatusCode, { kind: 'reject' });
           return outcome.result === 'removed' ? { delete: true } : { status: s.status };
         },
         CONTROLLER,
