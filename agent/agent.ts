@@ -14,6 +14,7 @@ import { BirdControl } from './bird/control.ts';
 import type { AgentConfig } from './config.ts';
 import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
+import { FaultWatch } from './fault-watch.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
@@ -66,6 +67,8 @@ export class Agent {
   private lastReport: ReportBody | undefined;
   /** Runs a pass when a wanted tunnel's link disappears between passes (link-watch.ts). */
   private readonly linkWatch: LinkWatch;
+  /** Tells the controller at once when BIRD stops or starts answering, runs a pass when BGP moves (fault-watch.ts). */
+  private readonly faultWatch: FaultWatch;
   /** Ends the sync loop's current wait (long poll or sleep); `wakeNow`: the next round waits for nothing. */
   private waitAborter: AbortController | undefined;
   private wakeNow = false;
@@ -80,6 +83,9 @@ export class Agent {
   /** When the node condition last changed (its lastTransitionTime). */
   private conditionSince = new Date().toISOString();
   private conditionKey = '';
+  /** When BirdRunning last changed. */
+  private birdSince = new Date().toISOString();
+  private birdKey = '';
 
   constructor(config: AgentConfig, log: Logger, client: ControlPlaneClient, hooks?: ReconcileHooks) {
     this.config = config;
@@ -104,6 +110,26 @@ export class Agent {
     });
     this.applier = new BirdApplier(this.bird, config.birdMainConfig);
     this.linkWatch = new LinkWatch((names) => this.linksDeleted(names), log);
+    this.faultWatch = new FaultWatch(
+      this.bird,
+      {
+        bgp: () => this.reconciler.judgedBgp,
+        handshakeDeadline: () => this.reconciler.handshakeDeadline,
+      },
+      {
+        birdChanged: () => {
+          this.wake();
+          this.heartbeatOnce().catch((err: Error) =>
+            log.warn({ err: err.message }, 'heartbeat on a change of BIRD failed; the next one tells'),
+          );
+        },
+        passNeeded: (why) => {
+          log.info({ why }, 'running a pass now');
+          this.wake();
+        },
+      },
+      log,
+    );
     const templateFile = config.routing.ebgpConfTemplateFile;
     this.reconciler = new NodeReconciler({
       config,
@@ -122,6 +148,7 @@ export class Agent {
 
   start(): void {
     this.linkWatch.start();
+    this.faultWatch.start();
     this.loops = [
       this.syncLoop(),
       this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeatOnce()),
@@ -137,6 +164,7 @@ export class Agent {
   async close(graceMs = 5000): Promise<boolean> {
     this.stop.abort();
     this.linkWatch.stop();
+    this.faultWatch.stop();
     let timer: NodeJS.Timeout | undefined;
     const late = await Promise.race([
       Promise.allSettled(this.loops).then(() => false),
@@ -177,6 +205,11 @@ export class Agent {
       { interfaces: lost.slice(0, 10), count: lost.length },
       'tunnels deleted between passes; running a pass now',
     );
+    this.wake();
+  }
+
+  /** Ends the sync loop's wait: the next round (fetch and pass) runs now. */
+  private wake(): void {
     this.wakeNow = true;
     this.waitAborter?.abort();
   }
@@ -316,8 +349,34 @@ export class Agent {
       version: VERSION,
       uptime: Math.floor((Date.now() - this.started) / 1000),
       ...(meshPublicKey ? { meshPublicKey } : {}),
-      ...(this.passes > 0 ? { conditions: [this.configApplied()] } : {}),
+      heartbeatInterval: this.config.controlPlane.heartbeatInterval,
+      conditions: [
+        ...(this.passes > 0 ? [this.configApplied()] : []),
+        ...(this.faultWatch.known ? [this.birdRunning()] : []),
+      ],
     });
+  }
+
+  /**
+   * The node condition `BirdRunning`: False while BIRD's control socket refuses or does not answer; the
+   * controller then calls the router not Ready (BirdDown) and this pass's sessions ERROR (docs/agent.md).
+   */
+  birdRunning(): Condition {
+    const down = this.faultWatch.birdDown;
+    const condition = down
+      ? {
+          type: 'BirdRunning',
+          status: 'False' as const,
+          reason: 'BirdDown',
+          message: oneLine(`BIRD does not answer on ${this.config.routing.controlSocket}: ${down}`, 4096),
+        }
+      : { type: 'BirdRunning', status: 'True' as const, reason: 'Answering', message: 'BIRD answers' };
+    const key = `${condition.status}/${condition.reason}`;
+    if (key !== this.birdKey) {
+      if (this.birdKey) this.birdSince = new Date().toISOString();
+      this.birdKey = key;
+    }
+    return { ...condition, lastTransitionTime: this.birdSince };
   }
 
   /**

@@ -236,6 +236,22 @@ export class BirdControl {
     return parseProtocols(reply);
   }
 
+  /**
+   * Protocol name → BGP state (`Established`, `Active`, …) of every BGP protocol, from the short
+   * `show protocols` (one line each, where `show protocols all` has dozens): the agent's fault watch
+   * asks every few seconds. Throws when BIRD does not answer.
+   */
+  async bgpStates(): Promise<Map<string, string>> {
+    const reply = await this.command('show protocols');
+    if (reply.code >= 8000)
+      throw new BirdError(reply.lines.at(-1)?.text ?? 'show protocols failed', reply.code, reply);
+    return new Map(
+      parseProtocols(reply)
+        .filter((p) => p.proto === 'BGP')
+        .map((p) => [p.name, p.info.split(/\s+/)[0] ?? '']),
+    );
+  }
+
   close(): void {
     for (const c of this.idle) c.close();
     this.idle = [];

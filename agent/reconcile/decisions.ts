@@ -4,6 +4,7 @@
  * argument), so test/agent/decisions.test.ts checks them as tables, without root, in milliseconds.
  */
 import type { AgentSession } from '../../common/agent-api.ts';
+import { interfaceName } from '../../common/naming.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
 
 // ---- retry backoff ----
@@ -161,6 +162,8 @@ export interface SessionMemory {
   /** BIRD's BGP state last seen, and since when the agent has seen it (the API's bgpSince). */
   bgpState: BgpState | null;
   stateSince: number;
+  /** Unix seconds of the last WireGuard handshake seen (0: none): the fault watch's deadline. */
+  lastHandshake?: number;
 }
 
 export interface SessionFacts {
@@ -173,6 +176,10 @@ export interface SessionFacts {
   protocol: { bgpState: string | undefined; lastError: string | undefined } | undefined;
   /** Unix seconds of the last WireGuard handshake; 0 when none. */
   lastHandshake: number;
+  /** Why BIRD could not be asked this pass (its control socket refused or did not answer). */
+  birdDown?: string | undefined;
+  /** The session's tunnel was gone and this pass made it anew (deleted behind the agent's back). */
+  tunnelRecreated?: boolean;
   memory: SessionMemory | undefined;
   now: number;
 }
@@ -189,17 +196,29 @@ const RUNNING: readonly SessionStatusCode[] = [SessionStatus.ACTIVE, SessionStat
 
 /**
  * The status rules (docs/agent.md, "What a session's status means"): ACTIVE only while BGP is
- * Established; configured but not Established for longer than the grace → ERROR with a message that
- * says where to look; within the grace the session keeps its status (a retried setup that worked
- * waits as QUEUED_FOR_SETUP, its old error gone).
+ * Established over a live tunnel (a handshake within WireGuard's reject time); a running session whose
+ * BGP went down, whose tunnel went quiet or whose BIRD does not answer is ERROR at once, with a message
+ * that says where to look; a new session not Established for longer than the grace → ERROR; within
+ * the grace it keeps its status (a retried setup that worked waits as QUEUED_FOR_SETUP, its old error
+ * gone).
  */
 export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   const { session: s, now } = f;
+  const running = RUNNING.includes(s.status as SessionStatusCode);
   if (f.failure !== undefined) {
-    const status = RUNNING.includes(s.status as SessionStatusCode)
-      ? SessionStatus.ERROR
-      : SessionStatus.SETUP_FAILED;
+    const status = running ? SessionStatus.ERROR : SessionStatus.SETUP_FAILED;
     return { status, message: f.failure, memory: undefined };
+  }
+  if (f.birdDown !== undefined) {
+    // Nothing of BGP can be known; a running session does not carry traffic without BIRD.
+    const m = f.memory && { ...f.memory, downSince: f.memory.downSince ?? now };
+    return running
+      ? {
+          status: SessionStatus.ERROR,
+          message: `BIRD on the router does not answer (${f.birdDown}): the session is down on the router's side; its operators see the router not Ready (BirdDown)`,
+          memory: m,
+        }
+      : { status: undefined, message: undefined, memory: m };
   }
   if (!f.protocol) return { status: undefined, message: undefined, memory: f.memory };
   const m: SessionMemory = f.memory
@@ -212,19 +231,21 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
         bgpState: null,
         stateSince: now,
       };
+  m.lastHandshake = f.lastHandshake;
   const state = bgpStateOf(f.protocol.bgpState);
   if (state !== m.bgpState || !f.memory) {
     m.bgpState = state;
     m.stateSince = now;
   }
-  if (state === 'Established') {
+  if (state === 'Established' && !handshakeStale(f)) {
     m.wasEstablished = true;
     m.downSince = undefined;
     m.lastEstablished = now;
     return { status: SessionStatus.ACTIVE, message: undefined, memory: m };
   }
   m.downSince ??= m.wasEstablished ? now : m.configuredAt;
-  if (now - m.downSince < graceMs) {
+  // Lost after it was up: said at once (the peer's BIRD or tunnel went down); a new session has the grace.
+  if (!m.wasEstablished && now - m.downSince < graceMs) {
     // Within the grace: a running session stays what it is; a setup that worked after a failure waits.
     const status = s.status === SessionStatus.SETUP_FAILED ? SessionStatus.QUEUED_FOR_SETUP : undefined;
     return { status, message: undefined, memory: m };
@@ -232,10 +253,21 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   return { status: SessionStatus.ERROR, message: whereToLook(f, state, m), memory: m };
 }
 
+/**
+ * No handshake for longer than WireGuard's reject time: no packet passes the tunnel, whatever BGP still
+ * says until its hold timer runs out.
+ */
+function handshakeStale(f: SessionFacts): boolean {
+  return f.lastHandshake > 0 && f.now / 1000 - f.lastHandshake > HANDSHAKE_FRESH_S;
+}
+
 /** The lastError of a session configured on the router whose BGP is not Established. */
 function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory): string {
   const { session: s, now } = f;
-  const bgp = `BGP ${state ?? 'not running'}${f.protocol?.lastError ? ` (BIRD: ${f.protocol.lastError})` : ''}`;
+  const bgp =
+    state === 'Established'
+      ? 'BGP still Established until its hold timer runs out'
+      : `BGP ${state ?? 'not running'}${f.protocol?.lastError ? ` (BIRD: ${f.protocol.lastError})` : ''}`;
   const handshakeAge = f.lastHandshake > 0 ? now / 1000 - f.lastHandshake : Number.POSITIVE_INFINITY;
   const lost =
     m.wasEstablished && m.lastEstablished !== undefined
@@ -243,6 +275,8 @@ function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory):
       : m.wasEstablished
         ? 'BGP was Established, then lost; '
         : '';
+  if (f.tunnelRecreated)
+    return `${lost}the router's WireGuard tunnel ${interfaceName(s.listenPort)} was gone and is made anew, waiting for a handshake with the peer, ${bgp}: if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort})`;
   if (handshakeAge > HANDSHAKE_FRESH_S) {
     const handshake =
       f.lastHandshake > 0

@@ -7,7 +7,7 @@
  * grace periods), what was last reported, and measurements (RTT).
  */
 import type { AgentSession, BirdConfigResponse } from '../../common/agent-api.ts';
-import type { NodeProblem } from './decisions.ts';
+import { HANDSHAKE_FRESH_S, type NodeProblem } from './decisions.ts';
 import { wantsUp } from './desired.ts';
 import {
   STEPS,
@@ -29,6 +29,7 @@ export class NodeReconciler {
     node: undefined,
     birdUnreachable: undefined,
     wantedLinks: new Set(),
+    judgedBgp: new Map(),
   };
 
   constructor(deps: ReconcileDeps) {
@@ -50,6 +51,25 @@ export class NodeReconciler {
     return this.memory.wantedLinks;
   }
 
+  /** Protocol name → the BGP state the last pass judged its session by. */
+  get judgedBgp(): ReadonlyMap<string, string> {
+    return this.memory.judgedBgp;
+  }
+
+  /**
+   * When the first running session's last handshake passes WireGuard's reject time (epoch ms), unless a
+   * newer one comes: a pass then judges its tunnel dead (the fault watch wakes one).
+   */
+  get handshakeDeadline(): number | undefined {
+    let first: number | undefined;
+    for (const m of this.memory.sessions.values()) {
+      if (m.downSince !== undefined || !m.lastHandshake) continue;
+      const at = (m.lastHandshake + HANDSHAKE_FRESH_S) * 1000;
+      if (first === undefined || at < first) first = at;
+    }
+    return first;
+  }
+
   async pass(sessions: readonly AgentSession[], policy: BirdConfigResponse): Promise<PassResult> {
     const ctx: PassContext = {
       deps: this.deps,
@@ -65,6 +85,7 @@ export class NodeReconciler {
       fileOwner: new Map(),
       tree: undefined,
       protocols: new Map(),
+      birdError: undefined,
       ranBefore: new Set(),
       applied: undefined,
       verdicts: [],

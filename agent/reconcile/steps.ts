@@ -73,6 +73,8 @@ export interface ReconcileMemory {
   birdUnreachable: string | undefined;
   /** The links the last pass wanted up (sessions' and mesh tunnels): a loss of one needs a pass. */
   wantedLinks: ReadonlySet<string>;
+  /** Protocol name → the BGP state the last judge saw: the fault watch runs a pass when BIRD's differs. */
+  judgedBgp: ReadonlyMap<string, string>;
 }
 
 export interface PassResult {
@@ -108,6 +110,8 @@ export interface PassContext {
   fileOwner: Map<string, string>;
   tree: DesiredTree | undefined;
   protocols: Map<string, ProtocolInfo>;
+  /** Why BIRD's protocols could not be read, the last time this pass asked. */
+  birdError: string | undefined;
   /** The protocols BIRD ran before this pass's configure. */
   ranBefore: Set<string>;
   applied: ApplyResult | undefined;
@@ -258,7 +262,7 @@ async function apply(ctx: PassContext): Promise<void> {
   const tree = ctx.tree!;
   // BIRD must run what the files say: a protocol set that differs (BIRD restarted on other files), or a
   // node problem that may have been mended meanwhile, forces one configure even when the files match.
-  ctx.protocols = await readProtocols(deps);
+  await readProtocols(ctx);
   ctx.ranBefore = new Set(ctx.protocols.keys());
   const wantProtocols = [...ctx.peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
   const haveProtocols = [...ctx.protocols.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();
@@ -338,7 +342,7 @@ async function reconnect(ctx: PassContext): Promise<void> {
         .catch((err: Error) => deps.log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
     }
   }
-  if (ctx.applied?.configured || ctx.recreated.length) ctx.protocols = await readProtocols(deps);
+  if (ctx.applied?.configured || ctx.recreated.length) await readProtocols(ctx);
 }
 
 /** Judge: each session's status from this pass's failures, BIRD's BGP state and WireGuard's handshake. */
@@ -346,6 +350,7 @@ async function judge(ctx: PassContext): Promise<void> {
   const { deps, memory, result } = ctx;
   const birdFailed = ctx.applied?.failure !== undefined;
   const ours = { asn: ctx.policy.dn42Asn, linkLocal: deps.config.tunnel.dn42Ipv6LinkLocal };
+  const judgedBgp = new Map<string, string>();
   for (const s of ctx.sessions) {
     const base = { uuid: s.uuid, interface: s.interface };
     if (s.status === SessionStatus.QUEUED_FOR_DELETE) {
@@ -359,6 +364,7 @@ async function judge(ctx: PassContext): Promise<void> {
     }
     if (!wantsUp(s)) continue;
     const proto = ctx.protocols.get(sessionProtocolName(s.listenPort));
+    if (proto) judgedBgp.set(proto.name, proto.bgpState ?? '');
     const peer = ctx.links.get(s.interface)?.wg?.peers.find((p) => p.publicKey === s.publicKey);
     const v = judgeSession(
       {
@@ -367,6 +373,8 @@ async function judge(ctx: PassContext): Promise<void> {
         failure: result.failed.get(s.uuid),
         protocol: proto ? { bgpState: proto.bgpState, lastError: proto.lastError } : undefined,
         lastHandshake: peer?.latestHandshake ?? 0,
+        birdDown: ctx.birdError,
+        tunnelRecreated: ctx.recreated.includes(s),
         memory: memory.sessions.get(s.uuid),
         now: ctx.now,
       },
@@ -386,6 +394,7 @@ async function judge(ctx: PassContext): Promise<void> {
   }
   for (const uuid of memory.sessions.keys())
     if (!ctx.sessions.some((s) => s.uuid === uuid && wantsUp(s))) memory.sessions.delete(uuid);
+  memory.judgedBgp = judgedBgp;
 }
 
 /** Report: each verdict the controller does not have yet (status, lastError or BGP state changed). */
@@ -440,12 +449,15 @@ export const STEPS: readonly Step[] = [
   { name: 'retry', run: retry },
 ];
 
-async function readProtocols(deps: ReconcileDeps): Promise<Map<string, ProtocolInfo>> {
+/** BIRD's protocols into the pass's context; when BIRD does not answer, none, and why (the judge says so). */
+async function readProtocols(ctx: PassContext): Promise<void> {
   try {
-    return new Map((await deps.bird.protocols()).map((p) => [p.name, p]));
+    ctx.protocols = new Map((await ctx.deps.bird.protocols()).map((p) => [p.name, p]));
+    ctx.birdError = undefined;
   } catch (err) {
-    deps.log.debug({ err: (err as Error).message }, 'cannot read BIRD protocols');
-    return new Map();
+    ctx.deps.log.debug({ err: (err as Error).message }, 'cannot read BIRD protocols');
+    ctx.protocols = new Map();
+    ctx.birdError = (err as Error).message;
   }
 }
 

@@ -210,8 +210,32 @@ describe('status verdicts', () => {
       /^BGP was Established until .*, then lost; WireGuard handshakes .* BGP Idle \(BIRD: Received: Bad peer AS\)/,
     ],
     [
-      'ACTIVE, BGP lost within the grace → no verdict (stays ACTIVE)',
-      facts(S.ACTIVE, { bgp: 'Active', now: T0 + grace - 1, memory: configured(T0, true, T0) }),
+      'ACTIVE, BGP lost (the peer stopped BIRD, tunnel up) → ERROR at once, the BGP hint',
+      facts(S.ACTIVE, { bgp: 'Active', handshakeAgoS: 5, now: T0 + 1, memory: configured(T0, true, T0) }),
+      S.ERROR,
+      /^BGP was Established until .*, then lost; WireGuard handshakes \(the tunnel is up\) but BGP Active: check the BGP settings/,
+    ],
+    [
+      'ACTIVE, BGP still Established but no handshake for longer than WireGuard accepts → ERROR, the WireGuard hint',
+      facts(S.ACTIVE, { bgp: 'Established', handshakeAgoS: 181, memory: configured(T0, true, T0) }),
+      S.ERROR,
+      /no WireGuard handshake since .*, BGP still Established until its hold timer runs out: check the peer's WireGuard/,
+    ],
+    [
+      'ACTIVE, its tunnel deleted and made anew this pass → ERROR, the WireGuard hint',
+      facts(S.ACTIVE, { bgp: 'Idle', tunnelRecreated: true, memory: configured(T0, true, T0) }),
+      S.ERROR,
+      /the router's WireGuard tunnel wg_20001 was gone and is made anew, waiting for a handshake/,
+    ],
+    [
+      'BIRD does not answer, running session → ERROR naming BIRD',
+      facts(S.ACTIVE, { protocol: undefined, birdDown: 'connect ENOENT /run/bird/bird.ctl' }),
+      S.ERROR,
+      /^BIRD on the router does not answer \(connect ENOENT \/run\/bird\/bird.ctl\)/,
+    ],
+    [
+      'BIRD does not answer, a session not set up yet → no verdict',
+      facts(S.QUEUED_FOR_SETUP, { protocol: undefined, birdDown: 'timed out' }),
       undefined,
       undefined,
     ],
@@ -253,7 +277,7 @@ describe('status verdicts', () => {
     expect(b.message).toBe(a.message);
   });
 
-  it('the grace of a lost session starts when it is lost, and BGP state and since are remembered', () => {
+  it('a lost session is ERROR at once, BGP state and since are remembered, and recovery clears the error', () => {
     let memory: SessionMemory | undefined;
     const step = (status: SessionStatusCode, bgp: string, now: number) => {
       const v = judge(facts(status, { bgp, now, handshakeAgoS: 1, memory }), grace);
@@ -262,10 +286,8 @@ describe('status verdicts', () => {
     };
     expect(step(S.QUEUED_FOR_SETUP, 'Established', T0).status).toBe(S.ACTIVE);
     expect(step(S.ACTIVE, 'Established', T0 + 3_600_000).status).toBe(S.ACTIVE);
-    expect(step(S.ACTIVE, 'Active', T0 + 3_600_000 + 1000).status).toBeUndefined();
+    const lost = step(S.ACTIVE, 'Active', T0 + 3_600_000 + 1000);
     expect(memory).toMatchObject({ bgpState: 'Active', stateSince: T0 + 3_600_000 + 1000 });
-    expect(step(S.ACTIVE, 'Connect', T0 + 3_600_000 + grace).status).toBeUndefined();
-    const lost = step(S.ACTIVE, 'Connect', T0 + 3_600_000 + 1000 + grace);
     expect(lost.status).toBe(S.ERROR);
     expect(lost.message).toMatch(/^BGP was Established until 2026-11-25T13:00:00.000Z, then lost; /);
     const back = step(S.ERROR, 'Established', T0 + 4_000_000 + grace);
