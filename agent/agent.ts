@@ -308,6 +308,12 @@ export class Agent {
       try {
         const t0 = Date.now();
         await this.syncOnce(wait, waits);
+        // Back after failures (the controller was away): a heartbeat now, so the controller does not take
+        // the router for silent until the next interval (docs/agent.md, "When the controller is down").
+        if (this.failures > 0)
+          this.heartbeatOnce().catch((err: Error) =>
+            this.log.warn({ err: err.message }, 'heartbeat after the outage failed; the next one tells'),
+          );
         this.failures = 0;
         if ((!this.longPoll.held || wait === 0) && !this.wakeNow) {
           const pause = (this.passes > 1 && !woken ? interval * 1000 : 0) - (Date.now() - t0);
