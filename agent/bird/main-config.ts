@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import { BirdConfigResponse, FALLBACK_RPKI_SERVER } from '../../common/agent-api.ts';
+import { birdConnectTimers } from '../../common/bgp-timers.ts';
 import { canonicalPrefix, isIpv4, isIpv6 } from '../../common/net.ts';
 import { validateOrThrow } from '../../common/validate.ts';
 import { renderCommunityFunctions } from './communities.ts';
@@ -131,14 +132,18 @@ ${c.enabled ? `${originate}  update_flags(link_latency, link_bandwidth, link_cry
   const defaultBandwidth = c.bandwidth;
   const defaultCrypto = c.crypto;
   const limit = p.importLimit;
+  const connectTimers = birdConnectTimers()
+    .map((line) => `  ${line}`)
+    .join('\n');
   sections.push(`# eBGP sessions (${paths.peerConfDir}/*.conf) inherit from this template.
 template bgp ${names.ebgpTemplate} {
   local as ${names.ownAs};
   path metric 1;
   enforce first as on;
-  # connect 1 s after the session starts or a connection closes, not BIRD's 5 s: a new session's BGP
-  # comes up as soon as its tunnel does (docs/routing-policy.md)
-  connect delay time 1;
+  # the router connects, soon and again: a new or restarted session's BGP comes up within seconds of
+  # its tunnel, and a peer back after an error is not refused for BIRD's minute (docs/routing-policy.md)
+  passive off;
+${connectTimers}
   ipv4 {
     import limit ${limit.ipv4} action ${limit.action};
     import where ${names.importFilter}(9, ${defaultBandwidth}, ${defaultCrypto});

@@ -8,6 +8,7 @@
  * The peer's WireGuard private key is never known to the controller: the files carry PRIVATE_KEY_PLACEHOLDER
  * (wg-quick) or a key file path (networkd) in its place.
  */
+import { BGP_TIMERS, birdConnectTimers } from '../bgp-timers.ts';
 import { formatEndpoint, parseEndpoint } from '../net.ts';
 
 export const PEER_CONFIG_FORMATS = ['wg-quick', 'networkd', 'bird', 'frr'] as const;
@@ -20,11 +21,16 @@ export const PRIVATE_KEY_PLACEHOLDER = '<YOUR_WIREGUARD_PRIVATE_KEY>';
 const PERSISTENT_KEEPALIVE = 25;
 
 /**
- * The BGP timers of the peer's BIRD sessions. `connect delay time 1` (BIRD's least; its default is 5 s):
- * a connection that reaches the router over the new tunnel a moment before the router's BIRD has the
- * session is closed by it, and BIRD then waits this long before it connects again (docs/user-guide.md).
+ * The BGP timers of the peer's BIRD sessions (docs/routing-policy.md, "BGP timers"): the router's
+ * connection timers, and a keepalive short enough that a router which re-created its tunnel (a session
+ * restart) gets the peer's next keepalive, answers it with a reset and is connected to again within
+ * seconds; the hold time lets that many keepalives be lost before the session drops.
  */
-export const PEER_BIRD_TIMERS = ['connect delay time 1;'] as const;
+export const PEER_BIRD_TIMERS = [
+  ...birdConnectTimers(),
+  `hold time ${BGP_TIMERS.hold};`,
+  `keepalive time ${BGP_TIMERS.keepalive};`,
+] as const;
 
 export interface PeerConfigSession {
   uuid: string;
@@ -240,6 +246,17 @@ function bird(input: PeerConfigInput, iface: string): PeerConfigFile {
   return { name: `${iface}.bird.conf`, content: `${lines.join('\n')}\n` };
 }
 
+/**
+ * FRR's timers of a neighbour: keepalive and hold, connect retry (docs/routing-policy.md, "BGP timers");
+ * its delay before a first connection and its wait after an error stay FRR's own.
+ */
+function frrTimers(neighbor: string): string[] {
+  return [
+    `neighbor ${neighbor} timers ${BGP_TIMERS.keepalive} ${BGP_TIMERS.hold}`,
+    `neighbor ${neighbor} timers connect ${BGP_TIMERS.connectRetry}`,
+  ];
+}
+
 function frr(input: PeerConfigInput, iface: string): PeerConfigFile {
   const { session, router, networkAsn } = input;
   const neighbor = router.linkLocal;
@@ -252,8 +269,11 @@ function frr(input: PeerConfigInput, iface: string): PeerConfigFile {
     ' no bgp default ipv4-unicast',
     `neighbor ${neighbor} remote-as ${networkAsn}`,
     `neighbor ${neighbor} interface ${iface}`,
+    ...frrTimers(neighbor),
     ...(ipv4OverMpbgp && session.extendedNextHop ? [`neighbor ${neighbor} capability extended-nexthop`] : []),
-    ...(v4Neighbor !== undefined ? [`neighbor ${v4Neighbor} remote-as ${networkAsn}`] : []),
+    ...(v4Neighbor !== undefined
+      ? [`neighbor ${v4Neighbor} remote-as ${networkAsn}`, ...frrTimers(v4Neighbor)]
+      : []),
     ' address-family ipv6 unicast',
     `  neighbor ${neighbor} activate`,
     `  neighbor ${neighbor} route-map PEEROPS-IN in`,

@@ -172,9 +172,16 @@ describe.each(Object.entries(CASES))('peer configuration: %s', (label, input) =>
       ipv4 !== undefined && mpbgp && extendedNextHop,
     );
     expect(file.content.includes(`neighbor ${input.router.ipv4} as`)).toBe(ipv4 !== undefined && !mpbgp);
-    // every BGP session reconnects within a second of a close (a new session's setup: docs/user-guide.md)
+    // every BGP session has the timers of a restart in seconds (docs/routing-policy.md, "BGP timers")
     const sessions = file.content.match(/protocol bgp /g)?.length ?? 0;
-    expect(file.content.match(/\n {2}connect delay time 1;\n/g)?.length).toBe(sessions);
+    for (const timer of [
+      'connect delay time 1;',
+      'connect retry time 5;',
+      'error wait time 2, 300;',
+      'hold time 30;',
+      'keepalive time 5;',
+    ])
+      expect(file.content.split(`\n  ${timer}\n`).length - 1, timer).toBe(sessions);
     // the display name is free text: only in a comment, on one line
     expect(
       file.content
@@ -194,6 +201,10 @@ describe.each(Object.entries(CASES))('peer configuration: %s', (label, input) =>
     expect(file.content).toContain(`router bgp ${input.session.asn}\n`);
     expect(file.content).toContain(` neighbor ${input.router.linkLocal} remote-as ${input.networkAsn}\n`);
     expect(file.content).toContain(` neighbor ${input.router.linkLocal} interface ${iface}\n`);
+    // each neighbour has the keepalive, hold and connect retry of the BIRD file
+    const neighbors = file.content.match(/ remote-as /g)?.length ?? 0;
+    expect(file.content.match(/^ neighbor \S+ timers 5 30$/gm)?.length).toBe(neighbors);
+    expect(file.content.match(/^ neighbor \S+ timers connect 5$/gm)?.length).toBe(neighbors);
   });
 
   it('wg-quick strips it and wg setconf loads it once the private key is in', async () => {
