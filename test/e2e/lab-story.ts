@@ -520,9 +520,9 @@ export class LabStory {
         await u.ns.run('ip', ['link', 'set', u.iface, 'mtu', '1420', 'up']);
         // a host of the user's network, in its own prefix: the data-plane check pings it from the other user
         await u.ns.run('ip', ['-6', 'addr', 'add', `${hostAddress(u)}/128`, 'dev', 'lo']);
-        // the connect timers of the BIRD config peers are given (common/peer-config); a short hold
-        // time so that a re-created tunnel (the restart step) is noticed in seconds
-        const timers = [...PEER_BIRD_TIMERS, 'hold time 9;', 'keepalive time 3;'].join('\n  ');
+        // exactly the timers of the BIRD config peers are given (common/peer-config), so the restart
+        // step measures what a real peer sees (docs/routing-policy.md, "BGP timers")
+        const timers = PEER_BIRD_TIMERS.join('\n  ');
         let ipv4Static = '';
         let ipv4 = '';
         if (u.ipv4) {
