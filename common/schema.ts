@@ -267,6 +267,13 @@ export const SessionStatusSchema = Type.Object(
     /** BIRD's BGP state as the agent last reported it, and since when. */
     bgpState: Type.Optional(BgpState),
     bgpSince: Type.Optional(Type.Union([Timestamp, Type.Null()])),
+    /**
+     * Set while the session is configured on the router and BIRD tries to connect without an answer from
+     * the peer's side, since the agent first reported it so (common/waiting.ts; docs/api.md, Waiting).
+     */
+    waiting: Type.Optional(
+      Type.Object({ for: Type.Literal('peer'), since: Timestamp }, { additionalProperties: false }),
+    ),
     ...Observed,
   },
   { additionalProperties: false },

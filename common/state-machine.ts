@@ -70,7 +70,10 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
 const REPORTS: Partial<Record<SessionStatusCode, Table>> = {
   // ERROR from a setup: configured on the router, but BGP not Established after the grace (docs/agent.md);
   // SETUP_FAILED → QUEUED_FOR_SETUP: a retried setup worked and waits for BGP, its old error cleared.
+  // QUEUED_FOR_SETUP → QUEUED_FOR_SETUP: configured, BGP not Established yet; the report carries BIRD's
+  // state (the router waits for the peer: common/waiting.ts).
   [S.QUEUED_FOR_SETUP]: {
+    [S.QUEUED_FOR_SETUP]: to(S.QUEUED_FOR_SETUP),
     [S.ACTIVE]: to(S.ACTIVE),
     [S.SETUP_FAILED]: to(S.SETUP_FAILED),
     [S.ERROR]: to(S.ERROR),

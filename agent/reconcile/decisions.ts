@@ -246,8 +246,11 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   m.downSince ??= m.wasEstablished ? now : m.configuredAt;
   // Lost after it was up: said at once (the peer's BIRD or tunnel went down); a new session has the grace.
   if (!m.wasEstablished && now - m.downSince < graceMs) {
-    // Within the grace: a running session stays what it is; a setup that worked after a failure waits.
-    const status = s.status === SessionStatus.SETUP_FAILED ? SessionStatus.QUEUED_FOR_SETUP : undefined;
+    // Within the grace: a running session stays what it is; a setup that worked (after a failure, or a
+    // first one) waits as QUEUED_FOR_SETUP, reported with BIRD's state so the peer reads that the router
+    // waits for its side (docs/agent.md).
+    const waits = s.status === SessionStatus.SETUP_FAILED || s.status === SessionStatus.QUEUED_FOR_SETUP;
+    const status = waits ? SessionStatus.QUEUED_FOR_SETUP : undefined;
     return { status, message: undefined, memory: m };
   }
   return { status: SessionStatus.ERROR, message: whereToLook(f, state, m), memory: m };

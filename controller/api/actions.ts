@@ -43,6 +43,8 @@ export function statusRecord(
   if (previous?.metrics) record.metrics = previous.metrics;
   if (previous?.bgpState !== undefined) record.bgpState = previous.bgpState;
   if (previous?.bgpSince !== undefined) record.bgpSince = previous.bgpSince;
+  // still waiting for the peer after a change that leaves the status (a modify of a queued session)
+  if (previous?.waiting && previous.code === code) record.waiting = previous.waiting;
   if (lastError) record.lastError = lastError;
   return record;
 }

@@ -27,6 +27,7 @@ import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
+import { waitingAfterReport } from '../../common/waiting.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
@@ -439,6 +440,9 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         status.interface = body.interface;
         if (body.bgpState !== undefined) status.bgpState = body.bgpState;
         if (body.bgpSince !== undefined) status.bgpSince = body.bgpSince;
+        const waiting = waitingAfterReport(status.code, status.bgpState, s.status.waiting, now);
+        if (waiting) status.waiting = waiting;
+        else delete status.waiting;
         return { status };
       };
       // A report that changes nothing (the agent confirming ACTIVE each pass) is no write.

@@ -245,6 +245,9 @@ export const SessionRecord = Type.Object({
   listenPort: Port,
   interface: Type.String(),
   serverEndpoint: Type.String(),
+  /** The router's WireGuard public key and link-local (its BGP neighbour); null when the router is gone. */
+  serverPublicKey: Type.Union([WireGuardKey, Type.Null()]),
+  serverLinkLocal: Type.Union([LinkLocal, Type.Null()]),
   createdAt: Type.Union([Timestamp, Type.Null()]),
   lastTransitionTime: Type.Union([Timestamp, Type.Null()]),
   lastError: Type.Union([LastError, Type.Null()]),
@@ -252,6 +255,18 @@ export const SessionRecord = Type.Object({
   bgpState: BgpState,
   bgpSince: Type.Union([Timestamp, Type.Null()]),
   lastHandshake: Type.Union([Timestamp, Type.Null()]),
+  /**
+   * Who a queued session waits for (common/waiting.ts; docs/api.md, Waiting): `peer` (the router is ready,
+   * BIRD tries to connect and the peer's side does not answer), `router` (its agent sets it up) or
+   * `agent` (the router's agent has not reported for longer than two heartbeat intervals); null otherwise.
+   */
+  waiting: Type.Union([
+    Type.Object({
+      for: Type.String({ enum: ['peer', 'router', 'agent'] }),
+      since: Type.Union([Timestamp, Type.Null()]),
+    }),
+    Type.Null(),
+  ]),
   networkAsn: Type.Union([Asn, Type.Null()]),
 });
 export type SessionRecord = Static<typeof SessionRecord>;

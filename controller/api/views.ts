@@ -3,6 +3,7 @@ import type { AgentSession } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import { waitingView } from '../../common/waiting.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
 
@@ -39,6 +40,8 @@ export function sessionRecord(
     listenPort: spec.listenPort,
     interface: status.interface ?? interfaceName(spec.listenPort),
     serverEndpoint: serverEndpoint(router, spec.listenPort),
+    serverPublicKey: router?.spec.publicKey ?? null,
+    serverLinkLocal: router?.spec.linkLocal ?? null,
     createdAt: spec.createdAt ?? null,
     lastTransitionTime: status.lastTransitionTime ?? null,
     lastError: status.lastError ?? null,
@@ -46,6 +49,7 @@ export function sessionRecord(
     bgpState: status.bgpState ?? null,
     bgpSince: status.bgpSince ?? null,
     lastHandshake: status.metrics?.lastHandshake ?? null,
+    waiting: waitingView(status, router?.status),
     networkAsn,
   };
 }

@@ -21,7 +21,10 @@ export const topics = {
   asnSessions: (asn: number): Topic => `asn-sessions ${asn}`,
   /** Every session, live fields included (the admin's lists). */
   allSessions: 'sessions' as Topic,
-  /** The routers and their specs (names and endpoints in users' answers), not their statuses. */
+  /**
+   * The routers and their specs (names and endpoints in users' answers); of their statuses only Ready,
+   * when it changes (whether the agent reports, in users' session records).
+   */
   routers: 'routers' as Topic,
   /** The routing policies. */
   policies: 'policies' as Topic,

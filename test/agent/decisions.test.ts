@@ -163,7 +163,12 @@ describe('status verdicts', () => {
       S.ACTIVE,
       undefined,
     ],
-    ['a new setup within the grace → no verdict (stays 4)', facts(S.QUEUED_FOR_SETUP), undefined, undefined],
+    [
+      'a new setup within the grace → 4, reported with its BGP state (the router waits for the peer)',
+      facts(S.QUEUED_FOR_SETUP),
+      S.QUEUED_FOR_SETUP,
+      undefined,
+    ],
     [
       'a retried setup that worked, within the grace → 4 (its old error cleared)',
       facts(S.SETUP_FAILED),

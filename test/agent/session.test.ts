@@ -53,8 +53,11 @@ describe('agent session machinery', () => {
     const pass = await agent.syncOnce();
     await expect(agent.firstPass).resolves.toBeUndefined();
     expect(pass?.failed.size).toBe(0);
-    // Configured, BGP not Established yet: no verdict within the grace, the session stays 4.
-    expect(pass?.reports).toEqual([]);
+    // Configured, BGP not Established yet: within the grace the session stays 4, reported with BIRD's
+    // state (the router waits for the peer while that is Idle, Connect or Active: docs/api.md, Waiting).
+    expect(pass?.reports).toEqual([
+      { uuid, status: 4, interface: `wg_${port}`, bgpState: expect.anything(), bgpSince: expect.any(String) },
+    ]);
     expect(status(uuid)).toBe(4);
     const link = await readInterface(`wg_${port}`);
     expect(link).toMatchObject({ mtu: 1420, up: true, addrGenModeNone: true });

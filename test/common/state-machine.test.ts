@@ -24,7 +24,7 @@ const TABLE: Record<string, Partial<Record<SessionStatusCode, Expected>>> = {
   report1: { 4: 1, 6: 1, 1: 1, 2: 1 },
   // 4/6 → 2: configured, BGP not Established after the grace; 6 → 4: a retried setup waits for BGP
   report2: { 1: 2, 2: 2, 4: 2, 6: 2 },
-  report4: { 6: 4 },
+  report4: { 4: 4, 6: 4 },
   report6: { 4: 6, 6: 6 },
   report0: { 5: 'removed' },
 };

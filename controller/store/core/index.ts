@@ -42,6 +42,12 @@ function byName(a: { name: string }, b: { name: string }): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
+/** A router's Ready condition as status and reason, to see it change. */
+const readyOf = (status: RouterStatus): string => {
+  const ready = status.conditions?.find((c) => c.type === 'Ready');
+  return `${ready?.status}/${ready?.reason}`;
+};
+
 export class StoreIndex {
   readonly feed = new ChangeFeed();
   private readonly routers = new Map<string, Router>();
@@ -272,6 +278,8 @@ export class StoreIndex {
       // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
       this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
     }
+    // whether its agent reports shows in users' lists (who a queued session waits for: common/waiting.ts)
+    if (readyOf(status) !== readyOf(current.status)) this.feed.publish(undefined, [topics.routers]);
     return true;
   }
 
