@@ -2,6 +2,7 @@
  * The controller's REST API (docs/api.md) as the portal calls it: same origin, JSON bodies, the token in
  * an Authorization header. The token lives only in this page's memory (docs/decisions.md, "Portal").
  */
+import type { WaitingView } from '../common/waiting.ts';
 
 export interface FieldError {
   pointer: string;
@@ -54,6 +55,9 @@ export interface SessionRecord {
   listenPort: number;
   interface: string;
   serverEndpoint: string;
+  /** The router's WireGuard public key and link-local; absent from older controllers. */
+  serverPublicKey?: string | null;
+  serverLinkLocal?: string | null;
   createdAt: string | null;
   lastTransitionTime: string | null;
   lastError: { code: string; message: string; at?: string } | null;
@@ -62,6 +66,8 @@ export interface SessionRecord {
   bgpState?: string | null;
   bgpSince?: string | null;
   lastHandshake?: string | null;
+  /** Who a queued session waits for (docs/api.md, Waiting); absent from older controllers. */
+  waiting?: WaitingView | null;
   networkAsn?: number;
   /** Admin list only: what the current policy would refuse of the session. */
   policyViolations?: FieldError[];

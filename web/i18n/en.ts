@@ -83,6 +83,10 @@ export default {
   'status.4': 'Approved or changed; the router is setting it up.',
   'status.5': 'Being removed from the router.',
   'status.6': 'The router could not set it up.',
+  'status.4.peer':
+    'The router is ready and waiting for your side: configure WireGuard and BIRD with the generated files. Ready since {since}.',
+  'status.4.agent':
+    "The router's agent has not reported since {since}: it may be down. Tell the network's operators.",
 
   'sessions.title': 'Your sessions',
   'sessions.titleAdmin': 'All sessions',
@@ -98,6 +102,7 @@ export default {
   'session.bytes': 'Traffic',
   'session.bytesValue': '{rx} received, {tx} sent',
   'session.serverEndpoint': "Router's endpoint",
+  'session.serverPublicKey': "Router's public key",
   'session.interface': "Router's interface",
   'session.addresses': 'Your addresses',
   'session.endpoint': 'Your endpoint',
@@ -126,7 +131,23 @@ export default {
   'advice.pending':
     'Nothing is wrong: an administrator reviews new sessions. Meanwhile, configure your side with the configuration of this session.',
   'advice.queued':
-    "The router's agent applies it, usually within seconds. Still here after a minute? The agent may be down: tell the network's operators.",
+    "The router's agent applies it, usually within seconds; then this card says whether the router waits for your side.",
+  'advice.agentQuiet':
+    "Nothing to change on your side for this: the session is set up once the router's agent reports again.",
+  'advice.waiting.files':
+    'Open “Your side’s configuration” below and apply the generated files: WireGuard (wg-quick or systemd-networkd) and BGP (BIRD 2 or FRR).',
+  'advice.waiting.wg':
+    "WireGuard: your peer for the router has endpoint {serverEndpoint} and the router's public key {serverPublicKey}; your interface's own public key is {publicKey}.",
+  'advice.waiting.endpoint':
+    'The router sends to your endpoint {endpoint}: your WireGuard must listen there (UDP) and be reachable.',
+  'advice.waiting.noEndpoint':
+    'The session names no endpoint of yours, so your side must speak first: keep PersistentKeepalive = 25 from the generated file.',
+  'advice.waiting.addresses':
+    "Your tunnel interface carries {linkLocal}/64 and no other fe80:: address; the router's side is {serverLinkLocal}.",
+  'advice.waiting.bgp':
+    'BGP: neighbor {serverLinkLocal} on your tunnel interface as AS{networkAsn}; your side is local {linkLocal} as AS{asn}.',
+  'advice.waiting.ports':
+    "Allow UDP port {port} to and from the router's endpoint, and TCP port 179 inside the tunnel, both ways.",
   'advice.deleting': 'It disappears once the router has torn it down.',
   'advice.disabled': 'An administrator turned this session off: ask them why.',
   'advice.setupFailed':

@@ -83,6 +83,9 @@ const zhCN: Record<keyof typeof en, string> = {
   'status.4': '已批准或已修改；路由器正在配置。',
   'status.5': '正在从路由器上移除。',
   'status.6': '路由器无法完成配置。',
+  'status.4.peer':
+    '路由器已就绪，正在等待您这一端：请用生成的文件配置 WireGuard 和 BIRD。自 {since} 起就绪。',
+  'status.4.agent': '路由器的 agent 自 {since} 起没有报告：它可能已停止。请联系本网络的运维人员。',
 
   'sessions.title': '您的会话',
   'sessions.titleAdmin': '全部会话',
@@ -98,6 +101,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'session.bytes': '流量',
   'session.bytesValue': '接收 {rx}，发送 {tx}',
   'session.serverEndpoint': '路由器端点',
+  'session.serverPublicKey': '路由器公钥',
   'session.interface': '路由器接口',
   'session.addresses': '您的地址',
   'session.endpoint': '您的端点',
@@ -124,8 +128,20 @@ const zhCN: Record<keyof typeof en, string> = {
   'session.save': '保存',
 
   'advice.pending': '一切正常：管理员会审核新会话。在此期间，请用本会话的配置设置您这一端。',
-  'advice.queued':
-    '路由器的 agent 正在应用，通常几秒内完成。超过一分钟仍是此状态？agent 可能已停止：请联系本网络的运维人员。',
+  'advice.queued': '路由器的 agent 正在应用，通常几秒内完成；之后此卡片会说明路由器是否在等待您这一端。',
+  'advice.agentQuiet': '您这一端无需为此更改任何内容：路由器的 agent 再次报告后，会话就会被配置。',
+  'advice.waiting.files':
+    '打开下方的“您这一端的配置”，应用生成的文件：WireGuard（wg-quick 或 systemd-networkd）和 BGP（BIRD 2 或 FRR）。',
+  'advice.waiting.wg':
+    'WireGuard：您这一端指向路由器的 peer，端点为 {serverEndpoint}，公钥为路由器的 {serverPublicKey}；您接口自己的公钥为 {publicKey}。',
+  'advice.waiting.endpoint': '路由器会发往您的端点 {endpoint}：您的 WireGuard 必须在那里监听（UDP）且可达。',
+  'advice.waiting.noEndpoint':
+    '会话没有填写您的端点，因此必须由您这一端先发起：保留生成文件中的 PersistentKeepalive = 25。',
+  'advice.waiting.addresses':
+    '您的隧道接口配置 {linkLocal}/64，且没有其他 fe80:: 地址；路由器一端为 {serverLinkLocal}。',
+  'advice.waiting.bgp':
+    'BGP：在您的隧道接口上以 {serverLinkLocal} 为邻居，AS{networkAsn}；您这一端 local {linkLocal}，AS{asn}。',
+  'advice.waiting.ports': '双向放行与路由器端点之间的 UDP 端口 {port}，以及隧道内的 TCP 179 端口。',
   'advice.deleting': '路由器拆除完成后，它就会消失。',
   'advice.disabled': '管理员停用了此会话：请向他们询问原因。',
   'advice.setupFailed': '路由器无法配置此会话，原因见最近的错误。它的 agent 会继续重试。',

@@ -3,11 +3,21 @@
  * reader's words, filled with the session's own values.
  */
 import type { SessionRecord } from '../api.ts';
+import { ago, dateTime } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 
 export function statusWords(code: number): string {
   const key = `status.${code}` as MessageKey;
   return t(key);
+}
+
+/** A session's status in words: a queued one says who it waits for (docs/user-guide.md, statuses). */
+export function sessionWords(s: SessionRecord): string {
+  if (s.status !== 4 || !s.waiting) return statusWords(s.status);
+  const since = s.waiting.since ? `${dateTime(s.waiting.since)} (${ago(s.waiting.since)})` : '–';
+  if (s.waiting.for === 'peer') return t('status.4.peer', { since });
+  if (s.waiting.for === 'agent') return t('status.4.agent', { since });
+  return statusWords(s.status);
 }
 
 export function advice(s: SessionRecord, networkAsn: number | undefined): string[] {
@@ -19,6 +29,10 @@ export function advice(s: SessionRecord, networkAsn: number | undefined): string
     networkAsn: networkAsn ?? t('common.unknownAsn'),
     mtu: s.mtu,
     iface: s.interface,
+    serverPublicKey: s.serverPublicKey ?? '–',
+    serverLinkLocal: s.serverLinkLocal ?? '–',
+    publicKey: s.publicKey,
+    endpoint: s.endpoint ?? '–',
   };
   const keys = adviceKeys(s);
   return keys.map((k) => t(k, values));
@@ -29,7 +43,17 @@ function adviceKeys(s: SessionRecord): MessageKey[] {
     case 3:
       return ['advice.pending'];
     case 4:
-      return ['advice.queued'];
+      if (s.waiting?.for === 'peer')
+        // the peer's checklist (docs/troubleshooting.md, "The router waits for your side")
+        return [
+          'advice.waiting.files',
+          'advice.waiting.wg',
+          s.endpoint ? 'advice.waiting.endpoint' : 'advice.waiting.noEndpoint',
+          'advice.waiting.addresses',
+          'advice.waiting.bgp',
+          'advice.waiting.ports',
+        ];
+      return s.waiting?.for === 'agent' ? ['advice.agentQuiet'] : ['advice.queued'];
     case 5:
       return ['advice.deleting'];
     case 0:

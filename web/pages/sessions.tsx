@@ -4,7 +4,7 @@ import { api, ApiError, type SessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
-import { advice, statusWords } from './advice.ts';
+import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
 
 /** Within the API's 60 requests a minute with room for the user's own actions. */
@@ -77,8 +77,8 @@ function SessionCard(props: {
         </h2>
         <StatusBadge code={s.status} name={s.statusName} />
       </header>
-      <p class="status-words" data-testid="status-words">
-        {statusWords(s.status)}
+      <p class="status-words" data-testid="status-words" data-waiting={s.waiting?.for}>
+        {sessionWords(s)}
       </p>
       <Dl
         items={[
@@ -92,6 +92,12 @@ function SessionCard(props: {
           [t('session.routes'), <span data-testid="routes">{count(m?.routesImported)}</span>],
           [t('session.bytes'), t('session.bytesValue', { rx: bytes(m?.rxBytes), tx: bytes(m?.txBytes) })],
           [t('session.serverEndpoint'), <code>{s.serverEndpoint}</code>],
+          [
+            t('session.serverPublicKey'),
+            <code class="wrap" data-testid="server-public-key">
+              {s.serverPublicKey ?? '–'}
+            </code>,
+          ],
           [t('session.interface'), <code>{s.interface}</code>],
           [
             t('session.addresses'),
