@@ -75,11 +75,29 @@ async function writeConfigFiles(dir: string, files: ConfigAnswer['files']): Prom
   return paths;
 }
 
+/** A timestamp to the second. */
+const stamp = (iso: string): string => iso.replace(/\.\d+Z$/, 'Z');
+
 /** BIRD's BGP state and since when, e.g. `Established since 2026-11-25T21:00:00Z`; `-` before a report. */
 function bgp(s: SessionRecord): string {
   if (!s.bgpState) return '-';
-  return s.bgpSince ? `${s.bgpState} since ${s.bgpSince.replace(/\.\d+Z$/, 'Z')}` : s.bgpState;
+  return s.bgpSince ? `${s.bgpState} since ${stamp(s.bgpSince)}` : s.bgpState;
 }
+
+/** Who a queued session waits for, in words (docs/cli.md; the portal says the same, common/waiting.ts). */
+function waitingWords(s: SessionRecord): string {
+  if (!s.waiting) return '-';
+  const since = s.waiting.since ? stamp(s.waiting.since) : '-';
+  if (s.waiting.for === 'peer')
+    return `the peer since ${since}: the router is ready; configure WireGuard and BGP with the generated files (peerops session config ${s.uuid} --format wg-quick|networkd|bird|frr)`;
+  if (s.waiting.for === 'agent')
+    return `the router's agent, silent since ${since}: it may be down; tell the network's operators`;
+  return `the router since ${since}: its agent sets the session up (seconds)`;
+}
+
+/** The status column: a queued session's name says who it waits for. */
+const statusCell = (s: SessionRecord): string =>
+  s.waiting ? `${s.statusName} (waiting for ${s.waiting.for})` : s.statusName;
 
 function intFlag(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
@@ -92,6 +110,7 @@ function describe(s: SessionRecord): string {
     ['uuid', s.uuid],
     ['router', `${s.router} (${s.routerName})`],
     ['status', `${s.status} ${s.statusName}`],
+    ['waiting for', waitingWords(s)],
     ['bgp', bgp(s)],
     ['last handshake', s.lastHandshake ?? '-'],
     ['network asn', s.networkAsn ? String(s.networkAsn) : '-'],
@@ -101,9 +120,11 @@ function describe(s: SessionRecord): string {
     ['mtu', String(s.mtu)],
     ['interface', s.interface],
     ['server endpoint', s.serverEndpoint],
+    ['server public key', s.serverPublicKey ?? '-'],
+    ['server link-local', s.serverLinkLocal ?? '-'],
   ];
   if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
-  return rows.map(([k, v]) => `${k.padEnd(16)}${showable(v)}`).join('\n');
+  return rows.map(([k, v]) => `${k.padEnd(18)}${showable(v)}`).join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -142,7 +163,7 @@ export async function main(argv: string[]): Promise<number> {
                     s.uuid,
                     s.router,
                     s.asn,
-                    s.statusName,
+                    statusCell(s),
                     s.bgpState ?? '-',
                     s.ipv6,
                     s.endpoint,
@@ -174,7 +195,7 @@ export async function main(argv: string[]): Promise<number> {
                     s.uuid,
                     s.router,
                     s.asn,
-                    s.statusName,
+                    statusCell(s),
                     bgp(s),
                     s.lastHandshake ?? '-',
                     s.ipv6,
