@@ -3,7 +3,7 @@
  * in a real browser against a real controller: an admin logs in with an `ssh-keygen -Y sign`
  * signature; a router whose agent reports shows no warning, its conditions only in the closed list; a
  * router not Ready and Stalled shows a warning for each with its reason and message, and none for its
- * healthy conditions. axe-core runs on the page.
+ * healthy conditions; the badge says what Ready says. axe-core runs on the page.
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -64,6 +64,7 @@ describe('portal routers page: conditions', () => {
     expect(await summary.textContent()).toBe('Conditions (4, all healthy)');
     expect(await healthy.locator('details').getAttribute('open')).toBeNull();
     expect(await healthy.getByText('Reconciling=False').isVisible()).toBe(false);
+    expect(await healthy.locator('.badge').first().textContent()).toBe('ready');
 
     const unhealthy = page.locator('article[data-router="lon1"]');
     const warnings = unhealthy.locator('.warning');
@@ -78,6 +79,12 @@ describe('portal routers page: conditions', () => {
     expect(await stalled.locator('strong').textContent()).toBe(`Stalled=True: ${STALLED.stalled.reason}`);
     expect(await stalled.textContent()).toContain(STALLED.stalled.message);
     expect(await unhealthy.locator('details summary').textContent()).toBe('Conditions (4)');
+    expect(await unhealthy.locator('.badge').first().textContent()).toBe('not ready');
+
+    // a router whose agent never reported: no conditions to flag, and the badge says so
+    const silent = page.locator('article[data-router="ams1"]');
+    expect(await silent.locator('.badge').first().textContent()).toBe('agent never reported');
+    expect(await silent.locator('.warning').count()).toBe(0);
 
     // the quiet list, opened: every condition with how long it has held
     await unhealthy.locator('details summary').click();

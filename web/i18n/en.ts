@@ -230,8 +230,9 @@ export default {
 
   'routers.title': 'Routers',
   'routers.none': 'No routers yet (peerops admin router add).',
-  'routers.online': 'agent online',
-  'routers.offline': 'agent offline',
+  'routers.ready': 'ready',
+  'routers.notReady': 'not ready',
+  'routers.neverReported': 'agent never reported',
   'routers.since': 'since {time}',
   'routers.lastHeartbeat': 'Last heartbeat',
   'routers.agentVersion': 'Agent version',

@@ -219,8 +219,9 @@ const zhCN: Record<keyof typeof en, string> = {
 
   'routers.title': '路由器',
   'routers.none': '还没有路由器（peerops admin router add）。',
-  'routers.online': 'agent 在线',
-  'routers.offline': 'agent 离线',
+  'routers.ready': '就绪',
+  'routers.notReady': '未就绪',
+  'routers.neverReported': 'agent 从未报告',
   'routers.since': '自 {time} 起',
   'routers.lastHeartbeat': '最近心跳',
   'routers.agentVersion': 'agent 版本',

@@ -148,16 +148,21 @@ function RouterCard(props: { router: AdminRouter; sessions: SessionRecord[] }) {
   for (const s of props.sessions) byStatus.set(s.status, (byStatus.get(s.status) ?? 0) + 1);
   const conditions = conditionsOf(r);
   const heartbeat = r.status.lastHeartbeat;
-  const offline = !heartbeat || Date.now() - new Date(heartbeat).getTime() > 5 * 60_000;
+  // the badge says what Ready says: the controller takes it back from a silent agent or a BIRD that is
+  // down (docs/kubernetes.md, Conditions); no Ready: the agent never reported
+  const ready = conditions.find((c) => c.type === 'Ready');
+  const badge = !ready
+    ? { class: 'status-2', text: t('routers.neverReported') }
+    : isHealthy(ready)
+      ? { class: 'status-1', text: t('routers.ready') }
+      : { class: 'status-2', text: t('routers.notReady') };
   return (
     <article class="card" aria-labelledby={`rt-${r.name}`} data-router={r.name}>
       <header>
         <h2 id={`rt-${r.name}`}>
           {r.spec.displayName} <span class="muted">{r.name}</span>
         </h2>
-        <span class={`badge ${offline ? 'status-2' : 'status-1'}`}>
-          {offline ? t('routers.offline') : t('routers.online')}
-        </span>
+        <span class={`badge ${badge.class}`}>{badge.text}</span>
       </header>
       {/* only a condition out of its healthy state is news (docs/kubernetes.md, Conditions) */}
       {conditions
