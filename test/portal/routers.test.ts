@@ -40,6 +40,7 @@ beforeAll(async () => {
   await heartbeat(url, 'fra1', await h.addRouter('fra1', { displayName: 'Frankfurt 1' }));
   await heartbeat(url, 'lon1', await h.addRouter('lon1', { displayName: 'London 1' }));
   markStalled(h, 'lon1', new Date(Date.now() - 20 * 60_000).toISOString());
+  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
   browser = await launchBrowser();
 });
 
