@@ -39,6 +39,24 @@ describe('BIRD control socket', () => {
     expect(await control.protocols('nope')).toEqual([]);
   });
 
+  it('bgpStates: each BGP protocol with its state from the one-line `show protocols`, nothing else', async () => {
+    const withBgp = await lab.startBird(
+      ns,
+      `${CONFIG}protocol bgp b1 { local as 65001; neighbor fd00:9::2 as 65002; connect delay time 1; ipv6 { import none; export none; }; }\n`,
+    );
+    const own = new BirdControl(withBgp.socket);
+    try {
+      const states = await own.bgpStates();
+      expect([...states.keys()]).toEqual(['b1']);
+      // no neighbour answers in this namespace: BIRD tries (Connect, Active) or waits (Idle)
+      expect(states.get('b1')).toMatch(/^(Idle|Connect|Active)$/);
+      await withBgp.stop();
+      await expect(own.bgpStates()).rejects.toThrow(/BIRD control socket/);
+    } finally {
+      own.close();
+    }
+  });
+
   it('configure: BIRD’s verdict; a refused config is an error carrying BIRD’s message', async () => {
     expect(await control.configure()).toMatch(/Reconfigured/);
     await writeFile(bird.configPath, `${CONFIG}protocol bgp broken { garbage }\n`);
