@@ -3,17 +3,18 @@
  * (real BIRD, real disk): the temp files and the configure marker it left are removed by the next
  * agent's start, which says so in one log line with the count per directory, and that agent then
  * reconciles as usual: BIRD runs every session's protocol (docs/agent.md, "Files and links the agent
- * owns").
+ * owns"). A marker removed so is owed to BIRD: killed after swapping in a policy change and before
+ * BIRD's configure, the next agent configures BIRD although its files already match.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BirdControl } from '../../agent/bird/control.ts';
 import { isLeftover } from '../../agent/system/leftovers.ts';
 import { expectOk } from '../api/helpers.ts';
 import { waitFor } from '../support/netns.ts';
-import { startAgentLab, wgKeyPair, type AgentLab } from './lab.ts';
+import { ROUTER_ASN, startAgentLab, wgKeyPair, type AgentLab } from './lab.ts';
 
 const SESSIONS = 20;
 
@@ -113,5 +114,66 @@ describe('agent start after a SIGKILL mid-pass', () => {
     });
     expect(await leftovers()).toEqual([]);
     await second.kill('SIGTERM');
+  }, 180_000);
+
+  it('configures BIRD after a kill between the swap and the configure, although the files match', async () => {
+    const agent = L.spawnAgent();
+    const port = ports[0]!;
+    const importLimit = async () =>
+      /Channel ipv6[^]*?Import limit:\s+(\d+)/.exec(
+        (await bird.command(`show protocols all dn42_${port}`)).lines.map((l) => l.text).join('\n'),
+      )?.[1];
+    await waitFor(
+      'the agent settled',
+      async () => (await leftovers()).length === 0 && !!(await importLimit()),
+      60_000,
+      200,
+    );
+    const before = await importLimit();
+    const birdPid = Number((await readFile(join(L.bird.dir, 'bird.pid'), 'utf8')).trim());
+    // BIRD stopped: the pass that swaps the new policy in waits on its configure, and is killed there.
+    process.kill(birdPid, 'SIGSTOP');
+    try {
+      await expectOk(
+        L.h.post('/admin/policy', L.h.admin, {
+          action: 'set',
+          spec: {
+            dn42Asn: ROUTER_ASN,
+            rpkiServers: [{ host: '127.0.0.1', port: 8282 }],
+            allowPrivateEndpoints: true,
+            importLimit: { ipv6: 4242 },
+          },
+        }),
+      );
+      await waitFor(
+        'the new policy swapped in, BIRD not configured',
+        async () =>
+          (await leftovers()).includes(join(L.config.birdConfigRoot, '.peerops-configure-pending')) &&
+          (await readFile(L.config.birdMainConfig, 'utf8')).includes('import limit 4242'),
+        60_000,
+        50,
+      );
+      await agent.kill('SIGKILL');
+    } finally {
+      process.kill(birdPid, 'SIGCONT');
+    }
+    expect(await importLimit()).toBe(before);
+
+    const next = L.spawnAgent();
+    await waitFor(
+      'BIRD runs the new policy',
+      async () => (await importLimit()) === '4242',
+      30_000,
+      200,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}:\n${next.output().slice(-3000)}`);
+    });
+    const line = next
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"msg":"removed what a killed pass left behind"'));
+    expect(JSON.parse(line!)).toMatchObject({ removed: 1, dirs: { [L.config.birdConfigRoot]: 1 } });
+    expect(await leftovers()).toEqual([]);
+    await next.kill('SIGTERM');
   }, 180_000);
 });
