@@ -99,6 +99,13 @@ function waitingWords(s: SessionRecord): string {
 const statusCell = (s: SessionRecord): string =>
   s.waiting ? `${s.statusName} (waiting for ${s.waiting.for})` : s.statusName;
 
+const DONE = { reject: 'rejected', disable: 'turned off', purge: 'purged' } as const;
+
+/** An admin's decision in words (docs/cli.md), e.g. `rejected by admin AS4242420000 at …: reason`. */
+function decisionWords(d: NonNullable<SessionRecord['decision']>): string {
+  return `${DONE[d.action]} by ${d.by} at ${stamp(d.at)}: ${d.reason ?? 'no reason given'}`;
+}
+
 function intFlag(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   if (!/^[0-9]+$/.test(value)) throw new CliError('USAGE', `--${name} must be a whole number`);
@@ -124,6 +131,8 @@ function describe(s: SessionRecord): string {
     ['server link-local', s.serverLinkLocal ?? '-'],
   ];
   if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
+  if (s.decision) rows.push(['decision', decisionWords(s.decision)]);
+  if (s.decision?.until) rows.push(['shown until', `${stamp(s.decision.until)}, then removed`]);
   return rows.map(([k, v]) => `${k.padEnd(18)}${showable(v)}`).join('\n');
 }
 
@@ -149,8 +158,13 @@ export async function main(argv: string[]): Promise<number> {
       case 'list': {
         const sessions = await list();
         const res = { sessions };
+        // the last error, or else why an admin rejected, turned off or purged it
         const error = (s: SessionRecord) =>
-          s.lastError ? `${s.lastError.code}: ${s.lastError.message}`.slice(0, 60) : null;
+          s.lastError
+            ? `${s.lastError.code}: ${s.lastError.message}`.slice(0, 60)
+            : s.decision
+              ? `${DONE[s.decision.action]}: ${s.decision.reason ?? 'no reason given'}`.slice(0, 60)
+              : null;
         output(
           format,
           res,

@@ -79,6 +79,16 @@ function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling
         reconciling: no('SetupFailed', 'the agent stopped trying'),
         stalled: yes('SetupFailed', `setup failed${error}; fix the cause and restart the session`),
       };
+    case SessionStatus.REJECTED:
+    case SessionStatus.PURGED: {
+      const why = status.decision?.reason ? `: ${status.decision.reason}` : '';
+      const what = code === SessionStatus.REJECTED ? 'rejected the request' : 'purged the session';
+      return {
+        ready: no(code === SessionStatus.REJECTED ? 'Rejected' : 'Purged', `an administrator ${what}${why}`),
+        reconciling: notReconciling,
+        stalled: notStalled,
+      };
+    }
     default:
       return {
         ready: no(statusName(code) === 'DISABLED' ? 'Disabled' : 'Unknown', 'the session is disabled'),

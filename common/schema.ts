@@ -35,7 +35,7 @@ export const Mtu = Type.Integer({ minimum: 1280, maximum: 9000, default: 1420 })
 export const Ipv4Prefix = Type.String({ format: 'ipv4-prefix', maxLength: 18 });
 export const Ipv6Prefix = Type.String({ format: 'ipv6-prefix', maxLength: 49 });
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 40 });
-export const StatusCode = Type.Integer({ minimum: 0, maximum: 6 });
+export const StatusCode = Type.Integer({ minimum: 0, maximum: 8 });
 export const StatusNameField = Type.String({
   enum: [
     'DISABLED',
@@ -45,6 +45,8 @@ export const StatusNameField = Type.String({
     'QUEUED_FOR_SETUP',
     'QUEUED_FOR_DELETE',
     'SETUP_FAILED',
+    'REJECTED',
+    'PURGED',
   ],
 });
 
@@ -256,12 +258,28 @@ export const LastError = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * An admin's decision on a session (reject, disable, purge) with its reason, shown to the session's owner
+ * (docs/api.md, Decisions). It stays while the status it led to does.
+ */
+export const Decision = Type.Object(
+  {
+    action: Type.Union([Type.Literal('reject'), Type.Literal('disable'), Type.Literal('purge')]),
+    reason: Type.Optional(Type.String({ maxLength: 500 })),
+    /** The actor, e.g. `admin AS4242420000`, or `controller` (a request whose router was removed). */
+    by: Type.String({ maxLength: 128 }),
+    at: Timestamp,
+  },
+  { additionalProperties: false },
+);
+
 export const SessionStatusSchema = Type.Object(
   {
     code: StatusCode,
     name: StatusNameField,
     interface: Type.Optional(Type.String({ pattern: '^wg_[0-9]{1,5}$' })),
     lastError: Type.Optional(LastError),
+    decision: Type.Optional(Decision),
     lastTransitionTime: Type.Optional(Timestamp),
     metrics: Type.Optional(SessionMetrics),
     /** BIRD's BGP state as the agent last reported it, and since when. */
@@ -379,6 +397,7 @@ export type RouterManifest = Static<typeof RouterManifest>;
 export type MeshPeerState = Static<typeof MeshPeerState>;
 export type SessionSpec = Static<typeof SessionSpec>;
 export type SessionStatusRecord = Static<typeof SessionStatusSchema>;
+export type Decision = Static<typeof Decision>;
 export type SessionMetrics = Static<typeof SessionMetrics>;
 export type SessionManifest = Static<typeof SessionManifest>;
 export type PolicySpec = Static<typeof PolicySpec>;

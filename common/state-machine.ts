@@ -15,7 +15,7 @@ export type Trigger =
   | { kind: 'delete' }
   | { kind: 'disable' }
   | { kind: 'enable' }
-  /** Admin only: a session whose agent never tore it down leaves the store without it (docs/api.md). */
+  /** Admin only: a session whose agent never tore it down is closed without it (docs/api.md). */
   | { kind: 'purge' }
   | { kind: 'report'; status: SessionStatusCode };
 
@@ -34,7 +34,8 @@ type Table = Partial<Record<SessionStatusCode, Outcome>>;
 
 const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>, Table> = {
   approve: { [S.PENDING_REVIEW]: to(S.QUEUED_FOR_SETUP) },
-  reject: { [S.PENDING_REVIEW]: removed },
+  // terminal: shown to the owner with the reason, removed by delete or after TERMINAL_RETENTION_MS
+  reject: { [S.PENDING_REVIEW]: to(S.REJECTED) },
   modify: {
     [S.ACTIVE]: to(S.QUEUED_FOR_SETUP),
     [S.ERROR]: to(S.QUEUED_FOR_SETUP),
@@ -55,6 +56,8 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
     [S.QUEUED_FOR_SETUP]: to(S.QUEUED_FOR_DELETE),
     [S.SETUP_FAILED]: to(S.QUEUED_FOR_DELETE),
     [S.PENDING_REVIEW]: removed,
+    [S.REJECTED]: removed,
+    [S.PURGED]: removed,
   },
   disable: {
     [S.ACTIVE]: to(S.DISABLED),
@@ -63,7 +66,7 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
     [S.SETUP_FAILED]: to(S.DISABLED),
   },
   enable: { [S.DISABLED]: to(S.QUEUED_FOR_SETUP) },
-  purge: { [S.QUEUED_FOR_DELETE]: removed },
+  purge: { [S.QUEUED_FOR_DELETE]: to(S.PURGED) },
 };
 
 /** Agent reports: current status → reported status → outcome. */

@@ -7,6 +7,10 @@ export const SessionStatus = {
   QUEUED_FOR_SETUP: 4,
   QUEUED_FOR_DELETE: 5,
   SETUP_FAILED: 6,
+  /** Terminal: an admin rejected the request; shown to its owner with the reason, then removed. */
+  REJECTED: 7,
+  /** Terminal: an admin purged a session its router never tore down; shown with the reason, then removed. */
+  PURGED: 8,
 } as const;
 
 export type SessionStatusCode = (typeof SessionStatus)[keyof typeof SessionStatus];
@@ -26,3 +30,14 @@ export function isStatusCode(value: unknown): value is SessionStatusCode {
 }
 
 export const ALL_STATUS_CODES = Object.values(SessionStatus) as SessionStatusCode[];
+
+/**
+ * How long a terminal session (REJECTED, PURGED) stays visible to its owner before the reconciler
+ * removes it (docs/api.md, Decisions): a week, so a peer who checks weekly still reads the reason.
+ */
+export const TERMINAL_RETENTION_MS = 7 * 24 * 3600 * 1000;
+
+/** A terminal session holds nothing on its router and counts against no limit (docs/api.md, Decisions). */
+export function isTerminal(code: number): boolean {
+  return code === SessionStatus.REJECTED || code === SessionStatus.PURGED;
+}

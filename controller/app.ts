@@ -295,11 +295,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(storeStatusRoutes, { store });
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
-    await scope.register(adminRoutes, {
-      store,
-      registry: opts.login?.registry,
-      onRejected: (session, reason) => void notifier.rejected(session, reason),
-    });
+    await scope.register(adminRoutes, { store, registry: opts.login?.registry });
     await scope.register(webhookRoutes, { hooks: notifier.hooks, targets: notifier });
     await scope.register(tokenRoutes, { store });
     await scope.register(agentRoutes, {

@@ -37,6 +37,15 @@ export interface Metrics {
   at?: string;
 }
 
+export interface Decision {
+  action: 'reject' | 'disable' | 'purge';
+  reason?: string;
+  by: string;
+  at: string;
+  /** When a REJECTED or PURGED record is removed. */
+  until?: string;
+}
+
 export interface SessionRecord {
   uuid: string;
   router: string;
@@ -61,6 +70,8 @@ export interface SessionRecord {
   createdAt: string | null;
   lastTransitionTime: string | null;
   lastError: { code: string; message: string; at?: string } | null;
+  /** The admin's reject, disable or purge with its reason (docs/api.md, Decisions); absent from older controllers. */
+  decision?: Decision | null;
   metrics: Metrics | null;
   /** Live state reported by the router's agent; absent from controllers before it, null until reported. */
   bgpState?: string | null;

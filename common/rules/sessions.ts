@@ -14,7 +14,7 @@ import {
   type SessionStatusRecord,
 } from '../schema.ts';
 import { transition } from '../state-machine.ts';
-import { SessionStatus, statusName } from '../status.ts';
+import { isTerminal, SessionStatus, statusName } from '../status.ts';
 import { validateOrThrow } from '../validate.ts';
 import { assertSessionAddressing, type NetworkView } from './addressing.ts';
 import { blockedAsnMessage } from './policy.ts';
@@ -85,6 +85,8 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
   const name = sessionName(asn, routerName);
   let onRouter = 0;
   for (const s of view.sessionsOn(routerName)) {
+    // a REJECTED or PURGED record counts against no limit; a new create replaces it (docs/api.md, Decisions)
+    if (isTerminal(s.status.code)) continue;
     if (s.name === name || s.spec.asn === asn) throw sessionExistsError(asn, routerName);
     onRouter++;
   }

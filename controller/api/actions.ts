@@ -5,7 +5,7 @@
 import { ProblemError } from '../../common/errors.ts';
 import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
-import type { SessionStatusRecord } from '../../common/schema.ts';
+import type { Decision, SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
 
@@ -46,23 +46,29 @@ export function statusRecord(
   // still waiting for the peer after a change that leaves the status (a modify of a queued session)
   if (previous?.waiting && previous.code === code) record.waiting = previous.waiting;
   if (lastError) record.lastError = lastError;
+  // an admin's decision stays as long as the status it led to (a modify of a DISABLED session keeps it)
+  if (previous?.decision && previous.code === code) record.decision = previous.decision;
   return record;
 }
 
 /**
  * The store change a trigger makes. `spec` edits the spec (modify, restart); lastError is kept unless the
- * session is queued for setup again, which clears it.
+ * session is queued for setup again, which clears it. `decision`: an admin's reject, disable or purge,
+ * stored in the status for the owner to read (docs/api.md, Decisions).
  */
 export function applyTrigger(
   session: Session,
   trigger: Trigger,
   now: string,
   editSpec?: (spec: Session['spec'], outcome: Outcome) => Session['spec'],
+  decision?: Decision,
 ): SessionChange {
   const from = session.status.code as SessionStatusCode;
   const outcome = transition(from, trigger);
   if (outcome.result === 'removed') return { delete: true };
   const keepError = outcome.to === from ? session.status.lastError : undefined;
   const spec = editSpec ? editSpec(session.spec, outcome) : session.spec;
-  return { spec, status: statusRecord(outcome.to, session.status, now, keepError) };
+  const status = statusRecord(outcome.to, session.status, now, keepError);
+  if (decision) status.decision = decision;
+  return { spec, status };
 }

@@ -17,7 +17,7 @@ import {
   mergedPolicy,
   policyJudge,
 } from '../../common/rules/index.ts';
-import type { Session, Store } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { assertRoutesStillHold } from '../registry/routes.ts';
 import { actorOf, applyTrigger } from './actions.ts';
@@ -71,8 +71,6 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
   store: Store;
   /** The DN42 registry logins read: approve and enable re-check a session's route objects in it. */
   registry?: Registry | undefined;
-  /** Told of each rejection with its reason (notifications: the reason is in no stored state). */
-  onRejected?: (session: Session, reason: string | undefined) => void;
 }> = async (app, opts) => {
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
@@ -119,26 +117,31 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
       if (opts.registry && (body.action === 'approve' || body.action === 'enable'))
         await assertRoutesStillHold(opts.registry, current, body.action);
       const now = new Date().toISOString();
+      const actor = actorOf(identity);
       const why = body.reason ? `: ${body.reason}` : '';
+      // reject, disable and purge tell the owner why (docs/api.md, Decisions)
+      const decision =
+        body.action === 'reject' || body.action === 'disable' || body.action === 'purge'
+          ? { action: body.action, by: actor.name, at: now, ...(body.reason ? { reason: body.reason } : {}) }
+          : undefined;
       // purge: the commit says what was skipped, the router's agent never confirmed the teardown
       const what =
         body.action === 'purge' ? ` (QUEUED_FOR_DELETE, not torn down by router ${current.spec.router})` : '';
       const updated = await store.updateSession(
         body.uuid,
         (s) => {
-          const change = applyTrigger(s, { kind: body.action }, now);
+          const change = applyTrigger(s, { kind: body.action }, now, undefined, decision);
           // both queue the session for setup: not while the current policy refuses it (docs/api.md)
           if (body.action === 'approve' || body.action === 'enable')
             assertPolicyAllows(store, s, body.action);
           return change;
         },
-        actorOf(identity),
+        actor,
         `${body.action} session ${current.name}${what}${why}`,
       );
-      if (body.action === 'reject') opts.onRejected?.(current, body.reason);
       if (body.action === 'purge')
         request.log.warn(
-          { session: current.name, uuid: body.uuid, actor: actorOf(identity).name, reason: body.reason },
+          { session: current.name, uuid: body.uuid, actor: actor.name, reason: body.reason },
           'session purged',
         );
       return updated ? view(updated) : { uuid: body.uuid, deleted: true as const };

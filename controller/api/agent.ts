@@ -28,7 +28,7 @@ import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { waitingAfterReport } from '../../common/waiting.ts';
-import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
+import { isTerminal, SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import { mergedPolicy } from '../../common/rules/index.ts';
@@ -120,7 +120,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     sessionLists.get(router, store.revision(topics.routerSessions(router)), () =>
       store
         .listSessions({ router })
-        .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
+        // a REJECTED or PURGED record is for its owner to read, nothing for the router (docs/api.md, Decisions)
+        .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW && !isTerminal(s.status.code))
         .map(agentSession)
         .sort((a, b) => a.uuid.localeCompare(b.uuid)),
     );

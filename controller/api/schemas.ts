@@ -11,6 +11,7 @@ import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-co
 import {
   Asn,
   BgpState,
+  Decision,
   Endpoint,
   Ipv4,
   Ipv6,
@@ -138,13 +139,13 @@ export const AdminSessionAction = <A extends string>(action: A) =>
       examples: [{ action, uuid: EXAMPLE.uuid, reason: 'checked the registry' }],
     },
   );
-/** Removes a session stuck in QUEUED_FOR_DELETE; the reason is required: it is the audit record. */
+/** Closes a session stuck in QUEUED_FOR_DELETE; the reason is required: the audit record, and its owner reads it. */
 export const AdminSessionPurge = Type.Object(
   { action: Type.Literal('purge'), uuid: Uuid, reason: Reason },
   {
     additionalProperties: false,
     description:
-      'Removes a session in status 5 (QUEUED_FOR_DELETE) whose agent never tore it down; the commit records the admin and the reason.',
+      'Closes a session in status 5 (QUEUED_FOR_DELETE) whose agent never tore it down: status 8 (PURGED), which holds nothing on the router; the commit records the admin and the reason, and the owner sees them (`status.decision`).',
     examples: [{ action: 'purge', uuid: EXAMPLE.uuid, reason: 'router fra1 was decommissioned' }],
   },
 );
@@ -251,6 +252,14 @@ export const SessionRecord = Type.Object({
   createdAt: Type.Union([Timestamp, Type.Null()]),
   lastTransitionTime: Type.Union([Timestamp, Type.Null()]),
   lastError: Type.Union([LastError, Type.Null()]),
+  /**
+   * The admin's last reject, disable or purge of the session, with the reason (docs/api.md, Decisions);
+   * `until`: when a REJECTED or PURGED session is removed. Null when none stands.
+   */
+  decision: Type.Union([
+    Type.Object({ ...Decision.properties, until: Type.Optional(Timestamp) }, { additionalProperties: false }),
+    Type.Null(),
+  ]),
   metrics: Type.Union([SessionMetrics, Type.Null()]),
   bgpState: BgpState,
   bgpSince: Type.Union([Timestamp, Type.Null()]),

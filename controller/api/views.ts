@@ -2,7 +2,12 @@
 import type { AgentSession } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
-import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import {
+  isTerminal,
+  statusName,
+  TERMINAL_RETENTION_MS,
+  type SessionStatusCode,
+} from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
@@ -45,6 +50,7 @@ export function sessionRecord(
     createdAt: spec.createdAt ?? null,
     lastTransitionTime: status.lastTransitionTime ?? null,
     lastError: status.lastError ?? null,
+    decision: decisionView(status),
     metrics: status.metrics ?? null,
     bgpState: status.bgpState ?? null,
     bgpSince: status.bgpSince ?? null,
@@ -52,6 +58,15 @@ export function sessionRecord(
     waiting: waitingView(status, router?.status),
     networkAsn,
   };
+}
+
+/** The stored decision; for a terminal session also when the reconciler removes it (docs/api.md, Decisions). */
+function decisionView(status: Session['status']): SessionRecord['decision'] {
+  const { decision } = status;
+  if (!decision) return null;
+  if (!isTerminal(status.code)) return decision;
+  const since = Date.parse(status.lastTransitionTime ?? decision.at);
+  return { ...decision, until: new Date(since + TERMINAL_RETENTION_MS).toISOString() };
 }
 
 export function agentSession(session: Session): AgentSession {

@@ -3,7 +3,7 @@
  * and the one reading of a session's status change as an event. Pure.
  */
 import { createHash } from 'node:crypto';
-import { SessionStatus } from '../../common/status.ts';
+import { SessionStatus, isTerminal } from '../../common/status.ts';
 import type { Router, Session } from '../store/store.ts';
 
 export const EVENT_TYPES = [
@@ -116,23 +116,28 @@ function statusEventType(before: number | undefined, after: number): EventType |
 
 /**
  * The events between two readings of one session. `before` undefined: it appeared; `after` undefined: it
- * is gone (`session.deleted`, whatever removed it). An admin's rejection is told, with its reason, by the
- * replica that served it (Notifier.rejected); the one rejection the state tells of is the reconciler's,
- * of a PENDING_REVIEW session whose router is gone.
+ * is gone (`session.deleted`, whatever removed it). A rejection (an admin's, or the reconciler's of a
+ * request whose router is gone) is the move to REJECTED, its reason in the status's decision, told once
+ * by the leader as every change; REJECTED and PURGED are the session gone from its router
+ * (`session.deleted` then, nothing when the record itself goes: docs/api.md, Decisions).
  */
 export function sessionEvents(
   before: Session | undefined,
   after: Session | undefined,
   now: string,
-  routerExists: (name: string) => boolean,
 ): NotificationEvent[] {
   if (after === undefined) {
-    if (before === undefined) return [];
-    const orphan =
-      before.status.code === SessionStatus.PENDING_REVIEW && !routerExists(before.spec.router)
-        ? [sessionEvent('session.rejected', before, now, `router ${before.spec.router} was removed`)]
+    if (before === undefined || isTerminal(before.status.code)) return [];
+    return [sessionEvent('session.deleted', before, now)];
+  }
+  if (isTerminal(after.status.code)) {
+    if (before === undefined || before.status.code === after.status.code) return [];
+    const at = after.status.decision?.at ?? after.status.lastTransitionTime ?? now;
+    const rejected =
+      after.status.code === SessionStatus.REJECTED
+        ? [sessionEvent('session.rejected', after, at, after.status.decision?.reason)]
         : [];
-    return [...orphan, sessionEvent('session.deleted', before, now)];
+    return [...rejected, sessionEvent('session.deleted', after, at)];
   }
   const at = after.status.lastTransitionTime ?? now;
   const events: NotificationEvent[] = [];

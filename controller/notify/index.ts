@@ -1,14 +1,13 @@
 /**
  * Notifications (docs/notifications.md): the webhook definitions, their delivery, and the events. The
- * events read from the store's state are the reconcile leader's to send (start/stop with the reconciler);
- * an event whose cause the state does not hold (a rejection's reason) is sent by the replica that made
- * the change (publish). Either way, once per event.
+ * events read from the store's state (a rejection's reason too: docs/api.md, Decisions) are the reconcile
+ * leader's to send (start/stop with the reconciler), once per event.
  */
 import type { Logger } from 'pino';
 import type { Condition } from '../reconcile/index.ts';
-import type { Session, Store } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
 import { Dispatcher, type DispatcherOptions } from './deliver.ts';
-import { agentOfflineEvent, sessionEvent, type NotificationEvent } from './events.ts';
+import { agentOfflineEvent, type NotificationEvent } from './events.ts';
 import type { WebhookRepository } from './hooks.ts';
 import { parseRanges } from './target.ts';
 import { SessionEventWatcher } from './watch.ts';
@@ -44,11 +43,6 @@ export class Notifier {
   /** Why a peer's hook at `url` could never be delivered, known at its creation (target.ts). */
   targetProblem(url: URL): string | undefined {
     return this.dispatcher.targetProblem(url);
-  }
-
-  /** An admin rejected a session: the reason is in no state the leader could read. */
-  rejected(session: Session, reason: string | undefined): Promise<void> {
-    return this.publish(sessionEvent('session.rejected', session, new Date().toISOString(), reason));
   }
 
   /** A condition the leader's reconciler raised: an agent offline is told to admins. */

@@ -56,7 +56,6 @@ export class SessionEventWatcher {
     const { store } = this.opts;
     const changed = this.changed;
     this.changed = new Map();
-    const routerExists = (name: string) => store.getRouter(name) !== undefined;
     const events: NotificationEvent[] = [];
     for (const [name, router] of changed) {
       const candidates = router === undefined ? store.listSessions() : store.listSessions({ router });
@@ -66,9 +65,9 @@ export class SessionEventWatcher {
       if (before && current && before.status === current.status && before.spec === current.spec) continue;
       if (before && current && before.spec.uuid !== current.spec.uuid) {
         // another session under the same name: the old one went, a new one came
-        events.push(...sessionEvents(before, undefined, now, routerExists));
-        events.push(...sessionEvents(undefined, current, now, routerExists));
-      } else events.push(...sessionEvents(before, current, now, routerExists));
+        events.push(...sessionEvents(before, undefined, now));
+        events.push(...sessionEvents(undefined, current, now));
+      } else events.push(...sessionEvents(before, current, now));
       if (current) this.seen.set(name, current);
       else this.seen.delete(name);
     }

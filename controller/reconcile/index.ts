@@ -1,16 +1,18 @@
 /**
  * The controller-side reconcile loop: level-triggered (a full pass over the store on every change and
  * every interval), idempotent. It computes conditions (stuck sessions, offline agents, sessions whose
- * router is gone) and acts on the one it can settle alone: a PENDING_REVIEW session of a removed router
- * is rejected. Everything else is surfaced as metrics and a log line when a condition first appears.
+ * router is gone) and acts on what it can settle alone: a PENDING_REVIEW session of a removed router
+ * is rejected, a REJECTED or PURGED one is removed once shown for TERMINAL_RETENTION_MS (docs/api.md,
+ * Decisions). Everything else is surfaced as metrics and a log line when a condition first appears.
+ * Apart from the passes, a check every second makes a router whose agent went silent not Ready.
  */
 import type { Logger } from 'pino';
 import { silentAfterSeconds, silentRouterConditions } from '../../common/conditions.ts';
 import { isProblem } from '../../common/errors.ts';
-import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
-import { transition } from '../../common/state-machine.ts';
+import { isTerminal, SessionStatus, TERMINAL_RETENTION_MS } from '../../common/status.ts';
+import { applyTrigger } from '../api/actions.ts';
 import { isStuck } from '../metrics.ts';
-import type { Store } from '../store/store.ts';
+import type { Session, Store } from '../store/store.ts';
 
 export interface Condition {
   type: 'SessionStuck' | 'AgentOffline' | 'RouterMissing';
@@ -118,6 +120,10 @@ export class SessionReconciler {
         });
     }
     for (const session of store.listSessions()) {
+      if (isTerminal(session.status.code)) {
+        await this.expire(session, now);
+        continue;
+      }
       if (isStuck(session.status, now, this.opts.stuckAfterSeconds))
         note({
           type: 'SessionStuck',
@@ -159,16 +165,36 @@ export class SessionReconciler {
   }
 
   private async rejectOrphan(uuid: string, router: string): Promise<void> {
-    try {
-      await this.opts.store.updateSession(
+    const reason = `router ${router} was removed`;
+    const at = new Date().toISOString();
+    const decision = { action: 'reject' as const, reason, by: CONTROLLER.name, at };
+    await this.quietly(() =>
+      this.opts.store.updateSession(
         uuid,
-        (s) => {
-          const outcome = transition(s.status.code as SessionStatusCode, { kind: 'reject' });
-          return outcome.result === 'removed' ? { delete: true } : { status: s.status };
-        },
+        (s) => applyTrigger(s, { kind: 'reject' }, at, undefined, decision),
         CONTROLLER,
-        `reject session ${uuid}: router ${router} was removed`,
-      );
+        `reject session ${uuid}: ${reason}`,
+      ),
+    );
+  }
+
+  /** A REJECTED or PURGED record goes TERMINAL_RETENTION_MS after its decision (docs/api.md, Decisions). */
+  private async expire(session: Session, now: number): Promise<void> {
+    const since = Date.parse(session.status.lastTransitionTime ?? session.status.decision?.at ?? '');
+    if (!(now - since >= TERMINAL_RETENTION_MS)) return;
+    await this.quietly(() =>
+      this.opts.store.updateSession(
+        session.spec.uuid,
+        (s) => applyTrigger(s, { kind: 'delete' }, new Date(now).toISOString()),
+        CONTROLLER,
+        `remove session ${session.name}: ${session.status.name} since ${session.status.lastTransitionTime}, shown for ${TERMINAL_RETENTION_MS / 86_400_000} days`,
+      ),
+    );
+  }
+
+  private async quietly(write: () => Promise<unknown>): Promise<void> {
+    try {
+      await write();
     } catch (err) {
       // Gone already or moved on meanwhile: the next pass sees the new state.
       if (!isProblem(err)) throw err;

@@ -43,7 +43,8 @@ async function git(...args: string[]): Promise<string> {
 /** The store's head commit: unchanged after a refusal. */
 const head = () => git('rev-parse', 'main');
 /** Author and message of the store's newest commit: the audit log. */
-const lastCommit = () => git('log', '-1', '--format=%an <%ae>%n%B', 'main');
+/** The newest commit on `ref` (a status change commits to peerops-status, docs/store.md). */
+const lastCommit = (ref = 'main') => git('log', '-1', '--format=%an <%ae>%n%B', ref);
 
 /** The field errors of a problem answer as `pointer: message`. */
 function fieldErrors(res: { json(): unknown }): string[] {
@@ -270,22 +271,28 @@ describe('router remove names what holds it', () => {
 });
 
 describe('admin session purge', () => {
-  it('5 purge → removed, committed with the admin as author and the reason; then the ASN may create again', async () => {
+  it('5 purge → 8 PURGED with the reason, committed with the admin as author; then the ASN may create again', async () => {
     const uuid = await d.inStatus(5);
     const session = h.store.getSession(uuid);
     const owner = d.ownerToken(uuid);
     const res = await expectOk(
       h.post('/admin/session', h.admin, { action: 'purge', uuid, reason: 'fra1 was reinstalled' }),
     );
-    expect(res.json()).toEqual({ uuid, deleted: true });
-    expect(h.store.getSession(uuid)).toBeUndefined();
-    const commit = await lastCommit();
+    expect(res.json()).toMatchObject({
+      uuid,
+      status: 8,
+      statusName: 'PURGED',
+      decision: { action: 'purge', reason: 'fra1 was reinstalled', by: `admin AS${ADMIN_ASN}` },
+    });
+    const commit = await lastCommit('peerops-status');
     expect(commit).toContain(ADMIN_AUTHOR);
     expect(commit).toContain(
       `purge session ${session?.name} (QUEUED_FOR_DELETE, not torn down by router fra1): fra1 was reinstalled`,
     );
-    // no longer SESSION_EXISTS
-    await expectOk(h.post('/session', owner, sessionFields('fra1')));
+    // no longer SESSION_EXISTS: the new session replaces the PURGED record (docs/api.md, Decisions)
+    const again = (await expectOk(h.post('/session', owner, sessionFields('fra1')))).json().uuid as string;
+    expect(h.store.getSession(uuid)).toBeUndefined();
+    expect(h.store.getSession(again)?.status.code).toBe(3);
   });
   it('refuses every other status with INVALID_STATE, and changes nothing', async () => {
     for (const status of [0, 1, 2, 3, 4, 6]) {

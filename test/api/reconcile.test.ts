@@ -40,7 +40,7 @@ describe('reconciler', () => {
     await r.pass(Date.now() + 6 * 60_000);
     expect(r.conditions()).toContainEqual(expect.objectContaining({ type: 'AgentOffline', subject: 'fra1' }));
   });
-  it('rejects pending sessions of a removed router and flags the others; runs on store changes', async () => {
+  it('rejects (7 REJECTED) pending sessions of a removed router and flags the others; runs on store changes', async () => {
     const pending = await d.inStatus(3);
     const active = await d.inStatus(1);
     // A router removed behind the API's back (a merged pull request deleting its file): the store refuses to
@@ -62,14 +62,19 @@ describe('reconciler', () => {
     r.start();
     await r.trigger();
     await r.stop();
-    expect(h.store.getSession(pending)).toBeUndefined();
+    // REJECTED with the reason for its owner, by the controller (docs/api.md, Decisions)
+    expect(h.store.getSession(pending)?.status).toMatchObject({
+      code: 7,
+      decision: { action: 'reject', reason: 'router fra1 was removed', by: 'controller' },
+    });
     expect(h.store.getSession(active)?.status.code).toBe(1);
     expect(r.conditions()).toContainEqual(
       expect.objectContaining({ type: 'RouterMissing', subject: active }),
     );
     await r.pass();
+    // a REJECTED record holds nothing on the router: no RouterMissing for it
     expect(r.conditions().filter((c) => c.type === 'RouterMissing')).toHaveLength(
-      h.store.listSessions({ router: 'fra1' }).length,
+      h.store.listSessions({ router: 'fra1' }).filter((s) => s.status.code !== 7).length,
     );
   });
 });

@@ -16,9 +16,12 @@ import {
 const exec = promisify(execFile);
 const ADMIN_AUTHOR = `admin AS${ADMIN_ASN} <admin-as${ADMIN_ASN}@peerops.invalid>`;
 
-/** Author and message of the store's newest commit: the audit log of docs/store.md. */
-async function lastCommit(): Promise<string> {
-  const git = ['--git-dir', join(h.dir, 'store.git'), 'log', '-1', '--format=%an <%ae>%n%B', 'main'];
+/**
+ * Author and message of the store's newest commit on `ref` (a status change commits to peerops-status):
+ * the audit log of docs/store.md.
+ */
+async function lastCommit(ref = 'main'): Promise<string> {
+  const git = ['--git-dir', join(h.dir, 'store.git'), 'log', '-1', '--format=%an <%ae>%n%B', ref];
   return (await exec('git', git)).stdout;
 }
 
@@ -62,13 +65,18 @@ describe('admin review', () => {
     const res = await expectOk(d.admin('approve', uuid, 'looks fine'));
     expect(res.json()).toMatchObject({ status: 4, statusName: 'QUEUED_FOR_SETUP' });
   });
-  it('3 reject → removed, committed with the admin as author and the reason in the message', async () => {
+  it('3 reject → 7 REJECTED with the decision, committed with the admin as author and the reason', async () => {
     const uuid = await d.inStatus(3);
     const name = h.store.getSession(uuid)?.name;
     const res = await expectOk(d.admin('reject', uuid, 'unknown ASN'));
-    expect(res.json()).toEqual({ uuid, deleted: true });
-    expect(h.store.getSession(uuid)).toBeUndefined();
-    const commit = await lastCommit();
+    expect(res.json()).toMatchObject({
+      uuid,
+      status: 7,
+      statusName: 'REJECTED',
+      decision: { action: 'reject', reason: 'unknown ASN', by: `admin AS${ADMIN_ASN}` },
+    });
+    expect(d.status(uuid)).toBe(7);
+    const commit = await lastCommit('peerops-status');
     expect(commit).toContain(ADMIN_AUTHOR);
     expect(commit).toContain(`reject session ${name}: unknown ASN`);
     expect(commit).toContain('Peerops-Role: admin');
@@ -97,8 +105,8 @@ describe('admin review', () => {
     await expectOk(admin('enable', uuid));
     expect(d.status(uuid)).toBe(4);
     const rejected = await d.inStatus(3);
-    expect((await expectOk(admin('reject', rejected))).json()).toEqual({ uuid: rejected, deleted: true });
-    expect(h.store.getSession(rejected)).toBeUndefined();
+    expect((await expectOk(admin('reject', rejected))).json()).toMatchObject({ uuid: rejected, status: 7 });
+    expect(d.status(rejected)).toBe(7);
   });
   it('refuses approve outside status 3 with INVALID_STATE and changes nothing', async () => {
     const uuid = await d.inStatus(1);

@@ -238,7 +238,7 @@ describe('peerops admin', () => {
     expect(table.stdout).toMatch(/^rpkiServers\s+rpki\.example\.net:8282$/m);
     expect(table.stdout).toMatch(/^blockedAsns\s+64512$/m);
   });
-  it('session reject, disable and enable; router remove', async () => {
+  it('session reject, disable and enable, the owner reads each reason (docs/cli.md); router remove', async () => {
     const agentToken = await h.addRouter('cli2');
     const create = async (asn: number) =>
       (await h.post('/session', h.tokens.issueToken(asn, 'user').token, sessionFields('cli2'))).json()
@@ -246,8 +246,18 @@ describe('peerops admin', () => {
     const rejected = await create(4242427001);
     const reject = await peerops(['admin', 'session', 'reject', rejected, '--reason', 'not in the registry']);
     expect(reject.code, reject.stderr).toBe(0);
-    expect(reject.stdout).toContain(rejected);
-    expect(h.store.getSession(rejected)).toBeUndefined();
+    expect(reject.stdout).toContain(`session ${rejected}: REJECTED`);
+    // the owner reads the reason in list and show (docs/api.md, Decisions)
+    const rejectedOwner = h.tokens.issueToken(4242427001, 'user').token;
+    const shown = await peerops(['session', 'show', rejected], rejectedOwner);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^status\s+7 REJECTED$/m);
+    expect(shown.stdout).toMatch(
+      new RegExp(`^decision\\s+rejected by admin AS${ADMIN_ASN} at \\S+Z: not in the registry$`, 'm'),
+    );
+    expect(shown.stdout).toMatch(/^shown until\s+\S+Z, then removed$/m);
+    const listed = await peerops(['session', 'list'], rejectedOwner);
+    expect(listed.stdout).toMatch(/REJECTED\s.*rejected: not in the registry/);
 
     const uuid = await create(4242427002);
     expect((await peerops(['admin', 'session', 'approve', uuid])).code).toBe(0);
@@ -257,6 +267,11 @@ describe('peerops admin', () => {
     expect(disable.code, disable.stderr).toBe(0);
     expect(disable.stdout).toContain('DISABLED');
     expect(h.store.getSession(uuid)?.status.code).toBe(0);
+    const disabledShown = await peerops(
+      ['session', 'show', uuid],
+      h.tokens.issueToken(4242427002, 'user').token,
+    );
+    expect(disabledShown.stdout).toMatch(/^decision\s+turned off by admin AS\d+ at \S+Z: maintenance$/m);
     const enable = await peerops(['admin', 'session', 'enable', uuid, '--json']);
     expect(enable.code, enable.stderr).toBe(0);
     expect(JSON.parse(enable.stdout)).toMatchObject({ uuid, status: 4, statusName: 'QUEUED_FOR_SETUP' });

@@ -12,14 +12,15 @@ type Expected = SessionStatusCode | 'removed' | { to: SessionStatusCode; restart
 /** docs/architecture.md's table, row by row: trigger → from → result. */
 const TABLE: Record<string, Partial<Record<SessionStatusCode, Expected>>> = {
   approve: { 3: 4 },
-  reject: { 3: 'removed' },
+  // terminal REJECTED (7), PURGED (8): kept for their owner to read the reason (docs/api.md, Decisions)
+  reject: { 3: 7 },
   modify: { 1: 4, 2: 4, 6: 4, 3: 3, 4: 4, 0: 0 },
   restart: { 1: { to: 4, restart: true }, 2: { to: 4, restart: true }, 6: { to: 4, restart: true } },
-  delete: { 0: 5, 1: 5, 2: 5, 4: 5, 6: 5, 3: 'removed' },
+  delete: { 0: 5, 1: 5, 2: 5, 4: 5, 6: 5, 3: 'removed', 7: 'removed', 8: 'removed' },
   disable: { 1: 0, 2: 0, 4: 0, 6: 0 },
   enable: { 0: 4 },
   // admin, for a session whose agent never tears it down (docs/api.md, purge)
-  purge: { 5: 'removed' },
+  purge: { 5: 8 },
   // agent reports: `report<reported>` → from → result
   report1: { 4: 1, 6: 1, 1: 1, 2: 1 },
   // 4/6 → 2: configured, BGP not Established after the grace; 6 → 4: a retried setup waits for BGP

@@ -1,8 +1,8 @@
 /**
  * Webhooks with two controller replicas on one real kube-apiserver (test/k8s/apiserver.ts): each has its
  * own store, app, notifier and LeaderElector, as two pods would; the hooks are in the one Secret. Changes
- * made through either replica reach the receiver once each, from the leader (or, for a rejection, from
- * the replica that rejected); after a hand-over the new leader goes on without repeating.
+ * made through either replica reach the receiver once each, from the leader (a rejection too: its reason
+ * is in the status, docs/api.md, Decisions); after a hand-over the new leader goes on without repeating.
  */
 import { createHmac } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -134,7 +134,7 @@ describe('webhooks with two replicas', () => {
     const lifecycle = ['session.created', 'session.pending_review', 'session.approved', 'session.active'];
     await eventually('created … active', () => of(uuid).length >= lifecycle.length, 30_000);
 
-    // a rejection at the replica that does not lead: sent by it, once
+    // a rejection at the replica that does not lead: told by the leader, once
     const other = (
       await ok(a, '/session', tokens.issueToken(USER_ASN + 1, 'user').token, sessionFields('fra1'))
     ).uuid as string;

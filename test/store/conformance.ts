@@ -477,6 +477,37 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(again.spec.listenPort).toBe(s.spec.listenPort);
         expect(again.spec.uuid).not.toBe(s.spec.uuid);
       });
+
+      // docs/api.md, Decisions: the admin's reason stored with the status; a REJECTED record holds nothing
+      it("keeps a REJECTED record with the admin's decision on reopen; it claims no address; a create replaces it", async () => {
+        const s = await store.createSession(newSession(4242420005, 'fra1'), pending, user(4242420005), 'c');
+        const decision = {
+          action: 'reject' as const,
+          reason: 'not in the registry',
+          by: 'admin AS1',
+          at: '2026-11-27T12:00:00.000Z',
+        };
+        const status = { code: 7, name: 'REJECTED' as const, lastTransitionTime: decision.at, decision };
+        await store.updateSession(s.spec.uuid, () => ({ status }), admin, 'reject');
+        // another ASN may take its address at once
+        const other = await store.createSession(
+          newSession(4242420006, 'fra1', { ipv6: s.spec.ipv6 }),
+          pending,
+          user(4242420006),
+          'c',
+        );
+        store = await h.reopen();
+        expect(store.getSession(s.spec.uuid)?.status).toMatchObject(status);
+        expect(store.getSession(other.spec.uuid)?.spec.ipv6).toBe(s.spec.ipv6);
+        const again = await store.createSession(
+          newSession(4242420005, 'fra1', { ipv6: 'fd42:1:5::2' }),
+          pending,
+          user(4242420005),
+          'again',
+        );
+        expect(store.getSession(s.spec.uuid)).toBeUndefined();
+        expect(store.listSessions({ asn: 4242420005 }).map((x) => x.spec.uuid)).toEqual([again.spec.uuid]);
+      });
     });
 
     describe('change feed', () => {

@@ -83,6 +83,8 @@ export default {
   'status.4': 'Approved or changed; the router is setting it up.',
   'status.5': 'Being removed from the router.',
   'status.6': 'The router could not set it up.',
+  'status.7': 'Rejected by an administrator.',
+  'status.8': 'Removed by an administrator although its router never confirmed the teardown.',
   'status.4.peer':
     'The router is ready and waiting for your side: configure WireGuard and BIRD with the generated files. Ready since {since}.',
   'status.4.agent':
@@ -150,6 +152,17 @@ export default {
     "Allow UDP port {port} to and from the router's endpoint, and TCP port 179 inside the tunnel, both ways.",
   'advice.deleting': 'It disappears once the router has torn it down.',
   'advice.disabled': 'An administrator turned this session off: ask them why.',
+  'advice.disabledReason':
+    'An administrator turned this session off for the reason above; once it is dealt with, ask them to turn it on again.',
+  'advice.rejected':
+    'Fix what the reason says, then delete this record and ask again; otherwise it goes by itself after the date above.',
+  'advice.purged':
+    'The session is gone from the network; remove your side of it. This record goes by itself after the date above.',
+  'decision.reject': 'Rejected by {by} on {at}',
+  'decision.disable': 'Turned off by {by} on {at}',
+  'decision.purge': 'Removed by {by} on {at}',
+  'decision.noReason': 'No reason was given.',
+  'decision.until': 'This record is shown until {until}.',
   'advice.setupFailed':
     'The router could not configure the session; the last error says why. Its agent keeps trying.',
   'advice.setupFailedData':

@@ -83,6 +83,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'status.4': '已批准或已修改；路由器正在配置。',
   'status.5': '正在从路由器上移除。',
   'status.6': '路由器无法完成配置。',
+  'status.7': '已被管理员拒绝。',
+  'status.8': '已被管理员移除（其路由器未确认拆除）。',
   'status.4.peer':
     '路由器已就绪，正在等待您这一端：请用生成的文件配置 WireGuard 和 BIRD。自 {since} 起就绪。',
   'status.4.agent': '路由器的 agent 自 {since} 起没有报告：它可能已停止。请联系本网络的运维人员。',
@@ -144,6 +146,14 @@ const zhCN: Record<keyof typeof en, string> = {
   'advice.waiting.ports': '双向放行与路由器端点之间的 UDP 端口 {port}，以及隧道内的 TCP 179 端口。',
   'advice.deleting': '路由器拆除完成后，它就会消失。',
   'advice.disabled': '管理员停用了此会话：请向他们询问原因。',
+  'advice.disabledReason': '管理员因上述原因停用了此会话；问题解决后，请让他们重新启用。',
+  'advice.rejected': '请按原因修正，然后删除此记录并重新申请；否则它会在上述日期后自动消失。',
+  'advice.purged': '此会话已从网络中移除；请拆除您这一端。此记录会在上述日期后自动消失。',
+  'decision.reject': '由 {by} 于 {at} 拒绝',
+  'decision.disable': '由 {by} 于 {at} 停用',
+  'decision.purge': '由 {by} 于 {at} 移除',
+  'decision.noReason': '未给出原因。',
+  'decision.until': '此记录显示至 {until}。',
   'advice.setupFailed': '路由器无法配置此会话，原因见最近的错误。它的 agent 会继续重试。',
   'advice.setupFailedData': '如果错误与您的数据有关（地址、密钥、端点），请修改会话；否则请联系运维人员。',
   'advice.wg.none':

@@ -57,7 +57,11 @@ function adviceKeys(s: SessionRecord): MessageKey[] {
     case 5:
       return ['advice.deleting'];
     case 0:
-      return ['advice.disabled'];
+      return [s.decision?.reason ? 'advice.disabledReason' : 'advice.disabled'];
+    case 7:
+      return ['advice.rejected'];
+    case 8:
+      return ['advice.purged'];
     case 6:
       return ['advice.setupFailed', 'advice.setupFailedData'];
     case 2:

@@ -1,6 +1,6 @@
 /** A peer's sessions: live state, what to do about it, and the actions a peer has (docs/api.md). */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type SessionRecord } from '../api.ts';
+import { api, ApiError, type Decision, type SessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -108,6 +108,7 @@ function SessionCard(props: {
           [t('session.uuid'), <code class="wrap">{s.uuid}</code>],
         ]}
       />
+      {s.decision && <DecisionNotice decision={s.decision} />}
       {s.lastError && (
         <div class="last-error" role="status">
           <strong>{t('session.lastError')}</strong> <code>{s.lastError.code}</code>
@@ -133,7 +134,7 @@ function SessionCard(props: {
         >
           {t('session.config')}
         </button>
-        {s.status !== 5 && (
+        {![5, 7, 8].includes(s.status) && (
           <button
             type="button"
             class="secondary"
@@ -173,6 +174,18 @@ function SessionCard(props: {
       {showConfig && <ConfigPanel uuid={s.uuid} />}
       <Problem error={error} />
     </article>
+  );
+}
+
+/** The admin's decision and its reason, as the owner reads it (docs/user-guide.md, statuses). */
+function DecisionNotice(props: { decision: Decision }) {
+  const d = props.decision;
+  return (
+    <div class="decision" role="status" data-testid="decision">
+      <strong>{t(`decision.${d.action}`, { by: d.by, at: dateTime(d.at) })}</strong>
+      <p data-testid="decision-reason">{d.reason ?? t('decision.noReason')}</p>
+      {d.until && <p class="hint">{t('decision.until', { until: dateTime(d.until) })}</p>}
+    </div>
   );
 }
 

@@ -17,6 +17,7 @@ import type {
   SessionSpec,
   SessionStatusRecord,
 } from '../../../common/schema.ts';
+import { isTerminal } from '../../../common/status.ts';
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import { SessionClaims, type ClaimSpec } from './claims.ts';
 import { MultiMap } from './multimap.ts';
@@ -231,7 +232,8 @@ export class StoreIndex {
     if (!ports) this.ports.set(spec.router, (ports = new Map()));
     ports.set(spec.listenPort, name);
     this.byAsn.add(spec.asn, spec.uuid);
-    this.claims.add(spec.uuid, spec);
+    // a REJECTED or PURGED record claims no address or key: others may take them at once (docs/api.md, Decisions)
+    if (!isTerminal(status.code)) this.claims.add(spec.uuid, spec);
     this.feed.publish(
       { kind: 'PeeringSession', name, type: 'put', router: spec.router },
       sessionTopics(previous, session),

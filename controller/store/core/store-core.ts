@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { isoNow } from '../../../common/clock.ts';
+import { isTerminal } from '../../../common/status.ts';
 import { reportingRouterConditions, withSessionConditions } from '../../../common/conditions.ts';
 import { DomainError } from '../../../common/errors.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
@@ -16,6 +17,7 @@ import {
   assertRouterUnused,
   checkedSessionSpec,
   mergedPolicy,
+  sessionExistsError,
   type AdmissionSession,
   type AdmissionView,
 } from '../../../common/rules/index.ts';
@@ -141,7 +143,26 @@ export abstract class StoreCore implements Store {
   }
 
   deleteRouter(name: string, actor: Actor): Promise<void> {
-    return timed('deleteRouter', () => this.persistRouterRemoval(name, actor));
+    return timed('deleteRouter', async () => {
+      // its REJECTED and PURGED records hold nothing on it and go with it (docs/api.md, Decisions)
+      const sessions = this.index.listSessions({ router: name });
+      if (sessions.every((s) => isTerminal(s.status.code)))
+        for (const closed of sessions) await this.removeClosed(closed, actor, `router ${name} is removed`);
+      return this.persistRouterRemoval(name, actor);
+    });
+  }
+
+  /** Removes a REJECTED or PURGED record; SESSION_EXISTS if it became something else meanwhile. */
+  private async removeClosed(closed: Session, actor: Actor, why: string): Promise<void> {
+    await this.persistSessionChange(
+      closed.spec.uuid,
+      (s) => {
+        if (!isTerminal(s.status.code)) throw sessionExistsError(s.spec.asn, s.spec.router);
+        return { delete: true };
+      },
+      actor,
+      `remove session ${closed.name} (${closed.status.name}): ${why}`,
+    );
   }
 
   setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
@@ -154,7 +175,16 @@ export abstract class StoreCore implements Store {
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    return timed('createSession', () => this.persistNewSession(input, status, actor, message));
+    return timed('createSession', async () => {
+      const closed = this.index.byName(sessionName(input.asn, input.router));
+      // the create would pass its rules (checked again as it is written): only then does its REJECTED or
+      // PURGED record of the same name go (docs/api.md, Decisions)
+      if (closed && isTerminal(closed.status.code)) {
+        this.prepareNewSession(input, status);
+        await this.removeClosed(closed, actor, `AS${input.asn} asks again`);
+      }
+      return this.persistNewSession(input, status, actor, message);
+    });
   }
 
   updateSession(

@@ -1,0 +1,107 @@
+/**
+ * An admin's decisions as the owner reads them in the portal (docs/user-guide.md, statuses; docs/api.md,
+ * Decisions): a peer logs in in a real browser (en) and finds the rejected request's card with REJECTED,
+ * the admin's reason, who and when and until when it is shown, what to do, and a Delete that removes it;
+ * a disabled session's card gives the admin's reason instead of "ask them why".
+ */
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+
+let dir: string;
+let h: Harness;
+let url: string;
+let browser: Browser;
+let peerKey: SshKey;
+
+beforeAll(async () => {
+  dir = await tempDir('portal-decisions');
+  peerKey = await sshKey(dir, 'ed25519', 'peer');
+  await writeRegistry(path.join(dir, 'registry'), {
+    autNums: { [USER_ASN]: ['PEER-MNT'] },
+    mntners: { 'PEER-MNT': [peerKey.publicLine] },
+    routes: { 'fd42:1234::/48': [USER_ASN] },
+  });
+  h = await startHarness(
+    {},
+    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
+  );
+  await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
+  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await h?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const create = async (router: string): Promise<string> =>
+  (await expectOk(h.post('/session', h.user, sessionFields(router)))).json().uuid as string;
+
+describe('portal: the admin’s decisions reach the peer', () => {
+  it('a rejected request shows REJECTED with the reason until it is deleted; a disable shows its reason', async () => {
+    const rejected = await create('fra1');
+    await expectOk(
+      h.post('/admin/session', h.admin, {
+        action: 'reject',
+        uuid: rejected,
+        reason: 'fd42:1234::1 is not in your route object',
+      }),
+    );
+    const disabled = await create('ams1');
+    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: disabled }));
+    await expectOk(
+      h.post('/admin/session', h.admin, {
+        action: 'disable',
+        uuid: disabled,
+        reason: 'your side announced 10.0.0.0/8',
+      }),
+    );
+
+    const { page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await logInWithSsh(page, USER_ASN, peerKey);
+
+    const card = page.locator(`article[data-uuid="${rejected}"]`);
+    await card.waitFor();
+    expect(await card.locator('.badge').textContent()).toBe('REJECTED');
+    expect(await card.getByTestId('status-words').textContent()).toBe('Rejected by an administrator.');
+    const decision = card.getByTestId('decision');
+    expect(await decision.locator('strong').textContent()).toMatch(
+      new RegExp(`^Rejected by admin AS${ADMIN_ASN} on `),
+    );
+    expect(await card.getByTestId('decision-reason').textContent()).toBe(
+      'fd42:1234::1 is not in your route object',
+    );
+    expect(await decision.textContent()).toMatch(/This record is shown until /);
+    expect(await card.locator('.advice li').allTextContents()).toEqual([
+      'Fix what the reason says, then delete this record and ask again; otherwise it goes by itself after the date above.',
+    ]);
+    // nothing to change or restart on a rejected request
+    expect(await card.getByRole('button', { name: 'Change' }).count()).toBe(0);
+    expect(await card.getByRole('button', { name: 'Restart' }).count()).toBe(0);
+
+    const off = page.locator(`article[data-uuid="${disabled}"]`);
+    expect(await off.getByTestId('decision-reason').textContent()).toBe('your side announced 10.0.0.0/8');
+    const advice = (await off.locator('.advice li').allTextContents()).join('\n');
+    expect(advice).toContain('for the reason above');
+    expect(advice).not.toContain('ask them why');
+    await expectAccessible(page, 'a rejected and a disabled session');
+
+    // Delete removes the REJECTED record at once
+    page.once('dialog', (dialog) => void dialog.accept());
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await card.waitFor({ state: 'detached' });
+    expect(h.store.getSession(rejected)).toBeUndefined();
+    expect(problems).toEqual([]);
+  });
+});
