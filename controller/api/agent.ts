@@ -155,7 +155,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       onRequest: agentOnly,
       schema: {
         operationId: 'agentSessions',
-        summary: "The router's sessions (all but PENDING_REVIEW); ETag, If-None-Match, ?wait=<s> long poll",
+        summary:
+          "The router's sessions (all but PENDING_REVIEW, REJECTED, PURGED); ETag, If-None-Match, ?wait=<s> long poll",
         params: RouterParams,
         querystring: Type.Object({
           wait: Type.Optional(
