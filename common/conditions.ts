@@ -56,6 +56,16 @@ function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling
         stalled: notStalled,
       };
     case SessionStatus.QUEUED_FOR_SETUP:
+      // configured on the router, BIRD trying: the peer's side is missing (docs/api.md, Waiting)
+      if (status.waiting)
+        return {
+          ready: no(
+            'WaitingForPeer',
+            `the router is ready and waits for the peer's side since ${status.waiting.since}`,
+          ),
+          reconciling: yes('WaitingForPeer', "BIRD tries to connect; the peer's side does not answer yet"),
+          stalled: notStalled,
+        };
       return {
         ready: no('Provisioning', "waiting for the router's agent to set up the tunnel and BGP session"),
         reconciling: yes('Provisioning', "the router's agent sets up the tunnel and BGP session"),

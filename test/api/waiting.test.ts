@@ -98,6 +98,11 @@ describe('waiting', () => {
     await expectOk(report(uuid, 4, 'Connect'));
     const stored = h.store.getSession(uuid)?.status;
     expect(stored?.waiting).toMatchObject({ for: 'peer' });
+    // as kubectl and Flux read it (docs/kubernetes.md, Conditions)
+    expect(stored?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'WaitingForPeer',
+    });
     const again = await expectOk(
       h.post('/agent/fra1/modify', token, {
         uuid,
