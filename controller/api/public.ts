@@ -2,6 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { mergedPolicy } from '../../common/rules/index.ts';
+import { isTerminal } from '../../common/status.ts';
 import type { Store } from '../store/store.ts';
 import { metricsText, register } from '../metrics.ts';
 import { RoutersResponse } from './schemas.ts';
@@ -81,7 +82,8 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
         response: { 200: RoutersResponse },
       },
     },
-    // each router's sessions from the store's per-router index, not a walk over every session
+    // each router's sessions from the store's per-router index, not a walk over every session; a
+    // REJECTED or PURGED record takes no slot (docs/api.md, Decisions)
     async () => ({
       routers: store
         .listRouters()
@@ -89,7 +91,7 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
         .map((r) =>
           publicRouter(
             r,
-            store.listSessions({ router: r.name }).length,
+            store.listSessions({ router: r.name }).filter((s) => !isTerminal(s.status.code)).length,
             mergedPolicy(store, r.name).dn42Asn ?? null,
           ),
         ),

@@ -79,8 +79,16 @@ describe('reject', () => {
     await d.create();
     const full = await h.post('/session', d.freshUser(), sessionFields('fra1'));
     expect(problem(full)).toMatchObject({ code: 'ROUTER_FULL' });
+    // GET /routers counts the same: no slot left, whatever the REJECTED records
+    const routers = (await expectOk(h.get('/routers', h.user))).json().routers;
+    expect(routers.find((r: { name: string }) => r.name === 'fra1')).toMatchObject({
+      freeSlots: 0,
+      accepting: false,
+    });
     for (const s of h.store.listSessions({ router: 'fra1' }))
       if (s.status.code === 3) await expectOk(d.user('delete', s.spec.uuid));
+    const freed = (await expectOk(h.get('/routers', h.user))).json().routers;
+    expect(freed.find((r: { name: string }) => r.name === 'fra1')).toMatchObject({ freeSlots: 2 });
   });
 
   it('a new create by its owner replaces it at once; the owner may also delete it', async () => {
