@@ -38,6 +38,7 @@ export class FaultWatch {
   private stopped = true;
   /** The mismatch a pass was last asked for: asked once, not every look until the pass has run. */
   private askedFor = '';
+  private judgedSeen: ReadonlyMap<string, string> | undefined;
   /** Why BIRD does not answer; undefined while it does, or before the first look. */
   private down: string | undefined;
   private looked = false;
@@ -77,6 +78,16 @@ export class FaultWatch {
 
   /** One look; the next is scheduled after it ends (a BIRD that hangs is not asked twice at once). */
   async tick(now = Date.now()): Promise<void> {
+    try {
+      await this.look(now);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'fault watch: a look failed; looking again');
+    } finally {
+      if (!this.stopped) this.timer = setTimeout(() => void this.tick(), FAULT_WATCH_MS);
+    }
+  }
+
+  private async look(now: number): Promise<void> {
     let states: Map<string, string> | undefined;
     let reason: string | undefined;
     try {
@@ -96,7 +107,11 @@ export class FaultWatch {
       }
     }
     if (states) {
-      const moved = [...this.judged.bgp()].filter(([name, judged]) => (states.get(name) ?? '') !== judged);
+      const judged = this.judged.bgp();
+      // a pass ran since the last ask (each pass judges into a new map): ask again for what still differs
+      if (judged !== this.judgedSeen) this.askedFor = '';
+      this.judgedSeen = judged;
+      const moved = [...judged].filter(([name, state]) => (states.get(name) ?? '') !== state);
       const key = moved.map(([name]) => `${name}=${states.get(name) ?? ''}`).join();
       if (key !== this.askedFor) {
         this.askedFor = key;
@@ -109,6 +124,5 @@ export class FaultWatch {
       this.deadlineWoken = deadline;
       this.events.passNeeded('a tunnel has had no handshake for longer than WireGuard accepts');
     }
-    this.timer = setTimeout(() => void this.tick(), FAULT_WATCH_MS);
   }
 }

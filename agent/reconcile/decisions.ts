@@ -164,6 +164,8 @@ export interface SessionMemory {
   stateSince: number;
   /** Unix seconds of the last WireGuard handshake seen (0: none): the fault watch's deadline. */
   lastHandshake?: number;
+  /** When a pass last made the session's deleted tunnel anew, until BGP is Established again. */
+  tunnelRecreatedAt?: number;
 }
 
 export interface SessionFacts {
@@ -232,6 +234,7 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
         stateSince: now,
       };
   m.lastHandshake = f.lastHandshake;
+  if (f.tunnelRecreated) m.tunnelRecreatedAt = now;
   const state = bgpStateOf(f.protocol.bgpState);
   if (state !== m.bgpState || !f.memory) {
     m.bgpState = state;
@@ -240,6 +243,7 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   if (state === 'Established' && !handshakeStale(f)) {
     m.wasEstablished = true;
     m.downSince = undefined;
+    m.tunnelRecreatedAt = undefined;
     m.lastEstablished = now;
     return { status: SessionStatus.ACTIVE, message: undefined, memory: m };
   }
@@ -278,8 +282,8 @@ function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory):
       : m.wasEstablished
         ? 'BGP was Established, then lost; '
         : '';
-  if (f.tunnelRecreated)
-    return `${lost}the router's WireGuard tunnel ${interfaceName(s.listenPort)} was gone and is made anew, waiting for a handshake with the peer, ${bgp}: if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort})`;
+  if (m.tunnelRecreatedAt !== undefined)
+    return `${lost}the router's WireGuard tunnel ${interfaceName(s.listenPort)} was gone and was made anew at ${new Date(m.tunnelRecreatedAt).toISOString()}, ${bgp}: it comes back by itself; if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort})`;
   if (handshakeAge > HANDSHAKE_FRESH_S) {
     const handshake =
       f.lastHandshake > 0

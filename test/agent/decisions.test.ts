@@ -230,7 +230,7 @@ describe('status verdicts', () => {
       'ACTIVE, its tunnel deleted and made anew this pass → ERROR, the WireGuard hint',
       facts(S.ACTIVE, { bgp: 'Idle', tunnelRecreated: true, memory: configured(T0, true, T0) }),
       S.ERROR,
-      /the router's WireGuard tunnel wg_20001 was gone and is made anew, waiting for a handshake/,
+      /the router's WireGuard tunnel wg_20001 was gone and was made anew at 2026-.*: it comes back by itself/,
     ],
     [
       'BIRD does not answer, running session → ERROR naming BIRD',

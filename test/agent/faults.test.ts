@@ -2,7 +2,8 @@
  * Time to truth for faults on the router (docs/agent.md, "When something is wrong"), with real BIRD and
  * WireGuard: the agent runs with a 60 s sync and heartbeat interval, so what reaches the API within 10 s
  * came from its fault watch, not from a loop's next round. BIRD killed → the router not Ready (BirdDown)
- * and its session not ACTIVE; BIRD back → Ready and ACTIVE, lastError cleared; the session's WireGuard
+ * and its session not ACTIVE; BIRD back → Ready and ACTIVE, lastError cleared; the peer's BIRD stopped →
+ * not ACTIVE with the BGP hint, then ACTIVE again; the session's WireGuard
  * device deleted → not ACTIVE with a WireGuard hint, then ACTIVE again; the agent stopped → the router not
  * Ready (AgentNotReporting) within 2 heartbeat intervals. Each figure is printed.
  */
@@ -121,6 +122,40 @@ describe('faults reach the API within seconds', () => {
     expect(active).toBeLessThanOrEqual(LIMIT_S);
   }, 120_000);
 
+  it("the peer's BIRD stopped (tunnel up): ERROR with the BGP hint; started again: ACTIVE, no lastError", async () => {
+    const stopped = Date.now();
+    await peer.bird.stop();
+    let hint = '';
+    const down = await secondsUntil(
+      "peer's BIRD stopped → session not ACTIVE, BGP hint",
+      stopped,
+      async () => {
+        const now = await session();
+        hint = now?.lastError?.message ?? '';
+        return now?.statusName !== 'ACTIVE' && hint !== '';
+      },
+      20_000,
+    );
+    expect(down).toBeLessThanOrEqual(LIMIT_S);
+    expect(hint).toMatch(/then lost; WireGuard handshakes \(the tunnel is up\) but BGP \w+/);
+    peer.bird = await L.lab.startBird(peer.ns, {
+      configPath: peer.bird.configPath,
+      socket: peer.bird.socket,
+    });
+    await waitFor('BGP Established again', established, 60_000, 200);
+    const up = Date.now();
+    const active = await secondsUntil(
+      'BGP up again → session ACTIVE, lastError cleared',
+      up,
+      async () => {
+        const now = await session();
+        return now?.statusName === 'ACTIVE' && now.lastError === null;
+      },
+      20_000,
+    );
+    expect(active).toBeLessThanOrEqual(LIMIT_S);
+  }, 120_000);
+
   it("the session's WireGuard device deleted: ERROR with a WireGuard hint, then ACTIVE again", async () => {
     const deleted = Date.now();
     let hint = '';
@@ -131,17 +166,13 @@ describe('faults reach the API within seconds', () => {
       async () => {
         const now = await session();
         hint = now?.lastError?.message ?? '';
-        return now?.statusName !== 'ACTIVE' && /WireGuard/.test(hint);
+        return now?.statusName !== 'ACTIVE' && /WireGuard tunnel/.test(hint);
       },
       20_000,
     );
     expect(down).toBeLessThanOrEqual(LIMIT_S);
-    // the pass that made the tunnel anew says so; the next ones, until a handshake, that there is none
-    expect(hint).toMatch(
-      new RegExp(
-        `WireGuard tunnel wg_${port} was gone and is made anew|no WireGuard handshake with the peer`,
-      ),
-    );
+    // every pass says so until BGP is Established again
+    expect(hint).toMatch(new RegExp(`WireGuard tunnel wg_${port} was gone and was made anew at `));
     await waitFor('BGP Established again', established, 60_000, 200);
     const up = Date.now();
     const active = await secondsUntil(
