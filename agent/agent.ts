@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, ReportBody } from '../common/agent-api.ts';
 import type { Condition } from '../common/schema.ts';
+import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../common/conditions.ts';
 import { oneLine } from '../common/text.ts';
 import { VERSION } from '../common/version.ts';
 import { BirdApplier, CONFIGURE_PENDING } from './bird/apply.ts';
@@ -351,15 +352,19 @@ export class Agent {
     } catch {
       // no mesh key yet
     }
+    const interval = this.config.controlPlane.heartbeatInterval;
+    const conditions = [
+      ...(this.passes > 0 ? [this.configApplied()] : []),
+      ...(this.faultWatch.known ? [this.birdRunning()] : []),
+    ];
     await this.client.heartbeat({
       version: VERSION,
       uptime: Math.floor((Date.now() - this.started) / 1000),
       ...(meshPublicKey ? { meshPublicKey } : {}),
-      heartbeatInterval: this.config.controlPlane.heartbeatInterval,
-      conditions: [
-        ...(this.passes > 0 ? [this.configApplied()] : []),
-        ...(this.faultWatch.known ? [this.birdRunning()] : []),
-      ],
+      // sent only when it is not the default the controller assumes: a controller older than the field
+      // refuses a body naming it
+      ...(interval !== DEFAULT_HEARTBEAT_INTERVAL_S ? { heartbeatInterval: interval } : {}),
+      ...(conditions.length ? { conditions } : {}),
     });
   }
 
