@@ -1,7 +1,7 @@
 /**
- * `POST /session` (docs/api.md, User API): list, create, modify, delete, restart, config. A user sees and
- * changes only its own ASN's sessions; an admin sees all. Create's admission rules are the store's
- * (common/rules); config's files are common/peer-config's.
+ * `POST /session` (docs/api.md, User API): list, create, modify, delete, restart, config; the list's live
+ * updates are session-events.ts. A user sees and changes only its own ASN's sessions; an admin sees all.
+ * Create's admission rules are the store's (common/rules); config's files are common/peer-config's.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
@@ -12,13 +12,13 @@ import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
 import { endpointErrors, mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
-import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
 import { EncodedAnswers, sendEncoded, type EncodedAnswer } from './encoding.ts';
 import { SessionActionAnswer, SessionActions } from './schemas.ts';
+import { listTopics, sessionEventRoutes } from './session-events.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
 function resolveRouter(store: Store, ref: string): Router {
@@ -65,11 +65,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
    */
   function listAnswer(identity: Identity): EncodedAnswer {
     const admin = identity.role === 'admin';
-    const revision = Math.max(
-      store.revision(admin ? topics.allSessions : topics.asnSessions(identity.asn)),
-      store.revision(topics.routers),
-      store.revision(topics.policies),
-    );
+    const revision = Math.max(...listTopics(identity).map((topic) => store.revision(topic)));
     return lists.get(admin ? 'admin' : `AS${identity.asn}`, revision, () => {
       const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
         .filter((s) => owns(identity, s))
@@ -80,6 +76,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
       return { sessions: sessions.map(view) };
     });
   }
+  await app.register(sessionEventRoutes, { store, listAnswer });
 
   app.post(
     '/session',
