@@ -4,8 +4,8 @@
  * refusing or not answering, or coming back, is a change of the router's condition (the agent sends a
  * heartbeat now); a BGP state other than the one the last pass judged (a flap shorter than a look is
  * caught there too), or a tunnel whose last handshake passes WireGuard's reject time, needs a pass to
- * judge the sessions (the agent runs one now). Without it a dead BIRD or a lost
- * peer showed at the next long poll's end, up to a minute later, and a dead tunnel after BGP's hold time.
+ * judge the sessions (the agent runs one now). Without it a dead BIRD or a lost peer showed at the next
+ * long poll's end, up to a minute later, and a dead tunnel after BGP's hold time.
  */
 import type { Logger } from 'pino';
 import type { BirdControl } from './bird/control.ts';
@@ -77,7 +77,7 @@ export class FaultWatch {
   }
 
   /** One look; the next is scheduled after it ends (a BIRD that hangs is not asked twice at once). */
-  async tick(now = Date.now()): Promise<void> {
+  private async tick(now = Date.now()): Promise<void> {
     try {
       await this.look(now);
     } catch (err) {
