@@ -6,6 +6,7 @@
  */
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { dump } from 'js-yaml';
+import { serverEvents, type ServerEvent } from '../common/event-stream.ts';
 import { showable } from '../common/text.ts';
 import { usageError } from '../common/usage.ts';
 import { ConfigError, DEFAULT_URL, selectContext } from './config.ts';
@@ -155,6 +156,46 @@ export class Client {
     } catch (err) {
       throw new CliError('UNREACHABLE', fetchFailure(err, this.url, seconds));
     }
+    return this.answer<T>(res);
+  }
+
+  /**
+   * GET an event stream (docs/api.md, Live updates): its events until the controller ends it. A refusal
+   * throws as `post` does; a connection that drops or cannot be made throws UNREACHABLE. The timeout
+   * (PEEROPS_TIMEOUT) is for the answer's headers only: a stream is quiet for long.
+   */
+  async *events(path: string): AsyncGenerator<ServerEvent> {
+    if (!this.token) throw new CliError('INVALID_TOKEN', this.notLoggedIn);
+    const seconds = requestTimeout();
+    const connecting = new AbortController();
+    const timer = setTimeout(
+      () => connecting.abort(new DOMException('timeout', 'TimeoutError')),
+      seconds * 1000,
+    );
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${path}`, {
+        headers: { accept: 'text/event-stream', authorization: `Bearer ${this.token}` },
+        signal: connecting.signal,
+      });
+    } catch (err) {
+      throw new CliError('UNREACHABLE', fetchFailure(err, this.url, seconds));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!res.ok || !res.body) {
+      await this.answer(res); // a refusal throws its problem; a 200 without a body is a stream that ended
+      return;
+    }
+    try {
+      yield* serverEvents(res.body);
+    } catch (err) {
+      throw new CliError('UNREACHABLE', `lost the controller at ${this.url}: ${(err as Error).message}`);
+    }
+  }
+
+  /** A JSON answer, or the CliError of a refusal (its problem's code and detail). */
+  private async answer<T>(res: Response): Promise<T> {
     const text = await res.text();
     let parsed: unknown;
     try {

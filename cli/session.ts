@@ -4,12 +4,14 @@
  */
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PEER_CONFIG_FORMATS } from '../common/peer-config/index.ts';
 import { showable } from '../common/text.ts';
 import {
   CliError,
   Client,
   COMMON_OPTIONS,
+  type Format,
   output,
   outputFormat,
   parseFlags,
@@ -24,7 +26,7 @@ export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart',
 
 const USAGE = `usage: peerops session <action> [options]
 
-  list                                   your sessions (admins: all)
+  list [--watch]                         your sessions (admins: all); --watch: then each change as it happens
   show UUID                              one session (UUID or a unique prefix of it)
   create --router R --ipv6 ADDR --link-local ADDR --public-key KEY
          [--endpoint HOST:PORT] [--ipv4 ADDR] [--mtu N] [--no-mpbgp] [--no-extended-next-hop]
@@ -50,6 +52,7 @@ export const OPTIONS = {
   mtu: { type: 'string' },
   'no-mpbgp': { type: 'boolean' },
   'no-extended-next-hop': { type: 'boolean' },
+  watch: { type: 'boolean' },
   format: { type: 'string' },
   out: { type: 'string' },
 } as const;
@@ -136,6 +139,72 @@ function describe(s: SessionRecord): string {
   return rows.map(([k, v]) => `${k.padEnd(18)}${showable(v)}`).join('\n');
 }
 
+/**
+ * What `list --watch` tells changes of, by name. Metrics and handshakes move at every report of the agent
+ * and would bury the rest.
+ */
+const WATCHED: Record<string, (s: SessionRecord) => string> = {
+  status: statusCell,
+  bgp: (s) => s.bgpState ?? '-',
+  'last error': (s) => (s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : '-'),
+  endpoint: (s) => s.endpoint ?? '-',
+  mtu: (s) => String(s.mtu),
+};
+
+/** One line per session that came, went or changed from `before` to `after` (docs/cli.md, --watch). */
+export function changes(before: SessionRecord[], after: SessionRecord[], at: string): string[] {
+  const old = new Map(before.map((s) => [s.uuid, s]));
+  const lines: string[] = [];
+  for (const s of after) {
+    const was = old.get(s.uuid);
+    old.delete(s.uuid);
+    const what =
+      was === undefined
+        ? [`new, ${statusCell(s)}`]
+        : Object.entries(WATCHED).flatMap(([name, get]) =>
+            get(was) === get(s) ? [] : [`${name} ${get(was)} -> ${get(s)}`],
+          );
+    if (what.length > 0) lines.push(`${at}  ${s.uuid}  ${s.router}  AS${s.asn}  ${what.join(', ')}`);
+  }
+  for (const s of old.values()) lines.push(`${at}  ${s.uuid}  ${s.router}  AS${s.asn}  gone`);
+  return lines.map((line) => showable(line));
+}
+
+/** A dropped stream is asked for again after this; the controller suggests as much (`retry:`). */
+const RECONNECT_MS = 3000;
+
+/**
+ * `list --watch`, after the list `shown`: the controller's live updates (docs/api.md, Live updates) until
+ * it ends the stream for the token (exit 1) or the user stops it; a lost connection is opened again.
+ */
+async function watchList(client: Client, format: Format, shown: SessionRecord[]): Promise<number> {
+  let last = shown;
+  for (;;) {
+    try {
+      for await (const e of client.events('/session/events')) {
+        if (e.event === 'end') {
+          const end = JSON.parse(e.data) as { code: string; detail: string };
+          throw new CliError(end.code, end.detail);
+        }
+        if (e.event !== 'sessions') continue;
+        const { sessions } = JSON.parse(e.data) as { sessions: SessionRecord[] };
+        if (format === 'json' || format === 'yaml') {
+          // one document per change, whole: a program reading them needs no state
+          if (JSON.stringify(sessions) !== JSON.stringify(last)) {
+            if (format === 'yaml') console.log('---');
+            output(format, { sessions }, () => '');
+          }
+        } else for (const line of changes(last, sessions, stamp(new Date().toISOString()))) console.log(line);
+        last = sessions;
+      }
+    } catch (err) {
+      if (!(err instanceof CliError) || err.code !== 'UNREACHABLE') throw err;
+      console.error(`${err.message}; trying again in ${RECONNECT_MS / 1000} s`);
+    }
+    await sleep(RECONNECT_MS);
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
     const { values, positionals } = parseFlags(argv, OPTIONS);
@@ -146,6 +215,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (!(ACTIONS as readonly string[]).includes(action))
       throw unknownWord('session action', action, ACTIONS);
+    if (values.watch && action !== 'list') throw new CliError('USAGE', '--watch goes with list only');
     const format = outputFormat(values);
     const client = await Client.create({ url: values.url, token: values.token, context: values.context });
     const list = async () =>
@@ -222,7 +292,7 @@ export async function main(argv: string[]): Promise<number> {
                   ]),
                 ),
         );
-        return 0;
+        return values.watch ? watchList(client, format, sessions) : 0;
       }
       case 'show': {
         const id = await needUuid();
