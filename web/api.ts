@@ -3,6 +3,7 @@
  * an Authorization header. The token lives only in this page's memory (docs/decisions.md, "Portal").
  */
 import type { WaitingView } from '../common/waiting.ts';
+import { serverEvents } from '../common/event-stream.ts';
 
 export interface FieldError {
   pointer: string;
@@ -202,6 +203,11 @@ async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown):
   } catch {
     throw new ApiError(0, 'UNREACHABLE', 'the controller cannot be reached');
   }
+  return answer<T>(res);
+}
+
+/** A JSON answer, or the ApiError of a refusal (an INVALID_TOKEN one also ends the login). */
+async function answer<T>(res: Response): Promise<T> {
   const data = (await res.json().catch(() => undefined)) as
     { code?: string; detail?: string; errors?: FieldError[] } | undefined;
   if (!res.ok) {
@@ -248,3 +254,43 @@ export const api = {
   policy: () =>
     request<{ name: string; spec: Record<string, unknown> }>('POST', '/admin/policy', { action: 'get' }),
 };
+
+/** A dropped stream is opened again after this, as the controller's `retry:` field says. */
+const RECONNECT_MS = 3000;
+
+/**
+ * The caller's sessions, given to `onList` as the controller sends them: at once and at each change
+ * (docs/api.md, Live updates), until `signal` aborts. fetch, not EventSource, which cannot send the
+ * token. A dropped connection is opened again; the stream's end for the token (expired, revoked) ends
+ * the login; a refusal rejects.
+ */
+export async function watchSessions(
+  onList: (sessions: SessionRecord[]) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const res = await fetch('/session/events', {
+        headers: { accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        credentials: 'omit',
+        cache: 'no-store',
+        signal,
+      });
+      // a refusal (the token, a block) rejects; a busy or failing controller is asked again
+      if (!res.ok && res.status !== 429 && res.status < 500) await answer(res);
+      if (res.ok && res.body)
+        for await (const e of serverEvents(res.body)) {
+          if (e.event === 'sessions') onList((JSON.parse(e.data) as { sessions: SessionRecord[] }).sessions);
+          if (e.event !== 'end') continue;
+          const end = JSON.parse(e.data) as { code: string; detail: string };
+          if (end.code !== 'INVALID_TOKEN') throw new ApiError(403, end.code, end.detail);
+          onExpired();
+          return;
+        }
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      // unreachable, dropped or aborted: the loop's condition tells
+    }
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
+  }
+}

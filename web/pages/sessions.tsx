@@ -1,14 +1,11 @@
 /** A peer's sessions: live state, what to do about it, and the actions a peer has (docs/api.md). */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type Decision, type SessionRecord } from '../api.ts';
+import { api, ApiError, watchSessions, type Decision, type SessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
-
-/** Within the API's 60 requests a minute with room for the user's own actions. */
-const REFRESH_MS = 10_000;
 
 export function SessionsPage(props: { networkAsn: number | undefined; admin: boolean }) {
   const [sessions, setSessions] = useState<SessionRecord[]>();
@@ -21,10 +18,14 @@ export function SessionsPage(props: { networkAsn: number | undefined; admin: boo
       setError(err);
     }
   };
+  // the list as the controller sends it at each change (docs/user-guide.md); `load` after the user's actions
   useEffect(() => {
-    void load();
-    const timer = setInterval(load, REFRESH_MS);
-    return () => clearInterval(timer);
+    const stop = new AbortController();
+    watchSessions((list) => {
+      setSessions(list);
+      setError(undefined);
+    }, stop.signal).catch(setError);
+    return () => stop.abort();
   }, []);
   const networkAsn = props.networkAsn ?? sessions?.find((s) => s.networkAsn)?.networkAsn;
 
