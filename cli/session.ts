@@ -152,7 +152,7 @@ const WATCHED: Record<string, (s: SessionRecord) => string> = {
 };
 
 /** One line per session that came, went or changed from `before` to `after` (docs/cli.md, --watch). */
-export function changes(before: SessionRecord[], after: SessionRecord[], at: string): string[] {
+function changes(before: SessionRecord[], after: SessionRecord[], at: string): string[] {
   const old = new Map(before.map((s) => [s.uuid, s]));
   const lines: string[] = [];
   for (const s of after) {
