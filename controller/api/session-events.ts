@@ -145,12 +145,14 @@ export const sessionEventRoutes: FastifyPluginAsyncTypebox<{
             return;
           }
           const answer = listAnswer(identity);
-          // the list's JSON has no line breaks (JSON.stringify escapes them): one data line
-          if (last === undefined || !answer.body.equals(last)) {
+          // The same cached answer is the same list, without comparing its bytes each second; a rebuilt
+          // one may still be (a change elsewhere in a topic). The JSON has no line breaks: one data line.
+          const changed = answer.body !== last && (last === undefined || !answer.body.equals(last));
+          last = answer.body;
+          if (changed) {
             await send(
               Buffer.concat([Buffer.from('event: sessions\ndata: '), answer.body, Buffer.from('\n\n')]),
             );
-            last = answer.body;
             quietSince = Date.now();
           } else if (Date.now() - quietSince >= HEARTBEAT_MS) {
             await send(': keep-alive\n\n');
