@@ -119,6 +119,22 @@ describe('GET /session/events', () => {
     expect((await watch(token)).status).toBe(401);
   });
 
+  it('keeps a quiet stream open with a comment line every 15 s', async () => {
+    const res = await fetch(`${base}/session/events`, {
+      headers: { authorization: `Bearer ${h.tokens.issueToken(OTHER_ASN + 2, 'user').token}` },
+    });
+    expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(res.headers.get('x-accel-buffering')).toBe('no');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    const opened = performance.now();
+    let text = '';
+    while (!text.includes(': keep-alive\n\n')) text += decoder.decode((await reader.read()).value);
+    expect(performance.now() - opened).toBeGreaterThan(14_000);
+    expect(text).toBe('retry: 3000\n\nevent: sessions\ndata: {"sessions":[]}\n\n: keep-alive\n\n');
+    await reader.cancel();
+  }, 30_000);
+
   it('refuses a caller without a token, and an ASN past its stream limit with RATE_LIMITED', async () => {
     expect((await watch(undefined)).status).toBe(401);
     const asn = OTHER_ASN + 1;
