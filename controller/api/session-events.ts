@@ -38,13 +38,21 @@ export function listTopics(identity: Identity): Topic[] {
 /** Open streams by ASN, per store: shared by the API's two prefixes, which register these routes twice. */
 const openStreams = new WeakMap<Store, Map<number, number>>();
 
-/** Why the stream must end now, or undefined while its token still holds. */
-function tokenEnded(store: Store, claims: TokenClaims, expiresAt: number): ProblemError | undefined {
+/**
+ * Why the stream must end now, or undefined while its token still holds. `admin`: the caller's role as
+ * the request's check decided it (a login's admin token whose ASN left the admin list is a user's).
+ */
+function tokenEnded(
+  store: Store,
+  claims: TokenClaims,
+  admin: boolean,
+  expiresAt: number,
+): ProblemError | undefined {
   if (Date.now() >= expiresAt * 1000)
     return new ProblemError('INVALID_TOKEN', 'the token expired; log in again');
   if (store.tokenRevoked(claims.id, claims.asn, claims.issuedAt))
     return new ProblemError('INVALID_TOKEN', 'the token was revoked; log in again');
-  if (claims.role !== 'admin' && blockedEverywhere(store, claims.asn))
+  if (!admin && blockedEverywhere(store, claims.asn))
     return new ProblemError('ASN_BLOCKED', `AS${claims.asn} is blocked by the network's policy`);
   return undefined;
 }
@@ -137,7 +145,7 @@ export const sessionEventRoutes: FastifyPluginAsyncTypebox<{
         let last: Buffer | undefined;
         let quietSince = Date.now();
         while (!gone.signal.aborted) {
-          const ended = tokenEnded(store, claims, expiresAt);
+          const ended = tokenEnded(store, claims, identity.role === 'admin', expiresAt);
           if (ended) {
             await send(
               `event: end\ndata: ${JSON.stringify({ code: ended.code, detail: ended.message })}\n\n`,
