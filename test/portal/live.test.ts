@@ -1,14 +1,23 @@
 /**
  * The portal's session list is live (docs/user-guide.md): what the router's agent reports shows on the
  * peer's and the admin's open pages within seconds, without a reload, from the controller's event stream
- * (docs/api.md, Live updates). A real browser against a real controller; logins signed by ssh-keygen.
+ * (docs/api.md, Live updates); so do the admin's sessions waiting for review. A real browser against a
+ * real controller; logins signed by ssh-keygen.
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
-import { ADMIN_ASN, driver, expectOk, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import {
+  ADMIN_ASN,
+  driver,
+  expectOk,
+  OTHER_ASN,
+  startHarness,
+  USER_ASN,
+  type Harness,
+} from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import { launchBrowser, logInWithSsh, openPage } from './support.ts';
 
@@ -26,7 +35,7 @@ beforeAll(async () => {
   await writeRegistry(path.join(dir, 'registry'), {
     autNums: { [USER_ASN]: ['PEER-MNT'], [ADMIN_ASN]: ['NET-MNT'] },
     mntners: { 'PEER-MNT': [peerKey.publicLine], 'NET-MNT': [adminKey.publicLine] },
-    routes: { 'fd42:1234::/48': [USER_ASN] },
+    routes: { 'fd42:1234::/48': [USER_ASN], 'fd42:5678::/48': [OTHER_ASN] },
   });
   h = await startHarness(
     {},
@@ -95,6 +104,22 @@ describe('portal: live session list', () => {
       expect(problems).toEqual([]);
     }
     await peer.context.close();
+    await admin.context.close();
+  });
+
+  it('shows a new request on the Reviews page and takes it off once decided, without a reload', async () => {
+    const admin = await sessionsPage(ADMIN_ASN, adminKey, 'All sessions');
+    await admin.page.getByRole('link', { name: 'Reviews' }).click();
+    await admin.page.getByRole('heading', { name: 'Sessions waiting for review' }).waitFor();
+    const d = driver(h, 'fra1', agentToken);
+    const uuid = await d.create(h.other, { ipv6: 'fd42:5678::1' }); // another network's request
+    const review = admin.page.locator(`article[data-uuid="${uuid}"]`);
+    await review.waitFor({ timeout: 5000 });
+    // another admin (or the CLI) approves it: it leaves this admin's queue
+    await expectOk(d.admin('approve', uuid));
+    await review.waitFor({ state: 'detached', timeout: 5000 });
+    expect(await admin.page.evaluate('window.notReloaded')).toBe(true);
+    expect(admin.problems).toEqual([]);
     await admin.context.close();
   });
 });

@@ -1,7 +1,8 @@
 /** The admin's pages: sessions waiting for review, the routers, the policy (docs/api.md, Admin API). */
 import { useEffect, useState } from 'preact/hooks';
 import { isHealthy } from '../../common/conditions.ts';
-import { api, type AdminRouter, type Condition, type SessionRecord } from '../api.ts';
+import { SessionStatus } from '../../common/status.ts';
+import { api, watchSessions, type AdminRouter, type Condition, type SessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -25,7 +26,24 @@ function useLoad<T>(load: () => Promise<T>): [T | undefined, unknown, () => Prom
 }
 
 export function ReviewsPage() {
-  const [data, error, reload] = useLoad(() => api.adminSessions({ status: 3 }));
+  const [data, error, reload] = useLoad(() => api.adminSessions({ status: SessionStatus.PENDING_REVIEW }));
+  // Asked again when the sessions in review change (a new request, another admin's decision), as the
+  // controller's stream of the list tells (docs/api.md, Live updates); the admin list carries what the
+  // stream's does not (the policy's objections).
+  useEffect(() => {
+    const stop = new AbortController();
+    // the first list too: a request made between the page's load and the stream's start shows
+    let inReview: string | undefined;
+    watchSessions((list) => {
+      const now = list
+        .filter((s) => s.status === SessionStatus.PENDING_REVIEW)
+        .map((s) => s.uuid)
+        .join();
+      if (now !== inReview) void reload();
+      inReview = now;
+    }, stop.signal).catch(() => undefined); // the page's own list still shows, and its errors
+    return () => stop.abort();
+  }, []);
   return (
     <section aria-labelledby="reviews-title">
       <h1 id="reviews-title">{t('reviews.title')}</h1>
