@@ -192,7 +192,9 @@ describe('DNS rebinding', () => {
     expect(server.queries.filter((q) => q === 'rebind.test A')).toHaveLength(1);
 
     await d.publish(event(SLOW));
-    await eventually('refused', () => log.includes('rebind.test: 127.0.0.1 is a loopback address (127.0.0.0/8)'));
+    await eventually('refused', () =>
+      log.includes('rebind.test: 127.0.0.1 is a loopback address (127.0.0.0/8)'),
+    );
     expect((await counted('refused')) - refusedBefore).toBe(1);
     expect(target.received).toHaveLength(0);
     expect(allowed.received).toHaveLength(1);
