@@ -9,7 +9,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseConfig } from '../../agent/config.ts';
@@ -380,5 +380,10 @@ export class TruthRig {
     await stop(this.agent);
     await stop(this.controller);
     await this.lab.cleanup();
+    // the log the agent keeps beside wireguard-go's control socket, left when the tunnel is not deleted
+    if (this.listenPort)
+      await rm(`/var/run/wireguard/wg_${this.listenPort}.peerops.log`, { force: true }).catch(
+        () => undefined,
+      );
   }
 }
