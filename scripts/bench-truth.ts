@@ -3,8 +3,8 @@
  * long after an event on the router or the peer the API (the view the portal and the CLI have) says so.
  * The hosts are real (scripts/bench-truth/rig.ts): `peerops serve`, `peerops agent` on its default
  * intervals, BIRD and wireguard-go in a router namespace, and a peer configured only from the generated
- * wg-quick and BIRD files. Each event of issue 41's table is made on every run, the API polled every
- * 200 ms, and its figure printed with the target and a verdict; every wait is bounded, and a figure not
+ * wg-quick and BIRD files. Each event of docs/benchmarks.md's table ("Time to truth") is made on every
+ * run, the API polled every 200 ms, and its figure printed with the target and a verdict; every wait is bounded, and a figure not
  * seen within its bound is printed as such and MISSED.
  *
  * Usage: npm run bench:truth [-- --outage-seconds N]   (the controller's outage, default 120)
@@ -266,7 +266,7 @@ async function run(r: TruthRig): Promise<void> {
   await settled(r);
   await timeUntil(performance.now(), () => r.agentHealthy(), 60_000);
   console.log(
-    `  (controller stopped for ${outageSeconds} s${outageSeconds === 120 ? '' : ', not the 2 minutes of the issue: --outage-seconds'})`,
+    `  (controller stopped for ${outageSeconds} s${outageSeconds === 120 ? '' : ', not the default 2 minutes: --outage-seconds'})`,
   );
   await stop(r.controller);
   await sleep(outageSeconds * 1000);
