@@ -31,6 +31,8 @@ export class NodeReconciler {
     wantedLinks: new Set(),
     judgedBgp: new Map(),
   };
+  /** When the last pass began (epoch ms): a handshake deadline before it has been judged. */
+  private lastPassAt = 0;
 
   constructor(deps: ReconcileDeps) {
     this.deps = deps;
@@ -57,24 +59,30 @@ export class NodeReconciler {
   }
 
   /**
-   * When the first running session's last handshake passes WireGuard's reject time (epoch ms), unless a
-   * newer one comes: a pass then judges its tunnel dead (the fault watch wakes one).
+   * When the first session's last handshake passes WireGuard's reject time (epoch ms), unless a newer one
+   * comes: a pass then judges its tunnel dead (the fault watch wakes one). Sessions whose BGP is already
+   * down count too: BGP's hold timer runs out before the reject time, and the pass at the deadline turns
+   * their BGP hint into the WireGuard one. A deadline a pass has already seen is left out, so that a long
+   * dead tunnel does not hide the next one's.
    */
   get handshakeDeadline(): number | undefined {
     let first: number | undefined;
     for (const m of this.memory.sessions.values()) {
-      if (m.downSince !== undefined || !m.lastHandshake) continue;
+      if (!m.lastHandshake) continue;
       const at = (m.lastHandshake + HANDSHAKE_FRESH_S) * 1000;
+      if (at <= this.lastPassAt) continue;
       if (first === undefined || at < first) first = at;
     }
     return first;
   }
 
   async pass(sessions: readonly AgentSession[], policy: BirdConfigResponse): Promise<PassResult> {
+    const now = this.deps.now?.() ?? Date.now();
+    this.lastPassAt = now;
     const ctx: PassContext = {
       deps: this.deps,
       memory: this.memory,
-      now: this.deps.now?.() ?? Date.now(),
+      now,
       sessions,
       up: sessions.filter(wantsUp),
       policy,
