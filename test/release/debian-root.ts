@@ -16,6 +16,19 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 export const SUITE = 'trixie';
 const MIRROR = 'http://deb.debian.org/debian';
+/** What the .deb depends on and what the tests themselves run in the chroot (setpriv: util-linux, essential). */
+export const DEB_ROOT_PACKAGES = [
+  'bird2',
+  'wireguard-tools',
+  'wireguard-go',
+  'iproute2',
+  'iputils-ping',
+  'procps',
+  'nodejs',
+  'adduser',
+  'ca-certificates',
+  'curl',
+];
 
 /** The cached tarball of a minbase root with `packages`, made now when missing. */
 export async function debianRootfs(

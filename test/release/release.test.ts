@@ -35,25 +35,19 @@ import { debFileName } from '../../scripts/build-deb.ts';
 import { hostArchitecture, wireguardDebFileName } from '../../scripts/build-deb-wireguard.ts';
 import { routerFields } from '../api/helpers.ts';
 import { nodeArgsProbe } from '../support/node-args-probe.ts';
-import { bootScript, debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
+import {
+  bootScript,
+  DEB_ROOT_PACKAGES as ROOT_PACKAGES,
+  debianRootfs,
+  execStartArgv,
+  serviceSettings,
+  SUITE,
+} from './debian-root.ts';
 
 const run = promisify(execFile);
 const REPO = path.join(import.meta.dirname, '..', '..');
 const VERSION = '0.99.0';
 const OLD_VERSION = '0.98.0';
-/** What the .deb depends on and what the test itself runs in the chroot (setpriv: util-linux, essential). */
-const ROOT_PACKAGES = [
-  'bird2',
-  'wireguard-tools',
-  'wireguard-go',
-  'iproute2',
-  'iputils-ping',
-  'procps',
-  'nodejs',
-  'adduser',
-  'ca-certificates',
-  'curl',
-];
 
 let work: string;
 let release: string;
