@@ -45,7 +45,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   token list                               the revoked tokens and ASNs
   session list [--router R] [--asn N] [--status CODE|NAME]   (e.g. 3 or PENDING_REVIEW)
   session approve|reject|disable|enable UUID [--reason TEXT]
-  session purge UUID --reason TEXT   remove a session stuck in QUEUED_FOR_DELETE (its agent never tore it down)
+  session purge UUID --reason TEXT   end a session stuck in QUEUED_FOR_DELETE (its agent never tore it down)
   router list
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
              --public-key .. --link-local .. --loopback-ipv6 .. and/or --loopback-ipv4 .. [--location ..]

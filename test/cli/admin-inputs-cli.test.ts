@@ -145,9 +145,15 @@ describe('peerops admin session purge and router remove', () => {
     expect(d.status(uuid)).toBe(5);
     const purge = await peerops(['admin', 'session', 'purge', uuid, '--reason', 'router reinstalled']);
     expect(purge.code, purge.stderr).toBe(0);
-    expect(purge.stdout.trim()).toBe(`session ${uuid} removed`);
-    expect(h.store.getSession(uuid)).toBeUndefined();
+    // the record stays, PURGED with the reason, for its owner to read (docs/api.md, Decisions)
+    expect(purge.stdout.trim()).toBe(`session ${uuid}: PURGED`);
+    expect(h.store.getSession(uuid)?.status).toMatchObject({
+      code: 8,
+      decision: { action: 'purge', reason: 'router reinstalled' },
+    });
+    // a purged record holds nothing on the router: removing the router removes it too
     expect((await peerops(['admin', 'router', 'remove', 'stuck1'])).code).toBe(0);
+    expect(h.store.getSession(uuid)).toBeUndefined();
   });
   it('purge of a session in another status is INVALID_STATE', async () => {
     const d = driver(h, 'fra1', '');
