@@ -22,7 +22,7 @@ import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab } fr
 const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 30_000);
 /** The agent's defaults (agent/config.ts): what a router runs. */
 const RETRIES = { maxRetries: 3, retryInitialDelay: 1000, retryMaxDelay: 2000 };
-/** From the controller's return to the agent healthy and the change applied (issue 41's target). */
+/** From the controller's return to the agent healthy and the change applied (docs/agent.md: within 5 s). */
 const BACK_WITHIN_MS = 5000;
 
 let L: AgentLab;

@@ -1,7 +1,7 @@
 /**
- * Issue 40, cases 10-12 and the approval re-check, through the API with a DN42 registry checkout in the
- * real registry's format (test/fixtures/dn42-registry): the most specific route object decides whose an
- * address is, anycast addresses are no one's tunnel address, approve and enable re-check the route
+ * Route objects as DN42 reads them (docs/login.md, Route objects) and the approval re-check, through the
+ * API with a DN42 registry checkout in the real registry's format (test/fixtures/dn42-registry): the most
+ * specific route object decides whose an address is, anycast addresses are no one's tunnel address, approve and enable re-check the route
  * objects and say what changed, and bird-config carries the registry's filter to the agents.
  */
 import { execFile } from 'node:child_process';
