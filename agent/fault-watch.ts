@@ -2,8 +2,8 @@
  * Notices faults between passes and says so at once (docs/agent.md, "When something is wrong"): every
  * FAULT_WATCH_MS it asks BIRD for its BGP protocols' states (`show protocols`, one line each). BIRD
  * refusing or not answering, or coming back, is a change of the router's condition (the agent sends a
- * heartbeat now); a BGP state other than the one the last pass judged (a flap shorter than a look is
- * caught there too), or a tunnel whose last handshake passes WireGuard's reject time, needs a pass to
+ * heartbeat now); a BGP session that went up or down since the last pass judged it (phase below), or a
+ * tunnel whose last handshake passes WireGuard's reject time, needs a pass to
  * judge the sessions (the agent runs one now). Without it a dead BIRD or a lost peer showed at the next
  * long poll's end, up to a minute later, and a dead tunnel after BGP's hold time.
  */
@@ -12,6 +12,16 @@ import type { BirdControl } from './bird/control.ts';
 
 /** How often BIRD is asked: a fault reaches the controller within this and a round trip. */
 export const FAULT_WATCH_MS = 2000;
+
+/**
+ * Whether BGP is up, by BIRD's state. BIRD moving between its states of trying (Idle, Connect, Active,
+ * OpenSent, OpenConfirm) is its connect retry at work, which the next regular pass reports; only a move
+ * into or out of Established, or a protocol gone, needs a pass now. A pass at each retry wrote the
+ * session's status every few seconds for as long as its peer stayed away.
+ */
+function phase(state: string | undefined): 'up' | 'trying' | 'gone' {
+  return state === 'Established' ? 'up' : state ? 'trying' : 'gone';
+}
 
 export interface FaultWatchEvents {
   /** BIRD stopped or started answering; `reason` is why not (undefined: it answers). */
@@ -111,7 +121,7 @@ export class FaultWatch {
       // a pass ran since the last ask (each pass judges into a new map): ask again for what still differs
       if (judged !== this.judgedSeen) this.askedFor = '';
       this.judgedSeen = judged;
-      const moved = [...judged].filter(([name, state]) => (states.get(name) ?? '') !== state);
+      const moved = [...judged].filter(([name, state]) => phase(states.get(name)) !== phase(state));
       const key = moved.map(([name]) => `${name}=${states.get(name) ?? ''}`).join();
       if (key !== this.askedFor) {
         this.askedFor = key;
