@@ -28,6 +28,7 @@ import { AGENT_NODE_ARGS_ENV } from '../agent/node-args.ts';
 import { startAgentLab, type AgentLab } from '../test/agent/lab.ts';
 import { expectOk } from '../test/api/helpers.ts';
 import { exec } from '../test/support/netns.ts';
+import { freePort } from '../test/support/ports.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const args = process.argv.slice(2);
@@ -66,14 +67,6 @@ function verdict(value: number, target: number | undefined): string {
 function machine(): string {
   const l = loadavg().map((x) => x.toFixed(2));
   return `${cpus().length} CPUs, load average ${l.join(' ')}`;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 interface Memory {

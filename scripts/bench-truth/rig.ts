@@ -10,11 +10,11 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseConfig } from '../../agent/config.ts';
 import { PRIVATE_KEY_PLACEHOLDER } from '../../common/peer-config/index.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../../test/support/netns.ts';
+import { freePort } from '../../test/support/ports.ts';
 
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'peerops.ts');
 const NETWORK_ASN = 4242420077;
@@ -44,14 +44,6 @@ export interface SessionRecord {
 export interface RouterRecord {
   name: string;
   status: { lastHeartbeat?: string; conditions?: { type: string; status: string; reason: string }[] };
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 async function mustExec(cmd: string, args: string[], env: Record<string, string> = {}): Promise<string> {
