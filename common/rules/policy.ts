@@ -39,7 +39,22 @@ export function mergedPolicy(store: PolicySource, router: string | undefined): P
  * is every request of its tokens (docs/login.md, Tokens and what is true now).
  */
 export function blockedEverywhere(store: PolicySource, asn: number): boolean {
-  return store.getPolicy('default')?.spec.blockedAsns?.includes(asn) ?? false;
+  const list = store.getPolicy('default')?.spec.blockedAsns;
+  return list ? blockedSet(list).has(asn) : false;
+}
+
+/**
+ * The list as a set, made once per stored list: every user request asks (auth.ts), and a policy may block
+ * 100,000 ASNs, which a scan of the array would cost on each. Stored specs are replaced, never changed.
+ */
+const blockedSets = new WeakMap<readonly number[], ReadonlySet<number>>();
+function blockedSet(list: readonly number[]): ReadonlySet<number> {
+  let set = blockedSets.get(list);
+  if (!set) {
+    set = new Set(list);
+    blockedSets.set(list, set);
+  }
+  return set;
 }
 
 /** Policy-level advice that the store tolerates but validate reports. */
