@@ -224,6 +224,7 @@ describe("a peer's hook to an address no delivery may reach", () => {
         expect(body.errors[0]?.pointer).toBe('/url');
         expect(body.errors[0]?.message).toContain(reason);
       }
+      expect(await strictNotifier.hooks.list()).toEqual([]); // nothing stored by a refusal
       // a name is judged on what it resolves to, at each delivery; an admin's hook may point anywhere
       expect((await create(tokenOf(USER_ASN), '/webhooks', 'https://hooks.example.org/x')).statusCode).toBe(
         200,
