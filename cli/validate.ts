@@ -1,22 +1,15 @@
 /**
  * `peerops validate [--base <ref>] [--format text|github|json] [dir]`: answers what the controller's git
  * store would do with a merge of a GitOps repository checkout (docs/gitops.md): the same rules
- * (cli/validate-tree.ts), against the base branch's tree when `--base` is given. Exit status 0 when clean,
+ * (common/judge-tree.ts), against the base branch's tree when `--base` is given. Exit status 0 when clean,
  * 1 on any problem, 2 on a usage error.
  */
 import { stat } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { usageError } from '../common/usage.ts';
-import {
-  problemReason,
-  readDirectoryTree,
-  runGit,
-  validateChange,
-  workTreeChange,
-  type ChangeReport,
-  type Tree,
-} from './validate-tree.ts';
+import { problemReason, validateChange, type ChangeReport, type Tree } from '../common/judge-tree.ts';
+import { readDirectoryTree, runGit, workTreeChange } from '../common/read-tree.ts';
 
 const USAGE = `usage: peerops validate [--base <ref>] [--format text|github|json] [dir]
 

@@ -2,13 +2,14 @@
  * Checked pushes (docs/gitops.md, "Checked pushes"): the store's bare repository refuses a push whose
  * manifests the store would skip, instead of taking it and only logging. git runs `hooks/pre-receive`
  * before it moves any ref; the hook runs `peerops hook pre-receive`, which judges the pushed tree as
- * `peerops validate --base <old>` would (cli/validate-tree.ts) and answers the pusher on stderr. An
+ * `peerops validate --base <old>` would (common/judge-tree.ts) and answers the pusher on stderr. An
  * entry under the store's folders that the store would not read as a file (a submodule, a symbolic
  * link) or that is over MANIFEST_LIMITS is refused by its mode and size, without reading it.
  */
 import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { commitChange, problemReason, validateChange } from '../../../cli/validate-tree.ts';
+import { problemReason, validateChange } from '../../../common/judge-tree.ts';
+import { commitChange } from '../../../common/read-tree.ts';
 import { usageError } from '../../../common/usage.ts';
 
 /** Only the controller writes status (docs/store.md, "Status is kept apart"). */
