@@ -187,7 +187,7 @@ func (h *host) serve(c *net.UnixConn) {
 	}
 	cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 	switch {
-	case (cmd == "add" || cmd == "add-configured") && validName.MatchString(arg):
+	case (cmd == "add" || cmd == "add-configured") && validInterfaceName(arg):
 		var settings string
 		if cmd == "add-configured" {
 			if settings, err = readSettings(r); err != nil {

@@ -98,30 +98,40 @@ func main() {
 	}
 }
 
-// addConfigured is `--configured <ifname>`: the settings on stdin travel with the add request, ended by
-// an empty line (UAPI has none of its own).
+// addConfigured is `--configured <ifname>`: the settings on stdin travel with the add request.
 func addConfigured(name string) {
 	checkName(name)
 	input, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fail("%s: reading the settings from stdin: %v", name, err)
 	}
-	var settings strings.Builder
-	for _, line := range strings.Split(string(input), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			settings.WriteString(line + "\n")
-		}
-	}
-	if _, err := ask("add-configured "+name+"\n"+settings.String(), true); err != nil {
+	if _, err := ask(configuredRequest(name, string(input)), true); err != nil {
 		fail("%s: %v", name, err)
 	}
 }
 
+// configuredRequest is the `add-configured` request for `name` with the UAPI `set` lines of `input`:
+// one line each, blank lines dropped, ended by an empty line (UAPI has no end of its own).
+func configuredRequest(name, input string) string {
+	var settings strings.Builder
+	for _, line := range strings.Split(input, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			settings.WriteString(line + "\n")
+		}
+	}
+	return "add-configured " + name + "\n" + settings.String()
+}
+
 // checkName exits with an error unless `name` may name an interface (and its socket file).
 func checkName(name string) {
-	if !validName.MatchString(name) || name == "." || name == ".." {
+	if !validInterfaceName(name) {
 		fail("%q is not a valid interface name (1-15 of A-Z a-z 0-9 _ = + . -)", name)
 	}
+}
+
+// validInterfaceName: what Linux takes as a link name ("." and ".." it refuses) that also names a file.
+func validInterfaceName(name string) bool {
+	return validName.MatchString(name) && name != "." && name != ".."
 }
 
 func fail(format string, args ...any) {
@@ -172,11 +182,16 @@ func send(request string) (string, error) {
 		return "", errNoHost
 	}
 	defer c.Close()
+	return exchange(c, request)
+}
+
+// exchange sends one request on a connection to the host and reads its reply: "ok\n" followed by any
+// data, or "error <message>\n". A connection that breaks before the status line is errNoHost.
+func exchange(c net.Conn, request string) (string, error) {
 	c.SetDeadline(time.Now().Add(requestTimeout))
 	if _, err := fmt.Fprintf(c, "%s\n", request); err != nil {
 		return "", errNoHost
 	}
-	// Replies: "ok\n" followed by any data, or "error <message>\n".
 	r := bufio.NewReader(c)
 	status, err := r.ReadString('\n')
 	if err != nil {
