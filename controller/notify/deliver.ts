@@ -5,13 +5,14 @@
  *
  * Each hook has its own queue: its own requests at a time (`concurrency`) and its own bounded backlog,
  * the oldest delivery dropped (and counted) when full. A slow, dead or unresolvable receiver delays only
- * its own deliveries, never another hook's, an admin's or a peer's. The queues are in memory: deliveries
- * still waiting when the controller stops are dropped (and counted).
+ * its own deliveries, never another hook's, an admin's or a peer's. The queues are in memory; the events
+ * wait in the store's outbox until every hook's delivery of them has ended (dispatch), so deliveries
+ * dropped when the dispatcher stops are made again by whoever leads next.
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { counter, gauge } from '../metrics.ts';
-import { visibleTo, type NotificationEvent } from './events.ts';
+import { visibleTo, type NotificationEvent } from '../store/core/events.ts';
 import type { Webhook, WebhookRepository } from './hooks.ts';
 import {
   RefusedTarget,
@@ -31,7 +32,7 @@ export function signature(secret: string, body: string): string {
 
 const deliveries = counter({
   name: 'peerops_webhook_deliveries_total',
-  help: 'Webhook delivery attempts by event and outcome (delivered, retried, failed, refused, overflow, dropped)',
+  help: 'Webhook delivery attempts by event and outcome (delivered, retried, failed, refused, overflow, removed, dropped)',
   labelNames: ['event', 'outcome'] as const,
 });
 const pending = gauge({
@@ -80,6 +81,11 @@ interface Delivery {
   /** Publication order across the dispatcher: the lowest a queue holds is its oldest. */
   seq: number;
   attempt: number;
+  /**
+   * Called once when the delivery ends: `forGood` when nothing more will come of it (delivered, refused,
+   * attempts used up, dropped from a full backlog, hook removed), false when the dispatcher stopped.
+   */
+  ended: (forGood: boolean) => void;
 }
 
 /** A hook's queue: deliveries ready to go, those waiting to be retried, requests under way. */
@@ -127,24 +133,36 @@ export class Dispatcher {
     return literalTargetProblem(url, this.rules);
   }
 
-  /** Queues the event for every hook that may receive it; resolves once it is queued (not sent). */
-  async publish(event: NotificationEvent): Promise<void> {
-    if (this.stopped) return;
-    let hooks: Webhook[];
-    try {
-      hooks = await this.opts.hooks.list();
-    } catch (err) {
-      this.opts.logger?.error({ err, event: event.type }, 'webhooks not read: event not sent');
-      return;
-    }
-    const body = JSON.stringify(event);
-    for (const hook of hooks)
-      if (visibleTo(hook, event) && (hook.events.length === 0 || hook.events.includes(event.type)))
-        this.enqueue({ hook, event, body, id: randomUUID(), seq: this.seq++, attempt: 1 });
+  /**
+   * Queues the event for each of `hooks` that may receive it. Resolves true once every one of those
+   * deliveries has ended for good (Delivery.ended), false when the dispatcher stopped before.
+   */
+  dispatch(event: NotificationEvent, hooks: readonly Webhook[]): Promise<boolean> {
+    if (this.stopped) return Promise.resolve(false);
+    const targets = hooks.filter(
+      (hook) => visibleTo(hook, event) && (hook.events.length === 0 || hook.events.includes(event.type)),
+    );
+    if (targets.length === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      let left = targets.length;
+      let forGood = true;
+      const ended = (done: boolean) => {
+        forGood &&= done;
+        if (--left === 0) resolve(forGood);
+      };
+      const body = JSON.stringify(event);
+      for (const hook of targets)
+        this.enqueue({ hook, event, body, id: randomUUID(), seq: this.seq++, attempt: 1, ended });
+    });
+  }
+
+  /** Takes deliveries again after stop (a replica leading again). */
+  start(): void {
+    this.stopped = false;
   }
 
   private enqueue(delivery: Delivery): void {
-    if (this.stopped) return;
+    if (this.stopped) return delivery.ended(false);
     let queue = this.queues.get(delivery.hook.id);
     if (!queue) {
       queue = { ready: [], retrying: new Map(), running: 0, overflowed: 0 };
@@ -167,6 +185,7 @@ export class Dispatcher {
     } else queue.ready.splice(queue.ready.indexOf(oldest), 1);
     pending.dec();
     deliveries.inc({ event: oldest.event.type, outcome: 'overflow' });
+    oldest.ended(true);
     if (queue.overflowed++ === 0)
       this.opts.logger?.warn(
         { webhook: oldest.hook.id, host: new URL(oldest.hook.url).host, backlog: this.opts.backlog },
@@ -197,52 +216,20 @@ export class Dispatcher {
   }
 
   private async send(delivery: Delivery, queue: HookQueue): Promise<void> {
-    const { hook, event, body, id, attempt } = delivery;
+    const { hook, event, attempt } = delivery;
     const url = new URL(hook.url);
-    const log = { webhook: hook.id, host: url.host, event: event.type, delivery: id, attempt };
-    let failure: string;
-    try {
-      const target = await resolveTarget(url, hook.asn !== null, this.rules);
-      const status = await post(
-        url,
-        target,
-        {
-          'content-type': 'application/json',
-          'user-agent': 'peerops-webhook',
-          'x-peerops-event': event.type,
-          'x-peerops-delivery': id,
-          'x-peerops-timestamp': String(Math.floor(Date.now() / 1000)),
-          [SIGNATURE_HEADER]: signature(hook.secret, body),
-        },
-        body,
-        this.opts.timeoutMs,
-      );
-      if (status >= 200 && status < 300) {
-        deliveries.inc({ event: event.type, outcome: 'delivered' });
-        this.opts.logger?.debug({ ...log, status }, 'webhook delivered');
-        return;
-      }
-      if (!retriable(status)) {
-        deliveries.inc({ event: event.type, outcome: 'failed' });
-        this.opts.logger?.warn({ ...log, status }, 'webhook refused by its receiver; not retried');
-        return;
-      }
-      failure = `HTTP ${status}`;
-    } catch (err) {
-      if (err instanceof RefusedTarget) {
-        deliveries.inc({ event: event.type, outcome: 'refused' });
-        this.opts.logger?.warn(
-          { ...log, why: err.message },
-          'webhook refused: a peer hook may not reach this address',
-        );
-        return;
-      }
-      failure = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    const log = { webhook: hook.id, host: url.host, event: event.type, delivery: delivery.id, attempt };
+    if (attempt > 1 && (await this.removed(hook))) {
+      deliveries.inc({ event: event.type, outcome: 'removed' });
+      this.opts.logger?.info(log, 'webhook removed: its delivery ends');
+      return delivery.ended(true);
     }
+    const failure = await this.attempt(delivery, url, log);
+    if (failure === undefined) return delivery.ended(true);
     if (attempt >= this.opts.maxAttempts || this.stopped) {
       deliveries.inc({ event: event.type, outcome: this.stopped ? 'dropped' : 'failed' });
       this.opts.logger?.warn({ ...log, failure }, 'webhook not delivered; giving up');
-      return;
+      return delivery.ended(!this.stopped);
     }
     deliveries.inc({ event: event.type, outcome: 'retried' });
     const wait = Math.min(this.opts.retryMaxMs, this.opts.retryBaseMs * 2 ** (attempt - 1));
@@ -257,6 +244,66 @@ export class Dispatcher {
         this.pump(queue);
       }, wait),
     );
+  }
+
+  /** Is the hook gone since its delivery was queued? (Unreadable hooks: not known gone, so tried.) */
+  private async removed(hook: Webhook): Promise<boolean> {
+    try {
+      return !(await this.opts.hooks.list()).some((h) => h.id === hook.id);
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * One attempt: undefined when it ended the delivery (delivered, or refused for good), else why it
+   * failed (worth a retry).
+   */
+  private async attempt(
+    delivery: Delivery,
+    url: URL,
+    log: Record<string, unknown>,
+  ): Promise<string | undefined> {
+    const { hook, event, body, id } = delivery;
+    try {
+      const target = await resolveTarget(url, hook.asn !== null, this.rules);
+      const status = await post(
+        url,
+        target,
+        {
+          'content-type': 'application/json',
+          'user-agent': 'peerops-webhook',
+          'x-peerops-event': event.type,
+          'x-peerops-event-id': event.id,
+          'x-peerops-delivery': id,
+          'x-peerops-timestamp': String(Math.floor(Date.now() / 1000)),
+          [SIGNATURE_HEADER]: signature(hook.secret, body),
+        },
+        body,
+        this.opts.timeoutMs,
+      );
+      if (status >= 200 && status < 300) {
+        deliveries.inc({ event: event.type, outcome: 'delivered' });
+        this.opts.logger?.debug({ ...log, status }, 'webhook delivered');
+        return undefined;
+      }
+      if (!retriable(status)) {
+        deliveries.inc({ event: event.type, outcome: 'failed' });
+        this.opts.logger?.warn({ ...log, status }, 'webhook refused by its receiver; not retried');
+        return undefined;
+      }
+      return `HTTP ${status}`;
+    } catch (err) {
+      if (err instanceof RefusedTarget) {
+        deliveries.inc({ event: event.type, outcome: 'refused' });
+        this.opts.logger?.warn(
+          { ...log, why: err.message },
+          'webhook refused: a peer hook may not reach this address',
+        );
+        return undefined;
+      }
+      return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    }
   }
 
   /** Drops the queued deliveries and waiting retries (counted as dropped); waits for the requests under way. */
@@ -277,5 +324,6 @@ export class Dispatcher {
   private dropped(delivery: Delivery): void {
     pending.dec();
     deliveries.inc({ event: delivery.event.type, outcome: 'dropped' });
+    delivery.ended(false);
   }
 }

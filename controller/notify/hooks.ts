@@ -9,7 +9,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
 import { readTextIfExists } from '../../common/read-file.ts';
-import type { EventType } from './events.ts';
+import type { EventType } from '../store/core/events.ts';
 
 export interface Webhook {
   id: string;

@@ -1,20 +1,28 @@
 /**
- * Notifications (docs/notifications.md): the webhook definitions, their delivery, and the events. The
- * events read from the store's state (a rejection's reason too: docs/api.md, Decisions) are the reconcile
- * leader's to send (start/stop with the reconciler), once per event.
+ * Notifications (docs/notifications.md): the webhook definitions and the delivery of the events the store
+ * keeps in its outbox (store.ts, outbox). The reconcile leader delivers (start/stop with the reconciler):
+ * it reads the outbox when it starts, so a restart or a hand-over resumes where the last leader stopped,
+ * and again at each change of it; an event leaves the outbox once every hook's delivery of it has ended
+ * (deliver.ts, dispatch). At least once: an event delivered and not yet confirmed when the leader stops
+ * is delivered again, with the same id.
  */
 import type { Logger } from 'pino';
 import type { Condition } from '../reconcile/index.ts';
+import { topics } from '../store/change-feed.ts';
+import { agentOfflineEvent, type NotificationEvent } from '../store/core/events.ts';
 import type { Store } from '../store/store.ts';
 import { Dispatcher, type DispatcherOptions } from './deliver.ts';
-import { agentOfflineEvent, type NotificationEvent } from './events.ts';
-import type { WebhookRepository } from './hooks.ts';
+import type { Webhook, WebhookRepository } from './hooks.ts';
 import { parseRanges } from './target.ts';
-import { SessionEventWatcher } from './watch.ts';
 
 export { FileWebhooks, type Webhook, type WebhookRepository } from './hooks.ts';
 export { signature, SIGNATURE_HEADER } from './deliver.ts';
-export { EVENT_TYPES, type NotificationEvent } from './events.ts';
+export { EVENT_TYPES, type EventType, type NotificationEvent } from '../store/core/events.ts';
+
+/** How often the outbox is read again without a change to it (events whose dispatch could not start). */
+const RESCAN_MS = 5000;
+/** Wait after a confirmation that could not be written (a full disk) before the next try. */
+const CONFIRM_RETRY_MS = 1000;
 
 export interface NotifierOptions extends Omit<DispatcherOptions, 'hooks' | 'logger'> {
   store: Store;
@@ -26,18 +34,21 @@ export class Notifier {
   readonly hooks: WebhookRepository;
   private readonly store: Store;
   private readonly dispatcher: Dispatcher;
-  private readonly watcher: SessionEventWatcher;
+  private readonly logger: NotifierOptions['logger'];
+  /** Events given to the dispatcher and not yet confirmed, by id: not given again meanwhile. */
+  private readonly handed = new Set<string>();
+  /** Events every hook's delivery of which has ended, waiting for their confirmation's write. */
+  private readonly ended = new Set<string>();
+  private confirming: Promise<void> | undefined;
+  private leading: AbortController | undefined;
+  private delivering: Promise<void> | undefined;
 
   constructor(opts: NotifierOptions) {
     const { store, hooks, logger, ...delivery } = opts;
     this.hooks = hooks;
     this.store = store;
+    this.logger = logger;
     this.dispatcher = new Dispatcher({ hooks, ...(logger ? { logger } : {}), ...delivery });
-    this.watcher = new SessionEventWatcher({ store, publish: (e) => this.publish(e) });
-  }
-
-  publish(event: NotificationEvent): Promise<void> {
-    return this.dispatcher.publish(event);
   }
 
   /** Why a peer's hook at `url` could never be delivered, known at its creation (target.ts). */
@@ -45,25 +56,94 @@ export class Notifier {
     return this.dispatcher.targetProblem(url);
   }
 
-  /** A condition the leader's reconciler raised: an agent offline is told to admins. */
-  conditionRaised(condition: Condition): Promise<void> {
+  /** A condition the leader's reconciler raised: an agent offline is told to admins, through the outbox. */
+  async conditionRaised(condition: Condition): Promise<void> {
     const router = condition.type === 'AgentOffline' ? this.store.getRouter(condition.subject) : undefined;
-    return router ? this.publish(agentOfflineEvent(router, condition.since)) : Promise.resolve();
+    if (!router) return;
+    try {
+      await this.store.appendEvents([agentOfflineEvent(router, condition.since)]);
+    } catch (err) {
+      // the reconciler raises it again after a restart or a hand-over (docs/notifications.md)
+      this.logger?.error({ err, router: router.name }, 'router.agent_offline not recorded');
+    }
   }
 
   /** The leader's part: start and stop with the reconciler. */
   start(): void {
-    this.watcher.start();
+    if (this.leading) return;
+    this.leading = new AbortController();
+    this.dispatcher.start();
+    this.delivering = this.deliverOutbox(this.leading.signal);
   }
 
+  /**
+   * Stop delivering: deliveries queued or waiting for a retry are dropped (their events stay in the
+   * outbox for the next leader), those under way finish, confirmations ended are written.
+   */
   async stop(): Promise<void> {
-    await this.watcher.stop();
+    this.leading?.abort();
+    this.leading = undefined;
+    await this.delivering;
+    await this.dispatcher.stop();
+    this.handed.clear();
+    await this.confirming;
   }
 
-  /** On shutdown: stop watching, drop waiting retries, finish attempts under way. */
-  async close(): Promise<void> {
-    await this.watcher.stop();
-    await this.dispatcher.stop();
+  /** On shutdown: as stop. */
+  close(): Promise<void> {
+    return this.stop();
+  }
+
+  /** Give each event of the outbox not given yet to the dispatcher; again at each change of the outbox. */
+  private async deliverOutbox(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const revision = this.store.revision(topics.outbox);
+      const waiting = this.store.outbox().filter((e) => !this.handed.has(e.id));
+      if (waiting.length > 0) {
+        let hooks: Webhook[] | undefined;
+        try {
+          hooks = await this.hooks.list();
+        } catch (err) {
+          this.logger?.error({ err, events: waiting.length }, 'webhooks not read: events wait in the outbox');
+        }
+        if (hooks && !signal.aborted) for (const event of waiting) this.hand(event, hooks);
+      }
+      await this.store.waitForChange(topics.outbox, revision, RESCAN_MS, signal);
+    }
+  }
+
+  private hand(event: NotificationEvent, hooks: readonly Webhook[]): void {
+    this.handed.add(event.id);
+    void this.dispatcher.dispatch(event, hooks).then((forGood) => {
+      if (!forGood) this.handed.delete(event.id);
+      else {
+        this.ended.add(event.id);
+        this.confirming ??= this.confirm();
+      }
+    });
+  }
+
+  /** Writes the confirmations of ended events, many in one write, until none waits. */
+  private async confirm(): Promise<void> {
+    while (this.ended.size > 0) {
+      const ids = [...this.ended];
+      this.ended.clear();
+      try {
+        await this.store.confirmDelivered(ids);
+        for (const id of ids) this.handed.delete(id);
+      } catch (err) {
+        for (const id of ids) this.ended.add(id);
+        if (!this.leading) {
+          // shutting down: they stay in the outbox and are delivered again (at least once)
+          this.logger?.warn({ err, events: ids.length }, 'delivered events not confirmed; sent again later');
+          this.ended.clear();
+          break;
+        }
+        this.logger?.warn({ err, events: ids.length }, 'confirming delivered events failed; retrying');
+        await new Promise((r) => setTimeout(r, CONFIRM_RETRY_MS));
+      }
+    }
+    this.confirming = undefined;
   }
 }
 

@@ -28,6 +28,8 @@ export const topics = {
   routers: 'routers' as Topic,
   /** The routing policies. */
   policies: 'policies' as Topic,
+  /** The outbox of notification events (core/outbox.ts): the leader's notifier waits on it. */
+  outbox: 'outbox' as Topic,
 };
 
 export class ChangeFeed {

@@ -19,6 +19,7 @@ import { isoNow } from '../../common/clock.ts';
 import type { Topic } from './change-feed.ts';
 import type { SkipReason } from './core/skipped.ts';
 import type { Revocation, RevocationList } from './core/revocations.ts';
+import type { NotificationEvent } from './core/events.ts';
 
 /** Who asked for a write: becomes the commit author / the managedFields manager, and the audit log. */
 export interface Actor {
@@ -170,6 +171,26 @@ export interface Store {
 
   putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
   deletePolicy(name: string, actor: Actor): Promise<void>;
+
+  // ---- outbox: notification events kept with the changes that cause them (docs/notifications.md) ----
+  /**
+   * The events not yet confirmed, oldest first. The contract every back end keeps (core/outbox.ts holds
+   * the rules, a back end persists what they prepare):
+   * - a write's events (the core derives them from its state change, core/events.ts) are persisted in the
+   *   same step as the change, so a crash keeps both or neither; once the write is acknowledged, they
+   *   are here, on every replica that has read the change;
+   * - an event keeps its id across reads, restarts and replicas; the outbox holds one event per id;
+   * - bounded: OUTBOX_LIMIT events and OUTBOX_MAX_AGE_MS; a write beyond drops the oldest (counted);
+   * - every change to it raises `revision(topics.outbox)`: the leader waits on that topic.
+   */
+  outbox(): readonly NotificationEvent[];
+  /** Records events no session write causes (router.agent_offline) by a write of their own. */
+  appendEvents(events: readonly NotificationEvent[]): Promise<void>;
+  /**
+   * Removes these events (the leader delivered them), all in one write; ids not held are ignored.
+   * Resolves once the removal is durable.
+   */
+  confirmDelivered(ids: readonly string[]): Promise<void>;
 
   // ---- observations (frequent; visible at once, persisted in batches, never a commit each) ----
   recordRouterStatus(router: string, patch: Partial<RouterStatus>): void;

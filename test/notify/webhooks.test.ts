@@ -392,11 +392,10 @@ describe('delivery rules', () => {
       const logger = pino({ level: 'debug' }, { write: (line: string) => void (log += line) });
       rx.answer([500]);
       const dispatcher = new Dispatcher({ hooks, logger, retryBaseMs: 50 });
-      await dispatcher.publish({
-        id: 'y',
-        type: 'router.agent_offline',
-        occurredAt: new Date().toISOString(),
-      });
+      void dispatcher.dispatch(
+        { id: 'y', type: 'router.agent_offline', occurredAt: new Date().toISOString() },
+        await hooks.list(),
+      );
       await eventually('delivered on the second attempt', () => rx.received.length === 2);
       await dispatcher.stop();
       expect(log).toContain(hook.id);
@@ -429,8 +428,9 @@ describe('delivery rules', () => {
           lastError: null,
         },
       };
-      await dispatcher.publish(event);
-      await dispatcher.publish({ ...event, type: 'session.error' }); // not among the admin hook's events
+      // each ends at once: the peer's refused, the admin's delivered, the other not among its events
+      expect(await dispatcher.dispatch(event, await hooks.list())).toBe(true);
+      expect(await dispatcher.dispatch({ ...event, type: 'session.error' }, await hooks.list())).toBe(true);
       await dispatcher.stop();
       expect(rx.received.map((r) => JSON.parse(r.body).type)).toEqual(['session.active']);
       await rx.close();

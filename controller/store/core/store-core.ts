@@ -52,6 +52,8 @@ import { storeLatency } from '../../metrics.ts';
 import { StoreIndex } from './index.ts';
 import { Revocations, withRevocation, type Revocation, type RevocationList } from './revocations.ts';
 import type { Topic } from '../change-feed.ts';
+import { changeEvents, type NotificationEvent } from './events.ts';
+import { Outbox, type OutboxChange } from './outbox.ts';
 
 /** A session create the core admitted: the back end stores `spec` (with a port it allocates) and `status`. */
 export interface PreparedSession {
@@ -60,6 +62,8 @@ export interface PreparedSession {
   spec: SessionSpec;
   status: SessionStatusRecord;
   router: RouterSpec;
+  /** Its events (created, pending review), to persist with it. */
+  outbox: OutboxChange;
 }
 
 /** A create a back end has let through and not yet put into the index (another replica cannot see it). */
@@ -69,12 +73,16 @@ export interface InFlightSession {
   status: SessionStatusRecord;
 }
 
-/** A session update the core checked: delete it, or store `spec` and `status` (each changed or not). */
+/**
+ * A session update the core checked: delete it, or store `spec` and `status` (each changed or not); with
+ * the events the change makes, to persist with it.
+ */
 export type PreparedChange =
-  | { current: Session; delete: true }
+  | { current: Session; delete: true; outbox: OutboxChange }
   | {
       current: Session;
       delete: false;
+      outbox: OutboxChange;
       spec: SessionSpec;
       status: SessionStatusRecord;
       specChanged: boolean;
@@ -95,6 +103,8 @@ export abstract class StoreCore implements Store {
   protected readonly index = new StoreIndex();
   /** Revoked tokens, as the back end last stored or read them (revocations.ts). */
   protected readonly revocations = new Revocations();
+  /** Notification events waiting for delivery, as the back end last stored or read them (outbox.ts). */
+  protected readonly eventOutbox = new Outbox(this.index.feed);
 
   abstract start(): Promise<void>;
   abstract close(): Promise<void>;
@@ -126,6 +136,8 @@ export abstract class StoreCore implements Store {
   protected abstract persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
   protected abstract persistPolicyRemoval(name: string, actor: Actor): Promise<void>;
   protected abstract persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList>;
+  /** Persist the outbox change prepareEvents or prepareConfirmation makes, in a write of its own. */
+  protected abstract persistOutbox(prepare: () => OutboxChange): Promise<void>;
 
   // ---------------------------------------------------------------- writes (timed)
 
@@ -208,6 +220,14 @@ export abstract class StoreCore implements Store {
     return timed('revokeTokens', () => this.persistRevocation(revocation, actor));
   }
 
+  appendEvents(events: readonly NotificationEvent[]): Promise<void> {
+    return timed('appendEvents', () => this.persistOutbox(() => this.eventOutbox.prepare(events)));
+  }
+
+  confirmDelivered(ids: readonly string[]): Promise<void> {
+    return timed('confirmDelivered', () => this.persistOutbox(() => this.eventOutbox.prepareRemoval(ids)));
+  }
+
   // ---------------------------------------------------------------- reads
 
   listRouters(): Router[] {
@@ -248,6 +268,10 @@ export abstract class StoreCore implements Store {
 
   listRevocations(): RevocationList {
     return this.revocations.list();
+  }
+
+  outbox(): readonly NotificationEvent[] {
+    return this.eventOutbox.list();
   }
 
   // ---------------------------------------------------------------- change feed
@@ -366,7 +390,8 @@ export abstract class StoreCore implements Store {
     );
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
     const router = assertAdmission(this.admissionView(spec, inFlight), spec);
-    return { name, spec, status: withSessionConditions(first, undefined), router };
+    const session = { name, spec, status: withSessionConditions(first, undefined) };
+    return { ...session, router, outbox: this.eventOutbox.prepare(changeEvents(undefined, session)) };
   }
 
   /** What assertAdmission reads: the index, and the creates in flight not in it yet. */
@@ -416,7 +441,8 @@ export abstract class StoreCore implements Store {
     const current = this.index.getSession(uuid);
     if (!current) throw sessionNotFound(uuid);
     const change = mutate(current);
-    if (change.delete) return { current, delete: true };
+    if (change.delete)
+      return { current, delete: true, outbox: this.eventOutbox.prepare(changeEvents(current, undefined)) };
     const spec = change.spec ? checkedSessionSpec(current, change.spec) : current.spec;
     if (spec.listenPort !== current.spec.listenPort) {
       const owner = this.index.portOwner(spec.router, spec.listenPort);
@@ -428,9 +454,11 @@ export abstract class StoreCore implements Store {
           current.status.conditions,
         )
       : current.status;
+    const after = { name: current.name, spec, status };
     return {
       current,
       delete: false,
+      outbox: this.eventOutbox.prepare(changeEvents(current, after)),
       spec,
       status,
       specChanged: change.spec !== undefined,

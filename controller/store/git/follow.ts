@@ -43,11 +43,14 @@ import { validate } from '../../../common/validate.ts';
 import { counter } from '../../metrics.ts';
 import { SkipReport, type SkipReason } from '../core/skipped.ts';
 import type { StoreIndex } from '../core/index.ts';
+import { changeEvents, type EventSource, type NotificationEvent } from '../core/events.ts';
+import { OUTBOX_LIMIT, type Outbox, type OutboxChange, type OutboxEntry } from '../core/outbox.ts';
 import type { Actor, Session, SkippedManifest } from '../store.ts';
 import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
 import { readText, type GitContext } from './objects.ts';
 import { routerObservations } from './observations.ts';
+import { outboxId, outboxWrites, parseOutboxEntry } from './outbox.ts';
 import { ParseCache, type Rejection } from './parse-cache.ts';
 import type { FileChange } from './tree.ts';
 
@@ -84,11 +87,22 @@ export function sessionStatusWrite(session: Session): FileWrite {
   return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML), parsed: file };
 }
 
-/** The status file of a session, from its name `as<asn>-<router>`. */
-function statusPathOf(name: string): string {
+/** The ASN and router of a session name `as<asn>-<router>`. */
+function nameParts(name: string): { asn: number; router: string } {
   const m = /^as(\d+)-(.+)$/.exec(name);
   if (!m) throw new Error(`not a session name: ${name}`);
-  return sessionPath(m[2] as string, Number(m[1]));
+  return { asn: Number(m[1]), router: m[2] as string };
+}
+
+/** The status file of a session, from its name. */
+function statusPathOf(name: string): string {
+  const { asn, router } = nameParts(name);
+  return sessionPath(router, asn);
+}
+
+/** A session as its status file on the status ref tells it: what an event says of it before a change. */
+function savedSession(name: string, file: SessionStatusFile): EventSource {
+  return { name, spec: { uuid: file.uuid, ...nameParts(name) }, status: file.status };
 }
 
 export class Follower {
@@ -111,6 +125,7 @@ export class Follower {
 
   private readonly ctx: GitContext;
   private readonly index: StoreIndex;
+  private readonly events: Outbox;
   private readonly spec: Branch;
   private readonly status: Branch;
   private readonly cache: ParseCache;
@@ -120,6 +135,7 @@ export class Follower {
   constructor(parts: {
     ctx: GitContext;
     index: StoreIndex;
+    events: Outbox;
     spec: Branch;
     status: Branch;
     cache: ParseCache;
@@ -128,6 +144,7 @@ export class Follower {
   }) {
     this.ctx = parts.ctx;
     this.index = parts.index;
+    this.events = parts.events;
     this.spec = parts.spec;
     this.status = parts.status;
     this.cache = parts.cache;
@@ -159,6 +176,16 @@ export class Follower {
       else this.statusFiles.set(info.name, w.parsed as SessionStatusFile);
       this.unsavedStatus.delete(info.name);
     }
+  }
+
+  /** An outbox change the status ref now holds (a write's events, a confirmation): into the outbox. */
+  outboxCommitted(change: OutboxChange): void {
+    this.events.apply(change);
+    if (change.dropped > 0)
+      this.log.warn(
+        { dropped: change.dropped, limit: OUTBOX_LIMIT, maxAgeDays: 7 },
+        'store: outbox full or events a week old: the oldest undelivered events dropped',
+      );
   }
 
   /** Manifests this store rejected, by path (for diagnostics and tests). */
@@ -226,17 +253,24 @@ export class Follower {
    */
   private async completeFromGit(): Promise<void> {
     const statusWrites: FileWrite[] = [];
+    // The events of what git brought (a merged session, one removed on the forge), from the status the
+    // ref holds to the one written now: recorded in the same commit (docs/store.md, "The outbox").
+    const events: NotificationEvent[] = [];
     for (const name of this.unsavedStatus) {
       const session = this.index.byName(name);
+      const saved = this.statusFiles.get(name);
+      events.push(...changeEvents(saved && savedSession(name, saved), session));
       if (session) statusWrites.push(sessionStatusWrite(session));
-      else if (this.statusFiles.has(name)) statusWrites.push({ path: statusPathOf(name), text: undefined });
+      else if (saved) statusWrites.push({ path: statusPathOf(name), text: undefined });
     }
     if (statusWrites.length > 0) {
+      const outbox = this.events.prepare(events);
       await this.commits.commitStatus(
-        statusWrites,
+        [...statusWrites, ...outboxWrites(outbox)],
         CONTROLLER,
         `status of ${statusWrites.length} session(s) from git`,
       );
+      this.outboxCommitted(outbox);
     }
     this.unsavedStatus.clear();
     const specWrites: FileWrite[] = [];
@@ -258,6 +292,7 @@ export class Follower {
   }
 
   private async applyStatusChanges(changes: FileChange[]): Promise<void> {
+    await this.applyOutboxChanges(changes);
     const all = await mapLimit(changes, 16, async (change) => {
       const info = classifyPath(change.path);
       const parsed =
@@ -289,6 +324,24 @@ export class Follower {
         this.index.setRouterStatus(info.name, { ...file, ...routerObservations(current) });
       }
     }
+  }
+
+  /** Outbox files another writer added or removed (a start, a write completed by recovery, a fetch). */
+  private async applyOutboxChanges(changes: FileChange[]): Promise<void> {
+    const files = changes.filter((c) => outboxId(c.path) !== undefined);
+    if (files.length === 0) return;
+    const gone = files.filter((c) => c.oid === undefined).map((c) => outboxId(c.path) as string);
+    const read = await mapLimit(
+      files.filter((c) => c.oid !== undefined),
+      16,
+      async (c): Promise<OutboxEntry | undefined> => {
+        const entry = parseOutboxEntry(c.path, await readText(this.ctx, c.oid as string).catch(() => ''));
+        if (!entry) this.log.warn({ path: c.path }, 'store: unreadable outbox file ignored');
+        return entry;
+      },
+    );
+    this.events.forget(gone);
+    this.events.load(read.filter((e): e is OutboxEntry => e !== undefined));
   }
 
   /** A status file's content, validated (null when unusable), through the parse cache. */

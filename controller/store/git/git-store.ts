@@ -20,6 +20,7 @@ import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
 import { StoreCore } from '../core/store-core.ts';
 import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
+import type { OutboxChange } from '../core/outbox.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
 import { Branch, type FileWrite } from './branch.ts';
 import { Commits } from './commits.ts';
@@ -27,6 +28,7 @@ import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { gcAuto } from './housekeeping.ts';
 import { closeObjects, encodeObject, readText, type GitContext } from './objects.ts';
 import { ObservationFile, routerState } from './observations.ts';
+import { outboxMessage, outboxWrites } from './outbox.ts';
 import { ParseCache } from './parse-cache.ts';
 import { Journal, takeOver, type InstanceLock } from './recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
@@ -131,7 +133,13 @@ export class GitStore extends StoreCore {
       },
       statusCommitted: (writes) => this.follower.statusCommitted(writes),
     });
-    this.follower = new Follower({ ...parts, index: this.index, cache: this.cache, commits: this.commits });
+    this.follower = new Follower({
+      ...parts,
+      index: this.index,
+      events: this.eventOutbox,
+      cache: this.cache,
+      commits: this.commits,
+    });
     this.index.onMeshKeyChange = (router) => this.follower.dirtyRouters.add(router);
   }
 
@@ -302,13 +310,14 @@ export class GitStore extends StoreCore {
       const prepared = this.prepareNewSession(input, status);
       const spec = { ...prepared.spec, listenPort: this.allocatePort(prepared) };
       const { name } = prepared;
-      // spec and first status in one step: a crash leaves both or neither (recovery.ts)
+      // spec, first status and their events in one step: a crash leaves all or none (recovery.ts)
       await this.commits.commitSession(
         [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
-        [sessionStatusWrite({ name, spec, status: prepared.status })],
+        [sessionStatusWrite({ name, spec, status: prepared.status }), ...outboxWrites(prepared.outbox)],
         actor,
         message,
       );
+      this.follower.outboxCommitted(prepared.outbox);
       return this.follower.putSession(name, spec, prepared.status, true);
     });
   }
@@ -323,24 +332,28 @@ export class GitStore extends StoreCore {
       const change = this.prepareSessionChange(uuid, mutate);
       const { current } = change;
       const path = sessionPath(current.spec.router, current.spec.asn);
+      // a write's events go in its status commit: a write of the spec alone makes none (core/events.ts)
+      const events = outboxWrites(change.outbox);
       if (change.delete) {
         await this.commits.commitSession(
           [{ path, text: undefined }],
-          [{ path, text: undefined }],
+          [{ path, text: undefined }, ...events],
           actor,
           message,
         );
+        this.follower.outboxCommitted(change.outbox);
         this.follower.removeSession(current.name, true);
         return undefined;
       }
       const next: Session = { name: current.name, spec: change.spec, status: change.status };
-      // nothing is applied, and nothing answered, before spec and status are committed together
+      // nothing is applied, and nothing answered, before spec, status and events are committed together
       await this.commits.commitSession(
         change.specChanged ? [manifestWrite('PeeringSession', path, current.name, change.spec)] : [],
-        change.statusChanged ? [sessionStatusWrite(next)] : [],
+        change.statusChanged ? [sessionStatusWrite(next), ...events] : events,
         actor,
         message,
       );
+      this.follower.outboxCommitted(change.outbox);
       return this.follower.putSession(
         current.name,
         change.spec,
@@ -391,6 +404,17 @@ export class GitStore extends StoreCore {
       this.revocations.replace(list);
       this.revocationsOid = blob.oid;
       return list;
+    });
+  }
+
+  // ---------------------------------------------------------------- outbox
+
+  protected persistOutbox(prepare: () => OutboxChange): Promise<void> {
+    return this.commits.write(async () => {
+      const change = prepare();
+      if (change.add.length === 0 && change.remove.length === 0) return;
+      await this.commits.commitStatus(outboxWrites(change), CONTROLLER, outboxMessage(change));
+      this.follower.outboxCommitted(change);
     });
   }
 

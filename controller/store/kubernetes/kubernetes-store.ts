@@ -67,6 +67,7 @@ import {
   type InFlightSession,
   type PreparedSession,
 } from '../core/store-core.ts';
+import type { OutboxChange } from '../core/outbox.ts';
 import { makePagedInformer, startInformer } from './informers.ts';
 import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
@@ -489,6 +490,14 @@ export class KubernetesStore extends StoreCore {
     return router;
   }
 
+  // ---------------------------------------------------------------- outbox
+
+  /** Held in this replica's memory only, for now: the Kubernetes outbox is not persisted yet. */
+  protected persistOutbox(prepare: () => OutboxChange): Promise<void> {
+    this.eventOutbox.apply(prepare());
+    return Promise.resolve();
+  }
+
   // ---------------------------------------------------------------- token revocations
 
   protected async persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList> {
@@ -687,6 +696,7 @@ export class KubernetesStore extends StoreCore {
       this.applyPut('PeeringSession', created);
       await this.recheckAdmission(created);
       const withStatus = await this.writeStatus(created, first);
+      this.eventOutbox.apply(prepared.outbox);
       this.event(withStatus, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
       return this.sessionNamed(name);
     } finally {
@@ -820,6 +830,7 @@ export class KubernetesStore extends StoreCore {
         if (change.delete) {
           await this.api.delete('PeeringSession', current.metadata.name, current.metadata.resourceVersion);
           this.applyDelete('PeeringSession', current);
+          this.eventOutbox.apply(change.outbox);
           await this.api
             .releaseClaim(current.spec.router, current.spec.listenPort, current.metadata.name)
             .catch((err: unknown) =>
@@ -856,6 +867,7 @@ export class KubernetesStore extends StoreCore {
             this.applyPut('PeeringSession', resource);
           }
         }
+        this.eventOutbox.apply(change.outbox);
         const what =
           status && status.code !== current.status?.code
             ? `${message} (status ${status.code} ${status.name})`

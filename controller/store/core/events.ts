@@ -1,10 +1,12 @@
 /**
  * The notification events (docs/notifications.md): their names, who may receive each, their payload,
- * and the one reading of a session's status change as an event. Pure.
+ * and the one reading of a session's status change as an event. Pure. The store derives them from each
+ * write's state change and keeps them in its outbox with that change (store.ts, outbox); notify delivers.
  */
 import { createHash } from 'node:crypto';
-import { SessionStatus, isTerminal } from '../../common/status.ts';
-import type { Router, Session } from '../store/store.ts';
+import { SessionStatus, isTerminal } from '../../../common/status.ts';
+import type { SessionSpec } from '../../../common/schema.ts';
+import type { Router, Session } from '../store.ts';
 
 export const EVENT_TYPES = [
   'session.created',
@@ -58,7 +60,17 @@ function eventId(...parts: string[]): string {
   return createHash('sha256').update(parts.join('\n')).digest('hex').slice(0, 32);
 }
 
-export function eventSession(session: Session): EventSession {
+/**
+ * A session as events read it: a stored one, or what a status file alone tells of one whose spec is gone
+ * (git store: a manifest removed on the forge).
+ */
+export interface EventSource {
+  name: string;
+  spec: Pick<SessionSpec, 'uuid' | 'asn' | 'router'> & { createdAt?: string };
+  status: Session['status'];
+}
+
+export function eventSession(session: EventSource): EventSession {
   return {
     uuid: session.spec.uuid,
     name: session.name,
@@ -71,7 +83,7 @@ export function eventSession(session: Session): EventSession {
 
 export function sessionEvent(
   type: EventType,
-  session: Session,
+  session: EventSource,
   at: string,
   reason?: string,
 ): NotificationEvent {
@@ -122,8 +134,8 @@ function statusEventType(before: number | undefined, after: number): EventType |
  * (`session.deleted` then, nothing when the record itself goes: docs/api.md, Decisions).
  */
 export function sessionEvents(
-  before: Session | undefined,
-  after: Session | undefined,
+  before: EventSource | undefined,
+  after: EventSource | undefined,
   now: string,
 ): NotificationEvent[] {
   if (after === undefined) {
@@ -145,4 +157,20 @@ export function sessionEvents(
   const type = statusEventType(before?.status.code, after.status.code);
   if (type) events.push(sessionEvent(type, after, at));
   return events;
+}
+
+/**
+ * The events of one write's change to the session stored under a name: `before` as it was, `after` as
+ * the write leaves it. Another uuid under the same name (a forge replaced the manifest) is the old
+ * session gone and a new one come.
+ */
+export function changeEvents(
+  before: EventSource | undefined,
+  after: EventSource | undefined,
+  now = new Date().toISOString(),
+): NotificationEvent[] {
+  if (before && after && before.spec.uuid !== after.spec.uuid)
+    return [...sessionEvents(before, undefined, now), ...sessionEvents(undefined, after, now)];
+  if (before && after && before.status === after.status) return [];
+  return sessionEvents(before, after, now);
 }
