@@ -16,6 +16,9 @@
  *   SHA256SUMS.sig         `ssh-keygen -Y sign -n peerops-release` of SHA256SUMS with --signing-key (or
  *                          PEEROPS_RELEASE_SIGNING_KEY); agents install only releases signed by a key of
  *                          autoUpdate.publicKeys (agent/update/signature.ts)
+ * With --apt-signing-key (or PEEROPS_APT_SIGNING_KEY, an OpenPGP key of gpg's keyring) it also adds the
+ * two .debs to the signed APT repository in --apt-repo DIR (default: `apt` beside the release directory,
+ * dist/apt), kept across releases (scripts/apt-repo.ts); not an asset of the release.
  * It prints each file's size and how long it took.
  *
  * With --npm it builds the npm package's executable instead (package.json `bin`, `npm run build`, run by
@@ -54,6 +57,7 @@ import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts'
 import { parseSshSignature } from '../common/sshsig.ts';
 import { buildDeb } from './build-deb.ts';
 import { buildWireguardDeb } from './build-deb-wireguard.ts';
+import { buildAptRepository } from './apt-repo.ts';
 import { buildPortal } from '../controller/portal/build.ts';
 import { REDOC_BUNDLE } from '../controller/api/reference.ts';
 
@@ -279,6 +283,12 @@ export interface ReleaseOptions {
   assets?: 'agent' | 'all';
   /** Build the container images when scripts/build-image.ts exists (default true). */
   images?: boolean;
+  /**
+   * With `assets: 'all'`: add the .debs to the APT repository `repo` (scripts/apt-repo.ts), signed with
+   * the OpenPGP key `signingKey` of gpg's keyring. A prerelease is left out: the repository's one suite
+   * is what every router's `apt upgrade` takes.
+   */
+  apt?: { repo: string; signingKey: string };
   log?: (line: string) => void;
 }
 
@@ -288,6 +298,8 @@ export interface ReleaseResult {
   files: { name: string; bytes: number; seconds: number }[];
   /** The signer's SSH public key line, when signed. */
   publicKey?: string;
+  /** The APT repository's directory, when the .debs were added to one. */
+  aptRepo?: string;
 }
 
 /**
@@ -317,14 +329,21 @@ export async function buildRelease(
   };
   let bundle = '';
   let launcher = '';
+  const debs: string[] = [];
   await step(
     'agent bundle',
     async () => ([bundle = '', launcher = ''] = await buildAgentBundle(version, dir)),
   );
   if (opts.assets === 'all') {
     await step('npm package', async () => [await packNpm(version, dir)]);
-    await step('Debian package', async () => [await buildDeb({ version, outDir: dir, bundle, launcher })]);
-    await step('Debian package', async () => [await buildWireguardDeb({ version, outDir: dir })]);
+    await step('Debian package', async () => {
+      debs.push(await buildDeb({ version, outDir: dir, bundle, launcher }));
+      return debs.slice(-1);
+    });
+    await step('Debian package', async () => {
+      debs.push(await buildWireguardDeb({ version, outDir: dir }));
+      return debs.slice(-1);
+    });
     if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
     else log('images: left out (--no-images)');
   }
@@ -338,13 +357,39 @@ export async function buildRelease(
   const sums = path.join(dir, CHECKSUMS);
   await writeFile(sums, `${lines.join('\n')}\n`);
   files.push({ name: CHECKSUMS, bytes: (await stat(sums)).size, seconds: 0 });
-  if (opts.signingKey === undefined) return { dir, files };
+  const aptRepo = await addToAptRepository(version, debs, opts.apt, log);
+  if (opts.signingKey === undefined) return { dir, files, aptRepo };
   let publicKey = '';
   await step('signature', async () => {
     publicKey = await signSums(sums, opts.signingKey as string);
     return [path.join(dir, SIGNATURE_NAME)];
   });
-  return { dir, files, publicKey };
+  return { dir, files, publicKey, aptRepo };
+}
+
+/** The release's .debs added to the APT repository of `apt`, when asked and not a prerelease. */
+async function addToAptRepository(
+  version: string,
+  debs: readonly string[],
+  apt: ReleaseOptions['apt'],
+  log: (line: string) => void,
+): Promise<string | undefined> {
+  if (!debs.length) return undefined;
+  if (!apt) {
+    log('APT repository: left out (no --apt-signing-key)');
+    return undefined;
+  }
+  if (semver.prerelease(version)) {
+    log(`APT repository: left out for the prerelease ${version}`);
+    return undefined;
+  }
+  const t0 = performance.now();
+  const written = await buildAptRepository({ repo: apt.repo, debs, signingKey: apt.signingKey });
+  const seconds = ((performance.now() - t0) / 1000).toFixed(1);
+  for (const file of written)
+    log(`APT repository: ${path.relative(apt.repo, file)} ${mib((await stat(file)).size)}`);
+  log(`APT repository: ${apt.repo} in ${seconds} s`);
+  return apt.repo;
 }
 
 const mib = (bytes: number) =>
@@ -358,6 +403,8 @@ async function main(): Promise<void> {
       'signing-key': { type: 'string' },
       'no-images': { type: 'boolean' },
       npm: { type: 'boolean' },
+      'apt-signing-key': { type: 'string' },
+      'apt-repo': { type: 'string' },
     },
   });
   const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as {
@@ -374,11 +421,14 @@ async function main(): Promise<void> {
   const version = values.version ?? process.env.PEEROPS_RELEASE_VERSION ?? pkg.version;
   const out = path.resolve(values.out ?? path.join(ROOT, 'dist', `release-${version}`));
   const signingKey = values['signing-key'] ?? process.env.PEEROPS_RELEASE_SIGNING_KEY;
+  const aptSigningKey = values['apt-signing-key'] ?? process.env.PEEROPS_APT_SIGNING_KEY;
+  const aptRepo = path.resolve(values['apt-repo'] ?? path.join(path.dirname(out), 'apt'));
   const t0 = performance.now();
   const { files, publicKey } = await buildRelease(version, out, {
     signingKey,
     assets: 'all',
     images: !values['no-images'],
+    apt: aptSigningKey ? { repo: aptRepo, signingKey: aptSigningKey } : undefined,
     log: (line) => console.log(line),
   });
   const total = files.reduce((n, f) => n + f.bytes, 0);
