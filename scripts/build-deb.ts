@@ -17,8 +17,12 @@ import { WIREGUARD_DEB_PACKAGE } from './build-deb-wireguard.ts';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PACKAGING = path.join(ROOT, 'packaging', 'deb');
 export const DEB_PACKAGE = 'peerops-agent';
-/** Node of Debian 13 and later; the bundle's floor (package.json engines). */
-const DEPENDS = 'nodejs (>= 20.12), bird2, wireguard-tools, iproute2, adduser';
+/**
+ * Node of Debian 13 and later (the bundle's floor, package.json engines), and every program the agent
+ * runs, ping (RTT) and sysctl (procps: the forwarding check) too: routers install it with
+ * --no-install-recommends, since wireguard-tools recommends a kernel (docs/operator-guide.md, section 5).
+ */
+const DEPENDS = 'nodejs (>= 20.12), bird2, wireguard-tools, iproute2, iputils-ping, procps, adduser';
 
 export function debFileName(version: string): string {
   return debName(DEB_PACKAGE, version, 'all');
@@ -57,7 +61,6 @@ export async function buildDeb(opts: {
     },
     fields: [
       `Depends: ${DEPENDS}`,
-      'Recommends: iputils-ping, procps',
       // not Recommends: one process for every tunnel trades per-tunnel throughput for scale (docs/agent.md)
       `Suggests: ${WIREGUARD_DEB_PACKAGE}, wireguard-go`,
       'Section: net',

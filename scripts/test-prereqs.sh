@@ -26,6 +26,8 @@ declare -A need=(
   [skopeo]=skopeo
   [runc]=runc
   [setpriv]=util-linux
+  # the release's APT repository (scripts/apt-repo.ts, test/release/apt-repo.test.ts)
+  [apt-ftparchive]=apt-utils
 )
 missing=()
 for cmd in "${!need[@]}"; do

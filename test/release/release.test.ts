@@ -194,7 +194,11 @@ describe('npm run build:release', () => {
     expect(control).toMatch(/^Package: peerops-agent$/m);
     expect(control).toMatch(new RegExp(`^Version: ${VERSION}$`, 'm'));
     expect(control).toMatch(/^Architecture: all$/m);
-    expect(control).toMatch(/^Depends: nodejs \(>= 20\.12\), bird2, wireguard-tools, iproute2, adduser$/m);
+    expect(control).toMatch(
+      /^Depends: nodejs \(>= 20\.12\), bird2, wireguard-tools, iproute2, iputils-ping, procps, adduser$/m,
+    );
+    // nothing recommended: routers install with --no-install-recommends (docs/operator-guide.md)
+    expect(control).not.toMatch(/^Recommends:/m);
     // suggested, not recommended: it trades per-tunnel throughput for scale (docs/agent.md)
     expect(control).toMatch(/^Suggests: peerops-wireguard, wireguard-go$/m);
     expect(control).not.toMatch(/^Recommends: .*peerops-wireguard/m);
