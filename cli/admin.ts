@@ -59,7 +59,9 @@ const USAGE = `usage: peerops admin <area> <action> [options]
         with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
   policy patch [--router R] [--spec FILE] [the flags of set]
         merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
-  store status   the store's condition, and the manifests it skips with why (docs/store.md)
+  store status   the store's conditions, the manifests it skips with why (docs/store.md), and the
+                 changes forge edits replaced, with the branch keeping each (docs/gitops.md)
+  store clear-conflict ID   an admin resolved that forge conflict: no longer listed
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)
@@ -70,7 +72,7 @@ export const AREAS = {
   session: ['list', 'approve', 'reject', 'disable', 'enable', 'purge'],
   router: ['list', 'add', 'update', 'remove', 'rotate-token'],
   policy: ['get', 'set', 'patch'],
-  store: ['status'],
+  store: ['status', 'clear-conflict'],
 } as const;
 
 /** The server's token lifetimes (controller/auth/jwt.ts; docs/cli.md): 60 s to 366 days. */
@@ -621,20 +623,47 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
   return 0;
 }
 
-/** `store status`: the conditions, then each skipped manifest's problems as `path  reason  pointer: message`. */
-async function storeCommand(client: Client, action: string, v: Values): Promise<number> {
-  if (action !== 'status') throw unknownWord('admin store action', action, AREAS.store);
-  const res = await client.get<StoreStatusAnswer>('/admin/store');
+/**
+ * `store status`: the conditions, then each skipped manifest's problems as `path  reason  pointer: message`,
+ * then each forge conflict. `store clear-conflict ID`: the same answer, without that conflict.
+ */
+async function storeCommand(
+  client: Client,
+  action: string,
+  arg: string | undefined,
+  v: Values,
+): Promise<number> {
+  let res: StoreStatusAnswer;
+  if (action === 'status') res = await client.get<StoreStatusAnswer>('/admin/store');
+  else if (action === 'clear-conflict') {
+    if (!arg) throw new CliError('USAGE', 'admin store clear-conflict needs the ID that store status lists');
+    res = await client.post<StoreStatusAnswer>('/admin/store/conflicts', { action: 'clear', id: arg });
+  } else throw unknownWord('admin store action', action, AREAS.store);
   output(format(v), res, () => {
-    const conditions = table(
-      ['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'],
-      res.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.message]),
-    );
-    if (res.skippedManifests.length === 0) return conditions;
+    const parts = [
+      table(
+        ['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'],
+        res.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.message]),
+      ),
+    ];
     const problems = res.skippedManifests.flatMap((m) =>
       m.errors.map((e) => [m.path, m.reason, `${e.pointer}: ${e.message}`]),
     );
-    return `${conditions}\n\n${table(['SKIPPED', 'REASON', 'PROBLEM'], problems)}`;
+    if (problems.length > 0) parts.push(table(['SKIPPED', 'REASON', 'PROBLEM'], problems));
+    const conflicts = (res.forgeConflicts ?? []).map((c) => [
+      c.id,
+      c.path,
+      c.session ? `${c.session.name} ${c.session.uuid ?? ''}`.trim() : '-',
+      c.at,
+      c.commit.slice(0, 12),
+      c.actor,
+      c.branch,
+    ]);
+    if (conflicts.length > 0)
+      parts.push(
+        table(['CONFLICT', 'FILE', 'SESSION', 'CHANGED', 'COMMIT', 'BY', 'KEPT ON BRANCH'], conflicts),
+      );
+    return parts.join('\n\n');
   });
   return 0;
 }
@@ -662,7 +691,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'policy':
         return policyCommand(client, action, values);
       case 'store':
-        return storeCommand(client, action, values);
+        return storeCommand(client, action, arg, values);
       default:
         throw unknownWord('admin area', area, Object.keys(AREAS));
     }

@@ -22,6 +22,8 @@ const HEALTHY_STATUS: ReadonlyMap<string, 'True' | 'False'> = new Map([
   ['ManifestsApplied', 'True'],
   ['Reconciling', 'False'],
   ['Stalled', 'False'],
+  // the git store's: True while a change it acknowledged was replaced by a forge edit (docs/gitops.md)
+  ['ForgeConflicts', 'False'],
 ]);
 
 /** The status `type` has when all is well; a type not listed is read as Kubernetes reads Ready. */

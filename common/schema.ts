@@ -445,3 +445,41 @@ export const SessionManifestInput = Type.Object(
 );
 
 export type SessionSpecInput = Static<typeof SessionSpecInput>;
+
+// ---- forge conflicts (docs/gitops.md, "When the forge and the API change the same file") ----
+
+const CommitOid = Type.String({ pattern: '^[0-9a-f]{40}$' });
+
+/**
+ * A change the store acknowledged that an edit on the forge replaced when the store rebuilt its commits
+ * on the forge's tip: the forge's version stays, the store's is kept on `branch` on the forge.
+ */
+export const ForgeConflict = Type.Object(
+  {
+    /** Stable for the same commit and file (a rebuild seen twice records it once). */
+    id: Type.String({ pattern: '^[0-9a-f]{12}$' }),
+    path: Type.String({ maxLength: 256 }),
+    /** The session the file is, when it is a session's manifest. */
+    session: Type.Optional(
+      Type.Object(
+        { name: Type.String({ maxLength: 128 }), uuid: Type.Optional(Uuid), asn: Asn },
+        { additionalProperties: false },
+      ),
+    ),
+    /** When the store committed the change (the write was answered then). */
+    at: Timestamp,
+    /** When the rebuild found the forge's version had replaced it. */
+    detectedAt: Timestamp,
+    /** The store's commit whose change of `path` was replaced. */
+    commit: CommitOid,
+    /** Who asked for it (the commit's Peerops-Actor trailer, or its author). */
+    actor: Type.String({ maxLength: 128 }),
+    /** The forge's tip whose version of `path` won. */
+    forgeCommit: CommitOid,
+    /** The branch on the forge holding the store's version on top of `forgeCommit`. */
+    branch: Type.String({ maxLength: 200 }),
+    keptCommit: CommitOid,
+  },
+  { additionalProperties: false },
+);
+export type ForgeConflict = Static<typeof ForgeConflict>;

@@ -52,6 +52,5 @@ export function meshInterfaceSpec(peer: MeshPeer, self: MeshSelf): WgInterfaceSp
       persistentKeepalive: self.persistentKeepalive,
     },
     generation: 0,
-    multicast: true,
   };
 }

@@ -75,7 +75,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
-    sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
+    sessionRecord(
+      s,
+      store.getRouter(s.spec.router),
+      mergedPolicy(store, s.spec.router).dn42Asn ?? null,
+      store.forgeConflictOf?.(s.spec.uuid),
+    );
 
   app.post(
     '/admin/session',

@@ -277,6 +277,27 @@ export const SessionRecord = Type.Object({
     Type.Null(),
   ]),
   networkAsn: Type.Union([Asn, Type.Null()]),
+  /**
+   * A change of this session the API acknowledged that an edit on the forge replaced (docs/gitops.md,
+   * "When the forge and the API change the same file"): the forge's version is the session now, the
+   * replaced one is kept on `branch` of the forge. Null when there is none unresolved of the last 7 days.
+   */
+  forgeConflict: Type.Union([
+    Type.Object(
+      {
+        id: Type.String(),
+        /** When the replaced change was made. */
+        at: Timestamp,
+        /** The store's commit that made it, and the forge's commit whose version won. */
+        commit: Type.String(),
+        forgeCommit: Type.String(),
+        branch: Type.String(),
+        message: Type.String(),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Null(),
+  ]),
 });
 export type SessionRecord = Static<typeof SessionRecord>;
 

@@ -56,7 +56,12 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
 }> = async (app, opts) => {
   const { store, registry } = opts;
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
-    sessionRecord(s, store.getRouter(s.spec.router), mergedPolicy(store, s.spec.router).dn42Asn ?? null);
+    sessionRecord(
+      s,
+      store.getRouter(s.spec.router),
+      mergedPolicy(store, s.spec.router).dn42Asn ?? null,
+      store.forgeConflictOf?.(s.spec.uuid),
+    );
   const lists = new EncodedAnswers(LIST_CACHE_SIZE);
 
   /**

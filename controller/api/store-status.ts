@@ -2,13 +2,22 @@
  * `GET /admin/store` (docs/api.md): the store's own condition, as Kubernetes tools read conditions
  * (common/conditions.ts), and the manifests of the repository the store skips with their reasons. A
  * manifest the store cannot load never stops the controller (docs/store.md, "What the store refuses"):
- * this is where an admin sees it, beside the log line and peerops_store_manifests_skipped.
+ * this is where an admin sees it, beside the log line and peerops_store_manifests_skipped. With a forge,
+ * also the changes forge edits replaced (docs/gitops.md), and `POST /admin/store/conflicts` to clear one.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { Condition as ConditionSchema, type Condition } from '../../common/schema.ts';
+import { ProblemError } from '../../common/errors.ts';
+import {
+  Condition as ConditionSchema,
+  ForgeConflict as ForgeConflictSchema,
+  type Condition,
+  type ForgeConflict,
+} from '../../common/schema.ts';
 import type { SkippedManifest, Store } from '../store/store.ts';
-import { requireAdmin } from './auth.ts';
+import { actorOf } from './actions.ts';
+import { caller, requireAdmin } from './auth.ts';
+import { Actions } from './schemas.ts';
 
 /** At most this many paths in the condition's message; the list has them all. */
 const NAMED = 5;
@@ -24,6 +33,8 @@ const StoreStatus = Type.Object(
         errors: Type.Array(Type.Object({ pointer: Type.String(), message: Type.String() })),
       }),
     ),
+    /** Changes forge edits replaced, unresolved, of the last 7 days (a git store following a forge). */
+    forgeConflicts: Type.Optional(Type.Array(ForgeConflictSchema)),
   },
   {
     examples: [
@@ -80,6 +91,40 @@ function manifestsCondition(skipped: SkippedManifest[], since: string): Conditio
   };
 }
 
+/**
+ * `ForgeConflicts`: True (abnormal) while a change the store acknowledged and a forge edit replaced in the
+ * last 7 days is not cleared; each is named with the branch that keeps it.
+ */
+function forgeConflictsCondition(conflicts: ForgeConflict[], since: string): Condition {
+  if (conflicts.length === 0)
+    return {
+      type: 'ForgeConflicts',
+      status: 'False',
+      reason: 'NoneReplaced',
+      message: 'no acknowledged change was replaced by a forge edit in the last 7 days',
+      lastTransitionTime: since,
+    };
+  const named = conflicts.slice(0, NAMED).map((c) => `${c.path} (kept on ${c.branch})`);
+  const more = conflicts.length > NAMED ? ` and ${conflicts.length - NAMED} more` : '';
+  return {
+    type: 'ForgeConflicts',
+    status: 'True',
+    reason: 'ChangesReplaced',
+    message:
+      `${conflicts.length} acknowledged change${conflicts.length === 1 ? ' was' : 's were'} replaced by ` +
+      `forge edits: ${named.join(', ')}${more}; restore from the branch, then clear`,
+    lastTransitionTime: conflicts[0]?.detectedAt ?? since,
+  };
+}
+
+const ClearConflict = Type.Object(
+  {
+    action: Type.Literal('clear'),
+    id: Type.String({ pattern: '^[0-9a-f]{12}$', description: 'the conflict, as GET /admin/store lists it' }),
+  },
+  { additionalProperties: false },
+);
+
 export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, opts) => {
   const { store } = opts;
   // a store without skippedManifests skips nothing: it applies all it is given since the start
@@ -94,13 +139,46 @@ export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = as
         response: { 200: StoreStatus },
       },
     },
-    async () => {
-      const { manifests, since } = store.skippedManifests?.() ?? { manifests: [], since: started };
-      return {
-        backend: store.backend,
-        conditions: [manifestsCondition(manifests, since)],
-        skippedManifests: manifests,
-      };
+    async () => answer(),
+  );
+
+  function answer(): StoreStatusAnswer {
+    const { manifests, since } = store.skippedManifests?.() ?? { manifests: [], since: started };
+    const conflicts = store.forgeConflicts?.();
+    return {
+      backend: store.backend,
+      conditions: [
+        manifestsCondition(manifests, since),
+        ...(conflicts ? [forgeConflictsCondition(conflicts, started)] : []),
+      ],
+      skippedManifests: manifests,
+      ...(conflicts ? { forgeConflicts: conflicts } : {}),
+    };
+  }
+
+  app.post(
+    '/admin/store/conflicts',
+    {
+      onRequest: [app.identify, app.rateLimit, requireAdmin],
+      schema: {
+        operationId: 'adminStoreConflicts',
+        summary: "Clear a forge conflict: an admin restored the kept version, or chose the forge's",
+        description:
+          'The conflict is no longer listed and the ForgeConflicts condition no longer counts it; its kept ' +
+          'branch stays on the forge. Answers, once the clearing is stored, as GET /admin/store.',
+        body: Actions([ClearConflict]),
+        response: { 200: StoreStatus },
+      },
+    },
+    async (request) => {
+      if (!store.clearForgeConflict)
+        throw new ProblemError(
+          'NOT_FOUND',
+          `the ${store.backend} store follows no forge: it has no conflicts`,
+        );
+      await store.clearForgeConflict(request.body.id, actorOf(caller(request)));
+      request.log.info({ conflict: request.body.id }, 'forge conflict cleared');
+      return answer();
     },
   );
 };

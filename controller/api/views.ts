@@ -9,6 +9,7 @@ import {
   type SessionStatusCode,
 } from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
+import type { ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
 
@@ -19,12 +20,13 @@ export function serverEndpoint(router: Router | undefined, listenPort: number): 
 
 /**
  * `networkAsn`: the network's own ASN for this session's router (the merged policy's dn42Asn), which the
- * peer's side needs; null while no policy sets it.
+ * peer's side needs; null while no policy sets it. `conflict`: the session's change a forge edit replaced.
  */
 export function sessionRecord(
   session: Session,
   router: Router | undefined,
   networkAsn: number | null,
+  conflict: ForgeConflict | undefined,
 ): SessionRecord {
   const { spec, status } = session;
   return {
@@ -57,6 +59,21 @@ export function sessionRecord(
     lastHandshake: status.metrics?.lastHandshake ?? null,
     waiting: waitingView(status, router?.status),
     networkAsn,
+    forgeConflict: conflict ? forgeConflictNote(conflict) : null,
+  };
+}
+
+/** The note a session's record carries about its change a forge edit replaced (docs/gitops.md). */
+function forgeConflictNote(c: ForgeConflict): NonNullable<SessionRecord['forgeConflict']> {
+  return {
+    id: c.id,
+    at: c.at,
+    commit: c.commit,
+    forgeCommit: c.forgeCommit,
+    branch: c.branch,
+    message:
+      `your change of ${c.at} was replaced by an edit on the forge (${c.forgeCommit.slice(0, 7)}); ` +
+      `your version is kept on branch ${c.branch}`,
   };
 }
 

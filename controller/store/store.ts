@@ -5,6 +5,7 @@
  * which back end they talk to; test/store/conformance.ts holds the suite every back end must pass.
  */
 import type {
+  ForgeConflict,
   PolicySpec,
   RouterSpec,
   RouterStatus,
@@ -92,6 +93,15 @@ export interface Store {
   skippedManifests?(): { manifests: SkippedManifest[]; since: string };
   /** Look for outside changes now (a forge's push webhook) instead of at the next interval. */
   syncNow?(): void;
+  /**
+   * Acknowledged changes an edit on the forge replaced, unresolved, of the last 7 days (the git store
+   * following a forge; docs/gitops.md, "When the forge and the API change the same file"), oldest first.
+   */
+  forgeConflicts?(): ForgeConflict[];
+  /** The newest of those of a session, the note its record carries. */
+  forgeConflictOf?(uuid: string): ForgeConflict | undefined;
+  /** An admin resolved one: it is no longer listed. NOT_FOUND when no listed conflict has this id. */
+  clearForgeConflict?(id: string, actor: Actor): Promise<void>;
 
   // ---- reads (memory only) ----
   listRouters(): Router[];

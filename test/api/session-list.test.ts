@@ -49,6 +49,7 @@ function fresh(asn: number | undefined): unknown[] {
         s,
         h.store.getRouter(s.spec.router),
         mergedPolicy(h.store, s.spec.router).dn42Asn ?? null,
+        h.store.forgeConflictOf?.(s.spec.uuid),
       ),
     );
 }

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { SessionStatus, isTerminal } from '../../../common/status.ts';
-import type { SessionSpec } from '../../../common/schema.ts';
+import type { ForgeConflict, SessionSpec } from '../../../common/schema.ts';
 import type { Router, Session } from '../store.ts';
 
 export const EVENT_TYPES = [
@@ -18,6 +18,7 @@ export const EVENT_TYPES = [
   'session.setup_failed',
   'session.deleted',
   'router.agent_offline',
+  'store.forge_conflict',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -26,6 +27,7 @@ const ADMIN_ONLY: ReadonlySet<EventType> = new Set([
   'session.created',
   'session.pending_review',
   'router.agent_offline',
+  'store.forge_conflict',
 ]);
 
 /** The session as an event carries it: what identifies it and where it stands, nothing secret. */
@@ -46,8 +48,10 @@ export interface NotificationEvent {
   occurredAt: string;
   session?: EventSession;
   router?: { name: string; lastHeartbeat: string | null };
-  /** Why: a rejection's reason, an offline agent's last heartbeat. */
+  /** Why: a rejection's reason, an offline agent's last heartbeat, what a forge edit replaced. */
   reason?: string;
+  /** A change the store acknowledged that a forge edit replaced (docs/gitops.md), and where it is kept. */
+  conflict?: ForgeConflict;
 }
 
 /** May a hook of this scope receive the event? Admin hooks: everything; an ASN's hook: its sessions' events. */
@@ -104,6 +108,19 @@ export function agentOfflineEvent(router: Router, at: string): NotificationEvent
     occurredAt: at,
     router: { name: router.name, lastHeartbeat: last },
     reason: last === null ? 'no heartbeat yet' : `no heartbeat since ${last}`,
+  };
+}
+
+/** A change a forge edit replaced (the git store's rebuild, docs/gitops.md): told to admins once. */
+export function forgeConflictEvent(conflict: ForgeConflict): NotificationEvent {
+  return {
+    id: eventId('store.forge_conflict', conflict.id),
+    type: 'store.forge_conflict',
+    occurredAt: conflict.detectedAt,
+    conflict,
+    reason:
+      `an edit on the forge (${conflict.forgeCommit.slice(0, 7)}) replaced the change of ${conflict.path} ` +
+      `by ${conflict.actor} at ${conflict.at}; kept on branch ${conflict.branch}`,
   };
 }
 

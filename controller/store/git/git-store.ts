@@ -15,9 +15,11 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import pino from 'pino';
 import { parseYaml, policyPath, routerPath, sessionPath } from '../../../common/manifests.ts';
-import type { PolicySpec, RouterSpec, SessionStatusRecord } from '../../../common/schema.ts';
+import type { ForgeConflict, PolicySpec, RouterSpec, SessionStatusRecord } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
+import { topics, type Topic } from '../change-feed.ts';
+import { forgeConflictEvent } from '../core/events.ts';
 import { StoreCore } from '../core/store-core.ts';
 import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import type { OutboxChange } from '../core/outbox.ts';
@@ -25,6 +27,7 @@ import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '
 import { Branch, type FileWrite } from './branch.ts';
 import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
+import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
 import { gcAuto } from './housekeeping.ts';
 import { closeObjects, encodeObject, readText, type GitContext } from './objects.ts';
 import { ObservationFile, routerState } from './observations.ts';
@@ -93,6 +96,8 @@ export class GitStore extends StoreCore {
   /** The blob of REVOCATIONS_PATH the revocations in memory were read from. */
   private revocationsOid: string | undefined;
   private remote: RemoteSync | undefined;
+  /** Changes of the store's that forge edits replaced (forge-conflicts.ts), as the status ref holds them. */
+  private readonly conflicts = new ForgeConflictRecords();
   /** The running remote cycle; a request meanwhile runs one more after it. */
   private remoteCycle: Promise<void> | undefined;
   private remoteAgain = false;
@@ -163,6 +168,7 @@ export class GitStore extends StoreCore {
       if (this.follower.unsavedStatus.size > 0) await this.follower.completeDeferred();
       await this.loadObservations();
       await this.loadRevocations();
+      await this.loadForgeConflicts();
     });
     await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
@@ -188,10 +194,24 @@ export class GitStore extends StoreCore {
             await this.follower.syncAll();
             const result = await fn();
             await this.follower.syncAll();
+            await this.loadForgeConflicts();
             return result;
           }),
         head: (ref) => (ref === this.spec.ref ? this.spec.head : this.status.head),
         moveRefs: (updates) => this.commits.moveRefs(updates),
+        // the records and their admin event in one status commit (the sync after reads both back)
+        recordConflicts: async (found) =>
+          (
+            await this.status.prepare(
+              [
+                this.conflicts.adding(found),
+                ...outboxWrites(this.eventOutbox.prepare(found.map(forgeConflictEvent))),
+              ],
+              CONTROLLER,
+              `record ${found.length} change(s) replaced by forge edits`,
+            )
+          )?.update,
+        conflicts: () => this.conflicts.list(),
       },
     );
     this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 5000));
@@ -437,6 +457,42 @@ export class GitStore extends StoreCore {
     this.revocationsOid = oid;
   }
 
+  // ---------------------------------------------------------------- forge conflicts
+
+  forgeConflicts(): ForgeConflict[] {
+    return this.conflicts.list();
+  }
+
+  forgeConflictOf(uuid: string): ForgeConflict | undefined {
+    return this.conflicts.ofSession(uuid);
+  }
+
+  clearForgeConflict(id: string, actor: Actor): Promise<void> {
+    return this.commits.write(async () => {
+      await this.commits.commitStatus([this.conflicts.clearing(id)], actor, `clear forge conflict ${id}`);
+      await this.loadForgeConflicts();
+    });
+  }
+
+  /** The conflicts the status ref holds, when they are not the ones in memory; their sessions' lists change. */
+  private async loadForgeConflicts(): Promise<void> {
+    const oid = this.status.fileOid(CONFLICTS_PATH);
+    try {
+      const change = this.conflicts.load(oid, oid === undefined ? undefined : await readText(this.ctx, oid));
+      if (change.skipped > 0)
+        this.log.warn(
+          { path: CONFLICTS_PATH, skipped: change.skipped },
+          'store: malformed forge conflicts left out',
+        );
+      const changed = new Set<Topic>();
+      for (const c of [...change.added, ...change.removed])
+        if (c.session) changed.add(topics.asnSessions(c.session.asn)).add(topics.allSessions);
+      if (changed.size > 0) this.index.feed.publish(undefined, changed);
+    } catch (err) {
+      this.log.error({ err: String(err), path: CONFLICTS_PATH }, 'store: unreadable forge conflicts');
+    }
+  }
+
   // ---------------------------------------------------------------- observations
 
   /**
@@ -547,6 +603,7 @@ export class GitStore extends StoreCore {
         await this.commits.probeDisk();
         await this.follower.syncAll();
         await this.loadRevocations();
+        await this.loadForgeConflicts();
       })
       .catch((err: unknown) => {
         syncErrors.inc();

@@ -3,16 +3,20 @@
  * branch is the whole truth and its history the audit log. Each cycle fetches the branch, then
  * fast-forwards to it, pushes what the store committed on top of it, or, when both moved, rebuilds the
  * store's own commits on the forge's new tip (file by file; where the forge changed a file too, its
- * version wins) and pushes that. A push refused as non-fast-forward (a merge landed meanwhile) is retried
- * by the next cycle, which starts again from the forge's tip. The status ref is pushed too, to its own
- * branch that nobody edits, so a controller's lost disk loses no approval.
+ * version wins, and a change of the store's it replaced is kept on a branch of the forge and recorded as
+ * a conflict: forge-conflicts.ts) and pushes that. A push refused as non-fast-forward (a merge landed
+ * meanwhile) is retried by the next cycle, which starts again from the forge's tip. The status ref is
+ * pushed too, to its own branch that nobody edits, so a controller's lost disk loses no approval.
  *
  * Network I/O runs outside the store's write queue: a slow or unreachable forge never holds an API
  * write, which is committed locally and pushed once the forge answers again.
  */
+import { createHash } from 'node:crypto';
 import git from 'isomorphic-git';
 import type { GitHttpRequest, GitHttpResponse, HttpClient } from 'isomorphic-git';
 import type pino from 'pino';
+import { classifyPath, parseYaml } from '../../../common/manifests.ts';
+import type { ForgeConflict } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter, gauge } from '../../metrics.ts';
 import { Branch, type FileWrite } from './branch.ts';
@@ -42,9 +46,32 @@ export interface RemoteHost {
   /** The store's head of a ref as its mirror knows it. */
   head(ref: string): string | undefined;
   moveRefs(updates: RefUpdate[]): Promise<void>;
+  /** The status commit recording `found` (objects written, ref not moved), to move with the rebuild. */
+  recordConflicts(found: ForgeConflict[]): Promise<RefUpdate | undefined>;
+  /** The conflicts recorded and not cleared: their kept branches belong on the forge. */
+  conflicts(): readonly ForgeConflict[];
+}
+
+/** One of the store's commits since the merge base, as a rebuild replays it. */
+interface OwnCommit {
+  oid: string;
+  parent: string | undefined;
+  author: { name: string; email: string };
+  message: string;
+  /** When it was committed (Unix seconds). */
+  time: number;
+}
+
+/** A change of the store's whose file the forge changed too, to a different content: the forge's stays. */
+interface Replaced {
+  commit: OwnCommit;
+  path: string;
+  /** The store's version of the file (undefined: the change deleted it). */
+  text: string | undefined;
 }
 
 const STATUS_BRANCH = 'refs/heads/peerops-status';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const REQUEST_TIMEOUT_MS = 30_000;
 
 const inSync = gauge({
@@ -54,6 +81,10 @@ const inSync = gauge({
 const lastSuccess = gauge({
   name: 'peerops_git_remote_last_success_timestamp_seconds',
   help: 'When the store last fetched from and pushed to the forge successfully',
+});
+const forgeConflicts = counter({
+  name: 'peerops_git_forge_conflicts_total',
+  help: "Changes of the store's that an edit on the forge replaced, each kept on a branch of the forge",
 });
 const failures = counter({
   name: 'peerops_git_remote_failures_total',
@@ -106,6 +137,8 @@ export class RemoteSync {
   private refusal = '';
   /** The status commit last pushed: the status branch is pushed only when it moved. */
   private pushedStatus: string | undefined;
+  /** Conflicts whose kept branch this process pushed (after a restart, each is pushed again: a no-op). */
+  private readonly keptPushed = new Set<string>();
 
   constructor(options: RemoteOptions & { branch: string }, host: RemoteHost) {
     this.options = options;
@@ -179,12 +212,22 @@ export class RemoteSync {
         return;
       }
       if (await this.descends(ours, theirs)) return;
-      const tip = await this.rebuild(ours, theirs);
-      await this.host.moveRefs([{ ref: specRef, from: ours, to: tip }]);
+      const { tip, replaced } = await this.rebuild(ours, theirs);
+      const found = await this.keep(replaced, theirs);
+      // the records move with the rebuilt tip, in one journaled step: no replaced change goes unrecorded
+      const recorded = found.length > 0 ? await this.host.recordConflicts(found) : undefined;
+      await this.host.moveRefs([{ ref: specRef, from: ours, to: tip }, ...(recorded ? [recorded] : [])]);
       this.host.log.info(
         { remote: this.label, theirs, tip },
         "store: rebuilt the store's commits on the remote's new tip",
       );
+      for (const c of found) {
+        forgeConflicts.inc();
+        this.host.log.warn(
+          { path: c.path, commit: c.commit, actor: c.actor, forgeCommit: c.forgeCommit, branch: c.branch },
+          "store: an edit on the forge replaced a change of the store's; its version is kept on a branch of the forge",
+        );
+      }
     });
     // What the forge lacks now, including what the store filled in when it applied the forge's commits
     // (the serialised step catches up with them after it ran): pushed in this cycle, not the next.
@@ -193,6 +236,7 @@ export class RemoteSync {
       const ok = await this.push(specRef, `refs/heads/${this.options.branch}`);
       if (!ok) return false;
     }
+    await this.pushKept();
     const status = this.host.head(this.host.statusRef);
     if (this.options.pushStatus !== false && status !== undefined && status !== this.pushedStatus) {
       await this.push(this.host.statusRef, STATUS_BRANCH);
@@ -275,9 +319,10 @@ export class RemoteSync {
   /**
    * The store's commits since the merge base, rebuilt one by one on the forge's tip with their authors
    * and messages. A file the forge changed since the merge base keeps the forge's version: people's
-   * edits win, and what the store fills in (uuid, port) is filled in again by its next sync.
+   * edits win, and what the store fills in (uuid, port) is filled in again by its next sync. A change
+   * someone asked for (not the controller's filling in) that the forge's version replaced is returned.
    */
-  private async rebuild(ours: string, theirs: string): Promise<string> {
+  private async rebuild(ours: string, theirs: string): Promise<{ tip: string; replaced: Replaced[] }> {
     const { ctx } = this.host;
     const [base] = (await git.findMergeBase({
       fs: gitFs,
@@ -294,31 +339,110 @@ export class RemoteSync {
     const theirsChanged = (path: string) => theirTree.fileOid(path) !== baseTree.fileOid(path);
     const commits = await this.ownCommits(ours, base);
     const tip = await scratch(theirs);
+    const replaced: Replaced[] = [];
     for (const commit of commits) {
       const before = await scratch(commit.parent);
       const changes = await before.sync(commit.oid);
       const writes: FileWrite[] = [];
       for (const change of changes) {
-        if (theirsChanged(change.path)) continue;
-        writes.push({ path: change.path, text: change.oid ? await readText(ctx, change.oid) : undefined });
+        const text = change.oid ? await readText(ctx, change.oid) : undefined;
+        if (!theirsChanged(change.path)) writes.push({ path: change.path, text });
+        else if (change.oid !== theirTree.fileOid(change.path) && trailer(commit, 'Role') !== 'controller')
+          replaced.push({ commit, path: change.path, text });
       }
       const prepared = await tip.prepare(writes, { name: 'controller', role: 'controller' }, '', {
         replay: { author: commit.author, message: commit.message },
       });
       if (prepared) tip.advance(prepared);
     }
-    return tip.head ?? theirs;
+    return { tip: tip.head ?? theirs, replaced };
+  }
+
+  /**
+   * Each replaced change kept as a commit on the forge's tip holding the store's version of the file
+   * (objects written, the local ref and the push come later: pushKept), as a conflict record.
+   */
+  private async keep(replaced: Replaced[], theirs: string): Promise<ForgeConflict[]> {
+    const { ctx } = this.host;
+    const detectedAt = new Date().toISOString();
+    const found: ForgeConflict[] = [];
+    for (const { commit, path, text } of replaced) {
+      const base = new Branch(ctx, 'refs/peerops/scratch');
+      await base.sync(theirs);
+      const forgeOid = base.fileOid(path);
+      const uuid = uuidOf(text) ?? uuidOf(forgeOid ? await readText(ctx, forgeOid) : undefined);
+      const [subject, ...rest] = commit.message.split('\n');
+      const message = [
+        subject,
+        '',
+        `Kept by peerops: an edit on the forge (${theirs.slice(0, 7)}) replaced this change of ${path}`,
+        `(commit ${commit.oid.slice(0, 7)}). A pull request from this branch restores it.`,
+        ...rest,
+      ].join('\n');
+      const prepared = await base.prepare([{ path, text }], { name: 'controller', role: 'controller' }, '', {
+        replay: { author: commit.author, message },
+      });
+      if (!prepared) continue;
+      const info = classifyPath(path);
+      const stem = info?.kind === 'PeeringSession' ? info.name : path.replace(/\.yaml$/, '');
+      found.push({
+        id: createHash('sha256').update(`${commit.oid}\n${path}`).digest('hex').slice(0, 12),
+        path,
+        ...(info?.kind === 'PeeringSession'
+          ? { session: { name: info.name, asn: info.asn, ...(uuid ? { uuid } : {}) } }
+          : {}),
+        at: new Date(commit.time * 1000).toISOString(),
+        detectedAt,
+        commit: commit.oid,
+        actor: trailer(commit, 'Actor') ?? commit.author.name,
+        forgeCommit: theirs,
+        branch: `peerops-conflicts/${stem.replace(/[^A-Za-z0-9.-]+/g, '-')}-${commit.oid.slice(0, 7)}`,
+        keptCommit: prepared.update.to,
+      });
+    }
+    return found;
+  }
+
+  /**
+   * The kept branch of every recorded conflict on the forge. A branch the forge refuses (someone pushed
+   * onto it, or deleted and recreated it) is the forge's now and left alone.
+   */
+  private async pushKept(): Promise<void> {
+    const { ctx } = this.host;
+    for (const c of this.host.conflicts()) {
+      if (this.keptPushed.has(c.id)) continue;
+      const local = `refs/peerops/conflicts/${c.id}`;
+      await git.writeRef({ fs: gitFs, gitdir: ctx.gitdir, ref: local, value: c.keptCommit, force: true });
+      try {
+        await git.push({
+          fs: gitFs,
+          http: httpClient,
+          gitdir: ctx.gitdir,
+          url: this.options.url,
+          ref: local,
+          remoteRef: `refs/heads/${c.branch}`,
+          cache: ctx.cache,
+          ...this.auth(),
+        });
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code !== 'PushRejectedError' && code !== 'GitPushError') {
+          failures.inc({ operation: 'push' });
+          throw err;
+        }
+        this.host.log.info(
+          { branch: c.branch },
+          'store: the forge holds another version of a kept branch; left',
+        );
+      }
+      this.keptPushed.add(c.id);
+    }
   }
 
   /** The first-parent chain from `ours` back to `base`, oldest first. */
-  private async ownCommits(ours: string, base: string | undefined) {
+  private async ownCommits(ours: string, base: string | undefined): Promise<OwnCommit[]> {
     const { ctx } = this.host;
-    const out: {
-      oid: string;
-      parent: string | undefined;
-      author: { name: string; email: string };
-      message: string;
-    }[] = [];
+    const out: OwnCommit[] = [];
     for (let oid: string | undefined = ours; oid !== undefined && oid !== base;) {
       const { commit } = await git.readCommit({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
       out.push({
@@ -326,6 +450,7 @@ export class RemoteSync {
         parent: commit.parent[0],
         author: { name: commit.author.name, email: commit.author.email },
         message: commit.message,
+        time: commit.committer.timestamp,
       });
       oid = commit.parent[0];
     }
@@ -335,5 +460,21 @@ export class RemoteSync {
   private async descends(oid: string, ancestor: string): Promise<boolean> {
     const { ctx } = this.host;
     return git.isDescendent({ fs: gitFs, gitdir: ctx.gitdir, oid, ancestor, cache: ctx.cache });
+  }
+}
+
+/** A `Peerops-<name>:` trailer of a commit the store made (branch.ts, commitMessage). */
+function trailer(commit: OwnCommit, name: 'Actor' | 'Role'): string | undefined {
+  return new RegExp(`^Peerops-${name}: (.+)$`, 'm').exec(commit.message)?.[1];
+}
+
+/** A session manifest's uuid, when the text is one that names it. */
+function uuidOf(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const uuid = (parseYaml(text) as { spec?: { uuid?: unknown } } | undefined)?.spec?.uuid;
+    return typeof uuid === 'string' && UUID.test(uuid) ? uuid : undefined;
+  } catch {
+    return undefined;
   }
 }
