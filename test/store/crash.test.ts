@@ -5,7 +5,10 @@
  * - every acknowledged write is there, and an unacknowledged one is there whole or not at all;
  * - spec and status agree (the same sessions on both refs, the same uuid), `git fsck --full` is clean;
  * - no lock is left behind, a write goes through at once, and the controller logged what it cleaned.
- * It prints the counts: kills, acknowledged writes, writes in flight at a kill, lost (must be 0).
+ * An admin's hook records every event delivered (docs/notifications.md, "The outbox"): after the last
+ * restart each acknowledged transition's event has reached it at least once.
+ * It prints the counts: kills, acknowledged writes, writes in flight at a kill, lost (must be 0), and the
+ * events expected, delivered, repeated, lost (must be 0).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +23,8 @@ import type { SessionStatusCode } from '../../common/status.ts';
 import { freePort } from '../support/ports.ts';
 import { ControllerProcess, type Answer } from '../support/controller-process.ts';
 import { routerFields } from '../api/helpers.ts';
+import type { NotificationEvent } from '../../controller/notify/index.ts';
+import { startReceiver, type Receiver } from '../notify/receiver.ts';
 
 const run = promisify(execFile);
 const KILLS = Number(process.env.CRASH_KILLS ?? 22);
@@ -44,6 +49,9 @@ interface Tracked {
 
 let dir: string;
 let controller: ControllerProcess;
+let receiver: Receiver;
+/** The events each acknowledged transition must bring, by session uuid and type: how many. */
+const expectedEvents = new Map<string, number>();
 let issuer: TokenIssuer;
 const agentTokens = new Map<string, string>();
 const call = (token: string, path: string, body: unknown) => controller.post(token, path, body);
@@ -55,6 +63,21 @@ const adminToken = (worker: number) => issuer.issueToken(ADMIN_ASN + worker, 'ad
 function after(state: State, trigger: Parameters<typeof transition>[1], mtu = state.mtu): State | undefined {
   const outcome = transition(state.status as SessionStatusCode, trigger);
   return outcome.result === 'removed' ? undefined : { status: outcome.to, mtu };
+}
+
+/** The events of a session's move from `from` to `to` (docs/notifications.md, Events), read independently. */
+function eventsOf(from: State | undefined, to: State | undefined): string[] {
+  if (from === undefined) return to ? ['session.created', 'session.pending_review'] : [];
+  if (to === undefined) return ['session.deleted'];
+  if (from.status === to.status) return [];
+  if (from.status === 3 && to.status === 4) return ['session.approved'];
+  return { 1: ['session.active'], 2: ['session.error'], 6: ['session.setup_failed'] }[to.status] ?? [];
+}
+
+/** An acknowledged transition of the session with this uuid: its events are expected. */
+function expectEvents(uuid: string, from: State | undefined, to: State | undefined): void {
+  for (const type of eventsOf(from, to))
+    expectedEvents.set(`${uuid} ${type}`, (expectedEvents.get(`${uuid} ${type}`) ?? 0) + 1);
 }
 
 /** One client: a sequence of writes on its own sessions, one request at a time, until `stop`. */
@@ -130,6 +153,7 @@ async function worker(
         s.uuid = answer.body.uuid as string;
         (s as Tracked & { port?: number }).port = answer.body.listenPort as number;
       }
+      expectEvents(s.uuid as string, s.acked, result);
       s.acked = result;
     } else if (answer.status === 503) {
       // STORE_UNAVAILABLE: not acknowledged; a write stopped half-way is finished by recovery
@@ -190,7 +214,9 @@ beforeAll(async () => {
   controller = new ControllerProcess(dir, await freePort());
   issuer = await TokenIssuer.fromFile(defaultKeyPath(dir));
   await controller.start();
+  receiver = await startReceiver();
   const admin = adminToken(0);
+  expect((await call(admin, '/admin/webhooks', { action: 'create', url: receiver.url })).status).toBe(200);
   expect((await call(admin, '/admin/policy', { action: 'set', spec: { dn42Asn: ADMIN_ASN } })).status).toBe(
     200,
   );
@@ -203,6 +229,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await controller.kill();
+  await receiver.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -246,7 +273,13 @@ describe('git store: SIGKILL during a stream of writes', () => {
         );
         counts.cleanupsLogged++;
       }
-      expect(await leftovers(gitdir)).toEqual([]);
+      // none stays: the delivery of the outbox writes at once, and a lock of a write under way is no leftover
+      let left = await leftovers(gitdir);
+      for (let t = 0; t < 40 && left.length > 0; t++) {
+        await new Promise((r) => setTimeout(r, 50));
+        left = await leftovers(gitdir);
+      }
+      expect(left).toEqual([]);
 
       // every session as the controller serves it after the restart
       const listed = await call(adminToken(0), '/admin/session', { action: 'list' });
@@ -280,6 +313,7 @@ describe('git store: SIGKILL during a stream of writes', () => {
             s.uuid = now.uuid;
             (s as Tracked & { port?: number }).port = byAsn.get(s.asn)?.listenPort;
           }
+          expectEvents(s.uuid as string, s.acked, state);
           s.acked = state;
           s.inflight = undefined;
           continue;
@@ -319,5 +353,27 @@ describe('git store: SIGKILL during a stream of writes', () => {
     );
     expect(counts.lost).toBe(0);
     expect(counts.acked).toBeGreaterThanOrEqual(KILLS * 3);
+
+    // every acknowledged transition's event delivered at least once: as many distinct ids as transitions
+    const missing = () => {
+      const delivered = new Map<string, Set<string>>();
+      for (const r of receiver.received) {
+        const event = JSON.parse(r.body) as NotificationEvent;
+        const key = `${event.session?.uuid} ${event.type}`;
+        delivered.set(key, (delivered.get(key) ?? new Set()).add(event.id));
+      }
+      let lost = 0;
+      for (const [key, n] of expectedEvents) lost += Math.max(0, n - (delivered.get(key)?.size ?? 0));
+      return lost;
+    };
+    for (let t = 0; t < 600 && missing() > 0; t++) await new Promise((r) => setTimeout(r, 100));
+    const expected = [...expectedEvents.values()].reduce((a, b) => a + b, 0);
+    const ids = new Set(receiver.received.map((r) => (JSON.parse(r.body) as NotificationEvent).id));
+    console.log(
+      `crash test events: ${KILLS} kills, ${counts.acked} acknowledged writes, ${expected} events expected, ` +
+        `${receiver.received.length} deliveries of ${ids.size} distinct events ` +
+        `(${receiver.received.length - ids.size} repeats), lost ${missing()}`,
+    );
+    expect(missing()).toBe(0);
   }, 600_000);
 });
