@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { AgentSession, BirdConfigResponse, ReportBody } from '../common/agent-api.ts';
+import type { AgentSession, BirdConfigResponse, MeshStatusBody, ReportBody } from '../common/agent-api.ts';
 import type { Condition } from '../common/schema.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../common/conditions.ts';
 import { oneLine } from '../common/text.ts';
@@ -18,7 +18,8 @@ import { AgentMetrics } from './metrics.ts';
 import { FaultWatch } from './fault-watch.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { collectMetrics } from './sync/metrics.ts';
-import { NodeReconciler, type ReconcileHooks, type PassResult } from './reconcile/node-reconciler.ts';
+import type { MeshSource } from './reconcile/mesh-step.ts';
+import { NodeReconciler, type PassResult } from './reconcile/node-reconciler.ts';
 import { removeLeftovers } from './system/leftovers.ts';
 import { systemWireGuard } from './wireguard/interface.ts';
 import { LinkWatch } from './wireguard/link-watch.ts';
@@ -88,7 +89,8 @@ export class Agent {
   private birdSince = new Date().toISOString();
   private birdKey = '';
 
-  constructor(config: AgentConfig, log: Logger, client: ControlPlaneClient, hooks?: ReconcileHooks) {
+  /** `mesh`: where the router's mesh answer comes from (main.ts: the controller); without it, no mesh step. */
+  constructor(config: AgentConfig, log: Logger, client: ControlPlaneClient, mesh?: MeshSource) {
     this.config = config;
     this.log = log;
     this.client = client;
@@ -143,7 +145,7 @@ export class Agent {
         log.info({ session: body.uuid, status: body.status }, 'status reported');
       },
       ...(templateFile ? { template: () => readFile(templateFile, 'utf8') } : {}),
-      ...(hooks ? { hooks } : {}),
+      ...(mesh ? { mesh } : {}),
     });
   }
 
@@ -154,6 +156,7 @@ export class Agent {
       this.syncLoop(),
       this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeatOnce()),
       this.every(this.config.controlPlane.metricInterval, async () => void (await this.reportMetricsOnce())),
+      this.every(this.config.controlPlane.metricInterval, async () => void (await this.reportMeshOnce())),
     ];
   }
 
@@ -427,6 +430,13 @@ export class Agent {
     this.lastReport = report;
     await this.client.report(report);
     return report;
+  }
+
+  /** One mesh status report (docs/api.md, Agent API): each mesh peer of the last pass's answer; none without a mesh. */
+  async reportMeshOnce(): Promise<MeshStatusBody | undefined> {
+    const body = await this.reconciler.meshStatus();
+    if (body) await this.client.meshStatus(body);
+    return body;
   }
 
   /** The local server's /health: each check with a precise reason when it fails. */

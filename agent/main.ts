@@ -11,7 +11,6 @@ import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
 import { PREFLIGHT_EXIT, preflight } from './system/preflight.ts';
 import { Agent, UNAUTHORIZED_EXIT } from './agent.ts';
-import { MeshManager } from './mesh/manager.ts';
 import { startServer } from './server.ts';
 import { ControlPlaneClient, ControlPlaneError } from './sync/client.ts';
 import { endProbation } from './update/probation.ts';
@@ -103,12 +102,11 @@ export async function main(argv: string[]): Promise<number> {
       { off },
       `IP forwarding is off: transit traffic is dropped; set ${off.map((k) => `${k}=1`).join(' ')}`,
     );
-  const mesh = new MeshManager(config, client, log.child({ part: 'mesh' }));
-  const agent = new Agent(config, log, client, mesh.hooks());
+  // the mesh answer comes from the controller, as the sessions do
+  const agent = new Agent(config, log, client, client);
   const server = await startServer(config, agent);
   log.info({ listen: config.server.listen, mode: config.mode }, 'agent started');
   agent.start();
-  mesh.start();
   const installPath = runningArtifact();
   if (installPath)
     void agent.firstPass
@@ -129,7 +127,6 @@ export async function main(argv: string[]): Promise<number> {
   ]);
   log.info('stopping');
   updater.stop();
-  mesh.stop();
   server.close();
   server.closeAllConnections();
   if (await agent.close())

@@ -52,5 +52,6 @@ export function meshInterfaceSpec(peer: MeshPeer, self: MeshSelf): WgInterfaceSp
       persistentKeepalive: self.persistentKeepalive,
     },
     generation: 0,
+    multicast: true,
   };
 }

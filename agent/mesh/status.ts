@@ -6,31 +6,33 @@
 import type { MeshPeer, MeshResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import { meshInterfaceName } from '../../common/naming.ts';
 import { run } from '../system/exec.ts';
-import { readInterface, type WgInterfaceState } from '../wireguard/interface.ts';
+import type { WgInterfaceState } from '../wireguard/read.ts';
 import { meshLinkLocal } from './spec.ts';
 
 export interface MeshStatusOptions {
   /** Seconds to wait for the ping reply (metric.pingTimeout). */
   pingTimeout?: number;
-  readInterface?: (name: string) => Promise<WgInterfaceState | undefined>;
+  /** The tunnel's state, read through the pass's WireGuard port (reconcile/mesh-step.ts). */
+  readInterface: (name: string) => Promise<WgInterfaceState | undefined>;
   /** Round-trip time in ms to `address` through `iface`, or null when there is no answer. */
   ping?: (address: string, iface: string, timeoutSeconds: number) => Promise<number | null>;
 }
 
 export async function collectMeshStatus(
   mesh: MeshResponse,
-  opts: MeshStatusOptions = {},
+  opts: MeshStatusOptions,
 ): Promise<MeshStatusBody> {
-  const read = opts.readInterface ?? readInterface;
   const ping = opts.ping ?? pingOnce;
   const timeout = opts.pingTimeout ?? 5;
-  const peers = await Promise.all(mesh.peers.map((peer) => peerStatus(peer, read, ping, timeout)));
+  const peers = await Promise.all(
+    mesh.peers.map((peer) => peerStatus(peer, opts.readInterface, ping, timeout)),
+  );
   return { peers };
 }
 
 async function peerStatus(
   peer: MeshPeer,
-  read: NonNullable<MeshStatusOptions['readInterface']>,
+  read: MeshStatusOptions['readInterface'],
   ping: NonNullable<MeshStatusOptions['ping']>,
   timeout: number,
 ): Promise<MeshStatusBody['peers'][number]> {

@@ -1,23 +1,31 @@
 /**
- * The agent's level-triggered reconcile (docs/agent.md): the desired state (sessions and routing policy
- * from the controller) against the actual state read from the node on every pass (links, WireGuard
- * peers, rendered files, BIRD protocols), in named steps (steps.ts: render, apply, tunnels, reconnect,
- * judge, report, retry). Only what differs is changed; one BIRD configure at most; a status is reported only
- * when it differs from what the controller has. In-memory state is limited to timing (retry backoff,
- * grace periods), what was last reported, and measurements (RTT).
+ * The agent's level-triggered reconcile (docs/agent.md): the desired state (sessions, routing policy and
+ * mesh from the controller) against the actual state read from the node on every pass (links, WireGuard
+ * peers, rendered files, BIRD protocols), in named steps (mesh-step.ts, then steps.ts: render, apply,
+ * tunnels, reconnect, judge, report, retry), each handing its typed result to the next. Only what
+ * differs is changed; one BIRD configure at most; a status is reported only when it differs from what
+ * the controller has. In-memory state is limited to timing (retry backoff, grace periods), what was
+ * last said (reports, the mesh answer), and measurements (RTT).
  */
-import type { AgentSession, BirdConfigResponse } from '../../common/agent-api.ts';
+import type { AgentSession, BirdConfigResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import { HANDSHAKE_FRESH_S, type NodeProblem } from './decisions.ts';
 import { wantsUp } from './desired.ts';
+import { MeshStep, NO_MESH } from './mesh-step.ts';
 import {
-  STEPS,
-  type PassContext,
+  apply,
+  judge,
+  reconnect,
+  render,
+  report,
+  retry,
+  tunnels,
+  type PassInput,
   type PassResult,
   type ReconcileDeps,
   type ReconcileMemory,
 } from './steps.ts';
 
-export type { PassResult, ReconcileDeps, ReconcileHooks } from './steps.ts';
+export type { PassResult, ReconcileDeps } from './steps.ts';
 
 export class NodeReconciler {
   private readonly deps: ReconcileDeps;
@@ -33,9 +41,18 @@ export class NodeReconciler {
   };
   /** When the last pass began (epoch ms): a handshake deadline before it has been judged. */
   private lastPassAt = 0;
+  /** The first step of every pass on a router that takes part in the mesh (deps.mesh). */
+  private readonly mesh: MeshStep | undefined;
 
   constructor(deps: ReconcileDeps) {
     this.deps = deps;
+    const { config, wireguard, log, mesh } = deps;
+    this.mesh = mesh && new MeshStep({ config, wireguard, source: mesh, log: log.child({ part: 'mesh' }) });
+  }
+
+  /** The status of the mesh peers the last pass knew (POST /agent/:router/mesh/status); undefined without. */
+  meshStatus(): Promise<MeshStatusBody | undefined> {
+    return this.mesh?.status() ?? Promise.resolve(undefined);
   }
 
   /** uuid → last measured RTT in ms (the metrics loop writes it), for the latency community. */
@@ -79,41 +96,56 @@ export class NodeReconciler {
   async pass(sessions: readonly AgentSession[], policy: BirdConfigResponse): Promise<PassResult> {
     const now = this.deps.now?.() ?? Date.now();
     this.lastPassAt = now;
-    const ctx: PassContext = {
+    const input: PassInput = {
       deps: this.deps,
       memory: this.memory,
       now,
       sessions,
       up: sessions.filter(wantsUp),
       policy,
-      waiting: new Set(),
-      links: new Map(),
-      recreated: [],
-      peerFiles: new Map(),
-      fileOwner: new Map(),
-      tree: undefined,
-      protocols: new Map(),
-      birdError: undefined,
-      ranBefore: new Set(),
-      applied: undefined,
-      verdicts: [],
-      result: {
-        interfacesChanged: 0,
-        interfacesRemoved: 0,
-        writes: 0,
-        configured: false,
-        reports: [],
-        failed: new Map(),
-        node: undefined,
-        birdUnreachable: undefined,
-        stepMs: {},
-      },
     };
-    for (const step of STEPS) {
+    const stepMs: Record<string, number> = {};
+    const timed = async <T>(name: string, step: () => Promise<T> | T): Promise<T> => {
       const started = performance.now();
-      await step.run(ctx);
-      ctx.result.stepMs[step.name] = Math.round((performance.now() - started) * 10) / 10;
-    }
-    return ctx.result;
+      const result = await step();
+      stepMs[name] = Math.round((performance.now() - started) * 10) / 10;
+      return result;
+    };
+    const mesh = this.mesh;
+    const meshed = mesh ? await timed('mesh', () => mesh.run(policy)) : NO_MESH;
+    const rendered = await timed('render', () => render(input, meshed.interfaces));
+    const applied = await timed('apply', () => apply(input, rendered));
+    const made = await timed('tunnels', () => tunnels(input, rendered.waiting, meshed.tunnels));
+    // later steps' findings over earlier ones', as each step saw the session last
+    const failed = new Map([...rendered.failed, ...applied.failed, ...made.failed]);
+    const protocols = await timed('reconnect', () => reconnect(input, failed, made, applied));
+    const verdicts = await timed('judge', () =>
+      judge(input, {
+        links: made.links,
+        protocols,
+        failed,
+        recreated: made.recreated,
+        birdFailed: applied.result.failure !== undefined,
+      }),
+    );
+    const reports = await timed('report', () => report(input, verdicts));
+    await timed('retry', () => retry(input, failed, rendered.waiting));
+    for (const [uuid, failure] of failed)
+      if (failure.reason !== 'RetryPending')
+        this.deps.log.warn(
+          { session: uuid, reason: failure.reason, err: failure.message },
+          'session setup failed; retried after its backoff',
+        );
+    return {
+      interfacesChanged: made.changed,
+      interfacesRemoved: made.removed,
+      writes: applied.result.writes,
+      configured: applied.result.configured,
+      reports,
+      failed: new Map([...failed].map(([uuid, failure]) => [uuid, failure.message])),
+      node: this.memory.node,
+      birdUnreachable: this.memory.birdUnreachable,
+      stepMs,
+    };
   }
 }

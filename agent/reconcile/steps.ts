@@ -1,7 +1,9 @@
 /**
- * The steps of one reconcile pass, run in this order by NodeReconciler (node-reconciler.ts), each a
- * named function over the pass's context: render → apply → tunnels → reconnect → judge → report →
- * retry. The steps do the I/O; what they decide comes from decisions.ts.
+ * The steps of one reconcile pass, run in this order by NodeReconciler (node-reconciler.ts): mesh
+ * (mesh-step.ts) → render → apply → tunnels → reconnect → judge → report → retry. Each step is a
+ * function from the pass's input and what the steps before it found to a typed result of its own; a
+ * session's setup failure is a SetupFailure with its reason. The steps do the I/O; what they decide
+ * comes from decisions.ts.
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -10,16 +12,16 @@ import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/
 import { SessionStatus } from '../../common/status.ts';
 import { oneLine } from '../../common/text.ts';
 import { readTextIfExists, readTextsIfExist } from '../../common/read-file.ts';
-import type { ApplyResult, BirdApplier, DesiredTree, ManagedDir } from '../bird/apply.ts';
+import type { ApplyResult, BirdApplier, DesiredTree } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
 import { renderMainConfig } from '../bird/main-config.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import type { AgentConfig } from '../config.ts';
-import { resolveEndpoint, type Resolve } from '../wireguard/endpoint.ts';
+import { EndpointRefused, resolveEndpoint, type Resolve } from '../wireguard/endpoint.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
-import type { WgInterfaceSpec, WireGuard } from '../wireguard/types.ts';
+import type { WireGuard } from '../wireguard/types.ts';
 import {
   bgpStateOf,
   blame,
@@ -32,13 +34,7 @@ import {
   type SessionMemory,
 } from './decisions.ts';
 import { sessionInterfaceSpec, wantsUp } from './desired.ts';
-
-/** Extra desired state from the mesh code: its interfaces and BIRD include dirs, applied in the same pass. */
-export interface ReconcileHooks {
-  extraInterfaces?: () => WgInterfaceSpec[] | Promise<WgInterfaceSpec[]>;
-  extraDirs?: () => ManagedDir[] | Promise<ManagedDir[]>;
-  meshInterfaces?: () => string[];
-}
+import type { MeshSource } from './mesh-step.ts';
 
 export interface ReconcileDeps {
   config: AgentConfig;
@@ -48,7 +44,8 @@ export interface ReconcileDeps {
   /** Sends a status report; resolves when the controller took it. */
   report: (body: ModifyBody) => Promise<void>;
   log: Logger;
-  hooks?: ReconcileHooks;
+  /** The controller's mesh answer, on a router that takes part in the mesh (main.ts): the mesh step runs. */
+  mesh?: MeshSource;
   /** Custom eBGP template text (routing.ebgpConfTemplateFile), read by the caller. */
   template?: () => Promise<string | undefined>;
   /** How long a configured session may be without BGP Established before it is ERROR. */
@@ -93,35 +90,74 @@ export interface PassResult {
   stepMs: Record<string, number>;
 }
 
-export interface PassContext {
+/**
+ * Why a session's setup failed this pass, as a Flux reconciler's error carries its reason: the message
+ * is what the session's status report says.
+ */
+export type SetupFailureReason =
+  /** An earlier failure's backoff has not run out: the session is left as it is on the node. */
+  | 'RetryPending'
+  | 'RenderFailed'
+  /** BIRD's check refused the session's own file. */
+  | 'ConfigRejected'
+  | 'EndpointRefused'
+  | 'TunnelFailed';
+
+export class SetupFailure extends Error {
+  readonly reason: SetupFailureReason;
+  constructor(reason: SetupFailureReason, message: string) {
+    super(message);
+    this.name = 'SetupFailure';
+    this.reason = reason;
+  }
+}
+
+/** uuid → why that session's setup failed, as one step found it. */
+export type Failures = Map<string, SetupFailure>;
+
+/** What every step of a pass is given: its dependencies, what the reconciler remembers, the desired state. */
+export interface PassInput {
   deps: ReconcileDeps;
   memory: ReconcileMemory;
   now: number;
   sessions: readonly AgentSession[];
-  up: AgentSession[];
+  /** The sessions whose tunnel and BGP should exist (desired.ts wantsUp). */
+  up: readonly AgentSession[];
   policy: BirdConfigResponse;
-  /** Failed setups waiting for their retry: left exactly as they are on the node. */
-  waiting: Set<string>;
-  links: Map<string, WgInterfaceState>;
-  /** Sessions whose tunnel was made anew under a BGP session BIRD may already run. */
-  recreated: AgentSession[];
-  peerFiles: Map<string, string>;
-  /** Live path of a session's BIRD file → its uuid. */
-  fileOwner: Map<string, string>;
-  tree: DesiredTree | undefined;
-  protocols: Map<string, ProtocolInfo>;
-  /** Why BIRD's protocols could not be read, the last time this pass asked. */
-  birdError: string | undefined;
-  /** The protocols BIRD ran before this pass's configure. */
-  ranBefore: Set<string>;
-  applied: ApplyResult | undefined;
-  verdicts: ModifyBody[];
-  result: PassResult;
 }
 
-export interface Step {
-  name: string;
-  run(ctx: PassContext): Promise<void>;
+/** BIRD's protocols as last read this pass, or why they could not be (the judge says so). */
+export interface BirdProtocols {
+  byName: ReadonlyMap<string, ProtocolInfo>;
+  error: string | undefined;
+}
+
+export interface Rendered {
+  /** Failed setups waiting for their retry: left exactly as they are on the node. */
+  waiting: ReadonlySet<string>;
+  failed: Failures;
+  /** Peer file name → content: the tree's peerConfDir files. */
+  peerFiles: ReadonlyMap<string, string>;
+  /** Live path of a session's BIRD file → its uuid. */
+  fileOwner: ReadonlyMap<string, string>;
+  tree: DesiredTree;
+}
+
+export interface Applied {
+  result: ApplyResult;
+  failed: Failures;
+  /** The protocols BIRD ran before this pass's configure. */
+  ranBefore: ReadonlySet<string>;
+  protocols: BirdProtocols;
+}
+
+export interface Tunnels {
+  links: ReadonlyMap<string, WgInterfaceState>;
+  /** Sessions whose tunnel was made anew under a BGP session BIRD may already run. */
+  recreated: readonly AgentSession[];
+  changed: number;
+  removed: number;
+  failed: Failures;
 }
 
 const SESSION_PREFIX = 'wg_';
@@ -133,172 +169,117 @@ export const TUNNELS_IN_PARALLEL = 8;
 /** Status reports in flight at once (the controller takes each as a write). */
 export const REPORTS_IN_PARALLEL = 4;
 
-/**
- * Tunnels: every wanted session link made to match its spec, the mesh's too; unwanted `wg_*` links
- * removed. After apply: BIRD already runs the session, waiting for its neighbor, when the link comes up,
- * so the peer's first connection (its SYN held by its WireGuard until the router's keepalive completes
- * the handshake) is accepted at once instead of waiting for BIRD's connect delay.
- */
-async function tunnels(ctx: PassContext): Promise<void> {
-  const { deps, result } = ctx;
-  const extra = (await deps.hooks?.extraInterfaces?.()) ?? [];
-  const wanted = new Set([...ctx.up.map((s) => s.interface), ...extra.map((e) => e.name)]);
-  ctx.memory.wantedLinks = wanted;
-  ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
-  // Each session's tunnel on its own: a failure is that session's only.
-  const ensured = await mapLimit(
-    ctx.up.filter((s) => !ctx.waiting.has(s.uuid)),
-    TUNNELS_IN_PARALLEL,
-    async (s) => {
-      try {
-        // the address WireGuard gets, judged as the controller judges endpoints (docs/agent.md)
-        const endpoint =
-          s.endpoint &&
-          (await resolveEndpoint(s.endpoint, ctx.policy.allowPrivateEndpoints ?? false, deps.resolve));
-        const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config);
-        return { s, r: await deps.wireguard.ensure(spec, ctx.links.get(s.interface) ?? null) };
-      } catch (err) {
-        return { s, err: err as Error };
-      }
-    },
-  );
-  for (const { s, r, err } of ensured) {
-    if (err) result.failed.set(s.uuid, err.message);
-    if (!r) continue;
-    if (r.created) ctx.recreated.push(s);
-    if (r.changes.length) {
-      result.interfacesChanged++;
-      deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
-    }
-  }
-  for (const spec of extra) {
-    try {
-      await deps.wireguard.ensure(spec);
-    } catch (err) {
-      deps.log.warn({ interface: spec.name, err: (err as Error).message }, 'mesh tunnel failed');
-    }
-  }
-  const unwanted = [...ctx.links.keys()].filter((name) => !wanted.has(name));
-  await mapLimit(unwanted, TUNNELS_IN_PARALLEL, async (name) => {
-    await deps.wireguard.remove(name);
-    result.interfacesRemoved++;
-    deps.log.info({ interface: name }, 'removed tunnel no session wants');
-  });
-  if (result.interfacesChanged || result.interfacesRemoved)
-    ctx.links = await deps.wireguard.readAll([SESSION_PREFIX]);
-}
-
 /** Render: one BIRD file per session (a failed or waiting one keeps its file on disk), the main config, iBGP. */
-async function render(ctx: PassContext): Promise<void> {
-  const { deps, result, policy } = ctx;
+export async function render(input: PassInput, meshInterfaces: readonly string[]): Promise<Rendered> {
+  const { deps, memory, policy, up } = input;
   const { config } = deps;
-  for (const s of ctx.up) {
-    const decision = retryDecision(ctx.memory.retry.get(s.uuid), sessionFingerprint(s), ctx.now);
-    if (decision === 'forget') ctx.memory.retry.delete(s.uuid);
-    if (decision === 'wait') {
-      ctx.waiting.add(s.uuid);
-      result.failed.set(s.uuid, ctx.memory.retry.get(s.uuid)!.message);
+  const waiting = new Set<string>();
+  const failed: Failures = new Map();
+  for (const s of up) {
+    const entry = memory.retry.get(s.uuid);
+    const decision = retryDecision(entry, sessionFingerprint(s), input.now);
+    if (decision === 'forget') memory.retry.delete(s.uuid);
+    if (decision === 'wait' && entry) {
+      waiting.add(s.uuid);
+      failed.set(s.uuid, new SetupFailure('RetryPending', entry.message));
     }
   }
   const template = await deps.template?.();
-  const peerFilesOnDisk = readTextsIfExist(config.routing.peerConfDir, ctx.up.map(peerFileName));
-  for (const s of ctx.up) {
+  const onDisk = readTextsIfExist(config.routing.peerConfDir, up.map(peerFileName));
+  const peerFiles = new Map<string, string>();
+  const fileOwner = new Map<string, string>();
+  for (const s of up) {
     const name = peerFileName(s);
-    const path = join(config.routing.peerConfDir, name);
-    ctx.fileOwner.set(path, s.uuid);
-    const onDisk = peerFilesOnDisk.get(name);
-    if (ctx.waiting.has(s.uuid) || result.failed.has(s.uuid)) {
-      if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
+    fileOwner.set(join(config.routing.peerConfDir, name), s.uuid);
+    const text = onDisk.get(name);
+    if (waiting.has(s.uuid) || failed.has(s.uuid)) {
+      if (text !== undefined) peerFiles.set(name, text);
       continue;
     }
     try {
-      const rtt = ctx.memory.rtt.has(s.uuid) ? ctx.memory.rtt.get(s.uuid) : latencyFromFile(onDisk);
-      ctx.peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
+      const rtt = memory.rtt.has(s.uuid) ? memory.rtt.get(s.uuid) : latencyFromFile(text);
+      peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
     } catch (err) {
-      if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
+      if (text !== undefined) peerFiles.set(name, text);
       const running = s.status === SessionStatus.ACTIVE || s.status === SessionStatus.ERROR;
       // A running session keeps the file BIRD runs; only setups that need a new file fail.
-      if (running && onDisk !== undefined)
+      if (running && text !== undefined)
         deps.log.warn(
           { session: s.uuid, err: (err as Error).message },
           'cannot render; keeping the running file',
         );
-      else result.failed.set(s.uuid, (err as Error).message);
+      else failed.set(s.uuid, new SetupFailure('RenderFailed', (err as Error).message));
     }
   }
-  const extraDirs = (await deps.hooks?.extraDirs?.()) ?? [];
-  const meshInterfaces = deps.hooks?.meshInterfaces?.();
-  ctx.tree = {
+  const tree: DesiredTree = {
     main: (dirs: Record<string, string>) =>
       renderMainConfig(
         policy,
         {
           peerConfDir: dirs.peerConfDir ?? config.routing.peerConfDir,
           ibgpConfDir: dirs.ibgpConfDir ?? config.routing.ibgpConfDir,
-          ...(dirs.meshConfDir ? { meshConfDir: dirs.meshConfDir } : {}),
           controlSocket: config.routing.controlSocket,
         },
-        meshInterfaces ? { meshInterfaces } : {},
+        { meshInterfaces: [...meshInterfaces] },
       ),
     dirs: [
-      {
-        key: 'peerConfDir',
-        dir: config.routing.peerConfDir,
-        files: ctx.peerFiles,
-        onDisk: peerFilesOnDisk,
-      },
+      { key: 'peerConfDir', dir: config.routing.peerConfDir, files: peerFiles, onDisk },
       { key: 'ibgpConfDir', dir: config.routing.ibgpConfDir, files: renderIbgpConfigs(policy) },
-      ...extraDirs,
     ],
   };
+  return { waiting, failed, peerFiles, fileOwner, tree };
 }
 
 /**
  * Apply: the tree checked and swapped in, one configure. A refusal naming a session's file fails that
  * session and the rest goes ahead without its change; a refusal no session caused is the node's.
  */
-async function apply(ctx: PassContext): Promise<void> {
-  const { deps, result, memory } = ctx;
-  const tree = ctx.tree!;
+export async function apply(input: PassInput, rendered: Rendered): Promise<Applied> {
+  const { deps, memory } = input;
+  const failed: Failures = new Map();
   // BIRD must run what the files say: a protocol set that differs (BIRD restarted on other files), or a
   // node problem that may have been mended meanwhile, forces one configure even when the files match.
-  await readProtocols(ctx);
-  ctx.ranBefore = new Set(ctx.protocols.keys());
-  const wantProtocols = [...ctx.peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
-  const haveProtocols = [...ctx.protocols.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();
+  const protocols = await readProtocols(deps);
+  const ranBefore = new Set(protocols.byName.keys());
+  const wantProtocols = [...rendered.peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
+  const haveProtocols = [...protocols.byName.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();
   const forceConfigure =
-    (ctx.protocols.size > 0 && wantProtocols.join() !== haveProtocols.join()) || memory.node !== undefined;
+    (protocols.byName.size > 0 && wantProtocols.join() !== haveProtocols.join()) || memory.node !== undefined;
 
   // Names of sessions set up now (no file on disk yet): one taken by an operator's local.d file fails
   // that setup, not the node.
-  const onDisk = tree.dirs.find((d) => d.key === 'peerConfDir')?.onDisk;
+  const onDisk = rendered.tree.dirs.find((d) => d.key === 'peerConfDir')?.onDisk;
   const setupNames = new Map(
-    ctx.up
+    input.up
       .filter((s) => onDisk?.get(peerFileName(s)) === undefined)
       .flatMap((s) =>
         [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)].map((n) => [n, s.uuid]),
       ),
   );
   const blameOf = (failure: ApplyResult['failure']) =>
-    failure && blame(failure, ctx.fileOwner, deps.applier.mainPath, setupNames);
-  let applied = await deps.applier.apply(tree, { forceConfigure });
+    failure && blame(failure, rendered.fileOwner, deps.applier.mainPath, setupNames);
+  let applied = await deps.applier.apply(rendered.tree, { forceConfigure });
   let verdict = blameOf(applied.failure);
   if (applied.failure?.stage === 'check' && verdict?.sessions.length) {
     // The check named a session's file: that session fails, the others go ahead without its change.
+    const peerFiles = new Map(rendered.peerFiles);
     for (const uuid of verdict.sessions) {
-      result.failed.set(uuid, applied.failure.message);
-      const path = [...ctx.fileOwner].find(([, u]) => u === uuid)![0];
+      failed.set(uuid, new SetupFailure('ConfigRejected', applied.failure.message));
+      // every session set up this pass owns a file (render); blame names no other
+      const path = [...rendered.fileOwner].find(([, u]) => u === uuid)?.[0];
+      if (path === undefined) continue;
       const name = path.slice(path.lastIndexOf('/') + 1);
-      const onDisk = await readTextIfExists(path);
-      if (onDisk !== undefined) ctx.peerFiles.set(name, onDisk);
-      else ctx.peerFiles.delete(name);
+      const text = await readTextIfExists(path);
+      if (text !== undefined) peerFiles.set(name, text);
+      else peerFiles.delete(name);
     }
+    const tree: DesiredTree = {
+      ...rendered.tree,
+      dirs: rendered.tree.dirs.map((d) => (d.key === 'peerConfDir' ? { ...d, files: peerFiles } : d)),
+    };
     applied = await deps.applier.apply(tree, { forceConfigure });
     verdict = blameOf(applied.failure);
   }
-  ctx.applied = applied;
-  result.writes = applied.writes;
-  result.configured = applied.configured;
   const failure = applied.failure;
   if (failure?.unreachable) {
     if (memory.birdUnreachable !== failure.message)
@@ -309,7 +290,8 @@ async function apply(ctx: PassContext): Promise<void> {
     memory.birdUnreachable = failure.message;
   } else memory.birdUnreachable = undefined;
   if (failure && verdict && !failure.unreachable) {
-    for (const uuid of verdict.sessions) result.failed.set(uuid, failure.message);
+    for (const uuid of verdict.sessions)
+      failed.set(uuid, new SetupFailure('ConfigRejected', failure.message));
     // Once per refusal, not once per pass: the node condition carries it on.
     if (verdict.node && memory.node?.message !== verdict.node.message)
       deps.log.error(
@@ -323,60 +305,135 @@ async function apply(ctx: PassContext): Promise<void> {
       );
   }
   if (!failure?.unreachable) memory.node = verdict?.node;
-  result.node = memory.node;
-  result.birdUnreachable = memory.birdUnreachable;
+  return { result: applied, failed, ranBefore, protocols };
+}
+
+/**
+ * Tunnels: every wanted session link made to match its spec; unwanted `wg_*` links removed (the mesh
+ * step owns the `wgm_*` ones). After apply: BIRD already runs the session, waiting for its neighbor,
+ * when the link comes up, so the peer's first connection (its SYN held by its WireGuard until the
+ * router's keepalive completes the handshake) is accepted at once instead of waiting for BIRD's connect
+ * delay.
+ */
+export async function tunnels(
+  input: PassInput,
+  waiting: ReadonlySet<string>,
+  meshTunnels: readonly string[],
+): Promise<Tunnels> {
+  const { deps, up } = input;
+  const failed: Failures = new Map();
+  const recreated: AgentSession[] = [];
+  let changed = 0;
+  let removed = 0;
+  const wanted = new Set(up.map((s) => s.interface));
+  input.memory.wantedLinks = new Set([...wanted, ...meshTunnels]);
+  let links = await deps.wireguard.readAll([SESSION_PREFIX]);
+  // Each session's tunnel on its own: a failure is that session's only.
+  const ensured = await mapLimit(
+    up.filter((s) => !waiting.has(s.uuid)),
+    TUNNELS_IN_PARALLEL,
+    async (s) => {
+      try {
+        // the address WireGuard gets, judged as the controller judges endpoints (docs/agent.md)
+        const endpoint =
+          s.endpoint &&
+          (await resolveEndpoint(s.endpoint, input.policy.allowPrivateEndpoints ?? false, deps.resolve));
+        const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config);
+        return { s, r: await deps.wireguard.ensure(spec, links.get(s.interface) ?? null) };
+      } catch (err) {
+        return { s, err: err as Error };
+      }
+    },
+  );
+  for (const { s, r, err } of ensured) {
+    if (err)
+      failed.set(
+        s.uuid,
+        new SetupFailure(err instanceof EndpointRefused ? 'EndpointRefused' : 'TunnelFailed', err.message),
+      );
+    if (!r) continue;
+    if (r.created) recreated.push(s);
+    if (r.changes.length) {
+      changed++;
+      deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
+    }
+  }
+  const unwanted = [...links.keys()].filter((name) => !wanted.has(name));
+  await mapLimit(unwanted, TUNNELS_IN_PARALLEL, async (name) => {
+    await deps.wireguard.remove(name);
+    removed++;
+    deps.log.info({ interface: name }, 'removed tunnel no session wants');
+  });
+  if (changed || removed) links = await deps.wireguard.readAll([SESSION_PREFIX]);
+  return { links, recreated, changed, removed, failed };
 }
 
 /**
  * Reconnect: a tunnel made anew under a BGP session BIRD already ran before this pass is restarted now,
- * not after BGP's hold time; then BIRD's protocols are read for the judge.
+ * not after BGP's hold time; then BIRD's protocols are read again for the judge.
  */
-async function reconnect(ctx: PassContext): Promise<void> {
-  const { deps, result } = ctx;
-  for (const s of ctx.recreated) {
-    if (result.failed.has(s.uuid)) continue;
+export async function reconnect(
+  input: PassInput,
+  failed: ReadonlyMap<string, SetupFailure>,
+  made: Tunnels,
+  applied: Applied,
+): Promise<BirdProtocols> {
+  const { deps } = input;
+  for (const s of made.recreated) {
+    if (failed.has(s.uuid)) continue;
     for (const name of [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)]) {
-      if (!ctx.ranBefore.has(name)) continue;
+      if (!applied.ranBefore.has(name)) continue;
       await deps.bird
         .restartProtocol(name)
         .catch((err: Error) => deps.log.warn({ protocol: name, err: err.message }, 'BGP restart failed'));
     }
   }
-  if (ctx.applied?.configured || ctx.recreated.length) await readProtocols(ctx);
+  return applied.result.configured || made.recreated.length ? readProtocols(deps) : applied.protocols;
+}
+
+/** What the judge weighs for each session, from the steps before it. */
+export interface Evidence {
+  links: ReadonlyMap<string, WgInterfaceState>;
+  protocols: BirdProtocols;
+  failed: ReadonlyMap<string, SetupFailure>;
+  recreated: readonly AgentSession[];
+  /** BIRD refused or could not take this pass's configuration. */
+  birdFailed: boolean;
 }
 
 /** Judge: each session's status from this pass's failures, BIRD's BGP state and WireGuard's handshake. */
-async function judge(ctx: PassContext): Promise<void> {
-  const { deps, memory, result } = ctx;
-  const birdFailed = ctx.applied?.failure !== undefined;
-  const ours = { asn: ctx.policy.dn42Asn, linkLocal: deps.config.tunnel.dn42Ipv6LinkLocal };
+export async function judge(input: PassInput, evidence: Evidence): Promise<ModifyBody[]> {
+  const { deps, memory } = input;
+  const { links, protocols } = evidence;
+  const verdicts: ModifyBody[] = [];
+  const ours = { asn: input.policy.dn42Asn, linkLocal: deps.config.tunnel.dn42Ipv6LinkLocal };
   const judgedBgp = new Map<string, string>();
-  for (const s of ctx.sessions) {
+  for (const s of input.sessions) {
     const base = { uuid: s.uuid, interface: s.interface };
     if (s.status === SessionStatus.QUEUED_FOR_DELETE) {
       // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
       // protocol may still be listed, down, while BIRD flushes its routes).
-      const proto = ctx.protocols.get(sessionProtocolName(s.listenPort));
+      const proto = protocols.byName.get(sessionProtocolName(s.listenPort));
       const file = await readTextIfExists(join(deps.config.routing.peerConfDir, peerFileName(s)));
-      const gone = !ctx.links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
-      if (gone && !birdFailed) ctx.verdicts.push({ ...base, status: SessionStatus.DISABLED });
+      const gone = !links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
+      if (gone && !evidence.birdFailed) verdicts.push({ ...base, status: SessionStatus.DISABLED });
       continue;
     }
     if (!wantsUp(s)) continue;
-    const proto = ctx.protocols.get(sessionProtocolName(s.listenPort));
+    const proto = protocols.byName.get(sessionProtocolName(s.listenPort));
     if (proto) judgedBgp.set(proto.name, proto.bgpState ?? '');
-    const peer = ctx.links.get(s.interface)?.wg?.peers.find((p) => p.publicKey === s.publicKey);
+    const peer = links.get(s.interface)?.wg?.peers.find((p) => p.publicKey === s.publicKey);
     const v = judgeSession(
       {
         session: s,
         ours,
-        failure: result.failed.get(s.uuid),
+        failure: evidence.failed.get(s.uuid)?.message,
         protocol: proto ? { bgpState: proto.bgpState, lastError: proto.lastError } : undefined,
         lastHandshake: peer?.latestHandshake ?? 0,
-        birdDown: ctx.birdError,
-        tunnelRecreated: ctx.recreated.includes(s),
+        birdDown: protocols.error,
+        tunnelRecreated: evidence.recreated.includes(s),
         memory: memory.sessions.get(s.uuid),
-        now: ctx.now,
+        now: input.now,
       },
       deps.graceMs,
     );
@@ -390,20 +447,21 @@ async function judge(ctx: PassContext): Promise<void> {
       body.bgpState = bgpStateOf(proto.bgpState);
       body.bgpSince = new Date(v.memory.stateSince).toISOString();
     }
-    ctx.verdicts.push(body);
+    verdicts.push(body);
   }
   for (const uuid of memory.sessions.keys())
-    if (!ctx.sessions.some((s) => s.uuid === uuid && wantsUp(s))) memory.sessions.delete(uuid);
+    if (!input.sessions.some((s) => s.uuid === uuid && wantsUp(s))) memory.sessions.delete(uuid);
   memory.judgedBgp = judgedBgp;
+  return verdicts;
 }
 
-/** Report: each verdict the controller does not have yet (status, lastError or BGP state changed). */
-async function report(ctx: PassContext): Promise<void> {
-  const { deps, memory } = ctx;
-  const current = new Map(ctx.sessions.map((s) => [s.uuid, s.status]));
+/** Report: each verdict the controller does not have yet (status, lastError or BGP state changed); the ones it took. */
+export async function report(input: PassInput, verdicts: readonly ModifyBody[]): Promise<ModifyBody[]> {
+  const { deps, memory } = input;
+  const current = new Map(input.sessions.map((s) => [s.uuid, s.status]));
   const keyOf = (body: ModifyBody) =>
     JSON.stringify([body.status, body.message, body.bgpState, body.bgpSince]);
-  const due = ctx.verdicts.filter(
+  const due = verdicts.filter(
     (body) => body.status !== current.get(body.uuid) || memory.reported.get(body.uuid) !== keyOf(body),
   );
   // A few at once: a first pass over hundreds of sessions is not hundreds of round trips end to end.
@@ -419,45 +477,38 @@ async function report(ctx: PassContext): Promise<void> {
       return false;
     }
   });
-  due.forEach((body, i) => {
-    if (!taken[i]) return;
-    memory.reported.set(body.uuid, keyOf(body));
-    ctx.result.reports.push(body);
-  });
+  const reports = due.filter((_, i) => taken[i]);
+  for (const body of reports) memory.reported.set(body.uuid, keyOf(body));
   for (const uuid of memory.reported.keys()) if (!current.has(uuid)) memory.reported.delete(uuid);
+  return reports;
 }
 
 /** Retry: every session that failed this pass waits for its backoff; the others' failures are forgotten. */
-async function retry(ctx: PassContext): Promise<void> {
-  const { memory, result } = ctx;
-  for (const [uuid, message] of result.failed) {
-    if (ctx.waiting.has(uuid)) continue;
-    const s = ctx.sessions.find((x) => x.uuid === uuid);
-    if (s) memory.retry.set(uuid, nextRetry(memory.retry.get(uuid), message, sessionFingerprint(s), ctx.now));
+export function retry(
+  input: PassInput,
+  failed: ReadonlyMap<string, SetupFailure>,
+  waiting: ReadonlySet<string>,
+): void {
+  const { memory } = input;
+  for (const [uuid, failure] of failed) {
+    if (waiting.has(uuid)) continue;
+    const s = input.sessions.find((x) => x.uuid === uuid);
+    if (s)
+      memory.retry.set(
+        uuid,
+        nextRetry(memory.retry.get(uuid), failure.message, sessionFingerprint(s), input.now),
+      );
   }
-  for (const uuid of memory.retry.keys()) if (!result.failed.has(uuid)) memory.retry.delete(uuid);
+  for (const uuid of memory.retry.keys()) if (!failed.has(uuid)) memory.retry.delete(uuid);
 }
 
-/** The pass, in order. */
-export const STEPS: readonly Step[] = [
-  { name: 'render', run: render },
-  { name: 'apply', run: apply },
-  { name: 'tunnels', run: tunnels },
-  { name: 'reconnect', run: reconnect },
-  { name: 'judge', run: judge },
-  { name: 'report', run: report },
-  { name: 'retry', run: retry },
-];
-
-/** BIRD's protocols into the pass's context; when BIRD does not answer, none, and why (the judge says so). */
-async function readProtocols(ctx: PassContext): Promise<void> {
+/** BIRD's protocols; when BIRD does not answer, none, and why (the judge says so). */
+async function readProtocols(deps: ReconcileDeps): Promise<BirdProtocols> {
   try {
-    ctx.protocols = new Map((await ctx.deps.bird.protocols()).map((p) => [p.name, p]));
-    ctx.birdError = undefined;
+    return { byName: new Map((await deps.bird.protocols()).map((p) => [p.name, p])), error: undefined };
   } catch (err) {
-    ctx.deps.log.debug({ err: (err as Error).message }, 'cannot read BIRD protocols');
-    ctx.protocols = new Map();
-    ctx.birdError = (err as Error).message;
+    deps.log.debug({ err: (err as Error).message }, 'cannot read BIRD protocols');
+    return { byName: new Map(), error: (err as Error).message };
   }
 }
 

@@ -258,6 +258,8 @@ export async function ensureInterface(
       ]);
     }
   }
+  if (spec.multicast && !actual.multicast)
+    ip('multicast on', ['link', 'set', 'dev', spec.name, 'multicast', 'on']);
   if (!actual.up) ip('up', ['link', 'set', 'dev', spec.name, 'up']);
   const haveRoutes = new Set(actual.routes.map(canonicalRoute));
   for (const route of spec.peerRoutes) {
@@ -419,6 +421,7 @@ function newLinkState(name: string): WgInterfaceState {
     kind: 'new',
     mtu: 0,
     up: false,
+    multicast: false,
     addrGenModeNone: false,
     addresses: [],
     routes: [],

@@ -19,6 +19,8 @@ export interface WgInterfaceState {
   kind: string;
   mtu: number;
   up: boolean;
+  /** The link's MULTICAST flag, which Babel on a mesh tunnel needs. */
+  multicast: boolean;
   addrGenModeNone: boolean;
   /** `addr/prefixlen` of every address on the link; a point-to-point one as `local peer remote/len`. */
   addresses: string[];
@@ -103,6 +105,7 @@ function toState(
     kind: link.linkinfo?.info_kind ?? 'unknown',
     mtu: link.mtu,
     up: (link.flags ?? []).includes('UP'),
+    multicast: (link.flags ?? []).includes('MULTICAST'),
     addrGenModeNone: link.inet6_addr_gen_mode === 'none',
     addresses: addrs.map((a) =>
       a.address && a.address !== a.local

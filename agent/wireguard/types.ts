@@ -23,6 +23,8 @@ export interface WgInterfaceSpec {
   };
   /** Changing it re-creates the interface (a session `restart`). */
   generation: number;
+  /** The MULTICAST flag on: Babel speaks to ff02::1:6 on mesh tunnels, and kernel WireGuard links come without it. */
+  multicast?: boolean;
 }
 
 /**

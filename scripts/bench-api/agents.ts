@@ -261,9 +261,9 @@ export class RunningAgent {
     }
     if (wait) this.longPoll.answered(res.status !== 304, Date.now() - t0);
     await this.kept('bird-config');
-    // The pass's tunnels step asks the mesh manager, which asks for both lists at once and keeps the mesh
-    // as it is when they fail (agent/reconcile/steps.ts:137, agent/mesh/manager.ts:56-65).
-    await Promise.all([this.kept('mesh'), this.kept('bird-config')]).catch(() => undefined);
+    // The pass's mesh step asks for the mesh with the policy the pass holds, and keeps the mesh as it is
+    // when the controller does not answer (agent/reconcile/mesh-step.ts).
+    await this.kept('mesh').catch(() => undefined);
     this.state.passes++;
   }
 

@@ -1,6 +1,6 @@
 /**
  * Three routers in network namespaces build the mesh through the real agent code: mesh keys (key.ts),
- * WireGuard specs from GET /mesh bodies (spec.ts) applied by the wireguard module with real wireguard-go,
+ * WireGuard specs from GET /mesh bodies (spec.ts) applied through the agent's WireGuard port with real wireguard-go,
  * the loopback link, and real BIRD running the rendered main config and iBGP files. Shows: Babel carries
  * the loopbacks, iBGP is Established between every pair, a route learned from an eBGP peer of r1 reaches
  * r3 (and a ROA-invalid one does not), and the mesh status report sees every peer.
@@ -15,7 +15,8 @@ import { localConfDir, renderMainConfig } from '../../agent/bird/main-config.ts'
 import { BIRD_NAMES, sessionProtocolName } from '../../agent/bird/names.ts';
 import { parseConfig } from '../../agent/config.ts';
 import { ensureMeshKey } from '../../agent/mesh/key.ts';
-import { MeshManager, type MeshClient } from '../../agent/mesh/manager.ts';
+import { MeshStep, type MeshSource } from '../../agent/reconcile/mesh-step.ts';
+import { systemWireGuard } from '../../agent/wireguard/interface.ts';
 import type { BirdConfigResponse, MeshResponse, MeshStatusBody } from '../../common/agent-api.ts';
 import { meshListenPort } from '../../common/naming.ts';
 import { exec, NetnsLab, waitFor, type BirdInstance, type Namespace } from '../support/netns.ts';
@@ -34,20 +35,19 @@ interface Router {
   linkLocal: string;
   loopback: { ipv4: string; ipv6: string };
   bird?: BirdInstance;
-  mesh?: MeshManager;
+  mesh?: MeshStep;
   /** The controller's side, answered from the fixture bodies; null while it is "unreachable". */
   posted: MeshStatusBody[];
   reachable: boolean;
 }
 
 /** Stands in for the controller's agent endpoints (not under test here): fixture bodies of the wire format. */
-function fixtureClient(r: Router): MeshClient {
+function fixtureClient(r: Router): MeshSource & { meshStatus(body: MeshStatusBody): Promise<void> } {
   const up = () => {
     if (!r.reachable) throw new Error('connect ECONNREFUSED');
   };
   return {
     mesh: async () => (up(), meshOf(r)),
-    birdConfig: async () => (up(), policyOf(r)),
     meshStatus: async (body) => {
       up();
       r.posted.push(body);
@@ -203,11 +203,11 @@ protocol bgp r1 {
         },
         `${r.name}.json`,
       );
-      // what the agent's reconcile pass does through the hooks: mesh tunnels first, then the BIRD tree
-      r.mesh = new MeshManager(config, fixtureClient(r), silentLog);
-      const specs = await r.mesh.desiredInterfaces();
-      expect(specs.map((x) => x.name)).toEqual(routers.filter((o) => o !== r).map((o) => `wgm_${o.id}`));
-      const meshInterfaces = r.mesh.hooks().meshInterfaces!();
+      // what the agent's reconcile pass does in its mesh step: mesh tunnels first, then the BIRD tree
+      r.mesh = new MeshStep({ config, wireguard: systemWireGuard, source: fixtureClient(r), log: silentLog });
+      const meshed = await r.mesh.run(policyOf(r));
+      expect(meshed.tunnels).toEqual(routers.filter((o) => o !== r).map((o) => `wgm_${o.id}`));
+      const meshInterfaces = [...meshed.interfaces];
       for (const d of [...Object.values(paths), localConfDir(paths)]) await mkdir(d, { recursive: true });
       for (const [name, text] of renderIbgpConfigs(policyOf(r))) {
         await writeFile(path.join(paths.ibgpConfDir, name), text);
@@ -314,7 +314,8 @@ describe('three-router mesh', () => {
 
   it('reports mesh status with handshake, rtt, bytes and reachability', async () => {
     const r1 = routers[0]!;
-    await inRouter(r1, () => r1.mesh!.reportStatus());
+    // what the agent's mesh status report does (agent.ts reportMeshOnce)
+    await inRouter(r1, async () => fixtureClient(r1).meshStatus((await r1.mesh!.status())!));
     expect(r1.posted).toHaveLength(1);
     const status = r1.posted[0]!;
     expect(status.peers.map((p) => p.router)).toEqual(['r2', 'r3']);
@@ -331,9 +332,9 @@ describe('three-router mesh', () => {
     const r2 = routers[1]!;
     r2.reachable = false;
     try {
-      const specs = await inRouter(r2, () => r2.mesh!.desiredInterfaces());
-      expect(specs.map((x) => x.name)).toEqual(['wgm_1', 'wgm_3']);
-      expect(r2.mesh!.hooks().meshInterfaces!()).toEqual(['wgm_1', 'wgm_3']);
+      const meshed = await inRouter(r2, () => r2.mesh!.run(policyOf(r2)));
+      expect(meshed.tunnels).toEqual(['wgm_1', 'wgm_3']);
+      expect(meshed.interfaces).toEqual(['wgm_1', 'wgm_3']);
       const links = await r2.ns.run('ip', ['-br', 'link', 'show']);
       expect(links).toMatch(/wgm_1/);
       expect(links).toMatch(/wgm_3/);

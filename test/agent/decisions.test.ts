@@ -347,6 +347,7 @@ describe('NodeReconciler passes with WireGuard and BIRD as test doubles', () => 
           kind: 'tun',
           mtu: spec.mtu,
           up: true,
+          multicast: false,
           addrGenModeNone: true,
           addresses: spec.addresses,
           routes: [],

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Agent } from '../../agent/agent.ts';
 import { CONFIGURE_PENDING } from '../../agent/bird/apply.ts';
-import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
+import type { MeshSource } from '../../agent/reconcile/mesh-step.ts';
 import { listInterfaces, removeInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import {
@@ -116,39 +116,38 @@ describe('failed setups', () => {
     expect(agent.applier.configureCalls).toBe(before);
   });
 
-  it('the mesh hook adds its tunnels and BIRD files to the same pass; session tunnels stay', async () => {
-    const meshDir = join(L.root, 'bird', 'mesh.d');
+  it('the mesh step adds its tunnels and Babel to the same pass; session tunnels stay', async () => {
     const meshPort = 33000 + (Number.parseInt(L.lab.id.slice(-3), 16) % 900);
+    const peerId = meshPort - 33000;
     const meshKey = await wgKeyPair();
-    const hooks: ReconcileHooks = {
-      extraInterfaces: () => [
-        {
-          name: `wgm_${meshPort - 33000}`,
-          listenPort: meshPort,
-          privateKeyPath: L.config.tunnel.privateKeyPath,
-          mtu: 1420,
-          addresses: ['fe80::99/64'],
-          peerRoutes: [],
-          peer: { publicKey: meshKey.publicKey, allowedIps: ['::/0'], persistentKeepalive: 25 },
-          generation: 0,
-        },
-      ],
-      extraDirs: () => [
-        { key: 'meshConfDir', dir: meshDir, files: new Map([['mesh.conf', '# mesh peers\n']]) },
-      ],
+    // the controller's answer for a second router this lab does not run (the wire format, as in
+    // test/agent-policy/mesh.test.ts)
+    const mesh: MeshSource = {
+      mesh: async () => ({
+        peers: [
+          {
+            router: 'other',
+            nodeId: peerId,
+            endpoint: '[fd00:99::2]:51820',
+            publicKey: meshKey.publicKey,
+            linkLocal: 'fe80::99',
+            loopback: {},
+            listenPort: meshPort,
+          },
+        ],
+      }),
     };
-    const agent = L.agent({}, hooks);
+    const agent = L.agent({}, mesh);
     agents.push(agent);
     // A fresh agent retries session B at once, with the built-in template this time.
     expect((await agent.syncOnce())?.failed.size).toBe(0);
-    expect(await readFile(join(meshDir, 'mesh.conf'), 'utf8')).toBe('# mesh peers\n');
-    expect(await readFile(L.config.birdMainConfig, 'utf8')).toContain(`include "${meshDir}/*.conf";`);
-    expect(await listInterfaces('wgm_')).toEqual([`wgm_${meshPort - 33000}`]);
+    expect(await readFile(L.config.birdMainConfig, 'utf8')).toContain(`interface "wgm_${peerId}"`);
+    expect(await listInterfaces('wgm_')).toEqual([`wgm_${peerId}`]);
     expect(await listInterfaces('wg_')).toContain(`wg_${portA}`);
     expect(status(uuidA)?.code).toBe(1);
     const again = await agent.syncOnce();
     expect(again).toMatchObject({ writes: 0, configured: false, interfacesChanged: 0 });
-    await removeInterface(`wgm_${meshPort - 33000}`);
+    await removeInterface(`wgm_${peerId}`);
   });
 
   it('the agent dying between the swap and the configure: the next pass configures although the files match', async () => {

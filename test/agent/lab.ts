@@ -16,7 +16,7 @@ import { Agent } from '../../agent/agent.ts';
 import { renderMainConfig } from '../../agent/bird/main-config.ts';
 import { parseConfig, type AgentConfig } from '../../agent/config.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
-import type { ReconcileHooks } from '../../agent/reconcile/node-reconciler.ts';
+import type { MeshSource } from '../../agent/reconcile/mesh-step.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import type { BirdControl } from '../../agent/bird/control.ts';
 import { birdTimeApartMs } from '../support/bird-time.ts';
@@ -97,7 +97,7 @@ export interface AgentLab {
   config: AgentConfig;
   configFile: string;
   /** An agent on the lab's config (optionally with other routing settings), in this process. */
-  agent(routing?: Partial<AgentConfig['routing']>, hooks?: ReconcileHooks): Agent;
+  agent(routing?: Partial<AgentConfig['routing']>, mesh?: MeshSource): Agent;
   /** A user router in its own namespace, with WireGuard towards the node and BIRD ready to peer. */
   addPeer(label: string, linkLocal: string): Promise<Peer>;
   /**
@@ -231,12 +231,12 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
     bird,
     config,
     configFile,
-    agent: (routing = {}, hooks = undefined) =>
+    agent: (routing = {}, mesh = undefined) =>
       new Agent(
         { ...config, routing: { ...config.routing, ...routing } },
         log,
         new ControlPlaneClient({ ...config.controlPlane, router }),
-        hooks,
+        mesh,
       ),
     async addPeer(label, linkLocal) {
       const ns = await lab.namespace(label);

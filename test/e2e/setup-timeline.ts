@@ -105,15 +105,15 @@ export function setupTimeline(input: TimelineInput): SetupTimeline {
   );
   const connected = connects.at(-1);
   const s = pass.stepMs;
-  // the pass's steps in order (agent/reconcile/steps.ts): render, apply, tunnels
-  const applyStart = pass.answeredAt + pass.policyMs + (s.render ?? 0);
+  // the pass's steps in order (agent/reconcile/node-reconciler.ts): mesh, render, apply, tunnels
+  const applyStart = pass.answeredAt + pass.policyMs + (s.mesh ?? 0) + (s.render ?? 0);
   const tunnelsEnd = applyStart + (s.apply ?? NaN) + (s.tunnels ?? NaN);
   const phases: Phase[] = [
     {
       name: 'long-poll wake (approval answered → agent has the sessions)',
       ms: pass.answeredAt - input.approvedAt,
     },
-    { name: 'fetch the routing policy', ms: pass.policyMs },
+    { name: 'fetch the routing policy (and the mesh step)', ms: pass.policyMs + (s.mesh ?? 0) },
     { name: 'render', ms: s.render ?? NaN },
     { name: 'bird -p check and swap', ms: reconfiguring.at - applyStart },
     { name: 'configure', ms: reconfigured.at - reconfiguring.at },
