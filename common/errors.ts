@@ -17,11 +17,15 @@ export const ErrorCodes = {
   INVALID_STATE: 409,
   ROUTER_FULL: 409,
   CONFLICT: 409,
+  /** Synchronous push mode: the forge changed the manifest this write changed; nothing was applied. */
+  FORGE_CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
   INTERNAL: 500,
   STORE_UNAVAILABLE: 503,
+  /** Synchronous push mode: the forge did not take the write within the wait; nothing was applied. */
+  FORGE_UNAVAILABLE: 503,
   /** The login registry (DN42 registry checkout, git mirror or users file) cannot be read. */
   REGISTRY_UNAVAILABLE: 503,
 } as const;

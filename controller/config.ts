@@ -58,6 +58,13 @@ export interface GitConfig {
         url: string;
         intervalMs: number;
         credentials?: { username: string; password: string };
+        /**
+         * `sync` (default): a user's or admin's write is answered once the forge holds it; `async`: once
+         * committed locally (`--git-push-mode`, `PEEROPS_GIT_PUSH_MODE`; docs/gitops.md, "Push modes").
+         */
+        pushMode: 'sync' | 'async';
+        /** How long a synchronous write waits for the forge (`--git-push-timeout` seconds, default 5). */
+        pushTimeoutMs: number;
       }
     | undefined;
   /** Shared secret of the forge's push webhook (`POST /hooks/git`); without it the route refuses. */
@@ -161,6 +168,8 @@ export interface Flags {
   data?: string | undefined;
   gitRemote?: string | undefined;
   gitBranch?: string | undefined;
+  gitPushMode?: string | undefined;
+  gitPushTimeout?: string | undefined;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
@@ -222,9 +231,24 @@ function parseGit(flags: Flags, env: NodeJS.ProcessEnv): GitConfig {
     throw new Error(
       `PEEROPS_GIT_INTERVAL: '${env.PEEROPS_GIT_INTERVAL}' is not a number of seconds from 1 to 3600`,
     );
+  const pushMode = flags.gitPushMode ?? (env.PEEROPS_GIT_PUSH_MODE || 'sync');
+  if (pushMode !== 'sync' && pushMode !== 'async')
+    throw new Error(`--git-push-mode (PEEROPS_GIT_PUSH_MODE): '${pushMode}' is not sync or async`);
+  const timeout = flags.gitPushTimeout ?? (env.PEEROPS_GIT_PUSH_TIMEOUT || '5');
+  const timeoutSeconds = Number(timeout);
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(timeout) || timeoutSeconds < 1 || timeoutSeconds > 60)
+    throw new Error(
+      `--git-push-timeout (PEEROPS_GIT_PUSH_TIMEOUT): '${timeout}' is not a number of seconds from 1 to 60`,
+    );
   return {
     branch,
-    remote: { url, intervalMs: seconds * 1000, ...(credentials ? { credentials } : {}) },
+    remote: {
+      url,
+      intervalMs: seconds * 1000,
+      ...(credentials ? { credentials } : {}),
+      pushMode,
+      pushTimeoutMs: timeoutSeconds * 1000,
+    },
     webhookSecret,
   };
 }

@@ -23,7 +23,7 @@ import { openRegistry } from './auth/login/registry.ts';
 import { redactUrls } from './redact.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [--data DIR] [--git-remote URL]
-                     [--git-branch NAME]
+                     [--git-branch NAME] [--git-push-mode sync|async] [--git-push-timeout SECONDS]
 
   --listen      address to listen on (env PEEROPS_LISTEN, default 127.0.0.1:8080; every address: [::]:8080)
   --trust-proxy the reverse proxies whose X-Forwarded-For names the client: addresses and CIDRs, comma-
@@ -32,6 +32,11 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [-
   --git-remote  follow this repository on a forge and push back to it (env PEEROPS_GIT_REMOTE;
                 credentials: PEEROPS_GIT_CREDENTIALS_FILE; docs/gitops.md)
   --git-branch  the branch of the spec files (env PEEROPS_GIT_BRANCH, default main)
+  --git-push-mode     sync (default): a write is answered once the forge holds it, 503 FORGE_UNAVAILABLE
+                      when it cannot be reached in time; async: once committed locally, pushed soon after
+                      (env PEEROPS_GIT_PUSH_MODE; docs/gitops.md)
+  --git-push-timeout  seconds a synchronous write waits for the forge (env PEEROPS_GIT_PUSH_TIMEOUT, 1 to
+                      60, default 5)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
      PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL,
@@ -59,6 +64,8 @@ export async function main(argv: string[]): Promise<number> {
     data?: string | undefined;
     'git-remote'?: string | undefined;
     'git-branch'?: string | undefined;
+    'git-push-mode'?: string | undefined;
+    'git-push-timeout'?: string | undefined;
     help?: boolean | undefined;
   };
   try {
@@ -70,6 +77,8 @@ export async function main(argv: string[]): Promise<number> {
         data: { type: 'string' },
         'git-remote': { type: 'string' },
         'git-branch': { type: 'string' },
+        'git-push-mode': { type: 'string' },
+        'git-push-timeout': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -89,6 +98,8 @@ export async function main(argv: string[]): Promise<number> {
       data: flags.data,
       gitRemote: flags['git-remote'],
       gitBranch: flags['git-branch'],
+      gitPushMode: flags['git-push-mode'],
+      gitPushTimeout: flags['git-push-timeout'],
     });
   } catch (err) {
     return usageError(redactUrls((err as Error).message));

@@ -35,6 +35,7 @@ import { outboxMessage, outboxWrites } from './outbox.ts';
 import { ParseCache } from './parse-cache.ts';
 import { Journal, takeOver, type InstanceLock } from './recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
+import { SyncPush } from './sync-push.ts';
 import { listFiles } from './tree.ts';
 
 export interface GitStoreOptions {
@@ -96,6 +97,8 @@ export class GitStore extends StoreCore {
   /** The blob of REVOCATIONS_PATH the revocations in memory were read from. */
   private revocationsOid: string | undefined;
   private remote: RemoteSync | undefined;
+  /** The synchronous push mode's waiting writes (sync-push.ts); undefined without a forge or in async mode. */
+  private syncPush: SyncPush | undefined;
   /** Changes of the store's that forge edits replaced (forge-conflicts.ts), as the status ref holds them. */
   private readonly conflicts = new ForgeConflictRecords();
   /** The running remote cycle; a request meanwhile runs one more after it. */
@@ -214,8 +217,36 @@ export class GitStore extends StoreCore {
         conflicts: () => this.conflicts.list(),
       },
     );
+    if ((remote.pushMode ?? 'sync') === 'sync')
+      this.syncPush = new SyncPush(this.remote, this.remote.host, {
+        url: remote.url,
+        branch: remote.branch ?? this.options.branch,
+        timeoutMs: remote.pushTimeoutMs ?? 5000,
+        pushStatus: remote.pushStatus !== false,
+      });
     this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 5000));
     this.requestRemoteSync();
+  }
+
+  /**
+   * A write, answered as the push mode says (docs/gitops.md, "Push modes"): in the synchronous mode a
+   * user's or an admin's once the forge holds it; agents' reports and the controller's own are pushed by
+   * the next cycle without waiting (docs/decisions.md).
+   */
+  private async write<T>(actor: Actor, fn: () => Promise<T>): Promise<T> {
+    const sync = this.syncPush;
+    if (!sync || (actor.role !== 'user' && actor.role !== 'admin')) return this.commits.write(fn);
+    let held: Promise<void> = Promise.resolve();
+    const result = await this.commits.write(async () => {
+      const before = sync.heads();
+      const value = await fn();
+      held = sync.enlist(before);
+      // answered below; a write that fails after enlisting is not awaited, nor an unhandled rejection
+      held.catch(() => {});
+      return value;
+    });
+    await held;
+    return result;
   }
 
   async close(): Promise<void> {
@@ -270,7 +301,7 @@ export class GitStore extends StoreCore {
   // ---------------------------------------------------------------- router writes
 
   protected persistNewRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       const value = this.prepareNewRouter(name, spec);
       await this.commits.commitSpec(
         [manifestWrite('Router', routerPath(name), name, value)],
@@ -287,7 +318,7 @@ export class GitStore extends StoreCore {
     actor: Actor,
     message: string,
   ): Promise<Router> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       const { spec } = this.prepareRouterUpdate(name, mutate);
       await this.commits.commitSpec([manifestWrite('Router', routerPath(name), name, spec)], actor, message);
       return this.index.putRouter(name, spec);
@@ -295,7 +326,7 @@ export class GitStore extends StoreCore {
   }
 
   protected persistRouterRemoval(name: string, actor: Actor): Promise<void> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       this.prepareRouterRemoval(name);
       await this.commits.commitSpec(
         [{ path: routerPath(name), text: undefined }],
@@ -325,7 +356,7 @@ export class GitStore extends StoreCore {
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       // every rule, inside the write queue: creates sent at once are each judged after the ones before
       const prepared = this.prepareNewSession(input, status);
       const spec = { ...prepared.spec, listenPort: this.allocatePort(prepared) };
@@ -348,7 +379,7 @@ export class GitStore extends StoreCore {
     actor: Actor,
     message: string,
   ): Promise<Session | undefined> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       const change = this.prepareSessionChange(uuid, mutate);
       const { current } = change;
       const path = sessionPath(current.spec.router, current.spec.asn);
@@ -386,7 +417,7 @@ export class GitStore extends StoreCore {
   // ---------------------------------------------------------------- policy writes
 
   protected persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       const value = this.preparePolicy(name, spec);
       await this.commits.commitSpec(
         [manifestWrite('RoutingPolicy', policyPath(name), name, value)],
@@ -398,7 +429,7 @@ export class GitStore extends StoreCore {
   }
 
   protected persistPolicyRemoval(name: string, actor: Actor): Promise<void> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       this.preparePolicyRemoval(name);
       await this.commits.commitSpec(
         [{ path: policyPath(name), text: undefined }],
@@ -412,7 +443,7 @@ export class GitStore extends StoreCore {
   // ---------------------------------------------------------------- token revocations
 
   protected persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList> {
-    return this.commits.write(async () => {
+    return this.write(actor, async () => {
       const list = this.prepareRevocation(revocation);
       const text = dump(list, YAML);
       const blob = encodeObject('blob', Buffer.from(text, 'utf8'));
@@ -622,7 +653,8 @@ export class GitStore extends StoreCore {
       this.remoteAgain = true;
       return;
     }
-    this.remoteCycle = remote.cycle().finally(() => {
+    const sync = this.syncPush;
+    this.remoteCycle = remote.cycle(sync ? () => sync.step() : undefined).finally(() => {
       this.remoteCycle = undefined;
       if (this.remoteAgain) {
         this.remoteAgain = false;

@@ -8,8 +8,9 @@
  * meanwhile) is retried by the next cycle, which starts again from the forge's tip. The status ref is
  * pushed too, to its own branch that nobody edits, so a controller's lost disk loses no approval.
  *
- * Network I/O runs outside the store's write queue: a slow or unreachable forge never holds an API
- * write, which is committed locally and pushed once the forge answers again.
+ * Network I/O runs outside the store's write queue: a slow or unreachable forge never holds the queue.
+ * In the asynchronous push mode a write is answered once committed locally and pushed once the forge
+ * answers again; in the synchronous one (the default) it is answered once the forge holds it (sync-push.ts).
  */
 import { createHash } from 'node:crypto';
 import git from 'isomorphic-git';
@@ -33,6 +34,13 @@ export interface RemoteOptions {
   credentials?: { username: string; password: string };
   /** Push the status ref to the forge's `peerops-status` branch (default true). */
   pushStatus?: boolean;
+  /**
+   * `sync` (the default): a user's or admin's write is answered once the forge holds it (sync-push.ts);
+   * `async`: writes are answered once committed locally and pushed by the next cycle.
+   */
+  pushMode?: 'sync' | 'async';
+  /** How long a write of the synchronous mode waits for the forge (default 5000 ms). */
+  pushTimeoutMs?: number;
 }
 
 /** What a cycle needs from the store: its refs and the journaled way to move them. */
@@ -92,8 +100,11 @@ const failures = counter({
   labelNames: ['operation'],
 });
 
-/** isomorphic-git's HTTP client over fetch, with a timeout: a forge that hangs must not hang a cycle. */
-const httpClient: HttpClient = {
+/**
+ * isomorphic-git's HTTP client over fetch, with a timeout (a forge that hangs must not hang a cycle) and,
+ * in the synchronous push mode, the end of the writes' wait (`signal`).
+ */
+const httpClientUntil = (signal?: AbortSignal): HttpClient => ({
   async request({ url, method, headers, body }: GitHttpRequest): Promise<GitHttpResponse> {
     const chunks: Uint8Array[] = [];
     if (body) for await (const chunk of body) chunks.push(chunk);
@@ -101,7 +112,9 @@ const httpClient: HttpClient = {
       method: method ?? 'GET',
       headers: headers ?? {},
       ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      signal: signal
+        ? AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
+        : AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
     const bytes = new Uint8Array(await res.arrayBuffer());
     return {
@@ -115,7 +128,8 @@ const httpClient: HttpClient = {
       })(),
     };
   },
-};
+});
+const httpClient = httpClientUntil();
 
 /** The forge's address for logs: host and path, never credentials. */
 export function remoteLabel(url: string): string {
@@ -129,7 +143,7 @@ export function remoteLabel(url: string): string {
 
 export class RemoteSync {
   private readonly options: RemoteOptions & { branch: string };
-  private readonly host: RemoteHost;
+  readonly host: RemoteHost;
   /** Why the last cycle failed, logged once until a cycle succeeds again. */
   private failing: string | undefined;
   private started = false;
@@ -158,8 +172,11 @@ export class RemoteSync {
     };
   }
 
-  /** One fetch, catch-up and push. Never throws: a failure is counted, logged once and retried. */
-  async cycle(): Promise<void> {
+  /**
+   * One fetch, catch-up and push (`step`: the synchronous push mode's, sync-push.ts). Never throws: a
+   * failure is counted, logged once and retried.
+   */
+  async cycle(step: () => Promise<boolean> = () => this.once()): Promise<void> {
     try {
       if (!this.started) {
         // isomorphic-git fetches through a configured remote (its refspec names refs/remotes/origin/*)
@@ -173,13 +190,14 @@ export class RemoteSync {
         await this.adoptStatus();
         this.started = true;
       }
-      for (let attempt = 1; !(await this.once()); attempt++) {
+      for (let attempt = 1; !(await step()); attempt++) {
         if (attempt >= 3) {
           failures.inc({ operation: 'push' });
           throw new Error(`the remote refused the push ${attempt} times: ${this.refusal}`);
         }
       }
       lastSuccess.setToCurrentTime();
+      inSync.set(1);
       if (this.failing !== undefined) {
         this.host.log.info({ remote: this.label }, 'store: caught up with the remote again');
         this.failing = undefined;
@@ -190,7 +208,9 @@ export class RemoteSync {
       if (this.failing === undefined)
         this.host.log.warn(
           { remote: this.label, err: reason },
-          'store: cannot sync with the remote (down, or refusing the push); writes stay local and are pushed once it takes them',
+          this.options.pushMode === 'async'
+            ? 'store: cannot sync with the remote (down, or refusing the push); writes stay local and are pushed once it takes them'
+            : 'store: cannot sync with the remote (down, or refusing the push); writes are answered 503 FORGE_UNAVAILABLE until it takes them',
         );
       this.failing = reason;
     }
@@ -246,12 +266,15 @@ export class RemoteSync {
     return true;
   }
 
-  /** The forge's head of `branch` (undefined: the branch does not exist there yet). */
-  private async fetch(branch: string): Promise<string | undefined> {
+  /**
+   * The forge's head of `branch` (undefined: the branch does not exist there yet); `signal` ends the
+   * requests (the synchronous push mode's wait).
+   */
+  async fetch(branch: string, signal?: AbortSignal): Promise<string | undefined> {
     try {
       const result = await git.fetch({
         fs: gitFs,
-        http: httpClient,
+        http: signal ? httpClientUntil(signal) : httpClient,
         gitdir: this.host.ctx.gitdir,
         url: this.options.url,
         ref: branch,
@@ -268,16 +291,21 @@ export class RemoteSync {
     }
   }
 
-  /** Push `ref` to `remoteRef`; false when refused as non-fast-forward. */
-  private async push(ref: string, remoteRef: string): Promise<boolean> {
+  /** Push `ref` to `remoteRef`; false when refused as non-fast-forward. `signal` as for fetch. */
+  async push(
+    ref: string,
+    remoteRef: string,
+    options: { signal?: AbortSignal; force?: boolean } = {},
+  ): Promise<boolean> {
     try {
       const result = await git.push({
         fs: gitFs,
-        http: httpClient,
+        http: options.signal ? httpClientUntil(options.signal) : httpClient,
         gitdir: this.host.ctx.gitdir,
         url: this.options.url,
         ref,
         remoteRef,
+        force: options.force ?? false,
         cache: this.host.ctx.cache,
         ...this.auth(),
       });

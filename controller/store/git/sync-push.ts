@@ -1,0 +1,386 @@
+/**
+ * The synchronous push mode (docs/gitops.md, "Push modes"): a user's or an admin's write is answered once
+ * the forge holds it. The write commits locally as always (commits.ts), then waits here while the remote
+ * cycle pushes: writes that commit while a push is under way go together in the next one (a group
+ * commit). The status branch is pushed before the spec branch, each at the commit the batch was taken at,
+ * so a write's spec never reaches the forge without its status.
+ *
+ * - The forge moved (the push is refused): fetch, and rebuild the store's commits on its tip; a waiting
+ *   write that changed a manifest the forge changed too is taken out and answered 409 FORGE_CONFLICT, the
+ *   others are pushed again, within the same wait.
+ * - The forge cannot be reached before the oldest write's wait runs out: every waiting write is taken out
+ *   of both refs (the commits made since are rebuilt without them) and answered 503 FORGE_UNAVAILABLE,
+ *   so a retry starts clean.
+ *
+ * Taking writes out rebuilds the commits made after them without their files: agents' reports and what
+ * the controller filled in stay, except on those files (an agent reports again at its next pass, as the
+ * status it is served differs from what it sees). Network I/O runs outside the store's write queue; only
+ * the rebuilds run in it.
+ */
+import git from 'isomorphic-git';
+import { DomainError } from '../../../common/errors.ts';
+import { gitFs } from '../../git-fs.ts';
+import { counter } from '../../metrics.ts';
+import { Branch, type FileWrite } from './branch.ts';
+import { readText } from './objects.ts';
+import type { RefUpdate } from './recovery.ts';
+import { remoteLabel, type RemoteHost, type RemoteSync } from './remote.ts';
+import { listFiles } from './tree.ts';
+
+/** The heads of the store's two refs at one moment. */
+export interface Heads {
+  spec: string | undefined;
+  status: string | undefined;
+}
+
+/** A write waiting for the forge: the heads before and after its commits. */
+interface Waiting {
+  before: Heads;
+  after: Heads;
+  deadline: number;
+  timer: NodeJS.Timeout;
+  resolve(): void;
+  reject(err: DomainError): void;
+}
+
+/** One commit of a first-parent chain, as a rebuild replays it. */
+interface ChainCommit {
+  oid: string;
+  parent: string | undefined;
+  author: { name: string; email: string };
+  message: string;
+}
+
+/** Scratch refs a batch is pushed from: the commits it was taken at, not what later writes added. */
+const PUSH_REFS = { spec: 'refs/peerops/push/spec', status: 'refs/peerops/push/status' };
+const STATUS_BRANCH = 'refs/heads/peerops-status';
+const CONTROLLER = { name: 'controller', role: 'controller' as const };
+
+const refused = counter({
+  name: 'peerops_git_sync_push_refused_total',
+  help: 'Writes of the synchronous push mode answered without being applied: forge unavailable or conflict',
+  labelNames: ['reason'],
+});
+
+export class SyncPush {
+  private readonly remote: RemoteSync;
+  private readonly host: RemoteHost;
+  private readonly options: { url: string; branch: string; timeoutMs: number; pushStatus: boolean };
+  private waiting: Waiting[] = [];
+  /** Aborts the cycle under way when a waiting write's wait runs out. */
+  private current: AbortController | undefined;
+  /** What the forge is known to hold: a ref at that commit is not pushed again. */
+  private readonly held: Heads = { spec: undefined, status: undefined };
+
+  constructor(
+    remote: RemoteSync,
+    host: RemoteHost,
+    options: { url: string; branch: string; timeoutMs: number; pushStatus: boolean },
+  ) {
+    this.remote = remote;
+    this.host = host;
+    this.options = options;
+  }
+
+  heads(): Heads {
+    return { spec: this.host.head(this.host.specRef), status: this.host.head(this.host.statusRef) };
+  }
+
+  /**
+   * In the write queue, right after a write committed (its commits are those since `before`): resolves
+   * once the forge holds them; FORGE_UNAVAILABLE or FORGE_CONFLICT once they were taken out again.
+   */
+  enlist(before: Heads): Promise<void> {
+    const after = this.heads();
+    if (after.spec === before.spec && after.status === before.status) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => this.current?.abort(), this.options.timeoutMs);
+      timer.unref();
+      this.waiting.push({
+        before,
+        after,
+        deadline: Date.now() + this.options.timeoutMs,
+        timer,
+        resolve,
+        reject,
+      });
+    });
+  }
+
+  /**
+   * One cycle of the remote (RemoteSync.cycle): catch up with the forge, push the waiting writes, answer
+   * them. With writes waiting it pushes first (a fetch only when the push is refused): one round trip
+   * less per write. Throws when the forge cannot be reached, after taking the waiting writes out.
+   */
+  async step(): Promise<boolean> {
+    const abort = new AbortController();
+    this.current = abort;
+    const oldest = this.waiting[0];
+    const signal = oldest
+      ? AbortSignal.any([abort.signal, AbortSignal.timeout(Math.max(0, oldest.deadline - Date.now()))])
+      : abort.signal;
+    try {
+      let fetch = oldest === undefined;
+      for (;;) {
+        if (fetch) {
+          const theirs = await this.remote.fetch(this.options.branch, signal);
+          await this.host.serialised(() => this.catchUp(theirs));
+        }
+        const batch = [...this.waiting];
+        const heads = this.heads();
+        if (await this.push(heads, signal)) {
+          for (const w of batch) this.settle(w);
+          return true;
+        }
+        signal.throwIfAborted();
+        fetch = true;
+      }
+    } catch (err) {
+      if (this.waiting.length > 0) {
+        const reason = signal.aborted
+          ? `the forge (${remoteLabel(this.options.url)}) did not take the write within ${this.options.timeoutMs / 1000} s`
+          : `the forge (${remoteLabel(this.options.url)}) cannot be reached: ${String(err)}`;
+        await this.host.serialised(() => this.takeOut([...this.waiting], reason));
+      }
+      throw err;
+    } finally {
+      if (this.current === abort) this.current = undefined;
+    }
+  }
+
+  /** The status branch, then the spec branch, each at the batch's commit. False when the forge moved. */
+  private async push(heads: Heads, signal: AbortSignal): Promise<boolean> {
+    const { ctx } = this.host;
+    const send = async (ref: string, oid: string, remoteRef: string, force: boolean) => {
+      await git.writeRef({ fs: gitFs, gitdir: ctx.gitdir, ref, value: oid, force: true });
+      return this.remote.push(ref, remoteRef, { signal, force });
+    };
+    const { status, spec } = heads;
+    // the status branch is the controller's alone: forced, it drops what a batch taken out had pushed
+    if (this.options.pushStatus && status !== undefined && status !== this.held.status) {
+      if (!(await send(PUSH_REFS.status, status, STATUS_BRANCH, true)))
+        throw new Error('the forge refused the status branch peerops-status');
+      this.held.status = status;
+    }
+    if (spec === undefined || spec === this.held.spec) return true;
+    if (!(await send(PUSH_REFS.spec, spec, `refs/heads/${this.options.branch}`, false))) return false;
+    this.held.spec = spec;
+    return true;
+  }
+
+  private settle(w: Waiting): void {
+    clearTimeout(w.timer);
+    this.waiting = this.waiting.filter((x) => x !== w);
+    w.resolve();
+  }
+
+  /** In the write queue: the store's branch onto the forge's head (fast-forward, or a rebuild). */
+  private async catchUp(theirs: string | undefined): Promise<void> {
+    const ours = this.host.head(this.host.specRef);
+    this.held.spec = theirs;
+    if (theirs === undefined || theirs === ours) return;
+    if (ours === undefined || (await this.descends(theirs, ours))) {
+      await this.host.moveRefs([{ ref: this.host.specRef, from: ours, to: theirs }]);
+      return;
+    }
+    if (await this.descends(ours, theirs)) return;
+    const { ctx } = this.host;
+    const [base] = (await git.findMergeBase({
+      fs: gitFs,
+      gitdir: ctx.gitdir,
+      oids: [ours, theirs],
+      cache: ctx.cache,
+    })) as string[];
+    const forgeChanged = new Set(await this.changedPaths(base, theirs));
+    // a waiting write that touched a manifest the forge changed, or one a write taken out touched
+    const conflicting: Waiting[] = [];
+    const touched = new Set<string>();
+    for (const w of this.waiting) {
+      const paths = await this.pathsOf(w);
+      if (paths.some((p) => forgeChanged.has(p) || touched.has(p))) {
+        conflicting.push(w);
+        for (const p of paths) touched.add(p);
+      }
+    }
+    const specDrop = await this.oidsOf(conflicting, 'spec');
+    const spec = await this.replay(
+      ours,
+      base,
+      theirs,
+      specDrop,
+      (p) => forgeChanged.has(p) || touched.has(p),
+    );
+    const updates: RefUpdate[] = [{ ref: this.host.specRef, from: ours, to: spec.tip }];
+    let status: Awaited<ReturnType<SyncPush['replay']>> | undefined;
+    const first = conflicting[0];
+    const statusOurs = this.host.head(this.host.statusRef);
+    if (first && statusOurs !== undefined && first.before.status !== statusOurs) {
+      const statusDrop = await this.oidsOf(conflicting, 'status');
+      status = await this.replay(statusOurs, first.before.status, first.before.status, statusDrop, (p) =>
+        touched.has(p),
+      );
+      updates.push({ ref: this.host.statusRef, from: statusOurs, to: status.tip });
+    }
+    await this.host.moveRefs(updates);
+    this.host.log.info(
+      { theirs, tip: spec.tip, conflicts: conflicting.length },
+      "store: rebuilt the store's commits on the remote's new tip",
+    );
+    this.answer(conflicting, 'conflict', 'the manifest was changed on the forge at the same time');
+    this.remap(spec.moved, status?.moved, theirs, base);
+  }
+
+  /**
+   * In the write queue: `out` taken out of both refs. The commits made since the first of them are rebuilt
+   * without theirs and without the files they touched; then each is answered FORGE_UNAVAILABLE.
+   */
+  private async takeOut(out: Waiting[], reason: string): Promise<void> {
+    const first = out[0];
+    if (!first) return;
+    const touched = new Set<string>();
+    for (const w of out) for (const p of await this.pathsOf(w)) touched.add(p);
+    const updates: RefUpdate[] = [];
+    for (const kind of ['spec', 'status'] as const) {
+      const ref = kind === 'spec' ? this.host.specRef : this.host.statusRef;
+      const ours = this.host.head(ref);
+      const from = first.before[kind];
+      if (ours === undefined || ours === from) continue;
+      const { tip } = await this.replay(ours, from, from, await this.oidsOf(out, kind), (p) =>
+        touched.has(p),
+      );
+      updates.push({ ref, from: ours, to: tip });
+    }
+    if (updates.length > 0) await this.host.moveRefs(updates);
+    this.answer(out, 'unavailable', reason);
+  }
+
+  private answer(out: Waiting[], why: 'unavailable' | 'conflict', reason: string): void {
+    if (out.length === 0) return;
+    this.waiting = this.waiting.filter((w) => !out.includes(w));
+    refused.inc({ reason: why }, out.length);
+    this.host.log.warn({ writes: out.length, reason }, 'store: writes taken out, not acknowledged');
+    for (const w of out) {
+      clearTimeout(w.timer);
+      w.reject(
+        why === 'conflict'
+          ? new DomainError(
+              'FORGE_CONFLICT',
+              `${reason}; nothing of this write was applied: read the manifest again and retry`,
+            )
+          : new DomainError('FORGE_UNAVAILABLE', `${reason}; nothing of this write was applied, try again`),
+      );
+    }
+  }
+
+  /** The writes still waiting after a rebuild: their heads as the rebuilt commits. */
+  private remap(
+    spec: Map<string, string>,
+    status: Map<string, string> | undefined,
+    theirs: string,
+    base: string | undefined,
+  ): void {
+    const specOf = (oid: string | undefined) => (oid === base ? theirs : oid && (spec.get(oid) ?? oid));
+    const statusOf = (oid: string | undefined) => (oid && status?.get(oid)) ?? oid;
+    for (const w of this.waiting) {
+      w.before = { spec: specOf(w.before.spec), status: statusOf(w.before.status) };
+      w.after = { spec: specOf(w.after.spec), status: statusOf(w.after.status) };
+    }
+  }
+
+  /** The files a write changed, on either ref (a session's spec and status share its path). */
+  private async pathsOf(w: Waiting): Promise<string[]> {
+    const paths: string[] = [];
+    for (const kind of ['spec', 'status'] as const)
+      paths.push(...(await this.changedPaths(w.before[kind], w.after[kind])));
+    return paths;
+  }
+
+  private async changedPaths(from: string | undefined, to: string | undefined): Promise<string[]> {
+    if (from === to) return [];
+    const b = new Branch(this.host.ctx, 'refs/peerops/scratch');
+    if (from !== undefined) await b.sync(from);
+    if (to === undefined) return [];
+    return (await b.sync(to)).map((c) => c.path);
+  }
+
+  /** The commits of these writes on one ref. */
+  private async oidsOf(writes: Waiting[], kind: keyof Heads): Promise<Set<string>> {
+    const oids = new Set<string>();
+    for (const w of writes) for (const c of await this.chain(w.after[kind], w.before[kind])) oids.add(c.oid);
+    return oids;
+  }
+
+  /**
+   * The chain from `tip` back to `base` rebuilt on `onto`, one commit at a time with its author and
+   * message, without the commits in `drop` and without the files `skip` names; a commit that keeps its
+   * parent and every file stays as it is. `moved`: each kept commit's new id.
+   */
+  private async replay(
+    tip: string,
+    base: string | undefined,
+    onto: string | undefined,
+    drop: Set<string>,
+    skip: (path: string) => boolean,
+  ): Promise<{ tip: string; moved: Map<string, string> }> {
+    const { ctx } = this.host;
+    const moved = new Map<string, string>();
+    const built = new Branch(ctx, 'refs/peerops/scratch');
+    if (onto !== undefined) await built.sync(onto);
+    for (const commit of await this.chain(tip, base)) {
+      if (drop.has(commit.oid)) {
+        // a later write's `before` may be this commit: it is now what was built before it
+        if (built.head !== undefined) moved.set(commit.oid, built.head);
+        continue;
+      }
+      const before = new Branch(ctx, 'refs/peerops/scratch');
+      if (commit.parent !== undefined) await before.sync(commit.parent);
+      const changes = await before.sync(commit.oid);
+      const kept = changes.filter((c) => !skip(c.path));
+      if (built.head === commit.parent && kept.length === changes.length) {
+        await built.sync(commit.oid);
+        moved.set(commit.oid, commit.oid);
+        continue;
+      }
+      const writes: FileWrite[] = [];
+      for (const c of kept)
+        writes.push({ path: c.path, text: c.oid ? await readText(ctx, c.oid) : undefined });
+      const prepared = await built.prepare(writes, CONTROLLER, '', {
+        replay: { author: commit.author, message: commit.message },
+      });
+      if (prepared) built.advance(prepared);
+      if (built.head !== undefined) moved.set(commit.oid, built.head);
+    }
+    if (built.head !== undefined) return { tip: built.head, moved };
+    // the ref's first commits taken out: a ref is never deleted, so a commit without files stands for none
+    const emptied = new Branch(ctx, 'refs/peerops/scratch');
+    await emptied.sync(tip);
+    const prepared = await emptied.prepare(
+      listFiles(emptied.root).map(([path]) => ({ path, text: undefined })),
+      CONTROLLER,
+      'take out writes the forge did not take',
+    );
+    return { tip: prepared?.update.to ?? tip, moved };
+  }
+
+  /** The first-parent chain from `tip` back to `base` (excluded), oldest first. */
+  private async chain(tip: string | undefined, base: string | undefined): Promise<ChainCommit[]> {
+    const { ctx } = this.host;
+    const out: ChainCommit[] = [];
+    for (let oid = tip; oid !== undefined && oid !== base;) {
+      const { commit } = await git.readCommit({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
+      out.push({
+        oid,
+        parent: commit.parent[0],
+        author: { name: commit.author.name, email: commit.author.email },
+        message: commit.message,
+      });
+      oid = commit.parent[0];
+    }
+    return out.reverse();
+  }
+
+  private descends(oid: string, ancestor: string): Promise<boolean> {
+    const { ctx } = this.host;
+    return git.isDescendent({ fs: gitFs, gitdir: ctx.gitdir, oid, ancestor, cache: ctx.cache });
+  }
+}
