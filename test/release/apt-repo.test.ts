@@ -5,8 +5,9 @@
  * - the operator guide's install block, word for word but for the repository's address, installs
  *   peerops-agent without a kernel (the size of what it pulls printed);
  * - a newer release added to the same repository is taken by the guide's `apt-get upgrade`, and its
- *   maintainer scripts restart the enabled agent (restart, never stop: tunnels and BIRD stay up;
- *   test/agent/restart.test.ts shows an agent restart keeps BGP sessions' uptime);
+ *   maintainer scripts restart the enabled agent (restart, never stop); the installed package's agent,
+ *   with a BGP session up to a peer in a network namespace, is restarted on the new version as systemd
+ *   would, and the session keeps its uptime (0 flaps);
  * - an InRelease changed on the way is refused by apt.
  * systemd cannot run in a chroot: a recording `systemctl` stands in for it, so that the maintainer
  * scripts' calls (through Debian's own deb-systemd-invoke) are seen. Prints each phase's time.
@@ -21,7 +22,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BirdControl } from '../../agent/bird/control.ts';
 import { APT_KEYRING, APT_SUITE } from '../../scripts/apt-repo.ts';
+import { expectSameBirdTime, settledProtocols, startAgentLab } from '../agent/lab.ts';
+import { waitFor } from '../support/netns.ts';
 import { debianRootfs, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
@@ -207,7 +211,7 @@ describe('the APT repository of the release build', () => {
     expect((await inRoot('peerops-wireguard --version')).stdout).toMatch(/^peerops-wireguard /);
   }, 600_000);
 
-  it('a newer release published: apt-get upgrade takes it and restarts the enabled agent', async () => {
+  it('a newer release published: apt-get upgrade takes it, the agent restarts, its BGP session stays up', async () => {
     // the operator filled in the config and enabled the unit (`systemctl enable` makes this link)
     await inRoot(
       [
@@ -243,19 +247,70 @@ describe('the APT repository of the release build', () => {
         .sort(),
     ).toEqual([FIRST, NEXT]);
 
-    const block = await guideBlock('apt-get upgrade');
-    const { stdout } = await timed('the guide: apt-get update && apt-get upgrade', () => inRoot(block));
-    expect(stdout).toContain(`Unpacking peerops-agent (${NEXT}) over (${FIRST})`);
-    expect(await installed('peerops-agent')).toBe(NEXT);
-    expect(await installed('peerops-wireguard')).toBe(NEXT);
-    expect((await inRoot('peerops --version')).stdout.trim()).toBe(NEXT);
-    // Debian's deb-systemd-invoke restarted the agent once, and nothing stopped it
-    const calls = (await readFile(path.join(root, 'var/log/systemctl.calls'), 'utf8')).trim().split('\n');
-    console.log(`systemctl calls of the upgrade:\n  ${calls.join('\n  ')}`);
-    expect(calls.filter((c) => /\brestart\b/.test(c))).toEqual([
-      '--quiet --system restart peerops-agent.service',
-    ]);
-    expect(calls.filter((c) => /\bstop\b/.test(c))).toEqual([]);
+    // The installed package's agent with a BGP session up: the lab of test/agent (a controller, the
+    // router's namespace with BIRD, a peer network with its own) running the package's bundle, as root
+    // on this machine's Node rather than as the unit's user on Debian's (the chroot has no namespace of
+    // its own; release.test.ts runs the unit's ExecStart as its user).
+    const lab = await timed('agent lab: controller, router, peer', () => startAgentLab('apt'));
+    const bird = new BirdControl(lab.config.routing.controlSocket, { poolSize: 1, poolSizeMax: 2 });
+    try {
+      const bundle = path.join(root, 'usr/lib/peerops/peerops.mjs');
+      const peer = await lab.addPeer('p0', 'fe80::11');
+      const port = lab.h.store.getSession(await lab.approvedSession(peer))?.spec.listenPort;
+      await lab.connectPeer(peer, port ?? 0);
+      let agent = lab.spawnAgent({ entry: bundle });
+      const session = async () => (await bird.protocols(`dn42_${port}`))[0];
+      await timed(`the agent of ${FIRST}: BGP Established`, () =>
+        waitFor('BGP Established', async () => (await session())?.bgpState === 'Established', 60_000, 200),
+      );
+      await waitFor(
+        `agentVersion ${FIRST}`,
+        () => lab.h.store.getRouter(lab.router)?.status.agentVersion === FIRST,
+        30_000,
+        200,
+      );
+      await settledProtocols(bird);
+      const before = await session();
+
+      const block = await guideBlock('apt-get upgrade');
+      const { stdout } = await timed('the guide: apt-get update && apt-get upgrade', () => inRoot(block));
+      expect(stdout).toContain(`Unpacking peerops-agent (${NEXT}) over (${FIRST})`);
+      expect(await installed('peerops-agent')).toBe(NEXT);
+      expect(await installed('peerops-wireguard')).toBe(NEXT);
+      expect((await inRoot('peerops --version')).stdout.trim()).toBe(NEXT);
+      // Debian's deb-systemd-invoke restarted the agent once, and nothing stopped it
+      const calls = (await readFile(path.join(root, 'var/log/systemctl.calls'), 'utf8')).trim().split('\n');
+      console.log(`systemctl calls of the upgrade:\n  ${calls.join('\n  ')}`);
+      const restarts = calls.filter((c) => /\brestart\b/.test(c));
+      expect(restarts).toEqual(['--quiet --system restart peerops-agent.service']);
+      expect(calls.filter((c) => /\bstop\b/.test(c))).toEqual([]);
+      // each restart as systemd makes it with the unit's KillMode=process: SIGTERM to the agent alone
+      // (tunnels and BIRD keep running), then ExecStart again, now the new version's bundle
+      for (const _ of restarts) {
+        await agent.kill('SIGTERM');
+        agent = lab.spawnAgent({ entry: bundle });
+      }
+      await timed(`the agent of ${NEXT}: checked in`, () =>
+        waitFor(
+          `agentVersion ${NEXT}`,
+          () => lab.h.store.getRouter(lab.router)?.status.agentVersion === NEXT,
+          60_000,
+          200,
+        ),
+      );
+      await waitFor('a pass', () => agent.output().includes('"msg":"agent started"'), 30_000, 50);
+      await new Promise((r) => setTimeout(r, 3000));
+      const after = await session();
+      expect(after?.bgpState).toBe('Established');
+      // 0 flaps: the session's uptime is the one from before the upgrade
+      expectSameBirdTime(`dn42_${port} across apt-get upgrade`, after?.since, before?.since);
+      console.log(
+        `BGP session dn42_${port}: Established since ${before?.since}, unchanged across the upgrade`,
+      );
+    } finally {
+      bird.close();
+      await lab.close();
+    }
   }, 600_000);
 
   it('an InRelease changed on the way is refused, and nothing is taken from it', async () => {
