@@ -1,9 +1,9 @@
 /**
  * GET /agent/:router/mesh → the WireGuard interfaces of the mesh: one point-to-point tunnel to every
- * listed router, `wgm_<peer node id>`, keyed with this node's mesh key. Pure: the reconcile loop hands
- * the specs to the wireguard module. Each tunnel carries any destination (allowed IPs 0/0 and ::/0);
- * which destination goes through which tunnel is Babel's decision, through the kernel routes BIRD
- * installs. Babel speaks from a link-local address derived from the node id (meshLinkLocal): unique
+ * listed router, `wgm_<peer node id>`, keyed with this node's mesh key. Pure: the mesh step
+ * (reconcile/mesh-step.ts) hands the specs to the WireGuard port. Each tunnel carries any
+ * destination (allowed IPs 0/0 and ::/0); which destination goes through which tunnel is Babel's
+ * decision, through the kernel routes BIRD installs. Babel speaks from a link-local address derived from the node id (meshLinkLocal): unique
  * in the network by construction, where the routers' session link-local (`linkLocal`) is often one
  * value shared by all routers of a network. The IPv4 loopback on each tunnel gives
  * Babel an IPv4 next hop (BIRD 2.0 has no IPv4-via-IPv6), and the peer's IPv4 loopback is routed onto
