@@ -14,6 +14,8 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ControllerProcess } from '../support/controller-process.ts';
 import { ForgeRig, judge, percentile, sessionsFor, writer, type Counts, type Tracked } from './forge-rig.ts';
@@ -134,6 +136,50 @@ describe('push modes with a forge', () => {
     const modified = await modify(newMtu);
     expect(modified.status, JSON.stringify(modified.body)).toBe(200);
     expect(await onForge(`sessions/${target.router}/as${target.asn}.yaml`)).toContain(`mtu: ${newMtu}`);
+  }, 60_000);
+
+  it('sync: a forge edit of the same manifest landing before the push answers 409 FORGE_CONFLICT, the forge wins', async () => {
+    const c = (fresh as { proc: ControllerProcess }).proc;
+    const [target] = [...(await rig.served(c)).values()].filter((s) => s.status === 3 || s.status === 4);
+    if (!target) throw new Error('no session to modify');
+    const path = `sessions/${target.router}/as${target.asn}.yaml`;
+    const work = join(rig.root, 'person');
+    await run('git', ['clone', '-q', rig.url, work]);
+    const git = (...args: string[]) =>
+      run('git', ['-C', work, '-c', 'user.name=Reviewer', '-c', 'user.email=r@example.net', ...args]);
+    // a person's edit of the same session lands on the forge right before the controller's push arrives
+    let raced = false;
+    rig.forge.before = async (req) => {
+      if (raced || req.method !== 'POST' || !req.url?.includes('git-receive-pack')) return;
+      raced = true;
+      await git('pull', '-q', '--rebase', 'origin', 'main');
+      const text = await readFile(join(work, path), 'utf8');
+      await writeFile(join(work, path), text.replace(/mtu: \d+/, 'mtu: 1444'));
+      await git('commit', '-q', '-am', 'Merge pull request #9: MTU 1444');
+      await git('push', '-q', 'origin', 'main');
+    };
+    onTestFinished(() => {
+      rig.forge.before = undefined;
+    });
+    const answer = await c.post(rig.userToken(target.asn), '/session', {
+      action: 'modify',
+      uuid: target.uuid,
+      mtu: 1333,
+    });
+    expect(raced).toBe(true);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(409);
+    expect(answer.body.code).toBe('FORGE_CONFLICT');
+    // nothing of the refused write: the forge's edit is what the forge holds and the controller serves
+    expect(await onForge(path)).toContain('mtu: 1444');
+    expect((await rig.served(c)).get(target.asn)?.mtu).toBe(1444);
+    // and a write right after goes through
+    const again = await c.post(rig.userToken(target.asn), '/session', {
+      action: 'modify',
+      uuid: target.uuid,
+      mtu: 1333,
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(await onForge(path)).toContain('mtu: 1333');
   }, 60_000);
 
   it('async: a fresh controller from the forge loses only writes of the documented window', async () => {
