@@ -38,7 +38,8 @@ export const NO_CHANGE: OutboxChange = { add: [], remove: [], dropped: 0 };
 
 export class Outbox {
   private readonly entries = new Map<string, OutboxEntry>();
-  private ordered: readonly NotificationEvent[] | undefined = [];
+  /** The entries oldest first, and their events: made again after a change, when asked. */
+  private ordered: { entries: OutboxEntry[]; events: readonly NotificationEvent[] } | undefined;
   private lastSeq = 0;
   private readonly feed: ChangeFeed;
 
@@ -48,7 +49,14 @@ export class Outbox {
 
   /** The events held, oldest first. */
   list(): readonly NotificationEvent[] {
-    this.ordered ??= [...this.entries.values()].sort((a, b) => a.seq - b.seq).map((e) => e.event);
+    return this.oldestFirst().events;
+  }
+
+  private oldestFirst(): { entries: OutboxEntry[]; events: readonly NotificationEvent[] } {
+    if (!this.ordered) {
+      const entries = [...this.entries.values()].sort((a, b) => a.seq - b.seq);
+      this.ordered = { entries, events: entries.map((e) => e.event) };
+    }
     return this.ordered;
   }
 
@@ -70,7 +78,7 @@ export class Outbox {
     }
     if (add.length === 0) return NO_CHANGE;
     const oldestKept = new Date(now - OUTBOX_MAX_AGE_MS).toISOString();
-    const byAge = [...this.entries.values()].sort((a, b) => a.seq - b.seq);
+    const byAge = this.oldestFirst().entries;
     const excess = Math.max(0, byAge.length + add.length - OUTBOX_LIMIT);
     const remove = byAge.filter((e, i) => i < excess || e.recordedAt < oldestKept);
     return { add, remove, dropped: remove.length };

@@ -136,7 +136,10 @@ export abstract class StoreCore implements Store {
   protected abstract persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
   protected abstract persistPolicyRemoval(name: string, actor: Actor): Promise<void>;
   protected abstract persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList>;
-  /** Persist the outbox change prepareEvents or prepareConfirmation makes, in a write of its own. */
+  /**
+   * Persist, in a write of its own, the outbox change `prepare` makes (appendEvents, confirmDelivered):
+   * called inside the back end's write, so it is judged against the outbox as that write finds it.
+   */
   protected abstract persistOutbox(prepare: () => OutboxChange): Promise<void>;
 
   // ---------------------------------------------------------------- writes (timed)
