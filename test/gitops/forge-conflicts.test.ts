@@ -243,7 +243,12 @@ describe('forge conflicts in the asynchronous push mode', () => {
     for (let i = 0; i < half; i++) await Promise.all([apiModify(i), forgeEdit(i)]);
     forge.failing = false;
     // then both at once: whichever lands first, nothing acknowledged is lost silently
-    for (let i = half; i < MODIFIES; i++) await Promise.all([apiModify(i), forgeEdit(i)]);
+    // (the forge's edit up to 0.5 s after the modify: sometimes the controller pushes first)
+    for (let i = half; i < MODIFIES; i++)
+      await Promise.all([
+        apiModify(i),
+        new Promise((r) => setTimeout(r, Math.random() * 500)).then(() => forgeEdit(i)),
+      ]);
 
     const conflictOf = (i: number) => conflicts.find((c) => c.session?.uuid === sessions[i]?.uuid);
     await eventually(
@@ -266,8 +271,14 @@ describe('forge conflicts in the asynchronous push mode', () => {
       if (inEffect) inForce++;
       if (!conflict) continue;
       const { path } = sessions[i] as { path: string };
-      // the kept branch: the store's version of the file on top of the forge's tip that replaced it
-      expect(await onForge(conflict.branch, path)).toMatch(new RegExp(`^ {2}mtu: ${1300 + i}$`, 'm'));
+      // the kept branch (pushed by the cycle after the one that recorded it): the store's version of the
+      // file on top of the forge's tip that replaced it
+      const kept = await eventually(
+        () => onForge(conflict.branch, path),
+        20_000,
+        `branch ${conflict.branch}`,
+      );
+      expect(kept).toMatch(new RegExp(`^ {2}mtu: ${1300 + i}$`, 'm'));
       expect(
         (await run('git', ['--git-dir', upstream(), 'rev-parse', `${conflict.branch}^`])).stdout.trim(),
       ).toBe(conflict.forgeCommit);

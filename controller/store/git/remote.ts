@@ -394,9 +394,10 @@ export class RemoteSync {
     const { ctx } = this.host;
     const detectedAt = new Date().toISOString();
     const found: ForgeConflict[] = [];
+    // prepare leaves the branch at the forge's tip: one mirror of it serves every kept commit
+    const base = new Branch(ctx, 'refs/peerops/scratch');
+    if (replaced.length > 0) await base.sync(theirs);
     for (const { commit, path, text } of replaced) {
-      const base = new Branch(ctx, 'refs/peerops/scratch');
-      await base.sync(theirs);
       const forgeOid = base.fileOid(path);
       const uuid = uuidOf(text) ?? uuidOf(forgeOid ? await readText(ctx, forgeOid) : undefined);
       const [subject, ...rest] = commit.message.split('\n');
