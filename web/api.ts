@@ -47,6 +47,15 @@ export interface Decision {
   until?: string;
 }
 
+export interface ForgeConflictNote {
+  id: string;
+  /** When the replaced change was made. */
+  at: string;
+  forgeCommit: string;
+  /** The branch of the forge that keeps the replaced version. */
+  branch: string;
+}
+
 export interface SessionRecord {
   uuid: string;
   router: string;
@@ -73,6 +82,8 @@ export interface SessionRecord {
   lastError: { code: string; message: string; at?: string } | null;
   /** The admin's reject, disable or purge with its reason (docs/api.md, Decisions); absent from older controllers. */
   decision?: Decision | null;
+  /** A change of the owner's a forge edit replaced (docs/api.md, Forge conflicts); absent from older controllers. */
+  forgeConflict?: ForgeConflictNote | null;
   metrics: Metrics | null;
   /** Live state reported by the router's agent; absent from controllers before it, null until reported. */
   bgpState?: string | null;

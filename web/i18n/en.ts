@@ -163,6 +163,9 @@ export default {
   'decision.purge': 'Removed by {by} on {at}',
   'decision.noReason': 'No reason was given.',
   'decision.until': 'This record is shown until {until}.',
+  'forgeConflict.replaced': 'Your change of {at} was replaced by an edit on the forge ({commit}).',
+  'forgeConflict.kept':
+    "Your version is kept on this branch of the forge; ask the network's admins to merge it, or make the change again:",
   'advice.setupFailed':
     'The router could not configure the session; the last error says why. Its agent keeps trying.',
   'advice.setupFailedData':

@@ -154,6 +154,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'decision.purge': '由 {by} 于 {at} 移除',
   'decision.noReason': '未给出原因。',
   'decision.until': '此记录显示至 {until}。',
+  'forgeConflict.replaced': '您在 {at} 的修改已被代码托管平台上的编辑替换（{commit}）。',
+  'forgeConflict.kept': '您的版本保存在该平台的以下分支中；请网络管理员合并它，或重新修改：',
   'advice.setupFailed': '路由器无法配置此会话，原因见最近的错误。它的 agent 会继续重试。',
   'advice.setupFailedData': '如果错误与您的数据有关（地址、密钥、端点），请修改会话；否则请联系运维人员。',
   'advice.wg.none':

@@ -1,6 +1,13 @@
 /** A peer's sessions: live state, what to do about it, and the actions a peer has (docs/api.md). */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, watchSessions, type Decision, type SessionRecord } from '../api.ts';
+import {
+  api,
+  ApiError,
+  watchSessions,
+  type Decision,
+  type ForgeConflictNote,
+  type SessionRecord,
+} from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -110,6 +117,7 @@ function SessionCard(props: {
         ]}
       />
       {s.decision && <DecisionNotice decision={s.decision} />}
+      {s.forgeConflict && <ForgeConflictNotice conflict={s.forgeConflict} />}
       {s.lastError && (
         <div class="last-error" role="status">
           <strong>{t('session.lastError')}</strong> <code>{s.lastError.code}</code>
@@ -186,6 +194,21 @@ function DecisionNotice(props: { decision: Decision }) {
       <strong>{t(`decision.${d.action}`, { by: d.by, at: dateTime(d.at) })}</strong>
       <p data-testid="decision-reason">{d.reason ?? t('decision.noReason')}</p>
       {d.until && <p class="hint">{t('decision.until', { until: dateTime(d.until) })}</p>}
+    </div>
+  );
+}
+
+/** A change of the owner's that an edit on the forge replaced, and where it is kept (docs/gitops.md). */
+function ForgeConflictNotice(props: { conflict: ForgeConflictNote }) {
+  const c = props.conflict;
+  return (
+    <div class="decision" role="status" data-testid="forge-conflict">
+      <strong>
+        {t('forgeConflict.replaced', { at: dateTime(c.at), commit: c.forgeCommit.slice(0, 7) })}
+      </strong>
+      <p>
+        {t('forgeConflict.kept')} <code class="wrap">{c.branch}</code>
+      </p>
     </div>
   );
 }
