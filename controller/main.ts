@@ -14,7 +14,6 @@ import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { fixHeapGrowth } from './heap.ts';
-import { installPreReceiveHook } from './store/git/pre-receive.ts';
 import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/index.ts';
@@ -155,16 +154,12 @@ async function start(
   const tokens = config.jwtKeyFile
     ? await TokenIssuer.fromExistingFile(config.jwtKeyFile)
     : await TokenIssuer.fromFile(defaultKeyPath(config.dataDir));
-  const store = await openStore(config, logger);
+  // the git store installs its pre-receive hook once it holds the repository (docs/gitops.md)
+  const store = await openStore(config, logger, true);
   await store.start();
   opened.push(() => store.close());
   // loaded: from here on the heap grows as a running controller's should (heap.ts)
   fixHeapGrowth();
-  // Pushes into the store's own repository are checked before git takes them (docs/gitops.md).
-  if (store.backend === 'git')
-    await installPreReceiveHook(join(config.dataDir, 'store.git'), {
-      ...(config.git.branch !== 'main' ? { branch: config.git.branch } : {}),
-    });
   const registry = config.registry
     ? await openRegistry({
         source: config.registry,

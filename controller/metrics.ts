@@ -235,6 +235,18 @@ gauge({
   },
 });
 
+gauge({
+  name: 'peerops_store_writable',
+  help: '1 while the store takes writes, 0 while its disk refuses them or its data directory is read-only (why: /health)',
+  collect() {
+    this.reset();
+    for (const { store } of sources) {
+      const state = store.writeState?.();
+      if (state) this.set(state.problem ? 0 : 1);
+    }
+  },
+});
+
 /** Is a session stuck in QUEUED_FOR_SETUP? */
 export function isStuck(
   status: { code: number; lastTransitionTime?: string | undefined },

@@ -30,9 +30,11 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
   openapi: () => Record<string, unknown>;
 }> = async (app, opts) => {
   const { store } = opts;
-  // `ok`, or 503 `degraded` with the reason while the store cannot write (a full or read-only disk):
-  // reads still work, writes answer 503 STORE_UNAVAILABLE until the disk takes them again. Not rate
-  // limited, as /livez and /metrics: probes and scrapers must get an answer whatever the load.
+  // `ok`, or 503 `degraded` with the reason while the store cannot write (a full or read-only disk, a
+  // read-only data directory at start): reads and agents' polls still work, writes answer 503
+  // STORE_UNAVAILABLE until the disk takes them again. 503 so that a check of /health alerts; probes and
+  // load balancers use /livez, which stays 200 (docs/api.md). Not rate limited, as /livez and /metrics:
+  // probes and scrapers must get an answer whatever the load.
   app.get(
     '/health',
     {
@@ -43,9 +45,9 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (_request, reply) => {
-      const reason = store.writeProblem?.();
-      if (reason === undefined) return { status: 'ok' as const };
-      return reply.code(503).send({ status: 'degraded', reason });
+      const problem = store.writeState?.().problem;
+      if (problem === undefined) return { status: 'ok' as const };
+      return reply.code(503).send({ status: 'degraded', reason: problem.message });
     },
   );
   // The probes' endpoint: the process serves requests. A full disk makes /health degraded but must not

@@ -14,7 +14,7 @@ import {
   type Condition,
   type ForgeConflict,
 } from '../../common/schema.ts';
-import type { SkippedManifest, Store } from '../store/store.ts';
+import type { SkippedManifest, Store, WriteState } from '../store/store.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
 import { Actions } from './schemas.ts';
@@ -125,6 +125,28 @@ const ClearConflict = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * `Writable`: True while the store takes writes; False with why while its data directory is read-only or
+ * its disk refuses writes (docs/store.md, "Crash safety"). Only a store that can tell (the git store).
+ */
+function writableCondition(state: WriteState): Condition {
+  if (state.problem === undefined)
+    return {
+      type: 'Writable',
+      status: 'True',
+      reason: 'WritesAccepted',
+      message: 'the store takes writes',
+      lastTransitionTime: state.since,
+    };
+  return {
+    type: 'Writable',
+    status: 'False',
+    reason: state.problem.reason,
+    message: `${state.problem.message}: reads and agents' polls are served, writes answer 503 STORE_UNAVAILABLE`,
+    lastTransitionTime: state.since,
+  };
+}
+
 export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, opts) => {
   const { store } = opts;
   // a store without skippedManifests skips nothing: it applies all it is given since the start
@@ -144,11 +166,13 @@ export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = as
 
   function answer(): StoreStatusAnswer {
     const { manifests, since } = store.skippedManifests?.() ?? { manifests: [], since: started };
+    const writable = store.writeState?.();
     const conflicts = store.forgeConflicts?.();
     return {
       backend: store.backend,
       conditions: [
         manifestsCondition(manifests, since),
+        ...(writable ? [writableCondition(writable)] : []),
         ...(conflicts ? [forgeConflictsCondition(conflicts, started)] : []),
       ],
       skippedManifests: manifests,

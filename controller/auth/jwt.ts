@@ -89,8 +89,15 @@ export async function loadOrCreateKey(path: string): Promise<string> {
   try {
     await writeKeyFile(path, pem);
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // A read-only data dir is served read-only (docs/store.md), but not without the key its tokens need.
+    if (code === 'EROFS' || code === 'EACCES')
+      throw new Error(
+        `no JWT key at ${path}, and its directory is read-only (${code}): start once with the data dir writable, or name a key with PEEROPS_JWT_KEY_FILE`,
+        { cause: err },
+      );
     // Another replica or process won the race: use its key.
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    if (code !== 'EEXIST') throw err;
   }
   return readFile(path, 'utf8');
 }

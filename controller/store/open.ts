@@ -11,6 +11,8 @@ import type { Store } from './store.ts';
 export async function openStore(
   config: Pick<Config, 'store' | 'dataDir'> & Partial<Pick<Config, 'git'>>,
   logger?: Logger,
+  /** `peerops serve`: the git store installs the pre-receive hook of this process (GitStoreOptions). */
+  serving = false,
 ): Promise<Store> {
   if (config.store === 'kubernetes') {
     // Loaded only for this back end (its client library is large); a literal path, so the release
@@ -25,5 +27,6 @@ export async function openStore(
     ...(git ? { branch: git.branch } : {}),
     ...(git?.remote ? { remote: { ...git.remote, branch: git.branch } } : {}),
     ...(logger ? { logger } : {}),
+    preReceiveHook: serving,
   });
 }

@@ -77,6 +77,17 @@ export interface SkippedManifest {
   errors: FieldError[];
 }
 
+/** Whether the store takes writes (the git store's disk); `problem` says why not. */
+export interface WriteState {
+  problem?: {
+    /** A data directory read-only at start (no instance lock), or a disk refusing writes mid-run. */
+    reason: 'ReadOnlyDataDirectory' | 'DiskRefusesWrites';
+    message: string;
+  };
+  /** When writes last started or stopped succeeding. */
+  since: string;
+}
+
 export interface Store {
   readonly backend: 'git' | 'kubernetes';
 
@@ -84,8 +95,8 @@ export interface Store {
   start(): Promise<void>;
   /** Finish queued writes, flush batched observations, stop following. */
   close(): Promise<void>;
-  /** Why writes fail now (a full or read-only disk), for /health; undefined while they can succeed. */
-  writeProblem?(): string | undefined;
+  /** Whether writes can succeed now, for /health and GET /admin/store (docs/store.md, "Crash safety"). */
+  writeState?(): WriteState;
   /**
    * The manifests (git files, Kubernetes objects) the store skips now, and since when it skips some or
    * none (docs/store.md, "What the store refuses"), for the admin's store condition.

@@ -1,6 +1,7 @@
 /**
  * `peerops serve` as a real child process on loopback, for tests that kill it, fill its disk or
- * restart it: start (waits for /health), SIGKILL, and JSON requests that throw when no answer comes.
+ * restart it: start (waits for it to listen), SIGKILL or SIGTERM, and JSON requests that throw when no
+ * answer comes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 
@@ -46,7 +47,8 @@ export class ControllerProcess {
     const deadline = Date.now() + 30_000;
     for (;;) {
       try {
-        if ((await fetch(`${this.base}/health`)).status < 500) return;
+        // /livez, not /health: a controller on a read-only disk serves, with /health 503 degraded
+        if ((await fetch(`${this.base}/livez`)).status === 200) return;
       } catch {
         // not listening yet
       }
@@ -64,6 +66,15 @@ export class ControllerProcess {
     await exited;
   }
 
+  /** SIGTERM, as systemd stops it; resolves to the exit code once the process is gone. */
+  async stop(): Promise<number | null> {
+    const proc = this.child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return proc?.exitCode ?? null;
+    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    proc.kill('SIGTERM');
+    return exited;
+  }
+
   /** A POST; throws when the connection dies (the controller was killed: no answer). */
   async post(token: string, path: string, body: unknown): Promise<Answer> {
     const res = await fetch(`${this.base}${path}`, {
@@ -75,8 +86,11 @@ export class ControllerProcess {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
 
-  async get(path: string): Promise<Answer> {
-    const res = await fetch(`${this.base}${path}`, { signal: AbortSignal.timeout(20_000) });
+  async get(path: string, token?: string): Promise<Answer> {
+    const res = await fetch(`${this.base}${path}`, {
+      ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
+      signal: AbortSignal.timeout(20_000),
+    });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
 }

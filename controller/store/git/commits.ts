@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type pino from 'pino';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { DomainError } from '../../../common/errors.ts';
-import type { Actor } from '../store.ts';
+import type { Actor, WriteState } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
 import { writeObjects, type GitContext } from './objects.ts';
 import type { Journal, RefUpdate } from './recovery.ts';
@@ -21,7 +21,7 @@ const MAX_ATTEMPTS = 12;
 const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
 
 /** The errno code of a file system failure that is the disk's, not the request's. */
-function diskErrorCode(err: unknown): string | undefined {
+export function diskErrorCode(err: unknown): string | undefined {
   for (let e = err; e instanceof Error; e = e.cause) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code !== undefined && DISK_ERRORS.has(code)) return code;
@@ -52,6 +52,13 @@ export class Commits {
   private journalPending = true;
   /** Why writes fail now (a full or read-only disk); undefined while they succeed. */
   private diskProblem: string | undefined;
+  /**
+   * Why this process may not write at all (a read-only data directory at start: no instance lock,
+   * recovery.ts); every write is refused before it touches the disk, until the store takes the lock.
+   */
+  private readOnlyReason: string | undefined;
+  /** When writes last started or stopped succeeding. */
+  private stateSince = new Date().toISOString();
   closed = false;
 
   private readonly ctx: GitContext;
@@ -73,8 +80,34 @@ export class Commits {
     this.hooks = hooks;
   }
 
-  writeProblem(): string | undefined {
-    return this.diskProblem;
+  writeState(): WriteState {
+    const since = this.stateSince;
+    if (this.readOnlyReason !== undefined)
+      return { problem: { reason: 'ReadOnlyDataDirectory', message: this.readOnlyReason }, since };
+    if (this.diskProblem !== undefined)
+      return { problem: { reason: 'DiskRefusesWrites', message: this.diskProblem }, since };
+    return { since };
+  }
+
+  /** Refuse every write, for `reason`, until `writable` (docs/store.md, "A read-only data directory"). */
+  readOnly(reason: string): void {
+    if (this.readOnlyReason === undefined) this.stateSince = new Date().toISOString();
+    this.readOnlyReason = reason;
+  }
+
+  /** The store holds the instance lock now: writes are tried again. */
+  writable(): void {
+    this.readOnlyReason = undefined;
+    this.diskProblem = undefined;
+    this.stateSince = new Date().toISOString();
+  }
+
+  private refuseWhileReadOnly(): void {
+    if (this.readOnlyReason !== undefined)
+      throw new DomainError(
+        'STORE_UNAVAILABLE',
+        `${this.readOnlyReason}; nothing was saved, try again later`,
+      );
   }
 
   /** The journal was handled at take-over (recovery.ts): nothing to finish before the first write. */
@@ -98,9 +131,10 @@ export class Commits {
   write<T>(fn: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new DomainError('STORE_UNAVAILABLE', 'the store is closed'));
     return this.serialised(async () => {
+      this.refuseWhileReadOnly();
       try {
         const result = await this.attempt(fn);
-        this.diskProblem = undefined;
+        this.diskRecovered();
         return result;
       } catch (err) {
         throw this.diskFailure(err) ?? err;
@@ -130,11 +164,13 @@ export class Commits {
   private diskFailure(err: unknown): DomainError | undefined {
     const code = diskErrorCode(err);
     if (code === undefined) return undefined;
-    if (this.diskProblem === undefined)
+    if (this.diskProblem === undefined) {
       this.log.error(
         { code, err: String(err) },
         'store: the disk refuses writes; answering 503 until it accepts them',
       );
+      this.stateSince = new Date().toISOString();
+    }
     this.diskProblem = `the store's disk refuses writes (${code})`;
     return new DomainError('STORE_UNAVAILABLE', `${this.diskProblem}; nothing was saved, try again later`);
   }
@@ -144,11 +180,17 @@ export class Commits {
     if (this.diskProblem === undefined) return;
     try {
       await atomicWriteFile(join(this.ctx.gitdir, 'peerops', 'probe'), `${Date.now()}\n`);
-      this.diskProblem = undefined;
-      this.log.info('store: the disk accepts writes again');
+      this.diskRecovered();
     } catch {
       // still refused: the next poll tries again
     }
+  }
+
+  private diskRecovered(): void {
+    if (this.diskProblem === undefined) return;
+    this.diskProblem = undefined;
+    this.stateSince = new Date().toISOString();
+    this.log.info('store: the disk accepts writes again');
   }
 
   /** A write of spec files alone (routers, policies): one commit on the spec branch. */
@@ -199,6 +241,7 @@ export class Commits {
   private async publish(commits: (PreparedCommit | undefined)[]): Promise<void> {
     const parts = commits.filter((c): c is PreparedCommit => c !== undefined);
     if (parts.length === 0) return;
+    this.refuseWhileReadOnly();
     const objects = writeObjects(
       this.ctx.gitdir,
       parts.flatMap((p) => p.objects),
@@ -219,6 +262,7 @@ export class Commits {
    * durable before the next, and none before the objects are (recovery.ts).
    */
   async moveRefs(updates: RefUpdate[], objects: Promise<void> = Promise.resolve()): Promise<void> {
+    this.refuseWhileReadOnly();
     const locks = new Map<RefUpdate, Promise<HeldRef>>();
     const lock = (u: RefUpdate) => {
       const held = lockRef(this.ctx.gitdir, u.ref, u.from, u.to, this.onStaleLock);
@@ -272,7 +316,8 @@ export class Commits {
 
   /** Finish a write that a crash or a failed ref update interrupted (recovery.ts), before anything else. */
   async recoverJournal(removeLocks: boolean): Promise<void> {
-    if (!this.journalPending) return;
+    // read-only: the journal left needs no ref moved (recovery.ts, takeOver) and is handled at take-over
+    if (!this.journalPending || this.readOnlyReason !== undefined) return;
     await this.journal.recover(this.log, { removeLocks });
     this.journalPending = false;
   }

@@ -239,8 +239,12 @@ export class Follower {
     if (this.unsavedStatus.size > 0 || this.incompleteSpecs.size > 0) await this.completeDeferred();
   }
 
-  /** completeFromGit; what is not committed now stays marked and is retried on the next sync. */
+  /**
+   * completeFromGit; what is not committed now stays marked and is retried on the next sync. Not tried
+   * while the store cannot write (a read-only data directory, a full disk): the sync after it can does.
+   */
   async completeDeferred(): Promise<void> {
+    if (this.commits.writeState().problem) return;
     await this.completeFromGit().catch((err: unknown) =>
       this.log.warn({ err: String(err) }, 'store: completing manifests from git deferred'),
     );

@@ -23,9 +23,9 @@ import { forgeConflictEvent } from '../core/events.ts';
 import { StoreCore } from '../core/store-core.ts';
 import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import type { OutboxChange } from '../core/outbox.ts';
-import type { Actor, NewSession, Policy, Router, Session, SessionChange } from '../store.ts';
+import type { Actor, NewSession, Policy, Router, Session, SessionChange, WriteState } from '../store.ts';
 import { Branch, type FileWrite } from './branch.ts';
-import { Commits } from './commits.ts';
+import { Commits, diskErrorCode } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
 import { gcAuto } from './housekeeping.ts';
@@ -33,6 +33,7 @@ import { closeObjects, encodeObject, readText, type GitContext } from './objects
 import { ObservationFile, routerState } from './observations.ts';
 import { outboxMessage, outboxWrites } from './outbox.ts';
 import { ParseCache } from './parse-cache.ts';
+import { installPreReceiveHook } from './pre-receive.ts';
 import { Journal, takeOver, type InstanceLock } from './recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
 import { SyncPush } from './sync-push.ts';
@@ -51,6 +52,12 @@ export interface GitStoreOptions {
   observationFlushMs?: number;
   /** How often `git gc --auto` packs the repository, housekeeping.ts (default one hour; 0: never). */
   housekeepingIntervalMs?: number;
+  /**
+   * Install `hooks/pre-receive` running this process's `peerops hook pre-receive` whenever the store
+   * takes the repository (docs/gitops.md, "Checked pushes"): `peerops serve` does; a test's or
+   * benchmark's process is no peerops entry point.
+   */
+  preReceiveHook?: boolean;
   logger?: pino.Logger;
 }
 
@@ -162,8 +169,11 @@ export class GitStore extends StoreCore {
       await mkdir(this.options.dir, { recursive: true });
       await git.init({ fs: gitFs, dir: this.options.dir, bare: true, defaultBranch: this.options.branch });
     }
-    this.instanceLock = await takeOver(this.options.dir, this.journal, STATUS_REF, this.log);
-    this.commits.recovered();
+    const taken = await takeOver(this.options.dir, this.journal, STATUS_REF, this.log);
+    if ('lock' in taken) {
+      this.instanceLock = taken.lock;
+      this.commits.recovered();
+    } else this.startReadOnly(taken.readOnly);
     await this.cache.load();
     await this.commits.serialised(async () => {
       await this.follower.syncAll();
@@ -173,15 +183,61 @@ export class GitStore extends StoreCore {
       await this.loadRevocations();
       await this.loadForgeConflicts();
     });
-    await this.saveCache();
+    if (this.instanceLock) await this.saveCache();
     this.timers.push(setInterval(() => this.requestSync(), this.options.pollIntervalMs));
     this.timers.push(
       setInterval(() => void this.flushObservations().catch(() => {}), this.options.observationFlushMs),
     );
     if (this.options.housekeepingIntervalMs > 0)
       this.timers.push(setInterval(() => void this.housekeep(), this.options.housekeepingIntervalMs));
-    if (this.options.remote) this.followRemote(this.options.remote);
     for (const t of this.timers) t.unref();
+    if (this.instanceLock) await this.startWriting();
+  }
+
+  /**
+   * A data directory that refuses the instance lock (docs/store.md, "A read-only data directory"): reads
+   * and agents' polls are served from the repository as it is, every write answers 503, and each poll
+   * tries the lock again (takeWriterRole).
+   */
+  private startReadOnly(code: string): void {
+    this.commits.readOnly(`the store's data directory is read-only (${code})`);
+    this.log.warn(
+      { dir: this.options.dir, code },
+      'store: the data directory is read-only: serving reads without the instance lock (no process can write here, so another reader is harmless); writes answer 503 until it is writable. Skipped until then: crash leftovers cleanup, parse cache save, observation flushes, housekeeping, the pre-receive hook and the forge',
+    );
+  }
+
+  /** While read-only: once the data directory takes the instance lock, the store writes again. */
+  private async takeWriterRole(): Promise<void> {
+    let taken: Awaited<ReturnType<typeof takeOver>>;
+    try {
+      taken = await takeOver(this.options.dir, this.journal, STATUS_REF, this.log);
+    } catch (err) {
+      // still refused by the disk (full now, say): the next poll tries again
+      if ((err as NodeJS.ErrnoException).code !== undefined) return;
+      // a controller that started meanwhile on the writable directory owns it now
+      const reason = `the store's data directory is in use by another controller: ${(err as Error).message}`;
+      if (this.commits.writeState().problem?.message !== reason) this.log.warn(reason);
+      this.commits.readOnly(reason);
+      return;
+    }
+    if (!('lock' in taken)) return;
+    this.instanceLock = taken.lock;
+    this.commits.recovered();
+    this.commits.writable();
+    this.log.info('store: the data directory is writable again: took the instance lock; writes accepted');
+    await this.startWriting();
+  }
+
+  /** What only the holder of the instance lock runs: the pre-receive hook, following a forge. */
+  private async startWriting(): Promise<void> {
+    if (this.options.preReceiveHook)
+      await installPreReceiveHook(this.options.dir, {
+        ...(this.options.branch !== 'main' ? { branch: this.options.branch } : {}),
+      }).catch((err: unknown) =>
+        this.log.error({ err: String(err) }, 'store: the pre-receive hook could not be installed'),
+      );
+    if (this.options.remote) this.followRemote(this.options.remote);
   }
 
   private followRemote(remote: RemoteOptions): void {
@@ -224,7 +280,7 @@ export class GitStore extends StoreCore {
         timeoutMs: remote.pushTimeoutMs ?? 5000,
         pushStatus: remote.pushStatus !== false,
       });
-    this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 5000));
+    this.timers.push(setInterval(() => this.requestRemoteSync(), remote.intervalMs ?? 5000).unref());
     this.requestRemoteSync();
   }
 
@@ -260,17 +316,22 @@ export class GitStore extends StoreCore {
     await this.remoteCycle;
     await this.commits.drain();
     try {
-      await this.flushObservations();
-      await this.saveCache();
+      if (this.instanceLock) {
+        // a disk that refuses the last flush loses what a crash would (docs/store.md): logged, not fatal
+        await this.flushObservations().catch((err: unknown) => {
+          if (diskErrorCode(err) === undefined) throw err;
+          this.log.error({ err: String(err) }, 'store: observations since the last flush not saved');
+        });
+        await this.saveCache();
+      } else this.log.warn('store: read-only data directory: observations since the start not saved');
     } finally {
       await closeObjects(this.ctx);
       await this.instanceLock?.release();
     }
   }
 
-  /** Why the store cannot write now (a full or read-only disk), for /health; undefined when it can. */
-  writeProblem(): string | undefined {
-    return this.commits.writeProblem();
+  writeState(): WriteState {
+    return this.commits.writeState();
   }
 
   /** Manifests this store rejected, by path (for diagnostics and tests). */
@@ -533,6 +594,8 @@ export class GitStore extends StoreCore {
    * fsynced) took long enough to hold up every create queued behind it.
    */
   async flushObservations(): Promise<void> {
+    // without the instance lock nothing is written; the observations stay in memory (startReadOnly)
+    if (!this.instanceLock) return;
     if (await this.commitMeshKeys()) await this.saveObservations();
   }
 
@@ -603,7 +666,7 @@ export class GitStore extends StoreCore {
    * in their queue: packing a large repository takes seconds that no API write should wait for.
    */
   housekeep(): Promise<void> {
-    if (this.closed) return Promise.resolve();
+    if (this.closed || !this.instanceLock) return Promise.resolve();
     this.housekeeping ??= gcAuto(this.options.dir, this.stopHousekeeping.signal)
       .then(
         (result) => {
@@ -631,7 +694,8 @@ export class GitStore extends StoreCore {
     void this.commits
       .serialised(async () => {
         this.syncQueued = false;
-        await this.commits.probeDisk();
+        if (this.instanceLock) await this.commits.probeDisk();
+        else await this.takeWriterRole();
         await this.follower.syncAll();
         await this.loadRevocations();
         await this.loadForgeConflicts();

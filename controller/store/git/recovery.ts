@@ -108,7 +108,7 @@ async function readHolder(path: string): Promise<{ pid: number; start: string | 
 
 /** The write-ahead record of one write's ref updates. */
 export class Journal {
-  private readonly path: string;
+  readonly path: string;
   private readonly gitdir: string;
 
   constructor(gitdir: string) {
@@ -144,18 +144,35 @@ export class Journal {
   }
 
   /**
-   * Finish or drop an interrupted write. Its first ref decides: moved to the new commit (or past it, by a
-   * later push), the write happened and the other refs are moved too; still at the old value, it never
-   * happened and nothing else moved either (refs move in the journal's order). At start, with the
-   * instance lock held, each lock of a ref named here is the crashed write's own and is removed
-   * (`removeLocks`); while running, a lock on the spec branch may be a live push's and is left alone.
+   * What finishing or dropping an interrupted write takes. Its first ref decides: moved to the new commit
+   * (or past it, by a later push), the write happened and `moves` are the other refs still to move; still
+   * at the old value, it never happened and nothing else moved either (refs move in the journal's order).
+   * Undefined: no journal.
+   */
+  async plan(): Promise<
+    { outcome: 'completed' | 'dropped'; updates: RefUpdate[]; moves: RefUpdate[] } | undefined
+  > {
+    const updates = await this.pending();
+    if (updates === undefined) return undefined;
+    const [first, ...rest] = updates;
+    if (!first || !(await this.landed(first))) return { outcome: 'dropped', updates, moves: [] };
+    const moves: RefUpdate[] = [];
+    for (const u of rest) if ((await readRef(this.gitdir, u.ref)) === u.from) moves.push(u);
+    return { outcome: 'completed', updates, moves };
+  }
+
+  /**
+   * Finish or drop an interrupted write (`plan`). At start, with the instance lock held, each lock of a
+   * ref named here is the crashed write's own and is removed (`removeLocks`); while running, a lock on
+   * the spec branch may be a live push's and is left alone.
    */
   async recover(
     log: pino.Logger,
     { removeLocks }: { removeLocks: boolean },
   ): Promise<'none' | 'completed' | 'dropped'> {
-    const updates = await this.pending();
-    if (updates === undefined) return 'none';
+    const plan = await this.plan();
+    if (plan === undefined) return 'none';
+    const { outcome, updates, moves } = plan;
     for (const u of removeLocks ? updates : []) {
       const lock = join(this.gitdir, `${u.ref}.lock`);
       if (await exists(lock)) {
@@ -163,17 +180,16 @@ export class Journal {
         log.warn({ lock: `${u.ref}.lock` }, 'store: removed the ref lock of an interrupted write');
       }
     }
-    const [first, ...rest] = updates;
-    let outcome: 'completed' | 'dropped' = 'dropped';
-    if (first && (await this.landed(first))) {
-      outcome = 'completed';
-      for (const u of rest) {
+    if (outcome === 'completed')
+      for (const u of updates.slice(1)) {
+        if (moves.includes(u)) {
+          await updateRef(this.gitdir, u.ref, u.from, u.to);
+          continue;
+        }
         const current = await readRef(this.gitdir, u.ref);
-        if (current === u.from) await updateRef(this.gitdir, u.ref, u.from, u.to);
-        else if (current !== u.to && !(await this.descends(current, u.to)))
+        if (current !== u.to && !(await this.descends(current, u.to)))
           log.error({ ref: u.ref, current, expected: u.to }, 'store: a journaled ref moved unexpectedly');
       }
-    }
     await this.end();
     log.warn(
       { refs: updates.map((u) => u.ref), outcome },
@@ -235,18 +251,41 @@ export async function removeTempLeftovers(gitdir: string): Promise<number> {
   return removed;
 }
 
+/** Errno codes of a data directory this process may not write: mounted read-only, or not its to write. */
+const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
+
 /**
  * Become the repository's one writer: take the instance lock, then clean up after a crashed predecessor:
  * finish or drop its interrupted write, remove its ref locks and temp files, and log each thing cleaned.
  * `statusRef` is written by the controller alone, under the lock: a lock file there is a leftover.
+ *
+ * A data directory that refuses the lock file itself (read-only, docs/store.md "A read-only data
+ * directory") gives `readOnly` instead: nothing is cleaned, and the store serves reads without the lock.
+ * That is safe because no process can write there either. A journal that needs a ref moved to leave the
+ * repository whole (a crash between a write's two refs) cannot be finished there, and is refused with
+ * its path rather than served half-done; any other journal leaves the refs as they are to be read.
  */
 export async function takeOver(
   dir: string,
   journal: Journal,
   statusRef: string,
   log: pino.Logger,
-): Promise<InstanceLock> {
-  const { lock, stale } = await InstanceLock.acquire(dir);
+): Promise<{ lock: InstanceLock } | { readOnly: string }> {
+  let taken: Awaited<ReturnType<typeof InstanceLock.acquire>>;
+  try {
+    taken = await InstanceLock.acquire(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined || !READ_ONLY_CODES.has(code)) throw err;
+    const unfinished = (await journal.plan())?.moves ?? [];
+    if (unfinished.length > 0)
+      throw new Error(
+        `${journal.path}: a write interrupted by a crash must be finished (${unfinished.map((u) => u.ref).join(', ')} to move) before the store is served, and the data directory is read-only (${code}); make it writable and start again`,
+        { cause: err },
+      );
+    return { readOnly: code };
+  }
+  const { lock, stale } = taken;
   if (stale) log.warn({ pid: stale.pid }, 'store: took over from a controller that did not stop cleanly');
   await journal.recover(log, { removeLocks: true });
   if (
@@ -258,5 +297,5 @@ export async function takeOver(
     log.warn({ lock: `${statusRef}.lock` }, 'store: removed a stale ref lock (a crashed write)');
   const removed = await removeTempLeftovers(dir);
   if (removed > 0) log.warn({ files: removed }, 'store: removed temp files of an interrupted write');
-  return lock;
+  return { lock };
 }
