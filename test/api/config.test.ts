@@ -166,3 +166,29 @@ describe('credentials in URLs are never shown', () => {
     expect(failed?.stderr).not.toContain('s3cr3t');
   });
 });
+
+describe('the push mode of a forge', () => {
+  const remote = 'https://forge.example/net/peering.git';
+
+  it('defaults to sync with a 5 s wait; flags win over the environment', () => {
+    expect(loadConfig({ gitRemote: remote }, {}).git.remote).toMatchObject({
+      pushMode: 'sync',
+      pushTimeoutMs: 5000,
+    });
+    const env = { PEEROPS_GIT_PUSH_MODE: 'sync', PEEROPS_GIT_PUSH_TIMEOUT: '3' };
+    expect(loadConfig({ gitRemote: remote }, env).git.remote).toMatchObject({ pushTimeoutMs: 3000 });
+    expect(
+      loadConfig({ gitRemote: remote, gitPushMode: 'async', gitPushTimeout: '1.5' }, env).git.remote,
+    ).toMatchObject({ pushMode: 'async', pushTimeoutMs: 1500 });
+  });
+
+  it.each([
+    [{ gitPushMode: 'later' }, {}, "--git-push-mode (PEEROPS_GIT_PUSH_MODE): 'later' is not sync or async"],
+    [{}, { PEEROPS_GIT_PUSH_MODE: 'SYNC' }, "--git-push-mode (PEEROPS_GIT_PUSH_MODE): 'SYNC' is not"],
+    [{ gitPushTimeout: '0' }, {}, "--git-push-timeout (PEEROPS_GIT_PUSH_TIMEOUT): '0' is not a number"],
+    [{}, { PEEROPS_GIT_PUSH_TIMEOUT: '5s' }, "--git-push-timeout (PEEROPS_GIT_PUSH_TIMEOUT): '5s' is not"],
+    [{ gitPushTimeout: '61' }, {}, 'seconds from 1 to 60'],
+  ])('refuses %o %o with the setting named', (flags, env, reason) => {
+    expect(() => loadConfig({ gitRemote: remote, ...flags }, env)).toThrow(reason);
+  });
+});
