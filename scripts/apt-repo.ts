@@ -118,7 +118,7 @@ export async function buildAptRepository(opts: AptRepositoryOptions): Promise<st
         ...field('Codename', APT_SUITE),
         ...field('Architectures', [...architectures].sort().join(' ')),
         ...field('Components', APT_COMPONENT),
-        ...field('Description', 'peerops router agent and its userspace WireGuard host'),
+        ...field('Description', 'peerops: controller, router agent and userspace WireGuard host'),
         'release',
         '.',
       ],

@@ -7,7 +7,9 @@
  *   peerops                a launcher that runs the bundle beside it (PEEROPS_NODE or `node`, >= 20.12) and
  *                          rolls back a self-update that never completes a pass (agent/update/probation.ts)
  *   peerops-X.Y.Z.tgz      the npm package (`npm pack` of package.json's `files` at version X.Y.Z)
+ *   peerops-common_X.Y.Z_all.deb  the program's Debian package, the launcher and bundle (scripts/build-deb.ts)
  *   peerops-agent_X.Y.Z_all.deb   the agent's Debian package (scripts/build-deb.ts)
+ *   peerops_X.Y.Z_all.deb         the controller's Debian package (scripts/build-deb-controller.ts)
  *   peerops-wireguard_X.Y.Z_<arch>.deb   every userspace tunnel in one process, for the build host's
  *                          architecture (scripts/build-deb-wireguard.ts)
  *   peerops-<image>-X.Y.Z.{oci,docker}.tar   the container images, by scripts/build-image.ts when the
@@ -17,7 +19,7 @@
  *                          PEEROPS_RELEASE_SIGNING_KEY); agents install only releases signed by a key of
  *                          autoUpdate.publicKeys (agent/update/signature.ts)
  * With --apt-signing-key (or PEEROPS_APT_SIGNING_KEY, an OpenPGP key of gpg's keyring) it also adds the
- * two .debs to the signed APT repository in --apt-repo DIR (default: `apt` beside the release directory,
+ * .debs to the signed APT repository in --apt-repo DIR (default: `apt` beside the release directory,
  * dist/apt), kept across releases (scripts/apt-repo.ts); not an asset of the release.
  * It prints each file's size and how long it took.
  *
@@ -55,7 +57,8 @@ import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath } from '../agent/update/ins
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
 import { parseSshSignature } from '../common/sshsig.ts';
-import { buildDeb } from './build-deb.ts';
+import { buildCommonDeb, buildDeb } from './build-deb.ts';
+import { buildControllerDeb } from './build-deb-controller.ts';
 import { buildWireguardDeb } from './build-deb-wireguard.ts';
 import { buildAptRepository } from './apt-repo.ts';
 import { buildPortal } from '../controller/portal/build.ts';
@@ -336,14 +339,16 @@ export async function buildRelease(
   );
   if (opts.assets === 'all') {
     await step('npm package', async () => [await packNpm(version, dir)]);
-    await step('Debian package', async () => {
-      debs.push(await buildDeb({ version, outDir: dir, bundle, launcher }));
-      return debs.slice(-1);
-    });
-    await step('Debian package', async () => {
-      debs.push(await buildWireguardDeb({ version, outDir: dir }));
-      return debs.slice(-1);
-    });
+    for (const buildOne of [
+      () => buildCommonDeb({ version, outDir: dir, bundle, launcher }),
+      () => buildDeb({ version, outDir: dir }),
+      () => buildControllerDeb({ version, outDir: dir }),
+      () => buildWireguardDeb({ version, outDir: dir }),
+    ])
+      await step('Debian package', async () => {
+        debs.push(await buildOne());
+        return debs.slice(-1);
+      });
     if (opts.images ?? true) await step('images', () => buildImages(version, dir, log));
     else log('images: left out (--no-images)');
   }

@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ARTIFACT_NAME } from '../../agent/update/install.ts';
 import { PRIVATE_KEY_PLACEHOLDER } from '../../common/peer-config/index.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
-import { buildDeb } from '../../scripts/build-deb.ts';
+import { buildCommonDeb, buildDeb } from '../../scripts/build-deb.ts';
 import { exec, NetnsLab, waitFor } from '../support/netns.ts';
 import {
   bootScript,
@@ -74,13 +74,18 @@ describe("docs/operator-guide.md's newcomer path, Debian package agent, a peer f
     const link = await lab.veth(router, peer, { a: `${ROUTER_ADDR}/64`, b: `${PEER_ADDR}/64` });
     await router.run('ip', ['addr', 'add', '192.0.2.1/24', 'dev', link.a]);
 
-    // the release's agent package (its bundle, launcher and .deb) and the Debian root, in parallel
+    // the release's agent packages (the program's from its bundle and launcher, the agent's) and the
+    // Debian root, in parallel
     const release = path.join(work, 'release');
-    const [deb, tar] = await Promise.all([
-      timed('agent bundle and .deb', async () => {
+    const [debs, tar] = await Promise.all([
+      timed('agent bundle and .debs', async () => {
         const { dir } = await buildRelease(VERSION, release);
         const launcher = path.join(dir, 'peerops');
-        return buildDeb({ version: VERSION, outDir: dir, bundle: path.join(dir, ARTIFACT_NAME), launcher });
+        const bundle = path.join(dir, ARTIFACT_NAME);
+        return [
+          await buildCommonDeb({ version: VERSION, outDir: dir, bundle, launcher }),
+          await buildDeb({ version: VERSION, outDir: dir }),
+        ];
       }),
       timed('Debian root (mmdebstrap, cached)', () => debianRootfs(DEB_ROOT_PACKAGES, console.log)),
     ]);
@@ -156,8 +161,8 @@ describe("docs/operator-guide.md's newcomer path, Debian package agent, a peer f
 
     // 5 (the key first). the router's tunnel key, as the guide makes it
     const chroot = (...args: string[]) => must(exec('chroot', [root, ...args]), args.join(' '));
-    await copyFile(deb, path.join(root, 'tmp', path.basename(deb)));
-    await timed('dpkg -i', () => chroot('dpkg', '-i', `/tmp/${path.basename(deb)}`));
+    for (const deb of debs) await copyFile(deb, path.join(root, 'tmp', path.basename(deb)));
+    await timed('dpkg -i', () => chroot('dpkg', '-i', ...debs.map((deb) => `/tmp/${path.basename(deb)}`)));
     await chroot(
       'sh',
       '-c',

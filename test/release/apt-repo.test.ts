@@ -4,6 +4,8 @@
  * mmdebstrap (minbase with curl, debian-root.ts; Debian's own packages come from its mirror):
  * - the operator guide's install block, word for word but for the repository's address, installs
  *   peerops-agent without a kernel (the size of what it pulls printed);
+ * - the controller's package installs, and its unit's ExecStart, as its user, serves the API on Debian's
+ *   Node;
  * - a newer release added to the same repository is taken by the guide's `apt-get upgrade`, and its
  *   maintainer scripts restart the enabled agent (restart, never stop); the installed package's agent,
  *   with a BGP session up to a peer in a network namespace, is restarted on the new version as systemd
@@ -26,7 +28,7 @@ import { BirdControl } from '../../agent/bird/control.ts';
 import { APT_KEYRING, APT_SUITE } from '../../scripts/apt-repo.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
-import { debianRootfs, SUITE } from './debian-root.ts';
+import { debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
 const REPO = path.join(import.meta.dirname, '..', '..');
@@ -176,8 +178,8 @@ describe('the APT repository of the release build', () => {
     expect(release).toMatch(/^Components: main$/m);
     expect(release).not.toMatch(/^(MD5Sum|SHA1):/m);
     const packages = await readFile(path.join(dist, 'main', 'binary-amd64', 'Packages'), 'utf8');
-    expect(packages).toMatch(/^Package: peerops-agent$/m);
-    expect(packages).toMatch(/^Package: peerops-wireguard$/m);
+    for (const pkg of ['peerops-common', 'peerops-agent', 'peerops', 'peerops-wireguard'])
+      expect(packages).toMatch(new RegExp(`^Package: ${pkg}$`, 'm'));
     expect(packages).toContain(`Filename: pool/main/p/peerops-agent/peerops-agent_${FIRST}_all.deb`);
     // both signatures verify with the published key, made with gpg's own verifier
     const keyring = path.join(work, 'keyring.gpg');
@@ -210,6 +212,54 @@ describe('the APT repository of the release build', () => {
     await inRoot('apt-get install --no-install-recommends peerops-wireguard');
     expect((await inRoot('peerops-wireguard --version')).stdout).toMatch(/^peerops-wireguard /);
   }, 600_000);
+
+  it("the controller's package: its unit's ExecStart, as its user on Debian's Node, serves the API", async () => {
+    const { stdout } = await timed('apt-get install --no-install-recommends peerops', () =>
+      inRoot('apt-get install --no-install-recommends peerops'),
+    );
+    expect(stdout).toContain(
+      'peerops: the controller is not started: set PEEROPS_SERVICE_HOST in /etc/default/peerops',
+    );
+    expect(await installed('peerops')).toBe(FIRST);
+    expect((await inRoot('getent passwd peerops-controller')).stdout).toMatch(
+      /^peerops-controller:x:\d{1,3}:\d+::\/nonexistent:\/usr\/sbin\/nologin$/m,
+    );
+    const unit = path.join(root, 'usr/lib/systemd/system/peerops.service');
+    const argv = execStartArgv(await serviceSettings([unit]), ['peerops-controller']);
+    const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
+    // systemd's part, done here: the StateDirectory, then ExecStart, in a network namespace of its own
+    // (the controller's default 127.0.0.1:8080 is then its own); /etc/default/peerops is not read
+    await inRoot('install -d -o peerops-controller -g peerops-controller -m 700 /var/lib/peerops');
+    const script = [
+      'ip link set lo up',
+      `chroot ${quote(root)} ${argv.map(quote).join(' ')} > ${quote(path.join(work, 'controller.log'))} 2>&1 &`,
+      'pid=$!',
+      'ok=',
+      'for i in $(seq 1 150); do',
+      `  if body=$(chroot ${quote(root)} curl -sf http://127.0.0.1:8080/health); then ok=1; break; fi`,
+      '  sleep 0.2',
+      'done',
+      'grep -E "^(Uid|CapEff):" /proc/$pid/status',
+      'kill $pid; wait $pid || true',
+      'echo "health: $body"',
+      '[ -n "$ok" ]',
+    ].join('\n');
+    const started = await timed('the controller from the package: /health', () =>
+      run('unshare', ['--net', 'sh', '-ec', script]).catch(async (err: Error) => {
+        throw new Error(`${err.message}\n${await readFile(path.join(work, 'controller.log'), 'utf8')}`);
+      }),
+    );
+    const uid = (await inRoot('id -u peerops-controller')).stdout.trim();
+    expect(started.stdout).toMatch(new RegExp(`^Uid:\\s+${uid}\\s+${uid}\\s+${uid}\\s+${uid}$`, 'm'));
+    expect(started.stdout).toMatch(/^CapEff:\s+0+$/m);
+    expect(started.stdout).toContain('health: {"status":"ok"}');
+    // its state, the unit's user's alone
+    expect(
+      (await inRoot('stat -c "%U %a %n" /var/lib/peerops /var/lib/peerops/jwt-ed25519.pem')).stdout,
+    ).toBe(
+      'peerops-controller 700 /var/lib/peerops\npeerops-controller 600 /var/lib/peerops/jwt-ed25519.pem\n',
+    );
+  }, 300_000);
 
   it('a newer release published: apt-get upgrade takes it, the agent restarts, its BGP session stays up', async () => {
     // the operator filled in the config and enabled the unit (`systemctl enable` makes this link)
@@ -276,7 +326,8 @@ describe('the APT repository of the release build', () => {
       const { stdout } = await timed('the guide: apt-get update && apt-get upgrade', () => inRoot(block));
       expect(stdout).toContain(`Unpacking peerops-agent (${NEXT}) over (${FIRST})`);
       expect(await installed('peerops-agent')).toBe(NEXT);
-      expect(await installed('peerops-wireguard')).toBe(NEXT);
+      for (const pkg of ['peerops-common', 'peerops', 'peerops-wireguard'])
+        expect(await installed(pkg)).toBe(NEXT);
       expect((await inRoot('peerops --version')).stdout.trim()).toBe(NEXT);
       // Debian's deb-systemd-invoke restarted the agent once, and nothing stopped it
       const calls = (await readFile(path.join(root, 'var/log/systemctl.calls'), 'utf8')).trim().split('\n');

@@ -117,6 +117,7 @@ export function execStartArgv(settings: Map<string, string[]>, userGroups: reado
     ...(settings.get('SupplementaryGroups') ?? []).flatMap((g) => g.split(/\s+/)),
   ]);
   const ambient = caps(settings.get('AmbientCapabilities'));
+  const bounding = caps(settings.get('CapabilityBoundingSet'));
   const setpriv = [
     'setpriv',
     `--reuid=${user}`,
@@ -124,7 +125,7 @@ export function execStartArgv(settings: Map<string, string[]>, userGroups: reado
     `--groups=${[...groups].join(',')}`,
     `--inh-caps=-all${ambient ? `,${ambient}` : ''}`,
     `--ambient-caps=-all${ambient ? `,${ambient}` : ''}`,
-    `--bounding-set=-all,${caps(settings.get('CapabilityBoundingSet'))}`,
+    `--bounding-set=-all${bounding ? `,${bounding}` : ''}`,
     ...(last('NoNewPrivileges') === 'yes' ? ['--no-new-privs'] : []),
     '--',
   ];

@@ -31,7 +31,8 @@ import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../../agent/update/signature.
 import { checkForUpdate, type UpdateOutcome } from '../../agent/update/updater.ts';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { buildRelease } from '../../scripts/build-release.ts';
-import { debFileName } from '../../scripts/build-deb.ts';
+import { commonDebFileName, debFileName } from '../../scripts/build-deb.ts';
+import { controllerDebFileName } from '../../scripts/build-deb-controller.ts';
 import { hostArchitecture, wireguardDebFileName } from '../../scripts/build-deb-wireguard.ts';
 import { routerFields } from '../api/helpers.ts';
 import { nodeArgsProbe } from '../support/node-args-probe.ts';
@@ -110,21 +111,29 @@ describe('npm run build:release', () => {
         ARTIFACT_NAME,
         'peerops',
         `peerops-${VERSION}.tgz`,
+        commonDebFileName(VERSION),
         debFileName(VERSION),
+        controllerDebFileName(VERSION),
         wireguardDeb,
         CHECKSUMS_NAME,
         SIGNATURE_NAME,
       ].sort(),
     );
     expect(buildOutput).toMatch(
-      new RegExp(`^Debian package: ${debFileName(VERSION)} [\\d.]+ MiB in [\\d.]+ s$`, 'm'),
+      new RegExp(`^Debian package: ${debFileName(VERSION)} [\\d.]+ KiB in [\\d.]+ s$`, 'm'),
+    );
+    expect(buildOutput).toMatch(
+      new RegExp(`^Debian package: ${commonDebFileName(VERSION)} [\\d.]+ MiB in [\\d.]+ s$`, 'm'),
+    );
+    expect(buildOutput).toMatch(
+      new RegExp(`^Debian package: ${controllerDebFileName(VERSION)} [\\d.]+ KiB in [\\d.]+ s$`, 'm'),
     );
     expect(buildOutput).toMatch(
       new RegExp(`^Debian package: ${wireguardDeb} [\\d.]+ MiB in [\\d.]+ s$`, 'm'),
     );
     expect(buildOutput).toMatch(/^images: left out \(--no-images\)$/m);
     expect(buildOutput).toMatch(
-      new RegExp(`^release ${VERSION} in .*: 7 files, [\\d.]+ MiB, [\\d.]+ s$`, 'm'),
+      new RegExp(`^release ${VERSION} in .*: 9 files, [\\d.]+ MiB, [\\d.]+ s$`, 'm'),
     );
     expect(buildOutput).toContain(`autoUpdate.publicKeys ["${publicKeyLine}"]`);
     // SHA256SUMS names every other asset
@@ -136,7 +145,15 @@ describe('npm run build:release', () => {
         .map((l) => l.split('  ')[1])
         .sort(),
     ).toEqual(
-      [ARTIFACT_NAME, 'peerops', `peerops-${VERSION}.tgz`, debFileName(VERSION), wireguardDeb].sort(),
+      [
+        ARTIFACT_NAME,
+        'peerops',
+        `peerops-${VERSION}.tgz`,
+        commonDebFileName(VERSION),
+        debFileName(VERSION),
+        controllerDebFileName(VERSION),
+        wireguardDeb,
+      ].sort(),
     );
   });
 
@@ -195,7 +212,10 @@ describe('npm run build:release', () => {
     expect(control).toMatch(new RegExp(`^Version: ${VERSION}$`, 'm'));
     expect(control).toMatch(/^Architecture: all$/m);
     expect(control).toMatch(
-      /^Depends: nodejs \(>= 20\.12\), bird2, wireguard-tools, iproute2, iputils-ping, procps, adduser$/m,
+      new RegExp(
+        `^Depends: peerops-common \\(= ${VERSION}\\), bird2, wireguard-tools, iproute2, iputils-ping, procps, adduser$`,
+        'm',
+      ),
     );
     // nothing recommended: routers install with --no-install-recommends (docs/operator-guide.md)
     expect(control).not.toMatch(/^Recommends:/m);
@@ -204,12 +224,42 @@ describe('npm run build:release', () => {
     expect(control).not.toMatch(/^Recommends: .*peerops-wireguard/m);
     const files = (await run('dpkg-deb', ['-c', deb])).stdout;
     expect(files).toMatch(/^-rw-r----- root\/root .* \.\/etc\/peerops\/agent\.json$/m);
-    expect(files).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/lib\/peerops\/peerops$/m);
-    expect(files).toMatch(/^lrwxrwxrwx root\/root .* \.\/usr\/bin\/peerops -> \.\.\/lib\/peerops\/peerops$/m);
+    expect(files).not.toMatch(/\.\/usr\/lib\/peerops\//m);
     expect(files).toMatch(/\.\/usr\/lib\/systemd\/system\/peerops-agent\.service$/m);
     expect(files).toMatch(/\.\/usr\/lib\/systemd\/system\/peerops-agent\.service\.d\/debian\.conf$/m);
     const conffiles = (await run('dpkg-deb', ['-I', deb, 'conffiles'])).stdout;
     expect(conffiles.trim()).toBe('/etc/peerops/agent.json');
+  });
+
+  it("peerops-common: the launcher and bundle on Debian's Node, replacing them in older agent packages", async () => {
+    const deb = path.join(release, commonDebFileName(VERSION));
+    const control = (await run('dpkg-deb', ['-f', deb])).stdout;
+    expect(control).toMatch(/^Package: peerops-common$/m);
+    expect(control).toMatch(/^Depends: nodejs \(>= 20\.12\)$/m);
+    expect(control).toMatch(new RegExp(`^Replaces: peerops-agent \\(<< ${VERSION}\\)$`, 'm'));
+    expect(control).toMatch(new RegExp(`^Breaks: peerops-agent \\(<< ${VERSION}\\)$`, 'm'));
+    const files = (await run('dpkg-deb', ['-c', deb])).stdout;
+    expect(files).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/lib\/peerops\/peerops$/m);
+    expect(files).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/lib\/peerops\/peerops\.mjs$/m);
+    expect(files).toMatch(/^lrwxrwxrwx root\/root .* \.\/usr\/bin\/peerops -> \.\.\/lib\/peerops\/peerops$/m);
+  });
+
+  it('peerops (the controller): its hardened unit, settings and user', async () => {
+    const deb = path.join(release, controllerDebFileName(VERSION));
+    const control = (await run('dpkg-deb', ['-f', deb])).stdout;
+    expect(control).toMatch(/^Package: peerops$/m);
+    expect(control).toMatch(new RegExp(`^Depends: peerops-common \\(= ${VERSION}\\), git, adduser$`, 'm'));
+    expect((await run('dpkg-deb', ['-I', deb, 'conffiles'])).stdout.trim()).toBe('/etc/default/peerops');
+    const unpacked = path.join(work, 'peerops-deb');
+    await run('dpkg-deb', ['-x', deb, unpacked]);
+    const unit = await serviceSettings([path.join(unpacked, 'usr/lib/systemd/system/peerops.service')]);
+    const last = (name: string) => unit.get(name)?.at(-1);
+    expect(last('User')).toBe('peerops-controller');
+    expect(last('ExecStart')).toBe('/usr/bin/peerops serve --data /var/lib/peerops');
+    expect(last('StateDirectory')).toBe('peerops');
+    expect(last('ProtectSystem')).toBe('strict');
+    expect(last('NoNewPrivileges')).toBe('yes');
+    expect(unit.get('CapabilityBoundingSet')).toEqual([]);
   });
 
   it("peerops-wireguard's .deb: for this machine's architecture, the binary and its licences", async () => {
@@ -421,11 +471,11 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
     root = path.join(work, 'rootfs');
     await mkdir(root);
     await timed('Debian root: unpack', () => run('tar', ['-xf', tar, '-C', root]));
-    for (const deb of [debFileName(VERSION), wireguardDeb])
-      await copyFile(path.join(release, deb), path.join(root, 'tmp', deb));
+    const debs = [commonDebFileName(VERSION), debFileName(VERSION), wireguardDeb];
+    for (const deb of debs) await copyFile(path.join(release, deb), path.join(root, 'tmp', deb));
     installOutput = await timed(
       'dpkg -i',
-      async () => (await chroot('dpkg', '-i', `/tmp/${debFileName(VERSION)}`, `/tmp/${wireguardDeb}`)).stdout,
+      async () => (await chroot('dpkg', '-i', ...debs.map((deb) => `/tmp/${deb}`))).stdout,
     );
     await run('ip', ['netns', 'add', ns]);
     await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
@@ -604,7 +654,7 @@ describe(`the .deb on Debian ${SUITE} with Debian's bird2`, () => {
   }, 300_000);
 
   it('purge removes the program, the unit and the config, and keeps the user', async () => {
-    await chroot('dpkg', '--purge', 'peerops-agent');
+    await chroot('dpkg', '--purge', 'peerops-agent', 'peerops-common');
     for (const gone of [
       'usr/bin/peerops',
       'usr/lib/peerops',
