@@ -16,6 +16,7 @@ import git from 'isomorphic-git';
 import type pino from 'pino';
 import { GIT_TEMP_PREFIX, atomicWriteFile } from '../../../common/atomic-write.ts';
 import { gitFs } from '../../git-fs.ts';
+import { diskErrorCode } from './commits.ts';
 import { readRef, updateRef } from './refs.ts';
 
 export interface RefUpdate {
@@ -90,8 +91,14 @@ export class InstanceLock {
     throw new Error(`could not take the lock ${path}`);
   }
 
+  /**
+   * Remove the lock. One a failing disk will not remove is left: its holder is gone by the next start,
+   * which takes it over with a warning.
+   */
   async release(): Promise<void> {
-    await rm(this.path, { force: true });
+    await rm(this.path, { force: true }).catch((err: unknown) => {
+      if (diskErrorCode(err) === undefined) throw err;
+    });
   }
 }
 
