@@ -319,6 +319,22 @@ describe('forge conflicts in the asynchronous push mode', () => {
   it('keeps the records across a SIGKILL and a restart, and an admin clears one', async () => {
     await controller.kill();
     await controller.start();
+    // the restarted controller pushes the kept branches again (the forge holds them: nothing to do)
+    await eventually(
+      async () =>
+        /^peerops_git_remote_in_sync 1$/m.test(await (await fetch(`${controller.base}/metrics`)).text()),
+      20_000,
+      'the restarted controller in sync with the forge',
+    );
+    expect(controller.output).not.toContain('cannot sync with the remote');
+    // and keeps no local ref of them (the records name the commits)
+    const refs = await run('git', [
+      '--git-dir',
+      join(root, 'data', 'store.git'),
+      'for-each-ref',
+      'refs/peerops',
+    ]);
+    expect(refs.stdout).toBe('');
     const after = (await storeStatus()).forgeConflicts ?? [];
     expect(after.map((c) => c.id)).toEqual(conflicts.map((c) => c.id));
     const first = conflicts[0] as Conflict;

@@ -433,8 +433,9 @@ export class RemoteSync {
   }
 
   /**
-   * The kept branch of every recorded conflict on the forge. A branch the forge refuses (someone pushed
-   * onto it, or deleted and recreated it) is the forge's now and left alone.
+   * The kept branch of every recorded conflict on the forge, once per process (pushed again after a
+   * restart: the forge holds it already, or lost it). A branch the forge refuses (someone pushed onto it)
+   * is the forge's now and left alone.
    */
   private async pushKept(): Promise<void> {
     const { ctx } = this.host;
@@ -464,6 +465,8 @@ export class RemoteSync {
           'store: the forge holds another version of a kept branch; left',
         );
       }
+      // the ref only names what to push; the record keeps the commit for a push after a restart
+      await git.deleteRef({ fs: gitFs, gitdir: ctx.gitdir, ref: local });
       this.keptPushed.add(c.id);
     }
   }
