@@ -20,6 +20,10 @@ declare -A need=(
   [vtysh]=frr
   [strings]=binutils
   [/usr/lib/systemd/systemd-networkd]=systemd
+  # a disk failing mid-run: ext4 on a loop device, shut down by ioctl (test/store/failing-disk.test.ts)
+  [mkfs.ext4]=e2fsprogs
+  [losetup]=mount
+  [python3]=python3
   # the container images (scripts/build-image.ts, test/image)
   [mmdebstrap]=mmdebstrap
   [umoci]=umoci
