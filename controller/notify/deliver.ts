@@ -13,6 +13,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { counter, gauge } from '../metrics.ts';
 import { visibleTo, type NotificationEvent } from '../store/core/events.ts';
+import { OUTBOX_LIMIT } from '../store/core/outbox.ts';
 import type { Webhook, WebhookRepository } from './hooks.ts';
 import {
   RefusedTarget,
@@ -57,7 +58,10 @@ export interface DispatcherOptions {
   dnsServers?: string[];
   /** Requests under way per hook (default 1: a receiver gets first attempts in the order of the events). */
   concurrency?: number;
-  /** Deliveries a hook may hold waiting, retries included (default 100); beyond, the oldest is dropped. */
+  /**
+   * Deliveries a hook may hold waiting, retries included; beyond, the oldest is dropped. Default: as many
+   * as the outbox holds, so that a start handing a full outbox to a hook drops none of it.
+   */
   backlog?: number;
   /**
    * Non-public addresses peers' hooks may reach: none (false, the default: such a hook is refused, so a
@@ -115,7 +119,7 @@ export class Dispatcher {
       timeoutMs: 10_000,
       dnsTimeoutMs: 3000,
       concurrency: 1,
-      backlog: 100,
+      backlog: OUTBOX_LIMIT,
       ...rest,
     };
     this.rules = {
