@@ -456,14 +456,18 @@ export class RemoteSync {
         });
       } catch (err) {
         const code = (err as { code?: string }).code;
-        if (code !== 'PushRejectedError' && code !== 'GitPushError') {
+        // its objects gone (a repository restored without them): the record still names the change
+        if (code === 'NotFoundError')
+          this.host.log.warn({ branch: c.branch, err: String(err) }, 'store: a kept branch cannot be pushed');
+        else if (code === 'PushRejectedError' || code === 'GitPushError')
+          this.host.log.info(
+            { branch: c.branch },
+            'store: the forge holds another version of a kept branch; left',
+          );
+        else {
           failures.inc({ operation: 'push' });
           throw err;
         }
-        this.host.log.info(
-          { branch: c.branch },
-          'store: the forge holds another version of a kept branch; left',
-        );
       }
       // the ref only names what to push; the record keeps the commit for a push after a restart
       await git.deleteRef({ fs: gitFs, gitdir: ctx.gitdir, ref: local });
