@@ -4,7 +4,8 @@
  * store.close()) a started store on the same data, and cleanup() removes the data.
  *
  * Over 500 lines: one suite, the whole Store contract (routers, sessions, policies, admission limits
- * under concurrency, observations, the change feed, reopening), which both back ends run as it is.
+ * under concurrency, observations, the change feed, reopening, the outbox), which both back ends run as
+ * it is.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HeartbeatBody } from '../../common/agent-api.ts';
@@ -12,6 +13,7 @@ import { isProblem, type ErrorCode } from '../../common/errors.ts';
 import { checkOrThrow } from '../../common/validate.ts';
 import { topics } from '../../controller/store/change-feed.ts';
 import type { Store } from '../../controller/store/store.ts';
+import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { newTokenId } from '../../controller/auth/token-id.ts';
 import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
 
@@ -833,6 +835,35 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         );
         const d = await store.createSession(newSession(64513, 'ams1'), pending, user(64513), 'c');
         expect(d.spec.listenPort).toBe(30001);
+      });
+    });
+
+    // The outbox contract (store.ts, outbox); that a reopened store holds it is each back end's own test.
+    describe('the outbox', () => {
+      it("holds each write's events with stable ids, one per id, until they are confirmed", async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        const revision = store.revision(topics.outbox);
+        const s = await store.createSession(newSession(4242420020, 'fra1'), pending, user(4242420020), 'c');
+        expect(store.revision(topics.outbox)).toBeGreaterThan(revision);
+        await store.updateSession(s.spec.uuid, () => ({ status: queued }), admin, 'approve');
+        await store.updateSession(s.spec.uuid, (c) => ({ spec: { ...c.spec, mtu: 1400 } }), admin, 'mtu');
+        await store.updateSession(s.spec.uuid, () => ({ delete: true }), admin, 'withdraw');
+        const events = store.outbox();
+        expect(events.map((e) => e.type)).toEqual([
+          'session.created',
+          'session.pending_review',
+          'session.approved',
+          'session.deleted',
+        ]);
+        expect(events.every((e) => e.session?.uuid === s.spec.uuid)).toBe(true);
+        expect(store.outbox().map((e) => e.id)).toEqual(events.map((e) => e.id));
+
+        const offline = { ...(events[0] as NotificationEvent), id: 'b'.repeat(32) };
+        await store.appendEvents([offline, offline]);
+        expect(store.outbox().filter((e) => e.id === offline.id)).toHaveLength(1);
+
+        await store.confirmDelivered([...events.slice(0, 3).map((e) => e.id), 'not-held']);
+        expect(store.outbox().map((e) => e.id)).toEqual([events[3]?.id, offline.id]);
       });
     });
   });
