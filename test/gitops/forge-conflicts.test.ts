@@ -362,4 +362,41 @@ describe('forge conflicts in the asynchronous push mode', () => {
     // the kept branch stays on the forge until an admin deletes it there
     expect(await onForge(first.branch, first.path)).toBeDefined();
   }, 120_000);
+
+  it('keeps the records when the disk is lost: a fresh controller takes them from the forge', async () => {
+    // once the clearing is on the forge's status branch
+    await eventually(
+      async () =>
+        !(await onForge('peerops-status', 'conflicts/forge.yaml'))?.includes(conflicts[0]?.id ?? ''),
+      20_000,
+      'the clearing pushed to peerops-status',
+    );
+    await controller.kill();
+    const data = join(root, 'fresh');
+    await mkdir(data, { mode: 0o700 });
+    controller = new ControllerProcess(
+      data,
+      await freePort(),
+      {
+        PEEROPS_GIT_CREDENTIALS_FILE: join(root, 'forge-token'),
+        PEEROPS_GIT_PUSH_MODE: 'async',
+        PEEROPS_GIT_INTERVAL: '1',
+      },
+      ['--git-remote', `${forge.url}/upstream.git`],
+    );
+    await controller.start();
+    admin = (await TokenIssuer.fromFile(defaultKeyPath(data))).issueToken(ADMIN_ASN, 'admin').token;
+    const listed = await eventually(
+      async () => {
+        const found = (await storeStatus()).forgeConflicts ?? [];
+        return found.length > 0 && found;
+      },
+      20_000,
+      'the conflict records from the forge',
+    );
+    expect(listed.map((c) => c.id)).toEqual(conflicts.slice(1).map((c) => c.id));
+    // its kept commits are on the forge's branches, not on this disk: the cycles go on all the same
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(controller.output).not.toContain('cannot sync with the remote');
+  }, 60_000);
 });
