@@ -445,6 +445,52 @@ describe('registry URL forms', () => {
     }
   });
 
+  it('file:// with its copy in a read-only data dir: logins read the copy fetched last, the start goes on', async () => {
+    const bare = path.join(dir, 'served-ro.git');
+    const cacheDir = path.join(dir, 'cache-ro');
+    await run('git', ['init', '-q', '--bare', '-b', 'master', bare]);
+    await run('git', ['-C', root, 'init', '-q', '-b', 'master']);
+    await run('git', ['-C', root, 'add', '-A']);
+    await run('git', [
+      '-C',
+      root,
+      '-c',
+      'user.name=t',
+      '-c',
+      'user.email=t@t',
+      'commit',
+      '-q',
+      '--allow-empty',
+      '-m',
+      'r',
+    ]);
+    await run('git', ['-C', root, 'push', '-q', bare, 'master']);
+    const source = pathToFileURL(bare).href;
+    await (await openRegistry({ source, cacheDir, refreshIntervalMs: 0 })).close();
+    // the data dir read-only, as docs/store.md's "A read-only data directory": a bind mount made read-only
+    await run('mount', ['--bind', cacheDir, cacheDir]);
+    try {
+      await run('mount', ['-o', 'remount,bind,ro', cacheDir]);
+      const warned: string[] = [];
+      const reg = await openRegistry({
+        source,
+        cacheDir,
+        refreshIntervalMs: 0,
+        log: { info: () => {}, warn: (_o, msg) => warned.push(msg) },
+      });
+      try {
+        expect((await reg.lookup(AS_NO_BLANK))?.methods.map((m) => m.type)).toEqual(['pgp-key-cert']);
+        expect(warned).toEqual([
+          'login registry: the data dir is read-only; logins read the copy fetched last, not refreshed until a restart',
+        ]);
+      } finally {
+        await reg.close();
+      }
+    } finally {
+      await run('umount', [cacheDir]);
+    }
+  });
+
   it.each([
     ['a path that does not exist', 'nowhere'],
     ['a directory that is not a git repository', 'registry/data'],

@@ -279,8 +279,41 @@ export class GitRegistry implements Registry {
     return this.commit;
   }
 
-  /** Load the last good commit of an earlier run, fetch once, then keep fetching on the interval. */
+  /**
+   * Load the last good commit of an earlier run, fetch once, then keep fetching on the interval. A cache
+   * in a read-only data dir (docs/store.md, "A read-only data directory") is read as it is, never fetched
+   * into, until a restart on a writable one.
+   */
   async start(): Promise<void> {
+    let readOnly: string | undefined;
+    try {
+      await this.prepareCache();
+    } catch (err) {
+      readOnly = (err as NodeJS.ErrnoException).code;
+      if (readOnly !== 'EROFS' && readOnly !== 'EACCES' && readOnly !== 'EPERM') throw err;
+    }
+    try {
+      this.commit = await git.resolveRef({ fs: gitFs, gitdir: this.gitdir, ref: GOOD_BRANCH });
+    } catch {
+      this.commit = undefined;
+    }
+    if (readOnly) {
+      this.lastError = `its copy in ${this.gitdir} is read-only (${readOnly})`;
+      this.log.warn(
+        { url: this.shownUrl, code: readOnly, commit: this.commit ?? null },
+        'login registry: the data dir is read-only; logins read the copy fetched last, not refreshed until a restart',
+      );
+      return;
+    }
+    await this.refresh();
+    if (this.intervalMs > 0) {
+      this.timer = setInterval(() => void this.refresh(), this.intervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /** The cache repository, its HEAD and its remote, as this run names them. */
+  private async prepareCache(): Promise<void> {
     await fs.promises.mkdir(this.gitdir, { recursive: true });
     if (!fs.existsSync(path.join(this.gitdir, 'HEAD'))) {
       await git.init({ fs: gitFs, gitdir: this.gitdir, bare: true });
@@ -301,16 +334,6 @@ export class GitRegistry implements Registry {
       url: this.shownUrl,
       force: true,
     });
-    try {
-      this.commit = await git.resolveRef({ fs: gitFs, gitdir: this.gitdir, ref: GOOD_BRANCH });
-    } catch {
-      this.commit = undefined;
-    }
-    await this.refresh();
-    if (this.intervalMs > 0) {
-      this.timer = setInterval(() => void this.refresh(), this.intervalMs);
-      this.timer.unref();
-    }
   }
 
   /** Fetch and move to the new commit; on any failure keep the last good one. Resolves to success. */
