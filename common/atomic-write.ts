@@ -22,6 +22,17 @@ export interface AtomicWriteOptions {
 
 const randomSuffix = () => randomBytes(6).toString('hex');
 
+const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
+
+/** The errno code of a file system failure that is the disk's (full, read-only, failing), not the caller's. */
+export function diskErrorCode(err: unknown): string | undefined {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== undefined && DISK_ERRORS.has(code)) return code;
+  }
+  return undefined;
+}
+
 /** Whether `name` is a temp file of atomicWriteFile's default naming (`<name>.<12 hex>.tmp`). */
 export const isTempName = (name: string): boolean => /^.+\.[0-9a-f]{12}\.tmp$/.test(name);
 

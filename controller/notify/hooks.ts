@@ -7,7 +7,8 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { atomicWriteFile } from '../../common/atomic-write.ts';
+import { atomicWriteFile, diskErrorCode } from '../../common/atomic-write.ts';
+import { DomainError } from '../../common/errors.ts';
 import { readTextIfExists } from '../../common/read-file.ts';
 import type { EventType } from '../store/core/events.ts';
 
@@ -91,7 +92,15 @@ export class FileWebhooks extends EditedWebhooks {
   protected change<T>(edit: Edit<T>): Promise<T> {
     const next = this.queue.then(async () => {
       const { hooks, result } = edit(await this.list());
-      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 });
+      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 }).catch((err: unknown) => {
+        // a full or read-only data dir, as the store answers it (docs/store.md, "Crash safety")
+        const code = diskErrorCode(err);
+        if (code === undefined) throw err;
+        throw new DomainError(
+          'STORE_UNAVAILABLE',
+          `the data directory refuses writes (${code}): the webhook was not saved, try again later`,
+        );
+      });
       return result;
     });
     this.queue = next.catch(() => undefined);

@@ -166,6 +166,13 @@ describe('git store: a read-only data directory', () => {
         }),
       };
       for (const [what, answer] of Object.entries(refused)) expectReadOnly(answer, what);
+      // webhooks live beside the store, in the same directory (docs/notifications.md)
+      const hook = await c.post(admin, '/admin/webhooks', {
+        action: 'create',
+        url: 'https://hooks.example.net/peerops',
+      });
+      expect(hook.status, JSON.stringify(hook.body)).toBe(503);
+      expect(hook.body).toMatchObject({ code: 'STORE_UNAVAILABLE', detail: expect.stringMatching(/EROFS/) });
       expect(await sessions(c)).toEqual(before);
       // a heartbeat is kept in memory (docs/store.md, observations): taken, though never flushed here
       const heartbeat = await c.post(agentToken, '/agent/fra1/heartbeat', { version: '0.1.0', uptime: 10 });

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import type pino from 'pino';
-import { atomicWriteFile } from '../../../common/atomic-write.ts';
+import { atomicWriteFile, diskErrorCode } from '../../../common/atomic-write.ts';
 import { DomainError } from '../../../common/errors.ts';
 import type { Actor, WriteState } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
@@ -17,17 +17,6 @@ import { syncWrittenDirs } from '../../git-fs.ts';
 
 /** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
 const MAX_ATTEMPTS = 12;
-
-const DISK_ERRORS = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
-
-/** The errno code of a file system failure that is the disk's, not the request's. */
-export function diskErrorCode(err: unknown): string | undefined {
-  for (let e = err; e instanceof Error; e = e.cause) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code !== undefined && DISK_ERRORS.has(code)) return code;
-  }
-  return undefined;
-}
 
 function backoff(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 30 * attempt));

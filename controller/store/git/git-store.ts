@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import pino from 'pino';
+import { diskErrorCode } from '../../../common/atomic-write.ts';
 import { parseYaml, policyPath, routerPath, sessionPath } from '../../../common/manifests.ts';
 import type { ForgeConflict, PolicySpec, RouterSpec, SessionStatusRecord } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
@@ -25,7 +26,7 @@ import { readRevocationList, type Revocation, type RevocationList } from '../cor
 import type { OutboxChange } from '../core/outbox.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange, WriteState } from '../store.ts';
 import { Branch, type FileWrite } from './branch.ts';
-import { Commits, diskErrorCode } from './commits.ts';
+import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
 import { gcAuto } from './housekeeping.ts';

@@ -14,9 +14,8 @@ import { mkdir, open, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
 import type pino from 'pino';
-import { GIT_TEMP_PREFIX, atomicWriteFile } from '../../../common/atomic-write.ts';
+import { GIT_TEMP_PREFIX, atomicWriteFile, diskErrorCode } from '../../../common/atomic-write.ts';
 import { gitFs } from '../../git-fs.ts';
-import { diskErrorCode } from './commits.ts';
 import { readRef, updateRef } from './refs.ts';
 
 export interface RefUpdate {
