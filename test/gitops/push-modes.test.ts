@@ -180,6 +180,8 @@ describe('push modes with a forge', () => {
     });
     expect(again.status, JSON.stringify(again.body)).toBe(200);
     expect(await onForge(path)).toContain('mtu: 1333');
+    // one controller per forge: the next test's take over
+    await c.kill();
   }, 60_000);
 
   it('async: a fresh controller from the forge loses only writes of the documented window', async () => {

@@ -55,6 +55,8 @@ interface ChainCommit {
 const PUSH_REFS = { spec: 'refs/peerops/push/spec', status: 'refs/peerops/push/status' };
 const STATUS_BRANCH = 'refs/heads/peerops-status';
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
+/** Why a cycle without waiting writes is ended early: a write waits now, and its cycle goes first. */
+const PREEMPTED = 'a write waits for the forge';
 
 const refused = counter({
   name: 'peerops_git_sync_push_refused_total',
@@ -69,6 +71,10 @@ export class SyncPush {
   private waiting: Waiting[] = [];
   /** Aborts the cycle under way when a waiting write's wait runs out. */
   private current: AbortController | undefined;
+  /** The cycle under way started without waiting writes (a fetch every interval, agents' reports). */
+  private background = false;
+  /** Refusals of writes taken out, sent once the index follows the refs (after the queue's step). */
+  private answers: (() => void)[] = [];
   /** What the forge is known to hold: a ref at that commit is not pushed again. */
   private readonly held: Heads = { spec: undefined, status: undefined };
 
@@ -104,6 +110,8 @@ export class SyncPush {
         resolve,
         reject,
       });
+      // a cycle that is not pushing writes (possibly stuck on a forge that stopped answering) gives way
+      if (this.background) this.current?.abort(PREEMPTED);
     });
   }
 
@@ -116,15 +124,18 @@ export class SyncPush {
     const abort = new AbortController();
     this.current = abort;
     const oldest = this.waiting[0];
+    this.background = oldest === undefined;
     const signal = oldest
       ? AbortSignal.any([abort.signal, AbortSignal.timeout(Math.max(0, oldest.deadline - Date.now()))])
       : abort.signal;
     try {
       let fetch = oldest === undefined;
-      for (;;) {
+      for (let refused = 0; ; refused++) {
+        // a refusal that stays (a protected branch) ends the wait, as it ends an asynchronous cycle
+        if (refused >= 3) throw new Error(`the forge refused the push ${refused} times`);
         if (fetch) {
           const theirs = await this.remote.fetch(this.options.branch, signal);
-          await this.host.serialised(() => this.catchUp(theirs));
+          await this.host.serialised(() => this.catchUp(theirs)).finally(() => this.sendAnswers());
         }
         const batch = [...this.waiting];
         const heads = this.heads();
@@ -136,15 +147,22 @@ export class SyncPush {
         fetch = true;
       }
     } catch (err) {
+      // given way to a waiting write: the cycle starts again at once (RemoteSync.cycle), pushing it
+      if (abort.signal.reason === PREEMPTED) return false;
       if (this.waiting.length > 0) {
         const reason = signal.aborted
           ? `the forge (${remoteLabel(this.options.url)}) did not take the write within ${this.options.timeoutMs / 1000} s`
           : `the forge (${remoteLabel(this.options.url)}) cannot be reached: ${String(err)}`;
-        await this.host.serialised(() => this.takeOut([...this.waiting], reason));
+        await this.host
+          .serialised(() => this.takeOut([...this.waiting], reason))
+          .finally(() => this.sendAnswers());
       }
       throw err;
     } finally {
-      if (this.current === abort) this.current = undefined;
+      if (this.current === abort) {
+        this.current = undefined;
+        this.background = false;
+      }
     }
   }
 
@@ -254,22 +272,29 @@ export class SyncPush {
     this.answer(out, 'unavailable', reason);
   }
 
+  /** `out` no longer waits; each is refused once the index no longer holds it (sendAnswers). */
   private answer(out: Waiting[], why: 'unavailable' | 'conflict', reason: string): void {
     if (out.length === 0) return;
     this.waiting = this.waiting.filter((w) => !out.includes(w));
     refused.inc({ reason: why }, out.length);
     this.host.log.warn({ writes: out.length, reason }, 'store: writes taken out, not acknowledged');
+    const err =
+      why === 'conflict'
+        ? new DomainError(
+            'FORGE_CONFLICT',
+            `${reason}; nothing of this write was applied: read the manifest again and retry`,
+          )
+        : new DomainError('FORGE_UNAVAILABLE', `${reason}; nothing of this write was applied, try again`);
     for (const w of out) {
       clearTimeout(w.timer);
-      w.reject(
-        why === 'conflict'
-          ? new DomainError(
-              'FORGE_CONFLICT',
-              `${reason}; nothing of this write was applied: read the manifest again and retry`,
-            )
-          : new DomainError('FORGE_UNAVAILABLE', `${reason}; nothing of this write was applied, try again`),
-      );
+      this.answers.push(() => w.reject(err));
     }
+  }
+
+  private sendAnswers(): void {
+    const answers = this.answers;
+    this.answers = [];
+    for (const send of answers) send();
   }
 
   /** The writes still waiting after a rebuild: their heads as the rebuilt commits. */
