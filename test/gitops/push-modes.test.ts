@@ -123,6 +123,9 @@ describe('push modes with a forge', () => {
       rig.forge[down] = false;
     }
     expect(c.output).toContain('cannot sync with the remote');
+    expect(await (await fetch(`${c.base}/metrics`)).text()).toMatch(
+      /^peerops_git_sync_push_refused_total\{reason="unavailable"\} 4$/m,
+    );
     // nothing of them reached the forge, on either branch, once it answers again
     await sleep(1500);
     expect(await onForge(`sessions/fra1/as${asn}.yaml`)).toBeUndefined();
@@ -169,6 +172,9 @@ describe('push modes with a forge', () => {
     expect(raced).toBe(true);
     expect(answer.status, JSON.stringify(answer.body)).toBe(409);
     expect(answer.body.code).toBe('FORGE_CONFLICT');
+    expect(await (await fetch(`${c.base}/metrics`)).text()).toMatch(
+      /^peerops_git_sync_push_refused_total\{reason="conflict"\} 1$/m,
+    );
     // nothing of the refused write: the forge's edit is what the forge holds and the controller serves
     expect(await onForge(path)).toContain('mtu: 1444');
     expect((await rig.served(c)).get(target.asn)?.mtu).toBe(1444);
