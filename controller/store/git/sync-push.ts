@@ -138,6 +138,8 @@ export class SyncPush {
           await this.host.serialised(() => this.catchUp(theirs)).finally(() => this.sendAnswers());
         }
         const batch = [...this.waiting];
+        // pushing writes now: one enlisting meanwhile waits for the next cycle instead of restarting this one
+        if (batch.length > 0) this.background = false;
         const heads = this.heads();
         if (await this.push(heads, signal)) {
           for (const w of batch) this.settle(w);
@@ -391,7 +393,9 @@ export class SyncPush {
   private async chain(tip: string | undefined, base: string | undefined): Promise<ChainCommit[]> {
     const { ctx } = this.host;
     const out: ChainCommit[] = [];
-    for (let oid = tip; oid !== undefined && oid !== base;) {
+    for (let oid = tip; oid !== base;) {
+      // a rebuild from the root would replay every file: never done on a `base` that is not in the chain
+      if (oid === undefined) throw new Error(`commit ${String(base)} is not an ancestor of ${String(tip)}`);
       const { commit } = await git.readCommit({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
       out.push({
         oid,
