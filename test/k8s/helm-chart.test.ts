@@ -772,6 +772,8 @@ describe('charts/peerops', () => {
         PEEROPS_GIT_REMOTE: 'https://forge.example/net/peering.git',
         PEEROPS_GIT_BRANCH: 'peering',
         PEEROPS_GIT_INTERVAL: '10',
+        PEEROPS_GIT_PUSH_MODE: 'sync',
+        PEEROPS_GIT_PUSH_TIMEOUT: '5',
       });
       expect(Object.keys(config).filter((k) => /LEASE|WEBHOOK|CREDENTIALS/.test(k))).toEqual([]);
     });
@@ -828,6 +830,8 @@ describe('charts/peerops', () => {
             url: 'https://forge.example/net/peering.git',
             intervalMs: 10_000,
             credentials: { username: 'peerops-bot', password: 'forge-token' },
+            pushMode: 'sync',
+            pushTimeoutMs: 5000,
           },
           webhookSecret: 'hook-secret',
         });
@@ -876,6 +880,12 @@ describe('charts/peerops', () => {
       expect(
         await refusal('store=git', 'git.remote=https://forge.example/x.git', 'git.intervalSeconds=0'),
       ).toContain("git.intervalSeconds: '0' is not a number of seconds from 1 to 3600");
+      expect(
+        await refusal('store=git', 'git.remote=https://forge.example/x.git', 'git.pushMode=later'),
+      ).toContain("git.pushMode: 'later' is not sync or async");
+      expect(
+        await refusal('store=git', 'git.remote=https://forge.example/x.git', 'git.pushTimeoutSeconds=0'),
+      ).toContain("git.pushTimeoutSeconds: '0' is not a number of seconds from 1 to 60");
       expect(await refusal('store=git', 'git.credentialsSecret=forge-credentials')).toContain(
         'set git.remote too',
       );

@@ -109,6 +109,13 @@ the reason. Included by deployment.yaml (rendered in every case).
 {{- if or (lt $interval 1) (gt $interval 3600) -}}
 {{- fail (printf "git.intervalSeconds: '%v' is not a number of seconds from 1 to 3600" $git.intervalSeconds) -}}
 {{- end -}}
+{{- if not (has $git.pushMode (list "sync" "async")) -}}
+{{- fail (printf "git.pushMode: '%v' is not sync or async" $git.pushMode) -}}
+{{- end -}}
+{{- $timeout := int $git.pushTimeoutSeconds -}}
+{{- if or (lt $timeout 1) (gt $timeout 60) -}}
+{{- fail (printf "git.pushTimeoutSeconds: '%v' is not a number of seconds from 1 to 60" $git.pushTimeoutSeconds) -}}
+{{- end -}}
 {{- else if or $git.credentialsSecret $git.webhookSecret -}}
 {{- fail "git.credentialsSecret and git.webhookSecret are for the forge named by git.remote: set git.remote too" -}}
 {{- end -}}
