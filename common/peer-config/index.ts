@@ -39,6 +39,8 @@ export interface PeerConfigSession {
   ipv6: string;
   /** The peer's link-local address on the tunnel. */
   linkLocal: string;
+  /** The peer's WireGuard public key, as registered: the files need its private key, not a new one. */
+  publicKey: string;
   ipv4?: string | undefined;
   /** Where the router reaches the peer (`host:port`); the port is the peer's WireGuard listen port. */
   endpoint?: string | undefined;
@@ -160,8 +162,12 @@ function networkd(input: PeerConfigInput, iface: string): PeerConfigFile[] {
     `MTUBytes=${session.mtu}`,
     '',
     '[WireGuard]',
-    `# Your WireGuard private key (the controller never sees it) goes into this file:`,
-    `#   wg genkey > ${keyFile}; chown root:systemd-network ${keyFile}; chmod 640 ${keyFile}`,
+    // The key the session registered: a new one (`wg genkey`) would not match it, and the router's
+    // tunnel would never take a handshake.
+    '# Your WireGuard private key (the controller never sees it) goes into this file: the one you have,',
+    `# whose public key the session registered (${session.publicKey}), not a new one. From its file:`,
+    `#   install -m 640 -g systemd-network /etc/wireguard/private.key ${keyFile}`,
+    `#   wg pubkey < ${keyFile}   # must print ${session.publicKey}`,
     `PrivateKeyFile=${keyFile}`,
     ...(port !== undefined ? [`ListenPort=${port}`] : []),
     '',

@@ -27,6 +27,8 @@ const wgKey = (): { privateKey: string; publicKey: string } => {
 };
 
 const routerKey = wgKey();
+/** The peer's key pair: the public half is the session's, the private half the peer keeps. */
+const peerKey = wgKey();
 
 /** The session shapes the generator distinguishes. */
 const CASES: Record<string, PeerConfigInput> = {
@@ -36,6 +38,7 @@ const CASES: Record<string, PeerConfigInput> = {
       asn: 4242421234,
       ipv6: 'fd42:1234::1',
       linkLocal: 'fe80::1234',
+      publicKey: peerKey.publicKey,
       ipv4: '172.22.1.1',
       endpoint: 'peer.example.org:51820',
       mtu: 1420,
@@ -60,6 +63,7 @@ const CASES: Record<string, PeerConfigInput> = {
       asn: 4242421235,
       ipv6: 'fd42:1235::1',
       linkLocal: 'fe80::1235',
+      publicKey: peerKey.publicKey,
       ipv4: '172.22.2.1',
       mtu: 1400,
       mpbgp: false,
@@ -82,6 +86,7 @@ const CASES: Record<string, PeerConfigInput> = {
       asn: 64512,
       ipv6: 'fd42:64::1',
       linkLocal: 'fe80::64',
+      publicKey: peerKey.publicKey,
       mtu: 1420,
       mpbgp: true,
       extendedNextHop: true,
@@ -252,6 +257,11 @@ describe.each(Object.entries(CASES))('peer configuration: %s', (label, input) =>
     expect(netdev).toContainEqual(['NetDev.Name', iface]);
     expect(netdev).toContainEqual(['NetDev.Kind', 'wireguard']);
     expect(netdev).toContainEqual(['WireGuardPeer.PublicKey', input.router.publicKey]);
+    // the private key the peer has, whose public key the session registered: never a new one
+    const keyFile = netdev.find(([k]) => k === 'WireGuard.PrivateKeyFile')?.[1];
+    expect(files[0]?.content).toContain(`# whose public key the session registered (${peerKey.publicKey})`);
+    expect(files[0]?.content).toContain(`#   wg pubkey < ${keyFile}   # must print ${peerKey.publicKey}`);
+    expect(files[0]?.content).not.toContain('genkey');
     expect(network).toContainEqual(['Match.Name', iface]);
     expect(network).toContainEqual(['Address.Address', `${input.session.linkLocal}/64`]);
     expect(network.some(([k, v]) => k === 'Address.Peer' && v === `${input.router.ipv4}/32`)).toBe(
