@@ -2,10 +2,9 @@
  * `peerops session list|show|create|modify|delete|restart|config`: the user's sessions over POST /session.
  * A session is named by its UUID or a unique prefix of it (docs/cli.md).
  */
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PEER_CONFIG_FORMATS } from '../common/peer-config/index.ts';
+import { writeConfigFiles } from './config-files.ts';
 import { showable } from '../common/text.ts';
 import {
   CliError,
@@ -35,7 +34,8 @@ const USAGE = `usage: peerops session <action> [options]
   restart UUID
   config UUID --format wg-quick|networkd|bird|frr [--out DIR]
                                          your side's configuration: printed, or written into DIR
-                                         (mode 600; the private key is a placeholder to replace)
+                                         (BIRD, FRR and networkd files 640 in the daemon's group,
+                                         wg-quick 600; the private key is a placeholder to replace)
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)`;
@@ -60,22 +60,6 @@ export const OPTIONS = {
 interface ConfigAnswer {
   format: string;
   files: { name: string; content: string }[];
-}
-
-/** Writes the files into `dir`, owner-only (the wg-quick file will hold the private key). */
-async function writeConfigFiles(dir: string, files: ConfigAnswer['files']): Promise<string[]> {
-  await mkdir(dir, { recursive: true });
-  const paths: string[] = [];
-  for (const file of files) {
-    // the controller names the files; a name is never a path
-    if (!/^[A-Za-z0-9_=+.-]+$/.test(file.name) || file.name.startsWith('.'))
-      throw new CliError('INVALID_ANSWER', `the controller answered an unusable file name: ${file.name}`);
-    const path = join(dir, file.name);
-    await writeFile(path, file.content, { mode: 0o600 });
-    await chmod(path, 0o600);
-    paths.push(path);
-  }
-  return paths;
 }
 
 /** A timestamp to the second. */
@@ -366,19 +350,20 @@ export async function main(argv: string[]): Promise<number> {
       }
       case 'config': {
         const id = await needUuid();
-        const wanted = values.format;
-        if (wanted === undefined)
+        if (values.format === undefined)
           throw new CliError('USAGE', `config needs --format ${PEER_CONFIG_FORMATS.join('|')}`);
-        if (!(PEER_CONFIG_FORMATS as readonly string[]).includes(wanted))
-          throw unknownWord('format', wanted, PEER_CONFIG_FORMATS);
+        const wanted = PEER_CONFIG_FORMATS.find((f) => f === values.format);
+        if (wanted === undefined) throw unknownWord('format', values.format, PEER_CONFIG_FORMATS);
         const res = await client.post<ConfigAnswer>('/session', {
           action: 'config',
           uuid: id,
           format: wanted,
         });
         if (values.out !== undefined) {
-          const paths = await writeConfigFiles(values.out, res.files);
-          output(format, { ...res, written: paths }, () => paths.map((p) => `wrote ${p}`).join('\n'));
+          const written = await writeConfigFiles(values.out, wanted, res.files);
+          output(format, { ...res, written: written.map((w) => w.path) }, () =>
+            written.map((w) => `wrote ${w.path} (${w.note})`).join('\n'),
+          );
         } else
           output(format, res, () =>
             res.files.length === 1

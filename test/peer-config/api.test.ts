@@ -2,9 +2,11 @@
  * `POST /session` action `config` and `peerops session config` against a listening controller on the
  * git store: the answer's files, who may ask, the refusals, and the CLI's printing and `--out`.
  */
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRIVATE_KEY_PLACEHOLDER } from '../../common/peer-config/index.ts';
 import {
@@ -26,6 +28,12 @@ let home: string;
 let uuid: string;
 
 const peerops = (args: string[], token: string) => runCli(args, { url, home, token });
+
+/** The gid of a group, as `getent` finds it; undefined where the machine has none. */
+async function groupId(name: string): Promise<number | undefined> {
+  const found = await promisify(execFile)('getent', ['group', name]).catch(() => undefined);
+  return found ? Number(found.stdout.split(':')[2]) : undefined;
+}
 
 const config = (token: string, body: Record<string, unknown>) =>
   h.post('/session', token, { action: 'config', uuid, ...body });
@@ -123,15 +131,50 @@ describe('peerops session config', () => {
     expect(r.stdout).toContain(`neighbor fe80::1 % 'peerops-fra1' as ${NETWORK_ASN};`);
   });
 
-  it('writes the files into --out, owner-only', async () => {
-    const out = join(home, 'out');
-    const r = await peerops(['session', 'config', uuid, '--format', 'networkd', '--out', out], h.user);
-    expect(r.code).toBe(0);
-    expect(r.stdout).toContain(join(out, 'peerops-fra1.netdev'));
-    for (const name of ['peerops-fra1.netdev', 'peerops-fra1.network']) {
-      expect((await stat(join(out, name))).mode & 0o777).toBe(0o600);
-      expect(await readFile(join(out, name), 'utf8')).toContain('Name=peerops-fra1');
-    }
+  it.each([
+    ['networkd', ['peerops-fra1.netdev', 'peerops-fra1.network'], 'systemd-network', 'systemd-networkd'],
+    ['bird', ['peerops-fra1.bird.conf'], 'bird', 'BIRD'],
+  ])(
+    'writes the %s files into --out, 640 in the group of the daemon that reads them, and says so',
+    async (format, names, group, daemon) => {
+      const out = join(home, `out-${format}`);
+      const gid = await groupId(group);
+      const r = await peerops(['session', 'config', uuid, '--format', format, '--out', out], h.user);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      for (const name of names) {
+        const path = join(out, name);
+        const st = await stat(path);
+        if (gid === undefined) {
+          // a machine without the daemon's group: owner-only, and the line says what to do
+          expect(st.mode & 0o777).toBe(0o600);
+          expect(r.stdout).toContain(`wrote ${path} (mode 600: there is no group ${group} here`);
+        } else {
+          expect({ mode: st.mode & 0o777, gid: st.gid }).toEqual({ mode: 0o640, gid });
+          expect(r.stdout).toContain(`wrote ${path} (mode 640, group ${group}: ${daemon} can read it)`);
+          // read as the daemon's user would (Debian's BIRD runs as bird:bird): its group lets it
+          if (format === 'bird') {
+            await chmod(home, 0o711);
+            const asBird = ['--reuid=bird', '--regid=bird', '--init-groups', 'head', '-c', '9', path];
+            expect((await promisify(execFile)('setpriv', asBird)).stdout).toBe('# peerops');
+          }
+        }
+      }
+    },
+  );
+
+  it('writes the wg-quick file owner-only, and a rerun keeps the mode a file was given', async () => {
+    const out = join(home, 'out-rerun');
+    const conf = join(out, 'peerops-fra1.conf');
+    const first = await peerops(['session', 'config', uuid, '--format', 'wg-quick', '--out', out], h.user);
+    expect(first.stdout).toBe(`wrote ${conf} (mode 600: it will hold your private key)\n`);
+    expect((await stat(conf)).mode & 0o777).toBe(0o600);
+    // the operator's choice (another group, a key put in): a rerun must not reset it
+    await chmod(conf, 0o640);
+    const again = await peerops(['session', 'config', uuid, '--format', 'wg-quick', '--out', out], h.user);
+    expect(again.stdout).toBe(`wrote ${conf} (kept its mode 640 and owner)\n`);
+    expect((await stat(conf)).mode & 0o777).toBe(0o640);
+    expect(await readFile(conf, 'utf8')).toContain(`PrivateKey = ${PRIVATE_KEY_PLACEHOLDER}`);
   });
 
   it('names the formats for an unknown or missing --format', async () => {
