@@ -9,9 +9,9 @@ const dir = 'charts/peerops/files';
 describe('charts/peerops/files/alerts.yaml', () => {
   it('is a valid rule file', async () => {
     const { stdout } = await exec('promtool', ['check', 'rules', 'alerts.yaml'], { cwd: dir });
-    expect(stdout).toContain('SUCCESS: 9 rules found');
+    expect(stdout).toContain('SUCCESS: 10 rules found');
   });
-  it('passes its promtool unit tests (agent offline > 5 min, BIRD down > 1 min, agent not reporting > 2 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min, 3 sessions of a router in ERROR > 5 min, manifests skipped > 5 min, a node refusing its config > 10 min)', async () => {
+  it('passes its promtool unit tests (agent offline > 5 min, BIRD down > 1 min, agent not reporting > 2 min, stuck > 10 min, 5xx > 5%, one session in ERROR > 15 min, 3 sessions of a router in ERROR > 5 min, manifests skipped > 5 min, the store refusing writes > 2 min, a node refusing its config > 10 min)', async () => {
     const { stdout } = await exec('promtool', ['test', 'rules', 'alerts.test.yaml'], { cwd: dir });
     expect(stdout).toContain('SUCCESS');
   });
@@ -25,6 +25,7 @@ describe('charts/peerops/files/alerts.yaml', () => {
       'peerops_sessions_stuck',
       'http_requests_total',
       'peerops_store_manifests_skipped',
+      'peerops_store_writable',
     ])
       expect(names).toContain(metric);
     // the per-session series are written beside the registry (controller/metrics.ts, metricsText)
