@@ -216,8 +216,9 @@ export class GitStore extends StoreCore {
     } catch (err) {
       // still refused by the disk (full now, say): the next poll tries again
       if ((err as NodeJS.ErrnoException).code !== undefined) return;
-      // a controller that started meanwhile on the writable directory owns it now
-      const reason = `the store's data directory is in use by another controller: ${(err as Error).message}`;
+      // a controller that started meanwhile on the writable directory owns it now: "… in use by another
+      // controller (pid N); stop it first"
+      const reason = (err as Error).message;
       if (this.commits.writeState().problem?.message !== reason) this.log.warn(reason);
       this.commits.readOnly(reason);
       return;
