@@ -179,17 +179,26 @@ async function fill(server: TestApiServer, namespace: string, routers: number, c
       const s = Math.floor(i / routers) + 1;
       const asn = 4242421000 + s;
       const name = `as${asn}-${router}`;
-      const first = { code: 3, name: 'PENDING_REVIEW', lastTransitionTime: now };
-      const created = await api.create('PeeringSession', {
+      const status = withSessionConditions(
+        {
+          code: 1,
+          name: 'ACTIVE',
+          interface: `wg_${20000 + s}`,
+          lastTransitionTime: now,
+          bgpState: 'Established',
+          bgpSince: now,
+          metrics: { rtt: 12.5, rxBytes: 123456, txBytes: 654321, routesImported: 42, at: now },
+        },
+        undefined,
+      );
+      // spec and status in one create: a PeeringSession has no status subresource
+      await api.create('PeeringSession', {
         apiVersion: GROUP_VERSION,
         kind: 'PeeringSession',
         metadata: {
           name,
           labels: { 'peerops.dev/router': router, 'peerops.dev/asn': String(asn) },
-          annotations: {
-            ...audit(`create session AS${asn} on ${router}`),
-            'peerops.dev/initial-status': JSON.stringify(first),
-          },
+          annotations: audit(`create session AS${asn} on ${router}`),
         },
         spec: {
           uuid: randomUUID(),
@@ -206,20 +215,8 @@ async function fill(server: TestApiServer, namespace: string, routers: number, c
           restartGeneration: 0,
           createdAt: now,
         },
+        status: atGeneration(status, 1),
       });
-      const status = withSessionConditions(
-        {
-          code: 1,
-          name: 'ACTIVE',
-          interface: `wg_${20000 + s}`,
-          lastTransitionTime: now,
-          bgpState: 'Established',
-          bgpSince: now,
-          metrics: { rtt: 12.5, rxBytes: 123456, txBytes: 654321, routesImported: 42, at: now },
-        },
-        undefined,
-      );
-      await api.patchStatus('PeeringSession', name, atGeneration(status, created.metadata.generation));
       if (++done % 1000 === 0 || done === count) {
         const s = (performance.now() - started) / 1000;
         console.log(`  filled ${done}/${count} sessions in ${s.toFixed(1)} s (${(done / s).toFixed(0)}/s)`);

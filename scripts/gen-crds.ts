@@ -42,6 +42,12 @@ const PRINTER_COLUMNS: Record<Kind, JsonObject[]> = {
   RoutingPolicy: [READY, { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }],
 };
 
+/**
+ * Kinds without the status subresource: one write carries spec, status and the events they cause, so no
+ * reader sees a session's spec without its status (docs/kubernetes.md, "One write per change").
+ */
+const SPEC_WITH_STATUS: ReadonlySet<Kind> = new Set(['PeeringSession']);
+
 const SHORT_NAMES: Record<Kind, string[]> = {
   Router: ['rtr'],
   PeeringSession: ['ps', 'peering'],
@@ -141,7 +147,7 @@ function crd(kind: Kind): JsonObject {
               properties,
             },
           },
-          ...(entry.status ? { subresources: { status: {} } } : {}),
+          ...(entry.status && !SPEC_WITH_STATUS.has(kind) ? { subresources: { status: {} } } : {}),
           additionalPrinterColumns: PRINTER_COLUMNS[kind],
         },
       ],

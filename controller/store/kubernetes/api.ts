@@ -1,7 +1,8 @@
 /**
- * The Kubernetes calls of the store: peerops custom resources (with their status subresource), port-claim
- * ConfigMaps, the router-identity ConfigMap and agent-token Secrets, with the API server's failures mapped
- * onto the store's errors.
+ * The Kubernetes calls of the store: peerops custom resources (routers' and policies' status through the
+ * status subresource; a session's spec and status are one object, written in one call), port-claim and
+ * outbox-record ConfigMaps, the router-identity ConfigMap and agent-token Secrets, with the API server's
+ * failures mapped onto the store's errors.
  */
 import {
   ApiException,
@@ -18,6 +19,8 @@ import {
 import { DomainError } from '../../../common/errors.ts';
 import { pooledConnections } from './connections.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
+import type { OutboxEntry } from '../core/outbox.ts';
+import { LABEL_OUTBOX } from './outbox.ts';
 
 /** A peerops custom resource as the API server returns it. */
 export interface Resource<S, T = unknown> extends KubernetesObject {
@@ -39,7 +42,7 @@ const REVOCATIONS_KEY = 'revoked.json';
 export const ROUTER_IDS = 'peerops-router-ids';
 export const ANNOTATION_ACTOR = 'peerops.dev/last-actor';
 export const ANNOTATION_MESSAGE = 'peerops.dev/last-change';
-/** The first status of a session, kept on the object until the status subresource has been written. */
+/** The first status of a session, on the objects created while status was a subresource of its own. */
 export const ANNOTATION_INITIAL_STATUS = 'peerops.dev/initial-status';
 
 export function httpCode(err: unknown): number | undefined {
@@ -166,15 +169,6 @@ export class KubeApi {
     })) as Resource<S, T>;
   }
 
-  async replaceStatus<S, T>(kind: Kind, body: Resource<S, T>): Promise<Resource<S, T>> {
-    return (await this.custom.replaceNamespacedCustomObjectStatus({
-      ...this.ref(kind),
-      name: body.metadata.name,
-      body,
-      fieldManager: FIELD_MANAGER,
-    })) as Resource<S, T>;
-  }
-
   /** JSON merge patch of the status: observations are last-writer-wins, so no resourceVersion check. */
   async patchStatus<S, T>(kind: Kind, name: string, status: unknown): Promise<Resource<S, T>> {
     return (await this.custom.patchNamespacedCustomObjectStatus(
@@ -277,6 +271,84 @@ export class KubeApi {
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
+  }
+
+  // ---- outbox records: events with no session object to ride on (outbox.ts) ----
+
+  /** A record of `entries`; a deletion's names the session (uid) and the resourceVersion its delete is sent at. */
+  createOutboxRecord(
+    entries: readonly OutboxEntry[],
+    session?: { name: string; uid: string; resourceVersion: string },
+  ): Promise<V1ConfigMap> {
+    return this.core.createNamespacedConfigMap({
+      namespace: this.namespace,
+      fieldManager: FIELD_MANAGER,
+      body: {
+        metadata: {
+          generateName: 'peerops-outbox-',
+          labels: {
+            [LABEL_OUTBOX]: session ? 'deletion' : 'events',
+            'app.kubernetes.io/managed-by': 'peerops',
+          },
+        },
+        data: {
+          entries: JSON.stringify(entries),
+          ...(session
+            ? {
+                session: session.name,
+                sessionUid: session.uid,
+                sessionResourceVersion: session.resourceVersion,
+              }
+            : {}),
+        },
+      },
+    });
+  }
+
+  /** The record with only `entries`, at the resourceVersion read: 409 when it changed meanwhile. */
+  replaceOutboxRecord(record: V1ConfigMap, entries: readonly OutboxEntry[]): Promise<V1ConfigMap> {
+    return this.core.replaceNamespacedConfigMap({
+      namespace: this.namespace,
+      name: record.metadata?.name ?? '',
+      fieldManager: FIELD_MANAGER,
+      body: { ...record, data: { ...record.data, entries: JSON.stringify(entries) } },
+    });
+  }
+
+  async readOutboxRecord(name: string): Promise<V1ConfigMap | undefined> {
+    try {
+      return await this.core.readNamespacedConfigMap({ namespace: this.namespace, name });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Deletes a record, only if still at `resourceVersion` when given; one already gone is fine. */
+  async deleteOutboxRecord(name: string, resourceVersion?: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedConfigMap({
+        namespace: this.namespace,
+        name,
+        body: resourceVersion ? { preconditions: { resourceVersion } } : {},
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  configMapsPath(): string {
+    return `/api/v1/namespaces/${this.namespace}/configmaps`;
+  }
+
+  /** One page of the outbox records, for the informer (informers.ts). */
+  listOutboxRecords(limit: number, continueToken: string | undefined) {
+    return this.core.listNamespacedConfigMap({
+      namespace: this.namespace,
+      labelSelector: LABEL_OUTBOX,
+      limit,
+      ...(continueToken !== undefined ? { _continue: continueToken } : {}),
+    });
   }
 
   // ---- router identities: one ConfigMap mapping every nodeId and uuid to its router ----

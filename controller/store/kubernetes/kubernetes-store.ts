@@ -20,14 +20,17 @@
  * - the admission limits of a create (maxSessions, maxPendingPerAsn): checked against the index and this
  *   replica's creates in flight, then counted again from the API server once created, and the create taken
  *   back if another replica's pushed it over (recheckAdmission, docs/kubernetes.md).
- * Status goes through the status subresource; heartbeats and metrics are kept in memory and merged onto
- * status in batches. Agent token hashes live in Secrets, and so do the revoked user and admin tokens (one
+ * A session's spec, status and waiting events are one object written in one call (no status subresource:
+ * docs/kubernetes.md, "One write per change"); a deletion's events are a record of their own (outbox.ts).
+ * Routers' and policies' status goes through the status subresource; heartbeats and metrics are kept in
+ * memory and merged onto status in batches. Agent token hashes live in Secrets, and so do the revoked user and admin tokens (one
  * Secret, replaced at the resourceVersion read, watched by every replica).
  */
 import {
   type Informer,
   type KubeConfig,
   type KubernetesObject,
+  type V1ConfigMap,
   type V1Secret,
 } from '@kubernetes/client-node';
 import pino from 'pino';
@@ -68,6 +71,16 @@ import {
   type PreparedSession,
 } from '../core/store-core.ts';
 import type { OutboxChange } from '../core/outbox.ts';
+import { stampedStatus } from './generation.ts';
+import {
+  ANNOTATION_OUTBOX,
+  OutboxHolders,
+  nextEntries,
+  parseEntries,
+  recordOf,
+  withOutbox,
+  LABEL_OUTBOX,
+} from './outbox.ts';
 import { makePagedInformer, startInformer } from './informers.ts';
 import { PortClaims } from './port-claims.ts';
 import { RouterIds } from './router-ids.ts';
@@ -168,6 +181,8 @@ export class KubernetesStore extends StoreCore {
   /** When this replica last wrote each session's metrics (epoch ms, by uuid). */
   private readonly metricsWrittenAt = new Map<string, number>();
   private readonly metricsWriteIntervalMs: number;
+  /** Which objects hold the outbox's events (outbox.ts); it keeps the core's outbox in step. */
+  private readonly outboxHolders = new OutboxHolders(this.eventOutbox);
 
   private informers: Informer<KubernetesObject>[] = [];
   /** The revocations Secret the revocations in memory were read from. */
@@ -247,6 +262,20 @@ export class KubernetesStore extends StoreCore {
       );
       await startInformer(revocations);
       this.informers.push(revocations as Informer<KubernetesObject>);
+      // after the sessions: a deletion's record counts once its session is known to be gone
+      const records = makePagedInformer<V1ConfigMap>(
+        this.kubeConfig,
+        this.api.configMapsPath(),
+        (limit, next) => this.api.listOutboxRecords(limit, next),
+        { labelSelector: LABEL_OUTBOX },
+      );
+      this.follow(
+        records,
+        (m) => this.applyRecord(m),
+        (m) => this.outboxHolders.removeRecord(m.metadata?.name ?? '', rvOf(m)),
+      );
+      await startInformer(records);
+      this.informers.push(records as Informer<KubernetesObject>);
     } catch (err) {
       await this.stopInformers();
       throw storeError(err, `cannot list peerops resources in namespace ${this.api.namespace}`);
@@ -320,6 +349,13 @@ export class KubernetesStore extends StoreCore {
     const rv = rvOf(obj);
     if (this.isStale(kind, name, rv)) return;
     const path = `${KINDS[kind].plural}/${name}`;
+    // a session's events count whatever its spec: they are the leader's to deliver
+    if (kind === 'PeeringSession')
+      this.outboxHolders.putSession(
+        name,
+        obj.metadata?.uid,
+        parseEntries(obj.metadata?.annotations?.[ANNOTATION_OUTBOX]),
+      );
     let skip: SkippedManifest | undefined;
     try {
       const spec: unknown = (obj as { spec?: unknown }).spec;
@@ -393,6 +429,7 @@ export class KubernetesStore extends StoreCore {
     const entries =
       kind === 'Router' ? this.routers : kind === 'PeeringSession' ? this.sessions : this.policies;
     const current = entries.get(name);
+    if (kind === 'PeeringSession' && (current?.rv ?? -1) <= rv) this.outboxHolders.removeSession(name);
     if (!current || current.rv > rv) return;
     entries.delete(name);
     if (kind === 'Router') this.index.removeRouter(name);
@@ -492,10 +529,97 @@ export class KubernetesStore extends StoreCore {
 
   // ---------------------------------------------------------------- outbox
 
-  /** Held in this replica's memory only, for now: the Kubernetes outbox is not persisted yet. */
-  protected persistOutbox(prepare: () => OutboxChange): Promise<void> {
-    this.eventOutbox.apply(prepare());
-    return Promise.resolve();
+  /** Events of no session write (router.agent_offline) as a record; confirmed ones removed where held. */
+  protected async persistOutbox(prepare: () => OutboxChange): Promise<void> {
+    const change = prepare();
+    if (change.add.length > 0) {
+      try {
+        this.applyRecord(await this.api.createOutboxRecord(change.add));
+      } catch (err) {
+        throw storeError(err, 'record notification events');
+      }
+    }
+    await this.removeEvents(change.remove.map((e) => e.event.id));
+    this.eventOutbox.apply(change);
+  }
+
+  private applyRecord(map: V1ConfigMap): void {
+    const record = recordOf(map);
+    if (record) this.outboxHolders.putRecord(record);
+  }
+
+  /**
+   * Takes these events off every object holding them (confirmed, or dropped by the bound): a session's
+   * annotation replaced at the resourceVersion read, a record replaced or deleted likewise. Resolves once
+   * every removal is written.
+   */
+  private async removeEvents(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const { sessions, records } = this.outboxHolders.locate(new Set(ids));
+    await mapLimit([...sessions], FLUSH_CONCURRENCY, ([name, held]) => this.removeSessionEvents(name, held));
+    await mapLimit(records, FLUSH_CONCURRENCY, (record) =>
+      this.removeRecordEvents(record.name, new Set(ids)),
+    );
+  }
+
+  private async removeSessionEvents(name: string, ids: ReadonlySet<string>): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const current =
+        attempt === 0
+          ? this.sessions.get(name)?.value
+          : await this.refresh<SessionResource>('PeeringSession', name);
+      if (!current) return;
+      const held = parseEntries(current.metadata.annotations?.[ANNOTATION_OUTBOX]);
+      const kept = held.filter((e) => !ids.has(e.event.id));
+      if (kept.length === held.length) return;
+      try {
+        const annotations = withOutbox(current.metadata.annotations, kept);
+        this.applyPut(
+          'PeeringSession',
+          await this.api.replace('PeeringSession', {
+            ...current,
+            metadata: { ...current.metadata, annotations },
+          }),
+        );
+        return;
+      } catch (err) {
+        if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
+        if (isNotFound(err)) return;
+        throw storeError(err, `remove delivered events from session ${name}`);
+      }
+    }
+  }
+
+  private async removeRecordEvents(name: string, ids: ReadonlySet<string>): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const map = await this.api.readOutboxRecord(name);
+        const record = map && recordOf(map);
+        if (!map || !record) {
+          this.outboxHolders.removeRecord(name);
+          return;
+        }
+        const kept = record.entries.filter((e) => !ids.has(e.event.id));
+        if (kept.length === record.entries.length) return;
+        if (kept.length > 0) this.applyRecord(await this.api.replaceOutboxRecord(map, kept));
+        else {
+          await this.api.deleteOutboxRecord(name, map.metadata?.resourceVersion);
+          this.outboxHolders.removeRecord(name);
+        }
+        return;
+      } catch (err) {
+        if (isConflict(err) && attempt < MAX_ATTEMPTS) continue;
+        throw storeError(err, `remove delivered events from record ${name}`);
+      }
+    }
+  }
+
+  /** The events a write's bound dropped from other objects than its own: removed there, best effort. */
+  private dropElsewhere(change: OutboxChange): void {
+    if (change.remove.length === 0) return;
+    this.removeEvents(change.remove.map((e) => e.event.id)).catch((err: unknown) =>
+      this.log.warn({ err }, 'outbox: events dropped by the bound not removed; delivered after all'),
+    );
   }
 
   // ---------------------------------------------------------------- token revocations
@@ -667,7 +791,7 @@ export class KubernetesStore extends StoreCore {
     }
   }
 
-  /** Claims a port for the checked draft, then creates the object and writes its first status. */
+  /** Claims a port for the checked draft, then creates the object with its first status and events, one call. */
   private async writeNewSession(prepared: PreparedSession, actor: Actor, message: string): Promise<Session> {
     const { name, spec: draft, status: first } = prepared;
     const reserving = this.claims.reserving(draft.router);
@@ -684,9 +808,10 @@ export class KubernetesStore extends StoreCore {
           metadata: {
             name,
             labels: { [LABEL_ROUTER]: spec.router, [LABEL_ASN]: String(spec.asn) },
-            annotations: { ...audit(actor, message), [ANNOTATION_INITIAL_STATUS]: JSON.stringify(first) },
+            annotations: withOutbox(audit(actor, message), prepared.outbox.add),
           },
           spec,
+          status: atGeneration(first, 1),
         });
       } catch (err) {
         if (isAlreadyExists(err)) throw sessionExistsError(spec.asn, spec.router);
@@ -695,9 +820,9 @@ export class KubernetesStore extends StoreCore {
       }
       this.applyPut('PeeringSession', created);
       await this.recheckAdmission(created);
-      const withStatus = await this.writeStatus(created, first);
       this.eventOutbox.apply(prepared.outbox);
-      this.event(withStatus, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
+      this.dropElsewhere(prepared.outbox);
+      this.event(created, 'Created', actor, `${message} (status ${first.code} ${first.name})`);
       return this.sessionNamed(name);
     } finally {
       reserving.delete(port);
@@ -783,33 +908,6 @@ export class KubernetesStore extends StoreCore {
       .catch((err: unknown) => this.log.warn({ err, session: name }, 'port claim not released'));
   }
 
-  /** Writes a session's status through the status subresource, retrying on a concurrent status patch. */
-  private async writeStatus(
-    resource: SessionResource,
-    status: SessionStatusRecord,
-  ): Promise<SessionResource> {
-    let current = resource;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const updated = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
-          'PeeringSession',
-          { ...current, status: atGeneration(status, current.metadata.generation) },
-        );
-        this.applyPut('PeeringSession', updated);
-        return updated;
-      } catch (err) {
-        if (isConflict(err) && attempt < MAX_ATTEMPTS) {
-          const fresh = await this.refresh<SessionResource>('PeeringSession', current.metadata.name);
-          if (!fresh)
-            throw new DomainError('SESSION_NOT_FOUND', `session ${current.metadata.name} was deleted`);
-          current = fresh;
-          continue;
-        }
-        throw storeError(err, `write the status of session ${current.metadata.name}`);
-      }
-    }
-  }
-
   protected async persistSessionChange(
     uuid: string,
     mutate: (current: Session) => SessionChange,
@@ -828,9 +926,7 @@ export class KubernetesStore extends StoreCore {
       const change = this.prepareSessionChange(uuid, mutate);
       try {
         if (change.delete) {
-          await this.api.delete('PeeringSession', current.metadata.name, current.metadata.resourceVersion);
-          this.applyDelete('PeeringSession', current);
-          this.eventOutbox.apply(change.outbox);
+          await this.deleteSession(current, change.outbox);
           await this.api
             .releaseClaim(current.spec.router, current.spec.listenPort, current.metadata.name)
             .catch((err: unknown) =>
@@ -839,40 +935,42 @@ export class KubernetesStore extends StoreCore {
           this.event(current, 'Deleted', actor, message);
           return undefined;
         }
-        const { spec, specChanged, statusChanged } = change;
-        const status = statusChanged ? change.status : undefined;
-        let resource = current;
-        if (specChanged) {
-          if (spec.listenPort !== current.spec.listenPort)
-            await this.claims.claimChanged(current.metadata.name, current.spec.router, spec.listenPort);
-          resource = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
-            ...current,
-            metadata: withAudit(current.metadata, actor, message),
-            spec,
-          });
-          this.applyPut('PeeringSession', resource);
-          if (spec.listenPort !== current.spec.listenPort)
-            await this.api
-              .releaseClaim(spec.router, current.spec.listenPort, current.metadata.name)
-              .catch(() => undefined);
-        }
-        if (status) {
-          if (specChanged) resource = await this.writeStatus(resource, status);
-          else {
-            // a status change alone: checked against the resourceVersion mutate saw
-            resource = await this.api.replaceStatus<SessionSpec, Partial<SessionStatusRecord>>(
-              'PeeringSession',
-              { ...current, status: atGeneration(status, current.metadata.generation) },
-            );
-            this.applyPut('PeeringSession', resource);
-          }
-        }
+        const { spec, status, specChanged, statusChanged } = change;
+        if (!specChanged && !statusChanged && change.outbox.add.length + change.outbox.remove.length === 0)
+          return this.sessionNamed(current.metadata.name);
+        const portMoves = specChanged && spec.listenPort !== current.spec.listenPort;
+        if (portMoves)
+          await this.claims.claimChanged(current.metadata.name, current.spec.router, spec.listenPort);
+        // spec, status and their events in one call: no reader sees one without the others
+        const removed = new Set(change.outbox.remove.map((e) => e.event.id));
+        const held = parseEntries(current.metadata.annotations?.[ANNOTATION_OUTBOX]);
+        const { entries, over } = nextEntries(held, change.outbox.add, removed);
+        if (over > 0)
+          this.log.warn(
+            { session: current.metadata.name, dropped: over },
+            'outbox: the session holds too many events; the oldest dropped',
+          );
+        const resource = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
+          ...current,
+          metadata: {
+            ...current.metadata,
+            annotations: withOutbox(withAudit(current.metadata, actor, message).annotations, entries),
+          },
+          spec,
+          status: stampedStatus(current, spec, status),
+        });
+        this.applyPut('PeeringSession', resource);
         this.eventOutbox.apply(change.outbox);
+        this.dropElsewhere(change.outbox);
+        if (portMoves)
+          await this.api
+            .releaseClaim(spec.router, current.spec.listenPort, current.metadata.name)
+            .catch(() => undefined);
         const what =
-          status && status.code !== current.status?.code
+          statusChanged && status.code !== current.status?.code
             ? `${message} (status ${status.code} ${status.name})`
             : message;
-        if (specChanged || status)
+        if (specChanged || statusChanged)
           this.event(resource, specChanged ? 'Updated' : 'StatusChanged', actor, what);
         return this.sessionNamed(current.metadata.name);
       } catch (err) {
@@ -881,6 +979,42 @@ export class KubernetesStore extends StoreCore {
         throw storeError(err, `update session ${current.metadata.name}`);
       }
     }
+  }
+
+  /**
+   * A delete: the session's waiting events and the deletion's go to a record first (the object takes its
+   * annotation with it), then the object is deleted at the resourceVersion read. The record counts only
+   * once the session is gone (outbox.ts); a refused delete's is removed here, and so are those of earlier
+   * deletes of the session that can no longer succeed (sent at an older resourceVersion).
+   */
+  private async deleteSession(current: SessionResource, outbox: OutboxChange): Promise<void> {
+    const name = current.metadata.name;
+    const uid = current.metadata.uid ?? '';
+    const resourceVersion = current.metadata.resourceVersion ?? '';
+    const dropRecord = (record: string) =>
+      this.api
+        .deleteOutboxRecord(record)
+        .then(() => this.outboxHolders.removeRecord(record))
+        .catch((err: unknown) => this.log.warn({ err, record }, 'outbox: stale deletion record not removed'));
+    for (const earlier of this.outboxHolders.recordsOf(uid))
+      if ((earlier.session?.rv ?? 0) < rvOf(current)) await dropRecord(earlier.name);
+    const removed = new Set(outbox.remove.map((e) => e.event.id));
+    const held = parseEntries(current.metadata.annotations?.[ANNOTATION_OUTBOX]);
+    const { entries } = nextEntries(held, outbox.add, removed);
+    const record =
+      entries.length > 0
+        ? await this.api.createOutboxRecord(entries, { name, uid, resourceVersion })
+        : undefined;
+    if (record) this.applyRecord(record);
+    try {
+      await this.api.delete('PeeringSession', name, resourceVersion);
+    } catch (err) {
+      if (record?.metadata?.name) await dropRecord(record.metadata.name);
+      throw err;
+    }
+    this.applyDelete('PeeringSession', current);
+    this.eventOutbox.apply(outbox);
+    this.dropElsewhere(outbox);
   }
 
   // ---------------------------------------------------------------- policy writes
@@ -986,11 +1120,16 @@ export class KubernetesStore extends StoreCore {
       await mapLimit(metrics, FLUSH_CONCURRENCY, async ([uuid, value]) => {
         const name = this.index.getSession(uuid)?.name;
         if (name === undefined) return;
+        const current = this.sessions.get(name)?.value;
+        if (!current) return;
         try {
-          const updated = await this.api.patchStatus<SessionSpec, Partial<SessionStatusRecord>>(
+          // at the resourceVersion read, as every session write (stampedStatus): a conflict waits for the next flush
+          const updated = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>(
             'PeeringSession',
-            name,
-            { metrics: value },
+            {
+              ...current,
+              status: stampedStatus(current, current.spec, { ...this.statusOf(current), metrics: value }),
+            },
           );
           this.index.metricsFlushed(uuid, value);
           this.metricsWrittenAt.set(uuid, now);
