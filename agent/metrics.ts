@@ -6,7 +6,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from './metrics-registry.ts';
 import type { AgentSession, ReportBody } from '../common/agent-api.ts';
-import { statusName, type SessionStatusCode } from '../common/status.ts';
+import { statusName } from '../common/status.ts';
 import { VERSION } from '../common/version.ts';
 
 /** What the scrape reads from the running agent. */
@@ -109,7 +109,7 @@ export class AgentMetrics {
         this.reset();
         const counts = new Map<string, number>();
         for (const s of state.sessions()) {
-          const status = statusName(s.status as SessionStatusCode);
+          const status = statusName(s.status);
           counts.set(status, (counts.get(status) ?? 0) + 1);
         }
         for (const [status, n] of counts) this.set({ status }, n);

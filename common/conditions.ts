@@ -5,7 +5,7 @@
  * stores write the same conditions (docs/kubernetes.md, Conditions); the REST records do not show them.
  */
 import type { Condition, RouterStatus, SessionStatusRecord } from './schema.ts';
-import { SessionStatus, statusName, type SessionStatusCode } from './status.ts';
+import { SessionStatus, statusName } from './status.ts';
 
 type Judged = Pick<Condition, 'status' | 'reason' | 'message'>;
 
@@ -38,7 +38,7 @@ export function isHealthy(condition: Pick<Condition, 'type' | 'status'>): boolea
 
 /** Ready, Reconciling and Stalled of a session, from its status code (and its last error). */
 function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling: Judged; stalled: Judged } {
-  const code = status.code as SessionStatusCode;
+  const code = status.code;
   const error = status.lastError ? `: ${status.lastError.message}` : '';
   const no = (reason: string, message: string): Judged => ({ status: 'False', reason, message });
   const yes = (reason: string, message: string): Judged => ({ status: 'True', reason, message });

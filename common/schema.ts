@@ -5,6 +5,7 @@
  * no patternProperties, enums as `enum`.
  */
 import Type, { type Static } from 'typebox';
+import { ALL_STATUS_CODES, statusName, type SessionStatusCode, type SessionStatusName } from './status.ts';
 import { UNPRINTABLE_CLASS } from './text.ts';
 
 export const API_GROUP = 'peerops.dev';
@@ -35,20 +36,13 @@ export const Mtu = Type.Integer({ minimum: 1280, maximum: 9000, default: 1420 })
 export const Ipv4Prefix = Type.String({ format: 'ipv4-prefix', maxLength: 18 });
 export const Ipv6Prefix = Type.String({ format: 'ipv6-prefix', maxLength: 49 });
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 40 });
-export const StatusCode = Type.Integer({ minimum: 0, maximum: 8 });
-export const StatusNameField = Type.String({
-  enum: [
-    'DISABLED',
-    'ACTIVE',
-    'ERROR',
-    'PENDING_REVIEW',
-    'QUEUED_FOR_SETUP',
-    'QUEUED_FOR_DELETE',
-    'SETUP_FAILED',
-    'REJECTED',
-    'PURGED',
-  ],
-});
+/** The codes and names of common/status.ts, typed as their literals; the codes are 0..8 without gaps. */
+export const StatusCode = Type.Unsafe<SessionStatusCode>(
+  Type.Integer({ minimum: Math.min(...ALL_STATUS_CODES), maximum: Math.max(...ALL_STATUS_CODES) }),
+);
+export const StatusNameField = Type.Unsafe<SessionStatusName>(
+  Type.String({ enum: ALL_STATUS_CODES.map((code) => statusName(code)) }),
+);
 
 /**
  * `metadata` of a manifest file in the git store: only these keys (docs/store.md, "What the store

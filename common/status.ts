@@ -29,7 +29,7 @@ export function isStatusCode(value: unknown): value is SessionStatusCode {
   return typeof value === 'number' && Object.hasOwn(names, value);
 }
 
-export const ALL_STATUS_CODES = Object.values(SessionStatus) as SessionStatusCode[];
+export const ALL_STATUS_CODES = Object.values(SessionStatus);
 
 /**
  * How long a terminal session (REJECTED, PURGED) stays visible to its owner before the reconciler

@@ -206,7 +206,7 @@ const RUNNING: readonly SessionStatusCode[] = [SessionStatus.ACTIVE, SessionStat
  */
 export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   const { session: s, now } = f;
-  const running = RUNNING.includes(s.status as SessionStatusCode);
+  const running = RUNNING.includes(s.status);
   if (f.failure !== undefined) {
     const status = running ? SessionStatus.ERROR : SessionStatus.SETUP_FAILED;
     return { status, message: f.failure, memory: undefined };

@@ -63,7 +63,7 @@ export function applyTrigger(
   editSpec?: (spec: Session['spec'], outcome: Outcome) => Session['spec'],
   decision?: Decision,
 ): SessionChange {
-  const from = session.status.code as SessionStatusCode;
+  const from = session.status.code;
   const outcome = transition(from, trigger);
   if (outcome.result === 'removed') return { delete: true };
   const keepError = outcome.to === from ? session.status.lastError : undefined;

@@ -420,12 +420,12 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
             },
           ],
         );
-      const reported = body.status as SessionStatusCode;
+      const reported = body.status;
       const now = isoNow();
       const change = (s: typeof current) => {
         if (s.spec.router !== router.name)
           throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
-        const outcome = transition(s.status.code as SessionStatusCode, { kind: 'report', status: reported });
+        const outcome = transition(s.status.code, { kind: 'report', status: reported });
         if (outcome.result === 'removed') return { delete: true as const };
         let lastError: SessionStatusRecord['lastError'];
         if (outcome.to === SessionStatus.SETUP_FAILED)
@@ -450,7 +450,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       // A report that changes nothing (the agent confirming ACTIVE each pass) is no write.
       const preview = change(current);
       if (!('delete' in preview) && JSON.stringify(preview.status) === JSON.stringify(current.status))
-        return ack(current.spec.uuid, current.status.code as SessionStatusCode, false);
+        return ack(current.spec.uuid, current.status.code, false);
       const updated = await store.updateSession(
         body.uuid,
         change,
@@ -458,7 +458,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         `agent ${router.name}: session ${current.name} reports ${reported} (${statusName(reported)})`,
       );
       if (!updated) return ack(body.uuid, SessionStatus.DISABLED, true);
-      return ack(updated.spec.uuid, updated.status.code as SessionStatusCode, false);
+      return ack(updated.spec.uuid, updated.status.code, false);
     },
   );
 

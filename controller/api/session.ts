@@ -8,7 +8,7 @@ import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
-import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import { statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
 import { endpointErrors, mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
@@ -138,7 +138,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           return {
             uuid: session.spec.uuid,
             status: session.status.code,
-            statusName: statusName(session.status.code as SessionStatusCode),
+            statusName: statusName(session.status.code),
             serverEndpoint: serverEndpoint(router, session.spec.listenPort),
             serverPublicKey: router.spec.publicKey,
             serverLinkLocal: router.spec.linkLocal,
@@ -158,7 +158,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           const current = findOwned(store, identity, body.uuid);
           // The status check first (a refused modify stays refused); then a modify that changes nothing
           // writes nothing and leaves the session as it is, instead of sending it through setup again.
-          transition(current.status.code as SessionStatusCode, { kind: 'modify' });
+          transition(current.status.code, { kind: 'modify' });
           const unchanged =
             (body.endpoint === undefined || (body.endpoint ?? undefined) === current.spec.endpoint) &&
             (body.mtu === undefined || body.mtu === current.spec.mtu);

@@ -2,12 +2,7 @@
 import type { AgentSession } from '../../common/agent-api.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
-import {
-  isTerminal,
-  statusName,
-  TERMINAL_RETENTION_MS,
-  type SessionStatusCode,
-} from '../../common/status.ts';
+import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
 import type { ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
@@ -35,7 +30,7 @@ export function sessionRecord(
     routerName: router?.spec.displayName ?? spec.router,
     asn: spec.asn,
     status: status.code,
-    statusName: statusName(status.code as SessionStatusCode),
+    statusName: statusName(status.code),
     ipv6: spec.ipv6,
     ipv6LinkLocal: spec.linkLocal,
     ipv4: spec.ipv4 ?? null,
@@ -92,7 +87,7 @@ export function agentSession(session: Session): AgentSession {
     uuid: spec.uuid,
     asn: spec.asn,
     status: status.code,
-    statusName: statusName(status.code as SessionStatusCode),
+    statusName: statusName(status.code),
     interface: interfaceName(spec.listenPort),
     listenPort: spec.listenPort,
     endpoint: spec.endpoint ?? null,

@@ -489,7 +489,12 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           by: 'admin AS1',
           at: '2026-11-27T12:00:00.000Z',
         };
-        const status = { code: 7, name: 'REJECTED' as const, lastTransitionTime: decision.at, decision };
+        const status = {
+          code: 7 as const,
+          name: 'REJECTED' as const,
+          lastTransitionTime: decision.at,
+          decision,
+        };
         await store.updateSession(s.spec.uuid, () => ({ status }), admin, 'reject');
         // another ASN may take its address at once
         const other = await store.createSession(
