@@ -6,18 +6,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
+import type { ForgeConflict } from '../../common/schema.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
 import { endpointErrors, mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
-import type { Router, Store } from '../store/store.ts';
+import type { Router, Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
 import { EncodedAnswers, sendEncoded, type EncodedAnswer } from './encoding.ts';
 import { SessionActionAnswer, SessionActions } from './schemas.ts';
+import { SessionRecordTexts } from './session-records.ts';
 import { listTopics, sessionEventRoutes } from './session-events.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
 
@@ -55,31 +57,35 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
   registry?: Registry | undefined;
 }> = async (app, opts) => {
   const { store, registry } = opts;
-  const view = (s: Parameters<typeof sessionRecord>[0]) =>
+  const record = (s: Session, conflict: ForgeConflict | undefined) =>
     sessionRecord(
       s,
       store.getRouter(s.spec.router),
       mergedPolicy(store, s.spec.router).dn42Asn ?? null,
-      store.forgeConflictOf?.(s.spec.uuid),
+      conflict,
     );
-  const lists = new EncodedAnswers(LIST_CACHE_SIZE);
+  const view = (s: Session) => record(s, store.forgeConflictOf?.(s.spec.uuid));
+  const records = new SessionRecordTexts(store, (s, conflict) => JSON.stringify(record(s, conflict)));
+  const lists = new EncodedAnswers<Session[]>(LIST_CACHE_SIZE, {
+    encode: (sessions) => ({ json: records.list(sessions) }),
+  });
 
   /**
    * The list answer, encoded: rebuilt when the caller's sessions (live fields included), a router's spec
-   * or a policy changed, as the store's change feed tells; most users ask far more often than that.
+   * or a policy changed, as the store's change feed tells; most users ask far more often than that. A
+   * rebuild re-encodes only the records that changed (session-records.ts).
    */
   function listAnswer(identity: Identity): EncodedAnswer {
     const admin = identity.role === 'admin';
     const revision = Math.max(...listTopics(identity).map((topic) => store.revision(topic)));
-    return lists.get(admin ? 'admin' : `AS${identity.asn}`, revision, () => {
-      const sessions = (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
+    return lists.get(admin ? 'admin' : `AS${identity.asn}`, revision, () =>
+      (admin ? store.listSessions() : store.listSessions({ asn: identity.asn }))
         .filter((s) => owns(identity, s))
         .sort(
           (a, b) =>
             (a.spec.createdAt ?? '').localeCompare(b.spec.createdAt ?? '') || a.name.localeCompare(b.name),
-        );
-      return { sessions: sessions.map(view) };
-    });
+        ),
+    );
   }
   await app.register(sessionEventRoutes, { store, listAnswer });
 

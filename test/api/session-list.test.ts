@@ -7,7 +7,9 @@
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mergedPolicy } from '../../common/rules/index.ts';
+import { SessionRecordTexts } from '../../controller/api/session-records.ts';
 import { sessionRecord } from '../../controller/api/views.ts';
+import type { Session } from '../../controller/store/store.ts';
 import {
   ADMIN_ASN,
   OTHER_ASN,
@@ -190,5 +192,42 @@ describe('the user session list', () => {
     const again = await asGzip();
     expect(again.headers['content-encoding']).toBe('gzip');
     expect(gunzipSync(again.rawPayload).toString()).toBe(changed.body);
+  });
+
+  it('re-encodes after a report only the sessions it names', async () => {
+    const uuid = (await expectOk(h.post('/session', h.other, sessionFields('fra1')))).json().uuid as string;
+    const record = (s: Session) =>
+      sessionRecord(
+        s,
+        h.store.getRouter(s.spec.router),
+        mergedPolicy(h.store, s.spec.router).dn42Asn ?? null,
+        undefined,
+      );
+    const texts = new SessionRecordTexts(h.store, (s) => JSON.stringify(record(s)));
+    // every session in the store: the user's two and the other ASN's one at least
+    const all = () => h.store.listSessions().sort((a, b) => a.name.localeCompare(b.name));
+    const joined = () => JSON.parse(texts.list(all())) as { sessions: unknown[] };
+    const count = all().length;
+    expect(count).toBeGreaterThanOrEqual(3);
+    expect(joined().sessions).toHaveLength(count);
+    expect(texts.encoded).toBe(count);
+    await expectOk(
+      h.post('/agent/fra1/report', agentToken, {
+        sessions: [{ uuid, rtt: 7, rxBytes: 1, txBytes: 2, routesImported: 3 }],
+      }),
+    );
+    // the joined list is the records built afresh, and only the reported one was encoded again
+    expect(joined().sessions).toEqual(all().map(record));
+    expect(texts.encoded).toBe(count + 1);
+    // a router's spec shows in every record: all are encoded again
+    await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'fra1',
+        spec: { displayName: 'Frankfurt 1' },
+      }),
+    );
+    expect(joined().sessions).toEqual(all().map(record));
+    expect(texts.encoded).toBe(2 * count + 1);
   });
 });
