@@ -299,4 +299,3 @@ export type BootstrapConfigResponse = Static<typeof BootstrapConfigResponse>;
 
 /** Built-in RPKI fallback when a policy lists no servers (docs/routing-policy.md). */
 export const FALLBACK_RPKI_SERVER = { host: 'rpki.burble.dn42', port: 8082 } as const;
-export const DEFAULT_IMPORT_LIMIT = { ipv4: 10000, ipv6: 10000, action: 'block' } as const;

@@ -32,7 +32,12 @@ export const WireGuardKey = Type.String({ format: 'wireguard-key', minLength: 44
 export const Endpoint = Type.String({ format: 'endpoint', maxLength: 261 });
 export const Host = Type.String({ format: 'host', maxLength: 253 });
 export const Port = Type.Integer({ minimum: 1, maximum: 65535 });
-export const Mtu = Type.Integer({ minimum: 1280, maximum: 9000, default: 1420 });
+/**
+ * What a session leaves out means these (docs/api.md, create): ajv fills them in where it validates, and
+ * sessionOptions() where a typed value still has them optional.
+ */
+export const SESSION_DEFAULTS = { mtu: 1420, mpbgp: true, extendedNextHop: true } as const;
+export const Mtu = Type.Integer({ minimum: 1280, maximum: 9000, default: SESSION_DEFAULTS.mtu });
 export const Ipv4Prefix = Type.String({ format: 'ipv4-prefix', maxLength: 18 });
 export const Ipv6Prefix = Type.String({ format: 'ipv6-prefix', maxLength: 49 });
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 40 });
@@ -225,14 +230,27 @@ export const SessionSpec = Type.Object(
     endpoint: Type.Optional(Endpoint),
     publicKey: WireGuardKey,
     mtu: Mtu,
-    mpbgp: Type.Optional(Type.Boolean({ default: true })),
-    extendedNextHop: Type.Optional(Type.Boolean({ default: true })),
+    mpbgp: Type.Optional(Type.Boolean({ default: SESSION_DEFAULTS.mpbgp })),
+    extendedNextHop: Type.Optional(Type.Boolean({ default: SESSION_DEFAULTS.extendedNextHop })),
     listenPort: Port,
     restartGeneration: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
     createdAt: Type.Optional(Timestamp),
   },
   { additionalProperties: false },
 );
+
+/** A session's MTU and BGP options, with SESSION_DEFAULTS for what it leaves out. */
+export function sessionOptions(spec: { mtu?: number; mpbgp?: boolean; extendedNextHop?: boolean }): {
+  mtu: number;
+  mpbgp: boolean;
+  extendedNextHop: boolean;
+} {
+  return {
+    mtu: spec.mtu ?? SESSION_DEFAULTS.mtu,
+    mpbgp: spec.mpbgp ?? SESSION_DEFAULTS.mpbgp,
+    extendedNextHop: spec.extendedNextHop ?? SESSION_DEFAULTS.extendedNextHop,
+  };
+}
 
 export const SessionMetrics = Type.Object(
   {

@@ -16,7 +16,7 @@ import {
   wireGuardKeyId,
   type Family,
 } from '../net.ts';
-import type { PolicySpec, RouterSpec, SessionSpec } from '../schema.ts';
+import { sessionOptions, type PolicySpec, type RouterSpec, type SessionSpec } from '../schema.ts';
 import { blockedAsnMessage, mergedPolicy, type PolicySource } from './policy.ts';
 
 /** What policyJudge reads: a store's routers and policies, and the neighbours of a session. */
@@ -209,8 +209,7 @@ function sessionPolicyErrors(
   errors.push(...endpointErrors(spec.endpoint, policy, prefix));
   if (spec.linkLocal === router.linkLocal)
     at('linkLocal', `collides with the router's own link-local ${router.linkLocal}`);
-  const mpbgp = spec.mpbgp ?? true;
-  const enh = spec.extendedNextHop ?? true;
+  const { mpbgp, extendedNextHop: enh } = sessionOptions(spec);
   if (enh && !mpbgp) at('extendedNextHop', 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true');
   if (!mpbgp && spec.ipv4 === undefined)
     at(

@@ -5,6 +5,26 @@
 import type { FieldError } from '../errors.ts';
 import type { PolicySpec } from '../schema.ts';
 
+/**
+ * The DN42 communities of a policy that leaves them out (docs/routing-policy.md, "DN42 communities"):
+ * propagation on, bandwidth 24 (at least 100 Mbit/s) and crypto 33 (encrypted with perfect forward
+ * secrecy: a WireGuard tunnel).
+ */
+export const DEFAULT_COMMUNITIES = { enabled: true, bandwidth: 24, crypto: 33 } as const;
+
+/** The import limit of a policy that leaves it out, per address family (docs/routing-policy.md). */
+export const DEFAULT_IMPORT_LIMIT = { ipv4: 10000, ipv6: 10000, action: 'block' } as const;
+
+/** A policy's import limit with the defaults filled in: what the agent renders. */
+export function importLimitOf(policy: PolicySpec): { ipv4: number; ipv6: number; action: string } {
+  return { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit };
+}
+
+/** A policy's communities with the defaults filled in: what the agent renders. */
+export function communitiesOf(policy: PolicySpec): { enabled: boolean; bandwidth: number; crypto: number } {
+  return { ...DEFAULT_COMMUNITIES, ...policy.communities };
+}
+
 /** What reads policies: a store, or the manifests of a checkout. */
 export interface PolicySource {
   getPolicy(name: string): { spec: PolicySpec } | undefined;

@@ -10,7 +10,6 @@ import {
   AgentSessionsResponse,
   BirdConfigResponse,
   BootstrapConfigResponse,
-  DEFAULT_IMPORT_LIMIT,
   FALLBACK_RPKI_SERVER,
   HeartbeatBody,
   MeshResponse,
@@ -31,7 +30,7 @@ import { waitingAfterReport } from '../../common/waiting.ts';
 import { isTerminal, SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
-import { mergedPolicy } from '../../common/rules/index.ts';
+import { communitiesOf, importLimitOf, mergedPolicy } from '../../common/rules/index.ts';
 import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
 import { counter } from '../metrics.ts';
@@ -233,13 +232,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         dn42Asn: networkAsn(policy),
         rpkiServers: policy.rpkiServers?.length ? policy.rpkiServers : [{ ...FALLBACK_RPKI_SERVER }],
         ownPrefixes: { ipv4: policy.ownPrefixes?.ipv4 ?? [], ipv6: policy.ownPrefixes?.ipv6 ?? [] },
-        importLimit: { ...DEFAULT_IMPORT_LIMIT, ...policy.importLimit },
-        communities: {
-          enabled: policy.communities?.enabled ?? true,
-          bandwidth: policy.communities?.bandwidth ?? 24,
-          crypto: policy.communities?.crypto ?? 33,
-          region: dn42RegionCode(router.spec.dn42Region),
-        },
+        importLimit: importLimitOf(policy),
+        communities: { ...communitiesOf(policy), region: dn42RegionCode(router.spec.dn42Region) },
         routerId: routerId(router),
         loopback: { ...router.spec.loopback },
         ...(filter ? { filter } : {}),

@@ -6,6 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
+import { sessionOptions } from '../../common/schema.ts';
 import type { ForgeConflict } from '../../common/schema.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
@@ -128,9 +129,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             ipv6: body.ipv6,
             linkLocal: body.linkLocal,
             publicKey: body.publicKey,
-            mtu: body.mtu ?? 1420,
-            mpbgp: body.mpbgp ?? true,
-            extendedNextHop: body.extendedNextHop ?? true,
+            ...sessionOptions(body),
             restartGeneration: 0,
             ...(body.ipv4 !== undefined ? { ipv4: body.ipv4 } : {}),
             ...(body.endpoint !== undefined ? { endpoint: body.endpoint } : {}),
@@ -231,11 +230,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             );
           const { spec } = session;
           const files = peerConfig(body.format, {
-            session: {
-              ...spec,
-              mpbgp: spec.mpbgp ?? true,
-              extendedNextHop: spec.extendedNextHop ?? true,
-            },
+            session: { ...spec, ...sessionOptions(spec) },
             router: {
               name: router.name,
               displayName: router.spec.displayName,

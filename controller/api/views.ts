@@ -4,7 +4,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
-import type { ForgeConflict } from '../../common/schema.ts';
+import { sessionOptions, type ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './schemas.ts';
 
@@ -36,9 +36,7 @@ export function sessionRecord(
     ipv4: spec.ipv4 ?? null,
     endpoint: spec.endpoint ?? null,
     publicKey: spec.publicKey,
-    mtu: spec.mtu,
-    mpbgp: spec.mpbgp ?? true,
-    extendedNextHop: spec.extendedNextHop ?? true,
+    ...sessionOptions(spec),
     listenPort: spec.listenPort,
     interface: status.interface ?? interfaceName(spec.listenPort),
     serverEndpoint: serverEndpoint(router, spec.listenPort),
@@ -95,9 +93,7 @@ export function agentSession(session: Session): AgentSession {
     ipv6: spec.ipv6,
     linkLocal: spec.linkLocal,
     ipv4: spec.ipv4 ?? null,
-    mtu: spec.mtu,
-    mpbgp: spec.mpbgp ?? true,
-    extendedNextHop: spec.extendedNextHop ?? true,
+    ...sessionOptions(spec),
     restartGeneration: spec.restartGeneration ?? 0,
   };
 }
