@@ -34,7 +34,7 @@ import { fixHeapGrowth } from '../controller/heap.ts';
 import { agentSession } from '../controller/api/views.ts';
 import { topics } from '../controller/store/change-feed.ts';
 import { createGitStore } from '../controller/store/git/index.ts';
-import { gcAuto } from '../controller/store/git/housekeeping.ts';
+import { gcAuto } from '../controller/store/gitdb/housekeeping.ts';
 import { renderManifest, routerPath, sessionPath } from '../common/manifests.ts';
 
 const exec = promisify(execFile);
@@ -662,7 +662,7 @@ async function benchObjects(entries: number): Promise<void> {
   try {
     const git = (await import('isomorphic-git')).default;
     const { gitFs } = await import('../controller/git-fs.ts');
-    const own = await import('../controller/store/git/objects.ts');
+    const own = await import('../controller/store/gitdb/objects.ts');
     await git.init({ fs: gitFs, dir, bare: true });
     const text = renderManifest('PeeringSession', 'as4242420001-fra1', {
       uuid: randomUUID(),

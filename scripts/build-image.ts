@@ -58,7 +58,7 @@ export const CONTROLLER_UID = 10001;
 
 /** Debian packages of each image beyond minbase. The Dockerfile installs the same (test/image/packages.test.ts). */
 export const PACKAGES = {
-  // git: the git store runs `git gc --auto` (controller/store/git/housekeeping.ts)
+  // git: the git store runs `git gc --auto` (controller/store/gitdb/housekeeping.ts)
   controller: ['ca-certificates', 'git'],
   agent: [
     'ca-certificates',

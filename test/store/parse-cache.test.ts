@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ParseCache } from '../../controller/store/git/parse-cache.ts';
-import { EMPTY_DIR } from '../../controller/store/git/tree.ts';
+import { EMPTY_DIR } from '../../controller/store/gitdb/tree.ts';
 
 /** No branch written: the mirrors are test/store/tree-mirror.test.ts's. */
 const NO_MIRRORS = { spec: EMPTY_DIR, status: EMPTY_DIR };

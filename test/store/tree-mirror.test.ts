@@ -10,7 +10,7 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGitStore, type GitStore } from '../../controller/store/git/index.ts';
 import { ParseCache } from '../../controller/store/git/parse-cache.ts';
-import { EMPTY_DIR, packMirror, unpackMirror, type DirNode } from '../../controller/store/git/tree.ts';
+import { EMPTY_DIR, packMirror, unpackMirror, type DirNode } from '../../controller/store/gitdb/tree.ts';
 import { admin, newSession, pending, routerSpec, user } from './fixtures.ts';
 import { git } from './git-helpers.ts';
 

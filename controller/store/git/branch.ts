@@ -13,9 +13,9 @@ import {
   writeObjects,
   type EncodedObject,
   type GitContext,
-} from './objects.ts';
-import type { RefUpdate } from './recovery.ts';
-import { readRef } from './refs.ts';
+} from '../gitdb/objects.ts';
+import type { RefUpdate } from '../gitdb/recovery.ts';
+import { readRef } from '../gitdb/refs.ts';
 import {
   EMPTY_DIR,
   diffTree,
@@ -25,7 +25,7 @@ import {
   encodeTrees,
   type DirNode,
   type FileChange,
-} from './tree.ts';
+} from '../gitdb/tree.ts';
 
 /** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
 export interface FileWrite {

@@ -10,9 +10,9 @@ import { atomicWriteFile, diskErrorCode } from '../../../common/atomic-write.ts'
 import { DomainError } from '../../../common/errors.ts';
 import type { Actor, WriteState } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
-import { writeObjects, type GitContext } from './objects.ts';
-import type { Journal, RefUpdate } from './recovery.ts';
-import { lockRef, RefMovedError, type HeldRef } from './refs.ts';
+import { writeObjects, type GitContext } from '../gitdb/objects.ts';
+import type { Journal, RefUpdate } from '../gitdb/recovery.ts';
+import { lockRef, RefMovedError, type HeldRef } from '../gitdb/refs.ts';
 import { syncWrittenDirs } from '../../git-fs.ts';
 
 /** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */

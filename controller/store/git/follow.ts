@@ -48,11 +48,11 @@ import { OUTBOX_LIMIT, type Outbox, type OutboxChange, type OutboxEntry } from '
 import type { Actor, Session, SkippedManifest } from '../store.ts';
 import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
-import { readText, type GitContext } from './objects.ts';
+import { readText, type GitContext } from '../gitdb/objects.ts';
 import { routerObservations } from './observations.ts';
 import { outboxId, outboxWrites, parseOutboxEntry } from './outbox.ts';
 import { ParseCache, type Rejection } from './parse-cache.ts';
-import type { FileChange } from './tree.ts';
+import type { FileChange } from '../gitdb/tree.ts';
 
 export const YAML = { schema: CORE_SCHEMA };
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };

@@ -29,16 +29,16 @@ import { Branch, type FileWrite } from './branch.ts';
 import { Commits } from './commits.ts';
 import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
-import { gcAuto } from './housekeeping.ts';
-import { closeObjects, encodeObject, readText, type GitContext } from './objects.ts';
+import { gcAuto } from '../gitdb/housekeeping.ts';
+import { closeObjects, encodeObject, readText, type GitContext } from '../gitdb/objects.ts';
 import { ObservationFile, routerState } from './observations.ts';
 import { outboxMessage, outboxWrites } from './outbox.ts';
 import { ParseCache } from './parse-cache.ts';
 import { installPreReceiveHook } from './pre-receive.ts';
-import { Journal, takeOver, type InstanceLock } from './recovery.ts';
+import { Journal, takeOver, type InstanceLock } from '../gitdb/recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
 import { SyncPush } from './sync-push.ts';
-import { listFiles } from './tree.ts';
+import { listFiles } from '../gitdb/tree.ts';
 
 export interface GitStoreOptions {
   /** The store repository (bare; created if missing). */

@@ -17,7 +17,7 @@ import type { SkipReason } from '../core/skipped.ts';
 import { VERSION } from '../../../common/version.ts';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { ConditionPacker, unpackConditions } from './packed-conditions.ts';
-import { packMirror, unpackMirror, type DirNode, type PackedDir } from './tree.ts';
+import { packMirror, unpackMirror, type DirNode, type PackedDir } from '../gitdb/tree.ts';
 
 /** 2: statuses' conditions packed (packed-conditions.ts); 3: the branches' mirrors; 4: refusal reasons. */
 const FORMAT = 4;

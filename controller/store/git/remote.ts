@@ -21,8 +21,8 @@ import type { ForgeConflict } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter, gauge } from '../../metrics.ts';
 import { Branch, type FileWrite } from './branch.ts';
-import { readText, type GitContext } from './objects.ts';
-import type { RefUpdate } from './recovery.ts';
+import { readText, type GitContext } from '../gitdb/objects.ts';
+import type { RefUpdate } from '../gitdb/recovery.ts';
 
 export interface RemoteOptions {
   /** HTTPS URL of the repository on the forge (credentials are not taken from it: see `credentials`). */

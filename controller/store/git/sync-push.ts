@@ -22,10 +22,10 @@ import { DomainError } from '../../../common/errors.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
 import { Branch, type FileWrite } from './branch.ts';
-import { readText } from './objects.ts';
-import type { RefUpdate } from './recovery.ts';
+import { readText } from '../gitdb/objects.ts';
+import type { RefUpdate } from '../gitdb/recovery.ts';
 import { remoteLabel, type RemoteHost, type RemoteSync } from './remote.ts';
-import { listFiles } from './tree.ts';
+import { listFiles } from '../gitdb/tree.ts';
 
 /** The heads of the store's two refs at one moment. */
 export interface Heads {

@@ -18,8 +18,8 @@ import {
   writeCommit,
   writeTree,
   type GitContext,
-} from '../../controller/store/git/objects.ts';
-import { PackReader } from '../../controller/store/git/pack.ts';
+} from '../../../controller/store/gitdb/objects.ts';
+import { PackReader } from '../../../controller/store/gitdb/pack.ts';
 
 let dir: string;
 let gitdir: string;
