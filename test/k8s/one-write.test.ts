@@ -7,6 +7,7 @@
  */
 import {
   AdmissionregistrationV1Api,
+  ApiextensionsV1Api,
   CustomObjectsApi,
   Watch,
   type KubernetesObject,
@@ -189,6 +190,43 @@ describe('a session write on the Kubernetes store', () => {
       await admission.deleteValidatingAdmissionPolicyBinding({ name: policy }).catch(() => undefined);
       await admission.deleteValidatingAdmissionPolicy({ name: policy }).catch(() => undefined);
       await store.close();
+    }
+  });
+
+  // last: it changes the CRD every test of this file's API server shares, and puts it back
+  it('refuses to start under an older CRD with the status subresource, and says what to do', async () => {
+    const namespace = await server.createNamespace('old-crd');
+    const crds = server.kubeConfig().makeApiClient(ApiextensionsV1Api);
+    const name = 'peeringsessions.peerops.dev';
+    const setSubresource = async (on: boolean) => {
+      const crd = await crds.readCustomResourceDefinition({ name });
+      const version = crd.spec.versions[0];
+      if (!version) throw new Error('no version');
+      if (on) version.subresources = { status: {} };
+      else delete version.subresources;
+      await crds.replaceCustomResourceDefinition({ name, body: crd });
+      const custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const listed = await custom.getAPIResources({ group: 'peerops.dev', version: 'v1alpha1' });
+        if (listed.resources.some((r) => r.name === 'peeringsessions/status') === on) return;
+        if (Date.now() > deadline)
+          throw new Error(`discovery still ${on ? 'without' : 'with'} the subresource`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    await setSubresource(true);
+    try {
+      const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
+      const refusal = await store.start().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      await store.close();
+      expect(isProblem(refusal, 'STORE_UNAVAILABLE'), String(refusal)).toBe(true);
+      expect(String(refusal)).toMatch(/older than this controller.*kubectl apply -f crds\//);
+    } finally {
+      await setSubresource(false);
     }
   });
 });

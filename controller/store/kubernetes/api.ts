@@ -112,6 +112,15 @@ export class KubeApi {
     return { group: API_GROUP, version: API_VERSION, namespace: this.namespace, plural: KINDS[kind].plural };
   }
 
+  /**
+   * Whether the API server serves `kind` with a status subresource (discovery, which every authenticated
+   * client may read): a CRD older than the controller (docs/kubernetes.md, Install with Helm).
+   */
+  async hasStatusSubresource(kind: Kind): Promise<boolean> {
+    const listed = await this.custom.getAPIResources({ group: API_GROUP, version: API_VERSION });
+    return listed.resources.some((r) => r.name === `${KINDS[kind].plural}/status`);
+  }
+
   /** Without a resourceVersion, so a consistent read (what etcd holds now), not a cache's view. */
   async list<S, T>(
     kind: Kind,

@@ -219,6 +219,7 @@ export class KubernetesStore extends StoreCore {
 
   async start(): Promise<void> {
     const started = performance.now();
+    await this.assertCurrentCrds();
     // policies before sessions: a session applied without status takes its first from the default policy
     const kinds: Kind[] = ['Router', 'RoutingPolicy', 'PeeringSession'];
     try {
@@ -297,6 +298,26 @@ export class KubernetesStore extends StoreCore {
       },
       'kubernetes store started',
     );
+  }
+
+  /**
+   * A session's spec and status are written in one call only without the status subresource: under an
+   * older CRD (Helm never upgrades CRDs) status would be dropped from every write, so the store refuses
+   * to start and says what to do.
+   */
+  private async assertCurrentCrds(): Promise<void> {
+    let older: boolean;
+    try {
+      older = await this.api.hasStatusSubresource('PeeringSession');
+    } catch (err) {
+      throw storeError(err, 'cannot read the peerops.dev API of the cluster');
+    }
+    if (older)
+      throw new DomainError(
+        'STORE_UNAVAILABLE',
+        'the PeeringSession CRD in the cluster is older than this controller (it has a status subresource): ' +
+          'apply the CRDs of this release first, kubectl apply -f crds/ (docs/kubernetes.md, Install with Helm)',
+      );
   }
 
   async close(): Promise<void> {
@@ -1135,7 +1156,8 @@ export class KubernetesStore extends StoreCore {
           this.metricsWrittenAt.set(uuid, now);
           this.applyPut('PeeringSession', updated);
         } catch (err) {
-          if (!isNotFound(err))
+          // a 409: another write of the session came first; its metrics go with the next flush
+          if (!isNotFound(err) && !isConflict(err))
             this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
         }
       });
