@@ -3,7 +3,7 @@
  * replica's status, say): the topics of the answers it changes and no others.
  */
 import { describe, expect, it } from 'vitest';
-import { StoreIndex } from '../../controller/store/core/index.ts';
+import { StoreIndex } from '../../controller/store/core/store-index.ts';
 import { topics } from '../../controller/store/change-feed.ts';
 import { routerSpec, wgKey } from './fixtures.ts';
 

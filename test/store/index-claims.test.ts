@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { SessionSpec } from '../../common/schema.ts';
-import { StoreIndex } from '../../controller/store/core/index.ts';
+import { StoreIndex } from '../../controller/store/core/store-index.ts';
 import { newSession, pending, wgKey } from './fixtures.ts';
 
 function spec(asn: number, router = 'fra1', extra: Partial<SessionSpec> = {}): SessionSpec {

@@ -49,7 +49,7 @@ import {
   type StoreEvent,
 } from '../store.ts';
 import { storeLatency } from '../../metrics.ts';
-import { StoreIndex } from './index.ts';
+import { StoreIndex } from './store-index.ts';
 import { Revocations, withRevocation, type Revocation, type RevocationList } from './revocations.ts';
 import type { Topic } from '../change-feed.ts';
 import { changeEvents, type NotificationEvent } from './events.ts';

@@ -42,7 +42,7 @@ import {
 import { validate } from '../../../common/validate.ts';
 import { counter } from '../../metrics.ts';
 import { SkipReport, type SkipReason } from '../core/skipped.ts';
-import type { StoreIndex } from '../core/index.ts';
+import type { StoreIndex } from '../core/store-index.ts';
 import { changeEvents, type EventSource, type NotificationEvent } from '../core/events.ts';
 import { OUTBOX_LIMIT, type Outbox, type OutboxChange, type OutboxEntry } from '../core/outbox.ts';
 import type { Actor, Session, SkippedManifest } from '../store.ts';

@@ -15,7 +15,7 @@ import {
 } from '../../../common/schema.ts';
 import type { RouterStatus, SessionMetrics } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
-import type { StoreIndex } from '../core/index.ts';
+import type { StoreIndex } from '../core/store-index.ts';
 
 const FORMAT = 1;
 
