@@ -131,8 +131,22 @@ export class Client {
 
   /** POST a JSON body; answers the JSON reply or throws CliError with the problem's code and detail. */
   async post<T = unknown>(path: string, body: unknown): Promise<T> {
-    if (!this.token) throw new CliError('INVALID_TOKEN', this.notLoggedIn);
+    if (!this.token) throw await this.missingToken();
     return this.request<T>('POST', path, body);
+  }
+
+  /**
+   * The error of a request made without a token: reach the controller first (GET /livez), so that a
+   * mistyped or unreachable URL says so with exit status 3 rather than "not logged in" (docs/cli.md,
+   * "Exit status"). Any answer at all means the URL reaches something: then the login is what is missing.
+   */
+  private async missingToken(): Promise<CliError> {
+    try {
+      await this.request('GET', '/livez');
+    } catch (err) {
+      if (err instanceof CliError && err.code === 'UNREACHABLE') return err;
+    }
+    return new CliError('INVALID_TOKEN', this.notLoggedIn);
   }
 
   /** GET a public resource (no token needed). */
@@ -165,7 +179,7 @@ export class Client {
    * (PEEROPS_TIMEOUT) is for the answer's headers only: a stream is quiet for long.
    */
   async *events(path: string): AsyncGenerator<ServerEvent> {
-    if (!this.token) throw new CliError('INVALID_TOKEN', this.notLoggedIn);
+    if (!this.token) throw await this.missingToken();
     const seconds = requestTimeout();
     const connecting = new AbortController();
     const timer = setTimeout(

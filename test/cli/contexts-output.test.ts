@@ -104,11 +104,18 @@ describe('contexts', () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
     expect((await peerops(['routers'], { PEEROPS_URL: closed })).code).toBe(3);
     expect((await peerops(['routers', '--url', closed])).code).toBe(3);
-    // the context's token is not sent to another controller
-    const elsewhere = await peerops(['session', 'list', '--url', closed]);
+    // the context's token is not sent to another controller (another origin: localhost, not 127.0.0.1)
+    const other = url.replace('127.0.0.1', 'localhost');
+    const elsewhere = await peerops(['session', 'list', '--url', other]);
     expect([elsewhere.code, elsewhere.stderr]).toEqual([
       1,
-      `INVALID_TOKEN: not logged in to ${closed} (context ${adminCtx()} is for ${url}): run \`peerops login --url ${closed}\`\n`,
+      `INVALID_TOKEN: not logged in to ${other} (context ${adminCtx()} is for ${url}): run \`peerops login --url ${other}\`\n`,
+    ]);
+    // a URL that reaches nothing says so (exit 3), though no token would be sent to it either
+    const away = await peerops(['session', 'list', '--url', closed]);
+    expect([away.code, away.stderr]).toEqual([
+      3,
+      `UNREACHABLE: cannot reach the controller at ${closed}: connection refused\n`,
     ]);
 
     const unknown = await peerops(['session', 'list', '--context', 'nope']);
@@ -126,8 +133,8 @@ describe('contexts', () => {
     expect(JSON.parse(list.stdout).contexts.map((c: { name: string }) => c.name)).toEqual([adminCtx()]);
     const rm2 = await peerops(['context', 'remove', adminCtx()]);
     expect(rm2.stdout).toMatch(/no context is current now/);
-    const none = await peerops(['session', 'list']);
-    // no context: the default URL, no token
+    // no context: no token (PEEROPS_URL: the default URL may reach nothing here, which is exit 3)
+    const none = await peerops(['session', 'list'], { PEEROPS_URL: url });
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/^INVALID_TOKEN: not logged in/);
   });
