@@ -31,11 +31,14 @@ const commands: Record<string, { module: string; summary: string; internal?: boo
   },
 };
 
+/** What `peerops` takes besides a command. */
+const TOP_LEVEL_WORDS = ['--version', 'version', '--help', 'help'];
+
 function usage(): string {
   const lines = Object.entries(commands)
     .filter(([, c]) => !c.internal)
     .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
-  return `usage: peerops <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n'peerops <command> --help' for a command's options.`;
+  return `usage: peerops <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n'peerops help <command>' (or 'peerops <command> --help') for a command's options.`;
 }
 
 /**
@@ -70,20 +73,23 @@ async function run(argv: string[]): Promise<number> {
     console.log(VERSION);
     return 0;
   }
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
+  if (!name || name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
     console.log(usage());
     return name ? 0 : 2;
   }
-  const command = commands[name];
+  // `help session` is `session --help`: that command's own usage (docs/cli.md)
+  const [commandName, args] = name === 'help' ? [rest[0] ?? '', ['--help']] : [name, rest];
+  const command = commands[commandName];
   if (!command) {
-    // the nearest command within 2 edits (docs/cli.md, "Errors and exit status")
+    // the nearest command or top-level option within 2 edits (docs/cli.md, "Errors and exit status")
     const { didYouMean } = await import('../cli/client.ts');
-    const known = Object.keys(commands).filter((c) => !commands[c]?.internal);
-    const hint = didYouMean(name, known);
-    return usageError(`unknown command '${name}'${hint || `\n\n${usage()}`}`);
+    const known = [...Object.keys(commands).filter((c) => !commands[c]?.internal), ...TOP_LEVEL_WORDS];
+    const hint = didYouMean(commandName, known);
+    const what = commandName.startsWith('-') ? 'option' : 'command';
+    return usageError(`unknown ${what} '${commandName}'${hint || `\n\n${usage()}`}`);
   }
   const mod = (await import(command.module)) as { main(argv: string[]): Promise<number> };
-  return mod.main(rest);
+  return mod.main(args);
 }
 
 const argv = process.argv.slice(2);
