@@ -6,7 +6,8 @@
  * shared table and client code lives in cli/client.ts.
  */
 import { readFile } from 'node:fs/promises';
-import { formatEndpoint } from '../common/net.ts';
+import { formatEndpoint, prefixProblem } from '../common/net.ts';
+import { announcesNoPrefix, NO_OWN_PREFIX_WARNING } from '../common/rules/policy.ts';
 import { SessionStatus } from '../common/status.ts';
 import { showable } from '../common/text.ts';
 import {
@@ -32,7 +33,7 @@ import {
   type ShownCondition,
 } from './conditions.ts';
 import { contextName, saveContext } from './config.ts';
-import type { AdminSessionRecord as SessionRecord } from '../controller/api/schemas.ts';
+import type { AdminSessionRecord as SessionRecord } from '../controller/api/responses.ts';
 import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
@@ -54,8 +55,11 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   router remove NAME
   router rotate-token NAME
   policy get [--router R]
-  policy set [--router R] [--spec FILE] [--dn42-asn N] [--rpki HOST:PORT ...] [--block ASN ...]
-             [--unblock ASN ...] [--max-pending N] [--allow-private-endpoints | --no-allow-private-endpoints]
+  policy set [--router R] [--spec FILE] [--dn42-asn N] [--own-prefix PREFIX ...] [--rpki HOST:PORT ...]
+             [--block ASN ...] [--unblock ASN ...] [--max-pending N]
+             [--allow-private-endpoints | --no-allow-private-endpoints]
+        --own-prefix (repeatable, IPv4 and IPv6): the network's own prefixes, announced to peers; the
+        flags give the whole list
         with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
   policy patch [--router R] [--spec FILE] [the flags of set]
         merges FILE (a JSON Merge Patch, RFC 7386: null removes a field) and the flags into the policy
@@ -107,6 +111,7 @@ export const OPTIONS = {
   'not-accepting': { type: 'boolean' },
   accepting: { type: 'boolean' },
   'dn42-asn': { type: 'string' },
+  'own-prefix': { type: 'string', multiple: true },
   rpki: { type: 'string', multiple: true },
   block: { type: 'string', multiple: true },
   unblock: { type: 'string', multiple: true },
@@ -544,13 +549,29 @@ function policyText(name: string, spec: Record<string, unknown>): string {
 type PolicyRecord = { name: string; spec: Record<string, unknown> };
 
 /**
- * --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --max-pending and
- * --[no-]allow-private-endpoints as spec fields.
+ * --own-prefix values as `ownPrefixes`, each read as the controller reads it (common/net.ts), so that a
+ * bad one is refused naming the flag; the family is told by the address.
+ */
+function ownPrefixes(values: string[]): { ipv4: string[]; ipv6: string[] } {
+  const own = { ipv4: new Set<string>(), ipv6: new Set<string>() };
+  for (const prefix of values) {
+    const family = prefix.includes(':') ? 'ipv6' : 'ipv4';
+    const problem = prefixProblem(prefix, family);
+    if (problem) throw new CliError('USAGE', `--own-prefix '${prefix}' ${problem}`);
+    own[family].add(prefix);
+  }
+  return { ipv4: [...own.ipv4], ipv6: [...own.ipv6] };
+}
+
+/**
+ * --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --own-prefix,
+ * --max-pending and --[no-]allow-private-endpoints as spec fields.
  */
 function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   const asn = int('dn42-asn', v['dn42-asn']);
   if (asn !== undefined) fields.dn42Asn = asn;
+  if (v['own-prefix']) fields.ownPrefixes = ownPrefixes(v['own-prefix']);
   if (v.rpki)
     fields.rpkiServers = v.rpki.map((hp) => {
       const m = /^(.+):([0-9]{1,5})$/.exec(hp);
@@ -572,17 +593,25 @@ function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
   return fields;
 }
 
+/** The warning of a default policy without an own prefix, on stderr: stdout stays the answer. */
+function warnIfNoPrefix(policy: PolicyRecord): void {
+  if (policy.name === 'default' && announcesNoPrefix(policy.spec))
+    console.error(`warning: ${NO_OWN_PREFIX_WARNING}`);
+}
+
 async function policyCommand(client: Client, action: string, v: Values): Promise<number> {
   if (action === 'get') {
     const name = v.router ?? 'default';
     const res = await client.post<PolicyRecord>('/admin/policy', { action: 'get', name });
     output(format(v), res, () => policyText(res.name, res.spec));
+    warnIfNoPrefix(res);
     return 0;
   }
   if (action !== 'set' && action !== 'patch') throw unknownWord('admin policy action', action, AREAS.policy);
   const edits = [
     'spec',
     'dn42-asn',
+    'own-prefix',
     'rpki',
     'block',
     'unblock',
@@ -603,6 +632,7 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
     const patch = { ...file?.spec, ...policyFlags(v, file?.spec.blockedAsns ?? stored.blockedAsns) };
     const res = await client.post<PolicyRecord>('/admin/policy', { action: 'patch', name, spec: patch });
     output(format(v), res, () => `policy ${name} patched: ${Object.keys(patch).join(', ')}`);
+    warnIfNoPrefix(res);
     return 0;
   }
   // set replaces the whole policy: with --spec it is the file (and the flags); without, the stored one edited
@@ -620,6 +650,7 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
         ].join('\n')
       : `policy ${name} saved`,
   );
+  warnIfNoPrefix(res);
   return 0;
 }
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { usageError } from '../common/usage.ts';
+import { announcesNoPrefix, NO_OWN_PREFIX_WARNING } from '../common/rules/policy.ts';
 import { loadConfig, type Config } from './config.ts';
 import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
@@ -175,6 +176,7 @@ async function start(
         'PEEROPS_SERVICE_HOST is not set: login challenges name this machine; `peerops login` refuses them when it reaches the service by another name',
       );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
+  if (announcesNoPrefix(store.getPolicy('default')?.spec)) logger.warn(NO_OWN_PREFIX_WARNING);
   // Webhooks beside the store: a Secret shared by the replicas, or a file in the data dir (notify/hooks.ts).
   const notifier = new Notifier({
     store,

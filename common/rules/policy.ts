@@ -86,3 +86,19 @@ export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
   }
   return [];
 }
+
+/**
+ * The one wording of a network that announces nothing: `peerops serve` logs it at start and `peerops
+ * admin policy` prints it while the default policy names no own prefix (docs/routing-policy.md).
+ */
+export const NO_OWN_PREFIX_WARNING =
+  'this network announces no prefix: peers receive no routes from it; set one with peerops admin policy set --own-prefix PREFIX';
+
+/**
+ * Whether the default policy names none of the network's own prefixes: the routers then originate no
+ * route (agent/bird/main-config.ts), so peers learn nothing from this network.
+ */
+export function announcesNoPrefix(defaultPolicy: PolicySpec | undefined): boolean {
+  const own = defaultPolicy?.ownPrefixes;
+  return !own?.ipv4?.length && !own?.ipv6?.length;
+}
