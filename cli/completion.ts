@@ -1,10 +1,12 @@
 /**
- * `peerops completion bash|zsh|fish`: a shell completion script (docs/cli.md, "Shell completion"), made
- * of static lists: commands, their actions, their flags. Nothing is asked of the controller while typing.
+ * `peerops completion bash|zsh|fish`: a shell completion script (docs/cli.md, "Shell completion"):
+ * commands, their actions and flags from static lists; session UUIDs, router names and contexts from
+ * `peerops completion --words KIND`, which the script runs while typing.
  */
 import { ACTIONS as CONTEXT_ACTIONS } from './context.ts';
 import { AREAS, OPTIONS as ADMIN_OPTIONS } from './admin.ts';
-import { COMMON_OPTIONS, CliError, run, unknownWord } from './client.ts';
+import { Client, COMMON_OPTIONS, CliError, run, unknownWord } from './client.ts';
+import { loadConfig } from './config.ts';
 import { OPTIONS as LOGIN_OPTIONS } from './login.ts';
 import { ACTIONS as SESSION_ACTIONS, OPTIONS as SESSION_OPTIONS } from './session.ts';
 
@@ -46,19 +48,53 @@ const SUBCOMMANDS: Record<string, readonly string[]> = {
 
 const FORMATS = 'table wide json yaml';
 
+/** What `--words` lists: the current context's sessions and routers, and the saved contexts. */
+const WORD_KINDS = ['sessions', 'routers', 'contexts'] as const;
+type WordKind = (typeof WORD_KINDS)[number];
+
+/** The actions whose argument is a session UUID, a router name or a context name. */
+const TAKES_SESSION = ['show', 'modify', 'delete', 'restart', 'config'];
+const ADMIN_TAKES_SESSION = AREAS.session.filter((a) => a !== 'list');
+const ADMIN_TAKES_ROUTER = AREAS.router.filter((a) => a !== 'list' && a !== 'add');
+const TAKES_CONTEXT = CONTEXT_ACTIONS.filter((a) => a !== 'list');
+
+/**
+ * Seconds a completion may wait for the controller: a shell blocks while it runs, and a slow or absent
+ * controller must cost a moment, not PEEROPS_TIMEOUT's 30 s.
+ */
+const WORDS_TIMEOUT = 2;
+
+/** The candidates of one kind, one a line; nothing at all on any failure (a completion never prints errors). */
+async function words(kind: WordKind): Promise<string[]> {
+  if (kind === 'contexts') return (await loadConfig()).contexts.map((c) => c.name);
+  const client = await Client.create({});
+  if (kind === 'routers')
+    return (await client.get<{ routers: { name: string }[] }>('/routers')).routers.map((r) => r.name);
+  const { sessions } = await client.post<{ sessions: { uuid: string }[] }>('/session', { action: 'list' });
+  return sessions.map((s) => s.uuid);
+}
+
 function bash(): string {
   const caseOf = (m: Record<string, readonly string[]>, indent: string) =>
     Object.entries(m)
       .map(([k, v]) => `${indent}${k}) words="${v.join(' ')}" ;;`)
       .join('\n');
+  const alternatives = (list: readonly string[]) => `^(${list.join('|')})$`;
   return `# peerops bash completion: eval "$(peerops completion bash)"
+_peerops_words() {
+  PEEROPS_TIMEOUT=${WORDS_TIMEOUT} "\${COMP_WORDS[0]}" completion --words "$1" 2>/dev/null
+}
 _peerops() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" prev="\${COMP_WORDS[COMP_CWORD-1]}"
-  local cmd="\${COMP_WORDS[1]}" words=""
+  local cmd="\${COMP_WORDS[1]}" sub="\${COMP_WORDS[2]}" action="\${COMP_WORDS[3]}" words=""
   if [[ $COMP_CWORD -eq 1 ]]; then
     words="${COMMANDS.join(' ')}"
   elif [[ $prev == -o || $prev == --output ]]; then
     words="${FORMATS}"
+  elif [[ $prev == --router ]]; then
+    words="$(_peerops_words routers)"
+  elif [[ $prev == --context ]]; then
+    words="$(_peerops_words contexts)"
   elif [[ $cur == -* ]]; then
     case "$cmd" in
 ${caseOf(FLAGS, '      ')}
@@ -67,10 +103,18 @@ ${caseOf(FLAGS, '      ')}
     case "$cmd" in
 ${caseOf(SUBCOMMANDS, '      ')}
     esac
+  elif [[ $COMP_CWORD -eq 3 && $cmd == session && $sub =~ ${alternatives(TAKES_SESSION)} ]]; then
+    words="$(_peerops_words sessions)"
+  elif [[ $COMP_CWORD -eq 3 && $cmd == context && $sub =~ ${alternatives(TAKES_CONTEXT)} ]]; then
+    words="$(_peerops_words contexts)"
   elif [[ $COMP_CWORD -eq 3 && $cmd == admin ]]; then
-    case "\${COMP_WORDS[2]}" in
+    case "$sub" in
 ${caseOf(AREAS, '      ')}
     esac
+  elif [[ $COMP_CWORD -eq 4 && $cmd == admin && $sub == session && $action =~ ${alternatives(ADMIN_TAKES_SESSION)} ]]; then
+    words="$(_peerops_words sessions)"
+  elif [[ $COMP_CWORD -eq 4 && $cmd == admin && $sub == router && $action =~ ${alternatives(ADMIN_TAKES_ROUTER)} ]]; then
+    words="$(_peerops_words routers)"
   fi
   COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }
@@ -101,6 +145,16 @@ function fish(): string {
       lines.push(
         `complete -c peerops -n '__fish_seen_subcommand_from admin; and __fish_seen_subcommand_from ${area}' -a '${actions.join(' ')}'`,
       );
+  const ask = (kind: WordKind) =>
+    `(env PEEROPS_TIMEOUT=${WORDS_TIMEOUT} peerops completion --words ${kind} 2>/dev/null)`;
+  lines.push(
+    `complete -c peerops -n '__fish_seen_subcommand_from session; and __fish_seen_subcommand_from ${TAKES_SESSION.join(' ')}' -a '${ask('sessions')}'`,
+    `complete -c peerops -n '__fish_seen_subcommand_from context; and __fish_seen_subcommand_from ${TAKES_CONTEXT.join(' ')}' -a '${ask('contexts')}'`,
+    `complete -c peerops -n '__fish_seen_subcommand_from admin; and __fish_seen_subcommand_from ${ADMIN_TAKES_SESSION.join(' ')}' -a '${ask('sessions')}'`,
+    `complete -c peerops -n '__fish_seen_subcommand_from admin; and __fish_seen_subcommand_from ${ADMIN_TAKES_ROUTER.join(' ')}' -a '${ask('routers')}'`,
+    `complete -c peerops -l router -r -a '${ask('routers')}'`,
+    `complete -c peerops -l context -r -a '${ask('contexts')}'`,
+  );
   for (const [cmd, list] of Object.entries(FLAGS))
     for (const f of list)
       lines.push(
@@ -112,6 +166,14 @@ function fish(): string {
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
     const [shell, extra] = argv;
+    if (shell === '--words') {
+      const kind = WORD_KINDS.find((k) => k === extra);
+      if (!kind) throw unknownWord('kind of words', extra ?? '', WORD_KINDS);
+      // a completion that fails completes nothing: an error would be printed into the command line
+      const list = await words(kind).catch(() => []);
+      if (list.length) console.log(list.join('\n'));
+      return 0;
+    }
     if (!shell || shell === '--help' || shell === '-h') {
       console.log(`usage: peerops completion bash|zsh|fish
 
