@@ -103,6 +103,8 @@ export class OutboxHolders {
   private readonly sessionUids = new Map<string, string>();
   private readonly liveUids = new Set<string>();
   private readonly records = new Map<string, OutboxRecord>();
+  /** Deletion records by their session's uid: every session put looks its own up. */
+  private readonly deletions = new Map<string, Set<string>>();
 
   constructor(outbox: Outbox) {
     this.outbox = outbox;
@@ -138,6 +140,8 @@ export class OutboxHolders {
     const known = this.records.get(record.name);
     if (known && known.rv >= record.rv) return;
     this.records.set(record.name, record);
+    const uid = record.session?.uid;
+    if (uid !== undefined) this.deletions.set(uid, (this.deletions.get(uid) ?? new Set()).add(record.name));
     this.set(`record/${record.name}`, record.entries, this.counts(record));
   }
 
@@ -145,6 +149,10 @@ export class OutboxHolders {
     const known = this.records.get(name);
     if (!known || known.rv > rv) return;
     this.records.delete(name);
+    const uid = known.session?.uid;
+    const names = uid === undefined ? undefined : this.deletions.get(uid);
+    names?.delete(name);
+    if (uid !== undefined && names?.size === 0) this.deletions.delete(uid);
     this.set(`record/${name}`, [], false);
   }
 
@@ -155,7 +163,7 @@ export class OutboxHolders {
 
   /** Deletion records of a session (by uid). */
   recordsOf(uid: string): OutboxRecord[] {
-    return [...this.records.values()].filter((r) => r.session?.uid === uid);
+    return [...(this.deletions.get(uid) ?? [])].flatMap((name) => this.records.get(name) ?? []);
   }
 
   /** Where these ids are held: session names and records, each with the ids of `ids` it holds. */
