@@ -40,6 +40,7 @@ import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
 import loginPlugin from './auth/login/plugin.ts';
+import { PortalSessions } from './auth/portal-session.ts';
 import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challenges.ts';
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
@@ -208,7 +209,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   installAnswerRules(app);
-  installAuth(app, { store, tokens, admins: opts.login?.admins ?? [] });
+  // the portal's sign-in cookies (docs/login.md); their MAC key is the same on every replica sharing the JWT key
+  const sessions = new PortalSessions(tokens.deriveKey('peerops portal session'), config.portalIdleSeconds);
+  installAuth(app, { store, tokens, admins: opts.login?.admins ?? [], sessions });
   const redis = config.redisUrl ? await connectRedis(app, config.redisUrl) : undefined;
   const countRequest = installRateLimit(app, config, redis);
   const unmatchedLog = requestLogger(app.log, 'unmatched');
@@ -281,6 +284,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
         ...loginState,
         isBlocked: (asn: number) => blockedEverywhere(store, asn),
         issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds, 'login'),
+        sessions,
         onOutcome: (outcome) => loginTotal.inc({ outcome }),
         onRequest: [scope.identify, scope.rateLimit],
       });
@@ -297,7 +301,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, { store, registry: opts.login?.registry });
     await scope.register(webhookRoutes, { hooks: notifier.hooks, targets: notifier });
-    await scope.register(tokenRoutes, { store });
+    await scope.register(tokenRoutes, { store, sessions });
     await scope.register(agentRoutes, {
       store,
       config,

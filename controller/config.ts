@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { DEFAULT_IDLE_SECONDS } from './auth/portal-session.ts';
 import { redactUrl } from './redact.ts';
 
 export interface Config {
@@ -32,6 +33,8 @@ export interface Config {
   serviceHost: string | undefined;
   /** Lifetime of the JWTs that login issues, seconds (`PEEROPS_TOKEN_TTL`, default 12 h). */
   tokenTtlSeconds: number;
+  /** The portal's sign-in ends after this long unused, seconds (`PEEROPS_PORTAL_IDLE_TIMEOUT`, default 30 min). */
+  portalIdleSeconds: number;
   /** Status 4 for longer than this is "stuck" (docs/operator-guide.md, Monitoring). */
   stuckAfterSeconds: number;
   /** No heartbeat for longer than this is "offline" (docs/operator-guide.md, Monitoring). */
@@ -148,6 +151,14 @@ function parseTtl(value: string | undefined): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 60 || n > 366 * 24 * 3600)
     throw new Error(`PEEROPS_TOKEN_TTL: '${value}' is not a number of seconds from 60 to 31622400`);
+  return n;
+}
+
+function parseIdleTimeout(value: string | undefined): number {
+  if (!value) return DEFAULT_IDLE_SECONDS;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 60 || n > 366 * 24 * 3600)
+    throw new Error(`PEEROPS_PORTAL_IDLE_TIMEOUT: '${value}' is not a number of seconds from 60 to 31622400`);
   return n;
 }
 
@@ -275,6 +286,7 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),
     serviceHost: env.PEEROPS_SERVICE_HOST || undefined,
     tokenTtlSeconds: parseTtl(env.PEEROPS_TOKEN_TTL),
+    portalIdleSeconds: parseIdleTimeout(env.PEEROPS_PORTAL_IDLE_TIMEOUT),
     logLevel: parseLogLevel(env.PEEROPS_LOG_LEVEL),
     stuckAfterSeconds: 600,
     offlineAfterSeconds: 300,

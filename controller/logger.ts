@@ -20,7 +20,8 @@ export function controllerLogger(level: LogLevel, destination: DestinationStream
     {
       name: 'peerops',
       level,
-      redact: ['req.headers.authorization', '*.token', '*.agentToken'],
+      // the portal's sign-in cookie carries its token (docs/login.md)
+      redact: ['req.headers.authorization', 'req.headers.cookie', '*.token', '*.agentToken'],
     },
     destination,
   );

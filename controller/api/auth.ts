@@ -21,6 +21,7 @@ import { ProblemError } from '../../common/errors.ts';
 import { blockedEverywhere } from '../../common/rules/index.ts';
 import type { Identity, TokenClaims, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
+import type { PortalSessions } from '../auth/portal-session.ts';
 import type { Store } from '../store/store.ts';
 
 declare module 'fastify' {
@@ -38,7 +39,10 @@ declare module 'fastify' {
     agentRouter: string | undefined;
   }
   interface FastifyInstance {
-    /** onRequest: reads a Bearer JWT into `request.identity` (or the reason it is not valid). */
+    /**
+     * onRequest: reads a Bearer JWT, or else the portal's session cookie, into `request.identity` (or the
+     * reason it is not valid).
+     */
     identify: onRequestHookHandler;
     /** onRequest: sets `request.agentRouter` when the Bearer token is the agent token of `:router`. */
     identifyAgent: onRequestHookHandler;
@@ -55,11 +59,17 @@ export function bearer(request: FastifyRequest): string | undefined {
 
 /**
  * Decorates the instance with `identify` and `identifyAgent` for the routes registered in it. `admins`:
- * the admin list the login grants the admin role from (PEEROPS_ADMIN_ASNS).
+ * the admin list the login grants the admin role from (PEEROPS_ADMIN_ASNS); `sessions`: the portal's
+ * sign-in cookies.
  */
 export function installAuth(
   app: FastifyInstance,
-  deps: { store: Store; tokens: Pick<TokenIssuer, 'verify'>; admins: readonly number[] },
+  deps: {
+    store: Store;
+    tokens: Pick<TokenIssuer, 'verify'>;
+    admins: readonly number[];
+    sessions: PortalSessions;
+  },
 ): void {
   const admins = new Set(deps.admins);
   /** The role a token has now: a login's admin token only while its ASN is on the list. */
@@ -81,8 +91,14 @@ export function installAuth(
       request.agentRouter = router;
     done();
   }) satisfies onRequestHookHandler);
-  app.decorate('identify', ((request, _reply, done) => {
-    const token = bearer(request);
+  app.decorate('identify', ((request, reply, done) => {
+    let token = bearer(request);
+    try {
+      // a Bearer token (the CLI's) wins: a browser's cookie never changes who a script's request is
+      token ??= deps.sessions.token(request, reply);
+    } catch (err) {
+      request.authError = err as ProblemError;
+    }
     if (token !== undefined) {
       try {
         const claims = deps.tokens.verify(token);
@@ -95,6 +111,8 @@ export function installAuth(
       } catch (err) {
         request.authError =
           err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
+        // a revoked or expired sign-in's cookie is of no more use to the browser
+        if (bearer(request) === undefined) deps.sessions.end(request, reply);
       }
     }
     done();

@@ -1,6 +1,7 @@
 /**
  * Revoking user and admin tokens (docs/login.md, Revoking tokens; docs/api.md, Tokens): `POST /token`
- * revokes the caller's own token (the portal's and the CLI's logout), `POST /admin/token` revokes any token
+ * revokes the caller's own token (the portal's and the CLI's logout; the portal's sign-in cookies are
+ * cleared with it) or says whose it is (`current`: the portal after a reload), `POST /admin/token` revokes any token
  * by its id, every token of an ASN at once, and lists what is revoked. The store keeps the list (durable,
  * shared by every replica, forgotten as tokens expire); auth.ts checks every request against it.
  */
@@ -9,6 +10,7 @@ import Type from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { Asn, Timestamp } from '../../common/schema.ts';
 import { parseTokenId } from '../auth/token-id.ts';
+import type { PortalSessions } from '../auth/portal-session.ts';
 import type { RevocationList } from '../store/core/revocations.ts';
 import type { Store } from '../store/store.ts';
 import { actorOf } from './actions.ts';
@@ -27,6 +29,10 @@ const OwnRevoke = Type.Object(
   { action: Type.Literal('revoke') },
   { additionalProperties: false, examples: [{ action: 'revoke' }] },
 );
+const OwnCurrent = Type.Object(
+  { action: Type.Literal('current') },
+  { additionalProperties: false, examples: [{ action: 'current' }] },
+);
 const AdminRevoke = Type.Object(
   { action: Type.Literal('revoke'), id: TokenIdField },
   { additionalProperties: false, examples: [{ action: 'revoke', id: EXAMPLE_ID }] },
@@ -44,6 +50,12 @@ const RevokedToken = Type.Object({ id: Type.String(), asn: Asn, expiresAt: Times
 const RevokedAsn = Type.Object({ asn: Asn, issuedUntil: Timestamp });
 const RevokedAnswer = Type.Object({ revoked: RevokedToken });
 const RevokedAsnAnswer = Type.Object({ revoked: RevokedAsn });
+const CurrentAnswer = Type.Object({
+  asn: Asn,
+  role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
+  id: Type.String(),
+  expiresAt: Timestamp,
+});
 const ListAnswer = Type.Object({ tokens: Type.Array(RevokedToken), asns: Type.Array(RevokedAsn) });
 
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
@@ -60,8 +72,11 @@ function listAnswer(list: RevocationList) {
   };
 }
 
-export const tokenRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, opts) => {
-  const { store } = opts;
+export const tokenRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  sessions: Pick<PortalSessions, 'present' | 'end'>;
+}> = async (app, opts) => {
+  const { store, sessions } = opts;
 
   app.post(
     '/token',
@@ -70,19 +85,25 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (a
       onRequest: [app.identify, app.rateLimit, requireToken],
       schema: {
         operationId: 'token',
-        summary: "Revoke the caller's own token (log out)",
+        summary: "Revoke the caller's own token (log out), or say whose it is",
         description:
-          'The token of the request is refused from then on, by every replica. Answers once the revocation is stored.',
-        body: Actions([OwnRevoke]),
-        response: { 200: RevokedAnswer },
+          'revoke: the token of the request is refused from then on, by every replica; answers once the revocation ' +
+          "is stored, and clears the portal's sign-in cookies. current: the token's ASN, role (as it is now), id " +
+          'and expiry.',
+        body: Actions([OwnRevoke, OwnCurrent]),
+        response: { 200: Type.Union([RevokedAnswer, CurrentAnswer]) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const identity = caller(request);
       const claims = request.tokenClaims;
       // identify sets both together: only a route without it gets here without claims
       if (!claims) throw new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first');
+      const expiresAt = revokedToken(claims.id).expiresAt;
+      if (request.body.action === 'current')
+        return { asn: identity.asn, role: identity.role, id: claims.id, expiresAt };
       await store.revokeTokens({ token: claims.id }, actorOf(identity));
+      if (sessions.present(request)) sessions.end(request, reply);
       request.log.info({ asn: claims.asn, token: claims.id }, 'token revoked by its holder');
       return { revoked: revokedToken(claims.id) };
     },

@@ -3,6 +3,7 @@
  *
  *   {"action":"challenge","asn":N} → {challenge, host, asn, expiresAt, namespace, methods, skipped}
  *   {"action":"verify","asn":N,"challenge":"…","signature":"…"[,"publicKey":"…"]} → {token, id, expiresAt, role}
+ *   … with "cookie":true (the portal) → {id, expiresAt, role}, the token in an HttpOnly cookie instead
  *
  * Errors: AUTH_FAILED 401 (bad signature, or challenge unknown/used/expired/altered/for another host or
  * ASN), ASN_BLOCKED 403, NOT_FOUND 404 (ASN not in the registry), RATE_LIMITED 429 (too many failed
@@ -54,6 +55,11 @@ export interface IssuedLoginToken {
   expiresAt: string;
 }
 
+/** The portal's sign-in cookies (controller/auth/portal-session.ts), as the login sets them. */
+export interface CookieSessions {
+  start(request: FastifyRequest, reply: FastifyReply, token: string): void;
+}
+
 export interface LoginPluginOptions {
   registry: Registry;
   /** The host name users reach this service by; written into every challenge and checked on verify. */
@@ -79,6 +85,8 @@ export interface LoginPluginOptions {
   failureLimiter?: FailureLimiter;
   /** Without failureLimiter: failed verifications allowed per client address (default 10 per 15 min). */
   failureLimit?: { max?: number; windowMs?: number };
+  /** Where `cookie: true` puts the token; without it such a verify is refused. */
+  sessions?: CookieSessions;
   /** The route's onRequest hooks (the controller's: identify the caller, count it against its limit). */
   onRequest?: onRequestHookHandler[];
 }
@@ -94,6 +102,8 @@ const VerifyRequest = Type.Object(
     challenge: Type.String({ minLength: 1, maxLength: 2048 }),
     signature: Type.String({ minLength: 1, maxLength: 16384 }),
     publicKey: Type.Optional(Type.String({ minLength: 1, maxLength: 32768 })),
+    /** The portal's sign-in: the token in an HttpOnly cookie, not in the answer (docs/login.md). */
+    cookie: Type.Optional(Type.Boolean()),
   },
   {
     additionalProperties: false,
@@ -123,6 +133,11 @@ const TokenResponse = Type.Object({
   id: Type.String({ description: "The token's id: what `peerops admin token revoke` takes" }),
   expiresAt: Type.String({ format: 'date-time' }),
   role: Type.Union([Type.Literal('user'), Type.Literal('admin')]),
+});
+const CookieTokenResponse = Type.Object({
+  id: TokenResponse.properties.id,
+  expiresAt: TokenResponse.properties.expiresAt,
+  role: TokenResponse.properties.role,
 });
 type ChallengeRequest = Static<typeof ChallengeRequest>;
 
@@ -206,6 +221,12 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
 
   async function verify(req: FastifyRequest, reply: FastifyReply, body: VerifyRequest) {
     await refuseLimitedOrBlocked(req, reply, body.asn);
+    const sessions = opts.sessions;
+    // before the challenge is spent: a refused request must leave it good for a retry
+    if (body.cookie === true && sessions === undefined)
+      throw new ProblemError('INVALID_REQUEST', 'cookie: this login issues no sign-in cookies', [
+        { pointer: '/cookie', message: 'this login issues no sign-in cookies; leave cookie out' },
+      ]);
     const fail = async (reason: string): Promise<never> => {
       await limiter.fail(addressKey(req.ip));
       outcome('auth_failed');
@@ -248,6 +269,10 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
       },
       'login',
     );
+    if (body.cookie === true && sessions !== undefined) {
+      sessions.start(req, reply, token);
+      return { id, expiresAt, role };
+    }
     return { token, id, expiresAt, role };
   }
 
@@ -268,7 +293,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
           'First `challenge` for the ASN, then `verify` with the challenge signed by a key of one of its maintainers ' +
           '(docs/login.md). The token answers every other route as `Authorization: Bearer`.',
         body: Actions([ChallengeRequest, VerifyRequest]),
-        response: { 200: Type.Union([ChallengeResponse, TokenResponse]) },
+        response: { 200: Type.Union([ChallengeResponse, TokenResponse, CookieTokenResponse]) },
       },
     },
     async (req, reply) => {
