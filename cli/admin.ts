@@ -33,7 +33,7 @@ import {
   type ShownCondition,
 } from './conditions.ts';
 import { contextName, saveContext } from './config.ts';
-import type { AdminSessionRecord as SessionRecord } from '../controller/api/schemas.ts';
+import type { AdminSessionRecord as SessionRecord } from '../controller/api/responses.ts';
 import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]

@@ -10,7 +10,7 @@ import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { atomicWriteFile } from '../common/atomic-write.ts';
-import type { PeerConfigFormat } from '../common/peer-config/index.ts';
+import type { PeerConfigFormat } from '../common/peer-config/formats.ts';
 import { CliError } from './client.ts';
 
 const run = promisify(execFile);

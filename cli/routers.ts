@@ -2,7 +2,7 @@
  * `peerops routers`: the routers one can peer with (the public GET /routers, no login needed).
  */
 import { Client, COMMON_OPTIONS, CliError, output, outputFormat, parseFlags, run, table } from './client.ts';
-import type { PublicRouter } from '../controller/api/schemas.ts';
+import type { PublicRouter } from '../controller/api/responses.ts';
 
 const USAGE = `usage: peerops routers [-o table|wide|json|yaml] [--url URL] [--context NAME]
 

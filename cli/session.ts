@@ -3,7 +3,7 @@
  * A session is named by its UUID or a unique prefix of it (docs/cli.md).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PEER_CONFIG_FORMATS } from '../common/peer-config/index.ts';
+import { PEER_CONFIG_FORMATS } from '../common/peer-config/formats.ts';
 import { writeConfigFiles } from './config-files.ts';
 import { showable } from '../common/text.ts';
 import {
@@ -19,7 +19,7 @@ import {
   table,
   unknownWord,
 } from './client.ts';
-import type { SessionRecord } from '../controller/api/schemas.ts';
+import type { SessionRecord } from '../controller/api/responses.ts';
 
 export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart', 'config'] as const;
 

@@ -2,7 +2,16 @@
  * The controller's REST API (docs/api.md) as the portal calls it: same origin, JSON bodies, the token in
  * an Authorization header. The token lives only in this page's memory (docs/decisions.md, "Portal").
  */
-import type { WaitingView } from '../common/waiting.ts';
+import type {
+  AdminRouterRecord,
+  AdminSessionRecord,
+  CreateResponse,
+  PolicyRecord,
+  PublicRouter,
+  SessionConfigResponse,
+  SessionRecord,
+} from '../controller/api/responses.ts';
+import type { PeerConfigFormat } from '../common/peer-config/formats.ts';
 import { serverEvents } from '../common/event-stream.ts';
 
 export interface FieldError {
@@ -30,121 +39,25 @@ export class ApiError extends Error {
   }
 }
 
-export interface Metrics {
-  rtt?: number | null;
-  rxBytes?: number | null;
-  txBytes?: number | null;
-  routesImported?: number | null;
-  at?: string;
-}
-
-export interface Decision {
-  action: 'reject' | 'disable' | 'purge';
-  reason?: string;
-  by: string;
-  at: string;
-  /** When a REJECTED or PURGED record is removed. */
-  until?: string;
-}
-
-export interface ForgeConflictNote {
-  id: string;
-  /** When the replaced change was made. */
-  at: string;
-  forgeCommit: string;
-  /** The branch of the forge that keeps the replaced version. */
-  branch: string;
-}
-
-export interface SessionRecord {
-  uuid: string;
-  router: string;
-  routerName: string;
-  asn: number;
-  status: number;
-  statusName: string;
-  ipv6: string;
-  ipv6LinkLocal: string;
-  ipv4: string | null;
-  endpoint: string | null;
-  publicKey: string;
-  mtu: number;
-  mpbgp: boolean;
-  extendedNextHop: boolean;
-  listenPort: number;
-  interface: string;
-  serverEndpoint: string;
-  /** The router's WireGuard public key and link-local; absent from older controllers. */
-  serverPublicKey?: string | null;
-  serverLinkLocal?: string | null;
-  createdAt: string | null;
-  lastTransitionTime: string | null;
-  lastError: { code: string; message: string; at?: string } | null;
-  /** The admin's reject, disable or purge with its reason (docs/api.md, Decisions); absent from older controllers. */
-  decision?: Decision | null;
-  /** A change of the owner's a forge edit replaced (docs/api.md, Forge conflicts); absent from older controllers. */
-  forgeConflict?: ForgeConflictNote | null;
-  metrics: Metrics | null;
-  /** Live state reported by the router's agent; absent from controllers before it, null until reported. */
-  bgpState?: string | null;
-  bgpSince?: string | null;
-  lastHandshake?: string | null;
-  /** Who a queued session waits for (docs/api.md, Waiting); absent from older controllers. */
-  waiting?: WaitingView | null;
-  networkAsn?: number;
-  /** Admin list only: what the current policy would refuse of the session. */
-  policyViolations?: FieldError[];
-}
-
-export interface PublicRouter {
-  name: string;
-  uuid: string;
-  displayName: string;
-  region: string;
-  location: string | null;
-  endpointHost: string;
-  publicKey: string;
-  linkLocal: string;
-  accepting: boolean;
-  networkAsn?: number;
-  /** Free places before the router's maxSessions, where the controller tells them. */
-  freeSlots?: number | null;
-}
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
-
-export interface AdminRouter {
-  name: string;
-  spec: PublicRouter & {
-    provider?: string;
-    maxSessions?: number;
-    acceptingSessions?: boolean;
-    autoApprove?: boolean;
-  };
-  status: { lastHeartbeat?: string; agentVersion?: string; uptime?: number; conditions?: Condition[] };
-  conditions?: Condition[];
-  hasAgentToken: boolean;
-}
-
-export interface CreateAnswer {
-  uuid: string;
-  status: number;
-  statusName: string;
-  serverEndpoint: string;
-  serverPublicKey: string;
-  serverLinkLocal: string;
-  serverIpv4?: string;
-  listenPort: number;
-  interface: string;
-  networkAsn?: number;
-}
+/**
+ * The answers' bodies are the API's own schemas (controller/api/responses.ts), imported as types only: the
+ * bundle gains nothing, and a field the controller adds or changes shows here at once.
+ */
+export type {
+  AdminRouterRecord as AdminRouter,
+  AdminSessionRecord,
+  CreateResponse as CreateAnswer,
+  PublicRouter,
+  SessionConfigResponse as ConfigAnswer,
+  SessionRecord,
+} from '../controller/api/responses.ts';
+export type { Condition } from '../common/schema.ts';
+export {
+  PEER_CONFIG_FORMATS as CONFIG_FORMATS,
+  type PeerConfigFormat as ConfigFormat,
+} from '../common/peer-config/formats.ts';
+export type Decision = NonNullable<SessionRecord['decision']>;
+export type ForgeConflictNote = NonNullable<SessionRecord['forgeConflict']>;
 
 /** A key the signature may come from (docs/login.md, Which keys count). */
 export interface ChallengeMethod {
@@ -182,14 +95,6 @@ export interface Login {
   role: 'user' | 'admin';
   asn: number;
 }
-
-export interface ConfigAnswer {
-  format: string;
-  files: { name: string; content: string }[];
-}
-
-export type ConfigFormat = 'wg-quick' | 'networkd' | 'bird' | 'frr';
-export const CONFIG_FORMATS: ConfigFormat[] = ['wg-quick', 'networkd', 'bird', 'frr'];
 
 let token: string | undefined;
 let onExpired: () => void = () => undefined;
@@ -235,7 +140,7 @@ async function answer<T>(res: Response): Promise<T> {
 }
 
 export const api = {
-  routers: () => request<{ routers: PublicRouter[]; networkAsn?: number }>('GET', '/routers'),
+  routers: () => request<{ routers: PublicRouter[] }>('GET', '/routers'),
   challenge: (asn: number) => request<Challenge>('POST', '/login', { action: 'challenge', asn }),
   verify: (asn: number, challenge: string, signature: string, publicKey?: string) =>
     request<Omit<Login, 'asn'>>('POST', '/login', {
@@ -249,21 +154,20 @@ export const api = {
   logout: () => request<unknown>('POST', '/token', { action: 'revoke' }),
   sessions: () => request<{ sessions: SessionRecord[] }>('POST', '/session', { action: 'list' }),
   create: (body: Record<string, unknown>) =>
-    request<CreateAnswer>('POST', '/session', { action: 'create', ...body }),
+    request<CreateResponse>('POST', '/session', { action: 'create', ...body }),
   modify: (uuid: string, changes: { endpoint?: string | null; mtu?: number }) =>
     request<SessionRecord>('POST', '/session', { action: 'modify', uuid, ...changes }),
   restart: (uuid: string) => request<SessionRecord>('POST', '/session', { action: 'restart', uuid }),
   remove: (uuid: string) =>
     request<SessionRecord | { deleted: true }>('POST', '/session', { action: 'delete', uuid }),
-  config: (uuid: string, format: ConfigFormat) =>
-    request<ConfigAnswer>('POST', '/session', { action: 'config', uuid, format }),
+  config: (uuid: string, format: PeerConfigFormat) =>
+    request<SessionConfigResponse>('POST', '/session', { action: 'config', uuid, format }),
   adminSessions: (filter: { status?: number } = {}) =>
-    request<{ sessions: SessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
+    request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
   adminSession: (action: 'approve' | 'reject', uuid: string, reason: string) =>
     request<unknown>('POST', '/admin/session', { action, uuid, ...(reason ? { reason } : {}) }),
-  adminRouters: () => request<{ routers: AdminRouter[] }>('POST', '/admin/router', { action: 'list' }),
-  policy: () =>
-    request<{ name: string; spec: Record<string, unknown> }>('POST', '/admin/policy', { action: 'get' }),
+  adminRouters: () => request<{ routers: AdminRouterRecord[] }>('POST', '/admin/router', { action: 'list' }),
+  policy: () => request<PolicyRecord>('POST', '/admin/policy', { action: 'get' }),
 };
 
 /** A dropped stream is opened again after this, as the controller's `retry:` field says. */

@@ -66,7 +66,7 @@ export function App() {
     setLang(l);
     setLanguage(l);
   };
-  const networkAsn = routers?.find((r) => r.networkAsn)?.networkAsn;
+  const networkAsn = routers?.find((r) => r.networkAsn)?.networkAsn ?? undefined;
   const isAdmin = login?.role === 'admin';
   const page = PAGES.find((p) => p.hash === hash && (!p.admin || isAdmin)) ?? PAGES[0]!;
   useEffect(() => {

@@ -10,9 +10,7 @@
  */
 import { BGP_TIMERS, birdConnectTimers } from '../bgp-timers.ts';
 import { formatEndpoint, parseEndpoint } from '../net.ts';
-
-export const PEER_CONFIG_FORMATS = ['wg-quick', 'networkd', 'bird', 'frr'] as const;
-export type PeerConfigFormat = (typeof PEER_CONFIG_FORMATS)[number];
+import type { PeerConfigFormat } from './formats.ts';
 
 /** What stands for the peer's private key in the wg-quick file, to be replaced before use. */
 export const PRIVATE_KEY_PLACEHOLDER = '<YOUR_WIREGUARD_PRIVATE_KEY>';

@@ -6,7 +6,7 @@ import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/stat
 import { waitingView } from '../../common/waiting.ts';
 import { sessionOptions, type ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
-import type { SessionRecord } from './schemas.ts';
+import type { SessionRecord } from './responses.ts';
 
 /** `host:port` of the router's side of a session tunnel. */
 export function serverEndpoint(router: Router | undefined, listenPort: number): string {

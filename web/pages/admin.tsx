@@ -2,7 +2,14 @@
 import { useEffect, useState } from 'preact/hooks';
 import { isHealthy } from '../../common/conditions.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { api, watchSessions, type AdminRouter, type Condition, type SessionRecord } from '../api.ts';
+import {
+  api,
+  watchSessions,
+  type AdminRouter,
+  type AdminSessionRecord,
+  type Condition,
+  type SessionRecord,
+} from '../api.ts';
 import { described, Dl, Field, Problem } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -57,12 +64,12 @@ export function ReviewsPage() {
   );
 }
 
-function Review(props: { session: SessionRecord; onDone: () => void }) {
+function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
   const s = props.session;
   const [reason, setReason] = useState('');
   const [error, setError] = useState<unknown>();
   const [needReason, setNeedReason] = useState(false);
-  const violations = s.policyViolations ?? [];
+  const violations = s.policyViolations;
   const id = `reason-${s.uuid}`;
   const reasonError = needReason && !reason.trim() ? t('reviews.reasonNeeded') : undefined;
   const act = async (action: 'approve' | 'reject') => {
@@ -157,7 +164,7 @@ export function RoutersPage() {
 }
 
 function conditionsOf(r: AdminRouter): Condition[] {
-  return r.conditions ?? r.status.conditions ?? [];
+  return r.status.conditions ?? [];
 }
 
 function RouterCard(props: { router: AdminRouter; sessions: SessionRecord[] }) {

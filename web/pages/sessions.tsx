@@ -34,7 +34,7 @@ export function SessionsPage(props: { networkAsn: number | undefined; admin: boo
     }, stop.signal).catch(setError);
     return () => stop.abort();
   }, []);
-  const networkAsn = props.networkAsn ?? sessions?.find((s) => s.networkAsn)?.networkAsn;
+  const networkAsn = props.networkAsn ?? sessions?.find((s) => s.networkAsn)?.networkAsn ?? undefined;
 
   return (
     <section aria-labelledby="sessions-title">

@@ -1,0 +1,175 @@
+/**
+ * The bodies of the user and admin APIs' answers, built from the resource fields of common/schema.ts. The
+ * routes name them in their `schema` (through schemas.ts); the portal takes its types from here with a
+ * type-only import (web/api.ts), so this module imports nothing but schemas, nothing of Node.
+ */
+import Type, { type Static } from 'typebox';
+import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-config/formats.ts';
+import {
+  Asn,
+  BgpState,
+  Decision,
+  Endpoint,
+  Ipv4,
+  LastError,
+  LinkLocal,
+  Mtu,
+  PolicySpec,
+  Port,
+  RouterName,
+  RouterSpec,
+  RouterStatus,
+  SessionMetrics,
+  StatusCode,
+  StatusNameField,
+  Timestamp,
+  Uuid,
+  WireGuardKey,
+  Ipv6,
+} from '../../common/schema.ts';
+
+/** A `config` format (docs/user-guide.md, "Configure your side"). */
+export const PeerConfigFormatField = Type.Unsafe<PeerConfigFormat>({
+  type: 'string',
+  enum: [...PEER_CONFIG_FORMATS],
+});
+
+export const SessionRecord = Type.Object({
+  uuid: Uuid,
+  router: RouterName,
+  routerName: Type.String(),
+  asn: Asn,
+  status: StatusCode,
+  statusName: StatusNameField,
+  ipv6: Ipv6,
+  ipv6LinkLocal: LinkLocal,
+  ipv4: Type.Union([Ipv4, Type.Null()]),
+  endpoint: Type.Union([Endpoint, Type.Null()]),
+  publicKey: WireGuardKey,
+  mtu: Mtu,
+  mpbgp: Type.Boolean(),
+  extendedNextHop: Type.Boolean(),
+  listenPort: Port,
+  interface: Type.String(),
+  serverEndpoint: Type.String(),
+  /** The router's WireGuard public key and link-local (its BGP neighbour); null when the router is gone. */
+  serverPublicKey: Type.Union([WireGuardKey, Type.Null()]),
+  serverLinkLocal: Type.Union([LinkLocal, Type.Null()]),
+  createdAt: Type.Union([Timestamp, Type.Null()]),
+  lastTransitionTime: Type.Union([Timestamp, Type.Null()]),
+  lastError: Type.Union([LastError, Type.Null()]),
+  /**
+   * The admin's last reject, disable or purge of the session, with the reason (docs/api.md, Decisions);
+   * `until`: when a REJECTED or PURGED session is removed. Null when none stands.
+   */
+  decision: Type.Union([
+    Type.Object({ ...Decision.properties, until: Type.Optional(Timestamp) }, { additionalProperties: false }),
+    Type.Null(),
+  ]),
+  metrics: Type.Union([SessionMetrics, Type.Null()]),
+  bgpState: BgpState,
+  bgpSince: Type.Union([Timestamp, Type.Null()]),
+  lastHandshake: Type.Union([Timestamp, Type.Null()]),
+  /**
+   * Who a queued session waits for (common/waiting.ts; docs/api.md, Waiting): `peer` (the router is ready,
+   * BIRD tries to connect and the peer's side does not answer), `router` (its agent sets it up) or
+   * `agent` (the router's agent has not reported for longer than two heartbeat intervals); null otherwise.
+   */
+  waiting: Type.Union([
+    Type.Object({
+      for: Type.String({ enum: ['peer', 'router', 'agent'] }),
+      since: Type.Union([Timestamp, Type.Null()]),
+    }),
+    Type.Null(),
+  ]),
+  networkAsn: Type.Union([Asn, Type.Null()]),
+  /**
+   * A change of this session the API acknowledged that an edit on the forge replaced (docs/gitops.md,
+   * "When the forge and the API change the same file"): the forge's version is the session now, the
+   * replaced one is kept on `branch` of the forge. Null when there is none unresolved of the last 7 days.
+   */
+  forgeConflict: Type.Union([
+    Type.Object(
+      {
+        id: Type.String(),
+        /** When the replaced change was made. */
+        at: Timestamp,
+        /** The store's commit that made it, and the forge's commit whose version won. */
+        commit: Type.String(),
+        forgeCommit: Type.String(),
+        branch: Type.String(),
+        message: Type.String(),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Null(),
+  ]),
+});
+export type SessionRecord = Static<typeof SessionRecord>;
+
+export const SessionListResponse = Type.Object({ sessions: Type.Array(SessionRecord) });
+const FieldErrorRecord = Type.Object({ pointer: Type.String(), message: Type.String() });
+/**
+ * A session as the admin list shows it: the record, and what the current policy would refuse of it
+ * (pointers as in a create body; empty when nothing). Users' records do not carry it.
+ */
+export const AdminSessionRecord = Type.Object({
+  ...SessionRecord.properties,
+  policyViolations: Type.Array(FieldErrorRecord),
+});
+export type AdminSessionRecord = Static<typeof AdminSessionRecord>;
+export const AdminSessionListResponse = Type.Object({ sessions: Type.Array(AdminSessionRecord) });
+export const CreateResponse = Type.Object({
+  uuid: Uuid,
+  status: StatusCode,
+  statusName: StatusNameField,
+  serverEndpoint: Type.String(),
+  serverPublicKey: WireGuardKey,
+  serverLinkLocal: LinkLocal,
+  /** The router's tunnel IPv4 (its IPv4 loopback), when the session has an IPv4: the far end of yours. */
+  serverIpv4: Type.Optional(Ipv4),
+  listenPort: Port,
+  interface: Type.String(),
+  /** The network's own ASN (the routing policy's dn42Asn): the peer's BGP neighbour ASN. */
+  networkAsn: Type.Union([Asn, Type.Null()]),
+});
+export const DeletedResponse = Type.Object({ uuid: Uuid, deleted: Type.Literal(true) });
+
+export const PublicRouter = Type.Object({
+  name: RouterName,
+  uuid: Uuid,
+  displayName: Type.String(),
+  region: Type.String(),
+  location: Type.Union([Type.String(), Type.Null()]),
+  endpointHost: Type.String(),
+  publicKey: WireGuardKey,
+  linkLocal: LinkLocal,
+  accepting: Type.Boolean(),
+  /** Places left before the router's maxSessions; null when it sets no limit. */
+  freeSlots: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  networkAsn: Type.Union([Asn, Type.Null()]),
+});
+export type PublicRouter = Static<typeof PublicRouter>;
+
+/** A router as the admin API shows it: its spec without the token hash, its status. */
+export const AdminRouterRecord = Type.Object({
+  name: RouterName,
+  spec: Type.Omit(RouterSpec, ['agentTokenSha256']),
+  status: RouterStatus,
+  hasAgentToken: Type.Boolean(),
+});
+
+export const PolicyRecord = Type.Object({
+  name: Type.Union([Type.Literal('default'), RouterName]),
+  spec: PolicySpec,
+});
+
+export const SessionConfigResponse = Type.Object({
+  format: PeerConfigFormatField,
+  files: Type.Array(Type.Object({ name: Type.String(), content: Type.String() })),
+});
+
+export type AdminRouterRecord = Static<typeof AdminRouterRecord>;
+export type CreateResponse = Static<typeof CreateResponse>;
+export type PolicyRecord = Static<typeof PolicyRecord>;
+export type SessionConfigResponse = Static<typeof SessionConfigResponse>;
