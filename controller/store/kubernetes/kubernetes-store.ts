@@ -4,10 +4,11 @@
  * prepares every write with every rule; writes go to the API server with the resourceVersion read, and a
  * 409 Conflict re-runs the pure mutate function on the fresh object.
  *
- * Over 500 lines: this is one back end's persistence of three kinds, each write in its own
- * optimistic-concurrency loop against the API server, and the cross-replica re-check of a create's
- * limits. What stands alone has a module of its own (api.ts, port-claims.ts, router-ids.ts,
- * informers.ts, connections.ts); no rule and no read is defined here. Several
+ * Over 500 lines: this is one back end's persistence of three kinds and of the outbox, each write in its
+ * own optimistic-concurrency loop against the API server (on the objects the index holds, so here), and
+ * the cross-replica re-check of a create's limits. What stands alone has a module of its own (api.ts,
+ * port-claims.ts, router-ids.ts, informers.ts, connections.ts, outbox.ts, generation.ts); no rule and no
+ * read is defined here. Several
  * controller replicas may write at once:
  * - one session per (ASN, router): the object name is `as<asn>-<router>`, so AlreadyExists is SESSION_EXISTS;
  * - one session per listen port and router: a port is claimed with a ConfigMap named
