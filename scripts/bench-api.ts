@@ -25,7 +25,8 @@
  * time costs in the same run. Guest halt polling is switched on for the run where it can be (see
  * enableHaltPolling for why).
  *
- * Two more scenarios: `user-list` (bench-api/user-list.ts: a user's session list at 10,000 sessions) and
+ * Two more scenarios: `user-list` (bench-api/user-list.ts: a user's session list at 10,000 sessions, also
+ * while every router reports its sessions' metrics once per --report-seconds, default 60) and
  * `storm` (bench-api/storm.ts: 1,000 fresh agents connecting at once, then the same fleet running while
  * its controller is restarted on the same store and port, modelled on the real agent's retries and
  * backoff). The fixture and the server processes are bench-api/harness.ts, wrk's runs bench-api/wrk.ts.
@@ -79,6 +80,7 @@ const { values, positionals } = parseArgs({
     'no-halt-poll': { type: 'boolean', default: false },
     'no-reconnect': { type: 'boolean', default: false },
     'reconnect-duration': { type: 'string', default: '30' },
+    'report-seconds': { type: 'string', default: '60' },
     // the children's own: the server's port, the /health probe's through a controller restart
     port: { type: 'string', default: '0' },
     'through-restart': { type: 'boolean', default: false },
@@ -359,7 +361,12 @@ async function bench(): Promise<void> {
     const restoreHaltPolling = values['no-halt-poll'] ? undefined : enableHaltPolling();
     try {
       await (scenario === 'user-list'
-        ? userList({ ...size, rounds: Number(values.rounds), wrkOptions })
+        ? userList({
+            ...size,
+            rounds: Number(values.rounds),
+            reportSeconds: Number(values['report-seconds']),
+            wrkOptions,
+          })
         : measureAll());
     } finally {
       restoreHaltPolling?.();
