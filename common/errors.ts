@@ -3,6 +3,8 @@
  * and the rules throw DomainError, which knows no HTTP; controller/api/problem.ts turns any DomainError
  * into RFC 9457 problem details with the status of this table, in one place.
  */
+import type { MessageKey, MessageParams } from './messages.ts';
+
 export const ErrorCodes = {
   INVALID_REQUEST: 400,
   INVALID_ACTION: 400,
@@ -32,22 +34,34 @@ export const ErrorCodes = {
 
 export type ErrorCode = keyof typeof ErrorCodes;
 
+/** The catalogue entry a message was made from (common/messages.ts), for clients in other languages. */
+export interface Keyed {
+  key: MessageKey;
+  params: MessageParams;
+}
+
 /** One field-level problem: a JSON pointer into the request or manifest, and why it is wrong. */
 export interface FieldError {
   pointer: string;
   message: string;
+  /** The catalogue key of `message` and its parameters (common/messages.ts). */
+  key?: MessageKey;
+  params?: MessageParams;
 }
 
 /** A refusal by a rule or the store: a machine code, a sentence for people, the fields at fault. */
 export class DomainError extends Error {
   readonly code: ErrorCode;
   readonly errors: FieldError[] | undefined;
+  /** Set when the message is a catalogue entry's (common/messages.ts: `fault`, `problem`). */
+  readonly keyed: Keyed | undefined;
 
-  constructor(code: ErrorCode, detail: string, errors?: FieldError[]) {
+  constructor(code: ErrorCode, detail: string, errors?: FieldError[], keyed?: Keyed) {
     super(detail);
     this.name = 'DomainError';
     this.code = code;
     this.errors = errors;
+    this.keyed = keyed;
   }
 }
 
@@ -55,15 +69,15 @@ export class DomainError extends Error {
 export class ProblemError extends DomainError {
   readonly status: number;
 
-  constructor(code: ErrorCode, detail: string, errors?: FieldError[]) {
-    super(code, detail, errors);
+  constructor(code: ErrorCode, detail: string, errors?: FieldError[], keyed?: Keyed) {
+    super(code, detail, errors, keyed);
     this.name = 'ProblemError';
     this.status = ErrorCodes[code];
   }
 
   /** The problem the API answers for a domain error. */
   static of(err: DomainError): ProblemError {
-    return err instanceof ProblemError ? err : new ProblemError(err.code, err.message, err.errors);
+    return err instanceof ProblemError ? err : new ProblemError(err.code, err.message, err.errors, err.keyed);
   }
 }
 

@@ -2,7 +2,8 @@
  * The session status transitions of docs/architecture.md (the life of a session), as one pure function. Every caller (REST API,
  * admin API, agent reports, reconciler) asks here; a pair that is not in the table is INVALID_STATE.
  */
-import { DomainError } from './errors.ts';
+import type { DomainError } from './errors.ts';
+import { fault } from './messages.ts';
 import { SessionStatus as S, statusName, type SessionStatusCode } from './status.ts';
 
 export type Trigger =
@@ -99,7 +100,7 @@ export function transition(from: SessionStatusCode | undefined, trigger: Trigger
     const approved = trigger.kind === 'create' ? trigger.autoApprove : trigger.mergeIsApproval;
     return to(approved ? S.QUEUED_FOR_SETUP : S.PENDING_REVIEW);
   }
-  if (from === undefined) throw new DomainError('INVALID_STATE', `${trigger.kind} needs an existing session`);
+  if (from === undefined) throw fault('session.needsExisting', { action: trigger.kind });
   const outcome =
     trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
   if (!outcome) throw invalid(from, trigger);
@@ -121,8 +122,5 @@ function invalid(from: SessionStatusCode, trigger: Trigger): DomainError {
     trigger.kind === 'report'
       ? `a report of status ${trigger.status} (${statusName(trigger.status)})`
       : trigger.kind;
-  return new DomainError(
-    'INVALID_STATE',
-    `${what} is not allowed for a session in status ${from} (${statusName(from)})`,
-  );
+  return fault('session.transition', { action: what, status: from, statusName: statusName(from) });
 }

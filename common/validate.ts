@@ -8,6 +8,7 @@ import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
 import { DomainError } from './errors.ts';
 import { UNPRINTABLE_CLASS } from './text.ts';
+import { englishText, fault, FIELD_MESSAGES, type FieldMessageKey, type MessageParams } from './messages.ts';
 import { Condition, RouterName, RouterSpec } from './schema.ts';
 import {
   canonicalEndpoint,
@@ -37,18 +38,66 @@ ajv.addFormat('host', { type: 'string', validate: isHost });
 ajv.addFormat('ipv4-prefix', { type: 'string', validate: (v: string) => isPrefix(v, 'ipv4') });
 ajv.addFormat('ipv6-prefix', { type: 'string', validate: (v: string) => isPrefix(v, 'ipv6') });
 
-const FORMAT_MESSAGES: Record<string, string> = {
-  ipv6: 'must be an IPv6 address',
-  ipv4: 'must be an IPv4 address',
-  'link-local': 'must be an IPv6 link-local address (fe80::/10)',
-  'wireguard-key': 'must be a WireGuard key: base64 of exactly 32 bytes',
-  endpoint: 'must be host:port with a host name or IP literal (IPv6 in brackets) and a port 1-65535',
-  host: 'must be a host name or an IP address',
-  'ipv4-prefix': 'must be an IPv4 prefix such as 172.20.0.0/14',
-  'ipv6-prefix': 'must be an IPv6 prefix such as fd00::/8',
-  uuid: 'must be a UUID',
-  'date-time': 'must be an ISO 8601 timestamp',
+/** The catalogue keys of JSON types, for ajv's `type` errors. */
+const TYPE_KEYS: Record<string, FieldMessageKey> = {
+  string: 'field.notString',
+  integer: 'field.notInteger',
+  number: 'field.notNumber',
+  boolean: 'field.notBoolean',
+  object: 'field.notObject',
+  array: 'field.notArray',
+  null: 'field.notNull',
 };
+
+/** The catalogue entry (common/messages.ts) of an ajv error: the sentence a peer reads for the field. */
+function fieldReason(e: ErrorObject): { key: FieldMessageKey; params: MessageParams } {
+  const p = e.params as Record<string, unknown>;
+  const limit = Number(p.limit);
+  switch (e.keyword) {
+    case 'required':
+      return { key: 'field.required', params: {} };
+    case 'additionalProperties':
+      return { key: 'field.unknown', params: {} };
+    case 'minLength':
+      return { key: 'field.tooShort', params: { min: limit } };
+    case 'maxLength':
+      return { key: 'field.tooLong', params: { max: limit } };
+    case 'minItems':
+      return { key: 'field.tooFew', params: { min: limit } };
+    case 'maxItems':
+      return { key: 'field.tooMany', params: { max: limit } };
+    case 'minimum':
+      return { key: 'field.atLeast', params: { limit } };
+    case 'maximum':
+      return { key: 'field.atMost', params: { limit } };
+    case 'exclusiveMinimum':
+      return { key: 'field.above', params: { limit } };
+    case 'exclusiveMaximum':
+      return { key: 'field.below', params: { limit } };
+    case 'uniqueItems':
+      return { key: 'field.duplicates', params: {} };
+    case 'enum': {
+      const allowed = (p.allowedValues as unknown[] | undefined) ?? [];
+      return { key: 'field.oneOf', params: { allowed: allowed.map(String).join(', ') } };
+    }
+    case 'pattern':
+      return {
+        key: String(p.pattern).includes(UNPRINTABLE_CLASS) ? 'field.printable' : 'field.pattern',
+        params: {},
+      };
+    case 'format': {
+      const key = `field.format.${String(p.format)}`;
+      return {
+        key: Object.hasOwn(FIELD_MESSAGES, key) ? (key as FieldMessageKey) : 'field.invalid',
+        params: {},
+      };
+    }
+    case 'type':
+      return { key: TYPE_KEYS[String(p.type)] ?? 'field.invalid', params: {} };
+    default:
+      return { key: 'field.invalid', params: {} };
+  }
+}
 
 /**
  * The patterns of the schemas in words, keyed by the schema's own pattern: an error that quoted the
@@ -147,20 +196,16 @@ export function toFieldErrors(
   const alternatives = new Map<string, number>();
   for (const e of errors ?? []) {
     let pointer = base + e.instancePath;
-    let message = e.message ?? 'is invalid';
+    const { key: messageKey, params } = fieldReason(e);
+    let message = englishText(messageKey, params);
     if (e.keyword === 'required') {
       pointer += `/${escapePointer(String(e.params.missingProperty))}`;
-      message = 'is required';
     } else if (e.keyword === 'additionalProperties') {
       pointer += `/${escapePointer(String(e.params.additionalProperty))}`;
-      message = 'is not a known field';
     } else if (e.keyword === 'format') {
       const format = String(e.params.format);
       const value = FORMAT_REASONS[format] ? valueAt(data, e.instancePath) : undefined;
-      message =
-        (typeof value === 'string' ? FORMAT_REASONS[format]?.(value) : undefined) ??
-        FORMAT_MESSAGES[format] ??
-        message;
+      message = (typeof value === 'string' ? FORMAT_REASONS[format]?.(value) : undefined) ?? message;
     } else if (e.keyword === 'pattern') {
       const pattern = String(e.params.pattern);
       message = pattern.includes(UNPRINTABLE_CLASS)
@@ -168,9 +213,6 @@ export function toFieldErrors(
         : PATTERN_WORDS.has(pattern)
           ? `must be ${PATTERN_WORDS.get(pattern)}`
           : 'has characters or a form that is not allowed';
-    } else if (e.keyword === 'enum') {
-      const allowed = (e.params as { allowedValues?: unknown[] }).allowedValues ?? [];
-      message = `must be one of ${allowed.map(String).join(', ')}`;
     } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
       continue; // the branch errors say more
     }
@@ -189,7 +231,12 @@ export function toFieldErrors(
     if (!seen.has(key)) {
       seen.add(key);
       if (branch) alternatives.set(branch, out.length);
-      out.push({ pointer: pointer || '/', message });
+      out.push({
+        pointer: pointer || '/',
+        message,
+        key: messageKey,
+        ...(Object.keys(params).length > 0 && { params }),
+      });
     }
   }
   return out;
@@ -211,11 +258,8 @@ export function validate<T>(schema: TSchema, input: unknown, base = ''): Validat
 
 function invalid(what: string, errors: FieldError[]): DomainError {
   const first = errors[0];
-  return new DomainError(
-    'INVALID_REQUEST',
-    first ? `${what} ${first.pointer}: ${first.message}` : `${what} is invalid`,
-    errors,
-  );
+  if (!first) return new DomainError('INVALID_REQUEST', `${what} is invalid`, errors);
+  return fault('request.invalidField', { what, pointer: first.pointer, reason: first.message }, errors);
 }
 
 /** validate() that throws INVALID_REQUEST with the field errors. */

@@ -13,28 +13,40 @@ import type {
 } from '../controller/api/responses.ts';
 import type { PeerConfigFormat } from '../common/peer-config/formats.ts';
 import { serverEvents } from '../common/event-stream.ts';
+import type { FieldError, Keyed } from '../common/errors.ts';
+import { localText } from './i18n/problems/index.ts';
 
-export interface FieldError {
-  pointer: string;
-  message: string;
-}
+export type { FieldError } from '../common/errors.ts';
 
 /** A problem+json answer (docs/api.md, Errors). */
 export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
   readonly errors: FieldError[];
-  constructor(status: number, code: string, detail: string, errors: FieldError[] = []) {
+  /** The catalogue key of the detail (docs/api.md, Errors, Message keys), when the answer had one. */
+  readonly keyed: Partial<Keyed>;
+  constructor(
+    status: number,
+    code: string,
+    detail: string,
+    errors: FieldError[] = [],
+    keyed: Partial<Keyed> = {},
+  ) {
     super(detail);
     this.status = status;
     this.code = code;
     this.errors = errors;
+    this.keyed = keyed;
   }
-  /** The message of the field at `pointer` (`/ipv6`), if the API named it. */
+  /** The detail in the reader's language. */
+  text(): string {
+    return localText({ message: this.message, ...this.keyed });
+  }
+  /** The message of the field at `pointer` (`/ipv6`) in the reader's language, if the API named it. */
   field(pointer: string): string | undefined {
     return this.errors
       .filter((e) => e.pointer === pointer || e.pointer.startsWith(`${pointer}/`))
-      .map((e) => e.message)
+      .map(localText)
       .join('; ');
   }
 }
@@ -125,13 +137,14 @@ async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown):
 /** A JSON answer, or the ApiError of a refusal (an INVALID_TOKEN one also ends the login). */
 async function answer<T>(res: Response): Promise<T> {
   const data = (await res.json().catch(() => undefined)) as
-    { code?: string; detail?: string; errors?: FieldError[] } | undefined;
+    ({ code?: string; detail?: string; errors?: FieldError[] } & Partial<Keyed>) | undefined;
   if (!res.ok) {
     const err = new ApiError(
       res.status,
       data?.code ?? 'INTERNAL',
       data?.detail ?? res.statusText,
       data?.errors,
+      { key: data?.key, params: data?.params },
     );
     if (err.code === 'INVALID_TOKEN' && token) onExpired();
     throw err;

@@ -36,11 +36,11 @@ export function described(id: string, hint: boolean, error: string | undefined) 
   return { id, 'aria-describedby': ids || undefined, 'aria-invalid': error ? true : undefined };
 }
 
-/** An API failure in words: the problem code and the controller's detail. */
+/** An API failure in words: the problem code and the controller's detail in the reader's language. */
 export function Problem(props: { error: unknown }) {
   if (!props.error) return null;
   const e = props.error;
-  const detail = e instanceof ApiError ? e.message : String(e);
+  const detail = e instanceof ApiError ? e.text() : String(e);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (
     <div class="problem" role="alert">

@@ -4,6 +4,7 @@
  * (unknown router, blocked ASN, a port or uuid held twice).
  */
 import { DomainError, type FieldError } from '../errors.ts';
+import { fault, fieldError } from '../messages.ts';
 import { sessionName } from '../naming.ts';
 import {
   SessionSpec as SessionSpecSchema,
@@ -57,10 +58,7 @@ export interface AdmissionView {
 
 /** The one wording of SESSION_EXISTS, also for a create another replica won (AlreadyExists). */
 export function sessionExistsError(asn: number, router: string): DomainError {
-  return new DomainError(
-    'SESSION_EXISTS',
-    `AS${asn} already has a session (${sessionName(asn, router)}) on ${router}; delete it first`,
-  );
+  return fault('session.exists', { asn, name: sessionName(asn, router), router });
 }
 
 /**
@@ -72,7 +70,7 @@ export function sessionExistsError(asn: number, router: string): DomainError {
 export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterSpec {
   const { asn, router: routerName } = spec;
   const router = view.router(routerName);
-  if (!router) throw new DomainError('ROUTER_NOT_FOUND', `router ${routerName} does not exist`);
+  if (!router) throw fault('router.notFound', { name: routerName });
   const policy = view.policyFor(routerName);
   if (policy.blockedAsns?.includes(asn)) {
     const message = blockedAsnMessage(asn, routerName);
@@ -80,8 +78,7 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
       { pointer: '/asn', message },
     ]);
   }
-  if (router.acceptingSessions === false)
-    throw new DomainError('ROUTER_FULL', `router ${routerName} is not accepting new sessions`);
+  if (router.acceptingSessions === false) throw fault('router.notAccepting', { name: routerName });
   const name = sessionName(asn, routerName);
   let onRouter = 0;
   for (const s of view.sessionsOn(routerName)) {
@@ -91,19 +88,13 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
     onRouter++;
   }
   if (router.maxSessions !== undefined && onRouter >= router.maxSessions)
-    throw new DomainError(
-      'ROUTER_FULL',
-      `router ${routerName} has reached its maximum of ${router.maxSessions} sessions`,
-    );
+    throw fault('router.full', { name: routerName, max: router.maxSessions });
   if (policy.maxPendingPerAsn !== undefined) {
     let pending = 0;
     for (const s of view.sessionsOf(asn))
       if (s.name !== name && s.status.code === SessionStatus.PENDING_REVIEW) pending++;
     if (pending >= policy.maxPendingPerAsn)
-      throw new DomainError(
-        'CONFLICT',
-        `AS${asn} already has ${pending} session${pending === 1 ? '' : 's'} awaiting review (limit ${policy.maxPendingPerAsn}); wait for a review`,
-      );
+      throw fault('session.pendingLimit', { asn, pending, limit: policy.maxPendingPerAsn });
   }
   assertSessionAddressing(name, spec, router, policy, view.network);
   return router;
@@ -114,9 +105,7 @@ export function checkedSessionSpec(current: { spec: SessionSpec }, next: Session
   const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
   for (const field of ['uuid', 'asn', 'router'] as const) {
     if (spec[field] !== current.spec[field]) {
-      throw new DomainError('INVALID_REQUEST', `session ${field} cannot change`, [
-        { pointer: `/${field}`, message: 'cannot change' },
-      ]);
+      throw fault('session.fieldFixed', { field }, [fieldError(`/${field}`, 'field.cannotChange')]);
     }
   }
   return spec;

@@ -2,7 +2,7 @@
  * Helpers shared by the user, admin and agent routes: actors, ownership and the one way a status
  * changes (through common/state-machine.ts).
  */
-import { ProblemError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
 import { statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Decision, SessionStatusRecord } from '../../common/schema.ts';
@@ -23,7 +23,7 @@ export function owns(identity: Identity, session: Session): boolean {
 /** The session, or SESSION_NOT_FOUND (also for another ASN's session: existence is not revealed). */
 export function findOwned(store: Store, identity: Identity, uuid: string): Session {
   const session = store.getSession(uuid);
-  if (!session || !owns(identity, session)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${uuid}`);
+  if (!session || !owns(identity, session)) throw problem('session.notFound', { uuid: uuid });
   return session;
 }
 

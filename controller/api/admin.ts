@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ProblemError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 import { mergePatch } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
@@ -103,8 +104,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         const filter: { router?: string; asn?: number } = {};
         if (body.router !== undefined) {
           // A mistyped router name is an error, not a router without sessions.
-          if (!store.getRouter(body.router))
-            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.router}`);
+          if (!store.getRouter(body.router)) throw problem('router.notFound', { name: body.router });
           filter.router = body.router;
         }
         if (body.asn !== undefined) filter.asn = body.asn;
@@ -117,7 +117,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         return { sessions: sessions.map((s) => ({ ...view(s), policyViolations: judge(s) })) };
       }
       const current = store.getSession(body.uuid);
-      if (!current) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+      if (!current) throw problem('session.notFound', { uuid: body.uuid });
       // the registry is read from disk or a git mirror: before the store's write, as a create does
       if (opts.registry && (body.action === 'approve' || body.action === 'enable'))
         await assertRoutesStillHold(opts.registry, current, body.action);
@@ -189,8 +189,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           return { router: adminRouter(store.getRouter(name) ?? created), agentToken: token };
         }
         case 'update': {
-          if (!store.getRouter(body.name))
-            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });
           const updated = await store.updateRouter(
             body.name,
             (spec) => validateOrThrow<RouterSpec>(RouterSpec, { ...spec, ...body.spec }, 'router'),
@@ -200,13 +199,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           return { router: adminRouter(updated) };
         }
         case 'remove':
-          if (!store.getRouter(body.name))
-            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });
           await store.deleteRouter(body.name, actor);
           return { name: body.name, removed: true };
         case 'rotate-token': {
-          if (!store.getRouter(body.name))
-            throw new ProblemError('ROUTER_NOT_FOUND', `no router ${body.name}`);
+          if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });
           const { token, sha256 } = newAgentToken();
           await store.setAgentTokenHash(body.name, sha256, actor);
           return { name: body.name, agentToken: token };

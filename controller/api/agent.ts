@@ -22,6 +22,7 @@ import {
 } from '../../common/agent-api.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../../common/conditions.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
@@ -144,7 +145,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
 
   const routerOf = (request: { params: { router: string } }): Router => {
     const router = store.getRouter(request.params.router);
-    if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
+    if (!router) throw problem('router.notFound', { name: request.params.router });
     return router;
   };
 
@@ -336,7 +337,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     (request) => {
       // The token check found the router; recording it looks it up once more (it may have gone since).
       if (!store.recordHeartbeat(request.params.router, request.body))
-        throw new ProblemError('ROUTER_NOT_FOUND', `no router ${request.params.router}`);
+        throw problem('router.notFound', { name: request.params.router });
       return { ok: true as const };
     },
   );
@@ -402,7 +403,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       const router = routerOf(request);
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
-        throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
+        throw problem('session.notFound', { uuid: body.uuid });
       if (body.interface !== interfaceName(current.spec.listenPort))
         throw new ProblemError(
           'INVALID_REQUEST',
@@ -417,8 +418,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       const reported = body.status;
       const now = isoNow();
       const change = (s: typeof current) => {
-        if (s.spec.router !== router.name)
-          throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid} on router ${router.name}`);
+        if (s.spec.router !== router.name) throw problem('session.notFound', { uuid: body.uuid });
         const outcome = transition(s.status.code, { kind: 'report', status: reported });
         if (outcome.result === 'removed') return { delete: true as const };
         let lastError: SessionStatusRecord['lastError'];

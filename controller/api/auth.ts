@@ -18,6 +18,7 @@ import type {
   onRequestHookHandler,
 } from 'fastify';
 import { ProblemError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 import { blockedEverywhere } from '../../common/rules/index.ts';
 import type { Identity, TokenClaims, TokenIssuer } from '../auth/jwt.ts';
 import { AgentTokenVerifier } from '../auth/agent-token.ts';
@@ -103,14 +104,13 @@ export function installAuth(
       try {
         const claims = deps.tokens.verify(token);
         if (deps.store.tokenRevoked(claims.id, claims.asn, claims.issuedAt))
-          throw new ProblemError('INVALID_TOKEN', 'the token was revoked; log in again');
+          throw problem('auth.tokenRevoked');
         const identity = identityNow(claims);
         request.tokenClaims = claims;
         request.identity = identity;
         request.callerBlocked = identity.role !== 'admin' && blockedEverywhere(deps.store, identity.asn);
       } catch (err) {
-        request.authError =
-          err instanceof ProblemError ? err : new ProblemError('INVALID_TOKEN', 'the token is not valid');
+        request.authError = err instanceof ProblemError ? err : problem('auth.tokenInvalid');
         // a revoked or expired sign-in's cookie is of no more use to the browser
         if (bearer(request) === undefined) deps.sessions.end(request, reply);
       }
@@ -125,11 +125,7 @@ export function hookList<T>(hooks: T | T[] | undefined): T[] {
 }
 
 function userOrRefusal(request: FastifyRequest): Identity | ProblemError {
-  return (
-    request.identity ??
-    request.authError ??
-    new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first')
-  );
+  return request.identity ?? request.authError ?? problem('auth.tokenRequired');
 }
 
 /** onRequest, after `identify`: any valid token, of a blocked ASN too (revoking one's own token). */
@@ -171,9 +167,7 @@ export function requireAdmin(
 ): void {
   const caller = userOrRefusal(request);
   if (caller instanceof ProblemError) return done(caller);
-  done(
-    caller.role === 'admin' ? undefined : new ProblemError('FORBIDDEN', 'this action needs an admin token'),
-  );
+  done(caller.role === 'admin' ? undefined : problem('auth.adminOnly'));
 }
 
 /** onRequest, after `identifyAgent` and the rate limit: the agent token of the router in the path. */

@@ -7,6 +7,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { DomainError, ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
+import { problem, type MessageKey, type MessageParams } from '../../common/messages.ts';
 import { rateLimitHeadersOf } from './rate-limit.ts';
 
 export interface ProblemBody {
@@ -15,6 +16,9 @@ export interface ProblemBody {
   status: number;
   code: ErrorCode;
   detail: string;
+  /** The catalogue key of `detail` and its parameters (docs/api.md, Errors, Message keys). */
+  key?: MessageKey;
+  params?: MessageParams;
   errors?: FieldError[];
 }
 
@@ -26,6 +30,10 @@ export function problemBody(err: ProblemError): ProblemBody {
     code: err.code,
     detail: err.message,
   };
+  if (err.keyed) {
+    body.key = err.keyed.key;
+    body.params = err.keyed.params;
+  }
   if (err.errors?.length) body.errors = err.errors;
   return body;
 }
@@ -44,16 +52,12 @@ function toProblem(err: FastifyError | DomainError | Error): ProblemError | unde
   if (err instanceof DomainError) return ProblemError.of(err);
   const status = (err as FastifyError).statusCode;
   const code = (err as FastifyError).code;
-  if (status === 429)
-    return new ProblemError('RATE_LIMITED', 'too many requests; wait for X-RateLimit-Reset');
-  if (status === 413 || code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-    return new ProblemError('PAYLOAD_TOO_LARGE', 'the request body is larger than the limit (64 KiB)');
-  if (status === 415 || code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-    return new ProblemError('UNSUPPORTED_MEDIA_TYPE', 'the request body must be application/json');
-  if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY')
-    return new ProblemError('INVALID_REQUEST', 'the request body is empty; a JSON object is expected');
+  if (status === 429) return problem('request.rateLimited');
+  if (status === 413 || code === 'FST_ERR_CTP_BODY_TOO_LARGE') return problem('request.tooLarge');
+  if (status === 415 || code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return problem('request.mediaType');
+  if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return problem('request.emptyBody');
   if (err instanceof SyntaxError || code === 'FST_ERR_CTP_INVALID_JSON_BODY')
-    return new ProblemError('INVALID_REQUEST', 'the request body is not valid JSON');
+    return problem('request.notJson');
   if (typeof status === 'number' && status >= 400 && status < 500)
     return new ProblemError(
       GENERIC_CODES[status] ?? 'INVALID_REQUEST',
@@ -136,9 +140,7 @@ function frameworkProblem(err: FastifyError): ProblemError {
       'INVALID_REQUEST',
       'the URL has a percent-encoding that does not decode (FST_ERR_BAD_URL)',
     );
-  return (
-    toProblem(err) ?? new ProblemError('INTERNAL', 'internal error; the operator can find it in the log')
-  );
+  return toProblem(err) ?? problem('internal');
 }
 
 /** The answers of requests that reached no route: 404s and the router's own refusals. */
@@ -177,11 +179,7 @@ export function frameworkErrorHandler(
   return (err, request, reply) => {
     answerUnrouted(request, reply, frameworkProblem(err), unrouted()).catch((failure: unknown) => {
       request.log.error({ reqId: request.id, err: failure }, 'unexpected error');
-      if (!reply.sent)
-        sendProblem(
-          reply,
-          new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
-        );
+      if (!reply.sent) sendProblem(reply, problem('internal'));
     });
   };
 }
@@ -193,26 +191,20 @@ export function frameworkErrorHandler(
  */
 export function installErrorHandling(app: FastifyInstance, notFound: Unrouted = {}): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const problem = toProblem(err);
-    if (problem) {
-      if (problem.status >= 500)
-        request.log.error(
-          { reqId: request.id, code: problem.code, detail: problem.message },
-          'request failed',
-        );
-      return sendProblem(reply, problem);
+    const answer = toProblem(err);
+    if (answer) {
+      if (answer.status >= 500)
+        request.log.error({ reqId: request.id, code: answer.code, detail: answer.message }, 'request failed');
+      return sendProblem(reply, answer);
     }
     request.log.error({ reqId: request.id, err }, 'unexpected error');
-    return sendProblem(
-      reply,
-      new ProblemError('INTERNAL', 'internal error; the operator can find it in the log'),
-    );
+    return sendProblem(reply, problem('internal'));
   });
   app.setNotFoundHandler(async (request, reply) =>
     answerUnrouted(
       request,
       reply,
-      new ProblemError('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`),
+      problem('route.notFound', { method: request.method, path: request.url.split('?')[0] ?? '/' }),
       notFound,
     ),
   );

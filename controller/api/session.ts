@@ -6,6 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 import { sessionOptions } from '../../common/schema.ts';
 import type { ForgeConflict } from '../../common/schema.ts';
 import { interfaceName } from '../../common/naming.ts';
@@ -26,7 +27,7 @@ import { serverEndpoint, sessionRecord } from './views.ts';
 
 function resolveRouter(store: Store, ref: string): Router {
   const router = store.getRouter(ref) ?? store.listRouters().find((r) => r.spec.uuid === ref.toLowerCase());
-  if (!router) throw new ProblemError('ROUTER_NOT_FOUND', `no router ${ref}`);
+  if (!router) throw problem('router.notFound', { name: ref });
   return router;
 }
 
@@ -182,7 +183,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           const updated = await store.updateSession(
             body.uuid,
             (s) => {
-              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              if (!owns(identity, s)) throw problem('session.notFound', { uuid: body.uuid });
               return applyTrigger(s, { kind: 'modify' }, now, (spec) => {
                 const next = { ...spec };
                 if (body.endpoint === null) delete next.endpoint;
@@ -194,7 +195,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             actor,
             `modify session ${current.name}`,
           );
-          if (!updated) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+          if (!updated) throw problem('session.notFound', { uuid: body.uuid });
           return view(updated);
         }
         case 'restart': {
@@ -202,7 +203,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           const updated = await store.updateSession(
             body.uuid,
             (s) => {
-              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              if (!owns(identity, s)) throw problem('session.notFound', { uuid: body.uuid });
               return applyTrigger(s, { kind: 'restart' }, now, (spec) => ({
                 ...spec,
                 restartGeneration: (spec.restartGeneration ?? 0) + 1,
@@ -211,7 +212,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             actor,
             `restart session ${current.name}`,
           );
-          if (!updated) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+          if (!updated) throw problem('session.notFound', { uuid: body.uuid });
           return view(updated);
         }
         case 'config': {
@@ -248,7 +249,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           const updated = await store.updateSession(
             body.uuid,
             (s) => {
-              if (!owns(identity, s)) throw new ProblemError('SESSION_NOT_FOUND', `no session ${body.uuid}`);
+              if (!owns(identity, s)) throw problem('session.notFound', { uuid: body.uuid });
               return applyTrigger(s, { kind: 'delete' }, now);
             },
             actor,

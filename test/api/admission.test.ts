@@ -75,7 +75,7 @@ describe('POST /validate', () => {
     expect(answer.body.response.allowed).toBe(false);
     expect(answer.body.response.status).toMatchObject({ code: 422, reason: 'Invalid' });
     expect(answer.body.response.status.details.causes).toEqual([
-      { type: 'FieldValueInvalid', field: 'spec.mtu', message: 'must be >= 1280' },
+      { type: 'FieldValueInvalid', field: 'spec.mtu', message: 'must be 1280 or more' },
     ]);
   });
 

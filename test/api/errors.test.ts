@@ -283,7 +283,7 @@ describe('session errors', () => {
         status: 409,
         code: 'CONFLICT',
         detail: expect.stringMatching(
-          /already has 3 sessions awaiting review \(limit 3\); wait for a review$/,
+          /already has 3 session\(s\) awaiting review \(limit 3\); wait for a review$/,
         ),
       });
     const stored = routers.flatMap((r) => h.store.listSessions({ router: r }));

@@ -218,6 +218,7 @@ describe('hostile input', () => {
     expect(res.json().errors).toEqual([
       {
         pointer: '/message',
+        key: 'field.printable',
         message:
           'must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks',
       },

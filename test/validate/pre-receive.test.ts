@@ -84,7 +84,7 @@ describe('pre-receive hook', () => {
     await commit('broken');
     const result = await push('HEAD:refs/heads/main');
     expect(result.ok).toBe(false);
-    expect(result.stderr).toContain('remote: sessions/ams1/as64512.yaml: /spec/mtu: must be <= ');
+    expect(result.stderr).toContain('remote: sessions/ams1/as64512.yaml: /spec/mtu: must be 9000 or less');
     expect(result.stderr).toContain(
       'remote: sessions/fra1/as64513.yaml: /spec/router: must be fra1 for a file at sessions/fra1/as64513.yaml',
     );
