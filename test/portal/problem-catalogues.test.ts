@@ -5,8 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { englishText, MESSAGE_KEYS, placeholders } from '../../common/messages.ts';
-import { catalogues } from '../../web/i18n/index.ts';
-import { problemCatalogues } from '../../web/i18n/problems/index.ts';
+import en from '../../web/i18n/en.ts';
+import zhCN from '../../web/i18n/zh-CN.ts';
+import { problemCatalogues } from '../../web/i18n/problems/catalogues.ts';
+
+const catalogues = { en, 'zh-CN': zhCN };
 
 describe("the portal's catalogues of the controller's words", () => {
   it('one for each language of the portal', () => {

@@ -5,10 +5,10 @@
  */
 import { fill, type MessageParams } from '../../../common/messages.ts';
 import { lang, type Lang } from '../index.ts';
-import en from './en.ts';
-import zhCN from './zh-CN.ts';
+import { problemCatalogues } from './catalogues.ts';
 
-export const problemCatalogues = { en, 'zh-CN': zhCN } satisfies Record<Lang, Record<string, string>>;
+/** Each language of the portal has its catalogue of the controller's words. */
+const catalogues: Record<Lang, Record<string, string>> = problemCatalogues;
 
 /** Anything the controller said with a key: a problem, a field error, a session's lastError. */
 export interface KeyedText {
@@ -21,7 +21,7 @@ export interface KeyedText {
 export function localText(said: KeyedText): string {
   const current = lang();
   if (current === 'en' || said.key === undefined) return said.message;
-  const catalogue: Record<string, string> = problemCatalogues[current];
+  const catalogue = catalogues[current];
   const text = Object.hasOwn(catalogue, said.key) ? catalogue[said.key] : undefined;
   return text === undefined ? said.message : fill(text, said.params ?? {});
 }
