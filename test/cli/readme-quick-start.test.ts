@@ -18,10 +18,26 @@ import { freePort } from '../support/ports.ts';
 let dir: string | undefined;
 let servePid: number | undefined;
 
+/** Whether the process is still there (signal 0 only asks). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 afterAll(async () => {
-  if (servePid !== undefined) process.kill(servePid, 'SIGTERM');
+  // the controller commits its queued writes on SIGTERM: its data dir is removed once it is gone
+  if (servePid !== undefined && alive(servePid)) {
+    process.kill(servePid, 'SIGTERM');
+    const deadline = Date.now() + 15_000;
+    while (alive(servePid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (alive(servePid)) process.kill(servePid, 'SIGKILL');
+  }
   if (dir) await rm(dir, { recursive: true, force: true });
-});
+}, 20_000);
 
 /** The first ```sh block after `heading` in README.md. */
 async function shellBlock(heading: string): Promise<string> {
