@@ -125,12 +125,12 @@ export type AgentConfig = AgentConfigFile & {
   asn?: number;
 };
 
-export class ConfigError extends Error {
+export class AgentConfigError extends Error {
   readonly file: string;
   readonly errors: FieldError[];
   constructor(file: string, errors: FieldError[]) {
     super(`${file}: ${errors.map((e) => `${e.pointer}: ${e.message}`).join('; ')}`);
-    this.name = 'ConfigError';
+    this.name = 'AgentConfigError';
     this.file = file;
     this.errors = errors;
   }
@@ -142,7 +142,7 @@ const WIREGUARD_REKEY_TIMEOUT = 5;
 /** Validates a parsed config object; `file` names it in errors. */
 export function parseConfig(input: unknown, file: string): AgentConfig {
   const result = validate<AgentConfigFile>(AgentConfigFile, input);
-  if (!result.ok) throw new ConfigError(file, result.errors);
+  if (!result.ok) throw new AgentConfigError(file, result.errors);
   const c = result.value;
   const errors: FieldError[] = [];
   if (c.routing.poolSizeMax < c.routing.poolSize) {
@@ -160,7 +160,7 @@ export function parseConfig(input: unknown, file: string): AgentConfig {
   const port = Number(c.server.listen.slice(c.server.listen.lastIndexOf(':') + 1));
   if (port > 65535)
     errors.push({ pointer: '/server/listen', message: 'port must be 0-65535 (0: any free port)' });
-  if (errors.length) throw new ConfigError(file, errors);
+  if (errors.length) throw new AgentConfigError(file, errors);
   const root = dirname(c.routing.peerConfDir);
   return {
     ...c,
@@ -180,13 +180,13 @@ export async function loadConfig(file: string): Promise<AgentConfig> {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(file, [{ pointer: '/', message: `cannot read: ${(err as Error).message}` }]);
+    throw new AgentConfigError(file, [{ pointer: '/', message: `cannot read: ${(err as Error).message}` }]);
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new ConfigError(file, [{ pointer: '/', message: `not JSON: ${(err as Error).message}` }]);
+    throw new AgentConfigError(file, [{ pointer: '/', message: `not JSON: ${(err as Error).message}` }]);
   }
   return parseConfig(parsed, file);
 }

@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { usageError } from '../common/usage.ts';
-import { ConfigError, loadConfig, mergeBootstrap } from './config.ts';
+import { AgentConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
 import { PREFLIGHT_EXIT, preflight } from './system/preflight.ts';
 import { Agent, UNAUTHORIZED_EXIT } from './agent.ts';
@@ -45,7 +45,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     config = await loadConfig(flags.config ?? '/etc/peerops/agent.json');
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof AgentConfigError) {
       console.error(`peerops agent: bad config ${err.file}:`);
       for (const e of err.errors) console.error(`  ${e.pointer}: ${e.message}`);
       return 1;

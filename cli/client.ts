@@ -9,7 +9,7 @@ import { dump } from 'js-yaml';
 import { serverEvents, type ServerEvent } from '../common/event-stream.ts';
 import { showable } from '../common/text.ts';
 import { usageError } from '../common/usage.ts';
-import { ConfigError, DEFAULT_URL, selectContext } from './config.ts';
+import { CliConfigError, DEFAULT_URL, selectContext } from './config.ts';
 
 export { configDir, DEFAULT_URL } from './config.ts';
 
@@ -115,7 +115,7 @@ export class Client {
     try {
       ctx = await selectContext(opts.context, env);
     } catch (err) {
-      if (err instanceof ConfigError) throw new CliError('USAGE', err.message);
+      if (err instanceof CliConfigError) throw new CliError('USAGE', err.message);
       throw err;
     }
     const url = checkUrl(opts.url ?? (env.PEEROPS_URL || undefined) ?? ctx?.url ?? DEFAULT_URL);
@@ -389,7 +389,7 @@ export async function run(body: () => Promise<number | void>): Promise<number> {
       console.error(`${err.code}: ${err.message}`);
       return err.exitStatus;
     }
-    if (err instanceof ConfigError) return usageError(err.message);
+    if (err instanceof CliConfigError) return usageError(err.message);
     if (isParseArgsError(err)) return usageError(err.message);
     throw err;
   }

@@ -28,8 +28,8 @@ export function configDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** A config file that cannot be used: said as a usage error, the user has to fix it. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
+export class CliConfigError extends Error {
+  override name = 'CliConfigError';
 }
 
 function parseConfig(text: string, file: string): Config {
@@ -37,10 +37,10 @@ function parseConfig(text: string, file: string): Config {
   try {
     raw = load(text);
   } catch (err) {
-    throw new ConfigError(`${file}: not YAML: ${(err as Error).message.split('\n')[0]}`);
+    throw new CliConfigError(`${file}: not YAML: ${(err as Error).message.split('\n')[0]}`);
   }
   if (raw === null || raw === undefined) return { contexts: [] };
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new ConfigError(`${file}: not a mapping`);
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new CliConfigError(`${file}: not a mapping`);
   const r = raw as Record<string, unknown>;
   const list = Array.isArray(r.contexts) ? (r.contexts as unknown[]) : [];
   const contexts: Context[] = [];
@@ -48,7 +48,7 @@ function parseConfig(text: string, file: string): Config {
     if (!c || typeof c !== 'object') continue;
     const { name, url, token } = c as Record<string, unknown>;
     if (typeof name !== 'string' || typeof url !== 'string')
-      throw new ConfigError(`${file}: every context needs a name and a url`);
+      throw new CliConfigError(`${file}: every context needs a name and a url`);
     contexts.push({ name, url, ...(typeof token === 'string' ? { token } : {}) });
   }
   const current = r['current-context'];
@@ -154,7 +154,7 @@ export async function selectContext(
   if (wanted !== undefined) {
     const ctx = config.contexts.find((c) => c.name === wanted);
     if (!ctx)
-      throw new ConfigError(
+      throw new CliConfigError(
         `no context '${wanted}' (${config.contexts.length ? `saved: ${config.contexts.map((c) => c.name).join(', ')}` : 'none saved; peerops login saves one'})`,
       );
     return ctx;

@@ -45,11 +45,11 @@ import { MemoryFailureLimiter, MemoryUsedChallenges } from './auth/login/challen
 import { RedisFailureLimiter, RedisUsedChallenges } from './auth/login/redis-state.ts';
 import type { Registry } from './auth/login/registry.ts';
 import { blockedEverywhere } from '../common/rules/index.ts';
-import { hookRoutes } from './api/hooks.ts';
+import { forgeEventRoutes } from './api/forge-events.ts';
 import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';
 import { tokenRoutes } from './api/tokens.ts';
-import { FileWebhooks, Notifier } from './notify/index.ts';
+import { FileWebhooks, Notifier } from './notify/notifier.ts';
 import { referenceRoutes } from './api/reference.ts';
 import { apiValidatorCompiler } from './api/validation.ts';
 
@@ -62,7 +62,7 @@ export interface AppOptions {
   /** `/login` (challenge signing, docs/login.md); without it the route only says why there is none. */
   login?: { registry: Registry; serviceHost: string; admins: number[] };
   /**
-   * Webhooks (docs/notifications.md); default: hooks in `<dataDir>/webhooks.json`. The caller starts its
+   * Webhooks (docs/notifications.md); default: webhooks in `<dataDir>/webhooks.json`. The caller starts its
    * leader part with the reconciler; the app closes it.
    */
   notifier?: Notifier;
@@ -254,7 +254,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     opts.notifier ??
     new Notifier({
       store,
-      hooks: new FileWebhooks(config.dataDir),
+      webhooks: new FileWebhooks(config.dataDir),
       ...(opts.logger ? { logger: opts.logger } : {}),
     });
   app.addHook('onClose', async () => {
@@ -300,7 +300,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(storeStatusRoutes, { store });
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, { store, registry: opts.login?.registry });
-    await scope.register(webhookRoutes, { hooks: notifier.hooks, targets: notifier });
+    await scope.register(webhookRoutes, { webhooks: notifier.webhooks, targets: notifier });
     await scope.register(tokenRoutes, { store, sessions });
     await scope.register(agentRoutes, {
       store,
@@ -308,7 +308,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       shutdown: shutdown.signal,
       filter: registryFilter,
     });
-    await scope.register(hookRoutes, { store, secret: config.git?.webhookSecret });
+    await scope.register(forgeEventRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };
   await app.register(routes);

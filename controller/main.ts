@@ -17,8 +17,8 @@ import { openStore } from './store/open.ts';
 import { fixHeapGrowth } from './heap.ts';
 import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
-import { SessionReconciler } from './reconcile/index.ts';
-import { FileWebhooks, Notifier, notifierEnv } from './notify/index.ts';
+import { SessionReconciler } from './reconcile/session-reconciler.ts';
+import { FileWebhooks, Notifier, notifierEnv } from './notify/notifier.ts';
 import { openRegistry } from './auth/login/registry.ts';
 import { redactUrls } from './redact.ts';
 
@@ -177,10 +177,10 @@ async function start(
       );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
   if (announcesNoPrefix(store.getPolicy('default')?.spec)) logger.warn(NO_OWN_PREFIX_WARNING);
-  // Webhooks beside the store: a Secret shared by the replicas, or a file in the data dir (notify/hooks.ts).
+  // Webhooks beside the store: a Secret shared by the replicas, or a file in the data dir (notify/webhooks.ts).
   const notifier = new Notifier({
     store,
-    hooks:
+    webhooks:
       store.backend === 'kubernetes'
         ? (await import('./notify/kubernetes.ts')).kubernetesWebhooks()
         : new FileWebhooks(config.dataDir),
@@ -202,7 +202,7 @@ async function start(
     logger,
     stuckAfterSeconds: config.stuckAfterSeconds,
     offlineAfterSeconds: config.offlineAfterSeconds,
-    onConditionRaised: (c) => void notifier.conditionRaised(c),
+    onFindingRaised: (c) => void notifier.findingRaised(c),
   });
   // What only the leader does: reconcile, and send the events read from the store's state.
   const leaderWork = {

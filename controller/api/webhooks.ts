@@ -1,6 +1,6 @@
 /**
- * `POST /webhooks` (a peer's hooks, for its own ASN's sessions) and `POST /admin/webhooks` (admins' hooks,
- * every event; and every hook to list or delete): list, create, delete (docs/api.md, docs/notifications.md).
+ * `POST /webhooks` (a peer's webhooks, for its own ASN's sessions) and `POST /admin/webhooks` (admins' webhooks,
+ * every event; and every webhook to list or delete): list, create, delete (docs/api.md, docs/notifications.md).
  * The secret is in the create answer only. Deliveries are the notifier's (controller/notify).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -8,13 +8,13 @@ import Type, { type Static } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { Asn, Timestamp, Uuid } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
-import { EVENT_TYPES, type EventType } from '../notify/index.ts';
-import type { Webhook, WebhookRepository } from '../notify/hooks.ts';
+import { EVENT_TYPES, type EventType } from '../notify/notifier.ts';
+import type { Webhook, WebhookRepository } from '../notify/webhooks.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin, requireUser } from './auth.ts';
 import { Actions } from './schemas.ts';
 
-/** At most this many hooks per ASN (peers) and in all for admins: each event is a request per hook. */
+/** At most this many webhooks per ASN (peers) and in all for admins: each event is a request per webhook. */
 export const MAX_HOOKS_PER_OWNER = 10;
 
 const WebhookUrl = Type.String({ minLength: 8, maxLength: 2048, pattern: '^https?://[^\\s]+$' });
@@ -50,9 +50,9 @@ const WebhookCreated = Type.Object({ ...WebhookRecord.properties, secret: Type.S
 const WebhookListResponse = Type.Object({ webhooks: Type.Array(WebhookRecord) });
 const WebhookDeleted = Type.Object({ id: Uuid, deleted: Type.Literal(true) });
 
-/** A hook without its secret: what a list shows. */
-function record(hook: Webhook): Static<typeof WebhookRecord> {
-  const { secret: _secret, ...rest } = hook;
+/** A webhook without its secret: what a list shows. */
+function record(webhook: Webhook): Static<typeof WebhookRecord> {
+  const { secret: _secret, ...rest } = webhook;
   return rest;
 }
 
@@ -79,21 +79,21 @@ function checkUrl(value: string, targets: WebhookTargets | undefined): string {
   return url.href;
 }
 
-/** What judges a peer's hook target (the notifier's delivery rules). */
+/** What judges a peer's webhook target (the notifier's delivery rules). */
 export interface WebhookTargets {
   targetProblem(url: URL): string | undefined;
 }
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<{
-  hooks: WebhookRepository;
+  webhooks: WebhookRepository;
   targets: WebhookTargets;
 }> = async (app, opts) => {
-  const { hooks, targets } = opts;
+  const { webhooks, targets } = opts;
 
   for (const admin of [false, true]) {
     const path = admin ? '/admin/webhooks' : '/webhooks';
-    // the hooks this caller's route works on: an admin's route every hook, a peer's its ASN's only
-    const mine = (identity: Identity) => (hook: Webhook) => admin || hook.asn === identity.asn;
+    // the webhooks this caller's route works on: an admin's route every webhook, a peer's its ASN's only
+    const mine = (identity: Identity) => (webhook: Webhook) => admin || webhook.asn === identity.asn;
     app.post(
       path,
       {
@@ -112,12 +112,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         const { body } = request;
         switch (body.action) {
           case 'list':
-            return { webhooks: (await hooks.list()).filter(mine(identity)).map(record) };
+            return { webhooks: (await webhooks.list()).filter(mine(identity)).map(record) };
           case 'create': {
             const url = checkUrl(body.url, admin ? undefined : targets);
             const asn = admin ? null : identity.asn;
             // the limit is checked inside the write, so two creates at once cannot both pass it
-            const hook = await hooks.create(
+            const webhook = await webhooks.create(
               {
                 url,
                 asn,
@@ -132,11 +132,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
                   );
               },
             );
-            request.log.info({ webhook: hook.id, host: new URL(url).host, asn }, 'webhook created');
-            return { ...record(hook), secret: hook.secret };
+            request.log.info({ webhook: webhook.id, host: new URL(url).host, asn }, 'webhook created');
+            return { ...record(webhook), secret: webhook.secret };
           }
           case 'delete': {
-            if (!(await hooks.delete(body.id, mine(identity))))
+            if (!(await webhooks.delete(body.id, mine(identity))))
               throw new ProblemError('NOT_FOUND', `no webhook ${body.id}`);
             return { id: body.id, deleted: true as const };
           }

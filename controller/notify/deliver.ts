@@ -1,12 +1,12 @@
 /**
- * Webhook delivery (docs/notifications.md): an event goes to every hook that may receive it, as one POST
- * of JSON signed with the hook's secret (`X-Peerops-Signature: sha256=<hex HMAC-SHA256 of the body>`),
+ * Webhook delivery (docs/notifications.md): an event goes to every webhook that may receive it, as one POST
+ * of JSON signed with the webhook's secret (`X-Peerops-Signature: sha256=<hex HMAC-SHA256 of the body>`),
  * retried with exponential backoff while the receiver fails (network error, timeout, 408, 429, 5xx).
  *
- * Each hook has its own queue: its own requests at a time (`concurrency`) and its own bounded backlog,
+ * Each webhook has its own queue: its own requests at a time (`concurrency`) and its own bounded backlog,
  * the oldest delivery dropped (and counted) when full. A slow, dead or unresolvable receiver delays only
- * its own deliveries, never another hook's, an admin's or a peer's. The queues are in memory; the events
- * wait in the store's outbox until every hook's delivery of them has ended (dispatch), so deliveries
+ * its own deliveries, never another webhook's, an admin's or a peer's. The queues are in memory; the events
+ * wait in the store's outbox until every webhook's delivery of them has ended (dispatch), so deliveries
  * dropped when the dispatcher stops are made again by whoever leads next.
  */
 import { createHmac, randomUUID } from 'node:crypto';
@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { counter, gauge } from '../metrics.ts';
 import { visibleTo, type NotificationEvent } from '../store/core/events.ts';
 import { OUTBOX_LIMIT } from '../store/core/outbox.ts';
-import type { Webhook, WebhookRepository } from './hooks.ts';
+import type { Webhook, WebhookRepository } from './webhooks.ts';
 import {
   RefusedTarget,
   literalTargetProblem,
@@ -42,7 +42,7 @@ const pending = gauge({
 });
 
 export interface DispatcherOptions {
-  hooks: WebhookRepository;
+  webhooks: WebhookRepository;
   logger?: Pick<Logger, 'warn' | 'info' | 'error' | 'debug'>;
   /** Attempts per delivery, the first included (default 8). */
   maxAttempts?: number;
@@ -52,21 +52,21 @@ export interface DispatcherOptions {
   retryMaxMs?: number;
   /** Per attempt, from connecting to the answer's headers (default 10 s). */
   timeoutMs?: number;
-  /** Per attempt, resolving the hook's name (default 3 s). */
+  /** Per attempt, resolving the webhook's name (default 3 s). */
   dnsTimeoutMs?: number;
-  /** The DNS servers peers' hook names are resolved by (`host` or `host:port`); default the system's. */
+  /** The DNS servers peers' webhook names are resolved by (`host` or `host:port`); default the system's. */
   dnsServers?: string[];
-  /** Requests under way per hook (default 1: a receiver gets first attempts in the order of the events). */
+  /** Requests under way per webhook (default 1: a receiver gets first attempts in the order of the events). */
   concurrency?: number;
   /**
-   * Deliveries a hook may hold waiting, retries included; beyond, the oldest is dropped. Default: as many
-   * as the outbox holds, so that a start handing a full outbox to a hook drops none of it.
+   * Deliveries a webhook may hold waiting, retries included; beyond, the oldest is dropped. Default: as many
+   * as the outbox holds, so that a start handing a full outbox to a webhook drops none of it.
    */
   backlog?: number;
   /**
-   * Non-public addresses peers' hooks may reach: none (false, the default: such a hook is refused, so a
+   * Non-public addresses peers' webhooks may reach: none (false, the default: such a webhook is refused, so a
    * peer cannot make the controller call into its own network), every one (true), or these CIDR ranges.
-   * Admins' hooks always may.
+   * Admins' webhooks always may.
    */
   allowPrivateTargets?: boolean | string[];
 }
@@ -76,9 +76,9 @@ function retriable(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
 
-/** One event for one hook, through all its attempts (the delivery id is the same on each). */
+/** One event for one webhook, through all its attempts (the delivery id is the same on each). */
 interface Delivery {
-  hook: Webhook;
+  webhook: Webhook;
   event: NotificationEvent;
   body: string;
   id: string;
@@ -87,12 +87,12 @@ interface Delivery {
   attempt: number;
   /**
    * Called once when the delivery ends: `forGood` when nothing more will come of it (delivered, refused,
-   * attempts used up, dropped from a full backlog, hook removed), false when the dispatcher stopped.
+   * attempts used up, dropped from a full backlog, webhook removed), false when the dispatcher stopped.
    */
   ended: (forGood: boolean) => void;
 }
 
-/** A hook's queue: deliveries ready to go, those waiting to be retried, requests under way. */
+/** A webhook's queue: deliveries ready to go, those waiting to be retried, requests under way. */
 interface HookQueue {
   ready: Delivery[];
   retrying: Map<Delivery, NodeJS.Timeout>;
@@ -132,19 +132,20 @@ export class Dispatcher {
     };
   }
 
-  /** Why a peer's hook at `url` could never be delivered (its host an address the rules refuse), if so. */
+  /** Why a peer's webhook at `url` could never be delivered (its host an address the rules refuse), if so. */
   targetProblem(url: URL): string | undefined {
     return literalTargetProblem(url, this.rules);
   }
 
   /**
-   * Queues the event for each of `hooks` that may receive it. Resolves true once every one of those
+   * Queues the event for each of `webhooks` that may receive it. Resolves true once every one of those
    * deliveries has ended for good (Delivery.ended), false when the dispatcher stopped before.
    */
-  dispatch(event: NotificationEvent, hooks: readonly Webhook[]): Promise<boolean> {
+  dispatch(event: NotificationEvent, webhooks: readonly Webhook[]): Promise<boolean> {
     if (this.stopped) return Promise.resolve(false);
-    const targets = hooks.filter(
-      (hook) => visibleTo(hook, event) && (hook.events.length === 0 || hook.events.includes(event.type)),
+    const targets = webhooks.filter(
+      (webhook) =>
+        visibleTo(webhook, event) && (webhook.events.length === 0 || webhook.events.includes(event.type)),
     );
     if (targets.length === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
@@ -155,8 +156,8 @@ export class Dispatcher {
         if (--left === 0) resolve(forGood);
       };
       const body = JSON.stringify(event);
-      for (const hook of targets)
-        this.enqueue({ hook, event, body, id: randomUUID(), seq: this.seq++, attempt: 1, ended });
+      for (const webhook of targets)
+        this.enqueue({ webhook, event, body, id: randomUUID(), seq: this.seq++, attempt: 1, ended });
     });
   }
 
@@ -167,10 +168,10 @@ export class Dispatcher {
 
   private enqueue(delivery: Delivery): void {
     if (this.stopped) return delivery.ended(false);
-    let queue = this.queues.get(delivery.hook.id);
+    let queue = this.queues.get(delivery.webhook.id);
     if (!queue) {
       queue = { ready: [], retrying: new Map(), running: 0, overflowed: 0 };
-      this.queues.set(delivery.hook.id, queue);
+      this.queues.set(delivery.webhook.id, queue);
     }
     while (queue.ready.length + queue.retrying.size >= this.opts.backlog) this.dropOldest(queue);
     queue.ready.push(delivery);
@@ -192,7 +193,7 @@ export class Dispatcher {
     oldest.ended(true);
     if (queue.overflowed++ === 0)
       this.opts.logger?.warn(
-        { webhook: oldest.hook.id, host: new URL(oldest.hook.url).host, backlog: this.opts.backlog },
+        { webhook: oldest.webhook.id, host: new URL(oldest.webhook.url).host, backlog: this.opts.backlog },
         'webhook backlog full: dropping its oldest deliveries until it empties',
       );
   }
@@ -207,23 +208,23 @@ export class Dispatcher {
         this.inFlight.delete(run);
         queue.running--;
         this.pump(queue);
-        this.forgetIfIdle(delivery.hook.id, queue);
+        this.forgetIfIdle(delivery.webhook.id, queue);
       });
       this.inFlight.add(run);
     }
   }
 
-  /** An empty queue is forgotten (hooks come and go); its overflow burst ends with it. */
+  /** An empty queue is forgotten (webhooks come and go); its overflow burst ends with it. */
   private forgetIfIdle(id: string, queue: HookQueue): void {
     if (queue.running === 0 && queue.ready.length === 0 && queue.retrying.size === 0)
       if (this.queues.get(id) === queue) this.queues.delete(id);
   }
 
   private async send(delivery: Delivery, queue: HookQueue): Promise<void> {
-    const { hook, event, attempt } = delivery;
-    const url = new URL(hook.url);
-    const log = { webhook: hook.id, host: url.host, event: event.type, delivery: delivery.id, attempt };
-    if (attempt > 1 && (await this.removed(hook))) {
+    const { webhook, event, attempt } = delivery;
+    const url = new URL(webhook.url);
+    const log = { webhook: webhook.id, host: url.host, event: event.type, delivery: delivery.id, attempt };
+    if (attempt > 1 && (await this.removed(webhook))) {
       deliveries.inc({ event: event.type, outcome: 'removed' });
       this.opts.logger?.info(log, 'webhook removed: its delivery ends');
       return delivery.ended(true);
@@ -250,10 +251,10 @@ export class Dispatcher {
     );
   }
 
-  /** Is the hook gone since its delivery was queued? (Unreadable hooks: not known gone, so tried.) */
-  private async removed(hook: Webhook): Promise<boolean> {
+  /** Is the webhook gone since its delivery was queued? (Unreadable webhooks: not known gone, so tried.) */
+  private async removed(webhook: Webhook): Promise<boolean> {
     try {
-      return !(await this.opts.hooks.list()).some((h) => h.id === hook.id);
+      return !(await this.opts.webhooks.list()).some((h) => h.id === webhook.id);
     } catch {
       return false;
     }
@@ -268,9 +269,9 @@ export class Dispatcher {
     url: URL,
     log: Record<string, unknown>,
   ): Promise<string | undefined> {
-    const { hook, event, body, id } = delivery;
+    const { webhook, event, body, id } = delivery;
     try {
-      const target = await resolveTarget(url, hook.asn !== null, this.rules);
+      const target = await resolveTarget(url, webhook.asn !== null, this.rules);
       const status = await post(
         url,
         target,
@@ -281,7 +282,7 @@ export class Dispatcher {
           'x-peerops-event-id': event.id,
           'x-peerops-delivery': id,
           'x-peerops-timestamp': String(Math.floor(Date.now() / 1000)),
-          [SIGNATURE_HEADER]: signature(hook.secret, body),
+          [SIGNATURE_HEADER]: signature(webhook.secret, body),
         },
         body,
         this.opts.timeoutMs,

@@ -1,12 +1,12 @@
 /**
- * Webhook definitions of the Kubernetes store (hooks.ts says why beside the store): the Secret
+ * Webhook definitions of the Kubernetes store (webhooks.ts says why beside the store): the Secret
  * `peerops-webhooks` in the store's namespace, read fresh each time (replicas write it too) and written
  * with its resourceVersion, so two replicas' writes never overwrite each other. Loaded only with that store.
  */
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { defaultKubeConfig, defaultNamespace } from '../store/kubernetes/index.ts';
 import { isAlreadyExists, isConflict, isNotFound } from '../store/kubernetes/api.ts';
-import { EditedWebhooks, parseHooks, serialise, type Edit, type Webhook } from './hooks.ts';
+import { EditedWebhooks, parseWebhooks, serialise, type Edit, type Webhook } from './webhooks.ts';
 
 export const WEBHOOK_SECRET_NAME = 'peerops-webhooks';
 const KEY = 'webhooks.json';
@@ -30,21 +30,21 @@ export class KubernetesWebhooks extends EditedWebhooks {
     }
   }
 
-  private static hooksOf(secret: V1Secret | undefined): Webhook[] {
+  private static webhooksOf(secret: V1Secret | undefined): Webhook[] {
     const data = secret?.data?.[KEY];
-    return parseHooks(data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8'));
+    return parseWebhooks(data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8'));
   }
 
   async list(): Promise<Webhook[]> {
-    return KubernetesWebhooks.hooksOf(await this.read());
+    return KubernetesWebhooks.webhooksOf(await this.read());
   }
 
   /** Read, edit, write with the read's resourceVersion; again on a conflict (another replica wrote). */
   protected async change<T>(edit: Edit<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const current = await this.read();
-      const { hooks, result } = edit(KubernetesWebhooks.hooksOf(current));
-      const data = { [KEY]: Buffer.from(serialise(hooks)).toString('base64') };
+      const { webhooks, result } = edit(KubernetesWebhooks.webhooksOf(current));
+      const data = { [KEY]: Buffer.from(serialise(webhooks)).toString('base64') };
       try {
         if (current)
           await this.api.replaceNamespacedSecret({

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, mergeBootstrap, parseConfig } from '../../agent/config.ts';
+import { AgentConfigError, loadConfig, mergeBootstrap, parseConfig } from '../../agent/config.ts';
 import { main } from '../../agent/main.ts';
 
 const dirs: string[] = [];
@@ -79,8 +79,8 @@ describe('agent config file', () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ConfigError);
-    const e = err as ConfigError;
+    expect(err).toBeInstanceOf(AgentConfigError);
+    const e = err as AgentConfigError;
     expect(e.message).toContain('/etc/peerops/agent.json');
     const pointers = e.errors.map((x) => x.pointer);
     expect(pointers).toContain('/routing/birdSocket');

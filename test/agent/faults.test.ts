@@ -13,7 +13,7 @@ import { Agent } from '../../agent/agent.ts';
 import { ControlPlaneClient } from '../../agent/sync/client.ts';
 import { removeInterface } from '../../agent/wireguard/interface.ts';
 import type { Condition } from '../../common/schema.ts';
-import { SessionReconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import { waitFor } from '../support/netns.ts';
 import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
 

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TERMINAL_RETENTION_MS } from '../../common/status.ts';
-import { SessionReconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import {
   ADMIN_ASN,
   driver,

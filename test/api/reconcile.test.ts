@@ -1,6 +1,6 @@
 /** The controller-side reconcile loop: conditions for stuck sessions, offline agents, missing routers. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SessionReconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { driver, expectOk, startHarness, type Harness } from './helpers.ts';
 
@@ -20,15 +20,15 @@ describe('reconciler', () => {
     const r = new SessionReconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
     const uuid = await d.inStatus(4);
     await r.pass();
-    expect(r.conditions().filter((c) => c.type === 'SessionStuck')).toEqual([]);
+    expect(r.findings().filter((c) => c.type === 'SessionStuck')).toEqual([]);
     await r.pass(Date.now() + 11 * 60_000);
-    expect(r.conditions()).toContainEqual(expect.objectContaining({ type: 'SessionStuck', subject: uuid }));
-    const since = r.conditions().find((c) => c.subject === uuid)?.since;
+    expect(r.findings()).toContainEqual(expect.objectContaining({ type: 'SessionStuck', subject: uuid }));
+    const since = r.findings().find((c) => c.subject === uuid)?.since;
     await r.pass(Date.now() + 12 * 60_000);
-    expect(r.conditions().find((c) => c.subject === uuid)?.since).toBe(since);
+    expect(r.findings().find((c) => c.subject === uuid)?.since).toBe(since);
     await expectOk(d.report(uuid, 1));
     await r.pass(Date.now() + 12 * 60_000);
-    expect(r.conditions().find((c) => c.subject === uuid)).toBeUndefined();
+    expect(r.findings().find((c) => c.subject === uuid)).toBeUndefined();
     const metrics = await h.get('/metrics');
     expect(metrics.body).toMatch(/peerops_sessions_stuck\{router="fra1"\} 0/);
   });
@@ -36,9 +36,9 @@ describe('reconciler', () => {
     const r = new SessionReconciler({ store: h.store, stuckAfterSeconds: 600, offlineAfterSeconds: 300 });
     await expectOk(h.post('/agent/fra1/heartbeat', token, { version: '1.0.0', uptime: 5 }));
     await r.pass();
-    expect(r.conditions().find((c) => c.type === 'AgentOffline')).toBeUndefined();
+    expect(r.findings().find((c) => c.type === 'AgentOffline')).toBeUndefined();
     await r.pass(Date.now() + 6 * 60_000);
-    expect(r.conditions()).toContainEqual(expect.objectContaining({ type: 'AgentOffline', subject: 'fra1' }));
+    expect(r.findings()).toContainEqual(expect.objectContaining({ type: 'AgentOffline', subject: 'fra1' }));
   });
   it('rejects (7 REJECTED) pending sessions of a removed router and flags the others; runs on store changes', async () => {
     const pending = await d.inStatus(3);
@@ -68,12 +68,10 @@ describe('reconciler', () => {
       decision: { action: 'reject', reason: 'router fra1 was removed', by: 'controller' },
     });
     expect(h.store.getSession(active)?.status.code).toBe(1);
-    expect(r.conditions()).toContainEqual(
-      expect.objectContaining({ type: 'RouterMissing', subject: active }),
-    );
+    expect(r.findings()).toContainEqual(expect.objectContaining({ type: 'RouterMissing', subject: active }));
     await r.pass();
     // a REJECTED record holds nothing on the router: no RouterMissing for it
-    expect(r.conditions().filter((c) => c.type === 'RouterMissing')).toHaveLength(
+    expect(r.findings().filter((c) => c.type === 'RouterMissing')).toHaveLength(
       h.store.listSessions({ router: 'fra1' }).filter((s) => s.status.code !== 7).length,
     );
   });

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../common/schema.ts';
-import { SessionReconciler } from '../../controller/reconcile/index.ts';
+import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import { expectOk, problem, startHarness, type Harness } from './helpers.ts';
 
 let h: Harness;

@@ -13,7 +13,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { register } from '../../controller/metrics.ts';
 import { Dispatcher, type DispatcherOptions } from '../../controller/notify/deliver.ts';
-import { FileWebhooks, notifierEnv, type NotificationEvent } from '../../controller/notify/index.ts';
+import { FileWebhooks, notifierEnv, type NotificationEvent } from '../../controller/notify/notifier.ts';
 import { startDns, type DnsServer } from './dns.ts';
 import { eventually, startReceiver, type Receiver } from './receiver.ts';
 
@@ -34,12 +34,12 @@ afterEach(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-async function setUp(opts: Omit<DispatcherOptions, 'hooks' | 'logger'>): Promise<Dispatcher> {
+async function setUp(opts: Omit<DispatcherOptions, 'webhooks' | 'logger'>): Promise<Dispatcher> {
   dir = await mkdtemp(join(tmpdir(), 'peerops-notify-iso-'));
   hooks = new FileWebhooks(dir);
   log = '';
   const logger = pino({ level: 'debug' }, { write: (line: string) => void (log += line) });
-  dispatcher = new Dispatcher({ hooks, logger, ...opts });
+  dispatcher = new Dispatcher({ webhooks: hooks, logger, ...opts });
   return dispatcher;
 }
 

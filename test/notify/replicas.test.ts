@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { loadConfig } from '../../controller/config.ts';
-import { Notifier, type NotificationEvent } from '../../controller/notify/index.ts';
+import { Notifier, type NotificationEvent } from '../../controller/notify/notifier.ts';
 import { KubernetesWebhooks } from '../../controller/notify/kubernetes.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
@@ -57,7 +57,7 @@ async function replica(name: string, namespace: string): Promise<Replica> {
   await store.start();
   const notifier = new Notifier({
     store,
-    hooks: new KubernetesWebhooks(server.kubeConfig(), namespace),
+    webhooks: new KubernetesWebhooks(server.kubeConfig(), namespace),
     retryBaseMs: 100,
     allowPrivateTargets: true,
   });

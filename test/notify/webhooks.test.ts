@@ -15,8 +15,8 @@ import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { loadConfig } from '../../controller/config.ts';
 import { register } from '../../controller/metrics.ts';
 import { Dispatcher } from '../../controller/notify/deliver.ts';
-import { FileWebhooks, Notifier, type NotificationEvent } from '../../controller/notify/index.ts';
-import { SessionReconciler } from '../../controller/reconcile/index.ts';
+import { FileWebhooks, Notifier, type NotificationEvent } from '../../controller/notify/notifier.ts';
+import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { ADMIN_ASN, OTHER_ASN, USER_ASN, routerFields, sessionFields } from '../api/helpers.ts';
@@ -92,7 +92,7 @@ beforeAll(async () => {
   // the receivers are on loopback, which peers' hooks may reach only when allowed (tested below)
   notifier = new Notifier({
     store,
-    hooks: new FileWebhooks(dir),
+    webhooks: new FileWebhooks(dir),
     retryBaseMs: 100,
     allowPrivateTargets: true,
   });
@@ -196,7 +196,7 @@ describe("a peer's hook to an address no delivery may reach", () => {
   it('is refused at its creation naming /url and the range; a name or an admin hook is not', async () => {
     // this app's notifier keeps the default rules (no PEEROPS_NOTIFY_ALLOW_PRIVATE), unlike the suite's
     const strictDir = await mkdtemp(join(tmpdir(), 'peerops-notify-strict-'));
-    const strictNotifier = new Notifier({ store, hooks: new FileWebhooks(strictDir) });
+    const strictNotifier = new Notifier({ store, webhooks: new FileWebhooks(strictDir) });
     const config = { ...loadConfig({ data: strictDir, listen: '127.0.0.1:0' }, {}) };
     const strict = await buildApp({ store, tokens, config, logger: false, notifier: strictNotifier });
     const create = (token: string, path: string, url: string) =>
@@ -224,7 +224,7 @@ describe("a peer's hook to an address no delivery may reach", () => {
         expect(body.errors[0]?.pointer).toBe('/url');
         expect(body.errors[0]?.message).toContain(reason);
       }
-      expect(await strictNotifier.hooks.list()).toEqual([]); // nothing stored by a refusal
+      expect(await strictNotifier.webhooks.list()).toEqual([]); // nothing stored by a refusal
       // a name is judged on what it resolves to, at each delivery; an admin's hook may point anywhere
       expect((await create(tokenOf(USER_ASN), '/webhooks', 'https://hooks.example.org/x')).statusCode).toBe(
         200,
@@ -341,7 +341,7 @@ describe("a session's events", () => {
       store,
       stuckAfterSeconds: 600,
       offlineAfterSeconds: 300,
-      onConditionRaised: (c) => void notifier.conditionRaised(c),
+      onFindingRaised: (c) => void notifier.findingRaised(c),
     });
     await reconciler.pass(); // fra1's agent never sent a heartbeat
     await reconciler.pass();
@@ -391,7 +391,7 @@ describe('delivery rules', () => {
       let log = '';
       const logger = pino({ level: 'debug' }, { write: (line: string) => void (log += line) });
       rx.answer([500]);
-      const dispatcher = new Dispatcher({ hooks, logger, retryBaseMs: 50 });
+      const dispatcher = new Dispatcher({ webhooks: hooks, logger, retryBaseMs: 50 });
       void dispatcher.dispatch(
         { id: 'y', type: 'router.agent_offline', occurredAt: new Date().toISOString() },
         await hooks.list(),
@@ -414,7 +414,7 @@ describe('delivery rules', () => {
       const rx = await startReceiver();
       await hooks.create({ url: rx.url, asn: 64512, events: [], createdBy: 'AS64512' });
       await hooks.create({ url: rx.url, asn: null, events: ['session.active'], createdBy: 'admin' });
-      const dispatcher = new Dispatcher({ hooks });
+      const dispatcher = new Dispatcher({ webhooks: hooks });
       const event: NotificationEvent = {
         id: 'x',
         type: 'session.active',

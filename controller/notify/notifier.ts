@@ -2,20 +2,20 @@
  * Notifications (docs/notifications.md): the webhook definitions and the delivery of the events the store
  * keeps in its outbox (store.ts, outbox). The reconcile leader delivers (start/stop with the reconciler):
  * it reads the outbox when it starts, so a restart or a hand-over resumes where the last leader stopped,
- * and again at each change of it; an event leaves the outbox once every hook's delivery of it has ended
+ * and again at each change of it; an event leaves the outbox once every webhook's delivery of it has ended
  * (deliver.ts, dispatch). At least once: an event delivered and not yet confirmed when the leader stops
  * is delivered again, with the same id.
  */
 import type { Logger } from 'pino';
-import type { Condition } from '../reconcile/index.ts';
+import type { Finding } from '../reconcile/session-reconciler.ts';
 import { topics } from '../store/change-feed.ts';
 import { agentOfflineEvent, type NotificationEvent } from '../store/core/events.ts';
 import type { Store } from '../store/store.ts';
 import { Dispatcher, type DispatcherOptions } from './deliver.ts';
-import type { Webhook, WebhookRepository } from './hooks.ts';
+import type { Webhook, WebhookRepository } from './webhooks.ts';
 import { parseRanges } from './target.ts';
 
-export { FileWebhooks, type Webhook, type WebhookRepository } from './hooks.ts';
+export { FileWebhooks, type Webhook, type WebhookRepository } from './webhooks.ts';
 export { signature, SIGNATURE_HEADER } from './deliver.ts';
 export { EVENT_TYPES, type EventType, type NotificationEvent } from '../store/core/events.ts';
 
@@ -24,44 +24,44 @@ const RESCAN_MS = 5000;
 /** Wait after a confirmation that could not be written (a full disk) before the next try. */
 const CONFIRM_RETRY_MS = 1000;
 
-export interface NotifierOptions extends Omit<DispatcherOptions, 'hooks' | 'logger'> {
+export interface NotifierOptions extends Omit<DispatcherOptions, 'webhooks' | 'logger'> {
   store: Store;
-  hooks: WebhookRepository;
+  webhooks: WebhookRepository;
   logger?: Pick<Logger, 'warn' | 'info' | 'error' | 'debug'>;
 }
 
 export class Notifier {
-  readonly hooks: WebhookRepository;
+  readonly webhooks: WebhookRepository;
   private readonly store: Store;
   private readonly dispatcher: Dispatcher;
   private readonly logger: NotifierOptions['logger'];
   /** Events given to the dispatcher and not yet confirmed, by id: not given again meanwhile. */
   private readonly handed = new Set<string>();
-  /** Events every hook's delivery of which has ended, waiting for their confirmation's write. */
+  /** Events every webhook's delivery of which has ended, waiting for their confirmation's write. */
   private readonly ended = new Set<string>();
   private confirming: Promise<void> | undefined;
   private leading: AbortController | undefined;
   private delivering: Promise<void> | undefined;
 
   constructor(opts: NotifierOptions) {
-    const { store, hooks, logger, ...delivery } = opts;
-    this.hooks = hooks;
+    const { store, webhooks, logger, ...delivery } = opts;
+    this.webhooks = webhooks;
     this.store = store;
     this.logger = logger;
-    this.dispatcher = new Dispatcher({ hooks, ...(logger ? { logger } : {}), ...delivery });
+    this.dispatcher = new Dispatcher({ webhooks, ...(logger ? { logger } : {}), ...delivery });
   }
 
-  /** Why a peer's hook at `url` could never be delivered, known at its creation (target.ts). */
+  /** Why a peer's webhook at `url` could never be delivered, known at its creation (target.ts). */
   targetProblem(url: URL): string | undefined {
     return this.dispatcher.targetProblem(url);
   }
 
-  /** A condition the leader's reconciler raised: an agent offline is told to admins, through the outbox. */
-  async conditionRaised(condition: Condition): Promise<void> {
-    const router = condition.type === 'AgentOffline' ? this.store.getRouter(condition.subject) : undefined;
+  /** A finding the leader's reconciler raised: an agent offline is told to admins, through the outbox. */
+  async findingRaised(finding: Finding): Promise<void> {
+    const router = finding.type === 'AgentOffline' ? this.store.getRouter(finding.subject) : undefined;
     if (!router) return;
     try {
-      await this.store.appendEvents([agentOfflineEvent(router, condition.since)]);
+      await this.store.appendEvents([agentOfflineEvent(router, finding.since)]);
     } catch (err) {
       // the reconciler raises it again after a restart or a hand-over (docs/notifications.md)
       this.logger?.error({ err, router: router.name }, 'router.agent_offline not recorded');
@@ -100,21 +100,21 @@ export class Notifier {
       const revision = this.store.revision(topics.outbox);
       const waiting = this.store.outbox().filter((e) => !this.handed.has(e.id));
       if (waiting.length > 0) {
-        let hooks: Webhook[] | undefined;
+        let webhooks: Webhook[] | undefined;
         try {
-          hooks = await this.hooks.list();
+          webhooks = await this.webhooks.list();
         } catch (err) {
           this.logger?.error({ err, events: waiting.length }, 'webhooks not read: events wait in the outbox');
         }
-        if (hooks && !signal.aborted) for (const event of waiting) this.hand(event, hooks);
+        if (webhooks && !signal.aborted) for (const event of waiting) this.hand(event, webhooks);
       }
       await this.store.waitForChange(topics.outbox, revision, RESCAN_MS, signal);
     }
   }
 
-  private hand(event: NotificationEvent, hooks: readonly Webhook[]): void {
+  private hand(event: NotificationEvent, webhooks: readonly Webhook[]): void {
     this.handed.add(event.id);
-    void this.dispatcher.dispatch(event, hooks).then((forGood) => {
+    void this.dispatcher.dispatch(event, webhooks).then((forGood) => {
       if (!forGood) this.handed.delete(event.id);
       else {
         this.ended.add(event.id);
@@ -148,7 +148,7 @@ export class Notifier {
 }
 
 /**
- * PEEROPS_NOTIFY_ALLOW_PRIVATE lets peers' hooks reach non-public addresses (a lab, a test): `true` every
+ * PEEROPS_NOTIFY_ALLOW_PRIVATE lets peers' webhooks reach non-public addresses (a lab, a test): `true` every
  * one, or a comma-separated list of CIDR ranges (`10.1.0.0/16,fd00:1::/48`) only those.
  */
 export function notifierEnv(

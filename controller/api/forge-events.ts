@@ -49,10 +49,10 @@ export function signedBy(request: FastifyRequest, body: Buffer, secret: string):
   return false;
 }
 
-export const hookRoutes: FastifyPluginAsyncTypebox<{ store: Store; secret: string | undefined }> = async (
-  app,
-  opts,
-) => {
+export const forgeEventRoutes: FastifyPluginAsyncTypebox<{
+  store: Store;
+  secret: string | undefined;
+}> = async (app, opts) => {
   // The signature covers the body's bytes: keep them as they came (this plugin's scope only).
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
     done(null, body),

@@ -1,9 +1,9 @@
 /**
  * The controller-side reconcile loop: level-triggered (a full pass over the store on every change and
- * every interval), idempotent. It computes conditions (stuck sessions, offline agents, sessions whose
+ * every interval), idempotent. It computes findings (stuck sessions, offline agents, sessions whose
  * router is gone) and acts on what it can settle alone: a PENDING_REVIEW session of a removed router
  * is rejected, a REJECTED or PURGED one is removed once shown for TERMINAL_RETENTION_MS (docs/api.md,
- * Decisions). Everything else is surfaced as metrics and a log line when a condition first appears.
+ * Decisions). Everything else is surfaced as metrics and a log line when a finding first appears.
  * Apart from the passes, a check every second makes a router whose agent went silent not Ready.
  */
 import type { Logger } from 'pino';
@@ -14,7 +14,7 @@ import { applyTrigger } from '../api/actions.ts';
 import { isStuck } from '../metrics.ts';
 import type { Session, Store } from '../store/store.ts';
 
-export interface Condition {
+export interface Finding {
   type: 'SessionStuck' | 'AgentOffline' | 'RouterMissing';
   /** Session uuid or router name. */
   subject: string;
@@ -28,8 +28,8 @@ export interface ReconcilerOptions {
   stuckAfterSeconds: number;
   offlineAfterSeconds: number;
   intervalMs?: number;
-  /** Told of a condition when it first appears (notifications: an agent offline). */
-  onConditionRaised?: (condition: Condition) => void;
+  /** Told of a finding when it first appears (notifications: an agent offline). */
+  onFindingRaised?: (finding: Finding) => void;
 }
 
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
@@ -41,7 +41,7 @@ const SILENCE_CHECK_MS = 1000;
 
 export class SessionReconciler {
   private readonly opts: ReconcilerOptions;
-  private current = new Map<string, Condition>();
+  private current = new Map<string, Finding>();
   private timer: NodeJS.Timeout | undefined;
   private silenceTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
@@ -72,7 +72,7 @@ export class SessionReconciler {
     await this.running;
   }
 
-  conditions(): Condition[] {
+  findings(): Finding[] {
     return [...this.current.values()];
   }
 
@@ -100,14 +100,14 @@ export class SessionReconciler {
 
   async pass(now = Date.now()): Promise<void> {
     const { store } = this.opts;
-    const found = new Map<string, Condition>();
+    const found = new Map<string, Finding>();
     const at = new Date(now).toISOString();
-    const note = (c: Omit<Condition, 'since'>) => {
+    const note = (c: Omit<Finding, 'since'>) => {
       const key = `${c.type}/${c.subject}`;
       found.set(key, { ...c, since: this.current.get(key)?.since ?? at });
       if (!this.current.has(key)) {
-        this.opts.logger?.warn({ condition: c.type, subject: c.subject }, c.message);
-        this.opts.onConditionRaised?.({ ...c, since: at });
+        this.opts.logger?.warn({ finding: c.type, subject: c.subject }, c.message);
+        this.opts.onFindingRaised?.({ ...c, since: at });
       }
     };
     for (const router of store.listRouters()) {
@@ -142,7 +142,7 @@ export class SessionReconciler {
       });
     }
     for (const key of this.current.keys())
-      if (!found.has(key)) this.opts.logger?.info({ condition: key }, 'condition cleared');
+      if (!found.has(key)) this.opts.logger?.info({ finding: key }, 'finding cleared');
     this.current = found;
   }
 

@@ -15,9 +15,9 @@ import type { EventType } from '../store/core/events.ts';
 export interface Webhook {
   id: string;
   url: string;
-  /** null: an admin's hook (every event); else the ASN whose sessions' events it receives. */
+  /** null: an admin's webhook (every event); else the ASN whose sessions' events it receives. */
   asn: number | null;
-  /** Only these events; empty: every event the hook may receive. */
+  /** Only these events; empty: every event the webhook may receive. */
   events: EventType[];
   /** base64url of 32 random bytes: the HMAC-SHA256 key. Never logged, returned once at creation. */
   secret: string;
@@ -29,13 +29,13 @@ export type NewWebhook = Pick<Webhook, 'url' | 'asn' | 'events' | 'createdBy'>;
 
 export interface WebhookRepository {
   list(): Promise<Webhook[]>;
-  /** Adds the hook; `admit` sees the hooks there are, in the same write, and throws to refuse. */
-  create(hook: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook>;
-  /** Removes the hook if `match` accepts it; false when there is no such hook (or it is not the caller's). */
-  delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean>;
+  /** Adds the webhook; `admit` sees the webhooks there are, in the same write, and throws to refuse. */
+  create(webhook: NewWebhook, admit?: (webhooks: Webhook[]) => void): Promise<Webhook>;
+  /** Removes the webhook if `match` accepts it; false when there is no such webhook (or it is not the caller's). */
+  delete(id: string, match: (webhook: Webhook) => boolean): Promise<boolean>;
 }
 
-export function newHook(input: NewWebhook): Webhook {
+export function newWebhook(input: NewWebhook): Webhook {
   return {
     id: randomUUID(),
     ...input,
@@ -44,33 +44,33 @@ export function newHook(input: NewWebhook): Webhook {
   };
 }
 
-export function parseHooks(text: string | undefined): Webhook[] {
+export function parseWebhooks(text: string | undefined): Webhook[] {
   if (!text) return [];
   const value = JSON.parse(text) as { webhooks?: Webhook[] };
   return Array.isArray(value.webhooks) ? value.webhooks : [];
 }
 
-export const serialise = (hooks: Webhook[]) => `${JSON.stringify({ webhooks: hooks }, null, 2)}\n`;
+export const serialise = (webhooks: Webhook[]) => `${JSON.stringify({ webhooks }, null, 2)}\n`;
 
-export type Edit<T> = (hooks: Webhook[]) => { hooks: Webhook[]; result: T };
+export type Edit<T> = (webhooks: Webhook[]) => { webhooks: Webhook[]; result: T };
 
 /** create and delete over a back end's one atomic read-edit-write (`change`). */
 export abstract class EditedWebhooks implements WebhookRepository {
   abstract list(): Promise<Webhook[]>;
   protected abstract change<T>(edit: Edit<T>): Promise<T>;
 
-  create(input: NewWebhook, admit?: (hooks: Webhook[]) => void): Promise<Webhook> {
-    const hook = newHook(input);
-    return this.change((hooks) => {
-      admit?.(hooks);
-      return { hooks: [...hooks, hook], result: hook };
+  create(input: NewWebhook, admit?: (webhooks: Webhook[]) => void): Promise<Webhook> {
+    const webhook = newWebhook(input);
+    return this.change((webhooks) => {
+      admit?.(webhooks);
+      return { webhooks: [...webhooks, webhook], result: webhook };
     });
   }
 
-  delete(id: string, match: (hook: Webhook) => boolean): Promise<boolean> {
-    return this.change((hooks) => {
-      const keep = hooks.filter((h) => h.id !== id || !match(h));
-      return { hooks: keep, result: keep.length !== hooks.length };
+  delete(id: string, match: (webhook: Webhook) => boolean): Promise<boolean> {
+    return this.change((webhooks) => {
+      const keep = webhooks.filter((h) => h.id !== id || !match(h));
+      return { webhooks: keep, result: keep.length !== webhooks.length };
     });
   }
 }
@@ -86,13 +86,13 @@ export class FileWebhooks extends EditedWebhooks {
   }
 
   async list(): Promise<Webhook[]> {
-    return parseHooks(await readTextIfExists(this.path));
+    return parseWebhooks(await readTextIfExists(this.path));
   }
 
   protected change<T>(edit: Edit<T>): Promise<T> {
     const next = this.queue.then(async () => {
-      const { hooks, result } = edit(await this.list());
-      await atomicWriteFile(this.path, serialise(hooks), { mode: 0o600 }).catch((err: unknown) => {
+      const { webhooks, result } = edit(await this.list());
+      await atomicWriteFile(this.path, serialise(webhooks), { mode: 0o600 }).catch((err: unknown) => {
         // a full or read-only data dir, as the store answers it (docs/store.md, "Crash safety")
         const code = diskErrorCode(err);
         if (code === undefined) throw err;
