@@ -26,13 +26,15 @@ function unavailable(err: RefMovedError): DomainError {
   return new DomainError('STORE_UNAVAILABLE', `the store repository is busy: ${err.message}; try again`);
 }
 
-export interface CommitHooks {
-  /** Catch up with both refs (and finish an interrupted write) before a write is prepared. */
+/**
+ * What a write does around its attempt, given by the store with each write (it owns what both touch):
+ * Commits holds no reference up.
+ */
+export interface WriteRound {
+  /** Catch up with both refs (and finish an interrupted write) before an attempt is prepared. */
   catchUp(): Promise<void>;
   /** After a write: what else it makes valid (rejected manifests), and the forge to push to. */
   afterWrite(): Promise<void>;
-  /** Status files a commit wrote (the store's bookkeeping of the status ref). */
-  statusCommitted(writes: FileWrite[]): void;
 }
 
 export class Commits {
@@ -48,25 +50,25 @@ export class Commits {
   private readOnlyReason: string | undefined;
   /** When writes last started or stopped succeeding. */
   private stateSince = new Date().toISOString();
-  closed = false;
+  private closed = false;
 
   private readonly ctx: GitContext;
   private readonly journal: Journal;
   private readonly spec: Branch;
   private readonly status: Branch;
   private readonly log: pino.Logger;
-  private readonly hooks: CommitHooks;
 
-  constructor(
-    parts: { ctx: GitContext; journal: Journal; spec: Branch; status: Branch; log: pino.Logger },
-    hooks: CommitHooks,
-  ) {
+  constructor(parts: { ctx: GitContext; journal: Journal; spec: Branch; status: Branch; log: pino.Logger }) {
     this.ctx = parts.ctx;
     this.journal = parts.journal;
     this.spec = parts.spec;
     this.status = parts.status;
     this.log = parts.log;
-    this.hooks = hooks;
+  }
+
+  /** Refuse every write from now on (the store is closing). */
+  close(): void {
+    this.closed = true;
   }
 
   writeState(): WriteState {
@@ -117,12 +119,12 @@ export class Commits {
   }
 
   /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
-  write<T>(fn: () => Promise<T>): Promise<T> {
+  write<T>(fn: () => Promise<T>, round: WriteRound): Promise<T> {
     if (this.closed) return Promise.reject(new DomainError('STORE_UNAVAILABLE', 'the store is closed'));
     return this.serialised(async () => {
       this.refuseWhileReadOnly();
       try {
-        const result = await this.attempt(fn);
+        const result = await this.attempt(fn, round);
         this.diskRecovered();
         return result;
       } catch (err) {
@@ -131,12 +133,12 @@ export class Commits {
     });
   }
 
-  private async attempt<T>(fn: () => Promise<T>): Promise<T> {
+  private async attempt<T>(fn: () => Promise<T>, round: WriteRound): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      await this.hooks.catchUp();
+      await round.catchUp();
       try {
         const result = await fn();
-        await this.hooks.afterWrite();
+        await round.afterWrite();
         return result;
       } catch (err) {
         if (!(err instanceof RefMovedError)) throw err;
@@ -189,7 +191,8 @@ export class Commits {
 
   /**
    * A session's spec and status files as one step (either may be empty): both commits are written, then
-   * both refs move through the journal, spec first (publish).
+   * both refs move through the journal, spec first (publish). The caller tells the follower what the
+   * status ref now holds.
    */
   async commitSession(
     specWrites: FileWrite[],
@@ -201,7 +204,6 @@ export class Commits {
       specWrites.length > 0 ? this.spec.encode(specWrites, actor, message) : undefined,
       statusWrites.length > 0 ? this.status.encode(statusWrites, actor, message) : undefined,
     ]);
-    this.hooks.statusCommitted(statusWrites);
   }
 
   /** Commit status writes outside a write (completing manifests, mesh keys), retrying when the ref moved. */
@@ -209,7 +211,6 @@ export class Commits {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.publish([this.status.encode(writes, actor, message)]);
-        this.hooks.statusCommitted(writes);
         return;
       } catch (err) {
         if (!(err instanceof RefMovedError)) throw err;

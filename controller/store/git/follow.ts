@@ -6,7 +6,6 @@
  * committed back. The bookkeeping of which session statuses the status ref holds lives here too.
  */
 import { randomUUID } from 'node:crypto';
-import { CORE_SCHEMA, dump } from 'js-yaml';
 import type pino from 'pino';
 import { mapLimit } from '../../../common/concurrency.ts';
 import { withSessionConditions } from '../../../common/conditions.ts';
@@ -16,7 +15,6 @@ import {
   isManifestPath,
   parseManifest,
   parseYaml,
-  renderManifest,
   sessionPath,
   type ParsedManifest,
   type ParseResult,
@@ -48,13 +46,13 @@ import { OUTBOX_LIMIT, type Outbox, type OutboxChange, type OutboxEntry } from '
 import type { Actor, Session, SkippedManifest } from '../store.ts';
 import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
+import { manifestWrite, sessionStatusWrite, type SessionStatusFile } from './file-writes.ts';
 import { readText, type GitContext } from '../gitdb/objects.ts';
 import { routerObservations } from './observations.ts';
 import { outboxId, outboxWrites, parseOutboxEntry } from './outbox.ts';
 import { ParseCache, type Rejection } from './parse-cache.ts';
 import type { FileChange } from '../gitdb/tree.ts';
 
-export const YAML = { schema: CORE_SCHEMA };
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 
 const invalidManifests = counter({
@@ -62,30 +60,6 @@ const invalidManifests = counter({
   help: 'Manifests arriving from git that failed validation and were skipped',
   labelNames: ['kind'],
 });
-
-/** The status file of a session on the status ref. */
-export interface SessionStatusFile {
-  uuid: string;
-  status: SessionStatusRecord;
-}
-
-/** A spec file write, with what it parses to for the parse cache. */
-export function manifestWrite(
-  kind: ParsedManifest['kind'],
-  path: string,
-  name: string,
-  spec: object,
-): FileWrite {
-  const parsed: ParseResult = { ok: true, manifest: { kind, name, spec } as ParsedManifest };
-  return { path, text: renderManifest(kind, name, spec), parsed };
-}
-
-/** A session's status file write (metrics are observations, observations.ts, not status history). */
-export function sessionStatusWrite(session: Session): FileWrite {
-  const { metrics: _observed, ...status } = session.status;
-  const file: SessionStatusFile = { uuid: session.spec.uuid, status };
-  return { path: sessionPath(session.spec.router, session.spec.asn), text: dump(file, YAML), parsed: file };
-}
 
 /** The ASN and router of a session name `as<asn>-<router>`. */
 function nameParts(name: string): { asn: number; router: string } {
@@ -109,7 +83,7 @@ export class Follower {
   /** Status files read from the status ref, by session name. */
   readonly statusFiles = new Map<string, SessionStatusFile>();
   /** Sessions (by name) whose status on the status ref is not what the index holds (or must be removed). */
-  readonly unsavedStatus = new Set<string>();
+  private readonly unsavedStatus = new Set<string>();
   /** Sessions whose spec file in git lacks what the store allocated (uuid, listenPort, createdAt). */
   private readonly incompleteSpecs = new Set<string>();
   /** Manifests reported invalid, by path, so a file is reported once and retried when others change. */
@@ -119,9 +93,9 @@ export class Follower {
   /** Until the first sync: it may take the judgement the parse cache kept (parse-cache.ts). */
   private firstSync = true;
   /** Routers whose committed status (the mesh key) is not on the status ref yet. */
-  readonly dirtyRouters = new Set<string>();
+  private readonly dirtyRouters = new Set<string>();
   /** The observation file holds observations an older release committed: rewrite it at the next flush. */
-  observationsMoved = false;
+  private observationsMoved = false;
 
   private readonly ctx: GitContext;
   private readonly index: StoreIndex;
@@ -165,6 +139,39 @@ export class Follower {
     if (statusSaved) this.unsavedStatus.delete(name);
     else this.unsavedStatus.add(name);
     this.incompleteSpecs.delete(name);
+  }
+
+  /** Whether the status ref holds the session's status as the index does. */
+  statusSaved(name: string): boolean {
+    return !this.unsavedStatus.has(name);
+  }
+
+  hasUnsavedStatus(): boolean {
+    return this.unsavedStatus.size > 0;
+  }
+
+  /** A router whose committed status (its mesh key, or its removal) the next flush commits. */
+  routerStatusChanged(name: string): void {
+    this.dirtyRouters.add(name);
+  }
+
+  /** The routers to commit the status of, forgotten here (routerStatusChanged again if that fails). */
+  takeDirtyRouters(): string[] {
+    const routers = [...this.dirtyRouters];
+    this.dirtyRouters.clear();
+    return routers;
+  }
+
+  /** Whether observations moved to the observation file since the last take, which forgets it. */
+  takeObservationsMoved(): boolean {
+    const moved = this.observationsMoved;
+    this.observationsMoved = false;
+    return moved;
+  }
+
+  /** The observation file was not written: the next flush writes it whatever changed. */
+  observationsUnsaved(): void {
+    this.observationsMoved = true;
   }
 
   /** The status files the status ref now holds, after a commit of `writes`. */
@@ -274,6 +281,7 @@ export class Follower {
         CONTROLLER,
         `status of ${statusWrites.length} session(s) from git`,
       );
+      this.statusCommitted(statusWrites);
       this.outboxCommitted(outbox);
     }
     this.unsavedStatus.clear();

@@ -10,7 +10,7 @@ import { DomainError } from '../../../common/errors.ts';
 import { ForgeConflict as ForgeConflictSchema, type ForgeConflict } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
 import type { FileWrite } from './branch.ts';
-import { YAML } from './follow.ts';
+import { YAML } from './file-writes.ts';
 
 /** The file on the status ref. */
 export const CONFLICTS_PATH = 'conflicts/forge.yaml';

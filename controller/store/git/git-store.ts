@@ -26,8 +26,9 @@ import { readRevocationList, type Revocation, type RevocationList } from '../cor
 import type { OutboxChange } from '../core/outbox.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange, WriteState } from '../store.ts';
 import { Branch, type FileWrite } from './branch.ts';
-import { Commits } from './commits.ts';
-import { Follower, manifestWrite, sessionStatusWrite, YAML } from './follow.ts';
+import { Commits, type WriteRound } from './commits.ts';
+import { manifestWrite, sessionStatusWrite, YAML } from './file-writes.ts';
+import { Follower } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
 import { gcAuto } from '../gitdb/housekeeping.ts';
 import { closeObjects, encodeObject, readText, type GitContext } from '../gitdb/objects.ts';
@@ -112,6 +113,14 @@ export class GitStore extends StoreCore {
   /** The running remote cycle; a request meanwhile runs one more after it. */
   private remoteCycle: Promise<void> | undefined;
   private remoteAgain = false;
+  /** Around every write (commits.ts): catch up first; after it, what it makes valid, and the forge. */
+  private readonly round: WriteRound = {
+    catchUp: () => this.follower.syncAll(),
+    afterWrite: async () => {
+      await this.follower.retryRejected();
+      this.requestRemoteSync();
+    },
+  };
   private started = false;
   private closed = false;
 
@@ -141,14 +150,7 @@ export class GitStore extends StoreCore {
       status: this.status,
       log: this.log,
     };
-    this.commits = new Commits(parts, {
-      catchUp: () => this.follower.syncAll(),
-      afterWrite: async () => {
-        await this.follower.retryRejected();
-        this.requestRemoteSync();
-      },
-      statusCommitted: (writes) => this.follower.statusCommitted(writes),
-    });
+    this.commits = new Commits(parts);
     this.follower = new Follower({
       ...parts,
       index: this.index,
@@ -156,7 +158,7 @@ export class GitStore extends StoreCore {
       cache: this.cache,
       commits: this.commits,
     });
-    this.index.onMeshKeyChange = (router) => this.follower.dirtyRouters.add(router);
+    this.index.onMeshKeyChange = (router) => this.follower.routerStatusChanged(router);
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -179,7 +181,7 @@ export class GitStore extends StoreCore {
     await this.commits.serialised(async () => {
       await this.follower.syncAll();
       this.follower.markOrphanStatus();
-      if (this.follower.unsavedStatus.size > 0) await this.follower.completeDeferred();
+      if (this.follower.hasUnsavedStatus()) await this.follower.completeDeferred();
       await this.loadObservations();
       await this.loadRevocations();
       await this.loadForgeConflicts();
@@ -293,7 +295,7 @@ export class GitStore extends StoreCore {
    */
   private async write<T>(actor: Actor, fn: () => Promise<T>): Promise<T> {
     const sync = this.syncPush;
-    if (!sync || (actor.role !== 'user' && actor.role !== 'admin')) return this.commits.write(fn);
+    if (!sync || (actor.role !== 'user' && actor.role !== 'admin')) return this.commits.write(fn, this.round);
     let held: Promise<void> = Promise.resolve();
     const result = await this.commits.write(async () => {
       const before = sync.heads();
@@ -302,7 +304,7 @@ export class GitStore extends StoreCore {
       // answered below; a write that fails after enlisting is not awaited, nor an unhandled rejection
       held.catch(() => {});
       return value;
-    });
+    }, this.round);
     await held;
     return result;
   }
@@ -310,7 +312,7 @@ export class GitStore extends StoreCore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.commits.closed = true;
+    this.commits.close();
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.stopHousekeeping.abort();
@@ -397,7 +399,7 @@ export class GitStore extends StoreCore {
         `remove router ${name}`,
       );
       this.index.removeRouter(name);
-      this.follower.dirtyRouters.add(name);
+      this.follower.routerStatusChanged(name);
     });
   }
 
@@ -425,12 +427,17 @@ export class GitStore extends StoreCore {
       const spec = { ...prepared.spec, listenPort: this.allocatePort(prepared) };
       const { name } = prepared;
       // spec, first status and their events in one step: a crash leaves all or none (recovery.ts)
+      const statusWrites = [
+        sessionStatusWrite({ name, spec, status: prepared.status }),
+        ...outboxWrites(prepared.outbox),
+      ];
       await this.commits.commitSession(
         [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
-        [sessionStatusWrite({ name, spec, status: prepared.status }), ...outboxWrites(prepared.outbox)],
+        statusWrites,
         actor,
         message,
       );
+      this.follower.statusCommitted(statusWrites);
       this.follower.outboxCommitted(prepared.outbox);
       return this.follower.putSession(name, spec, prepared.status, true);
     });
@@ -449,30 +456,29 @@ export class GitStore extends StoreCore {
       // a write's events go in its status commit: a write of the spec alone makes none (core/events.ts)
       const events = outboxWrites(change.outbox);
       if (change.delete) {
-        await this.commits.commitSession(
-          [{ path, text: undefined }],
-          [{ path, text: undefined }, ...events],
-          actor,
-          message,
-        );
+        const statusWrites = [{ path, text: undefined }, ...events];
+        await this.commits.commitSession([{ path, text: undefined }], statusWrites, actor, message);
+        this.follower.statusCommitted(statusWrites);
         this.follower.outboxCommitted(change.outbox);
         this.follower.removeSession(current.name, true);
         return undefined;
       }
       const next: Session = { name: current.name, spec: change.spec, status: change.status };
       // nothing is applied, and nothing answered, before spec, status and events are committed together
+      const statusWrites = change.statusChanged ? [sessionStatusWrite(next), ...events] : events;
       await this.commits.commitSession(
         change.specChanged ? [manifestWrite('PeeringSession', path, current.name, change.spec)] : [],
-        change.statusChanged ? [sessionStatusWrite(next), ...events] : events,
+        statusWrites,
         actor,
         message,
       );
+      this.follower.statusCommitted(statusWrites);
       this.follower.outboxCommitted(change.outbox);
       return this.follower.putSession(
         current.name,
         change.spec,
         change.status,
-        change.statusChanged || !this.follower.unsavedStatus.has(current.name),
+        change.statusChanged || this.follower.statusSaved(current.name),
       );
     });
   }
@@ -529,7 +535,7 @@ export class GitStore extends StoreCore {
       if (change.add.length === 0 && change.remove.length === 0) return;
       await this.commits.commitStatus(outboxWrites(change), CONTROLLER, outboxMessage(change));
       this.follower.outboxCommitted(change);
-    });
+    }, this.round);
   }
 
   /** The revocations the status ref holds, when they are not the ones in memory (start, a sync). */
@@ -565,7 +571,7 @@ export class GitStore extends StoreCore {
     return this.commits.write(async () => {
       await this.commits.commitStatus([this.conflicts.clearing(id)], actor, `clear forge conflict ${id}`);
       await this.loadForgeConflicts();
-    });
+    }, this.round);
   }
 
   /** The conflicts the status ref holds, when they are not the ones in memory; their sessions' lists change. */
@@ -604,9 +610,7 @@ export class GitStore extends StoreCore {
   /** The mesh-key commit of flushObservations; true when the observation file must be written. */
   private commitMeshKeys(): Promise<boolean> {
     return this.commits.serialised(async () => {
-      const dirty = this.follower.dirtyRouters;
-      const routers = [...dirty];
-      dirty.clear();
+      const routers = this.follower.takeDirtyRouters();
       if (routers.length > 0) {
         const writes: FileWrite[] = [];
         for (const [i, name] of routers.entries()) {
@@ -623,14 +627,14 @@ export class GitStore extends StoreCore {
         try {
           await this.commits.commitStatus(writes, CONTROLLER, `mesh keys of ${routers.length} router(s)`);
         } catch (err) {
-          for (const n of routers) dirty.add(n);
+          for (const n of routers) this.follower.routerStatusChanged(n);
           this.log.error({ err }, 'store: committing mesh keys failed; kept for the next flush');
           throw err;
         }
       }
-      if (!this.index.hasUnflushed() && !this.follower.observationsMoved) return false;
+      const moved = this.follower.takeObservationsMoved();
+      if (!this.index.hasUnflushed() && !moved) return false;
       this.index.allFlushed();
-      this.follower.observationsMoved = false;
       return true;
     });
   }
@@ -642,7 +646,7 @@ export class GitStore extends StoreCore {
       .then(() => this.observations.saveFrom(this.index))
       .catch((err: unknown) => {
         // saveFrom writes every observation: the next flush writes them all again
-        this.follower.observationsMoved = true;
+        this.follower.observationsUnsaved();
         this.log.error({ err }, 'store: writing observations failed; kept for the next flush');
         throw err;
       });
