@@ -16,6 +16,8 @@ import {
   Line,
   LinkLocal,
   MeshPeerState,
+  MessageKey,
+  MessageParams,
   Mtu,
   Port,
   RouterName,
@@ -79,6 +81,10 @@ export const ModifyBody = Type.Object(
      * one printable line by the agent (common/text.ts oneLine); stored and shown to the session's owner.
      */
     message: Type.Optional(Line(4096)),
+    /** The catalogue key of `message` and its parameters, when the agent's words have one (common/messages.ts). */
+    key: Type.Optional(MessageKey),
+    // one printable line each, as `message`
+    params: Type.Optional(MessageParams(Line(256))),
     /** BIRD's BGP state of the session and since when the agent sees it (absent from older agents). */
     bgpState: Type.Optional(BgpState),
     bgpSince: Type.Optional(Type.Union([Timestamp, Type.Null()])),

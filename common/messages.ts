@@ -103,20 +103,45 @@ export const FIELD_MESSAGES = {
   'field.invalid': 'is not valid',
 } as const;
 
+/**
+ * A session's lastError as the agent or the controller words it (docs/agent.md, What a session's status
+ * means). The agent's message may say more (BIRD's own words, since when BGP was up); the key's sentence
+ * is what holds in every case.
+ */
+export const LAST_ERRORS = {
+  'lastError.setupFailed': 'the agent could not set the session up',
+  'lastError.error': 'session in error',
+  'lastError.birdDown':
+    "BIRD on the router does not answer ({reason}): the session is down on the router's side; its operators see the router not Ready (BirdDown)",
+  'lastError.tunnelRecreated':
+    "the router's WireGuard tunnel {interface} was gone and was made anew: it comes back by itself; if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port {port})",
+  'lastError.noHandshake':
+    "no WireGuard handshake with the peer: check the peer's WireGuard (its endpoint and public key for this router, our endpoint port {port}, the tunnel up on its side)",
+  'lastError.bgpDown':
+    "WireGuard handshakes (the tunnel is up) but BGP is not Established: check the BGP settings on the peer's side (neighbor {neighbor} as {asn} on its tunnel interface, local as {peerAsn}, multiprotocol and extended next hop as the session says)",
+} as const;
+
 export type RefusalKey = keyof typeof REFUSALS;
 export type FieldMessageKey = keyof typeof FIELD_MESSAGES;
-export type MessageKey = RefusalKey | FieldMessageKey;
+export type LastErrorKey = keyof typeof LAST_ERRORS;
+export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey;
 export type MessageParams = Record<string, string | number>;
 
 /** Every key the controller can put in an answer: what each portal catalogue must have. */
 export const MESSAGE_KEYS: readonly MessageKey[] = [
   ...(Object.keys(REFUSALS) as RefusalKey[]),
   ...(Object.keys(FIELD_MESSAGES) as FieldMessageKey[]),
+  ...(Object.keys(LAST_ERRORS) as LastErrorKey[]),
 ];
 
 /** The English sentence of `key`, its `{name}` placeholders filled from `params`. */
 export function englishText(key: MessageKey, params: MessageParams = {}): string {
-  const text = key in REFUSALS ? REFUSALS[key as RefusalKey].text : FIELD_MESSAGES[key as FieldMessageKey];
+  const text =
+    key in REFUSALS
+      ? REFUSALS[key as RefusalKey].text
+      : key in LAST_ERRORS
+        ? LAST_ERRORS[key as LastErrorKey]
+        : FIELD_MESSAGES[key as FieldMessageKey];
   return fill(text, params);
 }
 

@@ -265,8 +265,19 @@ export const SessionMetrics = Type.Object(
   { additionalProperties: false },
 );
 
+/** A message's catalogue key (common/messages.ts; docs/api.md, Errors, Message keys). */
+export const MessageKey = Type.String({ maxLength: 64, pattern: '^[a-zA-Z][a-zA-Z0-9.-]*$' });
+/** The parameters of a keyed message: a few named values, filled into its sentence. */
+export const MessageParams = (value = Type.String({ maxLength: 256 })) =>
+  Type.Record(Type.String({ maxLength: 32 }), value, { maxProperties: 8 });
+
 export const LastError = Type.Object(
-  { code: Type.String({ maxLength: 64 }), message: Type.String({ maxLength: 4096 }) },
+  {
+    code: Type.String({ maxLength: 64 }),
+    message: Type.String({ maxLength: 4096 }),
+    key: Type.Optional(MessageKey),
+    params: Type.Optional(MessageParams()),
+  },
   { additionalProperties: false },
 );
 

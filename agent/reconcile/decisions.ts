@@ -6,6 +6,7 @@
 import type { AgentSession } from '../../common/agent-api.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { SessionStatus, type SessionStatusCode } from '../../common/status.ts';
+import { englishText, type LastErrorKey } from '../../common/messages.ts';
 
 // ---- retry backoff ----
 
@@ -191,7 +192,15 @@ export interface Verdict {
   status: SessionStatusCode | undefined;
   /** lastError for ERROR and SETUP_FAILED; undefined otherwise (which clears it). */
   message: string | undefined;
+  /** The catalogue key of `message` (common/messages.ts), for the portal in the peer's language. */
+  keyed?: LastErrorKeyed;
   memory: SessionMemory | undefined;
+}
+
+/** A lastError's catalogue key and its parameters, as the report carries them (common/agent-api.ts). */
+export interface LastErrorKeyed {
+  key: LastErrorKey;
+  params: Record<string, string>;
 }
 
 const RUNNING: readonly SessionStatusCode[] = [SessionStatus.ACTIVE, SessionStatus.ERROR];
@@ -214,12 +223,9 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
   if (f.birdDown !== undefined) {
     // Nothing of BGP can be known; a running session does not carry traffic without BIRD.
     const m = f.memory && { ...f.memory, downSince: f.memory.downSince ?? now };
+    const keyed: LastErrorKeyed = { key: 'lastError.birdDown', params: { reason: f.birdDown } };
     return running
-      ? {
-          status: SessionStatus.ERROR,
-          message: `BIRD on the router does not answer (${f.birdDown}): the session is down on the router's side; its operators see the router not Ready (BirdDown)`,
-          memory: m,
-        }
+      ? { status: SessionStatus.ERROR, message: englishText(keyed.key, keyed.params), keyed, memory: m }
       : { status: undefined, message: undefined, memory: m };
   }
   if (!f.protocol) return { status: undefined, message: undefined, memory: f.memory };
@@ -257,7 +263,7 @@ export function judge(f: SessionFacts, graceMs = DEFAULT_GRACE_MS): Verdict {
     const status = waits ? SessionStatus.QUEUED_FOR_SETUP : undefined;
     return { status, message: undefined, memory: m };
   }
-  return { status: SessionStatus.ERROR, message: whereToLook(f, state, m), memory: m };
+  return { status: SessionStatus.ERROR, ...whereToLook(f, state, m), memory: m };
 }
 
 /**
@@ -269,7 +275,11 @@ function handshakeStale(f: SessionFacts): boolean {
 }
 
 /** The lastError of a session configured on the router whose BGP is not Established. */
-function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory): string {
+function whereToLook(
+  f: SessionFacts,
+  state: BgpState | null,
+  m: SessionMemory,
+): { message: string; keyed: LastErrorKeyed } {
   const { session: s, now } = f;
   const bgp =
     state === 'Established'
@@ -282,15 +292,31 @@ function whereToLook(f: SessionFacts, state: BgpState | null, m: SessionMemory):
       : m.wasEstablished
         ? 'BGP was Established, then lost; '
         : '';
-  if (m.tunnelRecreatedAt !== undefined)
-    return `${lost}the router's WireGuard tunnel ${interfaceName(s.listenPort)} was gone and was made anew at ${new Date(m.tunnelRecreatedAt).toISOString()}, ${bgp}: it comes back by itself; if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort})`;
+  const port = String(s.listenPort);
+  if (m.tunnelRecreatedAt !== undefined) {
+    const keyed: LastErrorKeyed = {
+      key: 'lastError.tunnelRecreated',
+      params: { interface: interfaceName(s.listenPort), port },
+    };
+    const message = `${lost}the router's WireGuard tunnel ${interfaceName(s.listenPort)} was gone and was made anew at ${new Date(m.tunnelRecreatedAt).toISOString()}, ${bgp}: it comes back by itself; if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort})`;
+    return { message, keyed };
+  }
   if (handshakeAge > HANDSHAKE_FRESH_S) {
     const handshake =
       f.lastHandshake > 0
         ? `no WireGuard handshake since ${new Date(f.lastHandshake * 1000).toISOString()}`
         : 'no WireGuard handshake with the peer yet';
-    return `${lost}${handshake}, ${bgp}: check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort}, the tunnel up on its side)`;
+    return {
+      message: `${lost}${handshake}, ${bgp}: check the peer's WireGuard (its endpoint and public key for this router, our endpoint port ${s.listenPort}, the tunnel up on its side)`,
+      keyed: { key: 'lastError.noHandshake', params: { port } },
+    };
   }
   // No figures that change every pass (the handshake's age): the message is reported when it changes.
-  return `${lost}WireGuard handshakes (the tunnel is up) but ${bgp}: check the BGP settings on the peer's side (neighbor ${f.ours.linkLocal} as ${f.ours.asn} on its tunnel interface, local as ${s.asn}, multiprotocol and extended next hop as the session says)`;
+  return {
+    message: `${lost}WireGuard handshakes (the tunnel is up) but ${bgp}: check the BGP settings on the peer's side (neighbor ${f.ours.linkLocal} as ${f.ours.asn} on its tunnel interface, local as ${s.asn}, multiprotocol and extended next hop as the session says)`,
+    keyed: {
+      key: 'lastError.bgpDown',
+      params: { neighbor: f.ours.linkLocal, asn: String(f.ours.asn), peerAsn: String(s.asn) },
+    },
+  };
 }

@@ -443,6 +443,12 @@ export async function judge(input: PassInput, evidence: Evidence): Promise<Modif
     const body: ModifyBody = { ...base, status: v.status };
     // one printable line: the controller refuses control characters (BIRD's output has newlines)
     if (v.message !== undefined) body.message = oneLine(v.message, 4096) || 'no message';
+    if (v.keyed) {
+      body.key = v.keyed.key;
+      body.params = Object.fromEntries(
+        Object.entries(v.keyed.params).map(([name, value]) => [name, oneLine(value, 256) || '-']),
+      );
+    }
     if (proto && v.memory) {
       body.bgpState = bgpStateOf(proto.bgpState);
       body.bgpSince = new Date(v.memory.stateSince).toISOString();

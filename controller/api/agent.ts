@@ -22,7 +22,7 @@ import {
 } from '../../common/agent-api.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../../common/conditions.ts';
 import { ProblemError, type FieldError } from '../../common/errors.ts';
-import { problem } from '../../common/messages.ts';
+import { englishText, problem, type LastErrorKey } from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
@@ -79,6 +79,22 @@ const routerId = (router: Router): string =>
   router.spec.loopback.ipv4 ?? `0.0.${router.spec.nodeId >> 8}.${router.spec.nodeId & 255}`;
 
 /** The network's ASN; an agent can neither bootstrap nor render BIRD before an admin sets it. */
+type LastError = NonNullable<SessionStatusRecord['lastError']>;
+
+/**
+ * The lastError of a report: the agent's words with their catalogue key when it sent one, else the one
+ * kept from before, else the catalogue's default (common/messages.ts).
+ */
+function reportedError(body: ModifyBody, fallback: LastErrorKey, kept?: LastError): Omit<LastError, 'code'> {
+  const said = body.message !== undefined ? body : kept;
+  if (said?.message === undefined) return { message: englishText(fallback), key: fallback };
+  return {
+    message: said.message,
+    ...(said.key !== undefined && { key: said.key }),
+    ...(said.params !== undefined && { params: said.params }),
+  };
+}
+
 function networkAsn(policy: PolicySpec): number {
   if (policy.dn42Asn === undefined)
     throw new ProblemError(
@@ -423,14 +439,11 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         if (outcome.result === 'removed') return { delete: true as const };
         let lastError: SessionStatusRecord['lastError'];
         if (outcome.to === SessionStatus.SETUP_FAILED)
-          lastError = {
-            code: 'SETUP_FAILED',
-            message: body.message ?? 'the agent could not set the session up',
-          };
+          lastError = { code: 'SETUP_FAILED', ...reportedError(body, 'lastError.setupFailed') };
         else if (outcome.to === SessionStatus.ERROR)
           lastError = {
             code: 'ERROR',
-            message: body.message ?? s.status.lastError?.message ?? 'session in error',
+            ...reportedError(body, 'lastError.error', s.status.lastError),
           };
         const status = statusRecord(outcome.to, s.status, now, lastError);
         status.interface = body.interface;

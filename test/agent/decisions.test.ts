@@ -275,6 +275,27 @@ describe('status verdicts', () => {
     else expect(v.message).toBeUndefined();
   });
 
+  it('each ERROR verdict carries its catalogue key and parameters (docs/api.md, Message keys)', () => {
+    const keyed = (f: SessionFacts) => judge(f, grace).keyed;
+    const memory = configured(T0, true, T0);
+    expect(keyed(facts(S.ACTIVE, { bgp: 'Active', handshakeAgoS: 5, now: T0 + 1, memory }))).toEqual({
+      key: 'lastError.bgpDown',
+      params: { neighbor: 'fe80::1', asn: '4242420001', peerAsn: '4242421234' },
+    });
+    expect(
+      keyed(facts(S.QUEUED_FOR_SETUP, { bgp: 'Connect', now: T0 + grace, memory: configured(T0) })),
+    ).toEqual({ key: 'lastError.noHandshake', params: { port: '20001' } });
+    expect(keyed(facts(S.ACTIVE, { bgp: 'Idle', tunnelRecreated: true, memory }))).toEqual({
+      key: 'lastError.tunnelRecreated',
+      params: { interface: 'wg_20001', port: '20001' },
+    });
+    expect(keyed(facts(S.ACTIVE, { protocol: undefined, birdDown: 'timed out' }))).toEqual({
+      key: 'lastError.birdDown',
+      params: { reason: 'timed out' },
+    });
+    expect(keyed(facts(S.ACTIVE, { bgp: 'Established', handshakeAgoS: 5, memory }))).toBeUndefined();
+  });
+
   it('the ERROR message does not change from pass to pass while its cause stays (it is reported on change)', () => {
     const memory = configured(T0);
     const a = judge(facts(S.QUEUED_FOR_SETUP, { handshakeAgoS: 5, now: T0 + grace, memory }), grace);

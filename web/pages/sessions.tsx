@@ -11,6 +11,7 @@ import {
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
+import { localText } from '../i18n/problems/index.ts';
 import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
 
@@ -121,7 +122,7 @@ function SessionCard(props: {
       {s.lastError && (
         <div class="last-error" role="status">
           <strong>{t('session.lastError')}</strong> <code>{s.lastError.code}</code>
-          <p>{s.lastError.message}</p>
+          <p>{localText(s.lastError)}</p>
         </div>
       )}
       {steps.length > 0 && (

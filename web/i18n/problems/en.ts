@@ -2,11 +2,12 @@
  * English: the controller's own catalogue (common/messages.ts), the reference the other languages follow.
  * The portal shows an English answer's message as sent: it is this text, sometimes with more detail.
  */
-import { FIELD_MESSAGES, REFUSALS, type MessageKey } from '../../../common/messages.ts';
+import { FIELD_MESSAGES, LAST_ERRORS, REFUSALS, type MessageKey } from '../../../common/messages.ts';
 
 const refusals = Object.entries(REFUSALS).map(([key, entry]) => [key, entry.text]);
 
-export default Object.fromEntries([...refusals, ...Object.entries(FIELD_MESSAGES)]) as Record<
-  MessageKey,
-  string
->;
+export default Object.fromEntries([
+  ...refusals,
+  ...Object.entries(FIELD_MESSAGES),
+  ...Object.entries(LAST_ERRORS),
+]) as Record<MessageKey, string>;

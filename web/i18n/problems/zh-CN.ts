@@ -59,4 +59,14 @@ export default {
   'field.format.uuid': '必须是 UUID',
   'field.format.date-time': '必须是 ISO 8601 时间戳',
   'field.invalid': '无效',
+  'lastError.setupFailed': '代理程序未能建立此会话',
+  'lastError.error': '会话出错',
+  'lastError.birdDown':
+    '路由器上的 BIRD 没有响应（{reason}）：会话在路由器一侧已断开；其运维人员会看到路由器未就绪（BirdDown）',
+  'lastError.tunnelRecreated':
+    '路由器的 WireGuard 隧道 {interface} 曾消失并已重建：它会自行恢复；如果一直如此，请检查对端的 WireGuard（其端点和用于此路由器的公钥，我方端点端口 {port}）',
+  'lastError.noHandshake':
+    '与对端没有 WireGuard 握手：请检查对端的 WireGuard（其端点和用于此路由器的公钥，我方端点端口 {port}，以及其一侧的隧道是否已启用）',
+  'lastError.bgpDown':
+    'WireGuard 有握手（隧道已通），但 BGP 未处于 Established：请检查对端的 BGP 设置（在其隧道接口上邻居为 {neighbor}、AS 为 {asn}，本地 AS 为 {peerAsn}，多协议和扩展下一跳与会话设置一致）',
 } satisfies Record<MessageKey, string>;

@@ -1,0 +1,91 @@
+/**
+ * The controller's words in the reader's language (docs/api.md, Errors, Message keys): in the Chinese
+ * portal, a field error of a refused create and a session's lastError that the router's agent reported
+ * with its key are shown from the portal's zh-CN catalogue, not in the controller's English. The report
+ * is sent over the agent API with the router's token, as the agent sends it (test/agent covers what the
+ * agent keys).
+ */
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { englishText } from '../../common/messages.ts';
+import zhCN from '../../web/i18n/problems/zh-CN.ts';
+import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+
+let dir: string;
+let h: Harness;
+let url: string;
+let browser: Browser;
+let peerKey: SshKey;
+let agentToken: string;
+
+beforeAll(async () => {
+  dir = await tempDir('portal-language');
+  peerKey = await sshKey(dir, 'ed25519', 'peer');
+  await writeRegistry(path.join(dir, 'registry'), {
+    autNums: { [USER_ASN]: ['PEER-MNT'] },
+    mntners: { 'PEER-MNT': [peerKey.publicLine] },
+    routes: { 'fd42:1234::/48': [USER_ASN] },
+  });
+  h = await startHarness(
+    {},
+    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
+  );
+  agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
+  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await h?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe("portal: the controller's words in Chinese", () => {
+  it("a session's lastError and a create's field error read in Chinese", async () => {
+    const uuid = (await expectOk(h.post('/session', h.user, sessionFields('fra1')))).json().uuid as string;
+    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid }));
+    const iface = `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`;
+    const report = (status: number, extra: Record<string, unknown> = {}) =>
+      expectOk(h.post('/agent/fra1/modify', agentToken, { uuid, status, interface: iface, ...extra }));
+    await report(1);
+    const port = String(h.store.getSession(uuid)?.spec.listenPort);
+    const message = `no WireGuard handshake since 2026-01-01T00:00:00.000Z, BGP Active: ${englishText('lastError.noHandshake', { port })}`;
+    await report(2, { message, key: 'lastError.noHandshake', params: { port } });
+    expect(h.store.getSession(uuid)?.status.lastError).toMatchObject({
+      key: 'lastError.noHandshake',
+      params: { port },
+    });
+
+    const { page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await logInWithSsh(page, USER_ASN, peerKey);
+    await page.getByLabel('Language').selectOption('zh-CN');
+
+    const lastError = page.locator(`article[data-uuid="${uuid}"] .last-error p`);
+    await lastError.waitFor();
+    const chinese = zhCN['lastError.noHandshake'].replace('{port}', port);
+    expect(await lastError.textContent()).toBe(chinese);
+    expect(chinese).toMatch(/[\u4e00-\u9fff]/);
+    await expectAccessible(page, 'a lastError in Chinese');
+
+    await page.getByRole('link', { name: '新建会话' }).first().click();
+    await page.getByLabel('Amsterdam 1', { exact: false }).check();
+    await page.locator('#f-ipv6').fill('fd42:1234::99');
+    await page.locator('#f-linkLocal').fill('fd00::1');
+    await page.locator('#f-publicKey').fill(sessionFields('ams1').publicKey);
+    await page.getByRole('button', { name: '创建会话' }).click();
+    const fieldError = page.locator('#f-linkLocal-error');
+    await fieldError.waitFor();
+    expect(await fieldError.textContent()).toBe(zhCN['field.format.link-local']);
+    await expectAccessible(page, 'a field error in Chinese');
+    expect(problems).toEqual([]);
+  });
+});
