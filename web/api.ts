@@ -5,6 +5,8 @@
 import type {
   AdminRouterRecord,
   AdminSessionRecord,
+  AdminSessionReviewResponse,
+  AsNamesResponse,
   CreateResponse,
   PolicyRecord,
   PublicRouter,
@@ -58,6 +60,7 @@ export class ApiError extends Error {
 export type {
   AdminRouterRecord as AdminRouter,
   AdminSessionRecord,
+  AdminSessionReviewResponse as SessionReview,
   CreateResponse as CreateAnswer,
   PublicRouter,
   SessionConfigResponse as ConfigAnswer,
@@ -70,6 +73,8 @@ export {
 } from '../common/peer-config/formats.ts';
 export type Decision = NonNullable<SessionRecord['decision']>;
 export type ForgeConflictNote = NonNullable<SessionRecord['forgeConflict']>;
+
+export type AdminAction = 'approve' | 'reject' | 'disable' | 'enable' | 'purge';
 
 /** A key the signature may come from (docs/login.md, Which keys count). */
 export interface ChallengeMethod {
@@ -177,8 +182,16 @@ export const api = {
     request<SessionConfigResponse>('POST', '/session', { action: 'config', uuid, format }),
   adminSessions: (filter: { status?: number } = {}) =>
     request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
-  adminSession: (action: 'approve' | 'reject', uuid: string, reason: string) =>
-    request<unknown>('POST', '/admin/session', { action, uuid, ...(reason ? { reason } : {}) }),
+  adminSession: (action: AdminAction, uuid: string, reason: string) =>
+    request<SessionRecord | { deleted: true }>('POST', '/admin/session', {
+      action,
+      uuid,
+      ...(reason ? { reason } : {}),
+    }),
+  adminReview: (uuid: string) =>
+    request<AdminSessionReviewResponse>('POST', '/admin/session', { action: 'review', uuid }),
+  asNames: (asns: number[]) =>
+    request<AsNamesResponse>('POST', '/admin/session', { action: 'as-names', asns }),
   adminRouters: () => request<{ routers: AdminRouterRecord[] }>('POST', '/admin/router', { action: 'list' }),
   policy: () => request<PolicyRecord>('POST', '/admin/policy', { action: 'get' }),
 };

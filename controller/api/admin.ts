@@ -1,6 +1,6 @@
 /**
  * The admin API (docs/api.md, Admin API), multi-action like /session, admin JWT only:
- * `/admin/session` (approve, reject, disable, enable, purge, list), `/admin/router` (list, add, update,
+ * `/admin/session` (approve, reject, disable, enable, purge, list, review, as-names), `/admin/router` (list, add, update,
  * remove, rotate-token; add and rotate-token answer the agent token once), `/admin/policy` (get, set,
  * patch).
  */
@@ -20,6 +20,7 @@ import {
 } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 import type { Registry } from '../auth/login/registry.ts';
+import { asNames, registryReview } from '../registry/review.ts';
 import { assertRoutesStillHold } from '../registry/routes.ts';
 import { actorOf, applyTrigger } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
@@ -91,7 +92,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         operationId: 'adminSession',
         summary: 'Review and operate every session',
         description:
-          'One body per action, chosen by `action`: list, approve, reject, disable, enable, purge. ' +
+          'One body per action, chosen by `action`: list, review, as-names, approve, reject, disable, enable, purge. ' +
           'Approve and enable refuse a session the current policy refuses, or whose addresses the registry no longer gives its ASN.',
         body: AdminSessionActions,
         response: { 200: AdminSessionAnswer },
@@ -115,6 +116,19 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         // what the current policy would refuse of each (a policy tightened after the session was stored)
         const judge = policyJudge(store);
         return { sessions: sessions.map((s) => ({ ...view(s), policyViolations: judge(s) })) };
+      }
+      if (body.action === 'as-names') {
+        const names = opts.registry ? await asNames(opts.registry, body.asns) : new Map<number, null>();
+        return { asNames: body.asns.map((asn) => ({ asn, asName: names.get(asn) ?? null })) };
+      }
+      if (body.action === 'review') {
+        const s = store.getSession(body.uuid);
+        if (!s) throw problem('session.notFound', { uuid: body.uuid });
+        const registry = opts.registry ? await registryReview(opts.registry, s.spec) : undefined;
+        return {
+          session: { ...view(s), policyViolations: policyJudge(store)(s) },
+          registry: registry ?? null,
+        };
       }
       const current = store.getSession(body.uuid);
       if (!current) throw problem('session.notFound', { uuid: body.uuid });

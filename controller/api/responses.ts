@@ -119,6 +119,41 @@ export const AdminSessionRecord = Type.Object({
 });
 export type AdminSessionRecord = Static<typeof AdminSessionRecord>;
 export const AdminSessionListResponse = Type.Object({ sessions: Type.Array(AdminSessionRecord) });
+/** The review of one session: its record and what the DN42 registry says (controller/registry/review.ts). */
+export const AdminSessionReviewResponse = Type.Object({
+  session: AdminSessionRecord,
+  /** Null where the login source has no registry files (a users file). */
+  registry: Type.Union([
+    Type.Object({
+      found: Type.Boolean(),
+      asName: Type.Union([Type.String(), Type.Null()]),
+      mntBy: Type.Array(Type.String()),
+      adminC: Type.Array(Type.String()),
+      techC: Type.Array(Type.String()),
+      addresses: Type.Array(
+        Type.Object({
+          field: Type.Union([Type.Literal('ipv6'), Type.Literal('ipv4')]),
+          address: Type.String(),
+          objects: Type.Array(
+            Type.Object({
+              type: Type.Union([Type.Literal('route'), Type.Literal('route6')]),
+              prefix: Type.String(),
+              origins: Type.Array(Asn),
+              counts: Type.Boolean(),
+            }),
+          ),
+          problem: Type.Union([Type.String(), Type.Null()]),
+        }),
+      ),
+    }),
+    Type.Null(),
+  ]),
+});
+export type AdminSessionReviewResponse = Static<typeof AdminSessionReviewResponse>;
+export const AsNamesResponse = Type.Object({
+  asNames: Type.Array(Type.Object({ asn: Asn, asName: Type.Union([Type.String(), Type.Null()]) })),
+});
+export type AsNamesResponse = Static<typeof AsNamesResponse>;
 export const CreateResponse = Type.Object({
   uuid: Uuid,
   status: StatusCode,

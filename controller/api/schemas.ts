@@ -27,6 +27,8 @@ import { withoutDefaults } from '../../common/validate.ts';
 import {
   AdminRouterRecord,
   AdminSessionListResponse,
+  AdminSessionReviewResponse,
+  AsNamesResponse,
   CreateResponse,
   DeletedResponse,
   PeerConfigFormatField,
@@ -141,6 +143,15 @@ export const AdminSessionAction = <A extends string>(action: A) =>
       examples: [{ action, uuid: EXAMPLE.uuid, reason: 'checked the registry' }],
     },
   );
+export const AdminSessionReview = Type.Object(
+  { action: Type.Literal('review'), uuid: Uuid },
+  { additionalProperties: false, examples: [{ action: 'review', uuid: EXAMPLE.uuid }] },
+);
+/** The registry's as-name of up to one page of ASNs (the portal's admin table asks per page shown). */
+export const AdminSessionAsNames = Type.Object(
+  { action: Type.Literal('as-names'), asns: Type.Array(Asn, { minItems: 1, maxItems: 200 }) },
+  { additionalProperties: false, examples: [{ action: 'as-names', asns: [4242421234] }] },
+);
 /** Closes a session stuck in QUEUED_FOR_DELETE; the reason is required: the audit record, and its owner reads it. */
 export const AdminSessionPurge = Type.Object(
   { action: Type.Literal('purge'), uuid: Uuid, reason: Reason },
@@ -283,13 +294,20 @@ export const SessionActionAnswer = Type.Union([
 
 export const AdminSessionActions = Actions([
   AdminSessionList,
+  AdminSessionReview,
+  AdminSessionAsNames,
   AdminSessionAction('approve'),
   AdminSessionAction('reject'),
   AdminSessionAction('disable'),
   AdminSessionAction('enable'),
   AdminSessionPurge,
 ]);
-export const AdminSessionAnswer = Type.Union([AdminSessionListResponse, SessionAnswer]);
+export const AdminSessionAnswer = Type.Union([
+  AdminSessionListResponse,
+  AdminSessionReviewResponse,
+  AsNamesResponse,
+  SessionAnswer,
+]);
 
 export const AdminRouterActions = Actions([
   AdminRouterList,
