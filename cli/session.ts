@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PEER_CONFIG_FORMATS } from '../common/peer-config/formats.ts';
 import { writeConfigFiles } from './config-files.ts';
 import { showable } from '../common/text.ts';
+import { englishText } from '../common/messages.ts';
 import {
   CliError,
   Client,
@@ -281,7 +282,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'show': {
         const id = await needUuid();
         const s = (await list()).find((x) => x.uuid === id);
-        if (!s) throw new CliError('SESSION_NOT_FOUND', `no session ${id}`);
+        if (!s) throw new CliError('SESSION_NOT_FOUND', englishText('session.notFound', { uuid: id }));
         output(format, s, () => describe(s));
         return 0;
       }
