@@ -1,6 +1,7 @@
 /**
- * The controller's REST API (docs/api.md) as the portal calls it: same origin, JSON bodies, the token in
- * an Authorization header. The token lives only in this page's memory (docs/decisions.md, "Portal").
+ * The controller's REST API (docs/api.md) as the portal calls it: same origin, JSON bodies. The sign-in is
+ * an HttpOnly cookie the controller sets at login, which no script here can read; each request repeats
+ * the readable CSRF cookie's value in a header (docs/login.md, The portal's sign-in).
  */
 import type {
   AdminRouterRecord,
@@ -107,40 +108,56 @@ export interface Challenge {
 }
 
 export interface Login {
-  token: string;
   expiresAt: string;
   role: 'user' | 'admin';
   asn: number;
 }
 
-let token: string | undefined;
 let onExpired: () => void = () => undefined;
 
-export function setToken(value: string | undefined, expired?: () => void): void {
-  token = value;
-  if (expired) onExpired = expired;
+/** Called when the controller refuses the sign-in (expired, revoked, idle): the page then shows the login. */
+export function onSignInEnded(ended: () => void): void {
+  onExpired = ended;
+}
+
+/** The CSRF cookie's value (`__Host-` over TLS), or undefined when this browser is not signed in. */
+export function csrfToken(): string | undefined {
+  for (const part of document.cookie.split(';')) {
+    const [name, value] = part.trim().split('=');
+    if ((name === '__Host-peerops_csrf' || name === 'peerops_csrf') && value) return value;
+  }
+  return undefined;
+}
+
+/** The headers of every request: the CSRF value when signed in. */
+function authHeaders(): Record<string, string> {
+  const csrf = csrfToken();
+  return csrf ? { 'x-peerops-csrf': csrf } : {};
 }
 
 async function request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
+  const auth = authHeaders();
+  const headers: Record<string, string> = { accept: 'application/json', ...auth };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token) headers.authorization = `Bearer ${token}`;
   let res: Response;
   try {
     res = await fetch(path, {
       method,
       headers,
-      credentials: 'omit',
+      credentials: 'same-origin',
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
   } catch {
     throw new ApiError(0, 'UNREACHABLE', 'the controller cannot be reached');
   }
-  return answer<T>(res);
+  return answer<T>(res, Object.keys(auth).length > 0);
 }
 
-/** A JSON answer, or the ApiError of a refusal (an INVALID_TOKEN one also ends the login). */
-async function answer<T>(res: Response): Promise<T> {
+/**
+ * A JSON answer, or the ApiError of a refusal. An INVALID_TOKEN one to a signed-in request also ends the
+ * login (the answer has cleared the cookies already, so `signedIn` says what the request carried).
+ */
+async function answer<T>(res: Response, signedIn: boolean): Promise<T> {
   const data = (await res.json().catch(() => undefined)) as
     ({ code?: string; detail?: string; errors?: FieldError[] } & Partial<Keyed>) | undefined;
   if (!res.ok) {
@@ -151,7 +168,7 @@ async function answer<T>(res: Response): Promise<T> {
       data?.errors,
       { key: data?.key, params: data?.params },
     );
-    if (err.code === 'INVALID_TOKEN' && token) onExpired();
+    if (err.code === 'INVALID_TOKEN' && signedIn) onExpired();
     throw err;
   }
   return data as T;
@@ -167,8 +184,11 @@ export const api = {
       challenge,
       signature,
       ...(publicKey ? { publicKey } : {}),
+      cookie: true,
     }),
-  /** Revokes the token of this login (docs/login.md, Revoking tokens). */
+  /** Who this browser is signed in as (after a reload, in a new tab). */
+  current: () => request<Login>('POST', '/token', { action: 'current' }),
+  /** Revokes the token of this sign-in and clears its cookies (docs/login.md, Revoking tokens). */
   logout: () => request<unknown>('POST', '/token', { action: 'revoke' }),
   sessions: () => request<{ sessions: SessionRecord[] }>('POST', '/session', { action: 'list' }),
   create: (body: Record<string, unknown>) =>
@@ -202,7 +222,7 @@ const RECONNECT_MS = 3000;
 /**
  * The caller's sessions, given to `onList` as the controller sends them: at once and at each change
  * (docs/api.md, Live updates), until `signal` aborts. fetch, not EventSource, which cannot send the
- * token. A dropped connection is opened again; the stream's end for the token (expired, revoked) ends
+ * CSRF header. A dropped connection is opened again; the stream's end for the token (expired, revoked) ends
  * the login; a refusal rejects.
  */
 export async function watchSessions(
@@ -212,13 +232,13 @@ export async function watchSessions(
   while (!signal.aborted) {
     try {
       const res = await fetch('/session/events', {
-        headers: { accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        credentials: 'omit',
+        headers: { accept: 'text/event-stream', ...authHeaders() },
+        credentials: 'same-origin',
         cache: 'no-store',
         signal,
       });
       // a refusal (the token, a block) rejects; a busy or failing controller is asked again
-      if (!res.ok && res.status !== 429 && res.status < 500) await answer(res);
+      if (!res.ok && res.status !== 429 && res.status < 500) await answer(res, true);
       if (res.ok && res.body)
         for await (const e of serverEvents(res.body)) {
           if (e.event === 'sessions') onList((JSON.parse(e.data) as { sessions: SessionRecord[] }).sessions);

@@ -36,14 +36,31 @@ export function described(id: string, hint: boolean, error: string | undefined) 
   return { id, 'aria-describedby': ids || undefined, 'aria-invalid': error ? true : undefined };
 }
 
+/**
+ * Focus after a navigation or a submit (WAI-ARIA Authoring Practices, "Developing a Keyboard Interface"):
+ * the main region's first heading, so that a screen reader reads where the user is.
+ */
+export function focusHeading(): void {
+  const heading = document.querySelector<HTMLElement>('main h1');
+  if (!heading) return;
+  heading.tabIndex = -1;
+  heading.focus();
+}
+
+/** After a refused submit: the first field the API named, or else the problem box, inside `within`. */
+export function focusFirstError(within: HTMLElement | null): void {
+  within?.querySelector<HTMLElement>('[aria-invalid="true"], .problem')?.focus();
+}
+
 /** An API failure in words: the problem code and the controller's detail in the reader's language. */
 export function Problem(props: { error: unknown }) {
   if (!props.error) return null;
   const e = props.error;
-  const detail = e instanceof ApiError ? e.text() : String(e);
+  const detail = e instanceof ApiError ? e.text() : String(e as Error);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (
-    <div class="problem" role="alert">
+    // focusable, so that a submit's failure can take the focus (focusFirstError)
+    <div class="problem" role="alert" tabIndex={-1}>
       <strong>{t(errorKey(code))}</strong> <code>{code}</code>
       <p>{detail}</p>
     </div>

@@ -224,6 +224,7 @@ describe('portal login page', () => {
     await page.goto(url);
     await page.getByLabel('Your ASN').fill(String(AS_EVERY));
     await page.getByRole('button', { name: 'Get a challenge' }).click();
+    await page.getByTestId('skipped').locator('li').first().waitFor();
     const skipped = await items(page.getByTestId('skipped'));
     const expected: [string, string][] = [
       ['EVERY-MNT auth: ssh-ed25519 AAAA', 'the line says ssh-ed25519, the key is ssh-rsa'],

@@ -182,9 +182,8 @@ describe('portal', () => {
     expect(admin.problems).toEqual([]);
     await admin.context.close();
 
-    // Back on the peer's page: the next refresh shows the approval.
+    // Back on the peer's page: the next refresh shows the approval, still signed in.
     await page.reload();
-    await logInWithSsh(page, USER_ASN, peerKey);
     await card.getByText('QUEUED_FOR_SETUP').waitFor();
 
     // Change: a refused MTU is named at its field; a good one is stored (the status stays in 4).

@@ -17,6 +17,7 @@ export default {
   'footer.text': 'Everything here is also in the peerops CLI and the REST API (docs/api.md).',
 
   'common.loading': 'Loading…',
+  'common.retry': 'Try again',
   'common.never': 'never',
   'common.copy': 'Copy',
   'common.copied': 'Copied',
@@ -73,7 +74,7 @@ export default {
   'login.renewedKeyHint':
     "The registry's copy of {keyCert} has expired, so if you have extended the key since, paste your current public key here (gpg --export --armor {fingerprint}): it counts when its primary key is the key-cert's.",
   'login.tokenNote':
-    'The login lasts until the token expires (12 hours by default) or you close or reload this page: it is kept only in its memory.',
+    'The login lasts through reloads and new tabs until you log out, close the browser, leave it unused for 30 minutes or its token expires (12 hours), unless the operator set other times. No script of the page can read it.',
   'login.submit': 'Log in',
   'login.expired': 'Your login expired or was refused: log in again.',
 

@@ -19,6 +19,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'footer.text': '这里的所有操作也可以通过 peerops 命令行和 REST API（docs/api.md）完成。',
 
   'common.loading': '加载中…',
+  'common.retry': '重试',
   'common.never': '从未',
   'common.copy': '复制',
   'common.copied': '已复制',
@@ -73,7 +74,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'login.renewedKey': '您续期后的 OpenPGP 公钥（用于 {keyCert}）',
   'login.renewedKeyHint':
     '注册表中 {keyCert} 的副本已过期，如果您之后延长了该密钥的有效期，请在此粘贴您当前的公钥（gpg --export --armor {fingerprint}）：其主密钥与该 key-cert 相同时即可用于登录。',
-  'login.tokenNote': '登录在令牌过期前有效（默认 12 小时），关闭或刷新本页面即失效：令牌只保存在页面内存中。',
+  'login.tokenNote':
+    '刷新页面或打开新标签页后仍保持登录，直到您退出登录、关闭浏览器、30 分钟未使用或令牌过期（12 小时）为止：运营者可能设置了其他时长。页面中的任何脚本都无法读取它。',
   'login.submit': '登录',
   'login.expired': '登录已过期或被拒绝：请重新登录。',
 

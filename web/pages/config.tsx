@@ -8,15 +8,19 @@ export function ConfigPanel(props: { uuid: string }) {
   const [format, setFormat] = useState<ConfigFormat>('wg-quick');
   const [answer, setAnswer] = useState<ConfigAnswer>();
   const [error, setError] = useState<unknown>();
+  const [loading, setLoading] = useState(false);
   const id = `config-${props.uuid}`;
   const show = async (f: ConfigFormat) => {
     setFormat(f);
     setError(undefined);
     setAnswer(undefined);
+    setLoading(true);
     try {
       setAnswer(await api.config(props.uuid, f));
     } catch (err) {
       setError(err);
+    } finally {
+      setLoading(false);
     }
   };
   return (
@@ -38,6 +42,11 @@ export function ConfigPanel(props: { uuid: string }) {
           {t('config.show')}
         </button>
       </div>
+      {loading && (
+        <p role="status" data-testid="config-loading">
+          {t('common.loading')}
+        </p>
+      )}
       <p class="hint">{t('config.privateKeyNote')}</p>
       {answer?.files.map((file) => (
         <figure key={file.name} class="config-file">

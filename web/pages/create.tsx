@@ -1,7 +1,7 @@
 /** Pick a router and create a session; the API's messages appear at the field they name. */
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type CreateAnswer, type PublicRouter } from '../api.ts';
-import { described, Dl, Field, Problem } from '../components.tsx';
+import { described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
 import { ConfigPanel } from './config.tsx';
 
@@ -27,7 +27,13 @@ const EMPTY: Form = {
   extendedNextHop: true,
 };
 
-export function CreatePage(props: { routers: PublicRouter[] | undefined; networkAsn: number | undefined }) {
+export function CreatePage(props: {
+  routers: PublicRouter[] | undefined;
+  /** Why the routers could not be loaded (rate-limited, unreachable): said, with a retry. */
+  routersError: unknown;
+  onRetryRouters: () => void;
+  networkAsn: number | undefined;
+}) {
   const [router, setRouter] = useState<string>();
   const [form, setForm] = useState<Form>(EMPTY);
   const [error, setError] = useState<unknown>();
@@ -35,6 +41,14 @@ export function CreatePage(props: { routers: PublicRouter[] | undefined; network
   const [busy, setBusy] = useState(false);
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setForm({ ...form, [k]: v });
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
+  const formRef = useRef<HTMLFormElement>(null);
+  // after a submit: the answer's heading, or the first field the API named (docs/user-guide.md, Keyboard)
+  useEffect(() => {
+    if (created) focusHeading();
+  }, [created]);
+  useEffect(() => {
+    if (error) focusFirstError(formRef.current);
+  }, [error]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -95,7 +109,7 @@ export function CreatePage(props: { routers: PublicRouter[] | undefined; network
   return (
     <section aria-labelledby="create-title">
       <h1 id="create-title">{t('create.title')}</h1>
-      <form class="stack" onSubmit={submit} noValidate>
+      <form class="stack" onSubmit={submit} noValidate ref={formRef}>
         <fieldset>
           <legend>{t('create.pickRouter')}</legend>
           {fieldError('/router') && (
@@ -103,8 +117,18 @@ export function CreatePage(props: { routers: PublicRouter[] | undefined; network
               {fieldError('/router')}
             </p>
           )}
-          {props.routers === undefined && <p>{t('common.loading')}</p>}
-          {props.routers?.length === 0 && <p>{t('create.noRouters')}</p>}
+          {props.routersError ? (
+            <div class="stack">
+              <Problem error={props.routersError} />
+              <button type="button" class="secondary" onClick={props.onRetryRouters}>
+                {t('common.retry')}
+              </button>
+            </div>
+          ) : props.routers === undefined ? (
+            <p>{t('common.loading')}</p>
+          ) : (
+            props.routers.length === 0 && <p>{t('create.noRouters')}</p>
+          )}
           <div class="router-list">
             {props.routers?.map((r) => (
               <label key={r.name} class={`router-option${r.accepting ? '' : ' closed'}`}>

@@ -1,5 +1,5 @@
 /** A peer's sessions: live state, what to do about it, and the actions a peer has (docs/api.md). */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import {
   api,
   ApiError,
@@ -8,7 +8,7 @@ import {
   type ForgeConflictNote,
   type SessionRecord,
 } from '../api.ts';
-import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
+import { described, Dl, Field, focusFirstError, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
@@ -64,6 +64,7 @@ function SessionCard(props: {
   const [error, setError] = useState<unknown>();
   const [editing, setEditing] = useState(false);
   const [showConfig, setShowConfig] = useState(false);
+  const modifyButton = useRef<HTMLButtonElement>(null);
   const act = async (what: () => Promise<unknown>) => {
     setError(undefined);
     try {
@@ -148,6 +149,7 @@ function SessionCard(props: {
           <button
             type="button"
             class="secondary"
+            ref={modifyButton}
             aria-expanded={editing}
             onClick={() => setEditing(!editing)}
           >
@@ -177,7 +179,13 @@ function SessionCard(props: {
           session={s}
           onDone={() => {
             setEditing(false);
+            modifyButton.current?.focus();
             props.onChange();
+          }}
+          onCancel={() => {
+            // Escape closes the form and gives the focus back to the button that opened it
+            setEditing(false);
+            modifyButton.current?.focus();
           }}
         />
       )}
@@ -214,13 +222,21 @@ function ForgeConflictNotice(props: { conflict: ForgeConflictNote }) {
   );
 }
 
-function ModifyForm(props: { session: SessionRecord; onDone: () => void }) {
+/** The fields the form shows: an API message about another (or about none) goes in the problem box. */
+const MODIFY_FIELDS = ['/endpoint', '/mtu'];
+
+function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCancel: () => void }) {
   const s = props.session;
   const [endpoint, setEndpoint] = useState(s.endpoint ?? '');
   const [mtu, setMtu] = useState(String(s.mtu));
   const [error, setError] = useState<unknown>();
   const id = `modify-${s.uuid}`;
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
+  const shownAtField = MODIFY_FIELDS.some((p) => fieldError(p));
+  const formRef = useRef<HTMLFormElement>(null);
+  useEffect(() => {
+    if (error) focusFirstError(formRef.current);
+  }, [error]);
   const submit = async (e: Event) => {
     e.preventDefault();
     setError(undefined);
@@ -236,7 +252,12 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void }) {
     }
   };
   return (
-    <form class="stack modify" onSubmit={submit}>
+    <form
+      class="stack modify"
+      onSubmit={submit}
+      ref={formRef}
+      onKeyDown={(e) => e.key === 'Escape' && props.onCancel()}
+    >
       <Field
         id={`${id}-endpoint`}
         label={t('field.endpoint')}
@@ -259,7 +280,8 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void }) {
       </Field>
       <p class="hint">{t('session.modifyNote')}</p>
       <button type="submit">{t('session.save')}</button>
-      {!(error instanceof ApiError && error.errors.length) && <Problem error={error} />}
+      {/* nothing changed, or a refusal of no field shown here: the API's words, never nothing */}
+      {!shownAtField && <Problem error={error} />}
     </form>
   );
 }
