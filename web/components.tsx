@@ -56,7 +56,7 @@ export function focusFirstError(within: HTMLElement | null): void {
 export function Problem(props: { error: unknown }) {
   if (!props.error) return null;
   const e = props.error;
-  const detail = e instanceof ApiError ? e.text() : String(e as Error);
+  const detail = e instanceof ApiError ? e.text() : String(e);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (
     // focusable, so that a submit's failure can take the focus (focusFirstError)
