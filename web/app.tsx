@@ -4,8 +4,10 @@ import { api, ApiError, csrfToken, onSignInEnded, type Login, type PublicRouter 
 import { focusHeading, Problem } from './components.tsx';
 import { initialLang, lang, LANGS, setLang, t, type Lang, type MessageKey } from './i18n/index.ts';
 import { PolicyPage, ReviewsPage, RoutersPage } from './pages/admin.tsx';
+import { AdminSessionsPage } from './pages/admin-sessions.tsx';
 import { CreatePage } from './pages/create.tsx';
 import { LoginPage } from './pages/login.tsx';
+import { ReviewPage } from './pages/review.tsx';
 import { SessionsPage } from './pages/sessions.tsx';
 
 const LANG_NAMES: Record<Lang, string> = { en: 'English', 'zh-CN': '简体中文' };
@@ -26,6 +28,7 @@ const isEnded = (err: unknown) => err instanceof ApiError && err.code === 'INVAL
 const PAGES: { hash: string; title: MessageKey; admin?: boolean }[] = [
   { hash: '#/', title: 'nav.sessions' },
   { hash: '#/new', title: 'nav.create' },
+  { hash: '#/admin/sessions', title: 'nav.table', admin: true },
   { hash: '#/admin/reviews', title: 'nav.reviews', admin: true },
   { hash: '#/admin/routers', title: 'nav.routers', admin: true },
   { hash: '#/admin/policy', title: 'nav.policy', admin: true },
@@ -108,7 +111,11 @@ export function App() {
   };
   const networkAsn = routers?.find((r) => r.networkAsn)?.networkAsn ?? undefined;
   const isAdmin = login?.role === 'admin';
-  const page = PAGES.find((p) => p.hash === hash && (!p.admin || isAdmin)) ?? PAGES[0]!;
+  // one session's review page: `#/admin/review/<uuid>`, under the table in the navigation
+  const reviewing = isAdmin ? /^#\/admin\/review\/([0-9a-f-]{36})$/.exec(hash)?.[1] : undefined;
+  const page =
+    PAGES.find((p) => p.hash === (reviewing ? '#/admin/sessions' : hash) && (!p.admin || isAdmin)) ??
+    PAGES[0]!;
   useEffect(() => {
     document.title = `${login ? t(page.title) : t('login.title')} · peerops`;
   }, [page, login, language]);
@@ -207,6 +214,10 @@ export function App() {
             onRetryRouters={loadRouters}
             networkAsn={networkAsn}
           />
+        ) : reviewing ? (
+          <ReviewPage key={reviewing} uuid={reviewing} />
+        ) : page.hash === '#/admin/sessions' ? (
+          <AdminSessionsPage />
         ) : page.hash === '#/admin/reviews' ? (
           <ReviewsPage key={visit} />
         ) : page.hash === '#/admin/routers' ? (
