@@ -43,6 +43,16 @@ export const REFUSALS = {
   'auth.tokenRevoked': { code: 'INVALID_TOKEN', text: 'the token was revoked; log in again' },
   'auth.adminOnly': { code: 'FORBIDDEN', text: 'this action needs an admin token' },
   'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
+  'request.notActionObject': {
+    code: 'INVALID_REQUEST',
+    text: 'the request body must be a JSON object with an "action" field',
+  },
+  'request.tooDeep': {
+    code: 'INVALID_REQUEST',
+    text: 'the request body is nested more than {depth} levels deep (objects and arrays)',
+  },
+  'action.missing': { code: 'INVALID_ACTION', text: '"action" is missing; one of: {allowed}' },
+  'action.unknown': { code: 'INVALID_ACTION', text: 'unknown action; one of: {allowed}' },
   'request.emptyBody': {
     code: 'INVALID_REQUEST',
     text: 'the request body is empty; a JSON object is expected',
@@ -89,6 +99,8 @@ export const FIELD_MESSAGES = {
   'field.notNull': 'must be null',
   'field.duplicates': 'must not list an entry twice',
   'field.cannotChange': 'cannot change',
+  'field.unsafeNumber': 'must be at most {max} in magnitude',
+  'field.notDecimal': 'must be a whole number written in decimal digits',
   'field.format.ipv6': 'must be an IPv6 address',
   'field.format.ipv4': 'must be an IPv4 address',
   'field.format.link-local': 'must be an IPv6 link-local address (fe80::/10)',

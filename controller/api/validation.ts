@@ -14,6 +14,7 @@ import { Ajv } from 'ajv';
 import type { FastifySchemaCompiler, FastifyTypeProvider } from 'fastify';
 import type { Static, TSchema } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
+import { fieldError, problem } from '../../common/messages.ts';
 import { checkOrThrow, toFieldErrors, validateOrThrow, type Checked } from '../../common/validate.ts';
 
 /**
@@ -26,10 +27,7 @@ import { checkOrThrow, toFieldErrors, validateOrThrow, type Checked } from '../.
 export const MAX_JSON_DEPTH = 64;
 
 function tooDeep(): ProblemError {
-  return new ProblemError(
-    'INVALID_REQUEST',
-    `the request body is nested more than ${MAX_JSON_DEPTH} levels deep (objects and arrays)`,
-  );
+  return problem('request.tooDeep', { depth: MAX_JSON_DEPTH });
 }
 
 /**
@@ -40,9 +38,8 @@ export function assertSafeNumbers(value: unknown): void {
   const path = unsafeNumberPath(value);
   if (path === undefined) return;
   const pointer = path.map((k) => `/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('') || '/';
-  throw new ProblemError('INVALID_REQUEST', `${pointer}: number out of range`, [
-    { pointer, message: `must be at most ${Number.MAX_SAFE_INTEGER} in magnitude` },
-  ]);
+  const error = fieldError(pointer, 'field.unsafeNumber', { max: Number.MAX_SAFE_INTEGER });
+  throw problem('request.invalidField', { what: 'request', pointer, reason: error.message }, [error]);
 }
 
 /**
@@ -87,9 +84,9 @@ function notDecimal(value: unknown, fields: string[], part: string): ProblemErro
   for (const name of fields) {
     const text = (value as Record<string, unknown> | null)?.[name];
     if (typeof text !== 'string' || DECIMAL_INTEGER.test(text)) continue;
-    const message = 'must be a whole number written in decimal digits';
-    return new ProblemError('INVALID_REQUEST', `${part} /${name}: ${message}`, [
-      { pointer: `/${name}`, message },
+    const error = fieldError(`/${name}`, 'field.notDecimal');
+    return problem('request.invalidField', { what: part, pointer: error.pointer, reason: error.message }, [
+      error,
     ]);
   }
   return undefined;
@@ -118,17 +115,14 @@ function bodyName(url: string): string {
 /** The variant of a multi-action body by its `action`: INVALID_ACTION before any field is looked at. */
 function actionSchema(body: unknown, table: Record<string, TSchema>): { action: string; schema: TSchema } {
   if (body === null || typeof body !== 'object' || Array.isArray(body))
-    throw new ProblemError(
-      'INVALID_REQUEST',
-      'the request body must be a JSON object with an "action" field',
-    );
+    throw problem('request.notActionObject');
   const action = (body as { action?: unknown }).action;
   if (typeof action === 'string' && Object.hasOwn(table, action))
     return { action, schema: table[action] as TSchema };
   const names = Object.keys(table).join(', ');
-  if (action === undefined) throw new ProblemError('INVALID_ACTION', `"action" is missing; one of: ${names}`);
-  throw new ProblemError('INVALID_ACTION', `unknown action; one of: ${names}`, [
-    { pointer: '/action', message: `must be one of: ${names}` },
+  if (action === undefined) throw problem('action.missing', { allowed: names });
+  throw problem('action.unknown', { allowed: names }, [
+    fieldError('/action', 'field.oneOf', { allowed: names }),
   ]);
 }
 
@@ -171,13 +165,8 @@ export function apiValidatorCompiler(
       if (error) return { error };
       if (fn(value)) return { value };
       const errors = toFieldErrors(fn.errors, '', value);
-      return {
-        error: new ProblemError(
-          'INVALID_REQUEST',
-          `${part} ${errors[0]?.pointer}: ${errors[0]?.message}`,
-          errors,
-        ),
-      };
+      const first = { what: part, pointer: errors[0]?.pointer ?? '/', reason: errors[0]?.message ?? '' };
+      return { error: problem('request.invalidField', first, errors) };
     };
   };
 }
