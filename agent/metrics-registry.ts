@@ -90,7 +90,7 @@ abstract class Scalar<L extends string> implements Renderable {
 export class Counter<L extends string = string> extends Scalar<L> {
   protected readonly type = 'counter';
   constructor(opts: MetricOptions<L, Counter<L>>) {
-    super(opts as MetricOptions<L, Scalar<L>>);
+    super(opts);
   }
   inc(labelsOrBy?: Partial<Record<L, string>> | number, by = 1): void {
     if (typeof labelsOrBy === 'number') this.add({}, labelsOrBy, false);
@@ -101,7 +101,7 @@ export class Counter<L extends string = string> extends Scalar<L> {
 export class Gauge<L extends string = string> extends Scalar<L> {
   protected readonly type = 'gauge';
   constructor(opts: MetricOptions<L, Gauge<L>>) {
-    super(opts as MetricOptions<L, Scalar<L>>);
+    super(opts);
   }
   set(labelsOrValue: Partial<Record<L, string>> | number, value?: number): void {
     if (typeof labelsOrValue === 'number') this.add({}, labelsOrValue, true);

@@ -4,7 +4,7 @@
  * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
  * closed. Timeouts from `server.*`. Nothing here changes anything on the router.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import type { AgentConfig } from './config.ts';
@@ -41,7 +41,7 @@ export async function allowedAddresses(config: AgentConfig): Promise<Set<string>
 
 export async function startServer(config: AgentConfig, source: LocalSource): Promise<Server> {
   const allowed = await allowedAddresses(config);
-  const server = createServer(async (req, res) => {
+  const answer = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const from = normalize(req.socket.remoteAddress ?? '');
     if (!allowed.has(from) && !from.startsWith('127.')) {
       req.socket.destroy();
@@ -66,6 +66,13 @@ export async function startServer(config: AgentConfig, source: LocalSource): Pro
       return;
     }
     res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'not found' }));
+  };
+  // a check that throws answers 500: a rejection left unhandled would end the agent
+  const server = createServer((req, res) => {
+    answer(req, res).catch(() => {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(500, { 'content-type': 'application/json' }).end('{"status":"error"}');
+    });
   });
   server.requestTimeout = config.server.readTimeout * 1000;
   server.headersTimeout = Math.min(config.server.readTimeout * 1000, 60_000);

@@ -531,9 +531,9 @@ function policyText(name: string, spec: Record<string, unknown>): string {
   const item = (x: unknown): string =>
     x !== null && typeof x === 'object' && 'host' in x && 'port' in x
       ? formatEndpoint(x as { host: string; port: number })
-      : typeof x === 'object'
-        ? JSON.stringify(x)
-        : String(x);
+      : typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean'
+        ? String(x)
+        : JSON.stringify(x);
   const add = (field: string, value: unknown) => {
     if (Array.isArray(value)) rows.push([field, value.length ? value.map(item).join(', ') : '-']);
     else if (value !== null && typeof value === 'object')

@@ -3,7 +3,7 @@
  * requests and serialises responses with these schemas; the agent builds requests and checks responses
  * with them. Units: rtt milliseconds (fractional), uptime seconds, timestamps ISO 8601 UTC.
  */
-import Type, { type Static } from 'typebox';
+import Type, { type Static, type TString } from 'typebox';
 import {
   Asn,
   BgpState,
@@ -151,7 +151,7 @@ export const IbgpPeer = Type.Object(
 );
 
 /** One line of the DN42 registry's filter.txt / filter6.txt (common/dn42-filter.ts). */
-const filterRule = (prefix: typeof Ipv4Prefix | typeof Ipv6Prefix, bits: number) =>
+const filterRule = (prefix: TString, bits: number) =>
   Type.Object(
     {
       nr: Type.Integer({ minimum: 0, maximum: 999_999_999 }),
@@ -297,7 +297,8 @@ export type AgentSession = Static<typeof AgentSession>;
 export type AgentSessionsResponse = Static<typeof AgentSessionsResponse>;
 export type BirdConfigResponse = Static<typeof BirdConfigResponse>;
 export type Dn42Filter = Static<typeof Dn42Filter>;
-export type Dn42FilterRule = Dn42Filter['ipv4'][number] | Dn42Filter['ipv6'][number];
+/** A rule of either family: the IPv4 and IPv6 lists hold the same shape. */
+export type Dn42FilterRule = Dn42Filter['ipv4'][number];
 export type IbgpPeer = Static<typeof IbgpPeer>;
 export type MeshPeer = Static<typeof MeshPeer>;
 export type MeshResponse = Static<typeof MeshResponse>;

@@ -35,7 +35,7 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
  * field left out keeps its value). Unknown fields stay refused where `schema` refuses them.
  */
 export function mergePatchSchema<T extends TSchema>(schema: T): TSchema {
-  return nullablePatch(schema as unknown as Record<string, Json>, false) as unknown as TSchema;
+  return nullablePatch(schema as unknown as Record<string, Json>, false);
 }
 
 function nullablePatch(node: Record<string, Json>, nullable: boolean): Record<string, Json> {

@@ -289,7 +289,7 @@ export function checkOrThrow<S extends TSchema>(schema: S, value: unknown, what:
   return value as Checked<Static<S>>;
 }
 
-const ANY: TSchema = {} as TSchema;
+const ANY: TSchema = {};
 
 /** Walks value along schema and rewrites formatted strings to their one canonical spelling. */
 function canonicalize(schema: TSchema, value: unknown): unknown {

@@ -341,7 +341,7 @@ function sessionStateText(): string {
       let cached = stateLines.get(s.spec);
       if (cached?.code !== code || cached.uuid !== uuid || cached.router !== router || cached.asn !== asn) {
         const labels = `session="${labelValue(uuid)}",router="${labelValue(router)}",asn="${asn}"`;
-        const line = `peerops_session_state{${labels},state="${statusName(code as 0)}"} 1`;
+        const line = `peerops_session_state{${labels},state="${statusName(code)}"} 1`;
         stateLines.set(s.spec, (cached = { uuid, router, asn, code, line }));
       }
       lines.push(cached.line);

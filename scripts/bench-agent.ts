@@ -318,7 +318,7 @@ async function createSessions(L: AgentLab, n: number): Promise<void> {
     await expectOk(
       L.h.post('/admin/session', L.h.admin, {
         action: 'approve',
-        uuid: (res.json() as { uuid: string }).uuid,
+        uuid: res.json<{ uuid: string }>().uuid,
       }),
     );
   }

@@ -408,7 +408,7 @@ async function measureAll(): Promise<void> {
           'accept-encoding': AGENT_ACCEPT_ENCODING,
           ...(method === 'POST' ? { 'content-type': 'application/json' } : {}),
         },
-        ...(method === 'POST' ? { body: heartbeats.get(router) as string } : {}),
+        ...(method === 'POST' ? { body: heartbeats.get(router) } : {}),
       }));
     const helloGet: LoadRequest[] = [{ method: 'GET', path: '/' }];
     const ceiling: Load = { name: 'hello-world GET', server: hello, requests: helloGet };
@@ -420,7 +420,7 @@ async function measureAll(): Promise<void> {
           method: 'POST',
           path: '/',
           headers: { 'content-type': 'application/json' },
-          body: heartbeats.get(names[0] as string) as string,
+          body: heartbeats.get(names[0] as string),
         },
       ],
     };

@@ -356,7 +356,7 @@ async function propagation(
     const failed = await polled;
     if (failed !== undefined)
       throw new Error(
-        `round ${i}: the long poll on ${b.name} failed (${String(failed)}; ${b.name} exit ` +
+        `round ${i}: the long poll on ${b.name} failed (${failed instanceof Error ? failed.message : JSON.stringify(failed)}; ${b.name} exit ` +
           `${b.child.exitCode ?? b.child.signalCode ?? 'none'}); its output:\n${b.output().slice(-4000)}`,
         { cause: failed },
       );

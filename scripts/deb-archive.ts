@@ -31,7 +31,7 @@ export function debName(pkg: string, version: string, architecture: string): str
 /** The package tree being staged: `put` copies a file in (parents 0755), `root` is its `./`. */
 export interface Stage {
   root: string;
-  put(from: string, to: string, mode: number): Promise<void>;
+  put: (from: string, to: string, mode: number) => Promise<void>;
 }
 
 export interface DebSpec {

@@ -77,7 +77,7 @@ async function fill(h: Harness): Promise<void> {
           ...extra,
         }),
       )
-    ).json() as { uuid: string; listenPort: number };
+    ).json<{ uuid: string; listenPort: number }>();
   const up = await create(user, 'fra1', { ipv6: 'fd42:1234::1' });
   const down = await create(user, 'ams1', { ipv6: 'fd42:1234::1' });
   const other = h.tokens.issueToken(OTHER_PEER, 'user').token;

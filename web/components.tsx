@@ -55,7 +55,7 @@ export function focusFirstError(within: HTMLElement | null): void {
 /** An API failure in words: the problem code and the controller's detail in the reader's language. */
 export function Problem(props: { error: unknown }) {
   if (!props.error) return null;
-  const e = props.error;
+  const e: unknown = props.error;
   const detail = e instanceof ApiError ? e.text() : String(e);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (

@@ -46,7 +46,7 @@ export async function* streamCapped(req: CappedRequest): AsyncGenerator<Uint8Arr
     const declared = Number(res.headers.get('content-length') ?? NaN);
     if (declared > req.cap) refuse(`is ${declared} bytes, more than its cap of ${req.cap}`);
     let size = 0;
-    for await (const chunk of res.body!) {
+    for await (const chunk of res.body as ReadableStream<Uint8Array>) {
       size += chunk.byteLength;
       if (size > req.cap) refuse(`is larger than its cap of ${req.cap} bytes`);
       yield chunk;

@@ -67,7 +67,7 @@ export const forgeEventRoutes: FastifyPluginAsyncTypebox<{
         body: PushEvent,
         response: { 200: Accepted },
       },
-      validatorCompiler: () => (body) => ({ value: body }),
+      validatorCompiler: () => (body: unknown) => ({ value: body }),
     },
     async (request) => {
       const { store, secret } = opts;

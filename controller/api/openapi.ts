@@ -67,7 +67,7 @@ export function collectRoutes(app: FastifyInstance): Operation[] {
 function plain<T>(schema: T): T {
   return JSON.parse(
     JSON.stringify(schema, (key, value: unknown) => (key.startsWith('~') ? undefined : value)),
-  );
+  ) as T;
 }
 
 const firstExample = (schema: unknown): unknown =>

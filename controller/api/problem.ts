@@ -88,7 +88,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
   // The request a route was reading (its body too slow): Node's own in-flight response. Once that has
   // begun, a second answer would garble the first; else the answer carries the request's limit headers.
   const inFlight = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-  const response = inFlight instanceof ServerResponse ? inFlight : undefined;
+  const response: ServerResponse | undefined = inFlight instanceof ServerResponse ? inFlight : undefined;
   if (response?.headersSent) {
     socket.destroy();
     return;

@@ -156,7 +156,7 @@ export class TokenIssuer {
     ttlSeconds: number = DEFAULT_TTL_SECONDS,
     source: TokenSource = 'operator',
   ): IssuedToken {
-    if (!isAsn(asn)) throw new Error(`not an ASN: ${asn}`);
+    if (!isAsn(asn)) throw new Error(`not an ASN: ${String(asn)}`);
     if (role !== 'user' && role !== 'admin') throw new Error(`not a role: ${String(role)}`);
     if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > MAX_TOKEN_TTL_SECONDS)
       throw new Error(`ttl must be 1..${MAX_TOKEN_TTL_SECONDS} seconds`);

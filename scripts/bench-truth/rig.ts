@@ -199,7 +199,7 @@ export class TruthRig {
     // BIRD starts empty, as on a fresh router; the agent renders the whole config
     await writeFile(join(bird, 'bird.conf'), 'router id 172.20.78.1;\nprotocol device {}\n');
     await this.startRouterBird();
-    await this.startAgent();
+    this.startAgent();
     await waitFor(
       'the agent to check in',
       async () => (await this.routerRecord()).status.lastHeartbeat,

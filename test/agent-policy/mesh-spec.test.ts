@@ -79,7 +79,9 @@ describe('mesh key', () => {
     expect(again.publicKey).toBe(first.publicKey);
     expect(await meshPublicKey(configDir)).toBe(first.publicKey);
     const wg = await new Promise<string>((resolve, reject) => {
-      const child = execFile('wg', ['pubkey'], (err, stdout) => (err ? reject(err) : resolve(stdout.trim())));
+      const child = execFile('wg', ['pubkey'], (err, stdout) =>
+        err ? reject(err as Error) : resolve(stdout.trim()),
+      );
       void readFile(first.privateKeyPath, 'utf8').then((k) => child.stdin?.end(k));
     });
     expect(first.publicKey).toBe(wg);

@@ -34,7 +34,9 @@ async function keyPair(dir: string, label: string): Promise<{ path: string; publ
   const path = join(dir, `${label}.key`);
   await writeFile(path, priv, { mode: 0o600 });
   const pub = await new Promise<string>((resolve, reject) => {
-    const child = execFile('wg', ['pubkey'], (err, out) => (err ? reject(err) : resolve(out.trim())));
+    const child = execFile('wg', ['pubkey'], (err, out) =>
+      err ? reject(err as Error) : resolve(out.trim()),
+    );
     child.stdin?.end(priv);
   });
   return { path, publicKey: pub };

@@ -3,7 +3,9 @@
  * that do not exist, JWTs without the claims that make one, the router's and Node's own answers as
  * problem+json, and the request timeout over a real socket.
  */
+import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { createSigner } from 'fast-jwt';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -218,8 +220,6 @@ describe('mesh status names only the other routers of the network', () => {
 describe('JWTs: signed with the key is not enough', () => {
   let sign: (claims: Record<string, unknown>) => string;
   beforeAll(async () => {
-    const { readFile } = await import('node:fs/promises');
-    const { join } = await import('node:path');
     const key = await readFile(join(h.dir, 'jwt-ed25519.pem'), 'utf8');
     const signer = createSigner({ key, algorithm: 'EdDSA' });
     sign = (claims) => signer(claims);

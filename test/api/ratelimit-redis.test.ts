@@ -99,7 +99,9 @@ describe('rate limits with Redis', () => {
     for (let i = 1; i <= 300; i++) {
       const res = await sessions(replicas[i % 2] as FastifyInstance);
       if (res.statusCode !== 200 || res.headers['x-ratelimit-remaining'] !== String(300 - i))
-        throw new Error(`request ${i}: ${res.statusCode} remaining ${res.headers['x-ratelimit-remaining']}`);
+        throw new Error(
+          `request ${i}: ${res.statusCode} remaining ${String(res.headers['x-ratelimit-remaining'])}`,
+        );
     }
     const res = await sessions(replicas[1] as FastifyInstance);
     expect(problem(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });

@@ -43,7 +43,7 @@ describe('token revocations across replicas', () => {
 
       // written at once from every replica: each write retries on the others' (409) and keeps theirs
       const ids = Array.from({ length: 9 }, (_, i) => newTokenId(4242420000 + i, now + 3600));
-      await Promise.all(ids.map((t, i) => stores[i % 3]?.revokeTokens({ token: t }, admin)));
+      await Promise.all(ids.map((t, i) => (stores[i % 3] as Store).revokeTokens({ token: t }, admin)));
       await b.revokeTokens({ asn: 4242425678 }, admin);
       const expected = { tokens: [id, ...ids].sort(), asns: ['4242425678'] };
       for (const store of stores) {

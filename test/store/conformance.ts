@@ -141,7 +141,7 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
             () => undefined,
             (e: unknown) => e,
           )) as { code?: string; errors?: { pointer: string }[] };
-          expect(err?.code, String(err)).toBe(code);
+          expect(err?.code, String(err as Error)).toBe(code);
           return err.errors?.map((e) => e.pointer);
         };
         expect(

@@ -273,7 +273,7 @@ export async function waitFor<T>(
       last = err;
     }
     if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last as Error)}` : ''}`);
     await new Promise((res) => setTimeout(res, intervalMs));
   }
 }
