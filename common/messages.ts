@@ -42,7 +42,22 @@ export const REFUSALS = {
   'auth.tokenInvalid': { code: 'INVALID_TOKEN', text: 'the token is not valid' },
   'auth.tokenRevoked': { code: 'INVALID_TOKEN', text: 'the token was revoked; log in again' },
   'auth.adminOnly': { code: 'FORBIDDEN', text: 'this action needs an admin token' },
-  'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
+  'auth.cookieInvalid': {
+    code: 'INVALID_TOKEN',
+    text: 'the portal sign-in cookie is not valid; log in again',
+  },
+  'auth.cookieNeedsCsrf': {
+    code: 'INVALID_TOKEN',
+    text: 'the portal sign-in cookie is used only with its x-peerops-csrf header; a Bearer token needs neither',
+  },
+  'auth.cookieIdle': {
+    code: 'INVALID_TOKEN',
+    text: 'the portal sign-in was idle for more than {minutes} min; log in again',
+  },
+  'login.noCookies': {
+    code: 'INVALID_REQUEST',
+    text: 'cookie: this login issues no sign-in cookies; leave cookie out',
+  },  'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
   'request.notActionObject': {
     code: 'INVALID_REQUEST',
     text: 'the request body must be a JSON object with an "action" field',

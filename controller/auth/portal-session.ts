@@ -8,7 +8,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ProblemError } from '../../common/errors.ts';
+import { problem, type MessageParams } from '../../common/messages.ts';
 
 /** The header a cookie-authenticated request carries the CSRF value in. */
 export const CSRF_HEADER = 'x-peerops-csrf';
@@ -112,22 +112,14 @@ export class PortalSessions {
       !Number.isInteger(lastUsed) ||
       !sameText(mac, this.mac(lastUsed, csrf, token))
     )
-      return this.refuse(request, reply, 'the portal sign-in cookie is not valid; log in again');
+      return this.refuse(request, reply, 'auth.cookieInvalid');
     const header = request.headers[CSRF_HEADER];
     // SameSite=Strict keeps other sites' requests from carrying the cookie; the header, which only a
     // script of this origin can read the value for, keeps them out where a browser would send it anyway
-    if (typeof header !== 'string' || !sameText(header, csrf))
-      throw new ProblemError(
-        'INVALID_TOKEN',
-        `the portal sign-in cookie is used only with its ${CSRF_HEADER} header; a Bearer token needs neither`,
-      );
+    if (typeof header !== 'string' || !sameText(header, csrf)) throw problem('auth.cookieNeedsCsrf');
     const now = Math.floor(this.nowMs() / 1000);
     if (now - lastUsed > this.idleSeconds)
-      return this.refuse(
-        request,
-        reply,
-        `the portal sign-in was idle for more than ${Math.round(this.idleSeconds / 60)} min; log in again`,
-      );
+      return this.refuse(request, reply, 'auth.cookieIdle', { minutes: Math.round(this.idleSeconds / 60) });
     if (now - lastUsed >= REFRESH_AFTER_S)
       reply.header('set-cookie', this.sessionCookie(request, csrf, token));
     return token;
@@ -143,8 +135,13 @@ export class PortalSessions {
     ]);
   }
 
-  private refuse(request: FastifyRequest, reply: FastifyReply, detail: string): never {
+  private refuse(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    key: 'auth.cookieInvalid' | 'auth.cookieIdle',
+    params: MessageParams = {},
+  ): never {
     this.end(request, reply);
-    throw new ProblemError('INVALID_TOKEN', detail);
+    throw problem(key, params);
   }
 }

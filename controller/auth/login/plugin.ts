@@ -14,6 +14,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest, onErrorHookHandler, onRequestHookHandler } from 'fastify';
 import Type, { type Static } from 'typebox';
 import { isProblem, ProblemError } from '../../../common/errors.ts';
+import { problem } from '../../../common/messages.ts';
 import { Asn } from '../../../common/schema.ts';
 import { describeMethod } from './auth-methods.ts';
 import { SSH_KEY_TYPES } from '../../../common/sshsig.ts';
@@ -223,10 +224,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     await refuseLimitedOrBlocked(req, reply, body.asn);
     const sessions = opts.sessions;
     // before the challenge is spent: a refused request must leave it good for a retry
-    if (body.cookie === true && sessions === undefined)
-      throw new ProblemError('INVALID_REQUEST', 'cookie: this login issues no sign-in cookies', [
-        { pointer: '/cookie', message: 'this login issues no sign-in cookies; leave cookie out' },
-      ]);
+    if (body.cookie === true && sessions === undefined) throw problem('login.noCookies');
     const fail = async (reason: string): Promise<never> => {
       await limiter.fail(addressKey(req.ip));
       outcome('auth_failed');
