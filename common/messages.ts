@@ -57,7 +57,8 @@ export const REFUSALS = {
   'login.noCookies': {
     code: 'INVALID_REQUEST',
     text: 'cookie: this login issues no sign-in cookies; leave cookie out',
-  },  'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
+  },
+  'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
   'request.notActionObject': {
     code: 'INVALID_REQUEST',
     text: 'the request body must be a JSON object with an "action" field',
