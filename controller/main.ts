@@ -39,7 +39,8 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [-
                       60, default 5)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
-     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL, PEEROPS_LOG_LEVEL,
+     PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL,
+     PEEROPS_PORTAL_IDLE_TIMEOUT (the portal's sign-in, seconds unused; docs/login.md), PEEROPS_LOG_LEVEL,
      PEEROPS_WEBHOOK_LISTEN with PEEROPS_WEBHOOK_CERT_DIR (Kubernetes store: the admission webhook),
      PEEROPS_GIT_INTERVAL, PEEROPS_GIT_CREDENTIALS(_FILE), PEEROPS_GIT_WEBHOOK_SECRET(_FILE),
      PEEROPS_NOTIFY_ALLOW_PRIVATE (peers' webhooks to private addresses; docs/notifications.md)`;

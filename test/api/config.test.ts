@@ -21,6 +21,15 @@ describe('controller configuration', () => {
     expect(() => loadConfig({}, { PEEROPS_TOKEN_TTL: '12h' })).toThrow(/PEEROPS_TOKEN_TTL/);
   });
 
+  it("reads the portal sign-in's idle timeout (default 30 min) and refuses a bad one with the variable named", () => {
+    expect(loadConfig({}, {}).portalIdleSeconds).toBe(1800);
+    expect(loadConfig({}, { PEEROPS_PORTAL_IDLE_TIMEOUT: '900' }).portalIdleSeconds).toBe(900);
+    for (const bad of ['30m', '59', '0'])
+      expect(() => loadConfig({}, { PEEROPS_PORTAL_IDLE_TIMEOUT: bad })).toThrow(
+        `PEEROPS_PORTAL_IDLE_TIMEOUT: '${bad}' is not a number of seconds from 60 to 31622400`,
+      );
+  });
+
   it('reads the log level (default info) and refuses an unknown one with the variable named', () => {
     expect(loadConfig({}, {}).logLevel).toBe('info');
     expect(loadConfig({}, { PEEROPS_LOG_LEVEL: 'DEBUG' }).logLevel).toBe('debug');
