@@ -59,19 +59,15 @@ export class ApiError extends Error {
  * bundle gains nothing, and a field the controller adds or changes shows here at once.
  */
 export type {
-  AdminRouterRecord as AdminRouter,
+  AdminRouterRecord,
   AdminSessionRecord,
-  AdminSessionReviewResponse as SessionReview,
-  CreateResponse as CreateAnswer,
+  AdminSessionReviewResponse,
+  CreateResponse,
   PublicRouter,
-  SessionConfigResponse as ConfigAnswer,
+  SessionConfigResponse,
   SessionRecord,
 } from '../controller/api/responses.ts';
 export type { Condition } from '../common/schema.ts';
-export {
-  PEER_CONFIG_FORMATS as CONFIG_FORMATS,
-  type PeerConfigFormat as ConfigFormat,
-} from '../common/peer-config/formats.ts';
 export type Decision = NonNullable<SessionRecord['decision']>;
 export type ForgeConflictNote = NonNullable<SessionRecord['forgeConflict']>;
 

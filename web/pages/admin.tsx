@@ -5,7 +5,7 @@ import { SessionStatus } from '../../common/status.ts';
 import {
   api,
   watchSessions,
-  type AdminRouter,
+  type AdminRouterRecord,
   type AdminSessionRecord,
   type Condition,
   type SessionRecord,
@@ -163,11 +163,11 @@ export function RoutersPage() {
   );
 }
 
-function conditionsOf(r: AdminRouter): Condition[] {
+function conditionsOf(r: AdminRouterRecord): Condition[] {
   return r.status.conditions ?? [];
 }
 
-function RouterCard(props: { router: AdminRouter; sessions: SessionRecord[] }) {
+function RouterCard(props: { router: AdminRouterRecord; sessions: SessionRecord[] }) {
   const r = props.router;
   const byStatus = new Map<number, number>();
   for (const s of props.sessions) byStatus.set(s.status, (byStatus.get(s.status) ?? 0) + 1);

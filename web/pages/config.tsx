@@ -1,16 +1,17 @@
 /** The peer-side configuration of a session (POST /session `config`): shown, copied, downloaded. */
 import { useState } from 'preact/hooks';
-import { api, CONFIG_FORMATS, type ConfigAnswer, type ConfigFormat } from '../api.ts';
+import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-config/formats.ts';
+import { api, type SessionConfigResponse } from '../api.ts';
 import { CopyButton, DownloadButton, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
 
 export function ConfigPanel(props: { uuid: string }) {
-  const [format, setFormat] = useState<ConfigFormat>('wg-quick');
-  const [answer, setAnswer] = useState<ConfigAnswer>();
+  const [format, setFormat] = useState<PeerConfigFormat>('wg-quick');
+  const [answer, setAnswer] = useState<SessionConfigResponse>();
   const [error, setError] = useState<unknown>();
   const [loading, setLoading] = useState(false);
   const id = `config-${props.uuid}`;
-  const show = async (f: ConfigFormat) => {
+  const show = async (f: PeerConfigFormat) => {
     setFormat(f);
     setError(undefined);
     setAnswer(undefined);
@@ -30,9 +31,9 @@ export function ConfigPanel(props: { uuid: string }) {
         <select
           id={`${id}-format`}
           value={format}
-          onChange={(e) => setFormat(e.currentTarget.value as ConfigFormat)}
+          onChange={(e) => setFormat(e.currentTarget.value as PeerConfigFormat)}
         >
-          {CONFIG_FORMATS.map((f) => (
+          {PEER_CONFIG_FORMATS.map((f) => (
             <option key={f} value={f}>
               {t(`config.format.${f}`)}
             </option>

@@ -1,6 +1,6 @@
 /** Pick a router and create a session; the API's messages appear at the field they name. */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type CreateAnswer, type PublicRouter } from '../api.ts';
+import { api, ApiError, type CreateResponse, type PublicRouter } from '../api.ts';
 import { described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
 import { ConfigPanel } from './config.tsx';
@@ -37,7 +37,7 @@ export function CreatePage(props: {
   const [router, setRouter] = useState<string>();
   const [form, setForm] = useState<Form>(EMPTY);
   const [error, setError] = useState<unknown>();
-  const [created, setCreated] = useState<CreateAnswer>();
+  const [created, setCreated] = useState<CreateResponse>();
   const [busy, setBusy] = useState(false);
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setForm({ ...form, [k]: v });
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);

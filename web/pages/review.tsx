@@ -5,15 +5,14 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { allowed } from '../../common/state-machine.ts';
-import type { SessionStatusCode } from '../../common/status.ts';
-import { api, type AdminAction, type SessionReview } from '../api.ts';
+import { api, type AdminAction, type AdminSessionReviewResponse } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { ADMIN_ACTIONS } from './admin-sessions.tsx';
 
 export function ReviewPage(props: { uuid: string }) {
-  const [data, setData] = useState<SessionReview>();
+  const [data, setData] = useState<AdminSessionReviewResponse>();
   const [error, setError] = useState<unknown>();
   const [actionError, setActionError] = useState<unknown>();
   const [reason, setReason] = useState('');
@@ -56,7 +55,7 @@ export function ReviewPage(props: { uuid: string }) {
   const reasonError = needReason && !reason.trim() ? t('table.reasonNeeded') : undefined;
   // what the session's status allows, by the state machine itself (common/state-machine.ts)
   const actions = s
-    ? ADMIN_ACTIONS.filter((a) => allowed(s.status as SessionStatusCode, { kind: a.action }))
+    ? ADMIN_ACTIONS.filter((a) => allowed(s.status, { kind: a.action }))
     : [];
 
   return (
