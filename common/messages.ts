@@ -116,6 +116,23 @@ export const FIELD_MESSAGES = {
   'field.duplicates': 'must not list an entry twice',
   'field.cannotChange': 'cannot change',
   'field.unsafeNumber': 'must be at most {max} in magnitude',
+  'field.anycast':
+    "is in DN42's anycast service range {range} (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address",
+  'field.outsidePolicyRanges': "must be inside {ranges} (the policy's peerAddressRanges.{family})",
+  'field.outsideDn42':
+    "must be inside DN42's {ranges} (the default while the policy sets no peerAddressRanges.{family})",
+  'field.lowOrderKey':
+    'is not a usable WireGuard public key (a low-order point, such as the all-zero key): no peer holds its private key',
+  'field.routerKey': "is the router's own WireGuard key; give the public key of your side of the tunnel",
+  'field.keyTaken': 'is already the key of session {session} on router {router}',
+  'field.routerLinkLocal': "collides with the router's own link-local {linkLocal}",
+  'field.enhNeedsMpbgp': 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',
+  'field.noIpv4Side':
+    'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
+  'field.noIpv4NextHop': 'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
+  'field.routerLoopback': 'is the loopback of router {router}',
+  'field.ownPrefix': "lies in this network's own prefixes ({prefixes})",
+  'field.addressTaken': "is the address of AS{asn}'s session {session}",
   'field.notDecimal': 'must be a whole number written in decimal digits',
   'field.format.ipv6': 'must be an IPv6 address',
   'field.format.ipv4': 'must be an IPv4 address',

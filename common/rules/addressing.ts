@@ -5,6 +5,7 @@
  * breaking them.
  */
 import { DomainError, type FieldError } from '../errors.ts';
+import { fieldError, type FieldMessageKey, type MessageParams } from '../messages.ts';
 import {
   DN42_PEER_ADDRESS_RANGES,
   endpointProblem,
@@ -130,17 +131,17 @@ export function peerAddressRangeErrors(
     }
     const anycast = DN42_ANYCAST_RANGES[family].find((range) => inRanges(parsed, [range]));
     if (anycast !== undefined) {
-      at(
-        `is in DN42's anycast service range ${anycast} (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address`,
-      );
+      errors.push(fieldError(`${prefix}/${family}`, 'field.anycast', { range: anycast }));
       continue;
     }
     const ranges = peerAddressRanges(policy, family);
     if (!inRanges(parsed, ranges))
-      at(
-        policy.peerAddressRanges?.[family]?.length
-          ? `must be inside ${ranges.join(', ')} (the policy's peerAddressRanges.${family})`
-          : `must be inside DN42's ${ranges.join(', ')} (the default while the policy sets no peerAddressRanges.${family})`,
+      errors.push(
+        fieldError(
+          `${prefix}/${family}`,
+          policy.peerAddressRanges?.[family]?.length ? 'field.outsidePolicyRanges' : 'field.outsideDn42',
+          { ranges: ranges.join(', '), family },
+        ),
       );
   }
   return errors;
@@ -173,13 +174,11 @@ function sessionKeyErrors(
   network: NetworkView,
   prefix: string,
 ): FieldError[] {
-  const at = (message: string) => [{ pointer: `${prefix}/publicKey`, message }];
-  if (isLowOrderKey(spec.publicKey))
-    return at(
-      'is not a usable WireGuard public key (a low-order point, such as the all-zero key): no peer holds its private key',
-    );
-  if (sameWireGuardKey(spec.publicKey, router.publicKey))
-    return at("is the router's own WireGuard key; give the public key of your side of the tunnel");
+  const at = (key: FieldMessageKey, params: MessageParams = {}) => [
+    fieldError(`${prefix}/publicKey`, key, params),
+  ];
+  if (isLowOrderKey(spec.publicKey)) return at('field.lowOrderKey');
+  if (sameWireGuardKey(spec.publicKey, router.publicKey)) return at('field.routerKey');
   const id = wireGuardKeyId(spec.publicKey);
   for (const other of network.sessions)
     if (
@@ -188,7 +187,7 @@ function sessionKeyErrors(
       other.spec.publicKey !== undefined &&
       (other.spec.publicKey === spec.publicKey || wireGuardKeyId(other.spec.publicKey) === id)
     )
-      return at(`is already the key of session ${other.name} on router ${spec.router}`);
+      return at('field.keyTaken', { session: other.name, router: spec.router });
   return [];
 }
 
@@ -204,23 +203,16 @@ function sessionPolicyErrors(
   prefix = '',
 ): FieldError[] {
   const errors: FieldError[] = [];
-  const at = (field: string, message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+  const at = (field: string, key: FieldMessageKey, params: MessageParams = {}) =>
+    errors.push(fieldError(`${prefix}/${field}`, key, params));
   errors.push(...peerAddressRangeErrors(spec, policy, prefix));
   errors.push(...endpointErrors(spec.endpoint, policy, prefix));
   if (spec.linkLocal === router.linkLocal)
-    at('linkLocal', `collides with the router's own link-local ${router.linkLocal}`);
+    at('linkLocal', 'field.routerLinkLocal', { linkLocal: router.linkLocal });
   const { mpbgp, extendedNextHop: enh } = sessionOptions(spec);
-  if (enh && !mpbgp) at('extendedNextHop', 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true');
-  if (!mpbgp && spec.ipv4 === undefined)
-    at(
-      'mpbgp',
-      'without MP-BGP and without an IPv4 address the IPv4 side has no session; set mpbgp or give ipv4',
-    );
-  if (mpbgp && !enh && spec.ipv4 === undefined)
-    at(
-      'extendedNextHop',
-      'IPv4 routes over MP-BGP need an IPv4 next hop: give ipv4 or enable extendedNextHop',
-    );
+  if (enh && !mpbgp) at('extendedNextHop', 'field.enhNeedsMpbgp');
+  if (!mpbgp && spec.ipv4 === undefined) at('mpbgp', 'field.noIpv4Side');
+  if (mpbgp && !enh && spec.ipv4 === undefined) at('extendedNextHop', 'field.noIpv4NextHop');
   return errors;
 }
 
@@ -241,14 +233,15 @@ function peerAddressErrors(
   const loopbackOwner = network.loopbackOwner ?? loopbackIndex(network.routers);
   const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
     if (address === undefined) return;
-    const at = (message: string) => errors.push({ pointer: `${prefix}/${field}`, message });
+    const at = (key: FieldMessageKey, params: MessageParams) =>
+      errors.push(fieldError(`${prefix}/${field}`, key, params));
     const router = loopbackOwner(address);
-    if (router !== undefined) return at(`is the loopback of router ${router}`);
+    if (router !== undefined) return at('field.routerLoopback', { router });
     if (ownPrefixes?.[field]?.length && inRanges(address, ownPrefixes[field]))
-      return at(`lies in this network's own prefixes (${ownPrefixes[field]?.join(', ')})`);
+      return at('field.ownPrefix', { prefixes: ownPrefixes[field]?.join(', ') ?? '' });
     for (const other of network.sessions)
       if (other.name !== name && other.spec.asn !== spec.asn && other.spec[field] === address)
-        return at(`is the address of AS${other.spec.asn}'s session ${other.name}`);
+        return at('field.addressTaken', { asn: other.spec.asn, session: other.name });
   };
   check('ipv6', spec.ipv6);
   check('ipv4', spec.ipv4);

@@ -318,10 +318,9 @@ describe('session errors', () => {
     for (const [extra, pointer, message] of cases) {
       const res = await h.post('/session', newUser(), sessionFields('own1', extra));
       expect(problem(res), JSON.stringify(extra)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
-      expect(res.json().errors, JSON.stringify(extra)).toContainEqual({
-        pointer,
-        message: expect.stringMatching(message),
-      });
+      expect(res.json().errors, JSON.stringify(extra)).toContainEqual(
+        expect.objectContaining({ pointer, message: expect.stringMatching(message) }),
+      );
     }
     expect(h.store.listSessions({ router: 'own1' })).toEqual([]);
     // the same ASN may use its address on another router
@@ -339,10 +338,12 @@ describe('session errors', () => {
     );
     expect(responses.map((r) => r.statusCode).sort()).toEqual([200, 400, 400, 400]);
     for (const res of responses.filter((r) => r.statusCode === 400))
-      expect(res.json().errors).toContainEqual({
-        pointer: '/ipv6',
-        message: expect.stringMatching(/is the address of AS[0-9]+'s session/),
-      });
+      expect(res.json().errors).toContainEqual(
+        expect.objectContaining({
+          pointer: '/ipv6',
+          message: expect.stringMatching(/is the address of AS[0-9]+'s session/),
+        }),
+      );
     expect(h.store.listSessions().filter((s) => s.spec.ipv6 === ipv6)).toHaveLength(1);
   });
   it("ASN_BLOCKED: a router's own block list adds to the network's, never unblocks", async () => {

@@ -66,6 +66,16 @@ describe('message keys in answers', () => {
     expect(body.detail).toBe(englishText('request.invalidField', body.params as Record<string, string>));
   });
 
+  it("a rule's field error has its key too: an address outside DN42", async () => {
+    const res = await h.post('/session', h.user, sessionFields('fra1', { ipv6: '2606:4700::1111' }));
+    expect((res.json() as { errors: unknown[] }).errors).toContainEqual({
+      pointer: '/ipv6',
+      key: 'field.outsideDn42',
+      params: { ranges: 'fd00::/8', family: 'ipv6' },
+      message: englishText('field.outsideDn42', { ranges: 'fd00::/8', family: 'ipv6' }),
+    });
+  });
+
   it('a type error and a missing field read as sentences', async () => {
     const res = await h.post('/session', h.user, {
       ...sessionFields('fra1', { mtu: 'big' }),

@@ -79,12 +79,14 @@ describe('create: the most specific route object the filter permits decides', ()
     ] as const) {
       const res = await create(4242420119, { [field]: address });
       expect(problem(res), address).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
-      expect((res.json() as FieldErrors).errors, address).toContainEqual({
-        pointer: `/${field}`,
-        message: expect.stringMatching(
-          /^is in DN42's anycast service range (172\.2[03]\.0\.0\/24|fd42:d42:d42::\/48) /,
-        ),
-      });
+      expect((res.json() as FieldErrors).errors, address).toContainEqual(
+        expect.objectContaining({
+          pointer: `/${field}`,
+          message: expect.stringMatching(
+            /^is in DN42's anycast service range (172\.2[03]\.0\.0\/24|fd42:d42:d42::\/48) /,
+          ),
+        }),
+      );
     }
     // an object with several origins anywhere else
     const res = await create(A, { ipv6: 'fd00:abcd:a::1' });
