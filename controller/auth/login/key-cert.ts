@@ -2,7 +2,8 @@
  * A registry key-cert object (`data/key-cert/PGPKEY-<8 hex>`) read as gpg reads it, and whether its key
  * can verify a login signature (docs/login.md, Which keys count).
  */
-import * as openpgp from 'openpgp';
+import type * as openpgp from 'openpgp';
+import { loadOpenpgp } from './openpgp.ts';
 import { compactFingerprint } from './auth-methods.ts';
 import { parseRpsl, values } from './rpsl.ts';
 
@@ -50,7 +51,7 @@ export async function readKeyCert(name: string, text: string, now: Date): Promis
     return { ok: false, reason: 'its certif: lines hold no PGP public key block' };
   let key: openpgp.PublicKey;
   try {
-    key = await openpgp.readKey({ armoredKey });
+    key = await (await loadOpenpgp()).readKey({ armoredKey });
   } catch (err) {
     return { ok: false, reason: `its key cannot be read (${(err as Error).message})` };
   }

@@ -4,7 +4,8 @@
  * (cleartext-signed or detached armored) with openpgp.js against the registry's key-cert keys and
  * the user's pasted key when its primary fingerprint is listed (`pgp-fingerprint`, or a key-cert's).
  */
-import * as openpgp from 'openpgp';
+import type * as openpgp from 'openpgp';
+import { loadOpenpgp } from './openpgp.ts';
 import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import type { AuthMethod } from './auth-methods.ts';
 import { checkSshSignature, parseSshSignature, SshSigError } from '../../../common/sshsig.ts';
@@ -76,7 +77,7 @@ async function pgpCandidates(
   const pgp = methods.filter((m) => m.type === 'pgp-fingerprint' || m.type === 'pgp-key-cert');
   const offered =
     publicKey && pgp.length > 0
-      ? await openpgp.readKey({ armoredKey: publicKey }).catch(() => {
+      ? await (await loadOpenpgp()).readKey({ armoredKey: publicKey }).catch(() => {
           throw new Error('publicKey is not an armored OpenPGP public key');
         })
       : undefined;
@@ -87,7 +88,7 @@ async function pgpCandidates(
   const out: Array<{ key: openpgp.PublicKey; method: AuthMethod }> = [];
   for (const m of pgp) {
     if (m.type === 'pgp-key-cert') {
-      const key = await openpgp.readKey({ armoredKey: m.armoredKey });
+      const key = await (await loadOpenpgp()).readKey({ armoredKey: m.armoredKey });
       out.push({ key: offered && offeredFpr === m.fingerprint ? await key.update(offered) : key, method: m });
     } else if (offered && offeredFpr === m.fingerprint) {
       out.push({ key: offered, method: m });
@@ -131,15 +132,17 @@ async function verifyPgp(
   const verificationKeys = candidates.map((c) => c.key);
   let signatures: openpgp.VerifyMessageResult['signatures'];
   if (armored.includes('-----BEGIN PGP SIGNED MESSAGE-----')) {
-    const message = await openpgp.readCleartextMessage({ cleartextMessage: armored });
+    const message = await (await loadOpenpgp()).readCleartextMessage({ cleartextMessage: armored });
     if (normalizeText(message.getText()) !== normalizeText(challenge)) {
       return { ok: false, reason: 'the signed text is not the challenge' };
     }
-    ({ signatures } = await openpgp.verify({ message, verificationKeys, date: within.to }));
+    ({ signatures } = await (await loadOpenpgp()).verify({ message, verificationKeys, date: within.to }));
   } else {
-    const signature = await openpgp.readSignature({ armoredSignature: armored });
-    const message = await openpgp.createMessage({ binary: Buffer.from(challenge, 'utf8') });
-    ({ signatures } = await openpgp.verify({ message, signature, verificationKeys, date: within.to }));
+    const signature = await (await loadOpenpgp()).readSignature({ armoredSignature: armored });
+    const message = await (await loadOpenpgp()).createMessage({ binary: Buffer.from(challenge, 'utf8') });
+    ({ signatures } = await (
+      await loadOpenpgp()
+    ).verify({ message, signature, verificationKeys, date: within.to }));
   }
   // `date` refused signatures made after within.to; which verified, with which key, made when?
   let why = 'the OpenPGP signature does not verify with a listed key';
