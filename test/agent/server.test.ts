@@ -14,9 +14,17 @@ const config = parseConfig(
   'agent.json',
 );
 let health = { ok: true, bird: true, controller: true };
+/** Set: the health check throws it, as a check whose own code fails would. */
+let healthFails: Error | undefined;
 const registry = new Registry();
 const passes = new Counter({ name: 'test_passes_total', help: 'a counter', registers: [registry] });
-const server = await startServer(config, { health: async () => health, metrics: { registry } });
+const server = await startServer(config, {
+  health: async () => {
+    if (healthFails) throw healthFails;
+    return health;
+  },
+  metrics: { registry },
+});
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
@@ -38,6 +46,18 @@ describe('agent local server', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: 'ok' });
     expect((await fetch(`${base}/health`)).status).toBe(503);
+  });
+
+  it('a health check that throws answers 500, and the server goes on answering', async () => {
+    healthFails = new Error('the check broke');
+    try {
+      const res = await fetch(`${base}/health`);
+      expect(res.status).toBe(500);
+      expect(await res.json()).toEqual({ status: 'error' });
+    } finally {
+      healthFails = undefined;
+    }
+    expect((await fetch(`${base}/livez`)).status).toBe(200);
   });
 
   it('GET /metrics: the Prometheus text format of the agent registry', async () => {
