@@ -49,7 +49,8 @@ import { forgeEventRoutes } from './api/forge-events.ts';
 import portalPlugin from './portal/plugin.ts';
 import { webhookRoutes } from './api/webhooks.ts';
 import { tokenRoutes } from './api/tokens.ts';
-import { FileWebhooks, Notifier } from './notify/notifier.ts';
+import { Notifier } from './notify/notifier.ts';
+import { FileWebhooks } from './notify/webhooks.ts';
 import { referenceRoutes } from './api/reference.ts';
 import { apiValidatorCompiler } from './api/validation.ts';
 

@@ -18,7 +18,8 @@ import { fixHeapGrowth } from './heap.ts';
 import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/session-reconciler.ts';
-import { FileWebhooks, Notifier, notifierEnv } from './notify/notifier.ts';
+import { Notifier, notifierEnv } from './notify/notifier.ts';
+import { FileWebhooks } from './notify/webhooks.ts';
 import { openRegistry } from './auth/login/registry.ts';
 import { redactUrls } from './redact.ts';
 

@@ -8,7 +8,7 @@ import Type, { type Static } from 'typebox';
 import { ProblemError } from '../../common/errors.ts';
 import { Asn, Timestamp, Uuid } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
-import { EVENT_TYPES, type EventType } from '../notify/notifier.ts';
+import { EVENT_TYPES, type EventType } from '../store/core/events.ts';
 import type { Webhook, WebhookRepository } from '../notify/webhooks.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin, requireUser } from './auth.ts';

@@ -15,10 +15,6 @@ import { Dispatcher, type DispatcherOptions } from './deliver.ts';
 import type { Webhook, WebhookRepository } from './webhooks.ts';
 import { parseRanges } from './target.ts';
 
-export { FileWebhooks, type Webhook, type WebhookRepository } from './webhooks.ts';
-export { signature, SIGNATURE_HEADER } from './deliver.ts';
-export { EVENT_TYPES, type EventType, type NotificationEvent } from '../store/core/events.ts';
-
 /** How often the outbox is read again without a change to it (events whose dispatch could not start). */
 const RESCAN_MS = 5000;
 /** Wait after a confirmation that could not be written (a full disk) before the next try. */

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
-import type { NotificationEvent } from '../../controller/notify/notifier.ts';
+import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { routerFields, sessionFields } from '../api/helpers.ts';
 import { eventually, startReceiver, type Receiver } from '../notify/receiver.ts';
 import { ControllerProcess } from '../support/controller-process.ts';

@@ -13,7 +13,9 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { register } from '../../controller/metrics.ts';
 import { Dispatcher, type DispatcherOptions } from '../../controller/notify/deliver.ts';
-import { FileWebhooks, notifierEnv, type NotificationEvent } from '../../controller/notify/notifier.ts';
+import { notifierEnv } from '../../controller/notify/notifier.ts';
+import { FileWebhooks } from '../../controller/notify/webhooks.ts';
+import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { startDns, type DnsServer } from './dns.ts';
 import { eventually, startReceiver, type Receiver } from './receiver.ts';
 

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
-import type { NotificationEvent } from '../../controller/notify/notifier.ts';
+import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { routerFields } from '../api/helpers.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { freePort } from '../support/ports.ts';

@@ -23,7 +23,7 @@ import type { SessionStatusCode } from '../../common/status.ts';
 import { freePort } from '../support/ports.ts';
 import { ControllerProcess, type Answer } from '../support/controller-process.ts';
 import { routerFields } from '../api/helpers.ts';
-import type { NotificationEvent } from '../../controller/notify/notifier.ts';
+import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { startReceiver, type Receiver } from '../notify/receiver.ts';
 
 const run = promisify(execFile);
