@@ -167,7 +167,7 @@ describe('portal sign-in, keyboard and messages', () => {
     await context.close();
   });
 
-  it('shows the API error of Save with nothing changed; Escape closes the form', async () => {
+  it('shows the API error of Save with nothing changed; Escape closes the form and the panel', async () => {
     const { context, page, problems } = await openPage(browser, url);
     await page.goto(url);
     await logInWithSsh(page, USER_ASN, peerKey);
@@ -194,6 +194,13 @@ describe('portal sign-in, keyboard and messages', () => {
       await page.keyboard.press('Escape');
       await card.locator('form.modify').waitFor({ state: 'detached' });
       expect(await focused(change), label).toBe(true);
+      // the configuration panel closes on Escape too, from any control inside it
+      const config = card.locator('button[aria-expanded]').first();
+      await config.click();
+      await card.locator('.config select').focus();
+      await page.keyboard.press('Escape');
+      await card.locator('.config').waitFor({ state: 'detached' });
+      expect(await focused(config), label).toBe(true);
       await page
         .getByRole('link', { name: lang === 'en' ? 'New session' : '新建会话' })
         .first()

@@ -65,6 +65,7 @@ function SessionCard(props: {
   const [editing, setEditing] = useState(false);
   const [showConfig, setShowConfig] = useState(false);
   const modifyButton = useRef<HTMLButtonElement>(null);
+  const configButton = useRef<HTMLButtonElement>(null);
   const act = async (what: () => Promise<unknown>) => {
     setError(undefined);
     try {
@@ -140,6 +141,7 @@ function SessionCard(props: {
         <button
           type="button"
           class="secondary"
+          ref={configButton}
           aria-expanded={showConfig}
           onClick={() => setShowConfig(!showConfig)}
         >
@@ -189,7 +191,18 @@ function SessionCard(props: {
           }}
         />
       )}
-      {showConfig && <ConfigPanel uuid={s.uuid} />}
+      {showConfig && (
+        // Escape closes the panel as it does the Change form, the focus back on its button
+        <div
+          onKeyDown={(e) => {
+            if (e.key !== 'Escape') return;
+            setShowConfig(false);
+            configButton.current?.focus();
+          }}
+        >
+          <ConfigPanel uuid={s.uuid} />
+        </div>
+      )}
       <Problem error={error} />
     </article>
   );
