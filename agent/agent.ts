@@ -17,6 +17,7 @@ import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
 import { FaultWatch } from './fault-watch.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
+import { LookingGlassService } from './looking-glass/service.ts';
 import { collectMetrics } from './sync/metrics.ts';
 import type { MeshSource } from './reconcile/mesh-step.ts';
 import { NodeReconciler, type PassResult } from './reconcile/node-reconciler.ts';
@@ -71,6 +72,8 @@ export class Agent {
   private readonly linkWatch: LinkWatch;
   /** Tells the controller at once when BIRD stops or starts answering, runs a pass when BGP moves (fault-watch.ts). */
   private readonly faultWatch: FaultWatch;
+  /** Takes looking-glass queries from the controller and answers them (looking-glass/service.ts). */
+  private readonly lookingGlass: LookingGlassService;
   /** Ends the sync loop's current wait (long poll or sleep); `wakeNow`: the next round waits for nothing. */
   private waitAborter: AbortController | undefined;
   private wakeNow = false;
@@ -112,6 +115,7 @@ export class Agent {
       poolSizeMax: config.routing.poolSizeMax,
     });
     this.applier = new BirdApplier(this.bird, config.birdMainConfig);
+    this.lookingGlass = new LookingGlassService(client, this.bird, log);
     this.linkWatch = new LinkWatch((names) => this.linksDeleted(names), log);
     this.faultWatch = new FaultWatch(
       this.bird,
@@ -154,6 +158,7 @@ export class Agent {
     this.faultWatch.start();
     this.loops = [
       this.syncLoop(),
+      this.lookingGlass.run(this.stop.signal),
       this.every(this.config.controlPlane.heartbeatInterval, () => this.heartbeatOnce()),
       this.every(this.config.controlPlane.metricInterval, async () => void (await this.reportMetricsOnce())),
       this.every(this.config.controlPlane.metricInterval, async () => void (await this.reportMeshOnce())),

@@ -18,6 +18,7 @@ const commands: Record<string, { module: string; summary: string; internal?: boo
     summary: 'list, show, create, modify, delete, restart your sessions',
   },
   routers: { module: '../cli/routers.ts', summary: 'the routers you can peer with' },
+  lg: { module: '../cli/lg.ts', summary: 'looking glass: ping, trace, route from a router' },
   context: {
     module: '../cli/context.ts',
     summary: 'list, use, remove saved logins (URL and token per network)',

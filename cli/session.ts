@@ -21,8 +21,20 @@ import {
   unknownWord,
 } from './client.ts';
 import type { SessionRecord } from '../controller/api/responses.ts';
+import type { LgAnswer } from '../common/looking-glass.ts';
+import { lgText } from './lg.ts';
 
-export const ACTIONS = ['list', 'show', 'create', 'modify', 'delete', 'restart', 'config'] as const;
+export const ACTIONS = [
+  'list',
+  'show',
+  'create',
+  'modify',
+  'delete',
+  'restart',
+  'config',
+  'routes',
+  'protocol',
+] as const;
 
 const USAGE = `usage: peerops session <action> [options]
 
@@ -37,6 +49,10 @@ const USAGE = `usage: peerops session <action> [options]
                                          your side's configuration: printed, or written into DIR
                                          (BIRD, FRR and networkd files 640 in the daemon's group,
                                          wg-quick 600; the private key is a placeholder to replace)
+  routes UUID --received|--exported [--offset N] [--limit N]
+                                         the routes the router accepted from the session, or sends
+                                         to it, as BIRD shows them (a page: 100 by default)
+  protocol UUID                          the session's BGP protocol on the router (show protocols all)
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)`;
@@ -56,6 +72,10 @@ export const OPTIONS = {
   watch: { type: 'boolean' },
   format: { type: 'string' },
   out: { type: 'string' },
+  received: { type: 'boolean' },
+  exported: { type: 'boolean' },
+  offset: { type: 'string' },
+  limit: { type: 'string' },
 } as const;
 
 interface ConfigAnswer {
@@ -371,6 +391,26 @@ export async function main(argv: string[]): Promise<number> {
               ? (res.files[0]?.content ?? '').trimEnd()
               : res.files.map((f) => `# ---- ${f.name}\n${f.content.trimEnd()}`).join('\n\n'),
           );
+        return 0;
+      }
+      case 'routes': {
+        if (values.received === values.exported)
+          throw new CliError('USAGE', 'routes needs one of --received or --exported');
+        const offset = intFlag('offset', values.offset);
+        const limit = intFlag('limit', values.limit);
+        const res = await client.post<LgAnswer>('/lg', {
+          op: 'routes',
+          session: await needUuid(),
+          direction: values.received ? 'received' : 'exported',
+          ...(offset !== undefined ? { offset } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+        });
+        output(format, res, () => lgText(res));
+        return 0;
+      }
+      case 'protocol': {
+        const res = await client.post<LgAnswer>('/lg', { op: 'protocol', session: await needUuid() });
+        output(format, res, () => lgText(res));
         return 0;
       }
       case 'delete':

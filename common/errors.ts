@@ -30,6 +30,8 @@ export const ErrorCodes = {
   FORGE_UNAVAILABLE: 503,
   /** The login registry (DN42 registry checkout, git mirror or users file) cannot be read. */
   REGISTRY_UNAVAILABLE: 503,
+  /** A router's agent did not take or answer a looking-glass query in time (docs/api.md, Looking glass). */
+  ROUTER_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -36,6 +36,8 @@ import { sessionRoutes } from './api/session.ts';
 import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
+import { lookingGlassRoutes } from './api/looking-glass.ts';
+import { LookingGlassBroker } from './looking-glass/broker.ts';
 import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
@@ -246,8 +248,11 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // leaves its connection idle only after its answer, and one client that keeps it open would hold the
   // shutdown for the keep-alive timeout (72 s). So they are closed as they turn idle until the server is.
   let closeIdle: NodeJS.Timeout | undefined;
+  // looking-glass queries wait here for their router's agent, one broker for both route prefixes
+  const lookingGlass = new LookingGlassBroker();
   app.addHook('preClose', async () => {
     shutdown.abort();
+    lookingGlass.close();
     closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
   });
   const removeSource = addMetricsSource(store, config);
@@ -309,6 +314,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       shutdown: shutdown.signal,
       filter: registryFilter,
     });
+    await scope.register(lookingGlassRoutes, { store, broker: lookingGlass, shutdown: shutdown.signal });
     await scope.register(forgeEventRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };

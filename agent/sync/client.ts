@@ -19,6 +19,7 @@ import {
   type ModifyBody,
   type ReportBody,
 } from '../../common/agent-api.ts';
+import { LgQueries, type LgAnswer, type LgQuery } from '../../common/looking-glass.ts';
 import { validate } from '../../common/validate.ts';
 
 export interface ClientOptions {
@@ -278,6 +279,19 @@ export class ControlPlaneClient {
 
   async meshStatus(body: MeshStatusBody): Promise<void> {
     this.json(await this.request('POST', '/mesh/status', { body }), Ack, 'POST mesh/status');
+  }
+
+  /** Looking-glass queries for this router, the request held up to `waitSeconds` until one comes. */
+  async lgQueries(waitSeconds: number, signal?: AbortSignal): Promise<LgQuery[]> {
+    const res = await this.request('GET', `/lg?wait=${waitSeconds}`, {
+      timeoutMs: (this.opts.requestTimeout + waitSeconds) * 1000,
+      ...(signal ? { signal } : {}),
+    });
+    return this.json<LgQueries>(res, LgQueries, 'GET lg').queries;
+  }
+
+  async lgAnswer(id: string, answer: LgAnswer): Promise<void> {
+    this.json(await this.request('POST', `/lg/${encodeURIComponent(id)}`, { body: answer }), Ack, 'POST lg');
   }
 }
 

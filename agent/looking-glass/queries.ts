@@ -1,0 +1,156 @@
+/**
+ * What the agent runs for each looking-glass operation (docs/agent.md, Looking glass): ping and
+ * traceroute (mtr where installed) as programs, the rest as BIRD commands on its control socket. The
+ * controller checked every argument; they are checked again here, since nothing reaches a command that
+ * this module did not build.
+ */
+import { constants } from 'node:fs';
+import { access } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+import {
+  LG_OUTPUT_LIMIT_BYTES,
+  LG_PAGE_DEFAULT,
+  LG_TIME_LIMIT_MS,
+  lgTargetProblem,
+  type LgAnswer,
+  type LgQuery,
+} from '../../common/looking-glass.ts';
+import { isIpv6 } from '../../common/net.ts';
+import type { BirdControl, Reply } from '../bird/control.ts';
+import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
+import { cutUtf8, runBounded, type Bounds } from './bounded.ts';
+
+export const LG_BOUNDS: Bounds = { timeMs: LG_TIME_LIMIT_MS, outputBytes: LG_OUTPUT_LIMIT_BYTES };
+
+/** Programs tried for traceroute, in order: the first one installed runs. */
+const TRACE_PROGRAMS = (target: string): [string, string[]][] => {
+  const family = isIpv6(target) ? '-6' : '-4';
+  return [
+    ['mtr', [family, '--report', '--no-dns', '--report-cycles', '2', target]],
+    ['traceroute', [family, '-n', '-q', '1', '-w', '1', '-m', '30', target]],
+  ];
+};
+
+/** Runs one query within `bounds`; a failure of BIRD or of the program is an answer too. */
+export async function answerQuery(query: LgQuery, bird: BirdControl, bounds = LG_BOUNDS): Promise<LgAnswer> {
+  switch (query.op) {
+    case 'ping': {
+      const target = checkedTarget(query, 'ping');
+      // four probes half a second apart, each waited for 1 s: done well inside the bound
+      const family = isIpv6(target) ? '-6' : '-4';
+      return runBounded('ping', [family, '-n', '-c', '4', '-i', '0.5', '-W', '1', target], bounds);
+    }
+    case 'traceroute': {
+      const target = checkedTarget(query, 'traceroute');
+      for (const [program, args] of TRACE_PROGRAMS(target))
+        if (await installed(program)) return runBounded(program, args, bounds);
+      return {
+        output: 'neither mtr nor traceroute is installed on this router',
+        truncated: false,
+        timedOut: false,
+      };
+    }
+    case 'route': {
+      const target = checkedTarget(query, 'route');
+      const from = query.listenPort === undefined ? '' : ` protocol ${sessionProtocolName(query.listenPort)}`;
+      return birdText(bird, `show route for ${target}${from} all`, bounds);
+    }
+    case 'protocol':
+      // the session's protocol and, for a peer without multiprotocol BGP, its IPv4 one (names.ts)
+      return birdText(bird, `show protocols all "${sessionProtocolName(portOf(query))}*"`, bounds);
+    case 'routes':
+      return routesPage(query, bird, bounds);
+  }
+}
+
+/**
+ * Is `program` on PATH? Asked before running it: under `ip netns exec` (PEEROPS_AGENT_NETNS) a missing
+ * program is ip's exit 255, not an error the agent could tell from a failing one.
+ */
+async function installed(program: string): Promise<boolean> {
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean))
+    if (
+      await access(join(dir, program), constants.X_OK).then(
+        () => true,
+        () => false,
+      )
+    )
+      return true;
+  return false;
+}
+
+function checkedTarget(query: LgQuery, op: 'ping' | 'traceroute' | 'route'): string {
+  const target = query.target ?? '';
+  // admin true: the controller already held a peer to DN42's ranges; here only the form is checked
+  const why = lgTargetProblem(target, op, true);
+  if (why) throw new Error(`target ${target} ${why}`);
+  return target;
+}
+
+function portOf(query: LgQuery): number {
+  if (query.listenPort === undefined) throw new Error(`${query.op} needs the session's listen port`);
+  return query.listenPort;
+}
+
+/** A BIRD command under the time bound, its reply as BIRD's text (without the line codes). */
+async function birdReply(bird: BirdControl, command: string, bounds: Bounds): Promise<Reply | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), bounds.timeMs)),
+  );
+  try {
+    return await Promise.race([bird.command(command), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function birdText(bird: BirdControl, command: string, bounds: Bounds): Promise<LgAnswer> {
+  const reply = await birdReply(bird, command, bounds);
+  if (!reply) return { output: '', truncated: false, timedOut: true };
+  return cut(reply.lines.map((l) => l.text).join('\n'), bounds);
+}
+
+function cut(text: string, bounds: Bounds): LgAnswer {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= bounds.outputBytes) return { output: text, truncated: false, timedOut: false };
+  return { output: cutUtf8(bytes.subarray(0, bounds.outputBytes)), truncated: true, timedOut: false };
+}
+
+/** `Table master6:`, the header BIRD prints before a table's routes. */
+const TABLE_LINE = /^Table \S+:$/;
+/**
+ * The first line of a route: its protocol and since in brackets (`fd42::/48  unicast [dn42_1 12:00] …`,
+ * or indented for another route to the same prefix); a `via` line under it has none.
+ */
+const ROUTE_LINE = /\[\S+ [^\]]*\]/;
+
+/**
+ * One page of the routes BIRD accepted from the session (`show route protocol`) or exports to it
+ * (`show route export`), over its protocols; a route is its first line (code 1007) and the attribute
+ * lines after it (code 1007 lines with the route's protocol in brackets start one). BIRD keeps no rejected routes (no `import keep filtered`), so every route received
+ * is one the import filter accepted.
+ */
+async function routesPage(query: LgQuery, bird: BirdControl, bounds: Bounds): Promise<LgAnswer> {
+  const port = portOf(query);
+  const verb = query.direction === 'exported' ? 'export' : 'protocol';
+  const routes: string[] = [];
+  const started = Date.now();
+  for (const protocol of [sessionProtocolName(port), sessionIpv4ProtocolName(port)]) {
+    const left = bounds.timeMs - (Date.now() - started);
+    const reply = await birdReply(bird, `show route ${verb} ${protocol} all`, { ...bounds, timeMs: left });
+    if (!reply) return { output: routes.join('\n'), truncated: false, timedOut: true };
+    // 8xxx/9xxx: no such protocol (the IPv4 one exists only without multiprotocol BGP)
+    if (reply.code >= 8000) continue;
+    for (const line of reply.lines) {
+      if (TABLE_LINE.test(line.text)) continue;
+      if (line.code === 1007 && ROUTE_LINE.test(line.text)) routes.push(line.text);
+      else if (line.code >= 1007 && line.code <= 1012 && routes.length > 0)
+        routes[routes.length - 1] += `\n${line.text}`;
+    }
+  }
+  const offset = query.offset ?? 0;
+  const limit = query.limit ?? LG_PAGE_DEFAULT;
+  const page = routes.slice(offset, offset + limit);
+  return { ...cut(page.join('\n'), bounds), page: { offset, limit, total: routes.length } };
+}

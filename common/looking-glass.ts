@@ -1,0 +1,177 @@
+/**
+ * The looking glass (docs/api.md, Looking glass): what a caller may ask a router, what the controller
+ * hands the router's agent over the agent's own connection, and what the agent answers. No shell: each
+ * operation is one fixed command whose only free argument is an address, a prefix or a session's
+ * protocol, each checked here.
+ */
+import Type, { type Static } from 'typebox';
+import {
+  DN42_PEER_ADDRESS_RANGES,
+  inRanges,
+  isIpv4,
+  isIpv6,
+  prefixProblem,
+  specialPurposeProblem,
+} from './net.ts';
+import { RouterName, Uuid } from './schema.ts';
+
+/** The longest a query runs on the router before the agent cuts it (docs/agent.md, Looking glass). */
+export const LG_TIME_LIMIT_MS = 10_000;
+/** The most output an answer carries; the rest is cut and `truncated` set. */
+export const LG_OUTPUT_LIMIT_BYTES = 256 * 1024;
+/** Routes of a session per page (`routes`), and the most a caller may ask for. */
+export const LG_PAGE_DEFAULT = 100;
+export const LG_PAGE_MAX = 1000;
+
+/** An address (ping, traceroute) or an address or prefix (route): checked by lgTargetProblem. */
+const Target = Type.String({
+  minLength: 2,
+  maxLength: 49,
+  pattern: '^[0-9A-Fa-f:./]+$',
+  description: 'an IPv4 or IPv6 address (route: or a prefix), inside DN42’s ranges for a peer',
+  examples: ['fd42:4242:1::1'],
+});
+
+const Direction = Type.Union([Type.Literal('received'), Type.Literal('exported')], {
+  description: 'received: the routes BIRD accepted from the session; exported: those it sends to it',
+});
+
+/** A caller's question, one body per operation (POST /lg). */
+export const LgRequest = Type.Union(
+  [
+    Type.Object(
+      { op: Type.Literal('ping'), router: RouterName, target: Target },
+      { additionalProperties: false, examples: [{ op: 'ping', router: 'fra1', target: 'fd42:4242:1::1' }] },
+    ),
+    Type.Object(
+      { op: Type.Literal('traceroute'), router: RouterName, target: Target },
+      { additionalProperties: false },
+    ),
+    Type.Object(
+      {
+        op: Type.Literal('route'),
+        router: RouterName,
+        target: Target,
+        /** Only the routes learned from this session (one of the caller's). */
+        session: Type.Optional(Uuid),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Object({ op: Type.Literal('protocol'), session: Uuid }, { additionalProperties: false }),
+    Type.Object(
+      {
+        op: Type.Literal('routes'),
+        session: Uuid,
+        direction: Direction,
+        offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000_000 })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LG_PAGE_MAX })),
+      },
+      { additionalProperties: false },
+    ),
+  ],
+  {
+    description: 'One looking-glass query, chosen by `op`',
+    examples: [
+      { op: 'ping', router: 'fra1', target: 'fd42:4242:1::1' },
+      { op: 'routes', session: '4d7c9a3e-1f2b-4c5d-8e9f-0a1b2c3d4e5f', direction: 'received', limit: 100 },
+    ],
+  },
+);
+export type LgRequest = Static<typeof LgRequest>;
+
+/** What the controller hands the agent: an operation with its checked arguments. */
+export const LgQuery = Type.Object(
+  {
+    id: Type.String({ pattern: '^[A-Za-z0-9_-]{8,32}$' }),
+    op: Type.Union([
+      Type.Literal('ping'),
+      Type.Literal('traceroute'),
+      Type.Literal('route'),
+      Type.Literal('protocol'),
+      Type.Literal('routes'),
+    ]),
+    target: Type.Optional(Target),
+    /** The session's WireGuard listen port: the agent names its BIRD protocols by it (agent/bird/names.ts). */
+    listenPort: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    direction: Type.Optional(Direction),
+    offset: Type.Optional(Type.Integer({ minimum: 0 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: LG_PAGE_MAX })),
+  },
+  { additionalProperties: false },
+);
+export type LgQuery = Static<typeof LgQuery>;
+
+export const LgQueries = Type.Object(
+  { queries: Type.Array(LgQuery, { maxItems: 64 }) },
+  { additionalProperties: false },
+);
+export type LgQueries = Static<typeof LgQueries>;
+
+/** The agent's answer to one query, and what the caller gets back. */
+export const LgAnswer = Type.Object(
+  {
+    /** The command's output as it printed it (BIRD's reply lines without their codes). */
+    output: Type.String({ maxLength: LG_OUTPUT_LIMIT_BYTES + 256 }),
+    /** The output was longer than the bound and was cut there. */
+    truncated: Type.Boolean(),
+    /** The command ran past the time bound and was stopped. */
+    timedOut: Type.Boolean(),
+    /** The program's exit status (ping, traceroute); absent for BIRD's answers. */
+    exitCode: Type.Optional(Type.Integer()),
+    /** routes: this page's place in the whole list. */
+    page: Type.Optional(
+      Type.Object(
+        {
+          offset: Type.Integer({ minimum: 0 }),
+          limit: Type.Integer({ minimum: 1 }),
+          total: Type.Integer({ minimum: 0 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        output: 'PING fd42:4242:1::1 56 data bytes\n…\n4 packets transmitted, 4 received, 0% packet loss',
+        truncated: false,
+        timedOut: false,
+        exitCode: 0,
+      },
+    ],
+  },
+);
+export type LgAnswer = Static<typeof LgAnswer>;
+
+/** Is the address inside DN42's ranges (common/net.ts), the only ones a peer may ask about? */
+function inDn42(address: string): boolean {
+  return inRanges(address, DN42_PEER_ADDRESS_RANGES[isIpv6(address) ? 'ipv6' : 'ipv4']);
+}
+
+/**
+ * Why `target` cannot be asked about, or undefined. An address for ping and traceroute, an address or a
+ * prefix for route; a peer (`admin` false) only inside DN42's ranges; nobody a special-purpose address
+ * (loopback, multicast, …), which would probe the router itself or nothing.
+ */
+export function lgTargetProblem(
+  target: string,
+  op: 'ping' | 'traceroute' | 'route',
+  admin: boolean,
+): string | undefined {
+  const slash = target.indexOf('/');
+  const address = slash >= 0 ? target.slice(0, slash) : target;
+  if (slash >= 0) {
+    if (op !== 'route') return 'is a prefix; ping and traceroute take one address';
+    const family = isIpv6(address) ? 'ipv6' : 'ipv4';
+    const problem = prefixProblem(target, family);
+    if (problem) return problem;
+  } else if (!isIpv4(address) && !isIpv6(address)) return 'is not an IPv4 or IPv6 address';
+  else {
+    const special = specialPurposeProblem(address);
+    if (special) return `is ${special}`;
+  }
+  if (!admin && !inDn42(address))
+    return `is outside DN42's ranges (${[...DN42_PEER_ADDRESS_RANGES.ipv6, ...DN42_PEER_ADDRESS_RANGES.ipv4].join(', ')})`;
+  return undefined;
+}

@@ -1,0 +1,128 @@
+/**
+ * Looking-glass queries waiting for their router's agent, in memory (docs/api.md, Looking glass): a
+ * caller's request waits here until the agent's long poll (GET /agent/:router/lg) takes it and the
+ * agent posts the answer back, so no router opens an inbound port. Nothing is stored: a query lives as
+ * long as its caller waits, and a controller that restarts forgets the ones under way (their callers
+ * get an error and ask again).
+ */
+import { randomBytes } from 'node:crypto';
+import { ProblemError } from '../../common/errors.ts';
+import { LG_TIME_LIMIT_MS, type LgAnswer, type LgQuery } from '../../common/looking-glass.ts';
+
+/** Queries of one router waiting or running at once; more are refused (the per-router rate limit). */
+export const LG_PENDING_PER_ROUTER = 16;
+/**
+ * How long a caller waits for the agent: the agent's own bound, plus the time to take the query (its
+ * long poll is there at once when the agent is connected) and to post the answer.
+ */
+export const LG_ANSWER_WAIT_MS = LG_TIME_LIMIT_MS + 5_000;
+
+interface Pending {
+  query: LgQuery;
+  taken: boolean;
+  resolve(answer: LgAnswer): void;
+  reject(err: Error): void;
+}
+
+interface RouterQueries {
+  pending: Map<string, Pending>;
+  /** Agent long polls waiting for a query. */
+  waiters: Set<() => void>;
+}
+
+export class LookingGlassBroker {
+  private readonly routers = new Map<string, RouterQueries>();
+
+  private of(router: string): RouterQueries {
+    let r = this.routers.get(router);
+    if (!r) this.routers.set(router, (r = { pending: new Map(), waiters: new Set() }));
+    return r;
+  }
+
+  /** Hands `query` to the router's agent; resolves with its answer, or rejects when none comes in time. */
+  ask(router: string, query: Omit<LgQuery, 'id'>, waitMs = LG_ANSWER_WAIT_MS): Promise<LgAnswer> {
+    const r = this.of(router);
+    if (r.pending.size >= LG_PENDING_PER_ROUTER)
+      return Promise.reject(
+        new ProblemError(
+          'RATE_LIMITED',
+          `router ${router} is running ${LG_PENDING_PER_ROUTER} looking-glass queries already; retry in a few seconds`,
+        ),
+      );
+    const id = randomBytes(12).toString('base64url');
+    return new Promise<LgAnswer>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const p = r.pending.get(id);
+        r.pending.delete(id);
+        reject(
+          new ProblemError(
+            'ROUTER_UNAVAILABLE',
+            p?.taken
+              ? `router ${router}'s agent took the query but did not answer within ${waitMs / 1000} s`
+              : `router ${router}'s agent did not take the query within ${waitMs / 1000} s: is it connected?`,
+          ),
+        );
+      }, waitMs);
+      r.pending.set(id, {
+        query: { id, ...query },
+        taken: false,
+        resolve: (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      });
+      for (const wake of r.waiters) wake();
+    });
+  }
+
+  /**
+   * The router's queries not yet taken, marked taken; when there are none, waits up to `waitMs` for one
+   * (or until `signal` aborts) and answers what came.
+   */
+  async take(router: string, waitMs: number, signal: AbortSignal): Promise<LgQuery[]> {
+    const r = this.of(router);
+    const untaken = () => [...r.pending.values()].filter((p) => !p.taken);
+    if (untaken().length === 0 && waitMs > 0 && !signal.aborted)
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          r.waiters.delete(done);
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, waitMs);
+        r.waiters.add(done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    return untaken().map((p) => {
+      p.taken = true;
+      return p.query;
+    });
+  }
+
+  /** The agent's answer to query `id`; false when no caller waits for it any more (or never did). */
+  answer(router: string, id: string, answer: LgAnswer): boolean {
+    const r = this.routers.get(router);
+    const p = r?.pending.get(id);
+    if (!r || !p) return false;
+    r.pending.delete(id);
+    p.resolve(answer);
+    return true;
+  }
+
+  /** Refuses every query under way: the controller is stopping. */
+  close(): void {
+    for (const [router, r] of this.routers) {
+      for (const p of r.pending.values())
+        p.reject(
+          new ProblemError('ROUTER_UNAVAILABLE', `the controller stopped before router ${router} answered`),
+        );
+      r.pending.clear();
+      for (const wake of r.waiters) wake();
+    }
+  }
+}
