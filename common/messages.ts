@@ -28,6 +28,7 @@ export const REFUSALS = {
     code: 'INVALID_STATE',
     text: '{action} is not allowed for a session in status {status} ({statusName})',
   },
+  'session.modifyNothing': { code: 'INVALID_REQUEST', text: 'modify needs endpoint or mtu (or both)' },
   'session.needsExisting': { code: 'INVALID_STATE', text: '{action} needs an existing session' },
   'router.notFound': { code: 'ROUTER_NOT_FOUND', text: 'no router {name}' },
   'router.exists': { code: 'CONFLICT', text: 'router {name} already exists' },
@@ -59,6 +60,8 @@ export const REFUSALS = {
     text: 'cookie: this login issues no sign-in cookies; leave cookie out',
   },
   'request.invalidField': { code: 'INVALID_REQUEST', text: '{what} {pointer}: {reason}' },
+  /** A rule's refusal of a field the schema took (addresses, the endpoint, route objects). */
+  'request.fieldRefused': { code: 'INVALID_REQUEST', text: '{pointer}: {reason}' },
   'request.notActionObject': {
     code: 'INVALID_REQUEST',
     text: 'the request body must be a JSON object with an "action" field',
@@ -115,6 +118,7 @@ export const FIELD_MESSAGES = {
   'field.notNull': 'must be null',
   'field.duplicates': 'must not list an entry twice',
   'field.cannotChange': 'cannot change',
+  'field.modifyNothing': 'give endpoint (null: none) or mtu',
   'field.unsafeNumber': 'must be at most {max} in magnitude',
   'field.anycast':
     "is in DN42's anycast service range {range} (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address",
@@ -200,6 +204,11 @@ export function fill(text: string, params: MessageParams): string {
 /** The names of the placeholders a sentence uses, each once, in order. */
 export function placeholders(text: string): string[] {
   return [...new Set([...text.matchAll(/\{([\w-]+)\}/g)].map((m) => m[1] ?? ''))];
+}
+
+/** The parameters of request.fieldRefused for the first of `errors`: where and why. */
+export function fieldAtFault(errors: FieldError[]): MessageParams {
+  return { pointer: errors[0]?.pointer ?? '/', reason: errors[0]?.message ?? '' };
 }
 
 /** A field error with its key: the one way to name a field's problem. */

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
 import { ProblemError } from '../../common/errors.ts';
-import { problem } from '../../common/messages.ts';
+import { fieldAtFault, fieldError, problem } from '../../common/messages.ts';
 import { sessionOptions } from '../../common/schema.ts';
 import type { ForgeConflict } from '../../common/schema.ts';
 import { interfaceName } from '../../common/naming.ts';
@@ -47,8 +47,7 @@ async function assertRouteObjects(
   if (!registry?.files) return;
   if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;
   const errors = await routeObjectErrors(registry, asn, body);
-  if (errors.length > 0)
-    throw new ProblemError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+  if (errors.length > 0) throw problem('request.fieldRefused', fieldAtFault(errors), errors);
 }
 
 /** Lists kept: one per ASN that asked lately (the admins' one among them), the least recent dropped. */
@@ -158,9 +157,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         }
         case 'modify': {
           if (body.endpoint === undefined && body.mtu === undefined)
-            throw new ProblemError('INVALID_REQUEST', 'modify needs endpoint or mtu (or both)', [
-              { pointer: '/', message: 'give endpoint (null: none) or mtu' },
-            ]);
+            throw problem('session.modifyNothing', {}, [fieldError('/', 'field.modifyNothing')]);
           const current = findOwned(store, identity, body.uuid);
           // The status check first (a refused modify stays refused); then a modify that changes nothing
           // writes nothing and leaves the session as it is, instead of sending it through setup again.
@@ -175,11 +172,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
             mergedPolicy(store, current.spec.router),
           );
           if (endpointRefused.length > 0)
-            throw new ProblemError(
-              'INVALID_REQUEST',
-              `/endpoint: ${endpointRefused[0]?.message}`,
-              endpointRefused,
-            );
+            throw problem('request.fieldRefused', fieldAtFault(endpointRefused), endpointRefused);
           const updated = await store.updateSession(
             body.uuid,
             (s) => {

@@ -7,6 +7,7 @@ export default {
   'session.fieldFixed': '会话的 {field} 不能更改',
   'session.pendingLimit': 'AS{asn} 已有 {pending} 个会话等待审核（上限 {limit}）；请等待审核',
   'session.transition': '状态为 {status}（{statusName}）的会话不允许此操作：{action}',
+  'session.modifyNothing': '修改需要 endpoint 或 mtu（或两者）',
   'session.needsExisting': '{action} 需要一个已存在的会话',
   'router.notFound': '没有路由器 {name}',
   'router.exists': '路由器 {name} 已存在',
@@ -23,6 +24,7 @@ export default {
   'auth.cookieIdle': '门户登录已闲置超过 {minutes} 分钟：请重新登录',
   'login.noCookies': 'cookie：此登录不签发登录 Cookie；请去掉 cookie 字段',
   'request.invalidField': '{what} 中的字段 {pointer} 有误',
+  'request.fieldRefused': '字段 {pointer} 未被接受',
   'request.notActionObject': '请求正文必须是带有 "action" 字段的 JSON 对象',
   'request.tooDeep': '请求正文的嵌套超过 {depth} 层（对象和数组）',
   'action.missing': '缺少 "action"；可选：{allowed}',
@@ -56,6 +58,7 @@ export default {
   'field.notNull': '必须为 null',
   'field.duplicates': '不能重复列出同一项',
   'field.cannotChange': '不能更改',
+  'field.modifyNothing': '请填写 endpoint（null 表示无）或 mtu',
   'field.unsafeNumber': '绝对值最大为 {max}',
   'field.anycast':
     '位于 DN42 的任播服务范围 {range} 内（如任播 DNS 等由多个网络宣告的共享服务）：不能作为某一对端的隧道地址',
