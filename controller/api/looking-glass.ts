@@ -64,7 +64,7 @@ export const lookingGlassRoutes: FastifyPluginAsyncTypebox<{
         const why = lgTargetProblem(target, op, admin);
         if (why)
           throw new ProblemError('INVALID_REQUEST', `/target: ${target} ${why}`, [
-            { pointer: '/target', message: why },
+            { pointer: '/target', message: `${target} ${why}` },
           ]);
       };
       const knownRouter = (name: string) => {
