@@ -9,6 +9,7 @@ import { isoNow } from '../../../common/clock.ts';
 import { isTerminal } from '../../../common/status.ts';
 import { reportingRouterConditions, withSessionConditions } from '../../../common/conditions.ts';
 import { DomainError } from '../../../common/errors.ts';
+import { fault } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
   assertAdmission,
@@ -89,14 +90,11 @@ export type PreparedChange =
       statusChanged: boolean;
     };
 
-export const routerNotFound = (name: string): DomainError =>
-  new DomainError('ROUTER_NOT_FOUND', `router ${name} does not exist`);
-export const sessionNotFound = (uuid: string): DomainError =>
-  new DomainError('SESSION_NOT_FOUND', `no session with uuid ${uuid}`);
-export const policyNotFound = (name: string): DomainError =>
-  new DomainError('NOT_FOUND', `policy ${name} does not exist`);
-export const routerExists = (name: string): DomainError =>
-  new DomainError('CONFLICT', `router ${name} already exists`);
+// the catalogue's one wording of each (common/messages.ts), named for the store's call sites
+export const routerNotFound = (name: string): DomainError => fault('router.notFound', { name });
+export const sessionNotFound = (uuid: string): DomainError => fault('session.notFound', { uuid });
+export const policyNotFound = (name: string): DomainError => fault('policy.notFound', { name });
+export const routerExists = (name: string): DomainError => fault('router.exists', { name });
 
 export abstract class StoreCore implements Store {
   abstract readonly backend: 'git' | 'kubernetes';
