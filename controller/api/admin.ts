@@ -244,8 +244,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
       const identity = caller(request);
       const { body } = request;
       const name = body.name ?? 'default';
-      if (name !== 'default' && !store.getRouter(name))
-        throw new ProblemError('ROUTER_NOT_FOUND', `no router ${name} to hold a policy override`);
+      if (name !== 'default' && !store.getRouter(name)) throw problem('router.notFound', { name });
       if (body.action === 'get') return { name, spec: store.getPolicy(name)?.spec ?? {} };
       // One write at a time: a patch reads the stored policy, and two at once would lose one's fields.
       const write = policyWrites.then(async () => {
