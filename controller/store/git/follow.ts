@@ -48,6 +48,7 @@ import type { Branch, FileWrite } from './branch.ts';
 import type { Commits } from './commits.ts';
 import { manifestWrite, sessionStatusWrite, type SessionStatusFile } from './file-writes.ts';
 import { readText, type GitContext } from '../gitdb/objects.ts';
+import type { ObservationFlush } from './observation-flush.ts';
 import { routerObservations } from './observations.ts';
 import { outboxId, outboxWrites, parseOutboxEntry } from './outbox.ts';
 import { ParseCache, type Rejection } from './parse-cache.ts';
@@ -92,10 +93,6 @@ export class Follower {
   private readonly skipReport = new SkipReport();
   /** Until the first sync: it may take the judgement the parse cache kept (parse-cache.ts). */
   private firstSync = true;
-  /** Routers whose committed status (the mesh key) is not on the status ref yet. */
-  private readonly dirtyRouters = new Set<string>();
-  /** The observation file holds observations an older release committed: rewrite it at the next flush. */
-  private observationsMoved = false;
 
   private readonly ctx: GitContext;
   private readonly index: StoreIndex;
@@ -104,6 +101,7 @@ export class Follower {
   private readonly status: Branch;
   private readonly cache: ParseCache;
   private readonly commits: Commits;
+  private readonly observations: ObservationFlush;
   private readonly log: pino.Logger;
 
   constructor(parts: {
@@ -114,6 +112,7 @@ export class Follower {
     status: Branch;
     cache: ParseCache;
     commits: Commits;
+    observations: ObservationFlush;
     log: pino.Logger;
   }) {
     this.ctx = parts.ctx;
@@ -123,6 +122,7 @@ export class Follower {
     this.status = parts.status;
     this.cache = parts.cache;
     this.commits = parts.commits;
+    this.observations = parts.observations;
     this.log = parts.log;
   }
 
@@ -148,30 +148,6 @@ export class Follower {
 
   hasUnsavedStatus(): boolean {
     return this.unsavedStatus.size > 0;
-  }
-
-  /** A router whose committed status (its mesh key, or its removal) the next flush commits. */
-  routerStatusChanged(name: string): void {
-    this.dirtyRouters.add(name);
-  }
-
-  /** The routers to commit the status of, forgotten here (routerStatusChanged again if that fails). */
-  takeDirtyRouters(): string[] {
-    const routers = [...this.dirtyRouters];
-    this.dirtyRouters.clear();
-    return routers;
-  }
-
-  /** Whether observations moved to the observation file since the last take, which forgets it. */
-  takeObservationsMoved(): boolean {
-    const moved = this.observationsMoved;
-    this.observationsMoved = false;
-    return moved;
-  }
-
-  /** The observation file was not written: the next flush writes it whatever changed. */
-  observationsUnsaved(): void {
-    this.observationsMoved = true;
   }
 
   /** The status files the status ref now holds, after a commit of `writes`. */
@@ -330,8 +306,8 @@ export class Follower {
         const current = this.index.getRouter(info.name)?.status ?? {};
         // an older release committed observations too: the next flush moves them to the observation file
         if (Object.keys(routerObservations(file)).length > 0) {
-          this.dirtyRouters.add(info.name);
-          this.observationsMoved = true;
+          this.observations.routerStatusChanged(info.name);
+          this.observations.fileStale();
         }
         this.index.setRouterStatus(info.name, { ...file, ...routerObservations(current) });
       }

@@ -6,12 +6,15 @@
  *
  * The index, the reads and every rule are the shared core's (../core); this back end persists what the
  * core prepared (commits.ts), follows the repository into the index (follow.ts) and a forge (remote.ts),
- * keeps observations in a file (observations.ts) and packs the repository (housekeeping.ts).
+ * keeps observations (observation-flush.ts) and packs the repository (../gitdb/housekeeping.ts).
+ *
+ * Over 600 lines: one back end's persistence of every kind of write, its lifecycle (instance lock, a
+ * read-only start, taking over) and its cycles (poll, forge, housekeeping); what stands alone has a
+ * module of its own (docs/store.md, The store core and the rules).
  */
 import git from 'isomorphic-git';
 import { access, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import pino from 'pino';
 import { diskErrorCode } from '../../../common/atomic-write.ts';
@@ -25,14 +28,14 @@ import { StoreCore } from '../core/store-core.ts';
 import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
 import type { OutboxChange } from '../core/outbox.ts';
 import type { Actor, NewSession, Policy, Router, Session, SessionChange, WriteState } from '../store.ts';
-import { Branch, type FileWrite } from './branch.ts';
+import { Branch } from './branch.ts';
 import { Commits, type WriteRound } from './commits.ts';
 import { manifestWrite, sessionStatusWrite, YAML } from './file-writes.ts';
 import { Follower } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
 import { gcAuto } from '../gitdb/housekeeping.ts';
 import { closeObjects, encodeObject, readText, type GitContext } from '../gitdb/objects.ts';
-import { ObservationFile, routerState } from './observations.ts';
+import { ObservationFlush } from './observation-flush.ts';
 import { outboxMessage, outboxWrites } from './outbox.ts';
 import { ParseCache } from './parse-cache.ts';
 import { installPreReceiveHook } from './pre-receive.ts';
@@ -70,8 +73,6 @@ export const STATUS_REF = 'refs/heads/peerops-status';
  */
 export const REVOCATIONS_PATH = 'tokens/revoked.yaml';
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
-/** Router status files a mesh-key commit makes per turn of the event loop (commitMeshKeys). */
-const MESH_KEYS_PER_TURN = 50;
 
 const syncErrors = counter({
   name: 'peerops_store_sync_errors_total',
@@ -95,13 +96,12 @@ export class GitStore extends StoreCore {
   private readonly journal: Journal;
   private readonly commits: Commits;
   private readonly follower: Follower;
-  private readonly observations: ObservationFile;
+  private readonly observations: ObservationFlush;
   private instanceLock: InstanceLock | undefined;
   private timers: NodeJS.Timeout[] = [];
   private readonly stopHousekeeping = new AbortController();
   private housekeeping: Promise<void> | undefined;
   private housekeepingUnavailable = false;
-  private observationSave: Promise<void> = Promise.resolve();
   private syncQueued = false;
   /** The blob of REVOCATIONS_PATH the revocations in memory were read from. */
   private revocationsOid: string | undefined;
@@ -136,7 +136,6 @@ export class GitStore extends StoreCore {
     this.log = options.logger ?? pino({ level: 'info' });
     this.ctx = { gitdir: options.dir, cache: {} };
     this.cache = new ParseCache(options.dir);
-    this.observations = new ObservationFile(options.dir);
     this.journal = new Journal(options.dir);
     this.spec = new Branch(this.ctx, `refs/heads/${this.options.branch}`, {
       cache: this.cache,
@@ -151,14 +150,21 @@ export class GitStore extends StoreCore {
       log: this.log,
     };
     this.commits = new Commits(parts);
+    this.observations = new ObservationFlush({
+      gitdir: options.dir,
+      index: this.index,
+      commits: this.commits,
+      log: this.log,
+    });
     this.follower = new Follower({
       ...parts,
       index: this.index,
       events: this.eventOutbox,
       cache: this.cache,
       commits: this.commits,
+      observations: this.observations,
     });
-    this.index.onMeshKeyChange = (router) => this.follower.routerStatusChanged(router);
+    this.index.onMeshKeyChange = (router) => this.observations.routerStatusChanged(router);
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -182,7 +188,7 @@ export class GitStore extends StoreCore {
       await this.follower.syncAll();
       this.follower.markOrphanStatus();
       if (this.follower.hasUnsavedStatus()) await this.follower.completeDeferred();
-      await this.loadObservations();
+      await this.observations.restore();
       await this.loadRevocations();
       await this.loadForgeConflicts();
     });
@@ -399,7 +405,7 @@ export class GitStore extends StoreCore {
         `remove router ${name}`,
       );
       this.index.removeRouter(name);
-      this.follower.routerStatusChanged(name);
+      this.observations.routerStatusChanged(name);
     });
   }
 
@@ -595,74 +601,11 @@ export class GitStore extends StoreCore {
 
   // ---------------------------------------------------------------- observations
 
-  /**
-   * Commit the mesh keys that changed since the last flush (one commit on the status ref), then write the
-   * observations to the observation file (observations.ts), if any arrived. The file is written outside
-   * the write queue: it is no part of the repository, and with 100,000 sessions writing it (15 MiB,
-   * fsynced) took long enough to hold up every create queued behind it.
-   */
+  /** Commit the mesh keys that changed, then write the observation file (observation-flush.ts). */
   async flushObservations(): Promise<void> {
     // without the instance lock nothing is written; the observations stay in memory (startReadOnly)
     if (!this.instanceLock) return;
-    if (await this.commitMeshKeys()) await this.saveObservations();
-  }
-
-  /** The mesh-key commit of flushObservations; true when the observation file must be written. */
-  private commitMeshKeys(): Promise<boolean> {
-    return this.commits.serialised(async () => {
-      const routers = this.follower.takeDirtyRouters();
-      if (routers.length > 0) {
-        const writes: FileWrite[] = [];
-        for (const [i, name] of routers.entries()) {
-          // A fleet of agents started together brings a thousand new keys: their files (YAML, then
-          // deflated as blobs: 170 ms at 1,000) are made a slice per turn of the event loop, so that the
-          // heartbeats coming in meanwhile are answered in between (docs/benchmarks.md, the storm).
-          if (i > 0 && i % MESH_KEYS_PER_TURN === 0) await nextTurn();
-          const state = routerState(this.index.getRouter(name)?.status ?? {});
-          // no file for a router without a committed field (or without a router)
-          const text = Object.keys(state).length > 0 ? dump({ status: state }, YAML) : undefined;
-          const blob = text === undefined ? undefined : encodeObject('blob', Buffer.from(text, 'utf8'));
-          writes.push({ path: routerPath(name), text, parsed: state, ...(blob ? { blob } : {}) });
-        }
-        try {
-          await this.commits.commitStatus(writes, CONTROLLER, `mesh keys of ${routers.length} router(s)`);
-        } catch (err) {
-          for (const n of routers) this.follower.routerStatusChanged(n);
-          this.log.error({ err }, 'store: committing mesh keys failed; kept for the next flush');
-          throw err;
-        }
-      }
-      const moved = this.follower.takeObservationsMoved();
-      if (!this.index.hasUnflushed() && !moved) return false;
-      this.index.allFlushed();
-      return true;
-    });
-  }
-
-  /** One write of the observation file at a time, in the order asked: the last holds the newest. */
-  private saveObservations(): Promise<void> {
-    const save = this.observationSave
-      .catch(() => {})
-      .then(() => this.observations.saveFrom(this.index))
-      .catch((err: unknown) => {
-        // saveFrom writes every observation: the next flush writes them all again
-        this.follower.observationsUnsaved();
-        this.log.error({ err }, 'store: writing observations failed; kept for the next flush');
-        throw err;
-      });
-    this.observationSave = save;
-    return save;
-  }
-
-  /** At start: the observations of the last flush, over what the status ref holds. */
-  private async loadObservations(): Promise<void> {
-    try {
-      const invalid = await this.observations.restoreInto(this.index);
-      if (invalid > 0)
-        this.log.warn({ entries: invalid }, 'store: invalid observations left out; agents report them again');
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'store: observations not restored; agents report them again');
-    }
+    await this.observations.flush();
   }
 
   // ---------------------------------------------------------------- following and housekeeping
