@@ -2,17 +2,9 @@
  * The looking glass (docs/api.md, Looking glass): what a caller may ask a router, what the controller
  * hands the router's agent over the agent's own connection, and what the agent answers. No shell: each
  * operation is one fixed command whose only free argument is an address, a prefix or a session's
- * protocol, each checked here.
+ * protocol (the address rule: looking-glass-target.ts, apart so that the portal's types need no address code).
  */
 import Type, { type Static } from 'typebox';
-import {
-  DN42_PEER_ADDRESS_RANGES,
-  inRanges,
-  isIpv4,
-  isIpv6,
-  prefixProblem,
-  specialPurposeProblem,
-} from './net.ts';
 import { RouterName, Uuid } from './schema.ts';
 
 /** The longest a query runs on the router before the agent cuts it (docs/agent.md, Looking glass). */
@@ -23,7 +15,7 @@ export const LG_OUTPUT_LIMIT_BYTES = 256 * 1024;
 export const LG_PAGE_DEFAULT = 100;
 export const LG_PAGE_MAX = 1000;
 
-/** An address (ping, traceroute) or an address or prefix (route): checked by lgTargetProblem. */
+/** An address (ping, traceroute) or an address or prefix (route): checked by lgTargetProblem (looking-glass-target.ts). */
 const Target = Type.String({
   minLength: 2,
   maxLength: 49,
@@ -143,35 +135,3 @@ export const LgAnswer = Type.Object(
   },
 );
 export type LgAnswer = Static<typeof LgAnswer>;
-
-/** Is the address inside DN42's ranges (common/net.ts), the only ones a peer may ask about? */
-function inDn42(address: string): boolean {
-  return inRanges(address, DN42_PEER_ADDRESS_RANGES[isIpv6(address) ? 'ipv6' : 'ipv4']);
-}
-
-/**
- * Why `target` cannot be asked about, or undefined. An address for ping and traceroute, an address or a
- * prefix for route; a peer (`admin` false) only inside DN42's ranges; nobody a special-purpose address
- * (loopback, multicast, …), which would probe the router itself or nothing.
- */
-export function lgTargetProblem(
-  target: string,
-  op: 'ping' | 'traceroute' | 'route',
-  admin: boolean,
-): string | undefined {
-  const slash = target.indexOf('/');
-  const address = slash >= 0 ? target.slice(0, slash) : target;
-  if (slash >= 0) {
-    if (op !== 'route') return 'is a prefix; ping and traceroute take one address';
-    const family = isIpv6(address) ? 'ipv6' : 'ipv4';
-    const problem = prefixProblem(target, family);
-    if (problem) return problem;
-  } else if (!isIpv4(address) && !isIpv6(address)) return 'is not an IPv4 or IPv6 address';
-  else {
-    const special = specialPurposeProblem(address);
-    if (special) return `is ${special}`;
-  }
-  if (!admin && !inDn42(address))
-    return `is outside DN42's ranges (${[...DN42_PEER_ADDRESS_RANGES.ipv6, ...DN42_PEER_ADDRESS_RANGES.ipv4].join(', ')})`;
-  return undefined;
-}

@@ -15,6 +15,7 @@ import type {
   SessionRecord,
 } from '../controller/api/responses.ts';
 import type { PeerConfigFormat } from '../common/peer-config/formats.ts';
+import type { LgAnswer, LgRequest } from '../common/looking-glass.ts';
 import { serverEvents } from '../common/event-stream.ts';
 import type { FieldError, Keyed } from '../common/errors.ts';
 import { localText } from './i18n/problems/index.ts';
@@ -196,6 +197,8 @@ export const api = {
     request<SessionRecord | { deleted: true }>('POST', '/session', { action: 'delete', uuid }),
   config: (uuid: string, format: PeerConfigFormat) =>
     request<SessionConfigResponse>('POST', '/session', { action: 'config', uuid, format }),
+  /** A looking-glass query run by the router's agent (docs/api.md, Looking glass). */
+  lg: (body: LgRequest) => request<LgAnswer>('POST', '/lg', body),
   adminSessions: (filter: { status?: number } = {}) =>
     request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
   adminSession: (action: AdminAction, uuid: string, reason: string) =>

@@ -11,10 +11,10 @@ import {
   LG_OUTPUT_LIMIT_BYTES,
   LG_PAGE_DEFAULT,
   LG_TIME_LIMIT_MS,
-  lgTargetProblem,
   type LgAnswer,
   type LgQuery,
 } from '../../common/looking-glass.ts';
+import { lgTargetProblem } from '../../common/looking-glass-target.ts';
 import { isIpv6 } from '../../common/net.ts';
 import type { BirdControl, Reply } from '../bird/control.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';

@@ -14,9 +14,9 @@ import {
   LgAnswer,
   LgQueries,
   LgRequest,
-  lgTargetProblem,
   type LgQuery,
 } from '../../common/looking-glass.ts';
+import { lgTargetProblem } from '../../common/looking-glass-target.ts';
 import { problem } from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import type { LookingGlassBroker } from '../looking-glass/broker.ts';

@@ -192,6 +192,22 @@ export default {
   'advice.noRoutes':
     'Established, but no routes from you: check your route6/route objects in the registry (new ones take hours to reach the ROA data) and your export filter.',
 
+  'lg.title': 'Looking glass',
+  'lg.protocol': 'BGP protocol',
+  'lg.received': 'Routes received',
+  'lg.exported': 'Routes exported',
+  'lg.target': 'Address',
+  'lg.ping': 'Ping',
+  'lg.traceroute': 'Traceroute',
+  'lg.hint':
+    'Run on the router by its agent: at most 10 s and 256 KiB of output. Addresses in DN42’s ranges.',
+  'lg.empty': '(nothing)',
+  'lg.timedOut': 'Stopped at the 10 s bound.',
+  'lg.truncated': 'Output cut at 256 KiB.',
+  'lg.page': 'Routes {from}–{to} of {total}',
+  'lg.previous': 'Previous page',
+  'lg.next': 'Next page',
+  'session.lookingGlass': 'Looking glass',
   'config.format': 'Format',
   'config.format.wg-quick': 'WireGuard: wg-quick .conf',
   'config.format.networkd': 'WireGuard: systemd-networkd',

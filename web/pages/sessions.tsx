@@ -14,6 +14,7 @@ import { t } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
 import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
+import { LookingGlassPanel } from './looking-glass.tsx';
 
 export function SessionsPage(props: { networkAsn: number | undefined; admin: boolean }) {
   const [sessions, setSessions] = useState<SessionRecord[]>();
@@ -64,6 +65,7 @@ function SessionCard(props: {
   const [error, setError] = useState<unknown>();
   const [editing, setEditing] = useState(false);
   const [showConfig, setShowConfig] = useState(false);
+  const [showLookingGlass, setShowLookingGlass] = useState(false);
   const modifyButton = useRef<HTMLButtonElement>(null);
   const configButton = useRef<HTMLButtonElement>(null);
   const act = async (what: () => Promise<unknown>) => {
@@ -158,6 +160,16 @@ function SessionCard(props: {
             {t('session.modify')}
           </button>
         )}
+        {[1, 2, 4].includes(s.status) && (
+          <button
+            type="button"
+            class="secondary"
+            aria-expanded={showLookingGlass}
+            onClick={() => setShowLookingGlass(!showLookingGlass)}
+          >
+            {t('session.lookingGlass')}
+          </button>
+        )}
         {canRestart && (
           <button type="button" class="secondary" onClick={() => act(() => api.restart(s.uuid))}>
             {t('session.restart')}
@@ -203,6 +215,7 @@ function SessionCard(props: {
           <ConfigPanel uuid={s.uuid} />
         </div>
       )}
+      {showLookingGlass && <LookingGlassPanel session={s} />}
       <Problem error={error} />
     </article>
   );
