@@ -30,6 +30,10 @@ export const REFUSALS = {
   },
   'session.modifyNothing': { code: 'INVALID_REQUEST', text: 'modify needs endpoint or mtu (or both)' },
   'session.needsExisting': { code: 'INVALID_STATE', text: '{action} needs an existing session' },
+  'session.asnBlocked': {
+    code: 'ASN_BLOCKED',
+    text: 'AS{asn} is blocked by the policy of router {router}; contact an administrator',
+  },
   'router.notFound': { code: 'ROUTER_NOT_FOUND', text: 'no router {name}' },
   'router.exists': { code: 'CONFLICT', text: 'router {name} already exists' },
   'router.notAccepting': { code: 'ROUTER_FULL', text: 'router {name} is not accepting new sessions' },
@@ -118,6 +122,7 @@ export const FIELD_MESSAGES = {
   'field.notNull': 'must be null',
   'field.duplicates': 'must not list an entry twice',
   'field.cannotChange': 'cannot change',
+  'field.asnBlocked': 'AS{asn} is blocked by the policy of router {router}',
   'field.modifyNothing': 'give endpoint (null: none) or mtu',
   'field.unsafeNumber': 'must be at most {max} in magnitude',
   'field.anycast':

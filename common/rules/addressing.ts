@@ -18,7 +18,7 @@ import {
   type Family,
 } from '../net.ts';
 import { sessionOptions, type PolicySpec, type RouterSpec, type SessionSpec } from '../schema.ts';
-import { blockedAsnMessage, mergedPolicy, type PolicySource } from './policy.ts';
+import { blockedAsnError, mergedPolicy, type PolicySource } from './policy.ts';
 
 /** What policyJudge reads: a store's routers and policies, and the neighbours of a session. */
 export interface NetworkSource extends PolicySource {
@@ -294,10 +294,7 @@ export function policyViolations(
 ): FieldError[] {
   const errors: FieldError[] = [];
   if (policy.blockedAsns?.includes(session.spec.asn))
-    errors.push({
-      pointer: '/asn',
-      message: blockedAsnMessage(session.spec.asn, session.spec.router),
-    });
+    errors.push(blockedAsnError('/asn', session.spec.asn, session.spec.router));
   // a session of a removed router is the reconciler's (docs/architecture.md), not a policy matter
   if (router) errors.push(...sessionAddressingErrors(session.name, session.spec, router, policy, network));
   return errors;

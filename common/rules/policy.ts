@@ -4,6 +4,7 @@
  */
 import type { FieldError } from '../errors.ts';
 import type { PolicySpec } from '../schema.ts';
+import { fieldError } from '../messages.ts';
 
 /**
  * The DN42 communities of a policy that leaves them out (docs/routing-policy.md, "DN42 communities"):
@@ -31,8 +32,8 @@ export interface PolicySource {
 }
 
 /** The one wording of a blocked ASN: the create's refusal, a merged manifest's and the admin list's flag. */
-export function blockedAsnMessage(asn: number, router: string): string {
-  return `AS${asn} is blocked by the policy of router ${router}`;
+export function blockedAsnError(pointer: string, asn: number, router: string): FieldError {
+  return fieldError(pointer, 'field.asnBlocked', { asn, router });
 }
 
 /**

@@ -3,7 +3,7 @@
  * rule, in the order docs/api.md gives), what an update may change, and the rules spanning manifests
  * (unknown router, blocked ASN, a port or uuid held twice).
  */
-import { DomainError, type FieldError } from '../errors.ts';
+import type { DomainError, FieldError } from '../errors.ts';
 import { fault, fieldError } from '../messages.ts';
 import { sessionName } from '../naming.ts';
 import {
@@ -18,7 +18,7 @@ import { transition } from '../state-machine.ts';
 import { isTerminal, SessionStatus, statusName } from '../status.ts';
 import { validateOrThrow } from '../validate.ts';
 import { assertSessionAddressing, type NetworkView } from './addressing.ts';
-import { blockedAsnMessage } from './policy.ts';
+import { blockedAsnError } from './policy.ts';
 
 /**
  * The first status of a session that came without one, merged into the GitOps repo (git) or applied by
@@ -73,9 +73,8 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
   if (!router) throw fault('router.notFound', { name: routerName });
   const policy = view.policyFor(routerName);
   if (policy.blockedAsns?.includes(asn)) {
-    const message = blockedAsnMessage(asn, routerName);
-    throw new DomainError('ASN_BLOCKED', `${message}; contact an administrator`, [
-      { pointer: '/asn', message },
+    throw fault('session.asnBlocked', { asn, router: routerName }, [
+      blockedAsnError('/asn', asn, routerName),
     ]);
   }
   if (router.acceptingSessions === false) throw fault('router.notAccepting', { name: routerName });
@@ -134,10 +133,7 @@ export function sessionSetErrors(
     errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
   }
   if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
-    errors.push({
-      pointer: '/spec/asn',
-      message: blockedAsnMessage(spec.asn, spec.router),
-    });
+    errors.push(blockedAsnError('/spec/asn', spec.asn, spec.router));
   }
   if (spec.listenPort !== undefined) {
     const owner = set.portOwner(spec.router, spec.listenPort, name);

@@ -231,7 +231,12 @@ describe('a policy tightened later', () => {
       const res = await d.admin('enable', uuid);
       expect(problem(res)).toMatchObject({ status: 409, code: 'INVALID_STATE' });
       expect((res.json() as FieldErrors).errors).toEqual([
-        { pointer: '/asn', message: `AS${asn} is blocked by the policy of router fra1` },
+        {
+          pointer: '/asn',
+          key: 'field.asnBlocked',
+          params: { asn, router: 'fra1' },
+          message: `AS${asn} is blocked by the policy of router fra1`,
+        },
       ]);
       expect(d.status(uuid)).toBe(0);
     } finally {

@@ -9,6 +9,7 @@ export default {
   'session.transition': '状态为 {status}（{statusName}）的会话不允许此操作：{action}',
   'session.modifyNothing': '修改需要 endpoint 或 mtu（或两者）',
   'session.needsExisting': '{action} 需要一个已存在的会话',
+  'session.asnBlocked': 'AS{asn} 被路由器 {router} 的策略禁止；请联系管理员',
   'router.notFound': '没有路由器 {name}',
   'router.exists': '路由器 {name} 已存在',
   'router.notAccepting': '路由器 {name} 不接受新会话',
@@ -58,6 +59,7 @@ export default {
   'field.notNull': '必须为 null',
   'field.duplicates': '不能重复列出同一项',
   'field.cannotChange': '不能更改',
+  'field.asnBlocked': 'AS{asn} 被路由器 {router} 的策略禁止',
   'field.modifyNothing': '请填写 endpoint（null 表示无）或 mtu',
   'field.unsafeNumber': '绝对值最大为 {max}',
   'field.anycast':
