@@ -7,6 +7,7 @@ import { ACTIONS as CONTEXT_ACTIONS } from './context.ts';
 import { AREAS, OPTIONS as ADMIN_OPTIONS } from './admin.ts';
 import { Client, COMMON_OPTIONS, CliError, run, unknownWord } from './client.ts';
 import { loadConfig } from './config.ts';
+import { OPERATIONS as LG_OPERATIONS, OPTIONS as LG_OPTIONS } from './lg.ts';
 import { OPTIONS as LOGIN_OPTIONS } from './login.ts';
 import { ACTIONS as SESSION_ACTIONS, OPTIONS as SESSION_OPTIONS } from './session.ts';
 
@@ -17,6 +18,7 @@ const COMMANDS = [
   'login',
   'session',
   'routers',
+  'lg',
   'context',
   'admin',
   'serve',
@@ -34,6 +36,7 @@ const FLAGS: Record<string, string[]> = {
   admin: flags(ADMIN_OPTIONS),
   login: flags(LOGIN_OPTIONS),
   routers: flags(COMMON_OPTIONS),
+  lg: flags(LG_OPTIONS),
   context: ['--output', '--json', '--help'],
   validate: ['--base', '--format', '--help'],
   serve: ['--listen', '--data', '--help'],
@@ -44,6 +47,7 @@ const SUBCOMMANDS: Record<string, readonly string[]> = {
   context: CONTEXT_ACTIONS,
   admin: Object.keys(AREAS),
   completion: SHELLS,
+  lg: Object.keys(LG_OPERATIONS),
 };
 
 const FORMATS = 'table wide json yaml';
@@ -53,7 +57,7 @@ const WORD_KINDS = ['sessions', 'routers', 'contexts'] as const;
 type WordKind = (typeof WORD_KINDS)[number];
 
 /** The actions whose argument is a session UUID, a router name or a context name. */
-const TAKES_SESSION = ['show', 'modify', 'delete', 'restart', 'config'];
+const TAKES_SESSION = ['show', 'modify', 'delete', 'restart', 'config', 'routes', 'protocol'];
 const ADMIN_TAKES_SESSION = AREAS.session.filter((a) => a !== 'list');
 const ADMIN_TAKES_ROUTER = AREAS.router.filter((a) => a !== 'list' && a !== 'add');
 const TAKES_CONTEXT = CONTEXT_ACTIONS.filter((a) => a !== 'list');

@@ -26,7 +26,10 @@ about any. Each query runs at most 10 s and prints at most 256 KiB on the router
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN, -o json|yaml`;
 
-const OPERATIONS = { ping: 'ping', trace: 'traceroute', route: 'route' } as const;
+/** The words a person types, and the API operation of each. */
+export const OPERATIONS = { ping: 'ping', trace: 'traceroute', route: 'route' } as const;
+
+export const OPTIONS = { ...COMMON_OPTIONS, session: { type: 'string' } } as const;
 
 /** The answer's text, with a last line saying where a bound cut it. */
 export function lgText(answer: LgAnswer): string {
@@ -42,7 +45,7 @@ export function lgText(answer: LgAnswer): string {
 
 export async function main(argv: string[]): Promise<number> {
   return run(async () => {
-    const { values, positionals } = parseFlags(argv, { ...COMMON_OPTIONS, session: { type: 'string' } });
+    const { values, positionals } = parseFlags(argv, OPTIONS);
     const [word, router, target, extra] = positionals;
     if (values.help || !word) {
       console.log(USAGE);

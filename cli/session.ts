@@ -49,7 +49,7 @@ const USAGE = `usage: peerops session <action> [options]
                                          your side's configuration: printed, or written into DIR
                                          (BIRD, FRR and networkd files 640 in the daemon's group,
                                          wg-quick 600; the private key is a placeholder to replace)
-  routes UUID --received|--exported [--offset N] [--limit N]
+  routes UUID --received|--exported [--offset N] [--page-size N]
                                          the routes the router accepted from the session, or sends
                                          to it, as BIRD shows them (a page: 100 by default)
   protocol UUID                          the session's BGP protocol on the router (show protocols all)
@@ -75,7 +75,7 @@ export const OPTIONS = {
   received: { type: 'boolean' },
   exported: { type: 'boolean' },
   offset: { type: 'string' },
-  limit: { type: 'string' },
+  'page-size': { type: 'string' },
 } as const;
 
 interface ConfigAnswer {
@@ -397,7 +397,7 @@ export async function main(argv: string[]): Promise<number> {
         if (values.received === values.exported)
           throw new CliError('USAGE', 'routes needs one of --received or --exported');
         const offset = intFlag('offset', values.offset);
-        const limit = intFlag('limit', values.limit);
+        const limit = intFlag('page-size', values['page-size']);
         const res = await client.post<LgAnswer>('/lg', {
           op: 'routes',
           session: await needUuid(),

@@ -111,7 +111,7 @@ describe('looking glass through the agent', () => {
     expect(trace.stdout).toContain(address);
     const route = await cli(['lg', 'route', L.router, address]);
     expect(route.stdout).toMatch(/\/48/);
-    const routes = await cli(['session', 'routes', uuid, '--received']);
+    const routes = await cli(['session', 'routes', uuid, '--received', '--page-size', '1']);
     expect(routes.code, routes.stderr).toBe(0);
     expect(routes.stdout).toMatch(/routes 1-1 of 1/);
     const protocol = await cli(['session', 'protocol', uuid]);
