@@ -206,6 +206,13 @@ try {
     await admin.goto(`${url}#/admin/routers`);
     await admin.locator('article[data-router]').first().waitFor();
     await shot(admin, 'routers');
+    await admin.goto(`${url}#/admin/sessions`);
+    await admin.locator('tbody tr').first().waitFor();
+    await shot(admin, 'admin-sessions');
+    await admin.locator('tbody tr', { hasText: 'PENDING_REVIEW' }).first().getByRole('link').click();
+    await admin.getByRole('heading', { name: 'What the registry says' }).waitFor();
+    await admin.locator('.facts').first().waitFor();
+    await shot(admin, 'review');
     await adminContext.close();
   }
   console.log(`wrote ${written.length} screenshots:\n  ${written.join('\n  ')}`);

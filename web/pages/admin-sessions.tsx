@@ -7,7 +7,7 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { SessionStatus } from '../../common/status.ts';
 import { api, ApiError, type AdminAction, type SessionRecord } from '../api.ts';
 import { Problem, StatusBadge } from '../components.tsx';
-import { ago, dateTime } from '../format.ts';
+import { ago } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 import { haystack, PAGE_SIZE, query, type SortKey, type TableQuery } from '../session-table.ts';
 
@@ -356,8 +356,8 @@ function Row(props: {
         {s.bgpState ?? '–'}
         {s.bgpSince && <div class="muted">{ago(s.bgpSince)}</div>}
       </td>
-      <td class="last-error">{s.lastError ? s.lastError.message : ''}</td>
-      <td title={dateTime(s.createdAt)}>{ago(s.createdAt)}</td>
+      <td class="table-error">{s.lastError ? s.lastError.message : ''}</td>
+      <td>{ago(s.createdAt)}</td>
       <td>
         {props.result &&
           (props.result.ok ? (
