@@ -212,6 +212,8 @@ export const api = {
   asNames: (asns: number[]) =>
     request<AsNamesResponse>('POST', '/admin/session', { action: 'as-names', asns }),
   adminRouters: () => request<{ routers: AdminRouterRecord[] }>('POST', '/admin/router', { action: 'list' }),
+  updateRouter: (name: string, spec: { acceptingSessions?: boolean; maxSessions?: number }) =>
+    request<{ router: AdminRouterRecord }>('POST', '/admin/router', { action: 'update', name, spec }),
   policy: () => request<PolicyRecord>('POST', '/admin/policy', { action: 'get' }),
 };
 

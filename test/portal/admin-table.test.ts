@@ -2,7 +2,8 @@
  * The admin table and the review page in a real browser against a real controller (git store, DN42
  * registry on disk): with ADMIN_TABLE_SESSIONS sessions (500 by default) of as many ASNs, an admin finds
  * one by ASN prefix, filters by status, bulk-approves 20 with one reason; on the review page reads the
- * registry's as-name, mnt-by, contact and route objects, rejects, disables, enables and purges. axe-core
+ * registry's as-name, mnt-by, contact and route objects, rejects, disables, enables and purges; closes a
+ * router to new sessions and opens it again. axe-core
  * runs on both pages in en and zh-CN at 1280 and 390 px.
  */
 import { execFile } from 'node:child_process';
@@ -240,6 +241,23 @@ describe('the admin table and the review page', () => {
     await page.getByRole('button', { name: 'Purge' }).click();
     await page.getByText('Done: the session is now PURGED.').waitFor();
     expect(h.store.getSession(queued)?.status.code).toBe(SessionStatus.PURGED);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('the routers page closes a router to new sessions and opens it again', async () => {
+    const { context, page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    await page.getByRole('link', { name: 'Routers' }).click();
+    const card = page.locator('article[data-router="fra1"]');
+    await card.getByRole('button', { name: 'Stop accepting new sessions' }).click();
+    await card.getByRole('button', { name: 'Accept new sessions' }).waitFor();
+    expect(h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(false);
+    await expectAccessible(page, 'the routers page with a closed router');
+    await card.getByRole('button', { name: 'Accept new sessions' }).click();
+    await card.getByRole('button', { name: 'Stop accepting new sessions' }).waitFor();
+    expect(h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(true);
     expect(problems).toEqual([]);
     await context.close();
   });

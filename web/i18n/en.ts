@@ -280,6 +280,8 @@ export default {
   'routers.autoApprove': 'approves them automatically',
   'routers.sessionsByStatus': 'Sessions by status',
   'routers.noSessions': 'No sessions.',
+  'routers.stopAccepting': 'Stop accepting new sessions',
+  'routers.startAccepting': 'Accept new sessions',
   'routers.conditions': 'Conditions ({n})',
   'routers.conditionsHealthy': 'Conditions ({n}, all healthy)',
 

@@ -265,6 +265,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'routers.autoApprove': '自动批准',
   'routers.sessionsByStatus': '各状态的会话数',
   'routers.noSessions': '没有会话。',
+  'routers.stopAccepting': '停止接受新会话',
+  'routers.startAccepting': '接受新会话',
   'routers.conditions': '状况（{n}）',
   'routers.conditionsHealthy': '状况（{n}，均正常）',
 

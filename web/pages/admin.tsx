@@ -146,7 +146,7 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
 }
 
 export function RoutersPage() {
-  const [data, error] = useLoad(async () => {
+  const [data, error, reload] = useLoad(async () => {
     const [routers, sessions] = await Promise.all([api.adminRouters(), api.adminSessions()]);
     return { routers: routers.routers, sessions: sessions.sessions };
   });
@@ -157,7 +157,12 @@ export function RoutersPage() {
       {data === undefined && !error && <p>{t('common.loading')}</p>}
       {data?.routers.length === 0 && <p>{t('routers.none')}</p>}
       {data?.routers.map((r) => (
-        <RouterCard key={r.name} router={r} sessions={data.sessions.filter((s) => s.router === r.name)} />
+        <RouterCard
+          key={r.name}
+          router={r}
+          sessions={data.sessions.filter((s) => s.router === r.name)}
+          onChanged={reload}
+        />
       ))}
     </section>
   );
@@ -167,7 +172,36 @@ function conditionsOf(r: AdminRouterRecord): Condition[] {
   return r.status.conditions ?? [];
 }
 
-function RouterCard(props: { router: AdminRouterRecord; sessions: SessionRecord[] }) {
+/** Closes a router to new sessions or opens it again (`acceptingSessions`; its sessions stay as they are). */
+function RouterSwitch(props: { router: AdminRouterRecord; onChanged: () => Promise<void> }) {
+  const [error, setError] = useState<unknown>();
+  const open = props.router.spec.acceptingSessions !== false;
+  const flip = async () => {
+    setError(undefined);
+    try {
+      await api.updateRouter(props.router.name, { acceptingSessions: !open });
+      await props.onChanged();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <>
+      <div class="buttons">
+        <button type="button" class="secondary" onClick={flip}>
+          {open ? t('routers.stopAccepting') : t('routers.startAccepting')}
+        </button>
+      </div>
+      <Problem error={error} />
+    </>
+  );
+}
+
+function RouterCard(props: {
+  router: AdminRouterRecord;
+  sessions: SessionRecord[];
+  onChanged: () => Promise<void>;
+}) {
   const r = props.router;
   const byStatus = new Map<number, number>();
   for (const s of props.sessions) byStatus.set(s.status, (byStatus.get(s.status) ?? 0) + 1);
@@ -228,6 +262,7 @@ function RouterCard(props: { router: AdminRouterRecord; sessions: SessionRecord[
           ],
         ]}
       />
+      <RouterSwitch router={r} onChanged={props.onChanged} />
       <h3>{t('routers.sessionsByStatus')}</h3>
       {byStatus.size === 0 ? (
         <p>{t('routers.noSessions')}</p>
