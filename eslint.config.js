@@ -32,20 +32,6 @@ export default tseslint.config(
       '@typescript-eslint/no-unnecessary-type-assertion': 'off',
     },
   },
-  {
-    // controller/store/** is being restructured (issue 43, one direction below the store); its findings
-    // of these rules are fixed with it: unnecessary assertions (kubernetes-store.ts, kubernetes/api.ts),
-    // an untyped Map (core/store-index.ts), awaiting plain values (gitdb/pack.ts), a 409 thrown as is
-    // (kubernetes/informers.ts)
-    files: ['controller/store/**'],
-    rules: {
-      '@typescript-eslint/no-unnecessary-type-assertion': 'off',
-      '@typescript-eslint/no-unsafe-argument': 'off',
-      '@typescript-eslint/no-unsafe-assignment': 'off',
-      '@typescript-eslint/await-thenable': 'off',
-      '@typescript-eslint/only-throw-error': 'off',
-    },
-  },
   // plain JavaScript (configs) has no types to check
   { files: ['**/*.js', '**/*.mjs', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },
 );

@@ -229,7 +229,7 @@ export class StoreIndex {
     this.sessions.set(spec.uuid, session);
     this.uuidByName.set(name, spec.uuid);
     let ports = this.ports.get(spec.router);
-    if (!ports) this.ports.set(spec.router, (ports = new Map()));
+    if (!ports) this.ports.set(spec.router, (ports = new Map<number, string>()));
     ports.set(spec.listenPort, name);
     this.byAsn.add(spec.asn, spec.uuid);
     // a REJECTED or PURGED record claims no address or key: others may take them at once (docs/api.md, Decisions)

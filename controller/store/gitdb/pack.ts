@@ -161,7 +161,7 @@ export class PackReader {
     const packs = [...this.packs.values()];
     this.packs.clear();
     this.listing = undefined;
-    await Promise.all(packs.map((p) => p?.file.close()));
+    await Promise.all(packs.flatMap((p) => (p ? [p.file.close()] : [])));
   }
 
   private locate(id: Buffer): { pack: Pack; offset: number } | undefined {

@@ -53,9 +53,7 @@ export function httpCode(err: unknown): number | undefined {
 export function reason(err: unknown): string | undefined {
   if (!(err instanceof ApiException)) return undefined;
   const body: unknown = typeof err.body === 'string' ? safeJson(err.body) : err.body;
-  return typeof body === 'object' && body !== null && 'reason' in body
-    ? String((body as { reason: unknown }).reason)
-    : undefined;
+  return typeof body === 'object' && body !== null && 'reason' in body ? String(body.reason) : undefined;
 }
 
 function safeJson(text: string): unknown {
@@ -82,9 +80,8 @@ export function storeError(err: unknown, what: string): Error {
 
 function messageOf(err: unknown): string {
   if (err instanceof ApiException) {
-    const body = typeof err.body === 'string' ? safeJson(err.body) : err.body;
-    if (typeof body === 'object' && body !== null && 'message' in body)
-      return String((body as { message: unknown }).message);
+    const body: unknown = typeof err.body === 'string' ? safeJson(err.body) : err.body;
+    if (typeof body === 'object' && body !== null && 'message' in body) return String(body.message);
     return `HTTP ${err.code}`;
   }
   return err instanceof Error ? err.message : String(err);

@@ -121,9 +121,12 @@ export async function startInformer<T extends KubernetesObject>(informer: Inform
 }
 
 async function startInformerOnce<T extends KubernetesObject>(informer: Informer<T>): Promise<void> {
+  // the first error, kept as the informer gave it: the retry reads its HTTP code (httpCode)
   let failure: unknown;
+  let failed = false;
   const capture = (err: unknown) => {
-    failure ??= err ?? new Error('watch failed');
+    if (!failed) failure = err ?? new Error('watch failed');
+    failed = true;
   };
   informer.on('error', capture);
   try {
@@ -131,7 +134,7 @@ async function startInformerOnce<T extends KubernetesObject>(informer: Informer<
   } finally {
     informer.off('error', capture);
   }
-  if (failure !== undefined) {
+  if (failed) {
     await informer.stop().catch(() => undefined);
     throw failure;
   }

@@ -250,7 +250,7 @@ export class KubernetesStore extends StoreCore {
         (s) => this.applyTokenDelete(s),
       );
       await startInformer(secrets);
-      this.informers.push(secrets as Informer<KubernetesObject>);
+      this.informers.push(secrets);
       const revocations = makePagedInformer<V1Secret>(
         this.kubeConfig,
         this.api.tokenSecretsPath(),
@@ -263,7 +263,7 @@ export class KubernetesStore extends StoreCore {
         (s) => this.applyRevocations(s, true),
       );
       await startInformer(revocations);
-      this.informers.push(revocations as Informer<KubernetesObject>);
+      this.informers.push(revocations);
       // after the sessions: a deletion's record counts once its session is known to be gone
       const records = makePagedInformer<V1ConfigMap>(
         this.kubeConfig,
@@ -277,7 +277,7 @@ export class KubernetesStore extends StoreCore {
         (m) => this.outboxHolders.removeRecord(m.metadata?.name ?? '', rvOf(m)),
       );
       await startInformer(records);
-      this.informers.push(records as Informer<KubernetesObject>);
+      this.informers.push(records);
     } catch (err) {
       await this.stopInformers();
       throw storeError(err, `cannot list peerops resources in namespace ${this.api.namespace}`);
@@ -340,7 +340,7 @@ export class KubernetesStore extends StoreCore {
     informer.on('delete', remove);
     informer.on('error', (err: unknown) => {
       // failures while starting are start()'s to report; afterwards the watch is restarted
-      if (this.closed || !this.informers.includes(informer as Informer<KubernetesObject>)) return;
+      if (this.closed || !this.informers.includes(informer)) return;
       // the watch ended with an error: start over (re-list) after a pause, as long as the store is open
       this.log.warn({ err }, 'kubernetes watch failed; restarting in 2 s');
       setTimeout(() => {
