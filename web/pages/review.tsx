@@ -54,9 +54,7 @@ export function ReviewPage(props: { uuid: string }) {
   const violations = s?.policyViolations ?? [];
   const reasonError = needReason && !reason.trim() ? t('table.reasonNeeded') : undefined;
   // what the session's status allows, by the state machine itself (common/state-machine.ts)
-  const actions = s
-    ? ADMIN_ACTIONS.filter((a) => allowed(s.status, { kind: a.action }))
-    : [];
+  const actions = s ? ADMIN_ACTIONS.filter((a) => allowed(s.status, { kind: a.action })) : [];
 
   return (
     <section aria-labelledby="review-title">
