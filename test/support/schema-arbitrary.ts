@@ -14,6 +14,7 @@ export interface Schema {
   required?: string[];
   additionalProperties?: boolean;
   items?: Schema;
+  minItems?: number;
   maxItems?: number;
   const?: unknown;
   enum?: unknown[];
@@ -142,7 +143,10 @@ export function valid(s: Schema, hints: Hints = {}): Arbitrary<unknown> {
     case 'string':
       return string(s);
     case 'array':
-      return fc.array(valid(s.items ?? {}, hints), { maxLength: Math.min(s.maxItems ?? 4, 4) });
+      return fc.array(valid(s.items ?? {}, hints), {
+        minLength: s.minItems ?? 0,
+        maxLength: Math.max(Math.min(s.maxItems ?? 4, 4), s.minItems ?? 0),
+      });
     case 'object': {
       const model: Record<string, Arbitrary<unknown>> = {};
       for (const [k, v] of Object.entries(s.properties ?? {})) {
