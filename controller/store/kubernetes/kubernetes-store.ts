@@ -98,6 +98,7 @@ import {
   LABEL_REVOCATIONS,
   LABEL_TOKEN,
   REVOCATIONS,
+  httpCode,
   isAlreadyExists,
   isConflict,
   isNotFound,
@@ -311,7 +312,13 @@ export class KubernetesStore extends StoreCore {
     try {
       older = await this.api.hasStatusSubresource('PeeringSession');
     } catch (err) {
-      throw storeError(err, 'cannot read the peerops.dev API of the cluster');
+      // API discovery is a cluster-wide path a namespaced Role cannot grant (a cluster without the
+      // system:discovery binding refuses it): start, and say the check was not made.
+      if (httpCode(err) !== 403) throw storeError(err, 'cannot read the peerops.dev API of the cluster');
+      this.log.warn(
+        'cannot check the PeeringSession CRD (API discovery forbidden): make sure the CRDs of this release are applied (docs/kubernetes.md)',
+      );
+      return;
     }
     if (older)
       throw new DomainError(
