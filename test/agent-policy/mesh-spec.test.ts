@@ -51,6 +51,7 @@ describe('meshInterfaceSpecs', () => {
         listenPort: 33002,
         privateKeyPath: '/etc/wireguard/mesh.key',
         mtu: 1420,
+        multicast: true,
         addresses: ['fe80::1:1/64', '172.20.10.1/32'],
         peerRoutes: ['172.20.10.2'],
         peer: {

@@ -153,7 +153,10 @@ describe('portal', () => {
     await admin.page.goto(url);
     await logInWithSsh(admin.page, ADMIN_ASN, adminKey);
     await admin.page.getByRole('link', { name: 'Reviews' }).click();
-    const review = admin.page.locator('article', { hasText: `AS${USER_ASN}` });
+    // The review's card, not the sessions page's card still shown while the page changes.
+    const review = admin.page
+      .locator('article', { hasText: `AS${USER_ASN}` })
+      .filter({ hasText: 'Passes the current policy' });
     await review.waitFor();
     const reviewText = (await review.textContent()) ?? '';
     for (const shown of ['fd42:1234::1', '172.20.53.1', 'fe80::1234', 'peer.example.org:51820', publicKey])

@@ -70,7 +70,13 @@ describe('kubernetes store: objects it cannot index', () => {
       {
         path: 'peeringsessions/as4242420002-fra1',
         reason: 'schema',
-        errors: [{ pointer: '/linkLocal', message: 'must be an IPv6 link-local address (fe80::/10)' }],
+        errors: [
+          {
+            pointer: '/linkLocal',
+            message: 'must be an IPv6 link-local address (fe80::/10)',
+            key: 'field.format.link-local',
+          },
+        ],
       },
       {
         path: 'peeringsessions/as4242420003-fra1',
