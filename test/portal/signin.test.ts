@@ -95,7 +95,7 @@ describe('portal sign-in, keyboard and messages', () => {
     await page.keyboard.press('Enter');
     const sessionsHeading = page.getByRole('heading', { name: 'Your sessions' });
     await sessionsHeading.waitFor();
-    expect(await focused(sessionsHeading)).toBe(true);
+    await expect.poll(() => focused(sessionsHeading), { timeout: 5000 }).toBe(true);
 
     // no script of the page can read the sign-in: the cookie is HttpOnly, SameSite=Strict
     const cookies = await context.cookies();
@@ -109,14 +109,14 @@ describe('portal sign-in, keyboard and messages', () => {
     await page.keyboard.press('Enter');
     const createHeading = page.getByRole('heading', { name: 'New session' });
     await createHeading.waitFor();
-    expect(await focused(createHeading)).toBe(true);
+    await expect.poll(() => focused(createHeading), { timeout: 5000 }).toBe(true);
 
     // the skip link goes to this page's main region and keeps the half-filled form
     await tabTo(page, page.getByLabel('Your DN42 IPv6 address'));
     await page.keyboard.type('::1');
     await tabTo(page, page.getByRole('link', { name: 'Skip to the content' }), 'Shift+Tab');
     await page.keyboard.press('Enter');
-    expect(await focused(page.locator('main'))).toBe(true);
+    await expect.poll(() => focused(page.locator('main')), { timeout: 5000 }).toBe(true);
     expect(await page.evaluate('location.hash')).toBe('#/new');
     expect(await page.getByLabel('Your DN42 IPv6 address').inputValue()).toBe('::1');
 
@@ -131,7 +131,7 @@ describe('portal sign-in, keyboard and messages', () => {
     // refused: the focus goes to the first field the API named
     const ipv6 = page.getByLabel('Your DN42 IPv6 address');
     await page.locator('#f-ipv6-error').waitFor();
-    expect(await focused(ipv6)).toBe(true);
+    await expect.poll(() => focused(ipv6), { timeout: 5000 }).toBe(true);
     await expectAccessible(page, 'create with a field error, focused');
     await page.keyboard.press('ControlOrMeta+A');
     await page.keyboard.type('fd42:1234::1');
@@ -139,7 +139,7 @@ describe('portal sign-in, keyboard and messages', () => {
     await page.keyboard.press('Enter');
     const created = page.getByRole('heading', { name: 'Session created: PENDING_REVIEW' });
     await created.waitFor();
-    expect(await focused(created)).toBe(true);
+    await expect.poll(() => focused(created), { timeout: 5000 }).toBe(true);
 
     // "Show" says it is loading while the answer is on its way (held back 1 s on the wire, not changed)
     await page.route('**/session', async (route) => {
@@ -162,7 +162,7 @@ describe('portal sign-in, keyboard and messages', () => {
     // "New session" in the navigation after a create: the form again, its heading focused
     await page.getByRole('link', { name: 'New session' }).first().click();
     await createHeading.waitFor();
-    expect(await focused(createHeading)).toBe(true);
+    await expect.poll(() => focused(createHeading), { timeout: 5000 }).toBe(true);
     expect(problems).toEqual([]);
     await context.close();
   });
@@ -189,18 +189,18 @@ describe('portal sign-in, keyboard and messages', () => {
       const problem = card.locator('form.modify .problem');
       await problem.waitFor();
       expect(await problem.textContent(), label).toContain('INVALID_REQUEST');
-      expect(await focused(problem), label).toBe(true);
+      await expect.poll(() => focused(problem), { timeout: 5000, message: label }).toBe(true);
       await expectAccessible(page, `change with nothing changed, ${label}`);
       await page.keyboard.press('Escape');
       await card.locator('form.modify').waitFor({ state: 'detached' });
-      expect(await focused(change), label).toBe(true);
+      await expect.poll(() => focused(change), { timeout: 5000, message: label }).toBe(true);
       // the configuration panel closes on Escape too, from any control inside it
       const config = card.locator('button[aria-expanded]').first();
       await config.click();
       await card.locator('.config select').focus();
       await page.keyboard.press('Escape');
       await card.locator('.config').waitFor({ state: 'detached' });
-      expect(await focused(config), label).toBe(true);
+      await expect.poll(() => focused(config), { timeout: 5000, message: label }).toBe(true);
       await page
         .getByRole('link', { name: lang === 'en' ? 'New session' : '新建会话' })
         .first()
