@@ -149,6 +149,40 @@ export class ForgeRig {
     await new Promise((r) => setTimeout(r, 200));
   }
 
+  /**
+   * Until no `git http-backend` has run for 300 ms. A push whose controller was killed after sending
+   * its pack is still landing on the forge; `git fsck` reading objects before it and refs after it
+   * would report the new commit as missing.
+   */
+  async quiet(): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    let since = Date.now();
+    while (Date.now() - since < 300) {
+      if (this.forge.running > 0) since = Date.now();
+      if (Date.now() > deadline) throw new Error(`the forge never went quiet: ${this.forge.running} running`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** `git fsck --full` of the forge's repository once it is quiet: its findings, empty when clean. */
+  async fsck(): Promise<string> {
+    await this.quiet();
+    try {
+      const out = await run('git', [
+        '--git-dir',
+        this.upstream,
+        'fsck',
+        '--full',
+        '--no-dangling',
+        '--no-progress',
+      ]);
+      return /error|missing|broken|corrupt/i.test(out.stderr) ? `${out.stdout}${out.stderr}` : '';
+    } catch (e) {
+      const failed = e as { stdout?: string; stderr?: string; message: string };
+      return `${failed.message}\n${failed.stdout ?? ''}${failed.stderr ?? ''}`;
+    }
+  }
+
   /** Every session the controller serves, by ASN. */
   async served(c: ControllerProcess): Promise<Map<number, ServedSession>> {
     const listed = await c.post(this.adminToken(), '/admin/session', { action: 'list' });

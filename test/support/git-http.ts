@@ -17,10 +17,12 @@ export interface GitHttpServer {
   auth: { username: string; password: string } | undefined;
   /** Requests received so far. */
   requests: number;
+  /** `git http-backend` processes still running (a push whose client died may still be landing). */
+  running: number;
   close(): Promise<void>;
 }
 
-function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
+function cgi(root: string, req: IncomingMessage, res: ServerResponse, state: { running: number }): void {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -36,6 +38,7 @@ function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
     ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
   };
   const child = spawn('git', ['http-backend'], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+  state.running++;
   req.pipe(child.stdin);
   let head = Buffer.alloc(0);
   let headerDone = false;
@@ -60,6 +63,7 @@ function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
     res.write(head.subarray(end + 4));
   });
   child.on('close', () => {
+    state.running--;
     if (!headerDone) res.statusCode = 500;
     res.end();
   });
@@ -67,12 +71,13 @@ function cgi(root: string, req: IncomingMessage, res: ServerResponse): void {
 
 /** Serve every repository under root at http://127.0.0.1:<port>/<name>. */
 export async function serveGit(root: string): Promise<GitHttpServer> {
-  const state: Pick<GitHttpServer, 'failing' | 'hanging' | 'before' | 'auth' | 'requests'> = {
+  const state: Pick<GitHttpServer, 'failing' | 'hanging' | 'before' | 'auth' | 'requests' | 'running'> = {
     failing: false,
     hanging: false,
     before: undefined,
     auth: undefined,
     requests: 0,
+    running: 0,
   };
   const server: Server = createServer((req, res) => {
     state.requests++;
@@ -92,8 +97,8 @@ export async function serveGit(root: string): Promise<GitHttpServer> {
       }
     }
     const before = state.before;
-    if (before) void before(req).then(() => cgi(root, req, res));
-    else cgi(root, req, res);
+    if (before) void before(req).then(() => cgi(root, req, res, state));
+    else cgi(root, req, res, state);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
