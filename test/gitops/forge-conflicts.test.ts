@@ -21,6 +21,7 @@ import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
+import { eventually as poll, show } from '../store/git-helpers.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { serveGit, type GitHttpServer } from '../support/git-http.ts';
 import { freePort } from '../support/ports.ts';
@@ -65,22 +66,11 @@ const sessions: { uuid: string; asn: number; path: string }[] = [];
 
 const upstream = () => join(root, 'forge', 'upstream.git');
 const git = async (cwd: string, ...args: string[]) => (await run('git', args, { cwd })).stdout;
-const onForge = (ref: string, path: string) =>
-  run('git', ['--git-dir', upstream(), 'show', `${ref}:${path}`]).then(
-    (r) => r.stdout,
-    () => undefined,
-  );
+const onForge = (ref: string, path: string) => show(upstream(), ref, path);
 
-async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs: number, what: string) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline)
-      throw new Error(`${what} not within ${timeoutMs} ms:\n${controller.output.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+/** Poll until check() holds; a failure shows the controller's recent output. */
+const eventually = <T>(check: () => Promise<T | undefined | false>, timeoutMs: number, what: string) =>
+  poll(check, timeoutMs, () => `${what}:\n${controller.output.slice(-3000)}`);
 
 /**
  * A person's edit on the forge: on its current tip, the session's endpoint set (a line far from `mtu`),

@@ -36,16 +36,25 @@ export async function put(worktree: string, path: string, content: string | obje
   await writeFile(file, typeof content === 'string' ? content : dump(content));
 }
 
-/** Poll until check() returns a truthy value, at most timeoutMs. */
+/** The file at ref:path in a bare repository, undefined when there is none. */
+export async function show(gitDir: string, ref: string, path: string): Promise<string | undefined> {
+  return git(gitDir, 'show', `${ref}:${path}`).catch(() => undefined);
+}
+
+/**
+ * Poll until check() returns a truthy value, at most timeoutMs. `explain` adds what the failure needs
+ * to be read (what was awaited, a process's recent output).
+ */
 export async function eventually<T>(
   check: () => T | undefined | false | Promise<T | undefined | false>,
   timeoutMs = 8000,
+  explain: () => string = () => 'condition',
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`${explain()} not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
