@@ -57,7 +57,7 @@ const WORD_KINDS = ['sessions', 'routers', 'contexts'] as const;
 type WordKind = (typeof WORD_KINDS)[number];
 
 /** The actions whose argument is a session UUID, a router name or a context name. */
-const TAKES_SESSION = ['show', 'modify', 'delete', 'restart', 'config', 'routes', 'protocol'];
+const TAKES_SESSION = ['show', 'modify', 'delete', 'restart', 'config', 'routes', 'protocol', 'history'];
 const ADMIN_TAKES_SESSION = AREAS.session.filter((a) => a !== 'list');
 const ADMIN_TAKES_ROUTER = AREAS.router.filter((a) => a !== 'list' && a !== 'add');
 const TAKES_CONTEXT = CONTEXT_ACTIONS.filter((a) => a !== 'list');

@@ -23,6 +23,8 @@ import {
 import type { SessionRecord } from '../controller/api/responses.ts';
 import type { LgAnswer } from '../common/looking-glass.ts';
 import { lgText } from './lg.ts';
+import { HISTORY_RANGE_NAMES, type SessionHistoryResponse } from '../common/history.ts';
+import { historyTable } from './history.ts';
 
 export const ACTIONS = [
   'list',
@@ -34,6 +36,7 @@ export const ACTIONS = [
   'config',
   'routes',
   'protocol',
+  'history',
 ] as const;
 
 const USAGE = `usage: peerops session <action> [options]
@@ -53,6 +56,7 @@ const USAGE = `usage: peerops session <action> [options]
                                          the routes the router accepted from the session, or sends
                                          to it, as BIRD shows them (a page: 100 by default)
   protocol UUID                          the session's BGP protocol on the router (show protocols all)
+  history UUID [--range 24h|7d|30d]      RTT, traffic and routes over time (default: the last 24 h)
 
 common: --url URL (or PEEROPS_URL), --context NAME (or PEEROPS_CONTEXT), --token TOKEN (default: the
         context's), -o table|wide|json|yaml (--json = -o json)`;
@@ -76,6 +80,7 @@ export const OPTIONS = {
   exported: { type: 'boolean' },
   offset: { type: 'string' },
   'page-size': { type: 'string' },
+  range: { type: 'string' },
 } as const;
 
 interface ConfigAnswer {
@@ -411,6 +416,17 @@ export async function main(argv: string[]): Promise<number> {
       case 'protocol': {
         const res = await client.post<LgAnswer>('/lg', { op: 'protocol', session: await needUuid() });
         output(format, res, () => lgText(res));
+        return 0;
+      }
+      case 'history': {
+        const range = values.range ?? '24h';
+        if (!(HISTORY_RANGE_NAMES as readonly string[]).includes(range))
+          throw unknownWord('range', range, HISTORY_RANGE_NAMES);
+        const id = await needUuid();
+        const res = await client.get<SessionHistoryResponse>(
+          `/session/${id}/history?range=${encodeURIComponent(range)}`,
+        );
+        output(format, res, () => historyTable(res));
         return 0;
       }
       case 'delete':

@@ -38,6 +38,8 @@ import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
 import { lookingGlassRoutes } from './api/looking-glass.ts';
 import { LookingGlassBroker } from './looking-glass/broker.ts';
+import { SessionHistory } from './history/session-history.ts';
+import { historyRoutes } from './api/history.ts';
 import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
@@ -256,6 +258,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
   });
   const removeSource = addMetricsSource(store, config);
+  // the sessions' graphs: each replica keeps the reports it receives (docs/store.md, Session history)
+  const history = new SessionHistory({
+    dataDir: config.dataDir,
+    ...(opts.logger ? { log: opts.logger } : {}),
+  });
+  history.start();
   const notifier =
     opts.notifier ??
     new Notifier({
@@ -267,6 +275,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     clearInterval(closeIdle);
     removeSource();
     await notifier.close();
+    await history.close();
   });
 
   let document: Record<string, unknown> | undefined;
@@ -313,7 +322,9 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       config,
       shutdown: shutdown.signal,
       filter: registryFilter,
+      history,
     });
+    await scope.register(historyRoutes, { store, history });
     await scope.register(lookingGlassRoutes, { store, broker: lookingGlass, shutdown: shutdown.signal });
     await scope.register(forgeEventRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);

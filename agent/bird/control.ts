@@ -270,6 +270,8 @@ export interface ProtocolInfo {
   /** `Established`, `Active`, `Connect`, … for BGP. */
   bgpState: string | undefined;
   routesImported: number;
+  /** Routes exported to the neighbour (`Routes: … N exported`). */
+  routesExported: number;
   lastError: string | undefined;
 }
 
@@ -292,6 +294,7 @@ export function parseProtocols(reply: Reply): ProtocolInfo[] {
         info: rest.slice(sinceParts).join(' '),
         bgpState: undefined,
         routesImported: 0,
+        routesExported: 0,
         lastError: undefined,
       };
       out.push(current);
@@ -301,6 +304,8 @@ export function parseProtocols(reply: Reply): ProtocolInfo[] {
       if (bgp) current.bgpState = bgp[1];
       const routes = /^Routes:\s+(\d+) imported/.exec(text);
       if (routes) current.routesImported += Number(routes[1]);
+      const exported = /^Routes:.*\b(\d+) exported/.exec(text);
+      if (exported) current.routesExported += Number(exported[1]);
       const err = /^Last error:\s+(.*)$/.exec(text);
       if (err) current.lastError = err[1];
     }

@@ -40,9 +40,9 @@ export async function collectMetrics(
   opts: MetricOptions,
 ): Promise<ReportBody> {
   const live = sessions.filter(wantsUp);
-  let routes = new Map<string, number>();
+  let routes = new Map<string, { routesImported: number; routesExported: number }>();
   try {
-    routes = new Map((await bird.protocols()).map((p) => [p.name, p.routesImported]));
+    routes = new Map((await bird.protocols()).map((p) => [p.name, p]));
   } catch {
     // BIRD unreachable: routes count as 0 this round
   }
@@ -50,14 +50,17 @@ export async function collectMetrics(
     const link = await readInterface(s.interface);
     const peer = link?.wg?.peers.find((p) => p.publicKey === s.publicKey);
     const rtt = link ? await ping(s.linkLocal, s.interface, opts) : null;
+    // the session's protocol and, for a peer without multiprotocol BGP, its IPv4 one
+    const count = (field: 'routesImported' | 'routesExported') =>
+      (routes.get(sessionProtocolName(s.listenPort))?.[field] ?? 0) +
+      (routes.get(sessionIpv4ProtocolName(s.listenPort))?.[field] ?? 0);
     return {
       uuid: s.uuid,
       rtt,
       rxBytes: peer?.rxBytes ?? 0,
       txBytes: peer?.txBytes ?? 0,
-      routesImported:
-        (routes.get(sessionProtocolName(s.listenPort)) ?? 0) +
-        (routes.get(sessionIpv4ProtocolName(s.listenPort)) ?? 0),
+      routesImported: count('routesImported'),
+      routesExported: count('routesExported'),
       lastHandshake: peer?.latestHandshake ? new Date(peer.latestHandshake * 1000).toISOString() : null,
     };
   });

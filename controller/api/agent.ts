@@ -42,6 +42,7 @@ import { PeerLists } from './peer-lists.ts';
 import { apiValidatorCompiler, type CheckedTypeProvider } from './validation.ts';
 import { agentSession } from './views.ts';
 import type { RegistryFilter } from '../registry/filter.ts';
+import type { SessionHistory } from '../history/session-history.ts';
 
 /**
  * A router's sessions as its agent sees them; the ETag is a hash of the sessions' JSON, which the body
@@ -70,6 +71,8 @@ export interface AgentRouteOptions {
   shutdown: AbortSignal;
   /** The prefix filter sent in bird-config: the registry's, or the built-in copy. */
   filter: RegistryFilter;
+  /** Where each report's samples are kept for the sessions' graphs. */
+  history: SessionHistory;
 }
 
 /** `:router` of every agent path. */
@@ -389,7 +392,10 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           foreign,
         );
       const at = isoNow();
-      for (const m of body.sessions)
+      for (const m of body.sessions) {
+        // the counters of the report before: the history keeps the bytes moved since
+        const previous = store.getSession(m.uuid)?.status.metrics;
+        opts.history.record(m.uuid, m, previous);
         store.recordSessionMetrics(m.uuid, {
           rtt: m.rtt,
           rxBytes: m.rxBytes,
@@ -398,6 +404,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           ...(m.lastHandshake !== undefined ? { lastHandshake: m.lastHandshake } : {}),
           at,
         });
+      }
       return { ok: true as const, recorded: body.sessions.length };
     },
   );

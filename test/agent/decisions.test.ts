@@ -451,6 +451,7 @@ describe('NodeReconciler passes with WireGuard and BIRD as test doubles', () => 
       info: '',
       bgpState: 'Established',
       routesImported: 1,
+      routesExported: 0,
       lastError: undefined,
     });
     const s = session(20001, S.QUEUED_FOR_SETUP);
