@@ -37,7 +37,7 @@ import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
 import { lookingGlassRoutes } from './api/looking-glass.ts';
-import { LookingGlassBroker } from './looking-glass/broker.ts';
+import { MemoryLookingGlassBroker, type LookingGlassBroker } from './looking-glass/broker.ts';
 import { SessionHistory } from './history/session-history.ts';
 import { historyRoutes } from './api/history.ts';
 import { RegistryFilter } from './registry/filter.ts';
@@ -71,6 +71,11 @@ export interface AppOptions {
    * leader part with the reconciler; the app closes it.
    */
   notifier?: Notifier;
+  /**
+   * Where looking-glass queries wait for agents; default: in memory (one controller). The app closes it.
+   * Replicas of the Kubernetes store share one (controller/looking-glass/kubernetes-broker.ts).
+   */
+  lookingGlass?: LookingGlassBroker;
   /** Internal, for tests: the request timeout instead of the documented 30 s. */
   requestTimeoutMs?: number;
 }
@@ -251,10 +256,10 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   // shutdown for the keep-alive timeout (72 s). So they are closed as they turn idle until the server is.
   let closeIdle: NodeJS.Timeout | undefined;
   // looking-glass queries wait here for their router's agent, one broker for both route prefixes
-  const lookingGlass = new LookingGlassBroker();
+  const lookingGlass = opts.lookingGlass ?? new MemoryLookingGlassBroker();
   app.addHook('preClose', async () => {
     shutdown.abort();
-    lookingGlass.close();
+    await lookingGlass.close();
     closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
   });
   const removeSource = addMetricsSource(store, config);

@@ -189,12 +189,18 @@ async function start(
     logger,
     ...notifierEnv(),
   });
+  // Kubernetes store: the replicas share looking-glass queries, so any of them reaches any agent
+  const lookingGlass =
+    store.backend === 'kubernetes'
+      ? await (await import('./looking-glass/kubernetes-broker.ts')).startKubernetesBroker(logger)
+      : undefined;
   const app = await buildApp({
     store,
     tokens,
     config,
     logger,
     notifier,
+    ...(lookingGlass ? { lookingGlass } : {}),
     ...(registry
       ? { login: { registry, serviceHost: config.serviceHost ?? hostname(), admins: config.adminAsns } }
       : {}),

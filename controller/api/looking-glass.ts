@@ -176,7 +176,7 @@ export const lookingGlassRoutes: FastifyPluginAsyncTypebox<{
     async (request) => ({
       ok: true as const,
       // false: the caller stopped waiting (its time ran out); the answer is dropped
-      delivered: broker.answer(request.params.router, request.params.id, request.body),
+      delivered: await broker.answer(request.params.router, request.params.id, request.body),
     }),
   );
 };

@@ -1,9 +1,10 @@
 /**
- * Looking-glass queries waiting for their router's agent, in memory (docs/api.md, Looking glass): a
- * caller's request waits here until the agent's long poll (GET /agent/:router/lg) takes it and the
- * agent posts the answer back, so no router opens an inbound port. Nothing is stored: a query lives as
- * long as its caller waits, and a controller that restarts forgets the ones under way (their callers
- * get an error and ask again).
+ * Looking-glass queries waiting for their router's agent (docs/api.md, Looking glass): a caller's
+ * request waits in a broker until the agent's long poll (GET /agent/:router/lg) takes it and the agent
+ * posts the answer back, so no router opens an inbound port. The broker here keeps them in memory, for
+ * the one controller of the git store; several replicas share theirs through the Kubernetes store
+ * (kubernetes-broker.ts). A query lives as long as its caller waits, and a controller that restarts
+ * forgets the ones under way (their callers get an error and ask again).
  */
 import { randomBytes } from 'node:crypto';
 import { ProblemError } from '../../common/errors.ts';
@@ -16,6 +17,44 @@ export const LG_PENDING_PER_ROUTER = 16;
  * long poll is there at once when the agent is connected) and to post the answer.
  */
 export const LG_ANSWER_WAIT_MS = LG_TIME_LIMIT_MS + 5_000;
+
+/** Where the looking-glass routes hand queries to agents and take their answers. */
+export interface LookingGlassBroker {
+  /** Hands `query` to the router's agent; resolves with its answer, or rejects when none comes in time. */
+  ask(router: string, query: Omit<LgQuery, 'id'>, waitMs?: number): Promise<LgAnswer>;
+  /**
+   * The router's queries not yet taken, marked taken; when there are none, waits up to `waitMs` for one
+   * (or until `signal` aborts) and answers what came.
+   */
+  take(router: string, waitMs: number, signal: AbortSignal): Promise<LgQuery[]>;
+  /** The agent's answer to query `id`; false when no caller waits for it any more (or never did). */
+  answer(router: string, id: string, answer: LgAnswer): Promise<boolean>;
+  /** Refuses every query under way: the controller is stopping. */
+  close(): Promise<void>;
+}
+
+/** The refusal of a query past the per-router limit. */
+export function tooManyQueries(router: string): ProblemError {
+  return new ProblemError(
+    'RATE_LIMITED',
+    `router ${router} is running ${LG_PENDING_PER_ROUTER} looking-glass queries already; retry in a few seconds`,
+  );
+}
+
+/** The refusal of a query no agent answered within `waitMs`. */
+export function notAnswered(router: string, waitMs: number, taken: boolean): ProblemError {
+  return new ProblemError(
+    'ROUTER_UNAVAILABLE',
+    taken
+      ? `router ${router}'s agent took the query but did not answer within ${waitMs / 1000} s`
+      : `router ${router}'s agent did not take the query within ${waitMs / 1000} s: is it connected?`,
+  );
+}
+
+/** The refusal of the queries under way when the controller stops. */
+export function stopped(router: string): ProblemError {
+  return new ProblemError('ROUTER_UNAVAILABLE', `the controller stopped before router ${router} answered`);
+}
 
 interface Pending {
   query: LgQuery;
@@ -30,7 +69,7 @@ interface RouterQueries {
   waiters: Set<() => void>;
 }
 
-export class LookingGlassBroker {
+export class MemoryLookingGlassBroker implements LookingGlassBroker {
   private readonly routers = new Map<string, RouterQueries>();
 
   private of(router: string): RouterQueries {
@@ -39,29 +78,15 @@ export class LookingGlassBroker {
     return r;
   }
 
-  /** Hands `query` to the router's agent; resolves with its answer, or rejects when none comes in time. */
   ask(router: string, query: Omit<LgQuery, 'id'>, waitMs = LG_ANSWER_WAIT_MS): Promise<LgAnswer> {
     const r = this.of(router);
-    if (r.pending.size >= LG_PENDING_PER_ROUTER)
-      return Promise.reject(
-        new ProblemError(
-          'RATE_LIMITED',
-          `router ${router} is running ${LG_PENDING_PER_ROUTER} looking-glass queries already; retry in a few seconds`,
-        ),
-      );
+    if (r.pending.size >= LG_PENDING_PER_ROUTER) return Promise.reject(tooManyQueries(router));
     const id = randomBytes(12).toString('base64url');
     return new Promise<LgAnswer>((resolve, reject) => {
       const timer = setTimeout(() => {
         const p = r.pending.get(id);
         r.pending.delete(id);
-        reject(
-          new ProblemError(
-            'ROUTER_UNAVAILABLE',
-            p?.taken
-              ? `router ${router}'s agent took the query but did not answer within ${waitMs / 1000} s`
-              : `router ${router}'s agent did not take the query within ${waitMs / 1000} s: is it connected?`,
-          ),
-        );
+        reject(notAnswered(router, waitMs, p?.taken ?? false));
       }, waitMs);
       r.pending.set(id, {
         query: { id, ...query },
@@ -79,10 +104,6 @@ export class LookingGlassBroker {
     });
   }
 
-  /**
-   * The router's queries not yet taken, marked taken; when there are none, waits up to `waitMs` for one
-   * (or until `signal` aborts) and answers what came.
-   */
   async take(router: string, waitMs: number, signal: AbortSignal): Promise<LgQuery[]> {
     const r = this.of(router);
     const untaken = () => [...r.pending.values()].filter((p) => !p.taken);
@@ -104,25 +125,21 @@ export class LookingGlassBroker {
     });
   }
 
-  /** The agent's answer to query `id`; false when no caller waits for it any more (or never did). */
-  answer(router: string, id: string, answer: LgAnswer): boolean {
+  answer(router: string, id: string, answer: LgAnswer): Promise<boolean> {
     const r = this.routers.get(router);
     const p = r?.pending.get(id);
-    if (!r || !p) return false;
+    if (!r || !p) return Promise.resolve(false);
     r.pending.delete(id);
     p.resolve(answer);
-    return true;
+    return Promise.resolve(true);
   }
 
-  /** Refuses every query under way: the controller is stopping. */
-  close(): void {
+  close(): Promise<void> {
     for (const [router, r] of this.routers) {
-      for (const p of r.pending.values())
-        p.reject(
-          new ProblemError('ROUTER_UNAVAILABLE', `the controller stopped before router ${router} answered`),
-        );
+      for (const p of r.pending.values()) p.reject(stopped(router));
       r.pending.clear();
       for (const wake of r.waiters) wake();
     }
+    return Promise.resolve();
   }
 }
