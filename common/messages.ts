@@ -28,7 +28,7 @@ export const REFUSALS = {
     code: 'INVALID_STATE',
     text: '{action} is not allowed for a session in status {status} ({statusName})',
   },
-  'session.modifyNothing': { code: 'INVALID_REQUEST', text: 'modify needs endpoint or mtu (or both)' },
+  'session.modifyNothing': { code: 'INVALID_REQUEST', text: 'modify needs at least one field to change' },
   'session.needsExisting': { code: 'INVALID_STATE', text: '{action} needs an existing session' },
   'session.asnBlocked': {
     code: 'ASN_BLOCKED',
@@ -123,7 +123,8 @@ export const FIELD_MESSAGES = {
   'field.duplicates': 'must not list an entry twice',
   'field.cannotChange': 'cannot change',
   'field.asnBlocked': 'AS{asn} is blocked by the policy of router {router}',
-  'field.modifyNothing': 'give endpoint (null: none) or mtu',
+  'field.modifyNothing':
+    'give a field to change: publicKey, linkLocal, ipv6, ipv4, endpoint, mtu, mpbgp or extendedNextHop',
   'field.unsafeNumber': 'must be at most {max} in magnitude',
   'field.anycast':
     "is in DN42's anycast service range {range} (shared services such as the anycast DNS, announced by several networks): it cannot be one peer's tunnel address",

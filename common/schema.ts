@@ -385,6 +385,11 @@ export const PolicySpec = Type.Object(
     ),
     blockedAsns: Type.Optional(Type.Array(Asn, { maxItems: 100000 })),
     mergeIsApproval: Type.Optional(Type.Boolean({ default: false })),
+    /**
+     * Whether a peer's change of an approved session's WireGuard key waits for an admin's review (a
+     * peer address change always follows the router's autoApprove; docs/api.md, modify).
+     */
+    reviewKeyChanges: Type.Optional(Type.Boolean()),
     maxPendingPerAsn: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     autoUpdate: Type.Optional(
       Type.Object(

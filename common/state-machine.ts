@@ -11,7 +11,8 @@ export type Trigger =
   | { kind: 'merge'; mergeIsApproval: boolean }
   | { kind: 'approve' }
   | { kind: 'reject' }
-  | { kind: 'modify' }
+  /** `review`: the change waits for an admin's review (docs/api.md, modify: which changes do). */
+  | { kind: 'modify'; review?: boolean }
   | { kind: 'restart' }
   | { kind: 'delete' }
   | { kind: 'disable' }
@@ -70,6 +71,19 @@ const USER_AND_ADMIN: Record<Exclude<TriggerKind, 'create' | 'merge' | 'report'>
   purge: { [S.QUEUED_FOR_DELETE]: to(S.PURGED) },
 };
 
+/**
+ * A modify that needs a review: the session leaves the router and waits for an admin, as a create does;
+ * a disabled session stays disabled (enable queues it for setup, and enable checks the policy).
+ */
+const MODIFY_FOR_REVIEW: Table = {
+  [S.ACTIVE]: to(S.PENDING_REVIEW),
+  [S.ERROR]: to(S.PENDING_REVIEW),
+  [S.SETUP_FAILED]: to(S.PENDING_REVIEW),
+  [S.QUEUED_FOR_SETUP]: to(S.PENDING_REVIEW),
+  [S.PENDING_REVIEW]: to(S.PENDING_REVIEW),
+  [S.DISABLED]: to(S.DISABLED),
+};
+
 /** Agent reports: current status → reported status → outcome. */
 const REPORTS: Partial<Record<SessionStatusCode, Table>> = {
   // ERROR from a setup: configured on the router, but BGP not Established after the grace (docs/agent.md);
@@ -102,7 +116,11 @@ export function transition(from: SessionStatusCode | undefined, trigger: Trigger
   }
   if (from === undefined) throw fault('session.needsExisting', { action: trigger.kind });
   const outcome =
-    trigger.kind === 'report' ? REPORTS[from]?.[trigger.status] : USER_AND_ADMIN[trigger.kind][from];
+    trigger.kind === 'report'
+      ? REPORTS[from]?.[trigger.status]
+      : trigger.kind === 'modify' && trigger.review
+        ? MODIFY_FOR_REVIEW[from]
+        : USER_AND_ADMIN[trigger.kind][from];
   if (!outcome) throw invalid(from, trigger);
   return outcome;
 }

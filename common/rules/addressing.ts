@@ -278,6 +278,35 @@ export function assertSessionAddressing(
     throw new DomainError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
 }
 
+/**
+ * The address rules on a change of a stored session (a modify): a change of its addresses, key, options or
+ * endpoint is judged as a create would be, against the rest of the network, except for a fault the
+ * session already had in a field the change leaves as it was (a policy tightened since it was stored:
+ * docs/api.md, modify). Nothing to judge (nor `networkOf` asked) when none of
+ * ADDRESSING_FIELDS changed.
+ */
+export function assertAddressingChange(
+  name: string,
+  before: SessionAddressing,
+  after: SessionAddressing,
+  router: RouterSpec,
+  policy: PolicySpec,
+  networkOf: () => NetworkView,
+): void {
+  if (ADDRESSING_FIELDS.every((f) => before[f] === after[f])) return;
+  const network = networkOf();
+  const had = sessionAddressingErrors(name, before, router, policy, network);
+  const changed = (pointer: string) => {
+    const field = pointer.slice(1) as keyof SessionAddressing;
+    return before[field] !== after[field];
+  };
+  const errors = sessionAddressingErrors(name, after, router, policy, network).filter(
+    (e) => changed(e.pointer) || !had.some((h) => h.pointer === e.pointer && h.message === e.message),
+  );
+  if (errors.length > 0)
+    throw new DomainError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+}
+
 type Neighbour = { name: string; spec: SessionSpec };
 
 /**

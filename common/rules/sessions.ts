@@ -1,6 +1,7 @@
 /**
  * The rules on sessions as objects: the first status of a merged one, admission of a new one (every
- * rule, in the order docs/api.md gives), what an update may change, and the rules spanning manifests
+ * rule, in the order docs/api.md gives), what an update may change and which change waits for a review,
+ * and the rules spanning manifests
  * (unknown router, blocked ASN, a port or uuid held twice).
  */
 import type { DomainError, FieldError } from '../errors.ts';
@@ -108,6 +109,24 @@ export function checkedSessionSpec(current: { spec: SessionSpec }, next: Session
     }
   }
   return spec;
+}
+
+/**
+ * Whether a peer's modify from `before` to `after` waits for an admin's review (docs/api.md, modify). A
+ * new peer address (ipv6, or an ipv4 set or changed) is what the review of a create judges, so it follows
+ * the router's autoApprove; a new WireGuard key waits only where the policy's reviewKeyChanges says so
+ * (docs/decisions.md). Link-local, MTU, endpoint, the BGP options and removing the IPv4 address stay
+ * inside the peer's own tunnel: never. An admin's modify is its own review (the caller's matter).
+ */
+export function modifyNeedsReview(
+  before: Pick<SessionSpec, 'ipv6' | 'ipv4' | 'publicKey'>,
+  after: Pick<SessionSpec, 'ipv6' | 'ipv4' | 'publicKey'>,
+  router: Pick<RouterSpec, 'autoApprove'>,
+  policy: Pick<PolicySpec, 'reviewKeyChanges'>,
+): boolean {
+  const newAddress = after.ipv6 !== before.ipv6 || (after.ipv4 !== undefined && after.ipv4 !== before.ipv4);
+  if (newAddress && !(router.autoApprove ?? false)) return true;
+  return after.publicKey !== before.publicKey && (policy.reviewKeyChanges ?? false);
 }
 
 // ---- rules that span objects: for manifests merged in git, `peerops validate` and the admission webhook ----

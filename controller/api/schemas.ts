@@ -103,16 +103,27 @@ export const SessionModify = withoutDefaults(
       uuid: Uuid,
       endpoint: Type.Optional(Type.Union([Endpoint, Type.Null()])),
       mtu: Type.Optional(Mtu),
+      publicKey: Type.Optional(WireGuardKey),
+      linkLocal: Type.Optional(LinkLocal),
+      ipv6: Type.Optional(Ipv6),
+      ipv4: Type.Optional(Type.Union([Ipv4, Type.Null()])),
+      mpbgp: Type.Optional(Type.Boolean()),
+      extendedNextHop: Type.Optional(Type.Boolean()),
     },
     {
       additionalProperties: false,
-      // the handler refuses a modify with neither, in words (a schema's anyOf would name both as missing)
+      // the handler refuses a modify with no field, in words (a schema's anyOf would name each as missing)
       description:
-        'Needs `endpoint` or `mtu` (or both): `endpoint` null removes the endpoint. The session is set up again.',
-      examples: [{ action: 'modify', uuid: EXAMPLE.uuid, endpoint: EXAMPLE.endpoint, mtu: 1400 }],
+        'Needs at least one field to change; `endpoint` or `ipv4` null removes it. The new values meet the checks of a create; ' +
+        "a new peer address follows the review rule of a create, a new key the policy's `reviewKeyChanges` (docs/api.md, modify).",
+      examples: [
+        { action: 'modify', uuid: EXAMPLE.uuid, endpoint: EXAMPLE.endpoint, mtu: 1400 },
+        { action: 'modify', uuid: EXAMPLE.uuid, publicKey: EXAMPLE.publicKey },
+      ],
     },
   ),
 );
+export type SessionModifyBody = Static<typeof SessionModify>;
 export const SessionUuidAction = <A extends string>(action: A) =>
   Type.Object(
     { action: Type.Literal(action), uuid: Uuid },

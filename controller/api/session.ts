@@ -14,13 +14,18 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
-import { endpointErrors, mergedPolicy, peerAddressRangeErrors } from '../../common/rules/index.ts';
+import {
+  ADDRESSING_FIELDS,
+  mergedPolicy,
+  modifyNeedsReview,
+  peerAddressRangeErrors,
+} from '../../common/rules/index.ts';
 import type { Router, Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { caller, requireUser } from './auth.ts';
 import { EncodedAnswers, sendEncoded, type EncodedAnswer } from './encoding.ts';
-import { SessionActionAnswer, SessionActions } from './schemas.ts';
+import { SessionActionAnswer, SessionActions, type SessionModifyBody } from './schemas.ts';
 import { SessionRecordTexts } from './session-records.ts';
 import { listTopics, sessionEventRoutes } from './session-events.ts';
 import { serverEndpoint, sessionRecord } from './views.ts';
@@ -48,6 +53,26 @@ async function assertRouteObjects(
   if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;
   const errors = await routeObjectErrors(registry, asn, body);
   if (errors.length > 0) throw problem('request.fieldRefused', fieldAtFault(errors), errors);
+}
+
+/** The spec fields a modify can change (docs/api.md, modify). */
+const MODIFIABLE = [...ADDRESSING_FIELDS, 'mtu'] as const;
+
+/** A spec with its options' defaults filled in, so that a modify to the default value is no change. */
+const settled = (spec: Session['spec']) => ({ ...spec, ...sessionOptions(spec) });
+
+/** The spec after a modify's changes; `endpoint` or `ipv4` null removes it. */
+function modifiedSpec(
+  spec: Session['spec'],
+  changes: Omit<SessionModifyBody, 'action' | 'uuid'>,
+): Session['spec'] {
+  const { endpoint, ipv4, ...set } = changes;
+  const next: Session['spec'] = { ...spec, ...set };
+  if (endpoint === null) delete next.endpoint;
+  else if (endpoint !== undefined) next.endpoint = endpoint;
+  if (ipv4 === null) delete next.ipv4;
+  else if (ipv4 !== undefined) next.ipv4 = ipv4;
+  return next;
 }
 
 /** Lists kept: one per ASN that asked lately (the admins' one among them), the least recent dropped. */
@@ -98,7 +123,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         operationId: 'session',
         summary: 'Session actions of the calling ASN (admins: every session)',
         description:
-          'One body per action, chosen by `action` (each has an example). `modify` needs `endpoint` or `mtu`, or both.',
+          'One body per action, chosen by `action` (each has an example). `modify` needs at least one field to change.',
         body: SessionActions,
         response: { 200: SessionActionAnswer },
       },
@@ -156,39 +181,35 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           };
         }
         case 'modify': {
-          if (body.endpoint === undefined && body.mtu === undefined)
+          const { action: _action, uuid, ...changes } = body;
+          if (Object.keys(changes).length === 0)
             throw problem('session.modifyNothing', {}, [fieldError('/', 'field.modifyNothing')]);
-          const current = findOwned(store, identity, body.uuid);
+          const current = findOwned(store, identity, uuid);
           // The status check first (a refused modify stays refused); then a modify that changes nothing
           // writes nothing and leaves the session as it is, instead of sending it through setup again.
           transition(current.status.code, { kind: 'modify' });
-          const unchanged =
-            (body.endpoint === undefined || (body.endpoint ?? undefined) === current.spec.endpoint) &&
-            (body.mtu === undefined || body.mtu === current.spec.mtu);
-          if (unchanged) return view(current);
-          // the create's endpoint rule (sessionAddressingErrors) for the new endpoint
-          const endpointRefused = endpointErrors(
-            body.endpoint ?? undefined,
-            mergedPolicy(store, current.spec.router),
-          );
-          if (endpointRefused.length > 0)
-            throw problem('request.fieldRefused', fieldAtFault(endpointRefused), endpointRefused);
+          const next = modifiedSpec(current.spec, changes);
+          if (MODIFIABLE.every((f) => settled(current.spec)[f] === settled(next)[f])) return view(current);
+          // new peer addresses meet the registry as a create's do; every other rule is the store's
+          const router = store.getRouter(current.spec.router);
+          if (router && (next.ipv6 !== current.spec.ipv6 || next.ipv4 !== current.spec.ipv4))
+            await assertRouteObjects(registry, store, current.spec.asn, router, next);
           const updated = await store.updateSession(
-            body.uuid,
+            uuid,
             (s) => {
-              if (!owns(identity, s)) throw problem('session.notFound', { uuid: body.uuid });
-              return applyTrigger(s, { kind: 'modify' }, now, (spec) => {
-                const next = { ...spec };
-                if (body.endpoint === null) delete next.endpoint;
-                else if (body.endpoint !== undefined) next.endpoint = body.endpoint;
-                if (body.mtu !== undefined) next.mtu = body.mtu;
-                return next;
-              });
+              if (!owns(identity, s)) throw problem('session.notFound', { uuid });
+              const after = modifiedSpec(s.spec, changes);
+              const on = store.getRouter(s.spec.router);
+              const review =
+                identity.role !== 'admin' &&
+                on !== undefined &&
+                modifyNeedsReview(s.spec, after, on.spec, mergedPolicy(store, s.spec.router));
+              return applyTrigger(s, { kind: 'modify', review }, now, () => after);
             },
             actor,
             `modify session ${current.name}`,
           );
-          if (!updated) throw problem('session.notFound', { uuid: body.uuid });
+          if (!updated) throw problem('session.notFound', { uuid });
           return view(updated);
         }
         case 'restart': {

@@ -123,8 +123,8 @@ describe('GET /openapi.json', () => {
       }
   });
 
-  it('says what the handlers check beyond types: modify needs endpoint or mtu, wait is 0..300', () => {
-    expect(JSON.stringify(doc.components.schemas['session-modify'])).toMatch(/`endpoint` or `mtu`/);
+  it('says what the handlers check beyond types: modify needs a field to change, wait is 0..300', () => {
+    expect(JSON.stringify(doc.components.schemas['session-modify'])).toMatch(/at least one field to change/);
     const wait = doc.paths['/agent/{router}/sessions']?.get?.parameters?.find((p) => p.name === 'wait');
     expect(wait).toMatchObject({
       in: 'query',

@@ -462,6 +462,34 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         );
       });
 
+      it("judges a changed address or key by the create's rules, keeping a fault a field already had", async () => {
+        const a = await store.createSession(newSession(4242420011, 'fra1'), pending, user(4242420011), 'c');
+        const b = await store.createSession(newSession(4242420012, 'fra1'), pending, user(4242420012), 'c');
+        const modify = (uuid: string, edit: Partial<typeof b.spec>) =>
+          store.updateSession(uuid, (cur) => ({ spec: { ...cur.spec, ...edit } }), user(4242420012), 'm');
+        const before = store.getSession(b.spec.uuid);
+        // another ASN's address, another session's key on the router, the router's link-local
+        await expectProblem(modify(b.spec.uuid, { ipv6: a.spec.ipv6 }), 'INVALID_REQUEST');
+        await expectProblem(modify(b.spec.uuid, { publicKey: a.spec.publicKey }), 'INVALID_REQUEST');
+        const router = store.getRouter('fra1')?.spec;
+        await expectProblem(modify(b.spec.uuid, { linkLocal: router?.linkLocal ?? '' }), 'INVALID_REQUEST');
+        expect(store.getSession(b.spec.uuid)).toEqual(before);
+        const key = wgKey();
+        expect((await modify(b.spec.uuid, { publicKey: key, linkLocal: 'fe80::42' }))?.spec).toMatchObject({
+          publicKey: key,
+          linkLocal: 'fe80::42',
+        });
+        // a policy tightened since: the address it breaks stays through a key change, a new one is refused
+        await store.putPolicy(
+          'default',
+          { ...defaultPolicy, peerAddressRanges: { ipv6: ['fd42:99::/32'] } },
+          admin,
+        );
+        expect((await modify(b.spec.uuid, { publicKey: wgKey() }))?.spec.ipv6).toBe(b.spec.ipv6);
+        await expectProblem(modify(b.spec.uuid, { ipv6: 'fd42:1:ffff::1' }), 'INVALID_REQUEST');
+        expect((await modify(b.spec.uuid, { ipv6: 'fd42:99::1' }))?.spec.ipv6).toBe('fd42:99::1');
+      });
+
       it('deletes a session, freeing its name and port', async () => {
         const s = await store.createSession(newSession(4242420004, 'fra1'), pending, user(4242420004), 'c');
         const gone = await store.updateSession(

@@ -12,6 +12,7 @@ import { DomainError } from '../../../common/errors.ts';
 import { fault } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
+  assertAddressingChange,
   assertAdmission,
   assertNoRouterConflicts,
   assertRouterName,
@@ -434,9 +435,15 @@ export abstract class StoreCore implements Store {
     return port;
   }
 
+  /** The creates a back end has let through and not yet indexed (none where writes are serialised). */
+  protected sessionsInFlight(): readonly InFlightSession[] {
+    return [];
+  }
+
   /**
    * A session update: the session exists, mutate's change is checked (the spec's fields that never
-   * change, a changed port free on the router, the status's schema).
+   * change, a changed port free on the router, changed addresses or key by the address rules, the
+   * status's schema).
    */
   protected prepareSessionChange(uuid: string, mutate: (current: Session) => SessionChange): PreparedChange {
     const current = this.index.getSession(uuid);
@@ -449,6 +456,16 @@ export abstract class StoreCore implements Store {
       const owner = this.index.portOwner(spec.router, spec.listenPort);
       if (owner && owner !== current.name) throw portTaken(spec.listenPort, owner);
     }
+    const router = change.spec ? this.index.getRouter(spec.router) : undefined;
+    if (router)
+      assertAddressingChange(
+        current.name,
+        current.spec,
+        spec,
+        router.spec,
+        mergedPolicy(this.index, spec.router),
+        () => this.admissionView(spec, this.sessionsInFlight(), current.name).network,
+      );
     const status = change.status
       ? withSessionConditions(
           validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status'),

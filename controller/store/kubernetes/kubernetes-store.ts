@@ -937,6 +937,10 @@ export class KubernetesStore extends StoreCore {
       .catch((err: unknown) => this.log.warn({ err, session: name }, 'port claim not released'));
   }
 
+  protected override sessionsInFlight(): readonly InFlightSession[] {
+    return [...this.creatingSpecs.values()];
+  }
+
   protected async persistSessionChange(
     uuid: string,
     mutate: (current: Session) => SessionChange,

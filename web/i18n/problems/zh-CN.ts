@@ -7,7 +7,7 @@ export default {
   'session.fieldFixed': '会话的 {field} 不能更改',
   'session.pendingLimit': 'AS{asn} 已有 {pending} 个会话等待审核（上限 {limit}）；请等待审核',
   'session.transition': '状态为 {status}（{statusName}）的会话不允许此操作：{action}',
-  'session.modifyNothing': '修改需要 endpoint 或 mtu（或两者）',
+  'session.modifyNothing': '修改至少需要一个要更改的字段',
   'session.needsExisting': '{action} 需要一个已存在的会话',
   'session.asnBlocked': 'AS{asn} 被路由器 {router} 的策略禁止；请联系管理员',
   'router.notFound': '没有路由器 {name}',
@@ -60,7 +60,8 @@ export default {
   'field.duplicates': '不能重复列出同一项',
   'field.cannotChange': '不能更改',
   'field.asnBlocked': 'AS{asn} 被路由器 {router} 的策略禁止',
-  'field.modifyNothing': '请填写 endpoint（null 表示无）或 mtu',
+  'field.modifyNothing':
+    '请填写要更改的字段：publicKey、linkLocal、ipv6、ipv4、endpoint、mtu、mpbgp 或 extendedNextHop',
   'field.unsafeNumber': '绝对值最大为 {max}',
   'field.anycast':
     '位于 DN42 的任播服务范围 {range} 内（如任播 DNS 等由多个网络宣告的共享服务）：不能作为某一对端的隧道地址',
