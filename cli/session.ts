@@ -45,7 +45,11 @@ const USAGE = `usage: peerops session <action> [options]
   show UUID                              one session (UUID or a unique prefix of it)
   create --router R --ipv6 ADDR --link-local ADDR --public-key KEY
          [--endpoint HOST:PORT] [--ipv4 ADDR] [--mtu N] [--no-mpbgp] [--no-extended-next-hop]
-  modify UUID [--endpoint HOST:PORT | --no-endpoint] [--mtu N]
+  modify UUID [--public-key KEY] [--link-local ADDR] [--ipv6 ADDR] [--ipv4 ADDR | --no-ipv4]
+         [--endpoint HOST:PORT | --no-endpoint] [--mtu N] [--mpbgp | --no-mpbgp]
+         [--extended-next-hop | --no-extended-next-hop]
+                                         change what you give; a new address (and, where the policy
+                                         says so, a new key) waits for a review again
   delete UUID
   restart UUID
   config UUID --format wg-quick|networkd|bird|frr [--out DIR]
@@ -71,7 +75,10 @@ export const OPTIONS = {
   'no-endpoint': { type: 'boolean' },
   'public-key': { type: 'string' },
   mtu: { type: 'string' },
+  'no-ipv4': { type: 'boolean' },
+  mpbgp: { type: 'boolean' },
   'no-mpbgp': { type: 'boolean' },
+  'extended-next-hop': { type: 'boolean' },
   'no-extended-next-hop': { type: 'boolean' },
   watch: { type: 'boolean' },
   format: { type: 'string' },
@@ -82,6 +89,17 @@ export const OPTIONS = {
   'page-size': { type: 'string' },
   range: { type: 'string' },
 } as const;
+
+/** `--NAME` true, `--no-NAME` false, neither undefined; both is a usage error. */
+function toggle(
+  values: Partial<Record<'mpbgp' | 'no-mpbgp' | 'extended-next-hop' | 'no-extended-next-hop', boolean>>,
+  name: 'mpbgp' | 'extended-next-hop',
+): boolean | undefined {
+  const on = values[name] === true;
+  const off = values[`no-${name}`] === true;
+  if (on && off) throw new CliError('USAGE', `--${name} and --no-${name} exclude each other`);
+  return on ? true : off ? false : undefined;
+}
 
 interface ConfigAnswer {
   format: string;
@@ -136,8 +154,12 @@ function describe(s: SessionRecord): string {
     ['network asn', s.networkAsn ? String(s.networkAsn) : '-'],
     ['ipv6', s.ipv6],
     ['link-local', s.ipv6LinkLocal],
+    ['ipv4', s.ipv4 ?? '-'],
+    ['public key', s.publicKey],
     ['endpoint', s.endpoint ?? '-'],
     ['mtu', String(s.mtu)],
+    ['mp-bgp', s.mpbgp ? 'yes' : 'no'],
+    ['extended next hop', s.extendedNextHop ? 'yes' : 'no'],
     ['interface', s.interface],
     ['server endpoint', s.serverEndpoint],
     ['server public key', s.serverPublicKey ?? '-'],
@@ -328,8 +350,12 @@ export async function main(argv: string[]): Promise<number> {
         if (values.ipv4 !== undefined) body.ipv4 = values.ipv4;
         const mtu = intFlag('mtu', values.mtu);
         if (mtu !== undefined) body.mtu = mtu;
-        if (values['no-mpbgp']) body.mpbgp = false;
-        if (values['no-extended-next-hop']) body.extendedNextHop = false;
+        if (values['no-endpoint'] || values['no-ipv4'])
+          throw new CliError('USAGE', 'create takes --endpoint and --ipv4, or leaves them out');
+        const mpbgp = toggle(values, 'mpbgp');
+        if (mpbgp !== undefined) body.mpbgp = mpbgp;
+        const enh = toggle(values, 'extended-next-hop');
+        if (enh !== undefined) body.extendedNextHop = enh;
         const res = await client.post<Record<string, string | number>>('/session', body);
         output(format, res, () =>
           [
@@ -346,30 +372,29 @@ export async function main(argv: string[]): Promise<number> {
       }
       case 'modify': {
         const body: Record<string, unknown> = { action: 'modify', uuid: await needUuid() };
-        if (values.endpoint !== undefined && values['no-endpoint'])
-          throw new CliError('USAGE', '--endpoint and --no-endpoint exclude each other');
-        if (values.endpoint !== undefined) body.endpoint = values.endpoint;
-        if (values['no-endpoint']) body.endpoint = null;
+        if (values.router !== undefined)
+          throw new CliError('USAGE', 'a session stays on its router: delete it and create one on the other');
+        const nullable = { endpoint: 'endpoint', ipv4: 'ipv4' } as const;
+        for (const [flag, field] of Object.entries(nullable) as [keyof typeof nullable, string][]) {
+          if (values[flag] !== undefined && values[`no-${flag}`])
+            throw new CliError('USAGE', `--${flag} and --no-${flag} exclude each other`);
+          if (values[flag] !== undefined) body[field] = values[flag];
+          if (values[`no-${flag}`]) body[field] = null;
+        }
+        if (values['public-key'] !== undefined) body.publicKey = values['public-key'];
+        if (values['link-local'] !== undefined) body.linkLocal = values['link-local'];
+        if (values.ipv6 !== undefined) body.ipv6 = values.ipv6;
         const mtu = intFlag('mtu', values.mtu);
         if (mtu !== undefined) body.mtu = mtu;
-        // a session's other fields are fixed once created: say so rather than ignore the flag
-        const fixed = [
-          'router',
-          'ipv6',
-          'ipv4',
-          'link-local',
-          'public-key',
-          'no-mpbgp',
-          'no-extended-next-hop',
-        ];
-        const given = fixed.filter((f) => values[f as keyof typeof values] !== undefined);
-        if (given.length)
+        const mpbgp = toggle(values, 'mpbgp');
+        if (mpbgp !== undefined) body.mpbgp = mpbgp;
+        const enh = toggle(values, 'extended-next-hop');
+        if (enh !== undefined) body.extendedNextHop = enh;
+        if (Object.keys(body).length === 2)
           throw new CliError(
             'USAGE',
-            `modify changes only --endpoint, --no-endpoint and --mtu; ${given.map((f) => `--${f}`).join(', ')} cannot change (delete the session and create it again)`,
+            'modify needs something to change: --public-key, --link-local, --ipv6, --ipv4/--no-ipv4, --endpoint/--no-endpoint, --mtu, --[no-]mpbgp or --[no-]extended-next-hop',
           );
-        if (Object.keys(body).length === 2)
-          throw new CliError('USAGE', 'modify needs --endpoint HOST:PORT, --no-endpoint or --mtu N');
         const res = await client.post<SessionRecord>('/session', body);
         output(format, res, () => describe(res));
         return 0;

@@ -363,6 +363,56 @@ describe('peerops session', () => {
       /^INVALID_STATE: approve: session as4242427007-cli7 breaks the current policy/,
     );
   });
+  it('modify rotates the key, changes link-local, IPv4 and the BGP options, and says what it refuses', async () => {
+    const agentToken = await h.addRouter('cli8');
+    const token = h.tokens.issueToken(4242427008, 'user').token;
+    const uuid = (await h.post('/session', token, sessionFields('cli8'))).json().uuid as string;
+    await h.post('/admin/session', h.admin, { action: 'approve', uuid });
+    const port = h.store.getSession(uuid)?.spec.listenPort;
+    await h.post('/agent/cli8/modify', agentToken, { uuid, status: 1, interface: `wg_${port}` });
+    const key = wgKey();
+    const rotated = await peerops(
+      ['session', 'modify', uuid, '--public-key', key, '--link-local', 'fe80::88'],
+      token,
+    );
+    expect(rotated.code, rotated.stderr).toBe(0);
+    // no review for a key by default: queued for setup, the router applies it
+    expect(rotated.stdout).toMatch(/^status\s+4 QUEUED_FOR_SETUP$/m);
+    expect(rotated.stdout).toMatch(new RegExp(`^public key\\s+${key.replaceAll('+', '\\+')}$`, 'm'));
+    expect(rotated.stdout).toMatch(/^link-local\s+fe80::88$/m);
+    // a new IPv4 address is reviewed again on a router without autoApprove
+    const ipv4 = await peerops(
+      ['session', 'modify', uuid, '--ipv4', '172.22.8.8', '--no-mpbgp', '--no-extended-next-hop', '--json'],
+      token,
+    );
+    expect(ipv4.code, ipv4.stderr).toBe(0);
+    expect(JSON.parse(ipv4.stdout)).toMatchObject({
+      status: 3,
+      ipv4: '172.22.8.8',
+      mpbgp: false,
+      extendedNextHop: false,
+    });
+    // the controller's refusal names the field and the flag
+    const refused = await peerops(['session', 'modify', uuid, '--no-ipv4'], token);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^INVALID_REQUEST: \/mpbgp \(--\[no-\]mpbgp\): /);
+    const back = await peerops(
+      ['session', 'modify', uuid, '--no-ipv4', '--mpbgp', '--extended-next-hop'],
+      token,
+    );
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toMatch(/^ipv4\s+-$/m);
+    for (const [args, words] of [
+      [['--mpbgp', '--no-mpbgp'], '--mpbgp and --no-mpbgp exclude each other'],
+      [['--ipv4', '172.22.8.9', '--no-ipv4'], '--ipv4 and --no-ipv4 exclude each other'],
+      [['--router', 'fra1'], 'a session stays on its router'],
+      [[], 'modify needs something to change'],
+    ] as const) {
+      const res = await peerops(['session', 'modify', uuid, ...args], token);
+      expect(res.code, `${args.join(' ')}: ${res.stderr}`).toBe(2);
+      expect(res.stderr).toContain(words);
+    }
+  });
   it('restart of an ACTIVE session queues it for setup again', async () => {
     const agentToken = await h.addRouter('cli4');
     const token = h.tokens.issueToken(4242427003, 'user').token;
@@ -421,16 +471,16 @@ describe('peerops session', () => {
     expect((await peerops(['session', 'list'], 'garbage')).stderr).toMatch(/^INVALID_TOKEN: /);
     expect((await peerops(['session', 'frobnicate'], user())).code).toBe(2);
     expect((await peerops(['session', 'delete'], user())).code).toBe(2);
-    // modify changes endpoint and mtu only: other flags are refused, not ignored
+    // the router is the one field modify cannot change: refused, not ignored
     const fixed = await peerops(
-      ['session', 'modify', '6f1c2a4e-0000-4000-8000-000000000000', '--ipv6', 'fd42::2'],
+      ['session', 'modify', '6f1c2a4e-0000-4000-8000-000000000000', '--router', 'ams1'],
       user(),
     );
     expect(fixed.code).toBe(2);
-    expect(fixed.stderr).toMatch(/--ipv6 cannot change/);
+    expect(fixed.stderr).toMatch(/a session stays on its router/);
     expect(
       (await peerops(['session', 'modify', '6f1c2a4e-0000-4000-8000-000000000000'], user())).stderr,
-    ).toMatch(/modify needs --endpoint/);
+    ).toMatch(/modify needs something to change: --public-key/);
     // an unreachable controller: the reason, not just "fetch failed"
     const closed = `http://127.0.0.1:${await freePort()}`;
     const down = await peerops(['session', 'list', '--url', closed], user());
