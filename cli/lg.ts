@@ -40,7 +40,11 @@ export function lgText(answer: LgAnswer): string {
       ? `(routes ${Math.min(answer.page.offset + 1, answer.page.total)}-${Math.min(answer.page.offset + answer.page.limit, answer.page.total)} of ${answer.page.total})`
       : '',
   ].filter(Boolean);
-  return [answer.output.trimEnd(), ...notes].filter(Boolean).join('\n');
+  // routes: one line per route with the filter's verdict and ROA state, then BIRD's text of them
+  const summary = (answer.routes ?? [])
+    .map((r) => `${r.verdict.padEnd(9)} ROA ${r.roa.padEnd(8)} ${r.net}`)
+    .join('\n');
+  return [summary && `${summary}\n`, answer.output.trimEnd(), ...notes].filter(Boolean).join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {

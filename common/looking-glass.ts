@@ -99,6 +99,17 @@ export const LgQueries = Type.Object(
 );
 export type LgQueries = Static<typeof LgQueries>;
 
+/** What the session's filter did with a route: `rejected` ones BIRD keeps aside and does not use or send. */
+export const LgRouteVerdict = Type.Union([Type.Literal('accepted'), Type.Literal('rejected')]);
+export type LgRouteVerdict = Static<typeof LgRouteVerdict>;
+/** BIRD's roa_check of the route's prefix and origin AS against the router's ROA tables. */
+export const LgRoaState = Type.Union([
+  Type.Literal('valid'),
+  Type.Literal('invalid'),
+  Type.Literal('unknown'),
+]);
+export type LgRoaState = Static<typeof LgRoaState>;
+
 /** The agent's answer to one query, and what the caller gets back. */
 export const LgAnswer = Type.Object(
   {
@@ -119,6 +130,16 @@ export const LgAnswer = Type.Object(
           total: Type.Integer({ minimum: 0 }),
         },
         { additionalProperties: false },
+      ),
+    ),
+    /** routes: each route of this page, in the order of `output`, with the filter's verdict and ROA state. */
+    routes: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { net: Type.String({ maxLength: 49 }), verdict: LgRouteVerdict, roa: LgRoaState },
+          { additionalProperties: false },
+        ),
+        { maxItems: LG_PAGE_MAX },
       ),
     ),
   },

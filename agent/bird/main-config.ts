@@ -136,6 +136,8 @@ ${c.enabled ? `${originate}  update_flags(link_latency, link_bandwidth, link_cry
     .map((line) => `  ${line}`)
     .join('\n');
   sections.push(`# eBGP sessions (${paths.peerConfDir}/*.conf) inherit from this template.
+# Routes the import filter rejects are kept aside (not used, not exported) so that the looking glass can
+# show them with the filter's verdict (docs/routing-policy.md); the import limit counts only accepted ones.
 template bgp ${names.ebgpTemplate} {
   local as ${names.ownAs};
   path metric 1;
@@ -146,11 +148,13 @@ template bgp ${names.ebgpTemplate} {
 ${connectTimers}
   ipv4 {
     import limit ${limit.ipv4} action ${limit.action};
+    import keep filtered on;
     import where ${names.importFilter}(9, ${defaultBandwidth}, ${defaultCrypto});
     export where ${names.exportFilter}(9, ${defaultBandwidth}, ${defaultCrypto});
   };
   ipv6 {
     import limit ${limit.ipv6} action ${limit.action};
+    import keep filtered on;
     import where ${names.importFilter}(9, ${defaultBandwidth}, ${defaultCrypto});
     export where ${names.exportFilter}(9, ${defaultBandwidth}, ${defaultCrypto});
   };

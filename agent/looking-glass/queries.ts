@@ -13,10 +13,13 @@ import {
   LG_TIME_LIMIT_MS,
   type LgAnswer,
   type LgQuery,
+  type LgRoaState,
+  type LgRouteVerdict,
 } from '../../common/looking-glass.ts';
 import { lgTargetProblem } from '../../common/looking-glass-target.ts';
 import { isIpv6 } from '../../common/net.ts';
 import type { BirdControl, Reply } from '../bird/control.ts';
+import { ROA_TABLES } from '../bird/main-config.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { cutUtf8, runBounded, type Bounds } from './bounded.ts';
 
@@ -126,31 +129,89 @@ const TABLE_LINE = /^Table \S+:$/;
 const ROUTE_LINE = /\[\S+ [^\]]*\]/;
 
 /**
- * One page of the routes BIRD accepted from the session (`show route protocol`) or exports to it
- * (`show route export`), over its protocols; a route is its first line (code 1007) and the attribute
- * lines after it (code 1007 lines with the route's protocol in brackets start one). BIRD keeps no rejected routes (no `import keep filtered`), so every route received
- * is one the import filter accepted.
+ * BIRD's roa_check of a route against the ROA tables the RPKI protocols fill (main-config.ts), with the
+ * route's origin AS, as the import filter judges it.
+ */
+const roaIs = (state: 'ROA_VALID' | 'ROA_INVALID') =>
+  `where (net.type = NET_IP6 && roa_check(${ROA_TABLES.ipv6}, net, bgp_path.last) = ${state})` +
+  ` || (net.type = NET_IP4 && roa_check(${ROA_TABLES.ipv4}, net, bgp_path.last) = ${state})`;
+
+/** A route as BIRD printed it (its lines) and the prefix it is for. */
+interface PrintedRoute {
+  net: string;
+  text: string;
+}
+
+/**
+ * The routes of a reply, each its first line (code 1007, its protocol in brackets) and the attribute
+ * lines after it; a route indented under another is for the same prefix.
+ */
+function printedRoutes(reply: Reply): PrintedRoute[] {
+  const routes: PrintedRoute[] = [];
+  let net = '';
+  for (const line of reply.lines) {
+    if (TABLE_LINE.test(line.text)) continue;
+    if (line.code === 1007 && ROUTE_LINE.test(line.text)) {
+      if (!/^\s/.test(line.text)) net = line.text.split(/\s+/, 1)[0] ?? '';
+      routes.push({ net, text: line.text });
+    } else if (line.code >= 1007 && line.code <= 1012 && routes.length > 0)
+      routes[routes.length - 1]!.text += `\n${line.text}`;
+  }
+  return routes;
+}
+
+/**
+ * One page of the routes of a session (docs/api.md, Looking glass), each with the filter's verdict and its
+ * ROA state. Received: those BIRD accepted from the session (`show route protocol`) and those its import
+ * filter rejected (`… filtered`: the template keeps them, `import keep filtered`). Exported: those it
+ * sends (`show route export`) and those its export filter holds back (`show route noexport`). Over the
+ * session's protocols (its IPv4 one exists only without multiprotocol BGP).
  */
 async function routesPage(query: LgQuery, bird: BirdControl, bounds: Bounds): Promise<LgAnswer> {
   const port = portOf(query);
-  const verb = query.direction === 'exported' ? 'export' : 'protocol';
-  const routes: string[] = [];
+  const sets =
+    query.direction === 'exported'
+      ? ([
+          ['accepted', 'export'],
+          ['rejected', 'noexport'],
+        ] as const)
+      : ([
+          ['accepted', 'protocol'],
+          ['rejected', 'protocol'],
+        ] as const);
+  const routes: (PrintedRoute & { verdict: LgRouteVerdict; roa: LgRoaState })[] = [];
   const started = Date.now();
+  const ask = (command: string) =>
+    birdReply(bird, command, { ...bounds, timeMs: bounds.timeMs - (Date.now() - started) });
+  const timedOut = (): LgAnswer => ({
+    output: routes.map((r) => r.text).join('\n'),
+    truncated: false,
+    timedOut: true,
+  });
   for (const protocol of [sessionProtocolName(port), sessionIpv4ProtocolName(port)]) {
-    const left = bounds.timeMs - (Date.now() - started);
-    const reply = await birdReply(bird, `show route ${verb} ${protocol} all`, { ...bounds, timeMs: left });
-    if (!reply) return { output: routes.join('\n'), truncated: false, timedOut: true };
-    // 8xxx/9xxx: no such protocol (the IPv4 one exists only without multiprotocol BGP)
-    if (reply.code >= 8000) continue;
-    for (const line of reply.lines) {
-      if (TABLE_LINE.test(line.text)) continue;
-      if (line.code === 1007 && ROUTE_LINE.test(line.text)) routes.push(line.text);
-      else if (line.code >= 1007 && line.code <= 1012 && routes.length > 0)
-        routes[routes.length - 1] += `\n${line.text}`;
+    for (const [verdict, verb] of sets) {
+      const base = `show route ${verb} ${protocol}${verdict === 'rejected' && verb === 'protocol' ? ' filtered' : ''}`;
+      const reply = await ask(`${base} all`);
+      if (!reply) return timedOut();
+      // 8xxx/9xxx: no such protocol
+      if (reply.code >= 8000) break;
+      const printed = printedRoutes(reply);
+      if (printed.length === 0) continue;
+      const roa = new Map<string, LgRoaState>();
+      for (const state of ['valid', 'invalid'] as const) {
+        const judged = await ask(`${base} ${roaIs(state === 'valid' ? 'ROA_VALID' : 'ROA_INVALID')}`);
+        if (!judged) return timedOut();
+        for (const r of printedRoutes(judged)) roa.set(r.net, state);
+      }
+      for (const r of printed) routes.push({ ...r, verdict, roa: roa.get(r.net) ?? 'unknown' });
     }
   }
   const offset = query.offset ?? 0;
   const limit = query.limit ?? LG_PAGE_DEFAULT;
   const page = routes.slice(offset, offset + limit);
-  return { ...cut(page.join('\n'), bounds), page: { offset, limit, total: routes.length } };
+  return {
+    ...cut(page.map((r) => r.text).join('\n'), bounds),
+    page: { offset, limit, total: routes.length },
+    routes: page.map(({ net, verdict, roa }) => ({ net, verdict, roa })),
+  };
 }

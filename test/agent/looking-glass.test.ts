@@ -4,7 +4,7 @@
  * (real BIRD, wireguard-go) towards a peer namespace with its own BIRD; answers through the API and the
  * CLI; refusals; a hung and a huge command cut at their bounds.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,6 +102,64 @@ describe('looking glass through the agent', () => {
     console.log(`show route for, round trip through the agent: ${(performance.now() - t0).toFixed(1)} ms`);
   });
 
+  it('gives each route received and exported its filter verdict and ROA state', async () => {
+    const port = L.h.store.getSession(uuid)!.spec.listenPort;
+    const own = `fd42:${(peer.asn % 10000).toString(16)}::/48`;
+    // the peer also sends a prefix outside DN42 (the import filter rejects it, no ROA covers it) and one
+    // whose ROA names another AS (rejected as ROA invalid)
+    const foreign = '2001:db8:42::/48';
+    const hijack = 'fd42:beef::/48';
+    const peerConf = await readFile(peer.bird.configPath, 'utf8');
+    await writeFile(
+      peer.bird.configPath,
+      peerConf.replace(
+        'unreachable; }',
+        `unreachable; route ${foreign} unreachable; route ${hijack} unreachable; }`,
+      ),
+    );
+    // ROAs as the RPKI protocol would load them: the peer's own prefix for its AS, the other for another
+    await writeFile(
+      join(L.root, 'bird', 'local.d', 'roa.conf'),
+      `protocol static lab_roas { roa6 { table dn42_roa6; };
+  route fd42:${(peer.asn % 10000).toString(16)}::/32 max 48 as ${peer.asn};
+  route fd42:beef::/32 max 48 as 4242420001;
+}\n`,
+    );
+    await L.bird.birdc('configure');
+    await peer.bird.birdc('configure');
+    const received = await waitFor(
+      'the three routes in the page',
+      async () => {
+        const a = await answer(peer.userToken, { op: 'routes', session: uuid, direction: 'received' });
+        return a.routes?.length === 3 ? a : undefined;
+      },
+      30_000,
+      300,
+    );
+    expect(received.routes).toEqual([
+      { net: own, verdict: 'accepted', roa: 'valid' },
+      ...[
+        { net: foreign, verdict: 'rejected', roa: 'unknown' },
+        { net: hijack, verdict: 'rejected', roa: 'invalid' },
+      ].sort((a, b) => (received.output.indexOf(a.net) < received.output.indexOf(b.net) ? -1 : 1)),
+    ]);
+    expect(received.page).toEqual({ offset: 0, limit: 100, total: 3 });
+    for (const r of received.routes ?? []) expect(received.output).toContain(r.net);
+    // a rejected route is kept aside: neither used nor sent on to the other peer
+    const exported = await answer(other.userToken, {
+      op: 'routes',
+      session: otherUuid,
+      direction: 'exported',
+    });
+    expect(exported.routes?.filter((r) => r.verdict === 'accepted')).toEqual([
+      { net: own, verdict: 'accepted', roa: 'valid' },
+    ]);
+    expect(exported.output).not.toContain(foreign);
+    expect(exported.output).not.toContain(hijack);
+    const [p] = await agent.bird.protocols(`dn42_${port}`);
+    expect(p?.routesImported).toBe(1);
+  });
+
   it('answers through the CLI: lg ping, lg route, session routes, session protocol', async () => {
     const cli = (args: string[]) => runCli(args, { url: L.url, home, token: peer.userToken });
     const ping = await cli(['lg', 'ping', L.router, address]);
@@ -113,7 +171,9 @@ describe('looking glass through the agent', () => {
     expect(route.stdout).toMatch(/\/48/);
     const routes = await cli(['session', 'routes', uuid, '--received', '--page-size', '1']);
     expect(routes.code, routes.stderr).toBe(0);
-    expect(routes.stdout).toMatch(/routes 1-1 of 1/);
+    // the page's first route, its verdict and ROA state (the three routes of the test above)
+    expect(routes.stdout).toMatch(/routes 1-1 of 3/);
+    expect(routes.stdout).toMatch(/^accepted\s+ROA valid\s+fd42:/m);
     const protocol = await cli(['session', 'protocol', uuid]);
     expect(protocol.stdout).toMatch(/BGP state:\s+Established/);
     const outside = await cli(['lg', 'ping', L.router, '8.8.8.8']);

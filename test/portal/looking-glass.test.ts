@@ -79,6 +79,10 @@ describe('the Looking glass panel', () => {
     await card.getByRole('button', { name: 'Routes received' }).click();
     await output.getByText(prefix).waitFor();
     expect(await card.getByTestId('lg-page').textContent()).toBe('Routes 1–1 of 1');
+    // the route with the filter's verdict and its ROA state (the lab's ROA tables are empty: unknown)
+    expect(
+      await card.getByTestId('lg-routes').getByRole('row').nth(1).getByRole('cell').allTextContents(),
+    ).toEqual([prefix, 'accepted', 'unknown']);
     await expect.poll(() => card.getByLabel('Address').inputValue()).toBe(address);
     await card.getByRole('button', { name: 'Ping' }).click();
     await output.getByText(/4 received/).waitFor();

@@ -105,6 +105,29 @@ export function LookingGlassPanel(props: { session: SessionRecord }) {
           {t('common.loading')}
         </p>
       )}
+      {answer?.routes && answer.routes.length > 0 && (
+        <table class="lg-routes" data-testid="lg-routes">
+          <caption>{t('lg.routesCaption')}</caption>
+          <thead>
+            <tr>
+              <th scope="col">{t('lg.prefix')}</th>
+              <th scope="col">{t('lg.verdict')}</th>
+              <th scope="col">{t('lg.roa')}</th>
+            </tr>
+          </thead>
+          <tbody>
+            {answer.routes.map((r, i) => (
+              <tr key={`${r.net}-${i}`}>
+                <td>
+                  <code>{r.net}</code>
+                </td>
+                <td>{t(`lg.verdict.${r.verdict}`)}</td>
+                <td>{t(`lg.roa.${r.roa}`)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
       {answer && (
         <figure class="config-file">
           <pre class="code" tabIndex={0} data-testid="lg-output">
