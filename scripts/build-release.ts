@@ -3,7 +3,8 @@
  * asset of a release into one directory (default dist/release-X.Y.Z), the layout the agent's updater
  * fetches from `autoUpdate.releaseRepo` and docs/release.md describes:
  *   peerops.mjs            one esbuild bundle of bin/peerops.ts with the version baked in
- *                          (process.env.PEEROPS_BUILD_VERSION); `node peerops.mjs --version` prints it
+ *                          (process.env.PEEROPS_BUILD_VERSION) and the checkout's revision
+ *                          (PEEROPS_BUILD_REVISION, common/version.ts); `node peerops.mjs --version` prints the version
  *   peerops                a launcher that runs the bundle beside it (PEEROPS_NODE or `node`, >= 20.12) and
  *                          rolls back a self-update that never completes a pass (agent/update/probation.ts)
  *   peerops-X.Y.Z.tgz      the npm package (`npm pack` of package.json's `files` at version X.Y.Z)
@@ -57,6 +58,7 @@ import { ARTIFACT_NAME, CHECKSUMS_NAME, previousPath } from '../agent/update/ins
 import { PROBATION_NAME, PROBATION_STARTS, REJECTED_NAME } from '../agent/update/probation.ts';
 import { RELEASE_NAMESPACE, SIGNATURE_NAME } from '../agent/update/signature.ts';
 import { parseSshSignature } from '../common/sshsig.ts';
+import { codeRevision } from '../common/version.ts';
 import { buildCommonDeb, buildDeb } from './build-deb.ts';
 import { buildControllerDeb } from './build-deb-controller.ts';
 import { buildWireguardDeb } from './build-deb-wireguard.ts';
@@ -142,6 +144,8 @@ async function bundleOptions(version: string, target: string): Promise<BuildOpti
     logLevel: 'warning',
     define: {
       'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version),
+      // the checkout's revision, so the release keeps the caches a checkout of the same code made
+      'process.env.PEEROPS_BUILD_REVISION': JSON.stringify(codeRevision() ?? ''),
       __PEEROPS_PORTAL_FILES__: JSON.stringify(await buildPortal()),
       // the API reference page's script (controller/api/reference.ts), else /docs would 404 when installed
       __PEEROPS_REDOC_BUNDLE__: JSON.stringify(

@@ -36,6 +36,8 @@ import { controllerDebFileName } from '../../scripts/build-deb-controller.ts';
 import { hostArchitecture, wireguardDebFileName } from '../../scripts/build-deb-wireguard.ts';
 import { routerFields } from '../api/helpers.ts';
 import { nodeArgsProbe } from '../support/node-args-probe.ts';
+import { ControllerProcess } from '../support/controller-process.ts';
+import { freePort } from '../support/ports.ts';
 import {
   bootScript,
   DEB_ROOT_PACKAGES as ROOT_PACKAGES,
@@ -204,6 +206,24 @@ describe('npm run build:release', () => {
     ).toEqual([['--max-semi-space-size=2']]);
     expect(await seenBy(['--version'])).toEqual([[]]);
   });
+
+  it("a data directory keeps the store's parse cache between the checkout and its release", async () => {
+    // built from this checkout, the bundle has its revision (common/version.ts, docs/store.md)
+    const data = path.join(work, 'moved-data');
+    const said = (c: ControllerProcess) => c.output.split('\n').find((l) => l.includes('store: parse cache'));
+    const sources = new ControllerProcess(data, await freePort());
+    await sources.start();
+    expect(await sources.stop()).toBe(0);
+    expect(said(sources)).toContain('absent');
+    const bundle = new ControllerProcess(data, await freePort());
+    bundle.program = path.join(release, 'peerops.mjs');
+    await bundle.start();
+    expect(await bundle.stop()).toBe(0);
+    expect(said(bundle)).toContain('store: parse cache taken');
+    await sources.start();
+    expect(await sources.stop()).toBe(0);
+    expect(said(sources)).toContain('store: parse cache taken');
+  }, 60_000);
 
   it('the .deb: its control fields, conffile and modes', async () => {
     const deb = path.join(release, debFileName(VERSION));

@@ -115,17 +115,21 @@ describe('ParseCache', () => {
     expect(damaged.has(key)).toBe(false);
   });
 
-  it('reads a file another release wrote as empty', async () => {
+  it('reads a file another revision of the code wrote as empty', async () => {
     const cache = new ParseCache(gitdir);
     await cache.load();
     const key = ParseCache.key('spec', 'sessions/fra1/a.yaml', 'a'.repeat(40));
     cache.set(key, { a: 1 });
     await cache.save(() => new Set([key]), NO_MIRRORS, NO_REJECTED);
     const file = join(gitdir, 'peerops', 'parsed.json');
-    const doc = JSON.parse(await readFile(file, 'utf8')) as { version: string };
-    await writeFile(file, JSON.stringify({ ...doc, version: '0.0.0-other' }));
+    const doc = JSON.parse(await readFile(file, 'utf8')) as { revision: string };
+    await writeFile(file, JSON.stringify({ ...doc, revision: `${doc.revision}-other` }));
     const other = new ParseCache(gitdir);
-    await other.load();
+    expect(await other.load()).toMatchObject({ found: 'other revision' });
     expect(other.has(key)).toBe(false);
+    const same = new ParseCache(gitdir);
+    await writeFile(file, JSON.stringify(doc));
+    expect(await same.load()).toMatchObject({ found: 'taken', revision: doc.revision });
+    expect(same.has(key)).toBe(true);
   });
 });

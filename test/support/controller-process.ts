@@ -15,6 +15,8 @@ export class ControllerProcess {
   private readonly dataDir: string;
   private readonly env: Record<string, string>;
   private readonly args: string[];
+  /** The program node runs: the sources by default, or a release's bundle. */
+  program = 'bin/peerops.ts';
 
   constructor(dataDir: string, port: number, env: Record<string, string> = {}, args: string[] = []) {
     this.dataDir = dataDir;
@@ -28,7 +30,7 @@ export class ControllerProcess {
     const proc = spawn(
       process.execPath,
       [
-        'bin/peerops.ts',
+        this.program,
         'serve',
         '--listen',
         this.base.slice('http://'.length),

@@ -37,7 +37,7 @@ import { gcAuto } from '../gitdb/housekeeping.ts';
 import { closeObjects, encodeObject, readText, type GitContext } from '../gitdb/objects.ts';
 import { ObservationFlush } from './observation-flush.ts';
 import { outboxMessage, outboxWrites } from './outbox.ts';
-import { ParseCache } from './parse-cache.ts';
+import { ParseCache, type CacheLoad } from './parse-cache.ts';
 import { installPreReceiveHook } from './pre-receive.ts';
 import { Journal, takeOver, type InstanceLock } from '../gitdb/recovery.ts';
 import { RemoteSync, type RemoteOptions } from './remote.ts';
@@ -67,6 +67,13 @@ export interface GitStoreOptions {
 }
 
 export const STATUS_REF = 'refs/heads/peerops-status';
+/** The start's log line on the parse cache (docs/store.md, "The parse cache"). */
+const CACHE_LOAD_SAID: Record<CacheLoad['found'], string> = {
+  taken: 'taken',
+  none: 'absent: every blob is read',
+  'other revision': 'written by another revision of the code: every blob is read',
+};
+
 /**
  * The revoked tokens (docs/login.md, Revoking tokens), on the status ref: the controller's own record,
  * which no pull request edits, in the repository's history and backups like everything else it keeps.
@@ -183,7 +190,8 @@ export class GitStore extends StoreCore {
       this.instanceLock = taken.lock;
       this.commits.recovered();
     } else this.startReadOnly(taken.readOnly);
-    await this.cache.load();
+    const cache = await this.cache.load();
+    this.log.info({ parseCache: cache }, `store: parse cache ${CACHE_LOAD_SAID[cache.found]}`);
     await this.commits.serialised(async () => {
       await this.follower.syncAll();
       this.follower.markOrphanStatus();

@@ -7,20 +7,29 @@
  * are 2,000 directories, and reading them was a quarter of a start). And the judgement of those two trees
  * (follow.ts): which manifests the rules rejected and why. The rules compare every session with the others,
  * and judging is a pure function of the trees, so a start on the same two trees takes the judgement
- * instead of judging 100,000 sessions again. Tied to the release (VERSION): new validation rules start
- * with an empty cache.
+ * instead of judging 100,000 sessions again. Tied to the code's revision (common/version.ts): other
+ * validation rules start with an empty cache, a checkout and the release built from it share one.
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FieldError } from '../../../common/errors.ts';
 import type { SkipReason } from '../core/skipped.ts';
-import { VERSION } from '../../../common/version.ts';
+import { VERSION, codeRevision } from '../../../common/version.ts';
 import { atomicWriteFile } from '../../../common/atomic-write.ts';
 import { ConditionPacker, unpackConditions } from './packed-conditions.ts';
 import { packMirror, unpackMirror, type DirNode, type PackedDir } from '../gitdb/tree.ts';
 
-/** 2: statuses' conditions packed (packed-conditions.ts); 3: the branches' mirrors; 4: refusal reasons. */
-const FORMAT = 4;
+/**
+ * 2: statuses' conditions packed (packed-conditions.ts); 3: the branches' mirrors; 4: refusal reasons;
+ * 5: keyed by the code's revision.
+ */
+const FORMAT = 5;
+
+/** What a load found: the cache taken, none, or one another revision of the code wrote (dropped). */
+export type CacheLoad =
+  | { found: 'taken'; entries: number; revision: string }
+  | { found: 'none' }
+  | { found: 'other revision'; revision: string };
 
 export type CacheKind = 'spec' | 'status';
 
@@ -50,6 +59,9 @@ const isJudgement = (value: unknown): value is Judgement => {
   );
 };
 
+/** The revision a cache must have been written by to be taken (the release's version outside git). */
+const cacheRevision = (): string => codeRevision() ?? VERSION;
+
 export class ParseCache {
   private readonly file: string;
   private entries = new Map<string, unknown>();
@@ -71,35 +83,38 @@ export class ParseCache {
     return `${kind}:${oid}:${path}`;
   }
 
-  async load(): Promise<void> {
+  async load(): Promise<CacheLoad> {
+    const revision = cacheRevision();
     try {
       const doc = JSON.parse(await readFile(this.file, 'utf8')) as {
         format?: number;
-        version?: string;
+        revision?: string;
         entries?: [string, unknown][];
         conditionTexts?: Parameters<typeof unpackConditions>[1];
         mirrors?: Partial<Record<CacheKind, PackedDir>>;
         judgement?: unknown;
       };
-      if (doc.format === FORMAT && doc.version === VERSION && Array.isArray(doc.entries)) {
-        const texts = doc.conditionTexts ?? [];
-        for (const [key, value] of doc.entries) if (key.startsWith('status:')) unpackConditions(value, texts);
-        this.entries = new Map(doc.entries);
-        this.mirrors = doc.mirrors ?? {};
-        for (const kind of ['spec', 'status'] as const) {
-          const root = doc.mirrors?.[kind]?.[0];
-          if (typeof root === 'string') this.savedRoots[kind] = root;
-        }
-        if (isJudgement(doc.judgement)) {
-          this.judgement = doc.judgement;
-          this.judgementSaved =
-            doc.judgement.spec === this.savedRoots.spec && doc.judgement.status === this.savedRoots.status;
-        }
+      if (doc.format !== FORMAT || doc.revision !== revision || !Array.isArray(doc.entries))
+        return { found: 'other revision', revision: `${doc.format ?? '?'}/${doc.revision ?? '?'}` };
+      const texts = doc.conditionTexts ?? [];
+      for (const [key, value] of doc.entries) if (key.startsWith('status:')) unpackConditions(value, texts);
+      this.entries = new Map(doc.entries);
+      this.mirrors = doc.mirrors ?? {};
+      for (const kind of ['spec', 'status'] as const) {
+        const root = doc.mirrors?.[kind]?.[0];
+        if (typeof root === 'string') this.savedRoots[kind] = root;
       }
+      if (isJudgement(doc.judgement)) {
+        this.judgement = doc.judgement;
+        this.judgementSaved =
+          doc.judgement.spec === this.savedRoots.spec && doc.judgement.status === this.savedRoots.status;
+      }
+      return { found: 'taken', entries: this.entries.size, revision };
     } catch {
       // missing or unreadable: start empty, the blobs are the truth
       this.entries = new Map();
       this.mirrors = {};
+      return { found: 'none' };
     }
   }
 
@@ -189,7 +204,7 @@ export class ParseCache {
     mirrors: Partial<Record<CacheKind, PackedDir>>,
     judgement: Judgement | undefined,
   ): Generator<string> {
-    let piece = `{"format":${FORMAT},"version":${JSON.stringify(VERSION)},"entries":[`;
+    let piece = `{"format":${FORMAT},"revision":${JSON.stringify(cacheRevision())},"entries":[`;
     let first = true;
     const conditions = new ConditionPacker();
     for (const [key, value] of this.entries) {
