@@ -5,11 +5,12 @@
  */
 import { ACTIONS as CONTEXT_ACTIONS } from './context.ts';
 import { AREAS, OPTIONS as ADMIN_OPTIONS } from './admin.ts';
-import { Client, COMMON_OPTIONS, CliError, run, unknownWord } from './client.ts';
+import { Client, CliError, run, unknownWord } from './client.ts';
 import { loadConfig } from './config.ts';
 import { OPERATIONS as LG_OPERATIONS, OPTIONS as LG_OPTIONS } from './lg.ts';
 import { OPTIONS as LOGIN_OPTIONS } from './login.ts';
 import { ACTIONS as SESSION_ACTIONS, OPTIONS as SESSION_OPTIONS } from './session.ts';
+import { OPTIONS as ROUTERS_OPTIONS } from './routers.ts';
 
 export const SHELLS = ['bash', 'zsh', 'fish'] as const;
 
@@ -35,7 +36,7 @@ const FLAGS: Record<string, string[]> = {
   session: flags(SESSION_OPTIONS),
   admin: flags(ADMIN_OPTIONS),
   login: flags(LOGIN_OPTIONS),
-  routers: flags(COMMON_OPTIONS),
+  routers: flags(ROUTERS_OPTIONS),
   lg: flags(LG_OPTIONS),
   context: ['--output', '--json', '--help'],
   validate: ['--base', '--format', '--help'],

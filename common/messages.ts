@@ -91,6 +91,10 @@ export const REFUSALS = {
     text: 'the request body must be application/json',
   },
   'request.rateLimited': { code: 'RATE_LIMITED', text: 'too many requests; wait for X-RateLimit-Reset' },
+  'near.rateLimited': {
+    code: 'RATE_LIMITED',
+    text: 'at most {limit} new nearest-router measurements a minute; an endpoint measured in the last {minutes} minutes is answered again at once',
+  },
   internal: { code: 'INTERNAL', text: 'internal error; the operator can find it in the log' },
 } as const satisfies Record<string, Refusal>;
 

@@ -40,6 +40,8 @@ import { lookingGlassRoutes } from './api/looking-glass.ts';
 import { MemoryLookingGlassBroker, type LookingGlassBroker } from './looking-glass/broker.ts';
 import { SessionHistory } from './history/session-history.ts';
 import { historyRoutes } from './api/history.ts';
+import { NearestRouters } from './looking-glass/nearest.ts';
+import { nearestRouterRoutes } from './api/nearest-routers.ts';
 import { RegistryFilter } from './registry/filter.ts';
 import { admissionRoutes } from './api/admission.ts';
 import { addMetricsSource, loginTotal, routeHttpMetrics, type RouteHttpMetrics } from './metrics.ts';
@@ -257,6 +259,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   let closeIdle: NodeJS.Timeout | undefined;
   // looking-glass queries wait here for their router's agent, one broker for both route prefixes
   const lookingGlass = opts.lookingGlass ?? new MemoryLookingGlassBroker();
+  // one cache of measurements for both route prefixes
+  const nearest = new NearestRouters(store, lookingGlass);
   app.addHook('preClose', async () => {
     shutdown.abort();
     await lookingGlass.close();
@@ -330,6 +334,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       history,
     });
     await scope.register(historyRoutes, { store, history });
+    await scope.register(nearestRouterRoutes, { store, nearest });
     await scope.register(lookingGlassRoutes, { store, broker: lookingGlass, shutdown: shutdown.signal });
     await scope.register(forgeEventRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);

@@ -19,7 +19,7 @@ import { renderMainConfig } from '../bird/main-config.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import type { AgentConfig } from '../config.ts';
-import { EndpointRefused, resolveEndpoint, type Resolve } from '../wireguard/endpoint.ts';
+import { EndpointRefused, resolveEndpoint, type Resolve } from '../../common/endpoint-resolve.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
 import type { WireGuard } from '../wireguard/types.ts';
 import {

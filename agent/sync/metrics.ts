@@ -7,6 +7,7 @@ import type { AgentSession, ReportBody } from '../../common/agent-api.ts';
 import type { BirdControl } from '../bird/control.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { mapLimit } from '../../common/concurrency.ts';
+import { parsePingAvg } from '../../common/ping.ts';
 import { run } from '../system/exec.ts';
 import { readInterface } from '../wireguard/interface.ts';
 import { wantsUp } from '../reconcile/desired.ts';
@@ -15,12 +16,6 @@ export interface MetricOptions {
   pingCount: number;
   pingTimeout: number;
   pingWorkers: number;
-}
-
-/** Average RTT in ms from ping's summary (`rtt min/avg/max/mdev = a/b/c/d ms`), null when none. */
-export function parsePingAvg(output: string): number | null {
-  const m = /= [\d.]+\/([\d.]+)\//.exec(output);
-  return m ? Number(m[1]) : null;
 }
 
 export async function ping(target: string, iface: string, opts: MetricOptions): Promise<number | null> {

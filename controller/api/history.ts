@@ -6,7 +6,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { HistoryRange, SessionHistoryResponse, type HistoryRangeName } from '../../common/history.ts';
 import Type from 'typebox';
-import { Uuid } from '../../common/schema.ts';
 import type { SessionHistory } from '../history/session-history.ts';
 import type { Store } from '../store/store.ts';
 import { findOwned } from './actions.ts';
@@ -32,7 +31,14 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ store: Store; history: S
         summary: "A session's RTT, traffic and route counts over 24 h, 7 d or 30 d (its owner or an admin)",
         description:
           'Points at 1 minute (24h), 5 minutes (7d) or 30 minutes (30d), oldest first; spans with no report are left out. Bytes are those moved within the point’s span.',
-        params: Type.Object({ uuid: Uuid }),
+        // a pattern, not the uuid format: path parameters are read by the text validator (validation.ts)
+        params: Type.Object({
+          uuid: Type.String({
+            pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+            description: 'the session UUID',
+            examples: ['4d7c9a3e-1f2b-4c5d-8e9f-0a1b2c3d4e5f'],
+          }),
+        }),
         querystring: Type.Object({ range: Type.Optional(HistoryRange) }),
         response: { 200: SessionHistoryResponse },
       },

@@ -208,3 +208,42 @@ export type AdminRouterRecord = Static<typeof AdminRouterRecord>;
 export type CreateResponse = Static<typeof CreateResponse>;
 export type PolicyRecord = Static<typeof PolicyRecord>;
 export type SessionConfigResponse = Static<typeof SessionConfigResponse>;
+
+/** GET /routers/near: the accepting routers by their measured RTT to a peer's endpoint, nearest first. */
+export const NearRoutersResponse = Type.Object(
+  {
+    endpoint: Endpoint,
+    measuredAt: Timestamp,
+    routers: Type.Array(
+      Type.Object({
+        name: RouterName,
+        displayName: Type.String(),
+        region: Type.String(),
+        location: Type.Union([Type.String(), Type.Null()]),
+        /** Mean RTT in ms of the router's ping to the endpoint; null: none answered (`problem` says why). */
+        rtt: Type.Union([Type.Number({ minimum: 0 }), Type.Null()]),
+        problem: Type.Optional(Type.String()),
+      }),
+    ),
+  },
+  {
+    examples: [
+      {
+        endpoint: 'peer.example.org:51820',
+        measuredAt: '2026-01-01T12:00:00.000Z',
+        routers: [
+          { name: 'fra1', displayName: 'Frankfurt 1', region: 'eu-central', location: null, rtt: 8.2 },
+          {
+            name: 'nyc1',
+            displayName: 'New York 1',
+            region: 'na-east',
+            location: null,
+            rtt: null,
+            problem: "router nyc1's agent did not take the query within 10 s: is it connected?",
+          },
+        ],
+      },
+    ],
+  },
+);
+export type NearRoutersResponse = Static<typeof NearRoutersResponse>;

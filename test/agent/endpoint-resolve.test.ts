@@ -21,7 +21,7 @@ import {
   resolveEndpoint,
   systemResolve,
   type Resolve,
-} from '../../agent/wireguard/endpoint.ts';
+} from '../../common/endpoint-resolve.ts';
 import type { WgInterfaceSpec, WireGuard } from '../../agent/wireguard/types.ts';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../common/agent-api.ts';
 import { SessionStatus as S } from '../../common/status.ts';

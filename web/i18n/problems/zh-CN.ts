@@ -36,6 +36,8 @@ export default {
   'request.tooLarge': '请求正文超过了上限（64 KiB）',
   'request.mediaType': '请求正文必须是 application/json',
   'request.rateLimited': '请求过多；请等到 X-RateLimit-Reset 所示的时间',
+  'near.rateLimited':
+    '每分钟最多进行 {limit} 次新的最近路由器测量；最近 {minutes} 分钟内测过的端点会立即再次返回结果',
   internal: '内部错误；运维人员可以在日志中找到它',
   'field.required': '必填',
   'field.unknown': '不是已知的字段',

@@ -12,7 +12,7 @@ import {
   isIpv4,
   isIpv6,
   parseEndpoint,
-} from '../../common/net.ts';
+} from './net.ts';
 
 /** Every address a host name resolves to, in the resolver's order. */
 export type Resolve = (host: string) => Promise<string[]>;
