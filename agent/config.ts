@@ -14,6 +14,9 @@ import { Ipv4, Ipv6, LinkLocal, RouterName } from '../common/schema.ts';
 import { validate } from '../common/validate.ts';
 import { SSH_PUBLIC_KEY_PATTERN } from './update/signature.ts';
 
+/** A problem of the agent's own config file: read on the router, so never keyed for a client. */
+type ConfigProblem = Pick<FieldError, 'pointer' | 'message'>;
+
 const Seconds = (def: number) => Type.Integer({ minimum: 1, maximum: 86400, default: def });
 const Path = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
 
@@ -127,8 +130,8 @@ export type AgentConfig = AgentConfigFile & {
 
 export class AgentConfigError extends Error {
   readonly file: string;
-  readonly errors: FieldError[];
-  constructor(file: string, errors: FieldError[]) {
+  readonly errors: ConfigProblem[];
+  constructor(file: string, errors: ConfigProblem[]) {
     super(`${file}: ${errors.map((e) => `${e.pointer}: ${e.message}`).join('; ')}`);
     this.name = 'AgentConfigError';
     this.file = file;
@@ -144,7 +147,7 @@ export function parseConfig(input: unknown, file: string): AgentConfig {
   const result = validate<AgentConfigFile>(AgentConfigFile, input);
   if (!result.ok) throw new AgentConfigError(file, result.errors);
   const c = result.value;
-  const errors: FieldError[] = [];
+  const errors: ConfigProblem[] = [];
   if (c.routing.poolSizeMax < c.routing.poolSize) {
     errors.push({ pointer: '/routing/poolSizeMax', message: 'must be at least routing.poolSize' });
   }

@@ -120,7 +120,11 @@ export function jsonReport(report: ChangeReport, tree: Tree, base: string | unde
       file: f.file,
       changed: f.changed,
       ok: f.problems.length === 0,
-      problems: f.problems.map((p) => ({ ...p, line: pointerLine(tree.get(f.file), p.pointer, p.message) })),
+      problems: f.problems.map((p) => ({
+        pointer: p.pointer,
+        message: p.message,
+        line: pointerLine(tree.get(f.file), p.pointer, p.message),
+      })),
     })),
   };
 }

@@ -47,7 +47,7 @@ export interface FieldError {
   pointer: string;
   message: string;
   /** The catalogue key of `message` and its parameters (common/messages.ts). */
-  key?: MessageKey;
+  key: MessageKey;
   params?: MessageParams;
 }
 
@@ -55,10 +55,10 @@ export interface FieldError {
 export class DomainError extends Error {
   readonly code: ErrorCode;
   readonly errors: FieldError[] | undefined;
-  /** Set when the message is a catalogue entry's (common/messages.ts: `fault`, `problem`). */
-  readonly keyed: Keyed | undefined;
+  /** The catalogue entry the message was made from (common/messages.ts: `fault`, `problem`). */
+  readonly keyed: Keyed;
 
-  constructor(code: ErrorCode, detail: string, errors?: FieldError[], keyed?: Keyed) {
+  constructor(code: ErrorCode, detail: string, errors: FieldError[] | undefined, keyed: Keyed) {
     super(detail);
     this.name = 'DomainError';
     this.code = code;
@@ -71,7 +71,7 @@ export class DomainError extends Error {
 export class ProblemError extends DomainError {
   readonly status: number;
 
-  constructor(code: ErrorCode, detail: string, errors?: FieldError[], keyed?: Keyed) {
+  constructor(code: ErrorCode, detail: string, errors: FieldError[] | undefined, keyed: Keyed) {
     super(code, detail, errors, keyed);
     this.name = 'ProblemError';
     this.status = ErrorCodes[code];

@@ -26,6 +26,7 @@ import {
   type ManifestSet,
   type NetworkView,
 } from './rules/index.ts';
+import { fieldError, type FieldSaid } from './messages.ts';
 
 /** The repository layout, as problems name it (docs/store.md, "Repository layout"). */
 export const LAYOUT = 'routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml';
@@ -100,8 +101,7 @@ export function validateTree(
     if (!isManifestPath(file)) {
       problems.push({
         file,
-        pointer: '/',
-        message: `is outside the repository layout (${LAYOUT}): the store never reads it; move it, or give it another extension`,
+        ...fieldError('/', 'field.outsideLayout', { layout: LAYOUT }),
       });
       continue;
     }
@@ -123,8 +123,7 @@ export function validateTree(
       if (first) {
         problems.push({
           file,
-          pointer: '/spec',
-          message: `a second session for AS${pair.asn} on router ${pair.router} (first in ${first})`,
+          ...fieldError('/spec', 'field.secondSession', { asn: pair.asn, router: pair.router, first }),
         });
       } else pairs.set(pair.key, file);
     }
@@ -144,8 +143,7 @@ export function validateTree(
   if (!defaultPolicy) {
     problems.push({
       file: 'policy/default.yaml',
-      pointer: '/',
-      message: 'is missing: the network needs a default policy',
+      ...fieldError('/', 'field.noDefaultPolicy'),
     });
   }
   for (const p of policies) add(p.file, policyWarnings(p.name, p.spec));
@@ -215,10 +213,14 @@ function portAllocationProblems(
     const dn42 = 20000 + (s.spec.asn % 10000);
     problems.push({
       file: s.file,
-      pointer: '/spec/listenPort',
-      message: isDn42Asn(s.spec.asn)
-        ? `router ${s.spec.router} has no free listen port: AS${s.spec.asn} gets port ${dn42} (20000 + ASN % 10000), already used by session ${ports.get(dn42)}`
-        : `router ${s.spec.router} has no free listen port`,
+      ...(isDn42Asn(s.spec.asn)
+        ? fieldError('/spec/listenPort', 'field.dn42PortTaken', {
+            router: s.spec.router,
+            asn: s.spec.asn,
+            port: dn42,
+            session: ports.get(dn42) ?? '',
+          })
+        : fieldError('/spec/listenPort', 'field.noFreePort', { router: s.spec.router })),
     });
   }
   return problems;
@@ -343,11 +345,9 @@ export function validateChange(
  * tree it reads (the store would skip a submodule without a word); a file over MANIFEST_LIMITS is not
  * read at all.
  */
-export function entryProblem(mode: string, size: number, path: string): string | undefined {
-  if (mode === '160000')
-    return 'is a submodule (gitlink): the store reads only regular files here, a submodule never reaches it';
-  if (mode === '120000')
-    return 'is a symbolic link: the store reads only regular files here, never what a link points to';
+export function entryProblem(mode: string, size: number, path: string): FieldSaid | undefined {
+  if (mode === '160000') return { key: 'field.submodule', params: {} };
+  if (mode === '120000') return { key: 'field.symlink', params: {} };
   const limit = manifestByteLimit(path);
   return size > limit ? tooLarge(size, limit) : undefined;
 }

@@ -10,6 +10,7 @@ import {
   prefixProblem,
   specialPurposeProblem,
 } from './net.ts';
+import { englishText } from './messages.ts';
 
 /** Is the address inside DN42's ranges (common/net.ts), the only ones a peer may ask about? */
 function inDn42(address: string): boolean {
@@ -36,7 +37,7 @@ export function lgTargetProblem(
   } else if (!isIpv4(address) && !isIpv6(address)) return 'is not an IPv4 or IPv6 address';
   else {
     const special = specialPurposeProblem(address);
-    if (special) return `is ${special}`;
+    if (special) return englishText(special.key, special.params);
   }
   if (!admin && !inDn42(address))
     return `is outside DN42's ranges (${[...DN42_PEER_ADDRESS_RANGES.ipv6, ...DN42_PEER_ADDRESS_RANGES.ipv4].join(', ')})`;

@@ -17,6 +17,7 @@ import {
   upgradeRouterSpec,
 } from './schema.ts';
 import { validate } from './validate.ts';
+import { fieldError, type FieldSaid } from './messages.ts';
 
 export type ManifestKind = 'Router' | 'PeeringSession' | 'RoutingPolicy';
 
@@ -67,9 +68,13 @@ function kib(bytes: number): string {
 /** A manifest outside MANIFEST_LIMITS: refused before its values exist. */
 export class ManifestBoundError extends Error {
   readonly reason: Extract<RefusalReason, 'too_large' | 'too_deep' | 'anchors'>;
-  constructor(reason: ManifestBoundError['reason'], message: string) {
-    super(message);
+  /** The bound's field error at the manifest's root. */
+  readonly error: FieldError;
+  constructor(reason: ManifestBoundError['reason'], said: FieldSaid) {
+    const error = fieldError('/', said.key, said.params);
+    super(error.message);
     this.reason = reason;
+    this.error = error;
   }
 }
 
@@ -111,8 +116,8 @@ export function classifyPath(path: string): PathInfo | undefined {
 }
 
 /** Why a file of `bytes` is refused. */
-export function tooLarge(bytes: number, maxBytes: number): string {
-  return `is ${bytes} bytes; this file may hold at most ${maxBytes} (${kib(maxBytes)})`;
+export function tooLarge(bytes: number, maxBytes: number): FieldSaid {
+  return { key: 'field.fileTooLarge', params: { bytes, max: maxBytes, maxText: kib(maxBytes) } };
 }
 
 /** The line (1-based) of a character offset. */
@@ -137,7 +142,9 @@ export function parseYaml(text: string, maxBytes: number = MANIFEST_LIMITS.bytes
     if (err instanceof YAMLException && err.reason.startsWith('nesting exceeded maxDepth'))
       throw new ManifestBoundError(
         'too_deep',
-        `${err.mark ? `line ${err.mark.line + 1}: ` : ''}nests deeper than ${MANIFEST_LIMITS.depth} levels; no manifest needs more`,
+        err.mark
+          ? { key: 'field.yamlTooDeepAt', params: { line: err.mark.line + 1, depth: MANIFEST_LIMITS.depth } }
+          : { key: 'field.yamlTooDeep', params: { depth: MANIFEST_LIMITS.depth } },
       );
     throw err;
   }
@@ -145,10 +152,10 @@ export function parseYaml(text: string, maxBytes: number = MANIFEST_LIMITS.bytes
     if (!('anchorStart' in e) || e.anchorStart < 0) continue;
     const name = text.slice(e.anchorStart, e.anchorEnd);
     const form = e.type === EVENT_ID.ALIAS ? `alias *${name}` : `anchor &${name}`;
-    throw new ManifestBoundError(
-      'anchors',
-      `line ${lineAt(text, e.anchorStart)}: YAML ${form}: anchors and aliases are not allowed, a manifest spells out every value`,
-    );
+    throw new ManifestBoundError('anchors', {
+      key: 'field.yamlAnchor',
+      params: { line: lineAt(text, e.anchorStart), form },
+    });
   }
   const documents = constructFromEvents(events, { source: text, schema: CORE_SCHEMA });
   if (documents.length !== 1)
@@ -165,29 +172,26 @@ export function parseManifest(path: string, text: string): ParseResult {
     return {
       ok: false,
       reason: 'layout',
-      errors: [
-        {
-          pointer: '/',
-          message:
-            'file path is not part of the layout (routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml)',
-        },
-      ],
+      errors: [fieldError('/', 'field.notInLayout')],
     };
   }
   let doc: unknown;
   try {
     doc = parseYaml(text, MANIFEST_LIMITS.bytes[info.kind]);
   } catch (err) {
-    if (err instanceof ManifestBoundError)
-      return { ok: false, reason: err.reason, errors: [{ pointer: '/', message: err.message }] };
+    if (err instanceof ManifestBoundError) return { ok: false, reason: err.reason, errors: [err.error] };
     const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
-    return { ok: false, reason: 'yaml', errors: [{ pointer: '/', message: `not valid YAML: ${reason}` }] };
+    return {
+      ok: false,
+      reason: 'yaml',
+      errors: [fieldError('/', 'field.notYaml', { reason: reason ?? '' })],
+    };
   }
   if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
     return {
       ok: false,
       reason: 'schema',
-      errors: [{ pointer: '/', message: 'must be a YAML mapping (a manifest)' }],
+      errors: [fieldError('/', 'field.notMapping')],
     };
   }
   const kind = (doc as { kind?: unknown }).kind;
@@ -195,7 +199,7 @@ export function parseManifest(path: string, text: string): ParseResult {
     return {
       ok: false,
       reason: 'schema',
-      errors: [{ pointer: '/kind', message: `must be ${info.kind} for a file at ${path}` }],
+      errors: [fieldError('/kind', 'field.pathMismatch', { expected: info.kind, path })],
     };
   }
   const schema =
@@ -212,15 +216,15 @@ export function parseManifest(path: string, text: string): ParseResult {
   const { metadata, spec } = result.value;
   const errors: FieldError[] = [];
   if (metadata.name !== info.name) {
-    errors.push({ pointer: '/metadata/name', message: `must be ${info.name} for a file at ${path}` });
+    errors.push(fieldError('/metadata/name', 'field.pathMismatch', { expected: info.name, path }));
   }
   if (info.kind === 'PeeringSession') {
     const s = spec as SessionSpecInput;
     if (s.router !== info.router) {
-      errors.push({ pointer: '/spec/router', message: `must be ${info.router} for a file at ${path}` });
+      errors.push(fieldError('/spec/router', 'field.pathMismatch', { expected: info.router, path }));
     }
     if (s.asn !== info.asn) {
-      errors.push({ pointer: '/spec/asn', message: `must be ${info.asn} for a file at ${path}` });
+      errors.push(fieldError('/spec/asn', 'field.pathMismatch', { expected: info.asn, path }));
     }
   }
   if (errors.length > 0) return { ok: false, reason: 'schema', errors };

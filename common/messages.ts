@@ -95,6 +95,231 @@ export const REFUSALS = {
     code: 'RATE_LIMITED',
     text: 'at most {limit} new nearest-router measurements a minute; an endpoint measured in the last {minutes} minutes is answered again at once',
   },
+  'session.deletedMeanwhile': { code: 'SESSION_NOT_FOUND', text: 'session {name} was deleted meanwhile' },
+  'session.routerGone': {
+    code: 'INVALID_STATE',
+    text: 'router {router} of this session no longer exists',
+  },
+  'session.breaksPolicy': {
+    code: 'INVALID_STATE',
+    text: '{action}: session {name} breaks the current policy: {pointer}: {reason}; reject it, or change the policy',
+  },
+  'session.registryMoved': {
+    code: 'INVALID_STATE',
+    text: '{action}: session {name}: the registry no longer gives its addresses to AS{asn}: {pointer}: {reason}; reject it',
+  },
+  'session.noListenPort': {
+    code: 'ROUTER_FULL',
+    text: 'router {router} has no free listen port for AS{asn}',
+  },
+  'session.portTaken': { code: 'CONFLICT', text: 'port {port} is used by session {owner}' },
+  'router.invalidName': {
+    code: 'INVALID_REQUEST',
+    text: '{what} must be 1-31 characters: a-z, 0-9 and -, starting with a letter',
+  },
+  'router.invalidField': { code: 'INVALID_REQUEST', text: 'router {name} {pointer}: {reason}' },
+  'router.conflict': { code: 'CONFLICT', text: 'router {name}: {reason}' },
+  'router.inUseOne': {
+    code: 'INVALID_STATE',
+    text: 'router {name} still has 1 session: {sessions}. Delete it first (peerops session delete UUID, or admin session reject in PENDING_REVIEW)',
+  },
+  'router.inUseOneDeleting': {
+    code: 'INVALID_STATE',
+    text: "router {name} still has 1 session: {sessions}. The one in QUEUED_FOR_DELETE waits for the router's agent to tear it down: if it will not, purge it (peerops admin session purge UUID --reason TEXT)",
+  },
+  'router.inUse': {
+    code: 'INVALID_STATE',
+    text: 'router {name} still has {count} sessions: {sessions}. Delete them first (peerops session delete UUID, or admin session reject in PENDING_REVIEW)',
+  },
+  'router.inUseDeleting': {
+    code: 'INVALID_STATE',
+    text: "router {name} still has {count} sessions: {sessions}. The {count} in QUEUED_FOR_DELETE wait for the router's agent to tear them down: if it will not, purge them (peerops admin session purge UUID --reason TEXT)",
+  },
+  'router.inUseMixed': {
+    code: 'INVALID_STATE',
+    text: "router {name} still has {count} sessions: {sessions}. Delete the {others} not yet deleted first (peerops session delete UUID, or admin session reject in PENDING_REVIEW); the {stuck} in QUEUED_FOR_DELETE wait for the router's agent to tear them down: if it will not, purge them (peerops admin session purge UUID --reason TEXT)",
+  },
+  'router.noPortClaim': { code: 'STORE_UNAVAILABLE', text: 'cannot claim a listen port on router {router}' },
+  'router.agentTokenHash': {
+    code: 'INVALID_REQUEST',
+    text: 'agent token hash must be 64 hex digits',
+  },
+  'policy.noNetworkAsn': {
+    code: 'INVALID_STATE',
+    text: "the network's ASN is not set (the policy's dn42Asn): ask its operator",
+  },
+  'policy.noDn42Asn': {
+    code: 'CONFLICT',
+    text: 'the routing policy sets no dn42Asn yet; an admin sets it with `admin policy set`',
+  },
+  'policy.defaultNeedsAsn': {
+    code: 'INVALID_REQUEST',
+    text: "policy default /spec/dn42Asn: the default policy must set dn42Asn (the network's own ASN): agents build their BIRD config with it",
+  },
+  'admin.patchInvalid': { code: 'INVALID_REQUEST', text: 'patch {pointer}: {reason}' },
+  'admin.updateInvalid': { code: 'INVALID_REQUEST', text: 'update {pointer}: {reason}' },
+  'agent.foreignSessions': {
+    code: 'SESSION_NOT_FOUND',
+    text: "the report names {count} session(s) that are not this router's; nothing recorded",
+  },
+  'agent.wrongInterface': { code: 'INVALID_REQUEST', text: 'interface must be {interface}' },
+  'agent.meshInvalid': { code: 'INVALID_REQUEST', text: 'mesh status {pointer}: {reason}' },
+  'agent.tokenInvalid': {
+    code: 'INVALID_TOKEN',
+    text: "the agent token is missing or is not this router's token",
+  },
+  'auth.tokenExpired': { code: 'INVALID_TOKEN', text: 'the token has expired; log in again' },
+  'auth.tokenNoId': {
+    code: 'INVALID_TOKEN',
+    text: 'the token has no id (issued by a release before token ids); log in again',
+  },
+  'auth.claimsInvalid': { code: 'INVALID_TOKEN', text: 'the token claims are not valid' },
+  'auth.asnBlocked': {
+    code: 'ASN_BLOCKED',
+    text: "AS{asn} is blocked by the network's policy; its tokens can only be revoked. Contact an administrator",
+  },
+  'events.asnBlocked': { code: 'ASN_BLOCKED', text: "AS{asn} is blocked by the network's policy" },
+  'events.tooManyStreams': {
+    code: 'RATE_LIMITED',
+    text: 'AS{asn} has {max} live update streams open already; close one first',
+  },
+  'login.notSetUp': {
+    code: 'NOT_FOUND',
+    text: 'login is not set up on this controller (no PEEROPS_REGISTRY); ask its operator for a token (`peerops admin token`)',
+  },
+  'login.redisUnreachable': { code: 'STORE_UNAVAILABLE', text: 'login: Redis is unreachable ({reason})' },
+  'login.registryUnreadable': { code: 'REGISTRY_UNAVAILABLE', text: 'the registry cannot be read: {reason}' },
+  'login.tooManyFailures': {
+    code: 'RATE_LIMITED',
+    text: 'too many failed logins from this address; retry in {seconds} s',
+  },
+  'login.asnBlocked': { code: 'ASN_BLOCKED', text: 'AS{asn} is blocked; contact an administrator' },
+  'login.asnUnknown': { code: 'NOT_FOUND', text: 'AS{asn} is not in the registry' },
+  'login.noUsableKey': {
+    code: 'AUTH_FAILED',
+    text: 'no maintainer of AS{asn} lists a key peerops can check: add an auth line with an {types}, pgp-fingerprint or PGPKEY key{skipped}',
+  },
+  'login.notChallenge': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge is not a peerops login challenge',
+  },
+  'login.challengeAltered': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge text was altered',
+  },
+  'login.challengeUnknown': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge is unknown or was altered (not issued by this service); request a new one',
+  },
+  'login.challengeHost': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge was issued for host {host}',
+  },
+  'login.challengeAsn': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge was issued for AS{issuedAsn}',
+  },
+  'login.challengeExpired': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge expired; request a new one',
+  },
+  'login.challengeUsed': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: challenge is unknown or already used; request a new one',
+  },
+  'login.signatureRefused': { code: 'AUTH_FAILED', text: 'login for AS{asn} failed: {reason}' },
+  'webhook.invalidUrl': { code: 'INVALID_REQUEST', text: '/url: {reason}' },
+  'webhook.limitAdmins': { code: 'CONFLICT', text: 'at most {max} webhooks for admins; delete one first' },
+  'webhook.limitAsn': { code: 'CONFLICT', text: 'at most {max} webhooks per ASN; delete one first' },
+  'webhook.notFound': { code: 'NOT_FOUND', text: 'no webhook {id}' },
+  'webhook.notSaved': {
+    code: 'STORE_UNAVAILABLE',
+    text: 'the data directory refuses writes ({reason}): the webhook was not saved, try again later',
+  },
+  'forge.noWebhook': {
+    code: 'NOT_FOUND',
+    text: 'no forge webhook on this controller (set PEEROPS_GIT_WEBHOOK_SECRET with the git store)',
+  },
+  'forge.badSignature': {
+    code: 'AUTH_FAILED',
+    text: 'the webhook signature does not match: send X-Hub-Signature-256, X-Gitea-Signature or X-Gitlab-Token made with the shared secret',
+  },
+  'forge.noConflicts': {
+    code: 'NOT_FOUND',
+    text: 'the {backend} store follows no forge: it has no conflicts',
+  },
+  'forge.conflictNotFound': { code: 'NOT_FOUND', text: '/id: no unresolved forge conflict {id}' },
+  'forge.writeConflict': {
+    code: 'FORGE_CONFLICT',
+    text: '{reason}; nothing of this write was applied: read the manifest again and retry',
+  },
+  'forge.writeUnavailable': {
+    code: 'FORGE_UNAVAILABLE',
+    text: '{reason}; nothing of this write was applied, try again',
+  },
+  'lg.invalidTarget': { code: 'INVALID_REQUEST', text: '/target: {target} {reason}' },
+  'lg.foreignSession': { code: 'INVALID_REQUEST', text: '/session: is a session of router {router}' },
+  'lg.busy': {
+    code: 'RATE_LIMITED',
+    text: 'router {router} is running {max} looking-glass queries already; retry in a few seconds',
+  },
+  'lg.notAnswered': {
+    code: 'ROUTER_UNAVAILABLE',
+    text: "router {router}'s agent took the query but did not answer within {seconds} s",
+  },
+  'lg.notTaken': {
+    code: 'ROUTER_UNAVAILABLE',
+    text: "router {router}'s agent did not take the query within {seconds} s: is it connected?",
+  },
+  'lg.stopped': {
+    code: 'ROUTER_UNAVAILABLE',
+    text: 'the controller stopped before router {router} answered',
+  },
+  'registry.filterUnreadable': { code: 'REGISTRY_UNAVAILABLE', text: "the registry's {reason}" },
+  'store.busy': { code: 'STORE_UNAVAILABLE', text: 'the store repository is busy: {reason}; try again' },
+  'store.readOnly': { code: 'STORE_UNAVAILABLE', text: '{reason}; nothing was saved, try again later' },
+  'store.closed': { code: 'STORE_UNAVAILABLE', text: 'the store is closed' },
+  'store.writeUnfinished': {
+    code: 'STORE_UNAVAILABLE',
+    text: 'the store could not finish the write: {reason}',
+  },
+  'store.crdOutdated': {
+    code: 'STORE_UNAVAILABLE',
+    text: 'the PeeringSession CRD in the cluster is older than this controller (it has a status subresource): apply the CRDs of this release first, kubectl apply -f crds/ (docs/kubernetes.md, Install with Helm)',
+  },
+  'store.kubernetesRefused': {
+    code: 'INVALID_REQUEST',
+    text: '{what}: the API server refused it ({reason})',
+  },
+  'store.kubernetesError': { code: 'STORE_UNAVAILABLE', text: '{what}: Kubernetes API error ({reason})' },
+  'token.invalidField': { code: 'INVALID_REQUEST', text: '{pointer}: {reason}' },
+  'portal.fileNotFound': { code: 'NOT_FOUND', text: 'no portal file /{path}' },
+  'reference.missing': { code: 'NOT_FOUND', text: 'this build has no API reference page ({reason})' },
+  'request.noHost': { code: 'INVALID_REQUEST', text: 'an HTTP/1.1 request must have a Host header' },
+  'request.headersTooLarge': { code: 'INVALID_REQUEST', text: 'the request headers are larger than 16 KiB' },
+  'request.timeout': { code: 'INVALID_REQUEST', text: 'the request did not arrive in full in time' },
+  'request.notHttp': { code: 'INVALID_REQUEST', text: 'the request is not valid HTTP/1.1' },
+  'request.pathSegmentTooLong': {
+    code: 'INVALID_REQUEST',
+    text: 'a path segment is longer than 100 characters; no route has such a name (FST_ERR_MAX_PARAM_LENGTH)',
+  },
+  'request.badUrl': {
+    code: 'INVALID_REQUEST',
+    text: 'the URL has a percent-encoding that does not decode (FST_ERR_BAD_URL)',
+  },
+  'request.wholeInvalid': { code: 'INVALID_REQUEST', text: '{what} is invalid' },
+  /**
+   * fastify's other client errors, one key per code their status means (controller/api/problem.ts); the
+   * sentence is request.invalid's, the fastify code says which.
+   */
+  'request.unauthenticated': { code: 'INVALID_TOKEN', text: 'the request is not valid ({reason})' },
+  'request.forbidden': { code: 'FORBIDDEN', text: 'the request is not valid ({reason})' },
+  'request.notFound': { code: 'NOT_FOUND', text: 'the request is not valid ({reason})' },
+  'request.conflict': { code: 'CONFLICT', text: 'the request is not valid ({reason})' },
+  'request.rateLimitedFor': {
+    code: 'RATE_LIMITED',
+    text: 'more than {points} requests a minute; retry after {seconds} seconds',
+  },
   internal: { code: 'INTERNAL', text: 'internal error; the operator can find it in the log' },
 } as const satisfies Record<string, Refusal>;
 
@@ -159,6 +384,64 @@ export const FIELD_MESSAGES = {
   'field.format.ipv6-prefix': 'must be an IPv6 prefix such as fd00::/8',
   'field.format.uuid': 'must be a UUID',
   'field.format.date-time': 'must be an ISO 8601 timestamp',
+  'field.nameRule': 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter',
+  'field.portRangeOrder': 'must be at most max ({max})',
+  'field.meshPorts': 'must stay clear of the mesh ports {min}-{max}',
+  'field.uuidOfRouter': 'uuid is already used by router {router}',
+  'field.nodeIdTaken': 'nodeId {nodeId} is already used by router {router}',
+  'field.loopbackTaken': '{address} is already the loopback of router {router}',
+  'field.identityTaken': '{field} {value} is already used by router {router}',
+  'field.unknownRouter': "names an unknown router '{router}'",
+  'field.sessionPortTaken': 'port {port} on router {router} is already used by session {session}',
+  'field.uuidOfSession': 'uuid is already used by session {session}',
+  'field.defaultNeedsAsn': "the default policy must set dn42Asn (the network's own ASN)",
+  'field.defaultNeedsAsnForAgents':
+    "the default policy must set dn42Asn (the network's own ASN): agents build their BIRD config with it",
+  'field.routerUuidFixed':
+    "cannot change: a router's uuid is fixed once it is added (sessions name their router by it)",
+  'field.setByRotate': 'is set only by rotate-token, which answers the new agent token once',
+  'field.notInLayout':
+    'file path is not part of the layout (routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml)',
+  'field.outsideLayout':
+    'is outside the repository layout ({layout}): the store never reads it; move it, or give it another extension',
+  'field.fileTooLarge': 'is {bytes} bytes; this file may hold at most {max} ({maxText})',
+  'field.yamlTooDeep': 'nests deeper than {depth} levels; no manifest needs more',
+  'field.yamlTooDeepAt': 'line {line}: nests deeper than {depth} levels; no manifest needs more',
+  'field.yamlAnchor':
+    'line {line}: YAML {form}: anchors and aliases are not allowed, a manifest spells out every value',
+  'field.notYaml': 'not valid YAML: {reason}',
+  'field.notMapping': 'must be a YAML mapping (a manifest)',
+  'field.pathMismatch': 'must be {expected} for a file at {path}',
+  'field.secondSession': 'a second session for AS{asn} on router {router} (first in {first})',
+  'field.noDefaultPolicy': 'is missing: the network needs a default policy',
+  'field.noFreePort': 'router {router} has no free listen port',
+  'field.dn42PortTaken':
+    'router {router} has no free listen port: AS{asn} gets port {port} (20000 + ASN % 10000), already used by session {session}',
+  'field.unreadable': 'unreadable: {reason}',
+  'field.submodule':
+    'is a submodule (gitlink): the store reads only regular files here, a submodule never reaches it',
+  'field.symlink': 'is a symbolic link: the store reads only regular files here, never what a link points to',
+  'field.sessionName': 'must be {expected} (one session per ASN and router)',
+  'field.notThisRouter': 'is not a session of router {router}',
+  'field.notThisInterface': "is not this session's interface {interface}",
+  'field.meshSelf': '{router} is this router itself, not a mesh peer',
+  'field.meshTwice': '{router} is listed twice',
+  'field.meshUnknown': '{router} is not a router of this network',
+  'field.lgOtherRouter': 'is a session of router {router}, not {asked}',
+  'field.notUrl': 'not a URL',
+  'field.urlCredentials': 'must not hold a user name or password; authenticate by the signature',
+  'field.urlTarget': 'host {host} {reason}: no delivery would be made',
+  'field.lgTarget': '{target} {reason}',
+  'field.specialAddress': 'is {what} ({prefix}), which no peer can own',
+  'field.mappedAddress': 'is an IPv4-mapped address ({prefix}): give the IPv4 address {ipv4} as ipv4',
+  'field.endpointRefused': '{reason}',
+  'field.routeObject': '{reason}',
+  'field.hex64': 'must be 64 hex digits',
+  'field.noForgeConflict': 'no unresolved forge conflict {id}',
+  'field.portUsed': 'is used by session {owner}',
+  'field.notAsn': 'must be an ASN, 1..4294967295',
+  'field.notTokenId': 'is not a token id (<asn>.<expiry>.<16 characters>, as peerops admin token prints it)',
+  'field.expiryTooLate': 'names an expiry later than any token lives (366 days)',
   'field.invalid': 'is not valid',
 } as const;
 
@@ -185,6 +468,12 @@ export type FieldMessageKey = keyof typeof FIELD_MESSAGES;
 export type LastErrorKey = keyof typeof LAST_ERRORS;
 export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey;
 export type MessageParams = Record<string, string | number>;
+
+/** A field's problem as a rule finds it, before it is placed at a pointer (fieldError). */
+export interface FieldSaid {
+  key: FieldMessageKey;
+  params: MessageParams;
+}
 
 /** Every key the controller can put in an answer: what each portal catalogue must have. */
 export const MESSAGE_KEYS: readonly MessageKey[] = [

@@ -1,5 +1,6 @@
 /** Address and key rules shared by schema formats, canonicalisation and policy checks. */
 import ipaddr from 'ipaddr.js';
+import { type FieldSaid } from './messages.ts';
 
 const HOSTNAME =
   /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
@@ -259,15 +260,18 @@ const SPECIAL_PARSED = SPECIAL_PURPOSE.map((r) => ({ ...r, net: parsePrefix(r.pr
  * range it lies in. An IPv4-mapped IPv6 address (`::ffff:172.20.0.1`) is refused, not read as IPv4, so
  * that no rule sees an IPv4 address under an IPv6 spelling (a router loopback would slip past them).
  */
-export function specialPurposeProblem(address: string | Address): string | undefined {
+export function specialPurposeProblem(address: string | Address): FieldSaid | undefined {
   const addr = typeof address === 'string' ? parseAddress(address) : address;
   const hit = SPECIAL_PARSED.find(
     (r) => r.net.family === addr.kind() && addr.match(r.net.address, r.net.length),
   );
   if (!hit) return undefined;
   if (hit.prefix === '::ffff:0:0/96')
-    return `is an IPv4-mapped address (${hit.prefix}): give the IPv4 address ${(addr as ipaddr.IPv6).toIPv4Address().toString()} as ipv4`;
-  return `is ${hit.what} (${hit.prefix}), which no peer can own`;
+    return {
+      key: 'field.mappedAddress',
+      params: { prefix: hit.prefix, ipv4: (addr as ipaddr.IPv6).toIPv4Address().toString() },
+    };
+  return { key: 'field.specialAddress', params: { what: hit.what, prefix: hit.prefix } };
 }
 
 // ---- WireGuard endpoints: where a router sends a peer's tunnel packets ----

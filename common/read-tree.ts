@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { entryProblem, isJudgedPath, type Problem } from './judge-tree.ts';
+import { fieldError } from './messages.ts';
 
 /**
  * A judged file of a work tree as git would commit it: its text, or why it is refused unread (a
@@ -16,7 +17,8 @@ async function readWorkFile(root: string, path: string): Promise<{ text: string 
   const info = await lstat(join(root, path));
   const mode = info.isSymbolicLink() ? '120000' : info.isDirectory() ? '160000' : '100644';
   const problem = entryProblem(mode, info.size, path);
-  if (problem !== undefined) return { problem: { file: path, pointer: '/', message: problem } };
+  if (problem !== undefined)
+    return { problem: { file: path, ...fieldError('/', problem.key, problem.params) } };
   return { text: await readFile(join(root, path), 'utf8') };
 }
 
@@ -108,7 +110,7 @@ export async function readGitTree(treeish: string, cwd?: string): Promise<TreeFi
     const path = entry.slice(tab + 1);
     if (!isJudgedPath(path)) continue;
     const problem = entryProblem(mode, Number(size), path);
-    if (problem !== undefined) refused.push({ file: path, pointer: '/', message: problem });
+    if (problem !== undefined) refused.push({ file: path, ...fieldError('/', problem.key, problem.params) });
     else if (type === 'blob' && oid) oids.set(path, oid);
   }
   const texts = await readBlobs([...oids.values()], cwd);

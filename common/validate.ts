@@ -6,7 +6,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
-import { DomainError } from './errors.ts';
+import type { DomainError } from './errors.ts';
 import { UNPRINTABLE_CLASS } from './text.ts';
 import { englishText, fault, FIELD_MESSAGES, type FieldMessageKey, type MessageParams } from './messages.ts';
 import { Condition, RouterName, RouterSpec } from './schema.ts';
@@ -258,7 +258,7 @@ export function validate<T>(schema: TSchema, input: unknown, base = ''): Validat
 
 function invalid(what: string, errors: FieldError[]): DomainError {
   const first = errors[0];
-  if (!first) return new DomainError('INVALID_REQUEST', `${what} is invalid`, errors);
+  if (!first) return fault('request.wholeInvalid', { what }, errors);
   return fault('request.invalidField', { what, pointer: first.pointer, reason: first.message }, errors);
 }
 

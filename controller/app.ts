@@ -13,7 +13,6 @@ import Fastify, {
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
-import { ProblemError } from '../common/errors.ts';
 import type { Config } from './config.ts';
 import type { TokenIssuer } from './auth/jwt.ts';
 import type { Store } from './store/store.ts';
@@ -59,6 +58,7 @@ import { Notifier } from './notify/notifier.ts';
 import { FileWebhooks } from './notify/webhooks.ts';
 import { referenceRoutes } from './api/reference.ts';
 import { apiValidatorCompiler } from './api/validation.ts';
+import { problem } from '../common/messages.ts';
 
 export interface AppOptions {
   store: Store;
@@ -128,7 +128,7 @@ function apiServer(requestTimeoutMs: number) {
     );
     server.on('checkExpectation', handler);
     server.on('connect', (req: IncomingMessage, socket: Socket) =>
-      answerOnSocket(socket, new ProblemError('NOT_FOUND', `no route CONNECT ${req.url ?? ''}`)),
+      answerOnSocket(socket, problem('route.notFound', { method: 'CONNECT', path: req.url ?? '' })),
     );
     server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     return server;
@@ -136,9 +136,7 @@ function apiServer(requestTimeoutMs: number) {
 }
 
 function refuseWithoutHost(res: ServerResponse): void {
-  const body = JSON.stringify(
-    problemBody(new ProblemError('INVALID_REQUEST', 'an HTTP/1.1 request must have a Host header')),
-  );
+  const body = JSON.stringify(problemBody(problem('request.noHost')));
   res.writeHead(400, {
     'content-type': 'application/problem+json',
     'x-content-type-options': 'nosniff',
@@ -315,10 +313,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     else
       // Undocumented on purpose (no operationId: not in openapi.json): it only says why there is no login.
       scope.post('/login', { onRequest: [scope.identify, scope.rateLimit] }, async () => {
-        throw new ProblemError(
-          'NOT_FOUND',
-          'login is not set up on this controller (no PEEROPS_REGISTRY); ask its operator for a token (`peerops admin token`)',
-        );
+        throw problem('login.notSetUp');
       });
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(storeStatusRoutes, { store });

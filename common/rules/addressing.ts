@@ -4,8 +4,8 @@
  * merged in git skipped, `peerops validate` reports them and the admin list flags stored sessions
  * breaking them.
  */
-import { DomainError, type FieldError } from '../errors.ts';
-import { fieldError, type FieldMessageKey, type MessageParams } from '../messages.ts';
+import { type FieldError } from '../errors.ts';
+import { fault, fieldAtFault, fieldError, type FieldMessageKey, type MessageParams } from '../messages.ts';
 import {
   DN42_PEER_ADDRESS_RANGES,
   endpointProblem,
@@ -122,11 +122,10 @@ export function peerAddressRangeErrors(
   for (const family of ['ipv6', 'ipv4'] as const) {
     const address = spec[family];
     if (address === undefined) continue;
-    const at = (message: string) => errors.push({ pointer: `${prefix}/${family}`, message });
     const parsed = parseAddress(address);
     const special = specialPurposeProblem(parsed);
     if (special !== undefined) {
-      at(special);
+      errors.push(fieldError(`${prefix}/${family}`, special.key, special.params));
       continue;
     }
     const anycast = DN42_ANYCAST_RANGES[family].find((range) => inRanges(parsed, [range]));
@@ -159,7 +158,9 @@ export function endpointErrors(
 ): FieldError[] {
   const problem =
     endpoint === undefined ? undefined : endpointProblem(endpoint, policy.allowPrivateEndpoints);
-  return problem === undefined ? [] : [{ pointer: `${prefix}/endpoint`, message: problem }];
+  return problem === undefined
+    ? []
+    : [fieldError(`${prefix}/endpoint`, 'field.endpointRefused', { reason: problem })];
 }
 
 /**
@@ -274,8 +275,7 @@ export function assertSessionAddressing(
   network: NetworkView,
 ): void {
   const errors = sessionAddressingErrors(name, spec, router, policy, network);
-  if (errors.length > 0)
-    throw new DomainError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+  if (errors.length > 0) throw fault('request.fieldRefused', fieldAtFault(errors), errors);
 }
 
 /**
@@ -303,8 +303,7 @@ export function assertAddressingChange(
   const errors = sessionAddressingErrors(name, after, router, policy, network).filter(
     (e) => changed(e.pointer) || !had.some((h) => h.pointer === e.pointer && h.message === e.message),
   );
-  if (errors.length > 0)
-    throw new DomainError('INVALID_REQUEST', `${errors[0]?.pointer}: ${errors[0]?.message}`, errors);
+  if (errors.length > 0) throw fault('request.fieldRefused', fieldAtFault(errors), errors);
 }
 
 type Neighbour = { name: string; spec: SessionSpec };
@@ -337,11 +336,7 @@ export function policyViolations(
 export function assertPolicyAllows(store: NetworkSource, session: Neighbour, action: string): void {
   const errors = policyJudge(store)(session);
   if (errors.length > 0)
-    throw new DomainError(
-      'INVALID_STATE',
-      `${action}: session ${session.name} breaks the current policy: ${errors[0]?.pointer}: ${errors[0]?.message}; reject it, or change the policy`,
-      errors,
-    );
+    throw fault('session.breaksPolicy', { action, name: session.name, ...fieldAtFault(errors) }, errors);
 }
 
 /** policyViolations for the sessions of one store, with its routers, policies and sessions read once. */

@@ -81,9 +81,7 @@ function blockedSet(list: readonly number[]): ReadonlySet<number> {
 /** Policy-level advice that the store tolerates but validate reports. */
 export function policyWarnings(name: string, spec: PolicySpec): FieldError[] {
   if (name === 'default' && spec.dn42Asn === undefined) {
-    return [
-      { pointer: '/spec/dn42Asn', message: "the default policy must set dn42Asn (the network's own ASN)" },
-    ];
+    return [fieldError('/spec/dn42Asn', 'field.defaultNeedsAsn')];
   }
   return [];
 }

@@ -3,23 +3,22 @@
  * GitOps checkout, the admission webhook): names, a router's own fields, what must differ between
  * routers, and that a router in use is not removed.
  */
-import { DomainError, type FieldError } from '../errors.ts';
+import { type FieldError } from '../errors.ts';
 import { meshListenPort } from '../naming.ts';
 import { RouterName, type RouterSpec, type SessionSpec, type SessionStatusRecord } from '../schema.ts';
 import { SessionStatus } from '../status.ts';
 import { validate } from '../validate.ts';
-
-const NAME_RULE = 'must be 1-31 characters: a-z, 0-9 and -, starting with a letter';
+import { fault, fieldAtFault, fieldError } from '../messages.ts';
 
 /** The error of an invalid router (or policy) name, at `pointer`. */
 export function routerNameErrors(name: string, pointer = '/name'): FieldError[] {
-  return validate(RouterName, name).ok ? [] : [{ pointer, message: NAME_RULE }];
+  return validate(RouterName, name).ok ? [] : [fieldError(pointer, 'field.nameRule')];
 }
 
 /** INVALID_REQUEST unless `name` is a valid router (or policy) name. */
 export function assertRouterName(name: string, what = 'router name'): void {
   const errors = routerNameErrors(name);
-  if (errors.length > 0) throw new DomainError('INVALID_REQUEST', `${what} ${NAME_RULE}`, errors);
+  if (errors.length > 0) throw fault('router.invalidName', { what }, errors);
 }
 
 /**
@@ -36,14 +35,9 @@ export function routerSpecErrors(spec: RouterSpec, prefix = '/spec'): FieldError
   const range = spec.portRange;
   if (!range) return [];
   if (range.min > range.max)
-    return [{ pointer: `${prefix}/portRange/min`, message: `must be at most max (${range.max})` }];
+    return [fieldError(`${prefix}/portRange/min`, 'field.portRangeOrder', { max: range.max })];
   if (range.min <= MESH_PORTS.max && range.max >= MESH_PORTS.min)
-    return [
-      {
-        pointer: `${prefix}/portRange`,
-        message: `must stay clear of the mesh ports ${MESH_PORTS.min}-${MESH_PORTS.max}`,
-      },
-    ];
+    return [fieldError(`${prefix}/portRange`, 'field.meshPorts', MESH_PORTS)];
   return [];
 }
 
@@ -71,22 +65,20 @@ function routerConflicts(
   for (const other of routers) {
     if (other.name === name) continue;
     if (other.spec.uuid === spec.uuid) {
-      errors.push({ pointer: `${prefix}/uuid`, message: `uuid is already used by router ${other.name}` });
+      errors.push(fieldError(`${prefix}/uuid`, 'field.uuidOfRouter', { router: other.name }));
     }
     if (other.spec.nodeId === spec.nodeId) {
-      errors.push({
-        pointer: `${prefix}/nodeId`,
-        message: `nodeId ${spec.nodeId} is already used by router ${other.name}`,
-      });
+      errors.push(
+        fieldError(`${prefix}/nodeId`, 'field.nodeIdTaken', { nodeId: spec.nodeId, router: other.name }),
+      );
     }
     for (const family of ['ipv4', 'ipv6'] as const) {
       const address = spec.loopback[family];
       if (address === undefined) continue;
       if (address === other.spec.loopback.ipv4 || address === other.spec.loopback.ipv6)
-        errors.push({
-          pointer: `${prefix}/loopback/${family}`,
-          message: `${address} is already the loopback of router ${other.name}`,
-        });
+        errors.push(
+          fieldError(`${prefix}/loopback/${family}`, 'field.loopbackTaken', { address, router: other.name }),
+        );
     }
   }
   return errors;
@@ -103,10 +95,9 @@ export function assertNoRouterConflicts(
   prefix = '/spec',
 ): void {
   const own = routerSpecErrors(spec, prefix);
-  if (own.length > 0)
-    throw new DomainError('INVALID_REQUEST', `router ${name} ${own[0]?.pointer}: ${own[0]?.message}`, own);
+  if (own.length > 0) throw fault('router.invalidField', { name, ...fieldAtFault(own) }, own);
   const errors = routerConflicts(name, spec, routers, prefix);
-  if (errors.length > 0) throw new DomainError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+  if (errors.length > 0) throw fault('router.conflict', { name, reason: errors[0]?.message ?? '' }, errors);
 }
 
 /** How many sessions assertRouterUnused names; the count says how many more there are. */
@@ -121,33 +112,19 @@ export function assertRouterUnused(
   sessions: readonly { name: string; spec: SessionSpec; status: SessionStatusRecord }[],
 ): void {
   if (sessions.length === 0) return;
-  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
   const sorted = [...sessions].sort((a, b) => a.name.localeCompare(b.name));
   const named = sorted
     .slice(0, NAMED_SESSIONS)
     .map((s) => `${s.name} ${s.spec.uuid} (${s.status.name})`)
     .join(', ');
-  const more = sorted.length > NAMED_SESSIONS ? ` and ${sorted.length - NAMED_SESSIONS} more` : '';
+  const count = sessions.length;
   const stuck = sessions.filter((s) => s.status.code === SessionStatus.QUEUED_FOR_DELETE).length;
-  const others = sessions.length - stuck;
-  const some = (n: number) => (n === 1 ? 'the one' : `the ${n}`);
-  const todo: string[] = [];
-  if (others > 0)
-    todo.push(
-      `delete ${stuck === 0 ? (others === 1 ? 'it' : 'them') : `${some(others)} not yet deleted`} first ` +
-        '(peerops session delete UUID, or admin session reject in PENDING_REVIEW)',
-    );
-  if (stuck > 0) {
-    const it = stuck === 1 ? 'it' : 'them';
-    todo.push(
-      `${some(stuck)} in QUEUED_FOR_DELETE ${stuck === 1 ? 'waits' : 'wait'} for the router's agent to ` +
-        `tear ${it} down: if it will not, purge ${it} (peerops admin session purge UUID --reason TEXT)`,
-    );
-  }
-  const advice = todo.join('; ');
-  throw new DomainError(
-    'INVALID_STATE',
-    `router ${name} still has ${plural(sessions.length, 'session')}: ${named}${more}. ` +
-      `${advice.charAt(0).toUpperCase()}${advice.slice(1)}`,
+  const others = count - stuck;
+  const params = { name, count, sessions: count > NAMED_SESSIONS ? `${named}, …` : named, stuck, others };
+  // what to do depends on whether the sessions still wait for a delete or for the agent's teardown
+  if (count === 1) throw fault(stuck === 1 ? 'router.inUseOneDeleting' : 'router.inUseOne', params);
+  throw fault(
+    stuck === 0 ? 'router.inUse' : others === 0 ? 'router.inUseDeleting' : 'router.inUseMixed',
+    params,
   );
 }

@@ -149,7 +149,7 @@ export function sessionSetErrors(
 ): FieldError[] {
   const errors: FieldError[] = [];
   if (!set.router(spec.router)) {
-    errors.push({ pointer: '/spec/router', message: `names an unknown router '${spec.router}'` });
+    errors.push(fieldError('/spec/router', 'field.unknownRouter', { router: spec.router }));
   }
   if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
     errors.push(blockedAsnError('/spec/asn', spec.asn, spec.router));
@@ -157,15 +157,18 @@ export function sessionSetErrors(
   if (spec.listenPort !== undefined) {
     const owner = set.portOwner(spec.router, spec.listenPort, name);
     if (owner) {
-      errors.push({
-        pointer: '/spec/listenPort',
-        message: `port ${spec.listenPort} on router ${spec.router} is already used by session ${owner}`,
-      });
+      errors.push(
+        fieldError('/spec/listenPort', 'field.sessionPortTaken', {
+          port: spec.listenPort,
+          router: spec.router,
+          session: owner,
+        }),
+      );
     }
   }
   if (spec.uuid !== undefined) {
     const owner = set.sessionUuidOwner(spec.uuid, name);
-    if (owner) errors.push({ pointer: '/spec/uuid', message: `uuid is already used by session ${owner}` });
+    if (owner) errors.push(fieldError('/spec/uuid', 'field.uuidOfSession', { session: owner }));
   }
   return errors;
 }

@@ -6,8 +6,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ProblemError } from '../../common/errors.ts';
-import { problem } from '../../common/messages.ts';
+import type { ProblemError } from '../../common/errors.ts';
+import { fieldAtFault, fieldError, type FieldMessageKey, problem } from '../../common/messages.ts';
 import { mergePatch } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
@@ -34,25 +34,17 @@ import {
 } from './schemas.ts';
 import { adminRouter, sessionRecord } from './views.ts';
 
-const NEEDS_DN42_ASN =
-  "the default policy must set dn42Asn (the network's own ASN): agents build their BIRD config with it";
-
 /** The stored policy with a merge patch applied (RFC 7386), validated; pointers into the request's spec. */
 function patchedPolicy(stored: PolicySpec | undefined, patch: unknown): PolicySpec {
   const result = validate<PolicySpec>(PolicySpec, mergePatch(stored ?? {}, patch), '/spec');
-  if (!result.ok)
-    throw new ProblemError(
-      'INVALID_REQUEST',
-      `patch ${result.errors[0]?.pointer}: ${result.errors[0]?.message}`,
-      result.errors,
-    );
+  if (!result.ok) throw problem('admin.patchInvalid', fieldAtFault(result.errors), result.errors);
   return result.value;
 }
 
 /** Fields of a router that update never sets: INVALID_REQUEST naming them, with what to do instead. */
-const FIXED_ROUTER_FIELDS: Record<string, string> = {
-  uuid: "cannot change: a router's uuid is fixed once it is added (sessions name their router by it)",
-  agentTokenSha256: 'is set only by rotate-token, which answers the new agent token once',
+const FIXED_ROUTER_FIELDS: Record<string, FieldMessageKey> = {
+  uuid: 'field.routerUuidFixed',
+  agentTokenSha256: 'field.setByRotate',
 };
 
 /** Checked before the schema of /admin/router, which would call these only "not a known field". */
@@ -63,10 +55,8 @@ function fixedRouterFieldsProblem(body: unknown): ProblemError | undefined {
   if (spec === null || typeof spec !== 'object') return undefined;
   const errors = Object.keys(FIXED_ROUTER_FIELDS)
     .filter((field) => Object.hasOwn(spec, field))
-    .map((field) => ({ pointer: `/spec/${field}`, message: FIXED_ROUTER_FIELDS[field] as string }));
-  return errors.length > 0
-    ? new ProblemError('INVALID_REQUEST', `update ${errors[0]?.pointer}: ${errors[0]?.message}`, errors)
-    : undefined;
+    .map((field) => fieldError(`/spec/${field}`, FIXED_ROUTER_FIELDS[field] as FieldMessageKey));
+  return errors.length > 0 ? problem('admin.updateInvalid', fieldAtFault(errors), errors) : undefined;
 }
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{
@@ -252,8 +242,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           body.action === 'set' ? body.spec : patchedPolicy(store.getPolicy(name)?.spec, body.spec);
         // Without the network's ASN no agent gets a BIRD config (bird-config and config answer CONFLICT).
         if (name === 'default' && spec.dn42Asn === undefined)
-          throw new ProblemError('INVALID_REQUEST', `policy default /spec/dn42Asn: ${NEEDS_DN42_ASN}`, [
-            { pointer: '/spec/dn42Asn', message: NEEDS_DN42_ASN },
+          throw problem('policy.defaultNeedsAsn', {}, [
+            fieldError('/spec/dn42Asn', 'field.defaultNeedsAsnForAgents'),
           ]);
         return store.putPolicy(name, spec, actorOf(identity));
       });

@@ -32,6 +32,7 @@ import {
   type ManifestSet,
 } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
+import { fieldError } from '../../common/messages.ts';
 
 const StoredObject = Type.Object({
   metadata: Type.Object({ name: Type.String({ maxLength: 253 }) }),
@@ -80,11 +81,7 @@ function sessionErrors(store: Store, name: string, input: unknown): FieldError[]
   const spec = checked.value;
   const errors: FieldError[] = [];
   const expected = sessionName(spec.asn, spec.router);
-  if (name !== expected)
-    errors.push({
-      pointer: '/metadata/name',
-      message: `must be ${expected} (one session per ASN and router)`,
-    });
+  if (name !== expected) errors.push(fieldError('/metadata/name', 'field.sessionName', { expected }));
   const set = storeSet(store);
   errors.push(...sessionSetErrors(name, spec, set));
   const router = set.router(spec.router);
@@ -139,7 +136,7 @@ function review(store: Store, request: AdmissionReview['request']): Verdict {
     errors = errors.filter((e) => !before.some((b) => sameError(e, b)));
     const uuid = (spec: unknown) => (spec as { uuid?: unknown } | null)?.uuid;
     if (kind.kind === 'PeeringSession' && uuid(object.spec) !== uuid(oldObject.spec))
-      errors.push({ pointer: '/spec/uuid', message: 'cannot change' });
+      errors.push(fieldError('/spec/uuid', 'field.cannotChange'));
   }
   const warnings =
     kind.kind === 'RoutingPolicy' && errors.length === 0

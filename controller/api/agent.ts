@@ -21,8 +21,15 @@ import {
   type AgentSession,
 } from '../../common/agent-api.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../../common/conditions.ts';
-import { ProblemError, type FieldError } from '../../common/errors.ts';
-import { englishText, problem, type LastErrorKey } from '../../common/messages.ts';
+import { type FieldError } from '../../common/errors.ts';
+import {
+  englishText,
+  fieldAtFault,
+  fieldError,
+  type FieldMessageKey,
+  type LastErrorKey,
+  problem,
+} from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
@@ -99,11 +106,7 @@ function reportedError(body: ModifyBody, fallback: LastErrorKey, kept?: LastErro
 }
 
 function networkAsn(policy: PolicySpec): number {
-  if (policy.dn42Asn === undefined)
-    throw new ProblemError(
-      'CONFLICT',
-      'the routing policy sets no dn42Asn yet; an admin sets it with `admin policy set`',
-    );
+  if (policy.dn42Asn === undefined) throw problem('policy.noDn42Asn');
   return policy.dn42Asn;
 }
 
@@ -380,17 +383,9 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       const foreign: FieldError[] = [];
       body.sessions.forEach((m, i) => {
         if (store.getSession(m.uuid)?.spec.router !== router.name)
-          foreign.push({
-            pointer: `/sessions/${i}/uuid`,
-            message: `is not a session of router ${router.name}`,
-          });
+          foreign.push(fieldError(`/sessions/${i}/uuid`, 'field.notThisRouter', { router: router.name }));
       });
-      if (foreign.length)
-        throw new ProblemError(
-          'SESSION_NOT_FOUND',
-          `the report names ${foreign.length} session(s) that are not this router's; nothing recorded`,
-          foreign,
-        );
+      if (foreign.length) throw problem('agent.foreignSessions', { count: foreign.length }, foreign);
       const at = isoNow();
       for (const m of body.sessions) {
         // the counters of the report before: the history keeps the bytes moved since
@@ -427,17 +422,11 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       const current = store.getSession(body.uuid);
       if (!current || current.spec.router !== router.name)
         throw problem('session.notFound', { uuid: body.uuid });
-      if (body.interface !== interfaceName(current.spec.listenPort))
-        throw new ProblemError(
-          'INVALID_REQUEST',
-          `interface must be ${interfaceName(current.spec.listenPort)}`,
-          [
-            {
-              pointer: '/interface',
-              message: `is not this session's interface ${interfaceName(current.spec.listenPort)}`,
-            },
-          ],
-        );
+      const own = interfaceName(current.spec.listenPort);
+      if (body.interface !== own)
+        throw problem('agent.wrongInterface', { interface: own }, [
+          fieldError('/interface', 'field.notThisInterface', { interface: own }),
+        ]);
       const reported = body.status;
       const now = isoNow();
       const change = (s: typeof current) => {
@@ -496,20 +485,19 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       // reports naming another router's sessions are (docs/api.md, Agent API).
       const seen = new Set<string>();
       const errors = body.peers.flatMap((peer, i) => {
-        const why =
+        const why: FieldMessageKey | undefined =
           peer.router === router.name
-            ? 'is this router itself, not a mesh peer'
+            ? 'field.meshSelf'
             : seen.has(peer.router)
-              ? 'is listed twice'
+              ? 'field.meshTwice'
               : store.getRouter(peer.router) === undefined
-                ? 'is not a router of this network'
+                ? 'field.meshUnknown'
                 : undefined;
         seen.add(peer.router);
-        return why ? [{ pointer: `/peers/${i}/router`, message: `${peer.router} ${why}` }] : [];
+        return why ? [fieldError(`/peers/${i}/router`, why, { router: peer.router })] : [];
       });
       const [first] = errors;
-      if (first)
-        throw new ProblemError('INVALID_REQUEST', `mesh status ${first.pointer}: ${first.message}`, errors);
+      if (first) throw problem('agent.meshInvalid', fieldAtFault(errors), errors);
       store.recordRouterStatus(router.name, {
         meshPeers: body.peers,
         meshUpdatedAt: isoNow(),

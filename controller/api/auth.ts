@@ -149,13 +149,7 @@ export function requireUser(
 ): void {
   const caller = userOrRefusal(request);
   if (caller instanceof ProblemError) return done(caller);
-  if (request.callerBlocked)
-    return done(
-      new ProblemError(
-        'ASN_BLOCKED',
-        `AS${caller.asn} is blocked by the network's policy; its tokens can only be revoked. Contact an administrator`,
-      ),
-    );
+  if (request.callerBlocked) return done(problem('auth.asnBlocked', { asn: caller.asn }));
   done();
 }
 
@@ -176,10 +170,7 @@ export function requireAgent(
   _reply: FastifyReply,
   done: HookHandlerDoneFunction,
 ): void {
-  if (request.agentRouter === undefined)
-    return done(
-      new ProblemError('INVALID_TOKEN', "the agent token is missing or is not this router's token"),
-    );
+  if (request.agentRouter === undefined) return done(problem('agent.tokenInvalid'));
   done();
 }
 

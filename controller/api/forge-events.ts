@@ -9,8 +9,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
 import type { Store } from '../store/store.ts';
+import { problem } from '../../common/messages.ts';
 
 const Accepted = Type.Object(
   { ok: Type.Literal(true) },
@@ -71,17 +71,9 @@ export const forgeEventRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { store, secret } = opts;
-      if (secret === undefined || store.syncNow === undefined)
-        throw new ProblemError(
-          'NOT_FOUND',
-          'no forge webhook on this controller (set PEEROPS_GIT_WEBHOOK_SECRET with the git store)',
-        );
+      if (secret === undefined || store.syncNow === undefined) throw problem('forge.noWebhook');
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      if (!signedBy(request, body, secret))
-        throw new ProblemError(
-          'AUTH_FAILED',
-          'the webhook signature does not match: send X-Hub-Signature-256, X-Gitea-Signature or X-Gitlab-Token made with the shared secret',
-        );
+      if (!signedBy(request, body, secret)) throw problem('forge.badSignature');
       store.syncNow();
       return { ok: true as const };
     },

@@ -7,7 +7,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { Ack } from '../../common/agent-api.ts';
-import { ProblemError } from '../../common/errors.ts';
 import {
   LG_OUTPUT_LIMIT_BYTES,
   LG_PAGE_DEFAULT,
@@ -17,7 +16,7 @@ import {
   type LgQuery,
 } from '../../common/looking-glass.ts';
 import { lgTargetProblem } from '../../common/looking-glass-target.ts';
-import { problem } from '../../common/messages.ts';
+import { fieldError, problem } from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import type { LookingGlassBroker } from '../looking-glass/broker.ts';
 import type { Store } from '../store/store.ts';
@@ -63,8 +62,8 @@ export const lookingGlassRoutes: FastifyPluginAsyncTypebox<{
       const checkTarget = (target: string, op: 'ping' | 'traceroute' | 'route') => {
         const why = lgTargetProblem(target, op, admin);
         if (why)
-          throw new ProblemError('INVALID_REQUEST', `/target: ${target} ${why}`, [
-            { pointer: '/target', message: `${target} ${why}` },
+          throw problem('lg.invalidTarget', { target, reason: why }, [
+            fieldError('/target', 'field.lgTarget', { target, reason: why }),
           ]);
       };
       const knownRouter = (name: string) => {
@@ -85,16 +84,9 @@ export const lookingGlassRoutes: FastifyPluginAsyncTypebox<{
           if (body.session !== undefined) {
             const session = findOwned(store, identity, body.session);
             if (session.spec.router !== router)
-              throw new ProblemError(
-                'INVALID_REQUEST',
-                `/session: is a session of router ${session.spec.router}`,
-                [
-                  {
-                    pointer: '/session',
-                    message: `is a session of router ${session.spec.router}, not ${router}`,
-                  },
-                ],
-              );
+              throw problem('lg.foreignSession', { router: session.spec.router }, [
+                fieldError('/session', 'field.lgOtherRouter', { router: session.spec.router, asked: router }),
+              ]);
             query.listenPort = session.spec.listenPort;
           }
           break;

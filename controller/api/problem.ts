@@ -7,7 +7,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { DomainError, ProblemError, type ErrorCode, type FieldError } from '../../common/errors.ts';
-import { problem, type MessageKey, type MessageParams } from '../../common/messages.ts';
+import { problem, type MessageKey, type MessageParams, type RefusalKey } from '../../common/messages.ts';
 import { rateLimitHeadersOf } from './rate-limit.ts';
 
 export interface ProblemBody {
@@ -59,23 +59,21 @@ function toProblem(err: FastifyError | DomainError | Error): ProblemError | unde
   if (err instanceof SyntaxError || code === 'FST_ERR_CTP_INVALID_JSON_BODY')
     return problem('request.notJson');
   if (typeof status === 'number' && status >= 400 && status < 500)
-    return new ProblemError(
-      GENERIC_CODES[status] ?? 'INVALID_REQUEST',
-      `the request is not valid${code ? ` (${code})` : ''}`,
-    );
+    return problem(GENERIC_REFUSALS[status] ?? 'request.invalid', { reason: code ?? String(status) });
   return undefined;
 }
 
 /**
  * Any other client error fastify raises (a Content-Length that does not match the body, a malformed
- * URL, …) by its status: the code of docs/api.md's Errors table that means just that status, else 400.
+ * URL, …) by its status: the refusal whose code in docs/api.md's Errors table means just that status,
+ * else 400.
  */
-const GENERIC_CODES: Partial<Record<number, ErrorCode>> = {
-  400: 'INVALID_REQUEST',
-  401: 'INVALID_TOKEN',
-  403: 'FORBIDDEN',
-  404: 'NOT_FOUND',
-  409: 'CONFLICT',
+const GENERIC_REFUSALS: Partial<Record<number, RefusalKey>> = {
+  400: 'request.invalid',
+  401: 'request.unauthenticated',
+  403: 'request.forbidden',
+  404: 'request.notFound',
+  409: 'request.conflict',
 };
 
 /**
@@ -93,14 +91,14 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
     socket.destroy();
     return;
   }
-  const detail =
+  const refusal =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? 'the request headers are larger than 16 KiB'
+      ? 'request.headersTooLarge'
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? 'the request did not arrive in full in time'
-        : 'the request is not valid HTTP/1.1';
+        ? 'request.timeout'
+        : 'request.notHttp';
   const limits = response ? rateLimitHeadersOf(response.req) : undefined;
-  answerOnSocket(socket, new ProblemError('INVALID_REQUEST', detail), limits);
+  answerOnSocket(socket, problem(refusal), limits);
 }
 
 /** A problem written straight to a connection, which is then closed. */
@@ -130,16 +128,8 @@ export function answerOnSocket(
  * other client error of fastify's (docs/api.md, Errors).
  */
 function frameworkProblem(err: FastifyError): ProblemError {
-  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
-    return new ProblemError(
-      'INVALID_REQUEST',
-      'a path segment is longer than 100 characters; no route has such a name (FST_ERR_MAX_PARAM_LENGTH)',
-    );
-  if (err.code === 'FST_ERR_BAD_URL')
-    return new ProblemError(
-      'INVALID_REQUEST',
-      'the URL has a percent-encoding that does not decode (FST_ERR_BAD_URL)',
-    );
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return problem('request.pathSegmentTooLong');
+  if (err.code === 'FST_ERR_BAD_URL') return problem('request.badUrl');
   return toProblem(err) ?? problem('internal');
 }
 

@@ -20,8 +20,8 @@ import {
   RateLimiterRes,
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
-import { ProblemError } from '../../common/errors.ts';
 import type { Config } from '../config.ts';
+import { problem } from '../../common/messages.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -141,12 +141,7 @@ export function installRateLimit(
         headers(request, reply, counter.points, refusal);
         const after = Math.max(1, Math.ceil(refusal.msBeforeNext / 1000));
         reply.header('retry-after', after);
-        done(
-          new ProblemError(
-            'RATE_LIMITED',
-            `more than ${counter.points} requests a minute; retry after ${after} seconds`,
-          ),
-        );
+        done(problem('request.rateLimitedFor', { points: counter.points, seconds: after }));
       },
     );
   };

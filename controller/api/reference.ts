@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
+import { problem } from '../../common/messages.ts';
 
 export const REDOC_BUNDLE = 'redoc/bundles/redoc.standalone.js';
 
@@ -61,10 +61,7 @@ function redocBundle(): Promise<Buffer> {
       : readFile(createRequire(import.meta.url).resolve(REDOC_BUNDLE))
   ).catch((err: unknown) => {
     bundle = undefined;
-    throw new ProblemError(
-      'NOT_FOUND',
-      `this build has no API reference page (${String(err).slice(0, 120)})`,
-    );
+    throw problem('reference.missing', { reason: String(err).slice(0, 120) });
   });
   return bundle;
 }

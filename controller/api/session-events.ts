@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
+import type { ProblemError } from '../../common/errors.ts';
 import { blockedEverywhere } from '../../common/rules/index.ts';
 import type { Identity, TokenClaims } from '../auth/jwt.ts';
 import { parseTokenId } from '../auth/token-id.ts';
@@ -18,6 +18,7 @@ import { topics, type Topic } from '../store/change-feed.ts';
 import type { Store } from '../store/store.ts';
 import { caller, requireUser } from './auth.ts';
 import type { EncodedAnswer } from './encoding.ts';
+import { problem } from '../../common/messages.ts';
 
 /** Streams one ASN may hold open at once (its tabs and terminals); the next is refused RATE_LIMITED. */
 export const MAX_STREAMS_PER_ASN = 8;
@@ -48,12 +49,10 @@ function tokenEnded(
   admin: boolean,
   expiresAt: number,
 ): ProblemError | undefined {
-  if (Date.now() >= expiresAt * 1000)
-    return new ProblemError('INVALID_TOKEN', 'the token expired; log in again');
-  if (store.tokenRevoked(claims.id, claims.asn, claims.issuedAt))
-    return new ProblemError('INVALID_TOKEN', 'the token was revoked; log in again');
+  if (Date.now() >= expiresAt * 1000) return problem('auth.tokenExpired');
+  if (store.tokenRevoked(claims.id, claims.asn, claims.issuedAt)) return problem('auth.tokenRevoked');
   if (!admin && blockedEverywhere(store, claims.asn))
-    return new ProblemError('ASN_BLOCKED', `AS${claims.asn} is blocked by the network's policy`);
+    return problem('events.asnBlocked', { asn: claims.asn });
   return undefined;
 }
 
@@ -120,13 +119,10 @@ export const sessionEventRoutes: FastifyPluginAsyncTypebox<{
     async (request, reply) => {
       const identity = caller(request);
       const claims = request.tokenClaims;
-      if (!claims) throw new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first');
+      if (!claims) throw problem('auth.tokenRequired');
       const open = counts.get(identity.asn) ?? 0;
       if (open >= MAX_STREAMS_PER_ASN)
-        throw new ProblemError(
-          'RATE_LIMITED',
-          `AS${identity.asn} has ${MAX_STREAMS_PER_ASN} live update streams open already; close one first`,
-        );
+        throw problem('events.tooManyStreams', { asn: identity.asn, max: MAX_STREAMS_PER_ASN });
       counts.set(identity.asn, open + 1);
       // an id that names no expiry cannot have been issued (token-id.ts): ended at once
       const expiresAt = parseTokenId(claims.id)?.expiresAt ?? 0;

@@ -5,7 +5,6 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { peerConfig } from '../../common/peer-config/index.ts';
-import { ProblemError } from '../../common/errors.ts';
 import { fieldAtFault, fieldError, problem } from '../../common/messages.ts';
 import { sessionOptions } from '../../common/schema.ts';
 import type { ForgeConflict } from '../../common/schema.ts';
@@ -232,17 +231,9 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
         case 'config': {
           const session = findOwned(store, identity, body.uuid);
           const router = store.getRouter(session.spec.router);
-          if (!router)
-            throw new ProblemError(
-              'INVALID_STATE',
-              `router ${session.spec.router} of this session no longer exists`,
-            );
+          if (!router) throw problem('session.routerGone', { router: session.spec.router });
           const networkAsn = mergedPolicy(store, router.name).dn42Asn;
-          if (networkAsn === undefined)
-            throw new ProblemError(
-              'INVALID_STATE',
-              "the network's ASN is not set (the policy's dn42Asn): ask its operator",
-            );
+          if (networkAsn === undefined) throw problem('policy.noNetworkAsn');
           const { spec } = session;
           const files = peerConfig(body.format, {
             session: { ...spec, ...sessionOptions(spec) },

@@ -7,7 +7,6 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
 import {
   Condition as ConditionSchema,
   ForgeConflict as ForgeConflictSchema,
@@ -18,6 +17,7 @@ import type { SkippedManifest, Store, WriteState } from '../store/store.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
 import { Actions } from './schemas.ts';
+import { problem } from '../../common/messages.ts';
 
 /** At most this many paths in the condition's message; the list has them all. */
 const NAMED = 5;
@@ -195,11 +195,7 @@ export const storeStatusRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = as
       },
     },
     async (request) => {
-      if (!store.clearForgeConflict)
-        throw new ProblemError(
-          'NOT_FOUND',
-          `the ${store.backend} store follows no forge: it has no conflicts`,
-        );
+      if (!store.clearForgeConflict) throw problem('forge.noConflicts', { backend: store.backend });
       await store.clearForgeConflict(request.body.id, actorOf(caller(request)));
       request.log.info({ conflict: request.body.id }, 'forge conflict cleared');
       return answer();

@@ -7,7 +7,6 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
 import { Asn, Timestamp } from '../../common/schema.ts';
 import { parseTokenId } from '../auth/token-id.ts';
 import type { PortalSessions } from '../auth/portal-session.ts';
@@ -16,6 +15,7 @@ import type { Store } from '../store/store.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin, requireToken } from './auth.ts';
 import { Actions } from './schemas.ts';
+import { problem } from '../../common/messages.ts';
 
 const EXAMPLE_ID = '4242421234.1795000000.q8Xv2LmK0pR7sT1w';
 /** A token id as `peerops admin token` prints it (token-id.ts); the store checks its parts. */
@@ -98,7 +98,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<{
       const identity = caller(request);
       const claims = request.tokenClaims;
       // identify sets both together: only a route without it gets here without claims
-      if (!claims) throw new ProblemError('INVALID_TOKEN', 'a Bearer JWT is required; log in first');
+      if (!claims) throw problem('auth.tokenRequired');
       const expiresAt = revokedToken(claims.id).expiresAt;
       if (request.body.action === 'current')
         return { asn: identity.asn, role: identity.role, id: claims.id, expiresAt };

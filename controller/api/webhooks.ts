@@ -5,7 +5,8 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
+import type { ProblemError } from '../../common/errors.ts';
+import { type FieldError } from '../../common/errors.ts';
 import { Asn, Timestamp, Uuid } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import { EVENT_TYPES, type EventType } from '../store/core/events.ts';
@@ -13,6 +14,7 @@ import type { Webhook, WebhookRepository } from '../notify/webhooks.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin, requireUser } from './auth.ts';
 import { Actions } from './schemas.ts';
+import { fieldError, problem } from '../../common/messages.ts';
 
 /** At most this many webhooks per ASN (peers) and in all for admins: each event is a request per webhook. */
 export const MAX_HOOKS_PER_OWNER = 10;
@@ -56,6 +58,11 @@ function record(webhook: Webhook): Static<typeof WebhookRecord> {
   return rest;
 }
 
+/** INVALID_REQUEST for the webhook's URL, the field error's sentence in the detail. */
+function urlRefused(error: FieldError): ProblemError {
+  return problem('webhook.invalidUrl', { reason: error.message }, [error]);
+}
+
 /**
  * The URL must be absolute http(s), without credentials (they would be logged and shown in lists), and a
  * peer's may not name an address its deliveries would be refused (docs/notifications.md).
@@ -65,16 +72,12 @@ function checkUrl(value: string, targets: WebhookTargets | undefined): string {
   try {
     url = new URL(value);
   } catch {
-    throw new ProblemError('INVALID_REQUEST', '/url: not a URL', [{ pointer: '/url', message: 'not a URL' }]);
+    throw urlRefused(fieldError('/url', 'field.notUrl'));
   }
-  if (url.username || url.password)
-    throw new ProblemError('INVALID_REQUEST', '/url: must not hold a user name or password', [
-      { pointer: '/url', message: 'must not hold a user name or password; authenticate by the signature' },
-    ]);
+  if (url.username || url.password) throw urlRefused(fieldError('/url', 'field.urlCredentials'));
   const problem = targets?.targetProblem(url);
   if (problem) {
-    const message = `host ${url.hostname} ${problem}: no delivery would be made`;
-    throw new ProblemError('INVALID_REQUEST', `/url: ${message}`, [{ pointer: '/url', message }]);
+    throw urlRefused(fieldError('/url', 'field.urlTarget', { host: url.hostname, reason: problem }));
   }
   return url.href;
 }
@@ -126,10 +129,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
               },
               (existing) => {
                 if (existing.filter((h) => h.asn === asn).length >= MAX_HOOKS_PER_OWNER)
-                  throw new ProblemError(
-                    'CONFLICT',
-                    `at most ${MAX_HOOKS_PER_OWNER} webhooks ${asn === null ? 'for admins' : 'per ASN'}; delete one first`,
-                  );
+                  throw problem(asn === null ? 'webhook.limitAdmins' : 'webhook.limitAsn', {
+                    max: MAX_HOOKS_PER_OWNER,
+                  });
               },
             );
             request.log.info({ webhook: webhook.id, host: new URL(url).host, asn }, 'webhook created');
@@ -137,7 +139,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
           }
           case 'delete': {
             if (!(await webhooks.delete(body.id, mine(identity))))
-              throw new ProblemError('NOT_FOUND', `no webhook ${body.id}`);
+              throw problem('webhook.notFound', { id: body.id });
             return { id: body.id, deleted: true as const };
           }
         }

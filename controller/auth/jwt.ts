@@ -11,9 +11,9 @@ import { generateKeyPairSync, createPrivateKey, createPublicKey, hkdfSync } from
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { createSigner, createVerifier } from 'fast-jwt';
-import { ProblemError } from '../../common/errors.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
 import { isAsn, MAX_TOKEN_TTL_SECONDS, newTokenId, parseTokenId } from './token-id.ts';
+import { problem } from '../../common/messages.ts';
 
 export type Role = 'user' | 'admin';
 
@@ -203,13 +203,12 @@ export class TokenIssuer {
       claims = this.verifier(token);
     } catch (err) {
       const code = (err as { code?: string }).code;
-      throw new ProblemError(
-        'INVALID_TOKEN',
+      throw problem(
         code === 'FAST_JWT_EXPIRED'
-          ? 'the token has expired; log in again'
+          ? 'auth.tokenExpired'
           : code === 'FAST_JWT_MISSING_REQUIRED_CLAIM'
-            ? 'the token has no id (issued by a release before token ids); log in again'
-            : 'the token is not valid',
+            ? 'auth.tokenNoId'
+            : 'auth.tokenInvalid',
       );
     }
     const { asn, role, sub, src, jti, iss, aud, iat, exp } = claims;
@@ -228,7 +227,7 @@ export class TokenIssuer {
       id?.asn !== asn ||
       id.expiresAt !== exp
     )
-      throw new ProblemError('INVALID_TOKEN', 'the token claims are not valid');
+      throw problem('auth.claimsInvalid');
     return {
       claims: { asn, role, source: src, id: jti as string, issuedAt: iat },
       expiresMs: exp * 1000,

@@ -7,8 +7,9 @@
  * forgets the ones under way (their callers get an error and ask again).
  */
 import { randomBytes } from 'node:crypto';
-import { ProblemError } from '../../common/errors.ts';
+import type { ProblemError } from '../../common/errors.ts';
 import { LG_TIME_LIMIT_MS, type LgAnswer, type LgQuery } from '../../common/looking-glass.ts';
+import { problem } from '../../common/messages.ts';
 
 /** Queries of one router waiting or running at once; more are refused (the per-router rate limit). */
 export const LG_PENDING_PER_ROUTER = 16;
@@ -35,25 +36,17 @@ export interface LookingGlassBroker {
 
 /** The refusal of a query past the per-router limit. */
 export function tooManyQueries(router: string): ProblemError {
-  return new ProblemError(
-    'RATE_LIMITED',
-    `router ${router} is running ${LG_PENDING_PER_ROUTER} looking-glass queries already; retry in a few seconds`,
-  );
+  return problem('lg.busy', { router, max: LG_PENDING_PER_ROUTER });
 }
 
 /** The refusal of a query no agent answered within `waitMs`. */
 export function notAnswered(router: string, waitMs: number, taken: boolean): ProblemError {
-  return new ProblemError(
-    'ROUTER_UNAVAILABLE',
-    taken
-      ? `router ${router}'s agent took the query but did not answer within ${waitMs / 1000} s`
-      : `router ${router}'s agent did not take the query within ${waitMs / 1000} s: is it connected?`,
-  );
+  return problem(taken ? 'lg.notAnswered' : 'lg.notTaken', { router, seconds: waitMs / 1000 });
 }
 
 /** The refusal of the queries under way when the controller stops. */
 export function stopped(router: string): ProblemError {
-  return new ProblemError('ROUTER_UNAVAILABLE', `the controller stopped before router ${router} answered`);
+  return problem('lg.stopped', { router });
 }
 
 interface Pending {

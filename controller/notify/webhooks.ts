@@ -8,9 +8,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { atomicWriteFile, diskErrorCode } from '../../common/atomic-write.ts';
-import { DomainError } from '../../common/errors.ts';
 import { readTextIfExists } from '../../common/read-file.ts';
 import type { EventType } from '../store/core/events.ts';
+import { fault } from '../../common/messages.ts';
 
 export interface Webhook {
   id: string;
@@ -96,10 +96,7 @@ export class FileWebhooks extends EditedWebhooks {
         // a full or read-only data dir, as the store answers it (docs/store.md, "Crash safety")
         const code = diskErrorCode(err);
         if (code === undefined) throw err;
-        throw new DomainError(
-          'STORE_UNAVAILABLE',
-          `the data directory refuses writes (${code}): the webhook was not saved, try again later`,
-        );
+        throw fault('webhook.notSaved', { reason: code });
       });
       return result;
     });

@@ -10,8 +10,8 @@ import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema } from 'fastify';
 import Type from 'typebox';
-import { ProblemError } from '../../common/errors.ts';
 import { loadPortalFiles, type PortalFile } from './assets.ts';
+import { problem } from '../../common/messages.ts';
 
 export const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
@@ -78,7 +78,7 @@ export default async function portalPlugin(app: FastifyInstance, opts: PortalOpt
 
   async function send(request: FastifyRequest, reply: FastifyReply, path: string) {
     const file = (await portalFiles()).get(path);
-    if (!file) throw new ProblemError('NOT_FOUND', `no portal file /${path}`);
+    if (!file) throw problem('portal.fileNotFound', { path });
     reply.headers({
       ...SECURITY_HEADERS,
       'content-type': file.contentType,

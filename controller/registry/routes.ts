@@ -5,7 +5,7 @@
  * filter permits (docs/login.md, Route objects). A session's peer addresses become routes into that
  * peer's tunnel on the router, so an address of another network's object would capture its traffic.
  */
-import { ProblemError, type FieldError } from '../../common/errors.ts';
+import { type FieldError } from '../../common/errors.ts';
 import {
   BUILTIN_FILTER,
   FILTER_FILES,
@@ -16,6 +16,7 @@ import {
 } from '../../common/dn42-filter.ts';
 import { canonicalPrefix, inRanges, isIpv4, parsePrefix, type Family } from '../../common/net.ts';
 import { nameValue, parseRpsl, values } from '../auth/login/rpsl.ts';
+import { fieldAtFault, fieldError, problem } from '../../common/messages.ts';
 
 /** A registry's files at one version: what routes and the filter are read from. */
 export interface RegistryFiles {
@@ -58,7 +59,7 @@ export async function readFilter(files: RegistryFiles): Promise<Dn42Filter> {
     try {
       return parseFilter(text, family);
     } catch (err) {
-      throw new ProblemError('REGISTRY_UNAVAILABLE', `the registry's ${(err as Error).message}`);
+      throw problem('registry.filterUnreadable', { reason: (err as Error).message });
     }
   };
   return { ipv4: await read('ipv4'), ipv6: await read('ipv6') };
@@ -168,7 +169,7 @@ export async function routeObjectErrors(
     const address = spec[field];
     if (address === undefined) continue;
     const problem = ownershipProblem(await routesCovering(files, filter, address), asn, address);
-    if (problem !== undefined) errors.push({ pointer: `/${field}`, message: problem });
+    if (problem !== undefined) errors.push(fieldError(`/${field}`, 'field.routeObject', { reason: problem }));
   }
   return errors;
 }
@@ -185,9 +186,9 @@ export async function assertRoutesStillHold(
 ): Promise<void> {
   const errors = await routeObjectErrors(registry, session.spec.asn, session.spec);
   if (errors.length > 0)
-    throw new ProblemError(
-      'INVALID_STATE',
-      `${action}: session ${session.name}: the registry no longer gives its addresses to AS${session.spec.asn}: ${errors[0]?.pointer}: ${errors[0]?.message}; reject it`,
+    throw problem(
+      'session.registryMoved',
+      { action, name: session.name, asn: session.spec.asn, ...fieldAtFault(errors) },
       errors,
     );
 }

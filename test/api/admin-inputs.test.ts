@@ -249,7 +249,7 @@ describe('router remove names what holds it', () => {
     const sessions = h.store.listSessions({ router: 'busy2' }).sort((x, y) => x.name.localeCompare(y.name));
     const named = sessions.slice(0, 3).map((s) => `${s.name} ${s.spec.uuid} (${s.status.name})`);
     expect(detail).toBe(
-      `router busy2 still has 4 sessions: ${named.join(', ')} and 1 more. Delete the 2 not yet deleted ` +
+      `router busy2 still has 4 sessions: ${named.join(', ')}, …. Delete the 2 not yet deleted ` +
         'first (peerops session delete UUID, or admin session reject in PENDING_REVIEW); the 2 in ' +
         "QUEUED_FOR_DELETE wait for the router's agent to tear them down: if it will not, purge them " +
         '(peerops admin session purge UUID --reason TEXT)',

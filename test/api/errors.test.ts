@@ -1,6 +1,6 @@
 /** Every error code of docs/api.md's Errors table, answered as problem details; the user-side checks of create. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProblemError } from '../../common/errors.ts';
+import { fault } from '../../common/messages.ts';
 import { buildApp } from '../../controller/app.ts';
 import { TokenIssuer } from '../../controller/auth/jwt.ts';
 import type { Store } from '../../controller/store/store.ts';
@@ -453,7 +453,7 @@ describe('server errors', () => {
       get(target, prop, receiver) {
         if (prop === 'createSession')
           return async () => {
-            throw new ProblemError('STORE_UNAVAILABLE', 'the store is not reachable');
+            throw fault('store.closed');
           };
         const v = Reflect.get(target, prop, receiver);
         return typeof v === 'function' ? v.bind(target) : v;

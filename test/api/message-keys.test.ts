@@ -3,6 +3,8 @@
  * error carry the catalogue key and parameters beside the English sentence, which is the catalogue's;
  * the validator's own wording ("must NOT have fewer than …") never reaches a client.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { englishText, FIELD_MESSAGES, MESSAGE_KEYS, REFUSALS } from '../../common/messages.ts';
 import { sessionFields, startHarness, type Harness } from './helpers.ts';
@@ -93,6 +95,20 @@ describe('message keys in answers', () => {
   it('an answer made outside any route (no route) has its key too', async () => {
     const res = await h.app.inject({ method: 'GET', url: '/nowhere' });
     expect(res.json()).toMatchObject({ key: 'route.notFound', params: { method: 'GET', path: '/nowhere' } });
+  });
+
+  it('no refusal is made outside the catalogue: every DomainError and ProblemError comes from it', () => {
+    // the types require a key of every error (common/errors.ts); this finds a site that would pass one in
+    // by hand instead of through fault, problem or ProblemError.of
+    const root = path.resolve(import.meta.dirname, '../..');
+    const made = /new (?:DomainError|ProblemError)\(/g;
+    const sites = ['common', 'controller', 'cli', 'agent', 'bin']
+      .flatMap((dir) =>
+        readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).map((f) => `${dir}/${f}`),
+      )
+      .filter((f) => /\.tsx?$/.test(f) && f !== 'common/errors.ts' && f !== 'common/messages.ts')
+      .flatMap((f) => [...readFileSync(path.join(root, f), 'utf8').matchAll(made)].map(() => f));
+    expect(sites).toEqual([]);
   });
 
   it('the catalogue: every refusal has a code and a sentence; keys are unique across both tables', () => {

@@ -17,8 +17,15 @@ import {
   specialPurposeProblem,
   wireGuardKeyId,
 } from '../../common/net.ts';
+import { englishText } from '../../common/messages.ts';
 import { PolicySpec } from '../../common/schema.ts';
 import { validate } from '../../common/validate.ts';
+
+/** specialPurposeProblem's keyed answer as its English sentence. */
+function specialPurposeText(address: string): string | undefined {
+  const said = specialPurposeProblem(address);
+  return said && englishText(said.key, said.params);
+}
 
 describe('prefixes: one strict reading', () => {
   it('refuses leading zeros, other IPv4 spellings and bad lengths, in both families', () => {
@@ -136,22 +143,22 @@ describe('peer addresses no peer can own', () => {
       ['198.51.100.7', 'is a documentation address (198.51.100.0/24), which no peer can own'],
       ['203.0.113.9', 'is a documentation address (203.0.113.0/24), which no peer can own'],
     ];
-    for (const [address, message] of cases) expect(specialPurposeProblem(address), address).toBe(message);
+    for (const [address, message] of cases) expect(specialPurposeText(address), address).toBe(message);
   });
 
   it('refuses an IPv4-mapped IPv6 address, naming the IPv4 address it stands for', () => {
-    expect(specialPurposeProblem('::ffff:172.20.0.1')).toBe(
+    expect(specialPurposeText('::ffff:172.20.0.1')).toBe(
       'is an IPv4-mapped address (::ffff:0:0/96): give the IPv4 address 172.20.0.1 as ipv4',
     );
-    expect(specialPurposeProblem('::ffff:ac14:1')).toMatch(/IPv4-mapped.*172\.20\.0\.1/);
+    expect(specialPurposeText('::ffff:ac14:1')).toMatch(/IPv4-mapped.*172\.20\.0\.1/);
     // ipaddr.js reads the deprecated IPv4-compatible spelling as mapped: refused all the same
-    expect(specialPurposeProblem('::172.20.0.1')).toMatch(/IPv4-mapped|IPv4-compatible/);
-    expect(specialPurposeProblem('::ac14:1')).toMatch(/IPv4-compatible/);
+    expect(specialPurposeText('::172.20.0.1')).toMatch(/IPv4-mapped|IPv4-compatible/);
+    expect(specialPurposeText('::ac14:1')).toMatch(/IPv4-compatible/);
   });
 
   it('lets ordinary addresses through: the policy ranges decide about those', () => {
     for (const address of ['fd42:1234::1', '172.20.0.1', '10.127.0.1', '2606:4700:4700::1111', '8.8.8.8'])
-      expect(specialPurposeProblem(address), address).toBeUndefined();
+      expect(specialPurposeText(address), address).toBeUndefined();
   });
 
   it("the default ranges are DN42's", () => {

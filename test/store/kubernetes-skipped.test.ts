@@ -81,7 +81,14 @@ describe('kubernetes store: objects it cannot index', () => {
       {
         path: 'peeringsessions/as4242420003-fra1',
         reason: 'unreadable',
-        errors: [{ pointer: '/', message: expect.stringContaining('JSON') as string }],
+        errors: [
+          {
+            pointer: '/',
+            message: expect.stringContaining('JSON') as string,
+            key: 'field.unreadable',
+            params: { reason: expect.stringContaining('JSON') as string },
+          },
+        ],
       },
     ]);
     expect(Date.now() - Date.parse(since)).toBeLessThan(60_000);

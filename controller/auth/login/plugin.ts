@@ -13,8 +13,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest, onErrorHookHandler, onRequestHookHandler } from 'fastify';
 import Type, { type Static } from 'typebox';
-import { isProblem, ProblemError } from '../../../common/errors.ts';
-import { problem } from '../../../common/messages.ts';
+import { isProblem } from '../../../common/errors.ts';
+import { type MessageParams, problem, type RefusalKey } from '../../../common/messages.ts';
 import { Asn } from '../../../common/schema.ts';
 import { describeMethod } from './auth-methods.ts';
 import { SSH_KEY_TYPES } from '../../../common/sshsig.ts';
@@ -150,6 +150,9 @@ function skippedText(s: SkippedLine): string {
 }
 type VerifyRequest = Static<typeof VerifyRequest>;
 
+/** The refusals of a verify that count as a failed login. */
+type LoginFailure = Extract<RefusalKey, `login.${string}`>;
+
 const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, opts) => {
   // The API's validation (problem details naming the field) wherever the plugin is registered.
   app.setValidatorCompiler(apiValidatorCompiler());
@@ -172,11 +175,11 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     if (wait > 0) {
       outcome('rate_limited');
       reply.header('Retry-After', String(wait));
-      throw new ProblemError('RATE_LIMITED', `too many failed logins from this address; retry in ${wait} s`);
+      throw problem('login.tooManyFailures', { seconds: wait });
     }
     if (opts.isBlocked(asn)) {
       outcome('asn_blocked');
-      throw new ProblemError('ASN_BLOCKED', `AS${asn} is blocked; contact an administrator`);
+      throw problem('login.asnBlocked', { asn });
     }
   }
 
@@ -190,7 +193,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     }
     if (!auth) {
       outcome('unknown_asn');
-      throw new ProblemError('NOT_FOUND', `AS${asn} is not in the registry`);
+      throw problem('login.asnUnknown', { asn });
     }
     return auth;
   }
@@ -201,10 +204,7 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     if (auth.methods.length === 0) {
       outcome('auth_failed');
       const why = auth.skipped.length ? `; skipped: ${auth.skipped.map(skippedText).join('; ')}` : '';
-      throw new ProblemError(
-        'AUTH_FAILED',
-        `no maintainer of AS${body.asn} lists a key peerops can check: add an auth line with an ${SSH_KEY_TYPES.join(', ')}, pgp-fingerprint or PGPKEY key${why}`,
-      );
+      throw problem('login.noUsableKey', { asn: body.asn, types: SSH_KEY_TYPES.join(', '), skipped: why });
     }
     // Nothing is stored: the challenge proves itself when it comes back (challenges.ts).
     const c = newChallenge(body.asn, opts.serviceHost, now(), key);
@@ -225,34 +225,31 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
     const sessions = opts.sessions;
     // before the challenge is spent: a refused request must leave it good for a retry
     if (body.cookie === true && sessions === undefined) throw problem('login.noCookies');
-    const fail = async (reason: string): Promise<never> => {
+    const fail = async (key: LoginFailure, params: MessageParams = {}): Promise<never> => {
       await limiter.fail(addressKey(req.ip));
       outcome('auth_failed');
-      req.log.info({ reqId: req.id, asn: body.asn, reason }, 'login failed');
-      throw new ProblemError('AUTH_FAILED', `login for AS${body.asn} failed: ${reason}`);
+      const refusal = problem(key, { asn: body.asn, ...params });
+      req.log.info({ reqId: req.id, asn: body.asn, reason: refusal.message }, 'login failed');
+      throw refusal;
     };
-    if (!readChallenge(body.challenge)) return fail('challenge is not a peerops login challenge');
+    if (!readChallenge(body.challenge)) return fail('login.notChallenge');
     const checked = checkChallenge(body.challenge, key);
     if (!checked.ok)
-      return fail(
-        checked.why === 'altered'
-          ? 'challenge text was altered'
-          : 'challenge is unknown or was altered (not issued by this service); request a new one',
-      );
+      return fail(checked.why === 'altered' ? 'login.challengeAltered' : 'login.challengeUnknown');
     const issued = checked.challenge;
-    if (issued.host !== opts.serviceHost) return fail(`challenge was issued for host ${issued.host}`);
-    if (issued.asn !== body.asn) return fail(`challenge was issued for AS${issued.asn}`);
-    if (issued.expiresAt <= now()) return fail('challenge expired; request a new one');
+    if (issued.host !== opts.serviceHost) return fail('login.challengeHost', { host: issued.host });
+    if (issued.asn !== body.asn) return fail('login.challengeAsn', { issuedAsn: issued.asn });
+    if (issued.expiresAt <= now()) return fail('login.challengeExpired');
     const auth = await lookup(body.asn);
     const verdict = await verifyLogin(auth.methods, issued.text, body.signature, body.publicKey, {
       from: new Date(issued.expiresAt - CHALLENGE_TTL_MS - SIGNATURE_SKEW_MS),
       to: new Date(now() + SIGNATURE_SKEW_MS),
     });
-    if (!verdict.ok) return fail(verdict.reason);
+    if (!verdict.ok) return fail('login.signatureRefused', { reason: verdict.reason });
     // Used up by the login it makes, in one atomic step: a replay, or the loser of two verifications
     // racing on it, is refused. A failed attempt does not use it, so nobody without the key can spend
     // the challenge its owner is signing, and only logins fill the record (docs/login.md).
-    if (!(await used.spend(issued))) return fail('challenge is unknown or already used; request a new one');
+    if (!(await used.spend(issued))) return fail('login.challengeUsed');
     const role: Role = admins.has(body.asn) ? 'admin' : 'user';
     const { token, id, expiresAt } = await opts.issueToken(body.asn, role);
     outcome('success');

@@ -9,14 +9,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { ProblemError } from '../../../common/errors.ts';
 import { FAILURE_LIMIT, type Challenge, type FailureLimiter, type UsedChallenges } from './challenges.ts';
+import { problem } from '../../../common/messages.ts';
 
 const USED = 'peerops-login-used:';
 
 /** Redis down: the login answers 503 and says why, instead of an internal error. */
 function unavailable(err: unknown): never {
-  throw new ProblemError('STORE_UNAVAILABLE', `login: Redis is unreachable (${(err as Error).message})`);
+  throw problem('login.redisUnreachable', { reason: (err as Error).message });
 }
 
 export class RedisUsedChallenges implements UsedChallenges {

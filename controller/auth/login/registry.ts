@@ -24,13 +24,14 @@ import * as path from 'node:path';
 import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { Gauge, register } from 'prom-client';
-import { ProblemError } from '../../../common/errors.ts';
+import type { ProblemError } from '../../../common/errors.ts';
 import type { RegistryFiles } from '../../registry/routes.ts';
 import { type AuthMethod, parseAuthLine } from './auth-methods.ts';
 import { gitFetch, gitVersion } from './git-command.ts';
 import { readKeyCert } from './key-cert.ts';
 import { isScpLike, registryLocation } from './registry-location.ts';
 import { nameValue, parseRpsl, values } from './rpsl.ts';
+import { problem } from '../../../common/messages.ts';
 
 export interface AsnAuth {
   asn: number;
@@ -74,7 +75,7 @@ const silent: RegistryLog = { info: () => {}, warn: () => {} };
 const MNTNER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$/;
 
 function unavailable(detail: string): ProblemError {
-  return new ProblemError('REGISTRY_UNAVAILABLE', detail);
+  return problem('login.registryUnreadable', { reason: detail });
 }
 
 /** Reads one registry file by its path under the registry root; undefined when it does not exist. */

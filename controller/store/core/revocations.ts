@@ -5,8 +5,9 @@
  * token it revokes can still be valid: an id when its token expires (the id names when), an ASN's entry
  * when the longest token lifetime (366 days) has passed since its second.
  */
-import { DomainError } from '../../../common/errors.ts';
+import type { DomainError } from '../../../common/errors.ts';
 import { isAsn, MAX_TOKEN_TTL_SECONDS, parseTokenId } from '../../auth/token-id.ts';
+import { fault, fieldError, type FieldMessageKey } from '../../../common/messages.ts';
 
 /** The stored list: revoked token ids, and per ASN the last second (Unix) whose tokens are revoked. */
 export interface RevocationList {
@@ -52,8 +53,9 @@ function listOf(ids: Iterable<string>, asns: Map<number, number>): RevocationLis
   };
 }
 
-function invalid(pointer: string, message: string): DomainError {
-  return new DomainError('INVALID_REQUEST', `${pointer}: ${message}`, [{ pointer, message }]);
+function invalid(pointer: string, key: FieldMessageKey): DomainError {
+  const error = fieldError(pointer, key);
+  return fault('token.invalidField', { pointer, reason: error.message }, [error]);
 }
 
 /**
@@ -71,17 +73,12 @@ export function withRevocation(list: RevocationList, revocation: Revocation, now
   }
   const revokeAsn = (asn: number) => asns.set(asn, Math.max(now, asns.get(asn) ?? 0));
   if ('asn' in revocation) {
-    if (!isAsn(revocation.asn)) throw invalid('/asn', 'must be an ASN, 1..4294967295');
+    if (!isAsn(revocation.asn)) throw invalid('/asn', 'field.notAsn');
     revokeAsn(revocation.asn);
   } else {
     const parsed = parseTokenId(revocation.token);
-    if (!parsed)
-      throw invalid(
-        '/id',
-        'is not a token id (<asn>.<expiry>.<16 characters>, as peerops admin token prints it)',
-      );
-    if (parsed.expiresAt > now + MAX_TOKEN_TTL_SECONDS)
-      throw invalid('/id', 'names an expiry later than any token lives (366 days)');
+    if (!parsed) throw invalid('/id', 'field.notTokenId');
+    if (parsed.expiresAt > now + MAX_TOKEN_TTL_SECONDS) throw invalid('/id', 'field.expiryTooLate');
     // a token already expired needs no entry
     if (parsed.expiresAt >= now) ids.set(revocation.token, parsed.asn);
     const ofAsn = [...ids].filter(([, asn]) => asn === parsed.asn);

@@ -8,8 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { isoNow } from '../../../common/clock.ts';
 import { isTerminal } from '../../../common/status.ts';
 import { reportingRouterConditions, withSessionConditions } from '../../../common/conditions.ts';
-import { DomainError } from '../../../common/errors.ts';
-import { fault } from '../../../common/messages.ts';
+import type { DomainError } from '../../../common/errors.ts';
+import { fault, fieldError } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
   assertAddressingChange,
@@ -367,9 +367,7 @@ export abstract class StoreCore implements Store {
     const current = this.index.getRouter(router);
     if (!current) throw routerNotFound(router);
     if (!/^[0-9a-f]{64}$/.test(sha256))
-      throw new DomainError('INVALID_REQUEST', 'agent token hash must be 64 hex digits', [
-        { pointer: '/agentTokenSha256', message: 'must be 64 hex digits' },
-      ]);
+      throw fault('router.agentTokenHash', {}, [fieldError('/agentTokenSha256', 'field.hex64')]);
     return current;
   }
 
@@ -428,10 +426,7 @@ export abstract class StoreCore implements Store {
     for (const port of taken) used.add(port);
     const port = allocateListenPort(session.spec.asn, session.router, used);
     if (port === undefined)
-      throw new DomainError(
-        'ROUTER_FULL',
-        `router ${session.spec.router} has no free listen port for AS${session.spec.asn}`,
-      );
+      throw fault('session.noListenPort', { router: session.spec.router, asn: session.spec.asn });
     return port;
   }
 
@@ -520,7 +515,7 @@ async function timed<T>(operation: string, write: () => Promise<T>): Promise<T> 
 
 /** CONFLICT: a listen port another session on the router holds. */
 export function portTaken(port: number, owner: string): DomainError {
-  return new DomainError('CONFLICT', `port ${port} is used by session ${owner}`, [
-    { pointer: '/listenPort', message: `is used by session ${owner}` },
+  return fault('session.portTaken', { port, owner }, [
+    fieldError('/listenPort', 'field.portUsed', { owner }),
   ]);
 }

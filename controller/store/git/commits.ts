@@ -7,13 +7,14 @@
 import { join } from 'node:path';
 import type pino from 'pino';
 import { atomicWriteFile, diskErrorCode } from '../../../common/atomic-write.ts';
-import { DomainError } from '../../../common/errors.ts';
+import type { DomainError } from '../../../common/errors.ts';
 import type { Actor, WriteState } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
 import { writeObjects, type GitContext } from '../gitdb/objects.ts';
 import type { Journal, RefUpdate } from '../gitdb/recovery.ts';
 import { lockRef, RefMovedError, type HeldRef } from '../gitdb/refs.ts';
 import { syncWrittenDirs } from '../../git-fs.ts';
+import { fault } from '../../../common/messages.ts';
 
 /** Attempts of a write whose ref moved or was locked (a push in progress); about 2 s in all. */
 const MAX_ATTEMPTS = 12;
@@ -23,7 +24,7 @@ function backoff(attempt: number): Promise<void> {
 }
 
 function unavailable(err: RefMovedError): DomainError {
-  return new DomainError('STORE_UNAVAILABLE', `the store repository is busy: ${err.message}; try again`);
+  return fault('store.busy', { reason: err.message });
 }
 
 /**
@@ -94,11 +95,7 @@ export class Commits {
   }
 
   private refuseWhileReadOnly(): void {
-    if (this.readOnlyReason !== undefined)
-      throw new DomainError(
-        'STORE_UNAVAILABLE',
-        `${this.readOnlyReason}; nothing was saved, try again later`,
-      );
+    if (this.readOnlyReason !== undefined) throw fault('store.readOnly', { reason: this.readOnlyReason });
   }
 
   /** The journal was handled at take-over (recovery.ts): nothing to finish before the first write. */
@@ -120,7 +117,7 @@ export class Commits {
 
   /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
   write<T>(fn: () => Promise<T>, round: WriteRound): Promise<T> {
-    if (this.closed) return Promise.reject(new DomainError('STORE_UNAVAILABLE', 'the store is closed'));
+    if (this.closed) return Promise.reject(fault('store.closed'));
     return this.serialised(async () => {
       this.refuseWhileReadOnly();
       try {
@@ -163,7 +160,7 @@ export class Commits {
       this.stateSince = new Date().toISOString();
     }
     this.diskProblem = `the store's disk refuses writes (${code})`;
-    return new DomainError('STORE_UNAVAILABLE', `${this.diskProblem}; nothing was saved, try again later`);
+    return fault('store.readOnly', { reason: this.diskProblem });
   }
 
   /** While writes fail on the disk: does it take a small write again? Then /health is ok again. */
@@ -293,7 +290,7 @@ export class Commits {
         throw err;
       }
       this.log.error({ err: String(err) }, 'store: a write stopped half-way; the next sync completes it');
-      throw new DomainError('STORE_UNAVAILABLE', `the store could not finish the write: ${String(err)}`);
+      throw fault('store.writeUnfinished', { reason: String(err) });
     }
     await this.journal.end().then(
       () => (this.journalPending = false),

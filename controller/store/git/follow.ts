@@ -53,6 +53,7 @@ import { routerObservations } from './observations.ts';
 import { outboxId, outboxWrites, parseOutboxEntry } from './outbox.ts';
 import { ParseCache, type Rejection } from './parse-cache.ts';
 import type { FileChange } from '../gitdb/tree.ts';
+import { fieldError } from '../../../common/messages.ts';
 
 const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 
@@ -376,7 +377,7 @@ export class Follower {
       return {
         ok: false,
         reason: 'unreadable',
-        errors: [{ pointer: '/', message: `unreadable: ${String(err)}` }],
+        errors: [fieldError('/', 'field.unreadable', { reason: String(err) })],
       };
     }
     this.cache.set(key, result);
@@ -504,7 +505,7 @@ export class Follower {
           path,
           oid,
           'rules',
-          [{ pointer: '/spec/listenPort', message: `router ${input.router} has no free listen port` }],
+          [fieldError('/spec/listenPort', 'field.noFreePort', { router: input.router })],
           previouslyRejected,
         );
       }

@@ -6,11 +6,11 @@
  * a lost disk forgets them. A record goes when an admin clears it or, unresolved, after 7 days.
  */
 import { dump, load } from 'js-yaml';
-import { DomainError } from '../../../common/errors.ts';
 import { ForgeConflict as ForgeConflictSchema, type ForgeConflict } from '../../../common/schema.ts';
 import { validate } from '../../../common/validate.ts';
 import type { FileWrite } from './branch.ts';
 import { YAML } from './file-writes.ts';
+import { fault, fieldError } from '../../../common/messages.ts';
 
 /** The file on the status ref. */
 export const CONFLICTS_PATH = 'conflicts/forge.yaml';
@@ -75,9 +75,7 @@ export class ForgeConflictRecords {
   clearing(id: string, now = Date.now()): FileWrite {
     const listed = this.list(now);
     if (!listed.some((c) => c.id === id))
-      throw new DomainError('NOT_FOUND', `/id: no unresolved forge conflict ${id}`, [
-        { pointer: '/id', message: `no unresolved forge conflict ${id}` },
-      ]);
+      throw fault('forge.conflictNotFound', { id }, [fieldError('/id', 'field.noForgeConflict', { id })]);
     return this.write(listed.filter((c) => c.id !== id));
   }
 

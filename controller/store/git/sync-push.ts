@@ -18,7 +18,7 @@
  * the rebuilds run in it.
  */
 import git from 'isomorphic-git';
-import { DomainError } from '../../../common/errors.ts';
+import type { DomainError } from '../../../common/errors.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
 import { Branch, type FileWrite } from './branch.ts';
@@ -26,6 +26,7 @@ import { readText } from '../gitdb/objects.ts';
 import type { RefUpdate } from '../gitdb/recovery.ts';
 import { remoteLabel, type RemoteHost, type RemoteSync } from './remote.ts';
 import { listFiles } from '../gitdb/tree.ts';
+import { fault } from '../../../common/messages.ts';
 
 /** The heads of the store's two refs at one moment. */
 export interface Heads {
@@ -282,11 +283,8 @@ export class SyncPush {
     this.host.log.warn({ writes: out.length, reason }, 'store: writes taken out, not acknowledged');
     const err =
       why === 'conflict'
-        ? new DomainError(
-            'FORGE_CONFLICT',
-            `${reason}; nothing of this write was applied: read the manifest again and retry`,
-          )
-        : new DomainError('FORGE_UNAVAILABLE', `${reason}; nothing of this write was applied, try again`);
+        ? fault('forge.writeConflict', { reason })
+        : fault('forge.writeUnavailable', { reason });
     for (const w of out) {
       clearTimeout(w.timer);
       this.answers.push(() => w.reject(err));

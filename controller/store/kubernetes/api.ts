@@ -21,6 +21,7 @@ import { pooledConnections } from './connections.ts';
 import { API_GROUP, API_VERSION, GROUP_VERSION, KINDS, type Kind } from '../../../common/schema.ts';
 import type { OutboxEntry } from '../core/outbox.ts';
 import { LABEL_OUTBOX } from './outbox.ts';
+import { fault } from '../../../common/messages.ts';
 
 /** A peerops custom resource as the API server returns it. */
 export interface Resource<S, T = unknown> extends KubernetesObject {
@@ -73,9 +74,9 @@ export function storeError(err: unknown, what: string): Error {
   if (err instanceof DomainError) return err;
   const code = httpCode(err);
   if (code === 422 || code === 400) {
-    return new DomainError('INVALID_REQUEST', `${what}: the API server refused it (${messageOf(err)})`);
+    return fault('store.kubernetesRefused', { what, reason: messageOf(err) });
   }
-  return new DomainError('STORE_UNAVAILABLE', `${what}: Kubernetes API error (${messageOf(err)})`);
+  return fault('store.kubernetesError', { what, reason: messageOf(err) });
 }
 
 function messageOf(err: unknown): string {

@@ -107,6 +107,7 @@ import {
   tokenHashOf,
   type Resource,
 } from './api.ts';
+import { fault, fieldError } from '../../../common/messages.ts';
 
 export interface KubernetesStoreOptions {
   kubeConfig: KubeConfig;
@@ -320,12 +321,7 @@ export class KubernetesStore extends StoreCore {
       );
       return;
     }
-    if (older)
-      throw new DomainError(
-        'STORE_UNAVAILABLE',
-        'the PeeringSession CRD in the cluster is older than this controller (it has a status subresource): ' +
-          'apply the CRDs of this release first, kubectl apply -f crds/ (docs/kubernetes.md, Install with Helm)',
-      );
+    if (older) throw fault('store.crdOutdated');
   }
 
   async close(): Promise<void> {
@@ -392,7 +388,9 @@ export class KubernetesStore extends StoreCore {
       this.putObject(kind, name, obj, rv);
     } catch (err) {
       const schema = err instanceof DomainError && err.errors !== undefined;
-      const errors = schema ? (err.errors ?? []) : [{ pointer: '/', message: String(err) }];
+      const errors = schema
+        ? (err.errors ?? [])
+        : [fieldError('/', 'field.unreadable', { reason: String(err) })];
       skip = { path, reason: schema ? 'schema' : 'unreadable', errors };
       this.log.error(
         { object: path, reason: skip.reason, errors: errors.map((e) => `${e.pointer}: ${e.message}`) },
@@ -546,7 +544,7 @@ export class KubernetesStore extends StoreCore {
   /** The index's session `name`, after applyPut. */
   private sessionNamed(name: string): Session {
     const session = this.index.byName(name);
-    if (!session) throw new DomainError('SESSION_NOT_FOUND', `session ${name} was deleted meanwhile`);
+    if (!session) throw fault('session.deletedMeanwhile', { name });
     return session;
   }
 

@@ -6,10 +6,10 @@
  * after a grace period) and taken over with a resourceVersion-checked replace.
  */
 import type pino from 'pino';
-import { DomainError } from '../../../common/errors.ts';
 import type { SessionSpec } from '../../../common/schema.ts';
 import { portTaken } from '../core/store-core.ts';
 import { isAlreadyExists, isConflict, storeError, type KubeApi } from './api.ts';
+import { fault } from '../../../common/messages.ts';
 
 export class PortClaims {
   private readonly api: KubeApi;
@@ -96,7 +96,7 @@ export class PortClaims {
       reserving.delete(port);
       taken.add(port);
     }
-    throw new DomainError('STORE_UNAVAILABLE', `cannot claim a listen port on router ${router}`);
+    throw fault('router.noPortClaim', { router });
   }
 
   /**

@@ -12,9 +12,10 @@
  */
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type pino from 'pino';
-import { DomainError, type FieldError } from '../../../common/errors.ts';
+import { type FieldError } from '../../../common/errors.ts';
 import type { RouterSpec } from '../../../common/schema.ts';
 import { isAlreadyExists, isConflict, storeError, type KubeApi } from './api.ts';
+import { fault, fieldError } from '../../../common/messages.ts';
 
 type Identity = Pick<RouterSpec, 'nodeId' | 'uuid'>;
 
@@ -26,10 +27,10 @@ interface Held {
 const MAX_ATTEMPTS = 20;
 
 /** The ConfigMap keys of a router's identities, with the field each comes from. */
-function keysOf(spec: Identity): { key: string; pointer: string; label: string }[] {
+function keysOf(spec: Identity): { key: string; pointer: string; label: string; value: string }[] {
   return [
-    { key: `node-${spec.nodeId}`, pointer: '/spec/nodeId', label: `nodeId ${spec.nodeId}` },
-    { key: `uuid-${spec.uuid}`, pointer: '/spec/uuid', label: `uuid ${spec.uuid}` },
+    { key: `node-${spec.nodeId}`, pointer: '/spec/nodeId', label: 'nodeId', value: String(spec.nodeId) },
+    { key: `uuid-${spec.uuid}`, pointer: '/spec/uuid', label: 'uuid', value: spec.uuid },
   ];
 }
 
@@ -73,13 +74,13 @@ export class RouterIds {
     const kept = new Set([...wanted, ...(keep ? keysOf(keep) : [])].map((k) => k.key));
     await this.modify(`reserve the identity of router ${name}`, async (data) => {
       const errors: FieldError[] = [];
-      for (const { key, pointer, label } of wanted) {
+      for (const { key, pointer, label, value } of wanted) {
         const held = parseHeld(data[key]);
         if (!held || held.router === name || (await this.isStale(key, held))) continue;
-        errors.push({ pointer, message: `${label} is already used by router ${held.router}` });
+        errors.push(fieldError(pointer, 'field.identityTaken', { field: label, value, router: held.router }));
       }
       if (errors.length > 0)
-        throw new DomainError('CONFLICT', `router ${name}: ${errors[0]?.message}`, errors);
+        throw fault('router.conflict', { name, reason: errors[0]?.message ?? '' }, errors);
       const at = new Date().toISOString();
       const next: Record<string, string> = {};
       // entries of this name it no longer uses (a failed write before) go; the wanted ones are (re)written
@@ -105,11 +106,14 @@ export class RouterIds {
       const next = { ...data };
       const at = new Date().toISOString();
       for (const router of routers)
-        for (const { key, label } of keysOf(router.spec)) {
+        for (const { key, label, value } of keysOf(router.spec)) {
           const held = parseHeld(next[key]);
           if (!held) next[key] = JSON.stringify({ router: router.name, at } satisfies Held);
           else if (held.router !== router.name)
-            this.log.warn({ router: router.name, holder: held.router }, `${label} is used by two routers`);
+            this.log.warn(
+              { router: router.name, holder: held.router },
+              `${label} ${value} is used by two routers`,
+            );
         }
       return next;
     });
