@@ -9,6 +9,7 @@ import type {
   AdminSessionReviewResponse,
   AsNamesResponse,
   CreateResponse,
+  NearRoutersResponse,
   PolicyRecord,
   PublicRouter,
   SessionConfigResponse,
@@ -16,6 +17,7 @@ import type {
 } from '../controller/api/responses.ts';
 import type { PeerConfigFormat } from '../common/peer-config/formats.ts';
 import type { LgAnswer, LgRequest } from '../common/looking-glass.ts';
+import type { HistoryRangeName, SessionHistoryResponse } from '../common/history.ts';
 import { serverEvents } from '../common/event-stream.ts';
 import type { FieldError, Keyed } from '../common/errors.ts';
 import { localText } from './i18n/problems/index.ts';
@@ -199,6 +201,13 @@ export const api = {
     request<SessionConfigResponse>('POST', '/session', { action: 'config', uuid, format }),
   /** A looking-glass query run by the router's agent (docs/api.md, Looking glass). */
   lg: (body: LgRequest) => request<LgAnswer>('POST', '/lg', body),
+  history: (uuid: string, range: HistoryRangeName) =>
+    request<SessionHistoryResponse>(
+      'GET',
+      `/session/${encodeURIComponent(uuid)}/history?range=${encodeURIComponent(range)}`,
+    ),
+  near: (endpoint: string) =>
+    request<NearRoutersResponse>('GET', `/routers/near?endpoint=${encodeURIComponent(endpoint)}`),
   adminSessions: (filter: { status?: number } = {}) =>
     request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
   adminSession: (action: AdminAction, uuid: string, reason: string) =>

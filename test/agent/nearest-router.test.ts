@@ -4,25 +4,30 @@
  * test/support/lg-agent.ts, whose ping is the real one), reach a peer's endpoint over paths of different
  * RTT; GET /routers/near and `peerops routers --near` list them nearest first, a third router closed to
  * new sessions not at all. A measurement is shared; endpoints the WireGuard endpoint rule refuses are
- * refused naming the field; a caller's new measurements are limited.
+ * refused naming the field; a caller's new measurements are limited. In a browser, the portal's create
+ * form shows each router's RTT, nearest first, and preselects the nearest.
  *
  * The distance: this kernel has no netem qdisc (`tc qdisc add … netem` answers "Specified qdisc kind is
  * unknown"), so the peer's namespace answers pings itself, late by the sender's address
  * (test/support/icmp-echo-delay.py), its kernel's own echo replies off.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import type { NearRoutersResponse } from '../../controller/api/responses.ts';
 import { expectOk, startHarness, type Harness } from '../api/helpers.ts';
 import { runCli } from '../cli/run.ts';
+import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { expectAccessible, launchBrowser, logInWithSsh, openPage } from '../portal/support.ts';
 import { NetnsLab, waitFor } from '../support/netns.ts';
 
 const ENDPOINT = '10.61.9.9:51820';
 const FAR_MS = 60;
 const NEAR_MS = 5;
+const PEER_ASN = 4242421111;
 
 let h: Harness;
 let lab: NetnsLab;
@@ -30,6 +35,8 @@ let url: string;
 let home: string;
 const agents: ChildProcess[] = [];
 let names: { far: string; near: string; closed: string };
+let peerKey: SshKey;
+let browser: Browser | undefined;
 
 /** One router's agent (looking glass only) with its commands in `netns`; resolves once it polls. */
 async function startAgent(router: string, token: string, netns: string): Promise<void> {
@@ -45,8 +52,16 @@ async function startAgent(router: string, token: string, netns: string): Promise
 }
 
 beforeAll(async () => {
-  home = await mkdtemp(join(tmpdir(), 'peerops-near-'));
-  h = await startHarness();
+  home = await tempDir('near');
+  peerKey = await sshKey(home, 'ed25519', 'peer');
+  await writeRegistry(join(home, 'registry'), {
+    autNums: { [PEER_ASN]: ['PEER-MNT'] },
+    mntners: { 'PEER-MNT': [peerKey.publicLine] },
+  });
+  h = await startHarness(
+    {},
+    { registry: new DirectoryRegistry(join(home, 'registry')), serviceHost: '127.0.0.1', admins: [] },
+  );
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const address = h.app.server.address();
   url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -85,6 +100,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  await browser?.close();
   for (const a of agents) a.kill('SIGTERM');
   await lab?.cleanup();
   await h?.close();
@@ -96,7 +112,7 @@ const nearFor = (token: string | undefined, endpoint: string) =>
 
 describe('the nearest router', () => {
   it('lists the accepting routers by the RTT their agents measured, nearest first', async () => {
-    const res = await nearFor(h.tokens.issueToken(4242421111, 'user').token, ENDPOINT);
+    const res = await nearFor(h.tokens.issueToken(PEER_ASN, 'user').token, ENDPOINT);
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json() as NearRoutersResponse;
     expect(answer.routers.map((r) => r.name)).toEqual([names.near, names.far]);
@@ -113,7 +129,7 @@ describe('the nearest router', () => {
     const cli = await runCli(['routers', '--near', ENDPOINT], {
       url,
       home,
-      token: h.tokens.issueToken(4242421111, 'user').token,
+      token: h.tokens.issueToken(PEER_ASN, 'user').token,
     });
     expect(cli.stderr).toBe('');
     const rows = cli.stdout.trim().split('\n');
@@ -151,5 +167,32 @@ describe('the nearest router', () => {
     expect(limited.statusCode).toBe(429);
     expect(limited.json()).toMatchObject({ key: 'near.rateLimited' });
     expect((await nearFor(token, ENDPOINT)).statusCode).toBe(200);
+  });
+
+  it('shows each RTT in the portal’s create form, nearest first, the nearest chosen', async () => {
+    browser = await launchBrowser();
+    const { page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await logInWithSsh(page, PEER_ASN, peerKey);
+    await page.goto(`${url}/#/new`);
+    await page.getByRole('heading', { name: 'New session' }).waitFor();
+    const measure = page.getByRole('button', { name: 'Measure the distance from your endpoint' });
+    await measure.click();
+    await page.getByText('Fill in your endpoint (host:port) below first.').waitFor();
+    await page.getByLabel('Your WireGuard endpoint').fill(ENDPOINT);
+    await measure.click();
+    await expect.poll(() => page.getByTestId('router-rtt').count()).toBe(2);
+    const options = page.locator('.router-option input');
+    expect(
+      await options.evaluateAll((els) => els.map((e) => (e as unknown as { value: string }).value)),
+    ).toEqual([names.near, names.far, names.closed]);
+    expect(await page.getByRole('radio', { name: new RegExp(`Router ${names.near}`) }).isChecked()).toBe(
+      true,
+    );
+    expect(await page.getByTestId('router-rtt').first().textContent()).toMatch(
+      /^\d+(\.\d)? ms from your endpoint · nearest$/,
+    );
+    await expectAccessible(page, 'the create form with distances');
+    expect(problems).toEqual([]);
   });
 });

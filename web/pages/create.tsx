@@ -1,6 +1,8 @@
 /** Pick a router and create a session; the API's messages appear at the field they name. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type CreateResponse, type PublicRouter } from '../api.ts';
+import type { NearRoutersResponse } from '../../controller/api/responses.ts';
+import { rtt as formatRtt } from '../format.ts';
 import { described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
 import { ConfigPanel } from './config.tsx';
@@ -39,6 +41,11 @@ export function CreatePage(props: {
   const [error, setError] = useState<unknown>();
   const [created, setCreated] = useState<CreateResponse>();
   const [busy, setBusy] = useState(false);
+  // each router's RTT to the endpoint, measured on request (GET /routers/near)
+  const [near, setNear] = useState<NearRoutersResponse>();
+  const [nearError, setNearError] = useState<unknown>();
+  const [measuring, setMeasuring] = useState(false);
+  const [needEndpoint, setNeedEndpoint] = useState(false);
   const set = <K extends keyof Form>(k: K, v: Form[K]) => setForm({ ...form, [k]: v });
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
   const formRef = useRef<HTMLFormElement>(null);
@@ -49,6 +56,31 @@ export function CreatePage(props: {
   useEffect(() => {
     if (error) focusFirstError(formRef.current);
   }, [error]);
+
+  const measure = async () => {
+    setNearError(undefined);
+    setNeedEndpoint(!form.endpoint.trim());
+    if (!form.endpoint.trim()) return;
+    setMeasuring(true);
+    try {
+      const answer = await api.near(form.endpoint.trim());
+      setNear(answer);
+      // the nearest that answered is preselected; the peer may still pick another
+      const nearest = answer.routers.find((r) => r.rtt !== null);
+      if (nearest) setRouter(nearest.name);
+    } catch (err) {
+      setNearError(err);
+    } finally {
+      setMeasuring(false);
+    }
+  };
+  const distance = (name: string) => near?.routers.find((r) => r.name === name);
+  // measured routers first, nearest first; the others (closed to new sessions) after, as listed
+  const rank = (r: PublicRouter) => {
+    const i = near?.routers.findIndex((m) => m.name === r.name && m.rtt !== null) ?? -1;
+    return i < 0 ? Infinity : i;
+  };
+  const routers = props.routers ? [...props.routers].sort((a, b) => rank(a) - rank(b)) : undefined;
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -129,8 +161,22 @@ export function CreatePage(props: {
           ) : (
             props.routers.length === 0 && <p>{t('create.noRouters')}</p>
           )}
+          {props.routers && props.routers.length > 0 && (
+            <div class="near">
+              <button type="button" class="secondary" onClick={measure} disabled={measuring}>
+                {measuring ? t('create.nearMeasuring') : t('create.near')}
+              </button>
+              <p class="hint">{t('create.nearHint')}</p>
+              {needEndpoint && (
+                <p class="field-error" role="alert">
+                  {t('create.nearNeedsEndpoint')}
+                </p>
+              )}
+              <Problem error={nearError} />
+            </div>
+          )}
           <div class="router-list">
-            {props.routers?.map((r) => (
+            {routers?.map((r) => (
               <label key={r.name} class={`router-option${r.accepting ? '' : ' closed'}`}>
                 <input
                   type="radio"
@@ -151,6 +197,16 @@ export function CreatePage(props: {
                       : t('create.accepting')
                     : t('create.notAccepting')}
                 </span>
+                {distance(r.name) && (
+                  <span class="rtt" data-testid="router-rtt">
+                    {distance(r.name)?.rtt === null
+                      ? t('create.rttNone')
+                      : t('create.rtt', { rtt: formatRtt(distance(r.name)?.rtt) })}
+                    {near?.routers[0]?.name === r.name && near.routers[0].rtt !== null && (
+                      <strong> · {t('create.nearest')}</strong>
+                    )}
+                  </span>
+                )}
               </label>
             ))}
           </div>

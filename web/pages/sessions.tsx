@@ -15,6 +15,7 @@ import { localText } from '../i18n/problems/index.ts';
 import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
 import { LookingGlassPanel } from './looking-glass.tsx';
+import { HistoryPanel } from './history.tsx';
 
 export function SessionsPage(props: { networkAsn: number | undefined; admin: boolean }) {
   const [sessions, setSessions] = useState<SessionRecord[]>();
@@ -66,6 +67,7 @@ function SessionCard(props: {
   const [editing, setEditing] = useState(false);
   const [showConfig, setShowConfig] = useState(false);
   const [showLookingGlass, setShowLookingGlass] = useState(false);
+  const [showHistory, setShowHistory] = useState(false);
   const modifyButton = useRef<HTMLButtonElement>(null);
   const configButton = useRef<HTMLButtonElement>(null);
   const act = async (what: () => Promise<unknown>) => {
@@ -170,6 +172,16 @@ function SessionCard(props: {
             {t('session.lookingGlass')}
           </button>
         )}
+        {![5, 7, 8].includes(s.status) && (
+          <button
+            type="button"
+            class="secondary"
+            aria-expanded={showHistory}
+            onClick={() => setShowHistory(!showHistory)}
+          >
+            {t('session.history')}
+          </button>
+        )}
         {canRestart && (
           <button type="button" class="secondary" onClick={() => act(() => api.restart(s.uuid))}>
             {t('session.restart')}
@@ -216,6 +228,7 @@ function SessionCard(props: {
         </div>
       )}
       {showLookingGlass && <LookingGlassPanel session={s} />}
+      {showHistory && <HistoryPanel session={s} />}
       <Problem error={error} />
     </article>
   );
