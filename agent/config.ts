@@ -7,6 +7,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import ipaddr from 'ipaddr.js';
 import Type, { type Static } from 'typebox';
 import type { BootstrapConfigResponse } from '../common/agent-api.ts';
 import type { FieldError } from '../common/errors.ts';
@@ -94,6 +95,25 @@ export const AgentConfigFile = Type.Object(
       },
       { additionalProperties: false, default: {} },
     ),
+    lookingGlass: Type.Object(
+      {
+        /** bird-lg-go's proxy protocol (docs/agent.md, bird-lg-go); off unless set. */
+        birdLgProxy: Type.Optional(
+          Type.Object(
+            {
+              listen: Type.String({ pattern: '^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]*):[0-9]{1,5}$' }),
+              /** Addresses or prefixes that may ask, besides loopback. */
+              allowFrom: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+                maxItems: 64,
+                default: [],
+              }),
+            },
+            { additionalProperties: false },
+          ),
+        ),
+      },
+      { additionalProperties: false, default: {} },
+    ),
     autoUpdate: Type.Object(
       {
         enabled: Type.Boolean({ default: true }),
@@ -163,6 +183,18 @@ export function parseConfig(input: unknown, file: string): AgentConfig {
   const port = Number(c.server.listen.slice(c.server.listen.lastIndexOf(':') + 1));
   if (port > 65535)
     errors.push({ pointer: '/server/listen', message: 'port must be 0-65535 (0: any free port)' });
+  const proxy = c.lookingGlass.birdLgProxy;
+  if (proxy) {
+    if (Number(proxy.listen.slice(proxy.listen.lastIndexOf(':') + 1)) > 65535)
+      errors.push({ pointer: '/lookingGlass/birdLgProxy/listen', message: 'port must be 0-65535' });
+    proxy.allowFrom.forEach((a, i) => {
+      if (!(a.includes('/') ? ipaddr.isValidCIDR(a) : ipaddr.isValid(a)))
+        errors.push({
+          pointer: `/lookingGlass/birdLgProxy/allowFrom/${i}`,
+          message: 'must be an IP address or a prefix (fd00::/8)',
+        });
+    });
+  }
   if (errors.length) throw new AgentConfigError(file, errors);
   const root = dirname(c.routing.peerConfDir);
   return {

@@ -11,6 +11,7 @@ import { AgentConfigError, loadConfig, mergeBootstrap } from './config.ts';
 import { forwardingOff } from './system/forwarding.ts';
 import { PREFLIGHT_EXIT, preflight } from './system/preflight.ts';
 import { Agent, UNAUTHORIZED_EXIT } from './agent.ts';
+import { startBirdLgProxy } from './looking-glass/bird-lg-proxy.ts';
 import { startServer } from './server.ts';
 import { ControlPlaneClient, ControlPlaneError } from './sync/client.ts';
 import { endProbation } from './update/probation.ts';
@@ -105,6 +106,10 @@ export async function main(argv: string[]): Promise<number> {
   // the mesh answer comes from the controller, as the sessions do
   const agent = new Agent(config, log, client, client);
   const server = await startServer(config, agent);
+  const proxyOptions = config.lookingGlass.birdLgProxy;
+  const birdLgProxy = proxyOptions
+    ? await startBirdLgProxy(proxyOptions, agent.bird, log.child({ part: 'bird-lg-go' }))
+    : undefined;
   log.info({ listen: config.server.listen, mode: config.mode }, 'agent started');
   agent.start();
   const installPath = runningArtifact();
@@ -129,6 +134,8 @@ export async function main(argv: string[]): Promise<number> {
   updater.stop();
   server.close();
   server.closeAllConnections();
+  birdLgProxy?.close();
+  birdLgProxy?.closeAllConnections();
   if (await agent.close())
     // What was left behind would keep the process running past the grace; main returns first (its
     // callers set the exit status), then the process ends whatever is still pending (docs/agent.md).

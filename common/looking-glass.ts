@@ -11,6 +11,11 @@ import { RouterName, Uuid } from './schema.ts';
 export const LG_TIME_LIMIT_MS = 10_000;
 /** The most output an answer carries; the rest is cut and `truncated` set. */
 export const LG_OUTPUT_LIMIT_BYTES = 256 * 1024;
+/**
+ * Queries of one router waiting or running at once; more are refused (the per-router rate limit). The
+ * controller holds its callers to it, and the agent's bird-lg-go proxy its own (docs/agent.md).
+ */
+export const LG_QUERIES_PER_ROUTER = 16;
 /** Routes of a session per page (`routes`), and the most a caller may ask for. */
 export const LG_PAGE_DEFAULT = 100;
 export const LG_PAGE_MAX = 1000;

@@ -108,7 +108,7 @@ async function birdReply(bird: BirdControl, command: string, bounds: Bounds): Pr
   }
 }
 
-async function birdText(bird: BirdControl, command: string, bounds: Bounds): Promise<LgAnswer> {
+export async function birdText(bird: BirdControl, command: string, bounds: Bounds): Promise<LgAnswer> {
   const reply = await birdReply(bird, command, bounds);
   if (!reply) return { output: '', truncated: false, timedOut: true };
   return cut(reply.lines.map((l) => l.text).join('\n'), bounds);

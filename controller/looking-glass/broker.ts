@@ -8,11 +8,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ProblemError } from '../../common/errors.ts';
-import { LG_TIME_LIMIT_MS, type LgAnswer, type LgQuery } from '../../common/looking-glass.ts';
+import {
+  LG_QUERIES_PER_ROUTER,
+  LG_TIME_LIMIT_MS,
+  type LgAnswer,
+  type LgQuery,
+} from '../../common/looking-glass.ts';
 import { problem } from '../../common/messages.ts';
 
-/** Queries of one router waiting or running at once; more are refused (the per-router rate limit). */
-export const LG_PENDING_PER_ROUTER = 16;
+/** Queries of one router waiting or running at once (common/looking-glass.ts). */
+export const LG_PENDING_PER_ROUTER = LG_QUERIES_PER_ROUTER;
 /**
  * How long a caller waits for the agent: the agent's own bound, plus the time to take the query (its
  * long poll is there at once when the agent is connected) and to post the answer.

@@ -89,6 +89,24 @@ describe('agent config file', () => {
     expect(e.errors.find((x) => x.pointer === '/routing/birdSocket')?.message).toBe('is not a known field');
   });
 
+  it('keeps the bird-lg-go proxy off unless set, and refuses an allowFrom that is no address', () => {
+    expect(parseConfig(bootstrap, 'a.json').lookingGlass).toEqual({});
+    const on = parseConfig(
+      { ...bootstrap, lookingGlass: { birdLgProxy: { listen: '[fd42:4242:1::1]:8000' } } },
+      'a.json',
+    );
+    expect(on.lookingGlass.birdLgProxy).toEqual({ listen: '[fd42:4242:1::1]:8000', allowFrom: [] });
+    expect(() =>
+      parseConfig(
+        {
+          ...bootstrap,
+          lookingGlass: { birdLgProxy: { listen: '127.0.0.1:8000', allowFrom: ['fd00::/8', 'anyone'] } },
+        },
+        'a.json',
+      ),
+    ).toThrow(/\/lookingGlass\/birdLgProxy\/allowFrom\/1: must be an IP address or a prefix/);
+  });
+
   it('refuses tunnel addresses that are not addresses of their family; empty is none', () => {
     expect(() => parseConfig({ ...bootstrap, tunnel: { dn42Ipv4: 'fd00::1' } }, 'a.json')).toThrow(
       /\/tunnel\/dn42Ipv4: must be an IPv4 address/,
