@@ -266,6 +266,11 @@ export async function ensureInterface(
     if (!haveRoutes.has(canonicalRoute(route)))
       ip(`route ${route}`, ['route', 'replace', route, 'dev', spec.name]);
   }
+  // a peer address changed by a modify: its old route would keep pulling that address into this tunnel
+  const wantRoutes = new Set(spec.peerRoutes.map(canonicalRoute));
+  for (const route of actual.ownRoutes)
+    if (!wantRoutes.has(canonicalRoute(route)))
+      ip(`del route ${route}`, ['route', 'del', route, 'dev', spec.name]);
   if (actual.generation !== spec.generation) {
     ip(`generation ${spec.generation}`, [
       'link',
@@ -425,6 +430,7 @@ function newLinkState(name: string): WgInterfaceState {
     addrGenModeNone: false,
     addresses: [],
     routes: [],
+    ownRoutes: [],
     generation: undefined,
     wg: { publicKey: '', listenPort: 0, peers: [] },
   };

@@ -26,6 +26,11 @@ export interface WgInterfaceState {
   addresses: string[];
   /** Destinations of routes through the link (`10.0.0.1`, `fd00::/64`), kernel-made ones excluded. */
   routes: string[];
+  /**
+   * Those of them the agent put there itself: `ip route replace` without a protocol makes them `boot`,
+   * which BIRD's (`bird`) and the kernel's are not: the peer routes (WgInterfaceSpec.peerRoutes).
+   */
+  ownRoutes: string[];
   /** The generation the agent stamped on the link (its alias `peerops gen=<n>`), undefined if none. */
   generation: number | undefined;
   /** undefined when the link exists but WireGuard does not answer for it (a broken userspace daemon). */
@@ -113,6 +118,8 @@ function toState(
         : `${a.local}/${a.prefixlen}`,
     ),
     routes: routes.filter((r) => r.protocol !== 'kernel').map((r) => r.dst),
+    // `ip -j route` leaves the protocol out for `boot`
+    ownRoutes: routes.filter((r) => (r.protocol ?? 'boot') === 'boot').map((r) => r.dst),
     generation: alias.startsWith(ALIAS_PREFIX) ? Number(alias.slice(ALIAS_PREFIX.length)) : undefined,
     wg,
   };

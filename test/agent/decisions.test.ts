@@ -372,6 +372,7 @@ describe('NodeReconciler passes with WireGuard and BIRD as test doubles', () => 
           addrGenModeNone: true,
           addresses: spec.addresses,
           routes: [],
+          ownRoutes: [],
           generation: spec.generation,
           wg: { publicKey: 'k', listenPort: spec.listenPort, peers: [] },
         });

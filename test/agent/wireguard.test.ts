@@ -86,6 +86,32 @@ describe('wireguard interfaces (wireguard-go in a namespace)', () => {
     expect(state?.wg?.peers[0]?.endpoint).toBe('[::1]:51999');
   });
 
+  it("applies a modify's new key, IPv4 and IPv6 peer addresses in place, leaving others' routes", async () => {
+    const index = async () => JSON.parse(await node.run('ip', ['-j', 'link', 'show', spec.name]))[0].ifindex;
+    const before = await index();
+    // a route BIRD put on the link: not the agent's to remove
+    await node.run('ip', ['route', 'replace', 'fd42:77::/48', 'dev', spec.name, 'proto', 'bird']);
+    const newKey = 'mHQAvg2DG5ndhWXJPCN6xvUbZGgs1jpT5vK82V9HZ3c=';
+    spec = {
+      ...spec,
+      addresses: ['fe80::1/64', '172.20.0.1 peer 172.20.9.8/32'],
+      peerRoutes: ['fd42:9::8'],
+      peer: { ...spec.peer, publicKey: newKey },
+    };
+    const result = await ensureInterface(spec);
+    expect(result.created).toBe(false);
+    expect(await index()).toBe(before);
+    const state = await readInterface(spec.name);
+    // the old key's peer is gone, the new one has the endpoint and allowed IPs
+    expect(state?.wg?.peers).toMatchObject([{ publicKey: newKey, endpoint: '[::1]:51999' }]);
+    expect(state?.addresses.sort()).toEqual(['172.20.0.1 peer 172.20.9.8/32', 'fe80::1/64']);
+    expect(state?.routes).toContain('fd42:9::8');
+    expect(state?.routes).not.toContain('fd42:9::9');
+    expect(state?.routes).toContain('fd42:77::/48');
+    expect(state?.ownRoutes).toEqual(['fd42:9::8']);
+    expect(await ensureInterface(spec)).toEqual({ created: false, changes: [] });
+  });
+
   it('re-creates the interface for a new generation', async () => {
     const before = JSON.parse(await node.run('ip', ['-j', 'link', 'show', spec.name]))[0].ifindex;
     spec = { ...spec, generation: 1 };
