@@ -173,6 +173,18 @@ async function answer<T>(res: Response, signedIn: boolean): Promise<T> {
   return data as T;
 }
 
+/** What a modify may change (docs/api.md, modify): the fields given; `null` drops endpoint or ipv4. */
+export interface SessionChanges {
+  publicKey?: string;
+  linkLocal?: string;
+  ipv6?: string;
+  ipv4?: string | null;
+  endpoint?: string | null;
+  mtu?: number;
+  mpbgp?: boolean;
+  extendedNextHop?: boolean;
+}
+
 export const api = {
   routers: () => request<{ routers: PublicRouter[] }>('GET', '/routers'),
   challenge: (asn: number) => request<Challenge>('POST', '/login', { action: 'challenge', asn }),
@@ -192,7 +204,7 @@ export const api = {
   sessions: () => request<{ sessions: SessionRecord[] }>('POST', '/session', { action: 'list' }),
   create: (body: Record<string, unknown>) =>
     request<CreateResponse>('POST', '/session', { action: 'create', ...body }),
-  modify: (uuid: string, changes: { endpoint?: string | null; mtu?: number }) =>
+  modify: (uuid: string, changes: SessionChanges) =>
     request<SessionRecord>('POST', '/session', { action: 'modify', uuid, ...changes }),
   restart: (uuid: string) => request<SessionRecord>('POST', '/session', { action: 'restart', uuid }),
   remove: (uuid: string) =>

@@ -129,7 +129,13 @@ export default {
   'session.restart': 'Restart',
   'session.delete': 'Delete',
   'session.deleteConfirm': 'Delete the session with {router}? The router tears down the tunnel and BGP.',
-  'session.modifyNote': 'A change to a running session makes the router set it up again (seconds).',
+  'session.modifyNote':
+    'A change to a running session makes the router set it up again (seconds). Only what you change is sent.',
+  'session.modifyReviewNote':
+    'A new IPv6 or IPv4 address is reviewed by the network’s operators again, as a new session is, unless the router approves sessions itself.',
+  'session.publicKeyChangeHint':
+    'To rotate your key: save the new public key here, then load the new private key on your side; the tunnel comes back at the next handshake.',
+  'session.ipv4ChangeHint': 'Leave it empty to remove it: then multiprotocol BGP carries IPv4.',
   'session.save': 'Save',
 
   'advice.pending':

@@ -129,7 +129,12 @@ const zhCN: Record<keyof typeof en, string> = {
   'session.restart': '重启',
   'session.delete': '删除',
   'session.deleteConfirm': '删除与 {router} 的会话？路由器将拆除隧道和 BGP。',
-  'session.modifyNote': '修改运行中的会话会让路由器重新配置它（数秒）。',
+  'session.modifyNote': '修改运行中的会话会让路由器重新配置它（数秒）。只发送您更改的内容。',
+  'session.modifyReviewNote':
+    '新的 IPv6 或 IPv4 地址会像新会话一样由网络运营者重新审核，除非该路由器自动批准会话。',
+  'session.publicKeyChangeHint':
+    '轮换密钥：先在此保存新的公钥，再在您这一端加载新的私钥；隧道会在下一次握手时恢复。',
+  'session.ipv4ChangeHint': '留空即删除：此时由多协议 BGP 承载 IPv4。',
   'session.save': '保存',
 
   'advice.pending': '一切正常：管理员会审核新会话。在此期间，请用本会话的配置设置您这一端。',

@@ -6,6 +6,7 @@ import {
   watchSessions,
   type Decision,
   type ForgeConflictNote,
+  type SessionChanges,
   type SessionRecord,
 } from '../api.ts';
 import { described, Dl, Field, focusFirstError, Problem, StatusBadge } from '../components.tsx';
@@ -262,13 +263,50 @@ function ForgeConflictNotice(props: { conflict: ForgeConflictNote }) {
 }
 
 /** The fields the form shows: an API message about another (or about none) goes in the problem box. */
-const MODIFY_FIELDS = ['/endpoint', '/mtu'];
+const MODIFY_FIELDS = [
+  '/publicKey',
+  '/linkLocal',
+  '/ipv6',
+  '/ipv4',
+  '/endpoint',
+  '/mtu',
+  '/mpbgp',
+  '/extendedNextHop',
+];
 
+/** The text fields of the Change form, in its order, with the create form's labels and hints. */
+const TEXT_FIELDS = [
+  { name: 'publicKey', hint: 'session.publicKeyChangeHint' },
+  { name: 'linkLocal', hint: 'field.linkLocalHint' },
+  { name: 'ipv6', hint: 'field.ipv6Hint' },
+  { name: 'ipv4', hint: 'session.ipv4ChangeHint' },
+  { name: 'endpoint', hint: 'field.endpointHint' },
+] as const;
+type TextField = (typeof TEXT_FIELDS)[number]['name'];
+
+/** The form's values from the session: what Save compares with to send only what changed. */
+function formOf(s: SessionRecord): Record<TextField, string> & { mtu: string; mpbgp: boolean; enh: boolean } {
+  return {
+    publicKey: s.publicKey,
+    linkLocal: s.ipv6LinkLocal,
+    ipv6: s.ipv6,
+    ipv4: s.ipv4 ?? '',
+    endpoint: s.endpoint ?? '',
+    mtu: String(s.mtu),
+    mpbgp: s.mpbgp,
+    enh: s.extendedNextHop,
+  };
+}
+
+/**
+ * The session's Change form: every field a modify takes (docs/api.md, modify), sending only those that
+ * differ from the session; the API's refusals appear at the field they name, in the reader's language.
+ */
 function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCancel: () => void }) {
   const s = props.session;
-  const [endpoint, setEndpoint] = useState(s.endpoint ?? '');
-  const [mtu, setMtu] = useState(String(s.mtu));
+  const [form, setForm] = useState(() => formOf(s));
   const [error, setError] = useState<unknown>();
+  const [busy, setBusy] = useState(false);
   const id = `modify-${s.uuid}`;
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
   const shownAtField = MODIFY_FIELDS.some((p) => fieldError(p));
@@ -279,46 +317,90 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
   const submit = async (e: Event) => {
     e.preventDefault();
     setError(undefined);
-    const changes: { endpoint?: string | null; mtu?: number } = {};
-    const ep = endpoint.trim();
-    if (ep !== (s.endpoint ?? '')) changes.endpoint = ep === '' ? null : ep;
-    if (Number(mtu) !== s.mtu) changes.mtu = Number(mtu);
+    const was = formOf(s);
+    const changes: SessionChanges = {};
+    for (const { name } of TEXT_FIELDS) {
+      const value = form[name].trim();
+      if (value === was[name]) continue;
+      // empty: no endpoint, no IPv4 (the others cannot be empty: the API says so at the field)
+      if (name === 'endpoint' || name === 'ipv4') changes[name] = value === '' ? null : value;
+      else changes[name] = value;
+    }
+    if (Number(form.mtu) !== s.mtu) changes.mtu = Number(form.mtu);
+    if (form.mpbgp !== s.mpbgp) changes.mpbgp = form.mpbgp;
+    const enh = form.mpbgp && form.enh;
+    if (enh !== s.extendedNextHop) changes.extendedNextHop = enh;
+    setBusy(true);
     try {
       await api.modify(s.uuid, changes);
       props.onDone();
     } catch (err) {
       setError(err);
+    } finally {
+      setBusy(false);
     }
   };
   return (
     <form
       class="stack modify"
       onSubmit={submit}
+      noValidate
       ref={formRef}
       onKeyDown={(e) => e.key === 'Escape' && props.onCancel()}
     >
-      <Field
-        id={`${id}-endpoint`}
-        label={t('field.endpoint')}
-        hint={t('field.endpointHint')}
-        error={fieldError('/endpoint')}
-      >
-        <input
-          {...described(`${id}-endpoint`, true, fieldError('/endpoint'))}
-          value={endpoint}
-          onInput={(e) => setEndpoint(e.currentTarget.value)}
-        />
-      </Field>
+      {TEXT_FIELDS.map(({ name, hint }) => (
+        <Field
+          key={name}
+          id={`${id}-${name}`}
+          label={t(`field.${name}`)}
+          hint={t(hint)}
+          error={fieldError(`/${name}`)}
+        >
+          <input
+            {...described(`${id}-${name}`, true, fieldError(`/${name}`))}
+            spellcheck={name === 'publicKey' ? false : undefined}
+            value={form[name]}
+            onInput={(e) => setForm({ ...form, [name]: e.currentTarget.value })}
+          />
+        </Field>
+      ))}
       <Field id={`${id}-mtu`} label={t('field.mtu')} error={fieldError('/mtu')}>
         <input
           {...described(`${id}-mtu`, false, fieldError('/mtu'))}
           inputMode="numeric"
-          value={mtu}
-          onInput={(e) => setMtu(e.currentTarget.value)}
+          value={form.mtu}
+          onInput={(e) => setForm({ ...form, mtu: e.currentTarget.value })}
         />
       </Field>
+      <div class="checks">
+        <label>
+          <input
+            type="checkbox"
+            checked={form.mpbgp}
+            onChange={(e) => setForm({ ...form, mpbgp: e.currentTarget.checked })}
+          />{' '}
+          {t('field.mpbgp')}
+        </label>
+        <label>
+          <input
+            type="checkbox"
+            checked={form.mpbgp && form.enh}
+            disabled={!form.mpbgp}
+            onChange={(e) => setForm({ ...form, enh: e.currentTarget.checked })}
+          />{' '}
+          {t('field.extendedNextHop')}
+        </label>
+        {(fieldError('/mpbgp') || fieldError('/extendedNextHop')) && (
+          <p class="field-error" role="alert">
+            {fieldError('/mpbgp') || fieldError('/extendedNextHop')}
+          </p>
+        )}
+      </div>
       <p class="hint">{t('session.modifyNote')}</p>
-      <button type="submit">{t('session.save')}</button>
+      <p class="hint">{t('session.modifyReviewNote')}</p>
+      <button type="submit" disabled={busy}>
+        {t('session.save')}
+      </button>
       {/* nothing changed, or a refusal of no field shown here: the API's words, never nothing */}
       {!shownAtField && <Problem error={error} />}
     </form>
