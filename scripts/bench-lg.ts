@@ -15,6 +15,7 @@ import { LookingGlassService } from '../agent/looking-glass/service.ts';
 import { ControlPlaneClient } from '../agent/sync/client.ts';
 import { startAgentLab } from '../test/agent/lab.ts';
 import { percentile, verdict } from './bench-api/harness.ts';
+import { benchHistory } from './bench-lg-history.ts';
 
 const SESSIONS = Number(process.argv[2] ?? 1000);
 const QUERIES = Number(process.argv[3] ?? 200);
@@ -80,3 +81,6 @@ try {
   stop.abort();
   await L.close();
 }
+
+// the session history's storage and 30-day query (no namespace needed): scripts/bench-lg-history.ts
+await benchHistory();
