@@ -58,6 +58,7 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   policy set [--router R] [--spec FILE] [--dn42-asn N] [--own-prefix PREFIX ...] [--rpki HOST:PORT ...]
              [--block ASN ...] [--unblock ASN ...] [--max-pending N]
              [--allow-private-endpoints | --no-allow-private-endpoints]
+             [--review-key-changes | --no-review-key-changes]
         --own-prefix (repeatable, IPv4 and IPv6): the network's own prefixes, announced to peers; the
         flags give the whole list
         with --spec the policy is replaced: what FILE leaves out is removed (FILE: a spec, or get --json)
@@ -118,6 +119,8 @@ export const OPTIONS = {
   'max-pending': { type: 'string' },
   'allow-private-endpoints': { type: 'boolean' },
   'no-allow-private-endpoints': { type: 'boolean' },
+  'review-key-changes': { type: 'boolean' },
+  'no-review-key-changes': { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseFlags<typeof OPTIONS>>['values'];
@@ -565,7 +568,7 @@ function ownPrefixes(values: string[]): { ipv4: string[]; ipv6: string[] } {
 
 /**
  * --rpki, --block/--unblock (against `blocked`, the stored list), --dn42-asn, --own-prefix,
- * --max-pending and --[no-]allow-private-endpoints as spec fields.
+ * --max-pending, --[no-]allow-private-endpoints and --[no-]review-key-changes as spec fields.
  */
 function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
@@ -590,6 +593,10 @@ function policyFlags(v: Values, blocked: unknown): Record<string, unknown> {
     throw new CliError('USAGE', 'give --allow-private-endpoints or --no-allow-private-endpoints, not both');
   if (v['allow-private-endpoints']) fields.allowPrivateEndpoints = true;
   if (v['no-allow-private-endpoints']) fields.allowPrivateEndpoints = false;
+  if (v['review-key-changes'] && v['no-review-key-changes'])
+    throw new CliError('USAGE', 'give --review-key-changes or --no-review-key-changes, not both');
+  if (v['review-key-changes']) fields.reviewKeyChanges = true;
+  if (v['no-review-key-changes']) fields.reviewKeyChanges = false;
   return fields;
 }
 
@@ -618,6 +625,8 @@ async function policyCommand(client: Client, action: string, v: Values): Promise
     'max-pending',
     'allow-private-endpoints',
     'no-allow-private-endpoints',
+    'review-key-changes',
+    'no-review-key-changes',
   ] as const;
   if (!edits.some((f) => v[f] !== undefined))
     throw new CliError(

@@ -1,7 +1,7 @@
 /**
  * `peerops admin policy set --[no-]allow-private-endpoints` (docs/routing-policy.md, Private endpoints),
  * as a child process against a listening controller: the flag reaches the stored policy, keeps the rest
- * of it, and the two flags together are a usage error.
+ * of it, and the two flags together are a usage error; --[no-]review-key-changes likewise.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -56,5 +56,24 @@ describe('admin policy set --allow-private-endpoints', () => {
     ]);
     expect(both.code).not.toBe(0);
     expect(both.stderr).toMatch(/give --allow-private-endpoints or --no-allow-private-endpoints, not both/);
+  });
+});
+
+describe('admin policy patch --review-key-changes', () => {
+  it('sets and clears the field (docs/api.md, modify), keeping the rest of the policy', async () => {
+    const on = await peerops(['admin', 'policy', 'patch', '--review-key-changes']);
+    expect(on.code, on.stderr).toBe(0);
+    expect(h.store.getPolicy('default')?.spec).toMatchObject({ dn42Asn: ADMIN_ASN, reviewKeyChanges: true });
+    const off = await peerops(['admin', 'policy', 'patch', '--no-review-key-changes']);
+    expect(off.code, off.stderr).toBe(0);
+    expect(h.store.getPolicy('default')?.spec).toMatchObject({ dn42Asn: ADMIN_ASN, reviewKeyChanges: false });
+    const both = await peerops([
+      'admin',
+      'policy',
+      'patch',
+      '--review-key-changes',
+      '--no-review-key-changes',
+    ]);
+    expect(both.stderr).toMatch(/give --review-key-changes or --no-review-key-changes, not both/);
   });
 });

@@ -128,8 +128,9 @@ export function forgeConflictEvent(conflict: ForgeConflict): NotificationEvent {
 function statusEventType(before: number | undefined, after: number): EventType | undefined {
   if (before === after) return undefined;
   switch (after) {
+    // a new session, or one a modify sent back to review (docs/api.md, modify)
     case SessionStatus.PENDING_REVIEW:
-      return before === undefined ? 'session.pending_review' : undefined;
+      return 'session.pending_review';
     case SessionStatus.QUEUED_FOR_SETUP:
       return before === SessionStatus.PENDING_REVIEW ? 'session.approved' : undefined;
     case SessionStatus.ACTIVE:
