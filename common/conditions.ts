@@ -6,8 +6,9 @@
  */
 import type { Condition, RouterStatus, SessionStatusRecord } from './schema.ts';
 import { SessionStatus, statusName } from './status.ts';
+import { conditionMessage } from './messages.ts';
 
-type Judged = Pick<Condition, 'status' | 'reason' | 'message'>;
+type Judged = Pick<Condition, 'status' | 'reason' | 'message' | 'key' | 'params'>;
 
 /**
  * Each condition type's status when all is well, known here once for the portal and the CLI
@@ -39,22 +40,23 @@ export function isHealthy(condition: Pick<Condition, 'type' | 'status'>): boolea
 /** Ready, Reconciling and Stalled of a session, from its status code (and its last error). */
 function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling: Judged; stalled: Judged } {
   const code = status.code;
-  const error = status.lastError ? `: ${status.lastError.message}` : '';
-  const no = (reason: string, message: string): Judged => ({ status: 'False', reason, message });
-  const yes = (reason: string, message: string): Judged => ({ status: 'True', reason, message });
-  const notStalled = no('Progressing', 'nothing needs a person');
-  const notReconciling = no('Settled', 'nothing to do until the session changes');
+  const error = { error: status.lastError ? `: ${status.lastError.message}` : '' };
+  type Said = ReturnType<typeof conditionMessage>;
+  const no = (reason: string, said: Said): Judged => ({ status: 'False', reason, ...said });
+  const yes = (reason: string, said: Said): Judged => ({ status: 'True', reason, ...said });
+  const notStalled = no('Progressing', conditionMessage('condition.nothingNeedsPerson'));
+  const notReconciling = no('Settled', conditionMessage('condition.nothingUntilChange'));
   switch (code) {
     case SessionStatus.ACTIVE:
       return {
-        ready: yes('Established', "the router's agent reports the tunnel and BGP session up"),
+        ready: yes('Established', conditionMessage('condition.established')),
         reconciling: notReconciling,
         stalled: notStalled,
       };
     case SessionStatus.PENDING_REVIEW:
       return {
-        ready: no('PendingReview', 'an administrator has not approved the session yet'),
-        reconciling: yes('PendingReview', 'waiting for an administrator to approve or reject it'),
+        ready: no('PendingReview', conditionMessage('condition.notApproved')),
+        reconciling: yes('PendingReview', conditionMessage('condition.awaitingReview')),
         stalled: notStalled,
       };
     case SessionStatus.QUEUED_FOR_SETUP:
@@ -63,47 +65,53 @@ function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling
         return {
           ready: no(
             'WaitingForPeer',
-            `the router is ready and waits for the peer's side since ${status.waiting.since}`,
+            conditionMessage('condition.waitingForPeer', { since: status.waiting.since }),
           ),
-          reconciling: yes('WaitingForPeer', "BIRD tries to connect; the peer's side does not answer yet"),
+          reconciling: yes('WaitingForPeer', conditionMessage('condition.peerSilent')),
           stalled: notStalled,
         };
       return {
-        ready: no('Provisioning', "waiting for the router's agent to set up the tunnel and BGP session"),
-        reconciling: yes('Provisioning', "the router's agent sets up the tunnel and BGP session"),
+        ready: no('Provisioning', conditionMessage('condition.awaitingSetup')),
+        reconciling: yes('Provisioning', conditionMessage('condition.settingUp')),
         stalled: notStalled,
       };
     case SessionStatus.QUEUED_FOR_DELETE:
       return {
-        ready: no('Deleting', "waiting for the router's agent to tear the session down"),
-        reconciling: yes('Deleting', "the router's agent tears the session down"),
+        ready: no('Deleting', conditionMessage('condition.awaitingTeardown')),
+        reconciling: yes('Deleting', conditionMessage('condition.tearingDown')),
         stalled: notStalled,
       };
     case SessionStatus.ERROR:
       return {
-        ready: no('Error', `the session failed${error}`),
-        reconciling: yes('Retrying', `the router's agent retries${error}`),
+        ready: no('Error', conditionMessage('condition.failed', error)),
+        reconciling: yes('Retrying', conditionMessage('condition.retrying', error)),
         stalled: notStalled,
       };
     case SessionStatus.SETUP_FAILED:
       return {
-        ready: no('SetupFailed', `setting up the session failed${error}`),
-        reconciling: no('SetupFailed', 'the agent stopped trying'),
-        stalled: yes('SetupFailed', `setup failed${error}; fix the cause and restart the session`),
+        ready: no('SetupFailed', conditionMessage('condition.setupFailed', error)),
+        reconciling: no('SetupFailed', conditionMessage('condition.agentStopped')),
+        stalled: yes('SetupFailed', conditionMessage('condition.setupFailedStalled', error)),
       };
     case SessionStatus.REJECTED:
     case SessionStatus.PURGED: {
-      const why = status.decision?.reason ? `: ${status.decision.reason}` : '';
-      const what = code === SessionStatus.REJECTED ? 'rejected the request' : 'purged the session';
+      const why = { why: status.decision?.reason ? `: ${status.decision.reason}` : '' };
+      const rejected = code === SessionStatus.REJECTED;
       return {
-        ready: no(code === SessionStatus.REJECTED ? 'Rejected' : 'Purged', `an administrator ${what}${why}`),
+        ready: no(
+          rejected ? 'Rejected' : 'Purged',
+          conditionMessage(rejected ? 'condition.rejected' : 'condition.purged', why),
+        ),
         reconciling: notReconciling,
         stalled: notStalled,
       };
     }
     default:
       return {
-        ready: no(statusName(code) === 'DISABLED' ? 'Disabled' : 'Unknown', 'the session is disabled'),
+        ready: no(
+          statusName(code) === 'DISABLED' ? 'Disabled' : 'Unknown',
+          conditionMessage('condition.disabled'),
+        ),
         reconciling: notReconciling,
         stalled: notStalled,
       };
@@ -154,16 +162,27 @@ export function reportingRouterConditions(
   now: string,
 ): Condition[] {
   const bird = previous?.find((c) => c.type === 'BirdRunning');
+  // BIRD down: Ready says what the agent's BirdRunning says, in its words and with its key
   const ready: Judged =
     bird?.status === 'False'
-      ? { status: 'False', reason: 'BirdDown', message: bird.message }
-      : { status: 'True', reason: 'AgentReporting', message: "the router's agent reports" };
+      ? {
+          status: 'False',
+          reason: 'BirdDown',
+          message: bird.message,
+          ...(bird.key !== undefined && { key: bird.key }),
+          ...(bird.params !== undefined && { params: bird.params }),
+        }
+      : { status: 'True', reason: 'AgentReporting', ...conditionMessage('condition.agentReports') };
   return setConditions(
     previous,
     {
       Ready: ready,
-      Reconciling: { status: 'False', reason: 'Settled', message: 'the agent applies changes as they come' },
-      Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
+      Reconciling: { status: 'False', reason: 'Settled', ...conditionMessage('condition.agentApplies') },
+      Stalled: {
+        status: 'False',
+        reason: 'Progressing',
+        ...conditionMessage('condition.nothingNeedsPerson'),
+      },
     },
     now,
   );
@@ -193,7 +212,7 @@ export function silentRouterConditions(
       Ready: {
         status: 'False',
         reason: 'AgentNotReporting',
-        message: `no heartbeat from the router's agent since ${lastHeartbeat}`,
+        ...conditionMessage('condition.noHeartbeat', { since: lastHeartbeat }),
       },
     },
     now,
@@ -205,9 +224,13 @@ export function acceptedConditions(previous: readonly Condition[] | undefined, n
   return setConditions(
     previous,
     {
-      Ready: { status: 'True', reason: 'Accepted', message: 'the controller applies this policy' },
-      Reconciling: { status: 'False', reason: 'Settled', message: 'nothing to do' },
-      Stalled: { status: 'False', reason: 'Progressing', message: 'nothing needs a person' },
+      Ready: { status: 'True', reason: 'Accepted', ...conditionMessage('condition.policyAccepted') },
+      Reconciling: { status: 'False', reason: 'Settled', ...conditionMessage('condition.nothingToDo') },
+      Stalled: {
+        status: 'False',
+        reason: 'Progressing',
+        ...conditionMessage('condition.nothingNeedsPerson'),
+      },
     },
     now,
   );

@@ -463,10 +463,43 @@ export const LAST_ERRORS = {
     "WireGuard handshakes (the tunnel is up) but BGP is not Established: check the BGP settings on the peer's side (neighbor {neighbor} as {asn} on its tunnel interface, local as {peerAsn}, multiprotocol and extended next hop as the session says)",
 } as const;
 
+/**
+ * The messages of the conditions the controller judges (docs/kubernetes.md, Conditions); the agent's own
+ * node conditions (BirdRunning, ConfigApplied) keep its words. `{error}` and `{why}` carry the session's
+ * last error or the admin's reason with their leading `: `, or nothing.
+ */
+export const CONDITION_MESSAGES = {
+  'condition.established': "the router's agent reports the tunnel and BGP session up",
+  'condition.nothingNeedsPerson': 'nothing needs a person',
+  'condition.nothingUntilChange': 'nothing to do until the session changes',
+  'condition.notApproved': 'an administrator has not approved the session yet',
+  'condition.awaitingReview': 'waiting for an administrator to approve or reject it',
+  'condition.waitingForPeer': "the router is ready and waits for the peer's side since {since}",
+  'condition.peerSilent': "BIRD tries to connect; the peer's side does not answer yet",
+  'condition.awaitingSetup': "waiting for the router's agent to set up the tunnel and BGP session",
+  'condition.settingUp': "the router's agent sets up the tunnel and BGP session",
+  'condition.awaitingTeardown': "waiting for the router's agent to tear the session down",
+  'condition.tearingDown': "the router's agent tears the session down",
+  'condition.failed': 'the session failed{error}',
+  'condition.retrying': "the router's agent retries{error}",
+  'condition.setupFailed': 'setting up the session failed{error}',
+  'condition.agentStopped': 'the agent stopped trying',
+  'condition.setupFailedStalled': 'setup failed{error}; fix the cause and restart the session',
+  'condition.rejected': 'an administrator rejected the request{why}',
+  'condition.purged': 'an administrator purged the session{why}',
+  'condition.disabled': 'the session is disabled',
+  'condition.agentReports': "the router's agent reports",
+  'condition.agentApplies': 'the agent applies changes as they come',
+  'condition.noHeartbeat': "no heartbeat from the router's agent since {since}",
+  'condition.policyAccepted': 'the controller applies this policy',
+  'condition.nothingToDo': 'nothing to do',
+} as const;
+
 export type RefusalKey = keyof typeof REFUSALS;
 export type FieldMessageKey = keyof typeof FIELD_MESSAGES;
 export type LastErrorKey = keyof typeof LAST_ERRORS;
-export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey;
+export type ConditionMessageKey = keyof typeof CONDITION_MESSAGES;
+export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey | ConditionMessageKey;
 export type MessageParams = Record<string, string | number>;
 
 /** A field's problem as a rule finds it, before it is placed at a pointer (fieldError). */
@@ -480,6 +513,7 @@ export const MESSAGE_KEYS: readonly MessageKey[] = [
   ...(Object.keys(REFUSALS) as RefusalKey[]),
   ...(Object.keys(FIELD_MESSAGES) as FieldMessageKey[]),
   ...(Object.keys(LAST_ERRORS) as LastErrorKey[]),
+  ...(Object.keys(CONDITION_MESSAGES) as ConditionMessageKey[]),
 ];
 
 /** The English sentence of `key`, its `{name}` placeholders filled from `params`. */
@@ -489,7 +523,9 @@ export function englishText(key: MessageKey, params: MessageParams = {}): string
       ? REFUSALS[key as RefusalKey].text
       : key in LAST_ERRORS
         ? LAST_ERRORS[key as LastErrorKey]
-        : FIELD_MESSAGES[key as FieldMessageKey];
+        : key in CONDITION_MESSAGES
+          ? CONDITION_MESSAGES[key as ConditionMessageKey]
+          : FIELD_MESSAGES[key as FieldMessageKey];
   return fill(text, params);
 }
 
@@ -508,6 +544,24 @@ export function placeholders(text: string): string[] {
 /** The parameters of request.fieldRefused for the first of `errors`: where and why. */
 export function fieldAtFault(errors: FieldError[]): MessageParams {
   return { pointer: errors[0]?.pointer ?? '/', reason: errors[0]?.message ?? '' };
+}
+
+/** The longest parameter a stored condition keeps (common/schema.ts, MessageParams). */
+const CONDITION_PARAM_LENGTH = 256;
+
+/**
+ * A condition's message with its key (common/conditions.ts): the parameters as text cut to what a
+ * condition stores (common/schema.ts, Condition); the message keeps them whole.
+ */
+export function conditionMessage(
+  key: ConditionMessageKey,
+  params: MessageParams = {},
+): { message: string; key: ConditionMessageKey; params?: Record<string, string> } {
+  const message = englishText(key, params);
+  const cut = (value: string) =>
+    value.length > CONDITION_PARAM_LENGTH ? `${value.slice(0, CONDITION_PARAM_LENGTH - 1)}…` : value;
+  const entries = Object.entries(params).map(([name, value]): [string, string] => [name, cut(String(value))]);
+  return entries.length > 0 ? { message, key, params: Object.fromEntries(entries) } : { message, key };
 }
 
 /** A field error with its key: the one way to name a field's problem. */

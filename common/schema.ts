@@ -146,6 +146,12 @@ export const RouterSpec = Type.Object(
   { additionalProperties: false },
 );
 
+/** A message's catalogue key (common/messages.ts; docs/api.md, Errors, Message keys). */
+export const MessageKey = Type.String({ maxLength: 64, pattern: '^[a-zA-Z][a-zA-Z0-9.-]*$' });
+/** The parameters of a keyed message: a few named values, filled into its sentence. */
+export const MessageParams = (value = Type.String({ maxLength: 256 })) =>
+  Type.Record(Type.String({ maxLength: 32 }), value, { maxProperties: 8 });
+
 /**
  * A status condition, Kubernetes' shape (metav1.Condition), so kstatus, `kubectl wait --for=condition=`,
  * Flux and Argo CD read it: `Ready`, `Reconciling` and `Stalled` (common/conditions.ts), and the agent's
@@ -161,6 +167,9 @@ export const Condition = Type.Object(
       pattern: '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$',
     }),
     message: Type.String({ maxLength: 32768 }),
+    /** The catalogue key of `message` and its parameters (docs/api.md, Errors, Message keys). */
+    key: Type.Optional(MessageKey),
+    params: Type.Optional(MessageParams()),
     lastTransitionTime: Timestamp,
     observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
   },
@@ -264,12 +273,6 @@ export const SessionMetrics = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/** A message's catalogue key (common/messages.ts; docs/api.md, Errors, Message keys). */
-export const MessageKey = Type.String({ maxLength: 64, pattern: '^[a-zA-Z][a-zA-Z0-9.-]*$' });
-/** The parameters of a keyed message: a few named values, filled into its sentence. */
-export const MessageParams = (value = Type.String({ maxLength: 256 })) =>
-  Type.Record(Type.String({ maxLength: 32 }), value, { maxProperties: 8 });
 
 export const LastError = Type.Object(
   {

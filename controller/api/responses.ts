@@ -108,7 +108,20 @@ export const SessionRecord = Type.Object({
 export type SessionRecord = Static<typeof SessionRecord>;
 
 export const SessionListResponse = Type.Object({ sessions: Type.Array(SessionRecord) });
-const FieldErrorRecord = Type.Object({ pointer: Type.String(), message: Type.String() });
+/** A message's catalogue key and parameters (common/messages.ts; docs/api.md, Errors, Message keys). */
+export const MessageKeyFields = {
+  key: Type.Optional(
+    Type.String({ description: 'the catalogue key of the message, stable across versions' }),
+  ),
+  params: Type.Optional(Type.Record(Type.String(), Type.Union([Type.String(), Type.Number()]))),
+};
+
+/** A field error: where, why, and the why's catalogue key. */
+export const FieldErrorRecord = Type.Object({
+  pointer: Type.String(),
+  message: Type.String(),
+  ...MessageKeyFields,
+});
 /**
  * A session as the admin list shows it: the record, and what the current policy would refuse of it
  * (pointers as in a create body; empty when nothing). Users' records do not carry it.

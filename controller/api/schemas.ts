@@ -31,6 +31,7 @@ import {
   AsNamesResponse,
   CreateResponse,
   DeletedResponse,
+  MessageKeyFields,
   PeerConfigFormatField,
   PolicyRecord,
   PublicRouter,
@@ -331,14 +332,6 @@ export const AdminRouterAnswer = Type.Union(AdminRouterAnswers);
 
 export const AdminPolicyActions = Actions([AdminPolicyGet, AdminPolicySet, AdminPolicyPatch]);
 export const AdminPolicyAnswer = PolicyRecord;
-
-/** A message's catalogue key and parameters (common/messages.ts; docs/api.md, Errors, Message keys). */
-const MessageKeyFields = {
-  key: Type.Optional(
-    Type.String({ description: 'the catalogue key of the message, stable across versions' }),
-  ),
-  params: Type.Optional(Type.Record(Type.String(), Type.Union([Type.String(), Type.Number()]))),
-};
 
 export const Problem = Type.Object({
   type: Type.String(),

@@ -17,6 +17,7 @@ import type { SkippedManifest, Store, WriteState } from '../store/store.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
 import { Actions } from './schemas.ts';
+import { FieldErrorRecord } from './responses.ts';
 import { problem } from '../../common/messages.ts';
 
 /** At most this many paths in the condition's message; the list has them all. */
@@ -30,7 +31,7 @@ const StoreStatus = Type.Object(
       Type.Object({
         path: Type.String(),
         reason: Type.String(),
-        errors: Type.Array(Type.Object({ pointer: Type.String(), message: Type.String() })),
+        errors: Type.Array(FieldErrorRecord),
       }),
     ),
     /** Changes forge edits replaced, unresolved, of the last 7 days (a git store following a forge). */

@@ -9,6 +9,7 @@ import { api, ApiError, type AdminAction, type SessionRecord } from '../api.ts';
 import { Problem, StatusBadge } from '../components.tsx';
 import { ago } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
+import { localText } from '../i18n/problems/index.ts';
 import { haystack, PAGE_SIZE, query, type SortKey, type TableQuery } from '../session-table.ts';
 
 const COLUMNS: { key: SortKey | undefined; label: MessageKey }[] = [
@@ -356,7 +357,7 @@ function Row(props: {
         {s.bgpState ?? '–'}
         {s.bgpSince && <div class="muted">{ago(s.bgpSince)}</div>}
       </td>
-      <td class="table-error">{s.lastError ? s.lastError.message : ''}</td>
+      <td class="table-error">{s.lastError ? localText(s.lastError) : ''}</td>
       <td>{ago(s.createdAt)}</td>
       <td>
         {props.result &&

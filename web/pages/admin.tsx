@@ -13,6 +13,7 @@ import {
 import { described, Dl, Field, Problem } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
+import { localText } from '../i18n/problems/index.ts';
 import { statusWords } from './advice.ts';
 
 function useLoad<T>(load: () => Promise<T>): [T | undefined, unknown, () => Promise<void>] {
@@ -231,7 +232,7 @@ function RouterCard(props: {
             <strong>
               {c.type}={c.status}: {c.reason}
             </strong>
-            <p>{c.message}</p>
+            <p>{localText(c)}</p>
             <p class="muted">{t('routers.since', { time: dateTime(c.lastTransitionTime) })}</p>
           </div>
         ))}
@@ -293,7 +294,7 @@ function RouterCard(props: {
                 <code>
                   {c.type}={c.status}
                 </code>{' '}
-                {c.reason} — {c.message} <span class="muted">{ago(c.lastTransitionTime)}</span>
+                {c.reason} — {localText(c)} <span class="muted">{ago(c.lastTransitionTime)}</span>
               </li>
             ))}
           </ul>

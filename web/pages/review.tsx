@@ -7,6 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { allowed } from '../../common/state-machine.ts';
 import { api, type AdminAction, type AdminSessionReviewResponse } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
+import { localText } from '../i18n/problems/index.ts';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { ADMIN_ACTIONS } from './admin-sessions.tsx';
@@ -125,7 +126,7 @@ export function ReviewPage(props: { uuid: string }) {
               <ul>
                 {violations.map((v) => (
                   <li key={v.pointer + v.message}>
-                    <code>{v.pointer}</code> {v.message}
+                    <code>{v.pointer}</code> {localText(v)}
                   </li>
                 ))}
               </ul>
@@ -140,7 +141,7 @@ export function ReviewPage(props: { uuid: string }) {
               [t('reviews.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
               [t('session.publicKey'), <code class="wrap">{s.publicKey}</code>],
               [t('session.mtu'), String(s.mtu)],
-              [t('session.lastError'), s.lastError?.message ?? '–'],
+              [t('session.lastError'), s.lastError ? localText(s.lastError) : '–'],
               [t('session.uuid'), <code class="wrap">{s.uuid}</code>],
             ]}
           />

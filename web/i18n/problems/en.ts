@@ -2,7 +2,13 @@
  * English: the controller's own catalogue (common/messages.ts), the reference the other languages follow.
  * The portal shows an English answer's message as sent: it is this text, sometimes with more detail.
  */
-import { FIELD_MESSAGES, LAST_ERRORS, REFUSALS, type MessageKey } from '../../../common/messages.ts';
+import {
+  CONDITION_MESSAGES,
+  FIELD_MESSAGES,
+  LAST_ERRORS,
+  REFUSALS,
+  type MessageKey,
+} from '../../../common/messages.ts';
 
 const refusals = Object.entries(REFUSALS).map(([key, entry]) => [key, entry.text]);
 
@@ -10,4 +16,5 @@ export default Object.fromEntries([
   ...refusals,
   ...Object.entries(FIELD_MESSAGES),
   ...Object.entries(LAST_ERRORS),
+  ...Object.entries(CONDITION_MESSAGES),
 ]) as Record<MessageKey, string>;
