@@ -109,7 +109,7 @@ try {
       L.h.tokens.issueToken(asn, 'user').token,
       sessionFields(L.router),
     );
-    const { uuid } = created.json() as { uuid: string };
+    const { uuid } = created.json<{ uuid: string }>();
     await L.h.post('/admin/session', L.h.admin, { action: 'approve', uuid });
   }
   const metricsPort = await freePort();
