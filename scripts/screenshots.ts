@@ -188,6 +188,13 @@ try {
     await page.getByRole('heading', { name: '您的会话' }).waitFor();
     await shot(page, 'sessions-zh-CN');
     await page.getByLabel('语言').selectOption('en');
+    const change = page.locator('article.session', { hasText: 'Frankfurt 1' });
+    await change.getByRole('button', { name: 'Change' }).click();
+    await change.getByLabel('Your WireGuard public key').fill('not-a-key');
+    await change.getByRole('button', { name: 'Save' }).click();
+    await change.locator('.field-error').first().waitFor();
+    await change.locator('form.modify').screenshot({ path: path.join(out, `session-change-${size}.png`) });
+    written.push(path.relative(ROOT, path.join(out, `session-change-${size}.png`)));
     await page.goto(`${url}#/new`);
     await page.getByRole('radio', { name: /Frankfurt 1/ }).check();
     await page.getByLabel('Your DN42 IPv6 address').fill('fd42:1234::1');

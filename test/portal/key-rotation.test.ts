@@ -1,7 +1,8 @@
 /**
  * A peer rotates their WireGuard key in the portal and the tunnel comes back, with a real agent, BIRD and
  * WireGuard in namespaces (test/agent/lab.ts). The Change form refuses a malformed key at its field
- * (axe on the form, before and with the error); a good one is saved, the peer loads the new private key
+ * (axe on the form, before and with the error, in English at 1280 px and Chinese at 390 px); a good one
+ * is saved, the peer loads the new private key
  * on its side right after, as the form's hint says, and the router takes the new key in place (no new
  * review: the default policy). The router's BIRD protocol is polled throughout: the test prints whether
  * BGP left Established and how long the tunnel was without a handshake (docs/agent.md, Changing a
@@ -141,6 +142,18 @@ describe('key rotation in the portal with an agent in the lab', () => {
     await fieldError.waitFor();
     expect(await fieldError.textContent()).not.toBe('');
     await expectAccessible(p.page, 'the Change form with a field error');
+    // the same form in Chinese at 390 px: its labels in the reader's language, still accessible
+    await p.page.setViewportSize({ width: 390, height: 844 });
+    await p.page.getByLabel('Language').selectOption('zh-CN');
+    // a new language renders the page anew: the form is opened again
+    await card.getByRole('button', { name: '修改' }).click();
+    await card.getByLabel('您的 WireGuard 公钥').fill('not-a-key');
+    await card.getByRole('button', { name: '保存' }).click();
+    await fieldError.waitFor();
+    await expectAccessible(p.page, 'the Change form with a field error, zh-CN at 390 px');
+    await p.page.getByLabel('语言').selectOption('en');
+    await p.page.setViewportSize({ width: 1280, height: 900 });
+    await card.getByRole('button', { name: 'Change' }).click();
     expect(L.h.store.getSession(uuid)?.spec.publicKey).toBe(peer.keys.publicKey);
 
     // BGP and the tunnel, read from the router while the key changes
