@@ -35,7 +35,7 @@ import { mapLimit } from '../common/concurrency.ts';
 import { withSessionConditions, reportingRouterConditions, atGeneration } from '../common/conditions.ts';
 import { GROUP_VERSION } from '../common/schema.ts';
 import { KubeApi } from '../controller/store/kubernetes/api.ts';
-import { KubernetesStore } from '../controller/store/kubernetes/index.ts';
+import { createKubernetesStore } from '../controller/store/kubernetes/index.ts';
 import { ROOT, startApiServer, type TestApiServer } from '../test/k8s/apiserver.ts';
 import { waitForHealth } from '../test/support/health.ts';
 import { freePort } from '../test/support/ports.ts';
@@ -71,7 +71,7 @@ const load = () =>
 
 async function writesBench(server: TestApiServer): Promise<void> {
   const namespace = await server.createNamespace('bench');
-  const store = new KubernetesStore({
+  const store = createKubernetesStore({
     kubeConfig: server.kubeConfig(),
     namespace,
     flushIntervalMs: 3_600_000,
@@ -95,7 +95,7 @@ async function writesBench(server: TestApiServer): Promise<void> {
     const t = performance.now();
     const cpu = process.cpuUsage();
     const busy = machineBusyMs();
-    await store.flushObservations({ allMetrics: true });
+    await store.storage.flushObservations({ allMetrics: true });
     const own = process.cpuUsage(cpu);
     console.log(
       `flush ${f}: ${(performance.now() - t).toFixed(0)} ms for ${sessions} status patches; ` +

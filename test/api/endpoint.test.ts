@@ -242,8 +242,8 @@ describe('a merged pull request', () => {
       await git(work, 'add', '.');
       await git(work, 'commit', '-q', '-m', 'Merge pull request #40');
       await git(work, 'push', '-q', 'origin', 'HEAD');
-      await eventually(() => store.rejectedManifests().length === 1);
-      expect(store.rejectedManifests()).toEqual(['sessions/fra1/as4242427001.yaml']);
+      await eventually(() => store.storage.rejectedManifests().length === 1);
+      expect(store.storage.rejectedManifests()).toEqual(['sessions/fra1/as4242427001.yaml']);
       expect(store.listSessions()).toEqual([]);
     } finally {
       await store.close();

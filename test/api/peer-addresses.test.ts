@@ -275,7 +275,7 @@ describe('the git store keeps stored sessions a tightened policy no longer allow
       await store.close();
       store = await open();
       expect(store.getSession(created.spec.uuid)?.spec).toMatchObject({ ipv4: '8.8.8.8' });
-      expect(store.rejectedManifests()).toEqual([]);
+      expect(store.storage.rejectedManifests()).toEqual([]);
 
       const work = join(dir, 'work');
       await git(dir, 'clone', '-q', bare, work);
@@ -294,8 +294,8 @@ describe('the git store keeps stored sessions a tightened policy no longer allow
       await git(work, 'add', '.');
       await git(work, 'commit', '-q', '-m', 'Merge pull request #9');
       await git(work, 'push', '-q', 'origin', 'HEAD');
-      await eventually(() => store.rejectedManifests().length === 1);
-      expect(store.rejectedManifests()).toEqual(['sessions/fra1/as4242420772.yaml']);
+      await eventually(() => store.storage.rejectedManifests().length === 1);
+      expect(store.storage.rejectedManifests()).toEqual(['sessions/fra1/as4242420772.yaml']);
       expect(store.getSession(created.spec.uuid)).toBeDefined();
     } finally {
       await store.close();
@@ -456,8 +456,8 @@ describe('policy prefixes are read one way and stored canonical (issue 24, Build
       await git(work, 'add', '.');
       await git(work, 'commit', '-q', '-m', 'Merge pull request #7: prefixes');
       await git(work, 'push', '-q', 'origin', 'HEAD');
-      await eventually(() => store.rejectedManifests().length === 2);
-      expect(store.rejectedManifests()).toEqual(['policy/default.yaml', 'policy/fra1.yaml']);
+      await eventually(() => store.storage.rejectedManifests().length === 2);
+      expect(store.storage.rejectedManifests()).toEqual(['policy/default.yaml', 'policy/fra1.yaml']);
       // the previous default stays in force; no override for fra1 came in
       expect(store.getPolicy('default')?.spec).toEqual({ dn42Asn: ADMIN_ASN, mergeIsApproval: false });
       expect(store.getPolicy('fra1')).toBeUndefined();

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkOrThrow } from '../../common/validate.ts';
 import { HeartbeatBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Actor } from '../../controller/store/store.ts';
 import { admin, newSession, queued, routerSpec, wgKey } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
@@ -60,7 +60,7 @@ describe('status conditions on the Kubernetes store', () => {
   it('kubectl wait --for=condition=Ready returns once the agent reports the session up', async () => {
     const namespace = await server.createNamespace('conditions');
     const kubeconfig = await server.kubeconfigFile();
-    const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 });
+    const store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 });
     await store.start();
     try {
       await store.putPolicy('default', { dn42Asn: 4242420000 }, admin);
@@ -134,7 +134,7 @@ describe('status conditions on the Kubernetes store', () => {
 
   it('marks a router Ready once its agent heartbeats, and a policy once the controller accepted it', async () => {
     const namespace = await server.createNamespace('conditions');
-    const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 100 });
+    const store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 100 });
     await store.start();
     try {
       await store.putPolicy('default', { dn42Asn: 4242420000 }, admin);

@@ -9,7 +9,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_VERSION, type RouterSpec, type RouterStatus } from '../../common/schema.ts';
 import { KubeApi } from '../../controller/store/kubernetes/api.ts';
-import { KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import {
   listAllPages,
   makePagedInformer,
@@ -123,7 +123,7 @@ describe('the store informers', () => {
 
   it("leave the API server's managedFields in place when the store writes an object back", async () => {
     const namespace = await server.createNamespace('managed');
-    const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
+    const store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
     await store.start();
     try {
       await store.createRouter('fra1', routerSpec(1), admin);

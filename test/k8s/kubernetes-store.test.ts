@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubernetesStore, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { storeConformance } from '../store/conformance.ts';
 import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
@@ -77,7 +77,7 @@ describe('session metrics on status', () => {
   it('are written at most once per metricsWriteIntervalMs; the replica that got newer ones serves them, and shutdown writes them', async () => {
     const namespace = await server.createNamespace('metrics');
     const open = async () => {
-      const store = new KubernetesStore({
+      const store = createKubernetesStore({
         kubeConfig: server.kubeConfig(),
         namespace,
         flushIntervalMs: 3_600_000,

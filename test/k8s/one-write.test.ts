@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isProblem } from '../../common/errors.ts';
 import type { SessionSpec, SessionStatusRecord } from '../../common/schema.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Session, SessionChange } from '../../controller/store/store.ts';
 import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
 import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
@@ -42,7 +42,7 @@ interface Stored extends KubernetesObject {
 const group = { group: 'peerops.dev', version: 'v1alpha1', plural: 'peeringsessions' };
 
 async function storeIn(namespace: string): Promise<KubernetesStore> {
-  const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 });
+  const store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 });
   await store.start();
   await store.putPolicy('default', { dn42Asn: 4242420000 }, admin);
   await store.createRouter('fra1', routerSpec(1), admin);
@@ -217,7 +217,7 @@ describe('a session write on the Kubernetes store', () => {
     };
     await setSubresource(true);
     try {
-      const store = new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
+      const store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
       const refusal = await store.start().then(
         () => undefined,
         (err: unknown) => err,

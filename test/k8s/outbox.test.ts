@@ -9,7 +9,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentOfflineEvent, sessionEvent } from '../../controller/store/core/events.ts';
 import { KubeApi } from '../../controller/store/kubernetes/api.ts';
-import { KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import { admin, newSession, pending, routerSpec } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
 import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
@@ -27,8 +27,8 @@ const types = (store: KubernetesStore) => store.outbox().map((e) => e.type);
 describe('the Kubernetes outbox', () => {
   it('counts a deletion record once its session is gone; one left before a delete that never came, never', async () => {
     const namespace = await server.createNamespace('outbox');
-    const stores = [0, 1].map(
-      () => new KubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 }),
+    const stores = [0, 1].map(() =>
+      createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 }),
     ) as [KubernetesStore, KubernetesStore];
     const [a, b] = stores;
     const records = async () =>

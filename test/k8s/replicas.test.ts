@@ -20,7 +20,7 @@ afterAll(async () => {
 });
 
 async function replicas(namespace: string): Promise<[Store, Store]> {
-  const stores = [0, 1].map(() =>
+  const stores = [0, 1].map((): Store =>
     createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace, flushIntervalMs: 200 }),
   ) as [Store, Store];
   await Promise.all(stores.map((s) => s.start()));

@@ -62,5 +62,9 @@ it("skips merged routers with a port range min > max or another router's loopbac
 
   await eventually(() => store.getRouter('ok1'));
   expect(store.listRouters().map((r) => r.name)).toEqual(['fra1', 'ok1']);
-  expect(store.rejectedManifests()).toEqual(['routers/ams1.yaml', 'routers/lon1.yaml', 'routers/par1.yaml']);
+  expect(store.storage.rejectedManifests()).toEqual([
+    'routers/ams1.yaml',
+    'routers/lon1.yaml',
+    'routers/par1.yaml',
+  ]);
 });

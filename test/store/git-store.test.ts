@@ -161,7 +161,7 @@ describe('git store: the repository', () => {
     await eventually(() => store.listSessions({ asn: 4242420205 }).length === 1);
     expect(store.listSessions()).toHaveLength(1);
     expect(await invalidCount()).toBe(before + 6);
-    expect(store.rejectedManifests()).toEqual([
+    expect(store.storage.rejectedManifests()).toEqual([
       'sessions/fra1/as4242420201.yaml',
       'sessions/fra1/as4242420202.yaml',
       'sessions/fra1/as4242420203.yaml',
@@ -228,7 +228,7 @@ describe('git store: the repository', () => {
 
     await eventually(() => store.listSessions({ asn: 4242420401 }).length === 2);
     expect(store.listSessions().map((s) => s.name)).toEqual(['as4242420401-ams1', 'as4242420401-fra1']);
-    expect(store.rejectedManifests()).toEqual([
+    expect(store.storage.rejectedManifests()).toEqual([
       'sessions/fra1/as4242420402.yaml',
       'sessions/fra1/as4242420403.yaml',
       'sessions/fra1/as4242420404.yaml',
@@ -242,7 +242,7 @@ describe('git store: the repository', () => {
     await store.close();
     store = await open();
     expect(store.listSessions().map((s) => s.name)).toEqual(['as4242420401-ams1', 'as4242420401-fra1']);
-    expect(store.rejectedManifests()).toHaveLength(6);
+    expect(store.storage.rejectedManifests()).toHaveLength(6);
 
     // once AS4242420401 leaves fra1, the address is free there and AS4242420402's session applies
     await git(work, 'pull', '-q', '--ff-only');
@@ -471,7 +471,7 @@ describe('git store: the repository', () => {
     expect(loose).toBeGreaterThan(2);
     // writes go on while git packs
     await Promise.all([
-      store.housekeep(),
+      store.storage.housekeep(),
       ...[1, 2, 3].map((i) =>
         store.createSession(newSession(65000 + i, 'fra1'), pending, user(65000 + i), `during gc ${i}`),
       ),
@@ -498,8 +498,8 @@ describe('git store: the repository', () => {
     const path = process.env.PATH;
     process.env.PATH = join(dir, 'no-programs-here');
     try {
-      await store.housekeep();
-      await store.housekeep();
+      await store.storage.housekeep();
+      await store.storage.housekeep();
     } finally {
       process.env.PATH = path;
     }
@@ -543,7 +543,7 @@ describe('git store: the repository', () => {
   it('warns when git gc fails, and goes on', async () => {
     const lines = await reopenLogging();
     await git(bare, 'config', 'gc.auto', 'not-a-number');
-    await store.housekeep();
+    await store.storage.housekeep();
     expect(lines.filter((l) => l.includes('housekeeping failed'))).toHaveLength(1);
     expect(lines.join('')).toContain('gc.auto');
     await git(bare, 'config', '--unset', 'gc.auto');

@@ -74,7 +74,7 @@ beforeEach(async () => {
   await push('Merge pull request #1');
   await store.close();
   store = await open();
-  expect(store.rejectedManifests()).toEqual([CLASH]);
+  expect(store.storage.rejectedManifests()).toEqual([CLASH]);
   judgedReport = reported().map((l) => [l.path, l.errors]);
   expect(judgedReport).toEqual([[CLASH, [expect.stringContaining('as4242420401-fra1')]]]);
   await store.close();
@@ -93,7 +93,7 @@ describe('the judgement in the parse cache', () => {
     expect(doc.judgement?.rejected.map(([path]) => path)).toEqual([CLASH]);
 
     const s = await restart();
-    expect(s.rejectedManifests()).toEqual([CLASH]);
+    expect(s.storage.rejectedManifests()).toEqual([CLASH]);
     expect(s.listSessions().map((x) => x.name)).toEqual(['as4242420401-fra1']);
     // reported again at the start, as a start that judges it reports it
     expect(reported().map((l) => [l.path, l.errors])).toEqual(judgedReport);
@@ -104,7 +104,7 @@ describe('the judgement in the parse cache', () => {
     store = undefined;
     await writeFile(cacheFile(), JSON.stringify({ ...doc, judgement: { ...doc.judgement, rejected: [] } }));
     const trusting = await restart();
-    expect(trusting.rejectedManifests()).toEqual([]);
+    expect(trusting.storage.rejectedManifests()).toEqual([]);
     expect(trusting.listSessions().map((x) => x.name)).toEqual(['as4242420401-fra1', 'as4242420402-fra1']);
   });
 
@@ -114,7 +114,7 @@ describe('the judgement in the parse cache', () => {
     await git(work, 'rm', '-q', 'sessions/fra1/as4242420401.yaml');
     await push('Merge pull request #2: AS4242420401 leaves');
     const s = await restart();
-    expect(s.rejectedManifests()).toEqual([]);
+    expect(s.storage.rejectedManifests()).toEqual([]);
     expect(s.listSessions().map((x) => x.name)).toEqual(['as4242420402-fra1']);
     // and the judgement of the new trees is what the file now holds
     const doc = await cacheDoc();
@@ -125,7 +125,7 @@ describe('the judgement in the parse cache', () => {
     const doc = await cacheDoc();
     await writeFile(cacheFile(), JSON.stringify({ ...doc, judgement: null }));
     const s = await restart();
-    expect(s.rejectedManifests()).toEqual([CLASH]);
+    expect(s.storage.rejectedManifests()).toEqual([CLASH]);
     expect(reported().map((l) => l.path)).toEqual([CLASH]);
     expect((await cacheDoc()).judgement?.rejected.map(([path]) => path)).toEqual([CLASH]);
   });

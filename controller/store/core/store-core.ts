@@ -1,14 +1,17 @@
 /**
- * The store core both back ends extend (as headscale's state layer sits over its database): the index and
- * every read, the change feed, observations, and the preparation of every write with every rule
- * (common/rules). A back end only persists what the core prepared and puts what it reads from its
- * storage into the index; it defines no rule and no read of its own. Refusals are DomainErrors.
+ * The store core, holding its back end (backend.ts) as headscale's state layer holds its database: the
+ * index and every read, the change feed, observations, and every write judged with every rule
+ * (common/rules) inside the back end's attempt, then persisted by it. A back end defines no rule and no
+ * read of its own. Refusals are DomainErrors.
+ *
+ * Over 500 lines: every read, write and rule of the Store interface is here, so that each is defined
+ * once and no back end can write around one; what stands alone (the index, claims, events, the outbox,
+ * revocations) has a module of its own.
  */
 import { randomUUID } from 'node:crypto';
 import { isoNow } from '../../../common/clock.ts';
 import { isTerminal } from '../../../common/status.ts';
 import { reportingRouterConditions, withSessionConditions } from '../../../common/conditions.ts';
-import type { DomainError } from '../../../common/errors.ts';
 import { fault, fieldError } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
@@ -24,6 +27,7 @@ import {
   type AdmissionView,
 } from '../../../common/rules/index.ts';
 import {
+  type ForgeConflict,
   PolicySpec as PolicySpecSchema,
   RouterSpec as RouterSpecSchema,
   RouterStatus as RouterStatusSchema,
@@ -47,104 +51,106 @@ import {
   type Router,
   type Session,
   type SessionChange,
+  type SkippedManifest,
   type Store,
   type StoreEvent,
+  type WriteState,
 } from '../store.ts';
 import { storeLatency } from '../../metrics.ts';
 import { StoreIndex } from './store-index.ts';
 import { Revocations, withRevocation, type Revocation, type RevocationList } from './revocations.ts';
 import type { Topic } from '../change-feed.ts';
 import { changeEvents, type NotificationEvent } from './events.ts';
-import { Outbox, type OutboxChange } from './outbox.ts';
+import { Outbox } from './outbox.ts';
+import { policyNotFound, portTaken, routerExists, routerNotFound, sessionNotFound } from './refusals.ts';
+import type {
+  Attempt,
+  CoreState,
+  Judged,
+  NewRouter,
+  PolicyPut,
+  PreparedChange,
+  PreparedSession,
+  RevocationsPut,
+  RouterUpdate,
+  StoreBackend,
+  TokenHash,
+} from './backend.ts';
 
-/** A session create the core admitted: the back end stores `spec` (with a port it allocates) and `status`. */
-export interface PreparedSession {
+/** A create judged and not yet in the index (another replica cannot see it). */
+interface InFlightSession {
   name: string;
-  /** Checked, with a placeholder listenPort until the back end allocates one (allocatePort). */
   spec: SessionSpec;
   status: SessionStatusRecord;
-  router: RouterSpec;
-  /** Its events (created, pending review), to persist with it. */
-  outbox: OutboxChange;
 }
 
-/** A create a back end has let through and not yet put into the index (another replica cannot see it). */
-export interface InFlightSession {
-  name: string;
-  spec: SessionSpec;
-  status: SessionStatusRecord;
-}
+const CONTROLLER: Actor = { name: 'controller', role: 'controller' };
 
-/**
- * A session update the core checked: delete it, or store `spec` and `status` (each changed or not); with
- * the events the change makes, to persist with it.
- */
-export type PreparedChange =
-  | { current: Session; delete: true; outbox: OutboxChange }
-  | {
-      current: Session;
-      delete: false;
-      outbox: OutboxChange;
-      spec: SessionSpec;
-      status: SessionStatusRecord;
-      specChanged: boolean;
-      statusChanged: boolean;
-    };
+/** Marks what a rule returns as judged: the one place a `Judged` value is made (backend.ts). */
+const judged = <T>(value: T): Judged<T> => value as Judged<T>;
 
-// the catalogue's one wording of each (common/messages.ts), named for the store's call sites
-export const routerNotFound = (name: string): DomainError => fault('router.notFound', { name });
-export const sessionNotFound = (uuid: string): DomainError => fault('session.notFound', { uuid });
-export const policyNotFound = (name: string): DomainError => fault('policy.notFound', { name });
-export const routerExists = (name: string): DomainError => fault('router.exists', { name });
-
-export abstract class StoreCore implements Store {
-  abstract readonly backend: 'git' | 'kubernetes';
-  protected readonly index = new StoreIndex();
+export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
+  readonly backend: B['kind'];
+  /** The back end this core persists through; its own extras (a git store's housekeeping) are there. */
+  readonly storage: B;
+  private readonly index = new StoreIndex();
   /** Revoked tokens, as the back end last stored or read them (revocations.ts). */
-  protected readonly revocations = new Revocations();
+  private readonly revocations = new Revocations();
   /** Notification events waiting for delivery, as the back end last stored or read them (outbox.ts). */
-  protected readonly eventOutbox = new Outbox(this.index.feed);
+  private readonly eventOutbox = new Outbox(this.index.feed);
+  /** Session creates running, by name: a second create of a name waits for the first. */
+  private readonly creating = new Map<string, Promise<unknown>>();
+  /** The creates judged and not yet in the index: admission counts them (prepareNewSession). */
+  private readonly inFlight = new Map<string, InFlightSession>();
 
-  abstract start(): Promise<void>;
-  abstract close(): Promise<void>;
-  /**
-   * The writes a back end persists, each called through the public write of the same job, which times
-   * it (peerops_store_operation_duration_seconds): every back end's writes are measured alike.
-   */
-  protected abstract persistNewRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router>;
-  protected abstract persistRouterUpdate(
-    name: string,
-    mutate: (spec: RouterSpec) => RouterSpec,
-    actor: Actor,
-    message: string,
-  ): Promise<Router>;
-  protected abstract persistRouterRemoval(name: string, actor: Actor): Promise<void>;
-  protected abstract persistTokenHash(router: string, sha256: string, actor: Actor): Promise<void>;
-  protected abstract persistNewSession(
-    input: NewSession,
-    status: SessionStatusRecord,
-    actor: Actor,
-    message: string,
-  ): Promise<Session>;
-  protected abstract persistSessionChange(
-    uuid: string,
-    mutate: (current: Session) => SessionChange,
-    actor: Actor,
-    message: string,
-  ): Promise<Session | undefined>;
-  protected abstract persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy>;
-  protected abstract persistPolicyRemoval(name: string, actor: Actor): Promise<void>;
-  protected abstract persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList>;
-  /**
-   * Persist, in a write of its own, the outbox change `prepare` makes (appendEvents, confirmDelivered):
-   * called inside the back end's write, so it is judged against the outbox as that write finds it.
-   */
-  protected abstract persistOutbox(prepare: () => OutboxChange): Promise<void>;
+  readonly writeState?: () => WriteState;
+  readonly skippedManifests?: () => { manifests: SkippedManifest[]; since: string };
+  readonly syncNow?: () => void;
+  readonly forgeConflicts?: () => ForgeConflict[];
+  readonly forgeConflictOf?: (uuid: string) => ForgeConflict | undefined;
+  readonly clearForgeConflict?: (id: string, actor: Actor) => Promise<void>;
 
-  // ---------------------------------------------------------------- writes (timed)
+  /** `open` makes the back end over the state this core owns (createGitStore, createKubernetesStore). */
+  constructor(open: (state: CoreState) => B) {
+    this.storage = open({ index: this.index, revocations: this.revocations, outbox: this.eventOutbox });
+    this.backend = this.storage.kind;
+    const s = this.storage;
+    // the Store's optional answers exist exactly when the back end has them (the API asks for them)
+    if (s.writeState) this.writeState = s.writeState.bind(s);
+    if (s.skippedManifests) this.skippedManifests = s.skippedManifests.bind(s);
+    if (s.syncNow) this.syncNow = s.syncNow.bind(s);
+    if (s.forgeConflicts) this.forgeConflicts = s.forgeConflicts.bind(s);
+    if (s.forgeConflictOf) this.forgeConflictOf = s.forgeConflictOf.bind(s);
+    if (s.clearForgeConflict) this.clearForgeConflict = s.clearForgeConflict.bind(s);
+  }
+
+  start(): Promise<void> {
+    return this.storage.start();
+  }
+
+  close(): Promise<void> {
+    return this.storage.close();
+  }
+
+  /** Persist the buffered observations now (the back end does so at its interval and on close). */
+  flushObservations(): Promise<void> {
+    return this.storage.flushObservations();
+  }
+
+  // ---------------------------------------------------------------- writes (judged, then persisted; timed)
+
+  /**
+   * A write in the back end's retry shape, each attempt judged then persisted (backend.ts), its duration
+   * recorded (peerops_store_operation_duration_seconds): every back end's writes are measured alike.
+   */
+  private write<T>(operation: string, actor: Actor, attempt: Attempt<T>): Promise<T> {
+    return timed(operation, () => this.storage.write(actor, attempt));
+  }
 
   createRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
-    return timed('createRouter', () => this.persistNewRouter(name, spec, actor));
+    return this.write('createRouter', actor, () =>
+      this.storage.persistNewRouter(this.prepareNewRouter(name, spec), actor),
+    );
   }
 
   updateRouter(
@@ -153,7 +159,9 @@ export abstract class StoreCore implements Store {
     actor: Actor,
     message: string,
   ): Promise<Router> {
-    return timed('updateRouter', () => this.persistRouterUpdate(name, mutate, actor, message));
+    return this.write('updateRouter', actor, () =>
+      this.storage.persistRouterUpdate(this.prepareRouterUpdate(name, mutate), actor, message),
+    );
   }
 
   deleteRouter(name: string, actor: Actor): Promise<void> {
@@ -162,25 +170,28 @@ export abstract class StoreCore implements Store {
       const sessions = this.index.listSessions({ router: name });
       if (sessions.every((s) => isTerminal(s.status.code)))
         for (const closed of sessions) await this.removeClosed(closed, actor, `router ${name} is removed`);
-      return this.persistRouterRemoval(name, actor);
+      return this.storage.write(actor, () =>
+        this.storage.persistRouterRemoval(this.prepareRouterRemoval(name), actor),
+      );
     });
   }
 
   /** Removes a REJECTED or PURGED record; SESSION_EXISTS if it became something else meanwhile. */
   private async removeClosed(closed: Session, actor: Actor, why: string): Promise<void> {
-    await this.persistSessionChange(
-      closed.spec.uuid,
-      (s) => {
-        if (!isTerminal(s.status.code)) throw sessionExistsError(s.spec.asn, s.spec.router);
-        return { delete: true };
-      },
-      actor,
-      `remove session ${closed.name} (${closed.status.name}): ${why}`,
+    const message = `remove session ${closed.name} (${closed.status.name}): ${why}`;
+    const remove = (s: Session): SessionChange => {
+      if (!isTerminal(s.status.code)) throw sessionExistsError(s.spec.asn, s.spec.router);
+      return { delete: true };
+    };
+    await this.storage.write(actor, () =>
+      this.storage.persistSessionChange(this.prepareSessionChange(closed.spec.uuid, remove), actor, message),
     );
   }
 
   setAgentTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
-    return timed('setAgentTokenHash', () => this.persistTokenHash(router, sha256, actor));
+    return this.write('setAgentTokenHash', actor, () =>
+      this.storage.persistTokenHash(this.prepareTokenHash(router, sha256), actor),
+    );
   }
 
   createSession(
@@ -190,14 +201,33 @@ export abstract class StoreCore implements Store {
     message: string,
   ): Promise<Session> {
     return timed('createSession', async () => {
-      const closed = this.index.byName(sessionName(input.asn, input.router));
+      const name = sessionName(input.asn, input.router);
+      const closed = this.index.byName(name);
       // the create would pass its rules (checked again as it is written): only then does its REJECTED or
       // PURGED record of the same name go (docs/api.md, Decisions)
       if (closed && isTerminal(closed.status.code)) {
         this.prepareNewSession(input, status);
         await this.removeClosed(closed, actor, `AS${input.asn} asks again`);
       }
-      return this.persistNewSession(input, status, actor, message);
+      for (let running = this.creating.get(name); running; running = this.creating.get(name))
+        await running.catch(() => undefined);
+      const created = this.storage.write(actor, async () => {
+        // judged and recorded before the attempt's first await: of creates sent at once, each is judged
+        // with the ones before it still in flight (another replica's are the back end's to count again)
+        const prepared = this.prepareNewSession(input, status, [...this.inFlight.values()]);
+        this.inFlight.set(name, prepared);
+        try {
+          return await this.storage.persistNewSession(prepared, actor, message);
+        } finally {
+          this.inFlight.delete(name);
+        }
+      });
+      this.creating.set(name, created);
+      try {
+        return await created;
+      } finally {
+        if (this.creating.get(name) === created) this.creating.delete(name);
+      }
     });
   }
 
@@ -207,27 +237,39 @@ export abstract class StoreCore implements Store {
     actor: Actor,
     message: string,
   ): Promise<Session | undefined> {
-    return timed('updateSession', () => this.persistSessionChange(uuid, mutate, actor, message));
+    return this.write('updateSession', actor, () =>
+      this.storage.persistSessionChange(this.prepareSessionChange(uuid, mutate), actor, message),
+    );
   }
 
   putPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
-    return timed('putPolicy', () => this.persistPolicy(name, spec, actor));
+    return this.write('putPolicy', actor, () =>
+      this.storage.persistPolicy(this.preparePolicy(name, spec), actor),
+    );
   }
 
   deletePolicy(name: string, actor: Actor): Promise<void> {
-    return timed('deletePolicy', () => this.persistPolicyRemoval(name, actor));
+    return this.write('deletePolicy', actor, () =>
+      this.storage.persistPolicyRemoval(this.preparePolicyRemoval(name), actor),
+    );
   }
 
   revokeTokens(revocation: Revocation, actor: Actor): Promise<RevocationList> {
-    return timed('revokeTokens', () => this.persistRevocation(revocation, actor));
+    return this.write('revokeTokens', actor, () =>
+      this.storage.persistRevocations(this.prepareRevocation(revocation), actor),
+    );
   }
 
   appendEvents(events: readonly NotificationEvent[]): Promise<void> {
-    return timed('appendEvents', () => this.persistOutbox(() => this.eventOutbox.prepare(events)));
+    return this.write('appendEvents', CONTROLLER, () =>
+      this.storage.persistOutbox(judged(this.eventOutbox.prepare(events))),
+    );
   }
 
   confirmDelivered(ids: readonly string[]): Promise<void> {
-    return timed('confirmDelivered', () => this.persistOutbox(() => this.eventOutbox.prepareRemoval(ids)));
+    return this.write('confirmDelivered', CONTROLLER, () =>
+      this.storage.persistOutbox(judged(this.eventOutbox.prepareRemoval(ids))),
+    );
   }
 
   // ---------------------------------------------------------------- reads
@@ -335,53 +377,51 @@ export abstract class StoreCore implements Store {
   // ---------------------------------------------------------------- write preparation (every rule)
 
   /** A new router: its name, its spec, and nothing another router has (uuid, nodeId, loopbacks). */
-  protected prepareNewRouter(name: string, spec: RouterSpec): RouterSpec {
+  private prepareNewRouter(name: string, spec: RouterSpec): Judged<NewRouter> {
     assertRouterName(name);
     const value = validateOrThrow<RouterSpec>(RouterSpecSchema, spec, 'router spec');
     if (this.index.getRouter(name)) throw routerExists(name);
     assertNoRouterConflicts(name, value, this.index.routerValues());
-    return value;
+    return judged({ name, spec: value });
   }
 
   /** A router's next spec from `mutate`, checked as a new one would be. */
-  protected prepareRouterUpdate(
-    name: string,
-    mutate: (spec: RouterSpec) => RouterSpec,
-  ): { current: Router; spec: RouterSpec } {
+  private prepareRouterUpdate(name: string, mutate: (spec: RouterSpec) => RouterSpec): Judged<RouterUpdate> {
     const current = this.index.getRouter(name);
     if (!current) throw routerNotFound(name);
     const spec = validateOrThrow<RouterSpec>(RouterSpecSchema, mutate(current.spec), 'router spec');
     assertNoRouterConflicts(name, spec, this.index.routerValues());
-    return { current, spec };
+    return judged({ current, spec });
   }
 
   /** The router to remove: it exists and no session uses it. */
-  protected prepareRouterRemoval(name: string): Router {
+  private prepareRouterRemoval(name: string): Judged<Router> {
     const current = this.index.getRouter(name);
     if (!current) throw routerNotFound(name);
     assertRouterUnused(name, this.index.listSessions({ router: name }));
-    return current;
+    return judged(current);
   }
 
-  protected prepareTokenHash(router: string, sha256: string): Router {
+  /** The router exists and the hash is one; the rest of its spec was judged when it was stored. */
+  private prepareTokenHash(router: string, sha256: string): Judged<TokenHash> {
     const current = this.index.getRouter(router);
     if (!current) throw routerNotFound(router);
     if (!/^[0-9a-f]{64}$/.test(sha256))
       throw fault('router.agentTokenHash', {}, [fieldError('/agentTokenSha256', 'field.hex64')]);
-    return current;
+    return judged({ router: current, sha256, spec: { ...current.spec, agentTokenSha256: sha256 } });
   }
 
   /**
    * A new session: the spec checked (a placeholder listen port until allocatePort), its uuid and
    * createdAt, its first status checked, then every admission rule (common/rules, assertAdmission)
-   * against the index and the creates the back end has in flight (`inFlight`), so creates sent at once
-   * are each judged with the ones before them.
+   * against the index and the creates in flight (`inFlight`), so creates sent at once are each judged
+   * with the ones before them.
    */
-  protected prepareNewSession(
+  private prepareNewSession(
     input: NewSession,
     status: SessionStatusRecord,
     inFlight: readonly InFlightSession[] = [],
-  ): PreparedSession {
+  ): Judged<PreparedSession> {
     const name = sessionName(input.asn, input.router);
     const spec = validateOrThrow<SessionSpec>(
       SessionSpecSchema,
@@ -391,11 +431,33 @@ export abstract class StoreCore implements Store {
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
     const router = assertAdmission(this.admissionView(spec, inFlight), spec);
     const session = { name, spec, status: withSessionConditions(first, undefined) };
-    return { ...session, router, outbox: this.eventOutbox.prepare(changeEvents(undefined, session)) };
+    return judged({
+      ...session,
+      router,
+      outbox: this.eventOutbox.prepare(changeEvents(undefined, session)),
+      allocatePort: (taken: Iterable<number> = []) => this.allocatePort(spec, router, taken),
+      limits: {
+        perRouter: router.maxSessions !== undefined,
+        perAsn: mergedPolicy(this.index, spec.router).maxPendingPerAsn !== undefined,
+      },
+      readmit: ({ onRouter, ofAsn }: { onRouter?: AdmissionSession[]; ofAsn?: AdmissionSession[] }) => {
+        const view = this.admissionView(spec, [...this.inFlight.values()], name);
+        assertAdmission(
+          {
+            ...view,
+            sessionsOn: (r) => onRouter ?? view.sessionsOn(r),
+            sessionsOf: (asn) => ofAsn ?? view.sessionsOf(asn),
+            // the addresses passed before the create; only the counts are asked again
+            network: { routers: [], sessions: [] },
+          },
+          spec,
+        );
+      },
+    });
   }
 
   /** What assertAdmission reads: the index, and the creates in flight not in it yet. */
-  protected admissionView(
+  private admissionView(
     spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4' | 'publicKey'>,
     inFlight: readonly InFlightSession[] = [],
     self?: string,
@@ -421,18 +483,12 @@ export abstract class StoreCore implements Store {
   }
 
   /** A free listen port on the router for the ASN (docs/api.md, ports), besides `taken`; ROUTER_FULL if none. */
-  protected allocatePort(session: PreparedSession, taken: Iterable<number> = []): number {
-    const used = this.index.usedPorts(session.spec.router);
+  private allocatePort(spec: SessionSpec, router: RouterSpec, taken: Iterable<number>): number {
+    const used = this.index.usedPorts(spec.router);
     for (const port of taken) used.add(port);
-    const port = allocateListenPort(session.spec.asn, session.router, used);
-    if (port === undefined)
-      throw fault('session.noListenPort', { router: session.spec.router, asn: session.spec.asn });
+    const port = allocateListenPort(spec.asn, router, used);
+    if (port === undefined) throw fault('session.noListenPort', { router: spec.router, asn: spec.asn });
     return port;
-  }
-
-  /** The creates a back end has let through and not yet indexed (none where writes are serialised). */
-  protected sessionsInFlight(): readonly InFlightSession[] {
-    return [];
   }
 
   /**
@@ -440,12 +496,19 @@ export abstract class StoreCore implements Store {
    * change, a changed port free on the router, changed addresses or key by the address rules, the
    * status's schema).
    */
-  protected prepareSessionChange(uuid: string, mutate: (current: Session) => SessionChange): PreparedChange {
+  private prepareSessionChange(
+    uuid: string,
+    mutate: (current: Session) => SessionChange,
+  ): Judged<PreparedChange> {
     const current = this.index.getSession(uuid);
     if (!current) throw sessionNotFound(uuid);
     const change = mutate(current);
     if (change.delete)
-      return { current, delete: true, outbox: this.eventOutbox.prepare(changeEvents(current, undefined)) };
+      return judged({
+        current,
+        delete: true,
+        outbox: this.eventOutbox.prepare(changeEvents(current, undefined)),
+      });
     const spec = change.spec ? checkedSessionSpec(current, change.spec) : current.spec;
     if (spec.listenPort !== current.spec.listenPort) {
       const owner = this.index.portOwner(spec.router, spec.listenPort);
@@ -459,7 +522,7 @@ export abstract class StoreCore implements Store {
         spec,
         router.spec,
         mergedPolicy(this.index, spec.router),
-        () => this.admissionView(spec, this.sessionsInFlight(), current.name).network,
+        () => this.admissionView(spec, [...this.inFlight.values()], current.name).network,
       );
     const status = change.status
       ? withSessionConditions(
@@ -468,7 +531,7 @@ export abstract class StoreCore implements Store {
         )
       : current.status;
     const after = { name: current.name, spec, status };
-    return {
+    return judged({
       current,
       delete: false,
       outbox: this.eventOutbox.prepare(changeEvents(current, after)),
@@ -476,27 +539,30 @@ export abstract class StoreCore implements Store {
       status,
       specChanged: change.spec !== undefined,
       statusChanged: change.status !== undefined,
-    };
+    });
   }
 
-  /** The revocation list with `revocation` added to `current` (the stored one), expired entries dropped. */
-  protected prepareRevocation(
-    revocation: Revocation,
-    current: RevocationList = this.revocations.list(),
-  ): RevocationList {
-    return withRevocation(current, revocation, Math.floor(Date.now() / 1000));
+  /** The revocation list in force with `revocation` added, expired entries dropped. */
+  private prepareRevocation(revocation: Revocation): Judged<RevocationsPut> {
+    return judged({
+      list: withRevocation(this.revocations.list(), revocation, Math.floor(Date.now() / 1000)),
+      message:
+        'asn' in revocation
+          ? `revoke every token of AS${revocation.asn} issued until now`
+          : `revoke token ${revocation.token}`,
+    });
   }
 
   /** A policy's name (`default` or a router name) and spec. */
-  protected preparePolicy(name: string, spec: PolicySpec): PolicySpec {
+  private preparePolicy(name: string, spec: PolicySpec): Judged<PolicyPut> {
     if (name !== 'default') assertRouterName(name, 'policy name');
-    return validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec');
+    return judged({ name, spec: validateOrThrow<PolicySpec>(PolicySpecSchema, spec, 'policy spec') });
   }
 
-  protected preparePolicyRemoval(name: string): Policy {
+  private preparePolicyRemoval(name: string): Judged<Policy> {
     const current = this.index.getPolicy(name);
     if (!current) throw policyNotFound(name);
-    return current;
+    return judged(current);
   }
 }
 
@@ -511,11 +577,4 @@ async function timed<T>(operation: string, write: () => Promise<T>): Promise<T> 
     end({ outcome: 'error' });
     throw err;
   }
-}
-
-/** CONFLICT: a listen port another session on the router holds. */
-export function portTaken(port: number, owner: string): DomainError {
-  return fault('session.portTaken', { port, owner }, [
-    fieldError('/listenPort', 'field.portUsed', { owner }),
-  ]);
 }

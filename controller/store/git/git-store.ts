@@ -4,9 +4,11 @@
  * lives on its own ref so controller writes never conflict with people's edits. Every write is one commit
  * whose author and message say who asked for what.
  *
- * The index, the reads and every rule are the shared core's (../core); this back end persists what the
- * core prepared (commits.ts), follows the repository into the index (follow.ts) and a forge (remote.ts),
- * keeps observations (observation-flush.ts) and packs the repository (../gitdb/housekeeping.ts).
+ * The index, the reads and every rule are the core's, which holds this back end (../core/backend.ts):
+ * it runs each write's attempt in its commit queue (caught up first, run again when a push moved the
+ * branch), persists what the rules judged (commits.ts), follows the repository into the index
+ * (follow.ts) and a forge (remote.ts), keeps observations (observation-flush.ts) and packs the
+ * repository (../gitdb/housekeeping.ts).
  *
  * Over 600 lines: one back end's persistence of every kind of write, its lifecycle (instance lock, a
  * read-only start, taking over) and its cycles (poll, forge, housekeeping); what stands alone has a
@@ -19,15 +21,28 @@ import { dump } from 'js-yaml';
 import pino from 'pino';
 import { diskErrorCode } from '../../../common/atomic-write.ts';
 import { parseYaml, policyPath, routerPath, sessionPath } from '../../../common/manifests.ts';
-import type { ForgeConflict, PolicySpec, RouterSpec, SessionStatusRecord } from '../../../common/schema.ts';
+import type { ForgeConflict, RouterSpec } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
 import { topics, type Topic } from '../change-feed.ts';
 import { forgeConflictEvent } from '../core/events.ts';
-import { StoreCore } from '../core/store-core.ts';
-import { readRevocationList, type Revocation, type RevocationList } from '../core/revocations.ts';
-import type { OutboxChange } from '../core/outbox.ts';
-import type { Actor, NewSession, Policy, Router, Session, SessionChange, WriteState } from '../store.ts';
+import type {
+  Attempt,
+  CoreState,
+  Judged,
+  NewRouter,
+  PolicyPut,
+  PreparedChange,
+  PreparedSession,
+  RevocationsPut,
+  RouterUpdate,
+  StoreBackend,
+  TokenHash,
+} from '../core/backend.ts';
+import { readRevocationList, type RevocationList, type Revocations } from '../core/revocations.ts';
+import type { Outbox, OutboxChange } from '../core/outbox.ts';
+import type { StoreIndex } from '../core/store-index.ts';
+import type { Actor, Policy, Router, Session, WriteState } from '../store.ts';
 import { Branch } from './branch.ts';
 import { Commits, type WriteRound } from './commits.ts';
 import { manifestWrite, sessionStatusWrite, YAML } from './file-writes.ts';
@@ -86,8 +101,12 @@ const syncErrors = counter({
   help: 'Failed attempts to follow the repository or remote',
 });
 
-export class GitStore extends StoreCore {
-  readonly backend = 'git' as const;
+/** The git back end the store core holds (../core/backend.ts). */
+export class GitBackend implements StoreBackend {
+  readonly kind = 'git' as const;
+  private readonly index: StoreIndex;
+  private readonly revocations: Revocations;
+  private readonly eventOutbox: Outbox;
   private readonly options: Required<
     Pick<
       GitStoreOptions,
@@ -131,8 +150,10 @@ export class GitStore extends StoreCore {
   private started = false;
   private closed = false;
 
-  constructor(options: GitStoreOptions) {
-    super();
+  constructor(options: GitStoreOptions, state: CoreState) {
+    this.index = state.index;
+    this.revocations = state.revocations;
+    this.eventOutbox = state.outbox;
     this.options = {
       branch: 'main',
       pollIntervalMs: 2000,
@@ -307,13 +328,14 @@ export class GitStore extends StoreCore {
    * user's or an admin's once the forge holds it; agents' reports and the controller's own are pushed by
    * the next cycle without waiting (docs/decisions.md).
    */
-  private async write<T>(actor: Actor, fn: () => Promise<T>): Promise<T> {
+  async write<T>(actor: Actor, attempt: Attempt<T>): Promise<T> {
     const sync = this.syncPush;
-    if (!sync || (actor.role !== 'user' && actor.role !== 'admin')) return this.commits.write(fn, this.round);
+    if (!sync || (actor.role !== 'user' && actor.role !== 'admin'))
+      return this.commits.write(attempt, this.round);
     let held: Promise<void> = Promise.resolve();
     const result = await this.commits.write(async () => {
       const before = sync.heads();
-      const value = await fn();
+      const value = await attempt();
       held = sync.enlist(before);
       // answered below; a write that fails after enlisting is not awaited, nor an unhandled rejection
       held.catch(() => {});
@@ -377,179 +399,138 @@ export class GitStore extends StoreCore {
     }
   }
 
-  // ---------------------------------------------------------------- router writes
+  // ---------------------------------------------------------------- router writes (each inside write's attempt)
 
-  protected persistNewRouter(name: string, spec: RouterSpec, actor: Actor): Promise<Router> {
-    return this.write(actor, async () => {
-      const value = this.prepareNewRouter(name, spec);
-      await this.commits.commitSpec(
-        [manifestWrite('Router', routerPath(name), name, value)],
-        actor,
-        `add router ${name}`,
-      );
-      return this.index.putRouter(name, value);
-    });
+  async persistNewRouter({ name, spec }: Judged<NewRouter>, actor: Actor): Promise<Router> {
+    return this.commitRouter(name, spec, actor, `add router ${name}`);
   }
 
-  protected persistRouterUpdate(
-    name: string,
-    mutate: (spec: RouterSpec) => RouterSpec,
+  persistRouterUpdate(
+    { current, spec }: Judged<RouterUpdate>,
     actor: Actor,
     message: string,
   ): Promise<Router> {
-    return this.write(actor, async () => {
-      const { spec } = this.prepareRouterUpdate(name, mutate);
-      await this.commits.commitSpec([manifestWrite('Router', routerPath(name), name, spec)], actor, message);
-      return this.index.putRouter(name, spec);
-    });
+    return this.commitRouter(current.name, spec, actor, message);
   }
 
-  protected persistRouterRemoval(name: string, actor: Actor): Promise<void> {
-    return this.write(actor, async () => {
-      this.prepareRouterRemoval(name);
-      await this.commits.commitSpec(
-        [{ path: routerPath(name), text: undefined }],
-        actor,
-        `remove router ${name}`,
-      );
-      this.index.removeRouter(name);
-      this.observations.routerStatusChanged(name);
-    });
+  async persistTokenHash({ router, spec }: Judged<TokenHash>, actor: Actor): Promise<void> {
+    await this.commitRouter(router.name, spec, actor, `set the agent token of router ${router.name}`);
   }
 
-  protected async persistTokenHash(router: string, sha256: string, actor: Actor): Promise<void> {
-    this.prepareTokenHash(router, sha256);
-    await this.persistRouterUpdate(
-      router,
-      (spec) => ({ ...spec, agentTokenSha256: sha256 }),
+  private async commitRouter(name: string, spec: RouterSpec, actor: Actor, message: string): Promise<Router> {
+    await this.commits.commitSpec([manifestWrite('Router', routerPath(name), name, spec)], actor, message);
+    return this.index.putRouter(name, spec);
+  }
+
+  async persistRouterRemoval({ name }: Judged<Router>, actor: Actor): Promise<void> {
+    await this.commits.commitSpec(
+      [{ path: routerPath(name), text: undefined }],
       actor,
-      `set the agent token of router ${router}`,
+      `remove router ${name}`,
     );
+    this.index.removeRouter(name);
+    this.observations.routerStatusChanged(name);
   }
 
   // ---------------------------------------------------------------- session writes
 
-  protected persistNewSession(
-    input: NewSession,
-    status: SessionStatusRecord,
+  async persistNewSession(
+    prepared: Judged<PreparedSession>,
     actor: Actor,
     message: string,
   ): Promise<Session> {
-    return this.write(actor, async () => {
-      // every rule, inside the write queue: creates sent at once are each judged after the ones before
-      const prepared = this.prepareNewSession(input, status);
-      const spec = { ...prepared.spec, listenPort: this.allocatePort(prepared) };
-      const { name } = prepared;
-      // spec, first status and their events in one step: a crash leaves all or none (recovery.ts)
-      const statusWrites = [
-        sessionStatusWrite({ name, spec, status: prepared.status }),
-        ...outboxWrites(prepared.outbox),
-      ];
-      await this.commits.commitSession(
-        [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
-        statusWrites,
-        actor,
-        message,
-      );
-      this.follower.statusCommitted(statusWrites);
-      this.follower.outboxCommitted(prepared.outbox);
-      return this.follower.putSession(name, spec, prepared.status, true);
-    });
+    // judged inside the write queue: creates sent at once are each judged after the ones before
+    const spec = { ...prepared.spec, listenPort: prepared.allocatePort() };
+    const { name } = prepared;
+    // spec, first status and their events in one step: a crash leaves all or none (recovery.ts)
+    const statusWrites = [
+      sessionStatusWrite({ name, spec, status: prepared.status }),
+      ...outboxWrites(prepared.outbox),
+    ];
+    await this.commits.commitSession(
+      [manifestWrite('PeeringSession', sessionPath(spec.router, spec.asn), name, spec)],
+      statusWrites,
+      actor,
+      message,
+    );
+    this.follower.statusCommitted(statusWrites);
+    this.follower.outboxCommitted(prepared.outbox);
+    return this.follower.putSession(name, spec, prepared.status, true);
   }
 
-  protected persistSessionChange(
-    uuid: string,
-    mutate: (current: Session) => SessionChange,
+  async persistSessionChange(
+    change: Judged<PreparedChange>,
     actor: Actor,
     message: string,
   ): Promise<Session | undefined> {
-    return this.write(actor, async () => {
-      const change = this.prepareSessionChange(uuid, mutate);
-      const { current } = change;
-      const path = sessionPath(current.spec.router, current.spec.asn);
-      // a write's events go in its status commit: a write of the spec alone makes none (core/events.ts)
-      const events = outboxWrites(change.outbox);
-      if (change.delete) {
-        const statusWrites = [{ path, text: undefined }, ...events];
-        await this.commits.commitSession([{ path, text: undefined }], statusWrites, actor, message);
-        this.follower.statusCommitted(statusWrites);
-        this.follower.outboxCommitted(change.outbox);
-        this.follower.removeSession(current.name, true);
-        return undefined;
-      }
-      const next: Session = { name: current.name, spec: change.spec, status: change.status };
-      // nothing is applied, and nothing answered, before spec, status and events are committed together
-      const statusWrites = change.statusChanged ? [sessionStatusWrite(next), ...events] : events;
-      await this.commits.commitSession(
-        change.specChanged ? [manifestWrite('PeeringSession', path, current.name, change.spec)] : [],
-        statusWrites,
-        actor,
-        message,
-      );
+    const { current } = change;
+    const path = sessionPath(current.spec.router, current.spec.asn);
+    // a write's events go in its status commit: a write of the spec alone makes none (core/events.ts)
+    const events = outboxWrites(change.outbox);
+    if (change.delete) {
+      const statusWrites = [{ path, text: undefined }, ...events];
+      await this.commits.commitSession([{ path, text: undefined }], statusWrites, actor, message);
       this.follower.statusCommitted(statusWrites);
       this.follower.outboxCommitted(change.outbox);
-      return this.follower.putSession(
-        current.name,
-        change.spec,
-        change.status,
-        change.statusChanged || this.follower.statusSaved(current.name),
-      );
-    });
+      this.follower.removeSession(current.name, true);
+      return undefined;
+    }
+    const next: Session = { name: current.name, spec: change.spec, status: change.status };
+    // nothing is applied, and nothing answered, before spec, status and events are committed together
+    const statusWrites = change.statusChanged ? [sessionStatusWrite(next), ...events] : events;
+    await this.commits.commitSession(
+      change.specChanged ? [manifestWrite('PeeringSession', path, current.name, change.spec)] : [],
+      statusWrites,
+      actor,
+      message,
+    );
+    this.follower.statusCommitted(statusWrites);
+    this.follower.outboxCommitted(change.outbox);
+    return this.follower.putSession(
+      current.name,
+      change.spec,
+      change.status,
+      change.statusChanged || this.follower.statusSaved(current.name),
+    );
   }
 
   // ---------------------------------------------------------------- policy writes
 
-  protected persistPolicy(name: string, spec: PolicySpec, actor: Actor): Promise<Policy> {
-    return this.write(actor, async () => {
-      const value = this.preparePolicy(name, spec);
-      await this.commits.commitSpec(
-        [manifestWrite('RoutingPolicy', policyPath(name), name, value)],
-        actor,
-        `set policy ${name}`,
-      );
-      return this.index.putPolicy(name, value);
-    });
+  async persistPolicy({ name, spec }: Judged<PolicyPut>, actor: Actor): Promise<Policy> {
+    await this.commits.commitSpec(
+      [manifestWrite('RoutingPolicy', policyPath(name), name, spec)],
+      actor,
+      `set policy ${name}`,
+    );
+    return this.index.putPolicy(name, spec);
   }
 
-  protected persistPolicyRemoval(name: string, actor: Actor): Promise<void> {
-    return this.write(actor, async () => {
-      this.preparePolicyRemoval(name);
-      await this.commits.commitSpec(
-        [{ path: policyPath(name), text: undefined }],
-        actor,
-        `remove policy ${name}`,
-      );
-      this.index.removePolicy(name);
-    });
+  async persistPolicyRemoval({ name }: Judged<Policy>, actor: Actor): Promise<void> {
+    await this.commits.commitSpec(
+      [{ path: policyPath(name), text: undefined }],
+      actor,
+      `remove policy ${name}`,
+    );
+    this.index.removePolicy(name);
   }
 
   // ---------------------------------------------------------------- token revocations
 
-  protected persistRevocation(revocation: Revocation, actor: Actor): Promise<RevocationList> {
-    return this.write(actor, async () => {
-      const list = this.prepareRevocation(revocation);
-      const text = dump(list, YAML);
-      const blob = encodeObject('blob', Buffer.from(text, 'utf8'));
-      const what =
-        'asn' in revocation
-          ? `revoke every token of AS${revocation.asn} issued until now`
-          : `revoke token ${revocation.token}`;
-      await this.commits.commitStatus([{ path: REVOCATIONS_PATH, text, blob }], actor, what);
-      this.revocations.replace(list);
-      this.revocationsOid = blob.oid;
-      return list;
-    });
+  async persistRevocations({ list, message }: Judged<RevocationsPut>, actor: Actor): Promise<RevocationList> {
+    const text = dump(list, YAML);
+    const blob = encodeObject('blob', Buffer.from(text, 'utf8'));
+    await this.commits.commitStatus([{ path: REVOCATIONS_PATH, text, blob }], actor, message);
+    this.revocations.replace(list);
+    this.revocationsOid = blob.oid;
+    return list;
   }
 
   // ---------------------------------------------------------------- outbox
 
-  protected persistOutbox(prepare: () => OutboxChange): Promise<void> {
-    return this.commits.write(async () => {
-      const change = prepare();
-      if (change.add.length === 0 && change.remove.length === 0) return;
-      await this.commits.commitStatus(outboxWrites(change), CONTROLLER, outboxMessage(change));
-      this.follower.outboxCommitted(change);
-    }, this.round);
+  async persistOutbox(change: Judged<OutboxChange>): Promise<void> {
+    if (change.add.length === 0 && change.remove.length === 0) return;
+    await this.commits.commitStatus(outboxWrites(change), CONTROLLER, outboxMessage(change));
+    this.follower.outboxCommitted(change);
   }
 
   /** The revocations the status ref holds, when they are not the ones in memory (start, a sync). */

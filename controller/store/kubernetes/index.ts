@@ -1,5 +1,6 @@
 /**
- * The Kubernetes back end (PEEROPS_STORE=kubernetes): createKubernetesStore for the store, LeaderElector
+ * The Kubernetes back end (PEEROPS_STORE=kubernetes): createKubernetesStore for the store (the core
+ * holding the back end), LeaderElector
  * so that only one replica runs the reconciler. Without a kubeConfig the in-cluster service account (or
  * $KUBECONFIG) is used; without a namespace, PEEROPS_NAMESPACE, then the pod's own namespace.
  */
@@ -7,11 +8,11 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import type pino from 'pino';
-import type { Store } from '../store.ts';
-import { KubernetesStore, type KubernetesStoreOptions } from './kubernetes-store.ts';
+import { StoreCore } from '../core/store-core.ts';
+import { KubernetesBackend, type KubernetesStoreOptions } from './kubernetes-store.ts';
 import { LeaderElector } from './leader.ts';
 
-export { KubernetesStore, type KubernetesStoreOptions } from './kubernetes-store.ts';
+export { KubernetesBackend, type KubernetesStoreOptions } from './kubernetes-store.ts';
 export { LeaderElector, type LeaderElectorOptions } from './leader.ts';
 
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -33,15 +34,19 @@ export function defaultKubeConfig(): KubeConfig {
   return kc;
 }
 
+/** The store over custom resources; its back end's own extras (flushObservations with options) are `storage`'s. */
+export type KubernetesStore = StoreCore<KubernetesBackend>;
+
 export function createKubernetesStore(
   options: Partial<Pick<KubernetesStoreOptions, 'kubeConfig' | 'namespace'>> &
     Omit<KubernetesStoreOptions, 'kubeConfig' | 'namespace'> & { logger?: pino.Logger } = {},
-): Store {
-  return new KubernetesStore({
+): KubernetesStore {
+  const resolved = {
     ...options,
     kubeConfig: options.kubeConfig ?? defaultKubeConfig(),
     namespace: options.namespace ?? defaultNamespace(),
-  });
+  };
+  return new StoreCore((state) => new KubernetesBackend(resolved, state));
 }
 
 /** What electReconciler runs while leading: the controller's SessionReconciler (start again after stop is fine). */

@@ -7,7 +7,7 @@
  */
 import type pino from 'pino';
 import type { SessionSpec } from '../../../common/schema.ts';
-import { portTaken } from '../core/store-core.ts';
+import { portTaken } from '../core/refusals.ts';
 import { isAlreadyExists, isConflict, storeError, type KubeApi } from './api.ts';
 import { fault } from '../../../common/messages.ts';
 
