@@ -6,6 +6,7 @@ import { access, readdir, readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import type { Agent } from '../../agent/agent.ts';
+import { BirdControl } from '../../agent/bird/control.ts';
 import { latencyCommunity } from '../../agent/bird/names.ts';
 import { NodeReconciler } from '../../agent/reconcile/node-reconciler.ts';
 import { VERSION } from '../../common/version.ts';
@@ -109,6 +110,11 @@ describe('agent session machinery', () => {
     expect(mine?.txBytes).toBeGreaterThan(0);
     const [proto] = await agent.bird.protocols(`dn42_${port}`);
     expect(mine?.routesImported).toBe(proto?.routesImported);
+    // what the router exports, the peer's BIRD imports (its `node` protocol imports all)
+    const peerBird = new BirdControl(peer.bird.socket);
+    const [fromNode] = await peerBird.protocols('node');
+    peerBird.close();
+    expect(mine?.routesExported).toBe(fromNode?.routesImported);
     expect(L.h.store.getSession(uuid)?.status.metrics).toMatchObject({ rtt: mine?.rtt });
     // the same figures on the router's own /metrics, with BIRD's and the controller's state
     const text = await agent.metrics.registry.metrics();
