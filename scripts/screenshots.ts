@@ -10,13 +10,14 @@
  *
  *   node scripts/screenshots.ts [--out docs/portal]
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium, type Page } from 'playwright-core';
 import { DirectoryRegistry } from '../controller/auth/login/registry.ts';
 import { ADMIN_ASN, expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../test/api/helpers.ts';
 import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../test/login/support.ts';
+import { encodeSamples, type Sample } from '../controller/history/samples.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const NETWORK_ASN = 4242420000;
@@ -114,6 +115,23 @@ async function fill(h: Harness): Promise<void> {
       },
     ],
   });
+  // the last day of the up session's history, as a minute's reports would have left it (docs/store.md,
+  // Session history): an evening's traffic peak, a few minutes without an answer to ping
+  const now = Math.floor(Date.now() / 60_000);
+  const day: Sample[] = Array.from({ length: 24 * 60 }, (_, i) => {
+    const minute = now - 24 * 60 + i;
+    const evening = Math.max(0, Math.sin(((minute % 1440) / 1440) * 2 * Math.PI - 1));
+    return {
+      minute,
+      rtt: i > 700 && i < 712 ? null : 12 + 3 * evening + Math.sin(i / 9) / 4,
+      rxBytes: Math.round(30_000 + 400_000 * evening),
+      txBytes: Math.round(900_000 + 9_000_000 * evening),
+      routesImported: 3,
+      routesExported: i < 900 ? 1478 : 1481,
+    };
+  });
+  await mkdir(path.join(h.dir, 'history'), { recursive: true });
+  await writeFile(path.join(h.dir, 'history', `${up.uuid}.hist`), encodeSamples(day));
   await agent('ams1', 'modify', {
     uuid: down.uuid,
     status: 2,
@@ -184,6 +202,14 @@ try {
     await page.getByRole('button', { name: 'Show' }).click();
     await page.getByTestId('config-content').waitFor();
     await shot(page, 'sessions');
+    const upCard = page.locator('article.session', { hasText: 'Frankfurt 1' });
+    await upCard.getByRole('button', { name: 'History' }).click();
+    await upCard.getByRole('img', { name: /^Round-trip time/ }).waitFor();
+    await upCard.getByRole('region', { name: 'History' }).screenshot({
+      path: path.join(out, `history-${size}.png`),
+    });
+    written.push(path.relative(ROOT, path.join(out, `history-${size}.png`)));
+    await upCard.getByRole('button', { name: 'History' }).click();
     await page.getByLabel('Language').selectOption('zh-CN');
     await page.getByRole('heading', { name: '您的会话' }).waitFor();
     await shot(page, 'sessions-zh-CN');

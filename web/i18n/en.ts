@@ -240,6 +240,7 @@ export default {
   'history.time': 'Time',
   'history.asTable': 'The same as a table',
   'history.summary': '{series}: lowest {min}, highest {max}, last {last}.',
+  'history.top': 'top line: {value}',
   'history.noValues': '{series}: no values.',
   'create.near': 'Measure the distance from your endpoint',
   'create.nearHint':

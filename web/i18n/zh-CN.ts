@@ -225,6 +225,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'history.time': '时间',
   'history.asTable': '以表格显示',
   'history.summary': '{series}：最低 {min}，最高 {max}，最近 {last}。',
+  'history.top': '顶线：{value}',
   'history.noValues': '{series}：没有数值。',
   'create.near': '测量与您端点的距离',
   'create.nearHint': '每台路由器都会 ping 您在下方填写的端点主机；系统会为您选中最近的一台。',

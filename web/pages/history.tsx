@@ -12,10 +12,10 @@ import { t } from '../i18n/index.ts';
 
 const RANGES: HistoryRangeName[] = ['24h', '7d', '30d'];
 const WIDTH = 600;
-const HEIGHT = 110;
-/** Room at the left for the axis' top and bottom values, and below for the times. */
-const LEFT = 70;
-const BOTTOM = 18;
+const HEIGHT = 90;
+/** The graph's margins: the scale is written beside it in HTML. */
+const LEFT = 0;
+const BOTTOM = 4;
 
 interface Series {
   label: string;
@@ -91,22 +91,17 @@ function Graph(props: {
       >
         <desc id={`${props.id}-desc`}>{summary}</desc>
         <line class="axis" x1={LEFT} y1={HEIGHT - BOTTOM} x2={WIDTH} y2={HEIGHT - BOTTOM} />
-        <text class="tick" x={LEFT - 6} y={12} text-anchor="end">
-          {props.format(max)}
-        </text>
-        <text class="tick" x={LEFT - 6} y={HEIGHT - BOTTOM} text-anchor="end">
-          {props.format(0)}
-        </text>
-        <text class="tick" x={LEFT} y={HEIGHT - 4}>
-          {dateTime(points[0]?.at)}
-        </text>
-        <text class="tick" x={WIDTH} y={HEIGHT - 4} text-anchor="end">
-          {dateTime(points.at(-1)?.at)}
-        </text>
+        <line class="axis" x1={LEFT} y1={4} x2={WIDTH} y2={4} />
         {series.map((s) => (
           <path key={s.className} class={`line ${s.className}`} d={path(s)} />
         ))}
       </svg>
+      {/* the scale as text beside the image, readable at any width (the SVG scales with the page) */}
+      <div class="ticks" aria-hidden="true">
+        <span>{dateTime(points[0]?.at)}</span>
+        <span>{t('history.top', { value: props.format(max) })}</span>
+        <span>{dateTime(points.at(-1)?.at)}</span>
+      </div>
     </figure>
   );
 }
