@@ -2,7 +2,8 @@
  * Route objects as DN42 reads them (docs/login.md, Route objects) and the approval re-check, through the
  * API with a DN42 registry checkout in the real registry's format (test/fixtures/dn42-registry): the most
  * specific route object decides whose an address is, anycast addresses are no one's tunnel address, approve and enable re-check the route
- * objects and say what changed, and bird-config carries the registry's filter to the agents.
+ * objects and say what changed, a modify's new address meets them as a create's does, and bird-config
+ * carries the registry's filter to the agents.
  */
 import { execFile } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
@@ -104,6 +105,27 @@ describe('create: the most specific route object the filter permits decides', ()
       message:
         "no route object in the registry gives 172.22.166.1 to AS4242420104 (route 172.22.166.0/24 (AS4242420104, denied by line 0001 of the registry's filter.txt, does not count))",
     });
+  });
+});
+
+describe('modify checks new addresses against the route objects as create does', () => {
+  it("refuses A's session B's address, naming ipv6, and takes one of A's own", async () => {
+    if (h.store.listSessions({ asn: A }).length === 0) await expectOk(create(A, { ipv6: 'fd00:abcd:e::1' }));
+    const session = h.store.listSessions({ asn: A })[0];
+    if (!session) throw new Error("A's session was not stored");
+    const modify = (ipv6: string) =>
+      h.post('/session', as(A), { action: 'modify', uuid: session.spec.uuid, ipv6 });
+    const refused = await modify('fd00:abcd:e:100::2');
+    expect(problem(refused)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
+    expect((refused.json() as FieldErrors).errors).toMatchObject([
+      {
+        pointer: '/ipv6',
+        message: expect.stringMatching(/^fd00:abcd:e:100::2 is AS4242420102's: route6 fd00:abcd:e:100::\/56/),
+      },
+    ]);
+    expect(h.store.getSession(session.spec.uuid)?.spec.ipv6).toBe(session.spec.ipv6);
+    const taken = await expectOk(modify('fd00:abcd:e::2'));
+    expect(taken.json()).toMatchObject({ ipv6: 'fd00:abcd:e::2' });
   });
 });
 
