@@ -5,10 +5,12 @@
  */
 import type {
   AdminRouterRecord,
+  AdminSessionListResponse,
   AdminSessionRecord,
   AdminSessionReviewResponse,
   AsNamesResponse,
   CreateResponse,
+  ListSortKey,
   NearRoutersResponse,
   PolicyRecord,
   PublicRouter,
@@ -66,6 +68,8 @@ export type {
   AdminSessionRecord,
   AdminSessionReviewResponse,
   CreateResponse,
+  ListSortKey,
+  PolicyRecord,
   PublicRouter,
   SessionConfigResponse,
   SessionRecord,
@@ -75,6 +79,26 @@ export type Decision = NonNullable<SessionRecord['decision']>;
 export type ForgeConflictNote = NonNullable<SessionRecord['forgeConflict']>;
 
 export type AdminAction = 'approve' | 'reject' | 'disable' | 'enable' | 'purge';
+
+/** The admin list's parameters of one page (docs/api.md, Admin API, list). */
+export interface AdminListQuery {
+  search?: string;
+  status?: number;
+  router?: string;
+  sort: ListSortKey;
+  descending: boolean;
+  offset: number;
+  limit: number;
+}
+
+/** A router's fields an admin writes (docs/api.md, router add): its spec without uuid and token hash. */
+export type RouterFields = Omit<AdminRouterRecord['spec'], 'uuid' | 'agentTokenSha256'>;
+
+/** The revocation list of `POST /admin/token` list. */
+export interface Revocations {
+  tokens: { id: string; asn: number; expiresAt: string }[];
+  asns: { asn: number; issuedUntil: string }[];
+}
 
 /** A key the signature may come from (docs/login.md, Which keys count). */
 export interface ChallengeMethod {
@@ -222,6 +246,9 @@ export const api = {
     request<NearRoutersResponse>('GET', `/routers/near?endpoint=${encodeURIComponent(endpoint)}`),
   adminSessions: (filter: { status?: number } = {}) =>
     request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
+  /** One page of the admin list, searched, filtered and sorted by the controller (docs/api.md, list). */
+  adminSessionPage: (q: AdminListQuery) =>
+    request<Required<AdminSessionListResponse>>('POST', '/admin/session', { action: 'list', ...q }),
   adminSession: (action: AdminAction, uuid: string, reason: string) =>
     request<SessionRecord | { deleted: true }>('POST', '/admin/session', {
       action,
@@ -233,9 +260,25 @@ export const api = {
   asNames: (asns: number[]) =>
     request<AsNamesResponse>('POST', '/admin/session', { action: 'as-names', asns }),
   adminRouters: () => request<{ routers: AdminRouterRecord[] }>('POST', '/admin/router', { action: 'list' }),
-  updateRouter: (name: string, spec: { acceptingSessions?: boolean; maxSessions?: number }) =>
+  /** Adds a router; the answer holds its agent token, this once (docs/api.md, router add). */
+  addRouter: (name: string, spec: RouterFields) =>
+    request<{ router: AdminRouterRecord; agentToken: string }>('POST', '/admin/router', {
+      action: 'add',
+      name,
+      ...spec,
+    }),
+  updateRouter: (name: string, spec: Partial<RouterFields>) =>
     request<{ router: AdminRouterRecord }>('POST', '/admin/router', { action: 'update', name, spec }),
-  policy: () => request<PolicyRecord>('POST', '/admin/policy', { action: 'get' }),
+  removeRouter: (name: string) =>
+    request<{ name: string; removed: true }>('POST', '/admin/router', { action: 'remove', name }),
+  /** `name`: `default`, or a router's override (docs/routing-policy.md). */
+  policy: (name = 'default') => request<PolicyRecord>('POST', '/admin/policy', { action: 'get', name }),
+  setPolicy: (name: string, spec: unknown) =>
+    request<PolicyRecord>('POST', '/admin/policy', { action: 'set', name, spec }),
+  /** What is revoked: single tokens, and every token of an ASN up to a time (docs/login.md, Tokens). */
+  revocations: () => request<Revocations>('POST', '/admin/token', { action: 'list' }),
+  revokeToken: (id: string) => request<unknown>('POST', '/admin/token', { action: 'revoke', id }),
+  revokeAsn: (asn: number) => request<unknown>('POST', '/admin/token', { action: 'revoke-asn', asn }),
 };
 
 /** A dropped stream is opened again after this, as the controller's `retry:` field says. */

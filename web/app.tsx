@@ -3,12 +3,15 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, csrfToken, onSignInEnded, type Login, type PublicRouter } from './api.ts';
 import { focusHeading, Problem } from './components.tsx';
 import { initialLang, lang, LANGS, setLang, t, type Lang, type MessageKey } from './i18n/index.ts';
-import { PolicyPage, ReviewsPage, RoutersPage } from './pages/admin.tsx';
+import { ReviewsPage } from './pages/admin.tsx';
 import { AdminSessionsPage } from './pages/admin-sessions.tsx';
 import { CreatePage } from './pages/create.tsx';
 import { LoginPage } from './pages/login.tsx';
+import { PolicyPage } from './pages/policy.tsx';
 import { ReviewPage } from './pages/review.tsx';
+import { RoutersPage } from './pages/routers.tsx';
 import { SessionsPage } from './pages/sessions.tsx';
+import { TokensPage } from './pages/tokens.tsx';
 
 const LANG_NAMES: Record<Lang, string> = { en: 'English', 'zh-CN': '简体中文' };
 
@@ -32,6 +35,7 @@ const PAGES: { hash: string; title: MessageKey; admin?: boolean }[] = [
   { hash: '#/admin/reviews', title: 'nav.reviews', admin: true },
   { hash: '#/admin/routers', title: 'nav.routers', admin: true },
   { hash: '#/admin/policy', title: 'nav.policy', admin: true },
+  { hash: '#/admin/tokens', title: 'nav.tokens', admin: true },
 ];
 
 export function App() {
@@ -224,6 +228,8 @@ export function App() {
           <RoutersPage key={visit} />
         ) : page.hash === '#/admin/policy' ? (
           <PolicyPage key={visit} />
+        ) : page.hash === '#/admin/tokens' ? (
+          <TokensPage key={visit} />
         ) : (
           <SessionsPage key={visit} networkAsn={networkAsn} admin={isAdmin} />
         )}

@@ -1,6 +1,6 @@
 /** Small pieces the pages share: fields with their API message, problem boxes, copy and download. */
 import type { ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.ts';
 import { t } from './i18n/index.ts';
 
@@ -137,5 +137,44 @@ export function Dl(props: { items: [string, ComponentChildren][] }) {
         </div>
       ))}
     </dl>
+  );
+}
+
+/**
+ * A question before an action that cannot be undone, as a modal <dialog> (WAI-ARIA Authoring Practices,
+ * Dialog (Modal)): the browser keeps the focus inside and closes it on Escape; the focus starts on Cancel
+ * (the safe choice) and goes back to the button that opened it.
+ */
+export function Confirm(props: {
+  title: string;
+  children: ComponentChildren;
+  confirm: string;
+  onConfirm: () => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const opener = document.activeElement as HTMLElement | null;
+    const dialog = ref.current;
+    dialog?.showModal();
+    dialog?.querySelector<HTMLElement>('button.secondary')?.focus();
+    return () => {
+      if (dialog?.open) dialog.close();
+      if (opener?.isConnected) opener.focus();
+    };
+  }, []);
+  return (
+    <dialog ref={ref} aria-labelledby="confirm-title" onClose={props.onClose}>
+      <h2 id="confirm-title">{props.title}</h2>
+      {props.children}
+      <div class="buttons">
+        <button type="button" class="danger" onClick={props.onConfirm}>
+          {props.confirm}
+        </button>
+        <button type="button" class="secondary" onClick={() => ref.current?.close()}>
+          {t('common.cancel')}
+        </button>
+      </div>
+    </dialog>
   );
 }

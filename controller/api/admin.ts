@@ -23,6 +23,7 @@ import type { Registry } from '../auth/login/registry.ts';
 import { asNames, registryReview } from '../registry/review.ts';
 import { assertRoutesStillHold } from '../registry/routes.ts';
 import { actorOf, applyTrigger } from './actions.ts';
+import { listPage } from './admin-list.ts';
 import { caller, requireAdmin } from './auth.ts';
 import {
   AdminPolicyActions,
@@ -99,13 +100,13 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           filter.router = body.router;
         }
         if (body.asn !== undefined) filter.asn = body.asn;
-        const sessions = store
-          .listSessions(filter)
-          .filter((s) => body.status === undefined || s.status.code === body.status)
-          .sort((a, b) => a.name.localeCompare(b.name));
+        const { page, matched } = listPage(store.listSessions(filter), (name) => store.getRouter(name), body);
         // what the current policy would refuse of each (a policy tightened after the session was stored)
         const judge = policyJudge(store);
-        return { sessions: sessions.map((s) => ({ ...view(s), policyViolations: judge(s) })) };
+        const sessions = page.map((s) => ({ ...view(s), policyViolations: judge(s) }));
+        // counts only in a page's answer: the whole list's stays as clients have read it
+        if (body.limit === undefined) return { sessions };
+        return { sessions, matched, total: store.listSessions().length };
       }
       if (body.action === 'as-names') {
         const names = opts.registry ? await asNames(opts.registry, body.asns) : new Map<number, null>();

@@ -131,7 +131,17 @@ export const AdminSessionRecord = Type.Object({
   policyViolations: Type.Array(FieldErrorRecord),
 });
 export type AdminSessionRecord = Static<typeof AdminSessionRecord>;
-export const AdminSessionListResponse = Type.Object({ sessions: Type.Array(AdminSessionRecord) });
+/** The orders of the admin list's pages (docs/api.md, Admin API, list). */
+export const LIST_SORT_KEYS = ['asn', 'status', 'router', 'bgp', 'age'] as const;
+export type ListSortKey = (typeof LIST_SORT_KEYS)[number];
+export const ListSortField = Type.Unsafe<ListSortKey>({ type: 'string', enum: [...LIST_SORT_KEYS] });
+export const AdminSessionListResponse = Type.Object({
+  sessions: Type.Array(AdminSessionRecord),
+  /** A page's answer (`limit` given): how many sessions the filters keep, and how many there are. */
+  matched: Type.Optional(Type.Integer({ minimum: 0 })),
+  total: Type.Optional(Type.Integer({ minimum: 0 })),
+});
+export type AdminSessionListResponse = Static<typeof AdminSessionListResponse>;
 /** The review of one session: its record and what the DN42 registry says (controller/registry/review.ts). */
 export const AdminSessionReviewResponse = Type.Object({
   session: AdminSessionRecord,

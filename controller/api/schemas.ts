@@ -31,6 +31,7 @@ import {
   AsNamesResponse,
   CreateResponse,
   DeletedResponse,
+  ListSortField,
   MessageKeyFields,
   PeerConfigFormatField,
   PolicyRecord,
@@ -138,14 +139,30 @@ export const SessionConfig = Type.Object(
   { additionalProperties: false, examples: [{ action: 'config', uuid: EXAMPLE.uuid, format: 'wg-quick' }] },
 );
 
+/** The most records one page of the admin list holds (docs/api.md, Admin API, list). */
+export const ADMIN_LIST_MAX_LIMIT = 200;
 export const AdminSessionList = Type.Object(
   {
     action: Type.Literal('list'),
     router: Type.Optional(RouterName),
     asn: Type.Optional(Asn),
     status: Type.Optional(StatusCode),
+    search: Type.Optional(Line(100)),
+    sort: Type.Optional(ListSortField),
+    descending: Type.Optional(Type.Boolean()),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: ADMIN_LIST_MAX_LIMIT })),
   },
-  { additionalProperties: false, examples: [{ action: 'list', router: 'fra1', status: 3 }] },
+  {
+    additionalProperties: false,
+    description:
+      'Without `limit`, every session the filters keep. With it, one page: `offset` skips that many of the ' +
+      'order `sort` gives (ties by ASN then uuid), and the answer adds `matched` and `total`.',
+    examples: [
+      { action: 'list', router: 'fra1', status: 3 },
+      { action: 'list', search: 'AS4242421', sort: 'age', descending: true, offset: 50, limit: 50 },
+    ],
+  },
 );
 export const AdminSessionAction = <A extends string>(action: A) =>
   Type.Object(

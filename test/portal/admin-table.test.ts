@@ -17,11 +17,12 @@ import { SessionStatus } from '../../common/status.ts';
 import { ADMIN_ASN, expectOk, sessionFields, startHarness, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import {
+  accessibleEverywhere,
   expectAccessible,
-  expectNoSidewaysScroll,
   launchBrowser,
   logInWithSsh,
   openPage,
+  UI_TIMEOUT_MS,
 } from './support.ts';
 
 /** Sessions in the table; CI's default keeps the seeding (one git commit each) to a few seconds. */
@@ -99,20 +100,6 @@ afterAll(async () => {
 
 const countText = (page: Page) => page.getByTestId('table-count');
 
-/** axe at both widths in both languages, the page then put back in English at 1280 px. */
-async function accessibleEverywhere(page: Page, label: string): Promise<void> {
-  for (const lang of ['en', 'zh-CN'] as const) {
-    await page.locator('#lang').selectOption(lang);
-    for (const width of [1280, 390]) {
-      await page.setViewportSize({ width, height: 900 });
-      await expectAccessible(page, `${label}, ${lang}, ${width} px`);
-      if (width === 390) await expectNoSidewaysScroll(page, `${label}, ${lang}`);
-    }
-  }
-  await page.locator('#lang').selectOption('en');
-  await page.setViewportSize({ width: 1280, height: 900 });
-}
-
 describe('the admin table and the review page', () => {
   it(`finds one of ${SESSIONS} by ASN prefix, filters by status, bulk-approves 20 with one reason`, async () => {
     const { context, page, problems } = await openPage(browser, url);
@@ -146,7 +133,7 @@ describe('the admin table and the review page', () => {
     await page.getByLabel('Reason').fill('registry checked in bulk');
     await page.getByRole('button', { name: 'Approve' }).click();
     await expect
-      .poll(() => page.getByTestId('bulk-progress').textContent())
+      .poll(() => page.getByTestId('bulk-progress').textContent(), { timeout: UI_TIMEOUT_MS })
       .toContain('Finished 20: 0 refused');
     await expect.poll(() => countText(page).textContent()).toContain(`of ${pending - 20} matching`);
     for (const uuid of picked)
@@ -172,7 +159,7 @@ describe('the admin table and the review page', () => {
     await page.locator(`tr[data-uuid="${picked[0]}"]`).getByRole('checkbox').check();
     await page.getByRole('button', { name: 'Approve' }).click();
     await expect
-      .poll(() => page.getByTestId('bulk-progress').textContent())
+      .poll(() => page.getByTestId('bulk-progress').textContent(), { timeout: UI_TIMEOUT_MS })
       .toContain('Finished 1: 1 refused');
     await expect
       .poll(() => page.locator(`tr[data-uuid="${picked[0]}"] .field-error`).textContent())

@@ -78,3 +78,28 @@ export async function logInWithSsh(page: Page, asn: number, key: SshKey): Promis
   await page.getByRole('button', { name: 'Log in', exact: true }).click();
   await page.getByRole('button', { name: 'Log out' }).waitFor();
 }
+
+/**
+ * axe at 1280 and 390 px (nothing scrolling sideways there) in English and Chinese. `reach` brings the
+ * page to the state to check after each change of language, which renders the page afresh (it finds
+ * its elements by id or by either language's words); the page is then put back in English at 1280 px,
+ * in that state.
+ */
+export async function accessibleEverywhere(
+  page: Page,
+  label: string,
+  reach: () => Promise<void> = async () => undefined,
+): Promise<void> {
+  for (const lang of ['en', 'zh-CN'] as const) {
+    await page.locator('#lang').selectOption(lang);
+    await reach();
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await expectAccessible(page, `${label}, ${lang}, ${width} px`);
+      if (width === 390) await expectNoSidewaysScroll(page, `${label}, ${lang}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+  await page.locator('#lang').selectOption('en');
+  await reach();
+}

@@ -1,18 +1,38 @@
 /**
  * The admin's table of every session (docs/user-guide.md, The admin table): search, filters, sort and
- * pages over the admin list (web/session-table.ts), and one action with one reason on the rows picked,
- * sent one session at a time so each row tells its own result (docs/decisions.md, Portal).
+ * pages done by the controller, one page of the admin list asked at a time (docs/api.md, Admin API,
+ * list), and one action with one reason on the rows picked, sent one session at a time so each row tells
+ * its own result (docs/decisions.md, Portal).
  */
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { SessionStatus } from '../../common/status.ts';
-import { api, ApiError, type AdminAction, type SessionRecord } from '../api.ts';
+import {
+  api,
+  ApiError,
+  type AdminAction,
+  type AdminListQuery,
+  type AdminSessionRecord,
+  type ListSortKey,
+  type SessionRecord,
+} from '../api.ts';
 import { Problem, StatusBadge } from '../components.tsx';
 import { ago } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
-import { haystack, PAGE_SIZE, query, type SortKey, type TableQuery } from '../session-table.ts';
 
-const COLUMNS: { key: SortKey | undefined; label: MessageKey }[] = [
+const PAGE_SIZE = 50;
+
+/** What the admin chose: the page is asked of the controller with these. */
+type TableQuery = Omit<AdminListQuery, 'offset' | 'limit' | 'search'> & { search: string };
+
+/** One page of the list as the controller answered it. */
+interface TablePage {
+  sessions: AdminSessionRecord[];
+  matched: number;
+  total: number;
+}
+
+const COLUMNS: { key: ListSortKey | undefined; label: MessageKey }[] = [
   { key: 'status', label: 'table.status' },
   { key: 'asn', label: 'table.asn' },
   { key: 'router', label: 'table.router' },
@@ -35,17 +55,14 @@ export const ADMIN_ACTIONS: { action: AdminAction; label: MessageKey; needsReaso
 type RowResult = { ok: true } | { ok: false; message: string };
 
 export function AdminSessionsPage() {
-  const [sessions, setSessions] = useState<SessionRecord[]>();
+  const [data, setData] = useState<TablePage>();
   const [error, setError] = useState<unknown>();
   const [asNames, setAsNames] = useState<ReadonlyMap<number, string | null>>(new Map());
-  const [q, setQ] = useState<TableQuery>({
-    search: '',
-    status: undefined,
-    router: undefined,
-    sort: 'asn',
-    descending: false,
-  });
+  const [routers, setRouters] = useState<[string, string][]>([]);
+  const [q, setQ] = useState<TableQuery>({ search: '', sort: 'asn', descending: false });
   const [page, setPage] = useState(0);
+  // answers can arrive out of order while the admin types: only the last request's shows
+  const asked = useRef(0);
   const [picked, setPicked] = useState<ReadonlySet<string>>(new Set());
   const [reason, setReason] = useState('');
   const [reasonError, setReasonError] = useState(false);
@@ -53,29 +70,38 @@ export function AdminSessionsPage() {
   const [results, setResults] = useState<ReadonlyMap<string, RowResult>>(new Map());
 
   const load = async () => {
+    const n = ++asked.current;
+    const { search, ...rest } = q;
     try {
-      setSessions((await api.adminSessions()).sessions);
+      const answer = await api.adminSessionPage({
+        ...rest,
+        ...(search.trim() ? { search: search.trim() } : {}),
+        offset: page * PAGE_SIZE,
+        limit: PAGE_SIZE,
+      });
+      if (n !== asked.current) return;
+      setData(answer);
       setError(undefined);
     } catch (err) {
-      setError(err);
+      if (n === asked.current) setError(err);
     }
   };
   useEffect(() => {
     void load();
+  }, [q, page]);
+  // the router filter's choices: every router, not only those of the page shown
+  useEffect(() => {
+    api
+      .adminRouters()
+      .then((r) => setRouters(r.routers.map((x) => [x.name, x.spec.displayName])))
+      .catch(() => undefined); // the filter then offers All alone; the table's own errors show
   }, []);
 
-  const hay = useMemo(
-    () => new Map((sessions ?? []).map((s) => [s.uuid, haystack(s, asNames.get(s.asn))])),
-    [sessions, asNames],
-  );
-  const rows = useMemo(() => query(sessions ?? [], hay, q), [sessions, hay, q]);
-  const pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
+  const sessions = data?.sessions;
+  const matched = data?.matched ?? 0;
+  const pages = Math.max(1, Math.ceil(matched / PAGE_SIZE));
   const at = Math.min(page, pages - 1);
-  const shown = rows.slice(at * PAGE_SIZE, (at + 1) * PAGE_SIZE);
-  const routers = useMemo(
-    () => [...new Map((sessions ?? []).map((s) => [s.router, s.routerName])).entries()].sort(),
-    [sessions],
-  );
+  const shown: SessionRecord[] = sessions ?? [];
 
   // the registry's as-names of the page shown, asked once per ASN (docs/api.md, Admin API, as-names)
   const missing = [...new Set(shown.map((s) => s.asn))].filter((asn) => !asNames.has(asn));
@@ -89,11 +115,16 @@ export function AdminSessionsPage() {
       .catch(() => undefined); // the column then shows the ASN alone
   }, [missing.join()]);
 
-  const change = (patch: Partial<TableQuery>) => {
-    setQ({ ...q, ...patch });
+  const refine = (next: TableQuery) => {
+    setQ(next);
     setPage(0);
   };
-  const sortBy = (key: SortKey) => change({ sort: key, descending: q.sort === key && !q.descending });
+  const change = (patch: Partial<TableQuery>) => refine({ ...q, ...patch });
+  // a bulk action or another admin emptied the last page: show the one now last
+  useEffect(() => {
+    if (data && data.sessions.length === 0 && page > 0 && data.matched > 0) setPage(pages - 1);
+  }, [data]);
+  const sortBy = (key: ListSortKey) => change({ sort: key, descending: q.sort === key && !q.descending });
   const toggle = (uuid: string, on: boolean) => {
     const next = new Set(picked);
     if (on) next.add(uuid);
@@ -116,7 +147,7 @@ export function AdminSessionsPage() {
       return;
     }
     setReasonError(false);
-    const uuids = rows.filter((s) => picked.has(s.uuid)).map((s) => s.uuid);
+    const uuids = [...picked];
     const outcome = new Map<string, RowResult>();
     setResults(outcome);
     // one at a time: each answer is the row's own, and the controller's rate limit is not raced
@@ -141,8 +172,8 @@ export function AdminSessionsPage() {
     <section aria-labelledby="table-title">
       <h1 id="table-title">{t('table.title')}</h1>
       <Problem error={error} />
-      {sessions === undefined && !error && <p>{t('common.loading')}</p>}
-      {sessions && (
+      {data === undefined && !error && <p>{t('common.loading')}</p>}
+      {data && (
         <>
           <form class="table-filters" role="search" onSubmit={(e) => e.preventDefault()}>
             <div class="field">
@@ -163,9 +194,11 @@ export function AdminSessionsPage() {
               <select
                 id="table-status"
                 value={q.status ?? ''}
-                onChange={(e) =>
-                  change({ status: e.currentTarget.value === '' ? undefined : Number(e.currentTarget.value) })
-                }
+                onChange={(e) => {
+                  const { status: _status, ...rest } = q;
+                  const v = e.currentTarget.value;
+                  refine(v === '' ? rest : { ...rest, status: Number(v) });
+                }}
               >
                 <option value="">{t('table.all')}</option>
                 {Object.entries(SessionStatus).map(([name, code]) => (
@@ -180,7 +213,11 @@ export function AdminSessionsPage() {
               <select
                 id="table-router"
                 value={q.router ?? ''}
-                onChange={(e) => change({ router: e.currentTarget.value || undefined })}
+                onChange={(e) => {
+                  const { router: _router, ...rest } = q;
+                  const v = e.currentTarget.value;
+                  refine(v ? { ...rest, router: v } : rest);
+                }}
               >
                 <option value="">{t('table.all')}</option>
                 {routers.map(([name, display]) => (
@@ -193,13 +230,13 @@ export function AdminSessionsPage() {
           </form>
 
           <p role="status" data-testid="table-count">
-            {rows.length === 0
+            {matched === 0
               ? t('table.noMatch')
               : t('table.showing', {
                   from: at * PAGE_SIZE + 1,
                   to: at * PAGE_SIZE + shown.length,
-                  n: rows.length,
-                  total: sessions.length,
+                  n: matched,
+                  total: data.total,
                 })}
           </p>
 
@@ -245,7 +282,7 @@ export function AdminSessionsPage() {
             </p>
           </fieldset>
 
-          {rows.length > 0 && (
+          {shown.length > 0 && (
             <div class="table-wrap" role="region" aria-labelledby="table-title" tabIndex={0}>
               <table class="sessions-table">
                 <thead>
@@ -267,7 +304,7 @@ export function AdminSessionsPage() {
                         }
                       >
                         {c.key ? (
-                          <button type="button" class="sort" onClick={() => sortBy(c.key as SortKey)}>
+                          <button type="button" class="sort" onClick={() => sortBy(c.key as ListSortKey)}>
                             {t(c.label)}
                             <span aria-hidden="true">
                               {q.sort === c.key ? (q.descending ? ' ▼' : ' ▲') : ''}
