@@ -13,6 +13,7 @@ import {
   isIpv6,
   parseEndpoint,
 } from './net.ts';
+import { saidText } from './messages.ts';
 
 /** Every address a host name resolves to, in the resolver's order. */
 export type Resolve = (host: string) => Promise<string[]>;
@@ -45,7 +46,8 @@ export async function resolveEndpoint(
   if (!parsed) throw new EndpointRefused(`endpoint ${endpoint} is not host:port`);
   const literal = isIpv4(parsed.host) || isIpv6(parsed.host);
   const own = endpointProblem(endpoint, allowPrivate);
-  if (own !== undefined) throw new EndpointRefused(`endpoint ${endpoint} ${own}: not set on WireGuard`);
+  if (own !== undefined)
+    throw new EndpointRefused(`endpoint ${endpoint} ${saidText(own)}: not set on WireGuard`);
   if (literal) return formatEndpoint(parsed);
   let timer: NodeJS.Timeout | undefined;
   let addresses: string[];
@@ -70,7 +72,7 @@ export async function resolveEndpoint(
     const problem = endpointAddressProblem(address, allowPrivate);
     if (problem !== undefined)
       throw new EndpointRefused(
-        `endpoint ${endpoint}: ${parsed.host} resolves to ${address}, which ${problem}: not set on WireGuard`,
+        `endpoint ${endpoint}: ${parsed.host} resolves to ${address}, which ${saidText(problem)}: not set on WireGuard`,
       );
   }
   return formatEndpoint({ host: usable[0]!, port: parsed.port });

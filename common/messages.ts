@@ -434,8 +434,20 @@ export const FIELD_MESSAGES = {
   'field.lgTarget': '{target} {reason}',
   'field.specialAddress': 'is {what} ({prefix}), which no peer can own',
   'field.mappedAddress': 'is an IPv4-mapped address ({prefix}): give the IPv4 address {ipv4} as ipv4',
-  'field.endpointRefused': '{reason}',
-  'field.routeObject': '{reason}',
+  'field.unreachableAddress': 'is {what} ({prefix})',
+  'field.privateAddress': 'is {what} ({prefix}), which only {allowedBy} allows',
+  'field.embeddedAddress': 'is {what} of {ipv4}, which {reason}',
+  'field.localhostName': 'names this machine (localhost, a loopback name)',
+  'field.routeAnycast':
+    "{address} is an anycast address: {type} {prefix} has origins {origins}, and a tunnel address must be one network's own",
+  'field.routeNoOrigin':
+    "{address} is no network's: {type} {prefix}, the most specific route object covering it, has no origin",
+  'field.routeOfOther':
+    "{address} is AS{holder}'s: {type} {prefix} is the most specific route object covering it",
+  'field.routeOfOtherOverOwn':
+    "{address} is AS{holder}'s: {type} {prefix} is the most specific route object covering it (your {ownType} {ownPrefix} is less specific)",
+  'field.routeNone': 'no {type} object in the registry gives {address} to AS{asn}',
+  'field.routeNoneCounts': 'no {type} object in the registry gives {address} to AS{asn} ({objects})',
   'field.hex64': 'must be 64 hex digits',
   'field.noForgeConflict': 'no unresolved forge conflict {id}',
   'field.portUsed': 'is used by session {owner}',
@@ -562,6 +574,11 @@ export function conditionMessage(
     value.length > CONDITION_PARAM_LENGTH ? `${value.slice(0, CONDITION_PARAM_LENGTH - 1)}…` : value;
   const entries = Object.entries(params).map(([name, value]): [string, string] => [name, cut(String(value))]);
   return entries.length > 0 ? { message, key, params: Object.fromEntries(entries) } : { message, key };
+}
+
+/** The English sentence of a rule's finding. */
+export function saidText(said: FieldSaid): string {
+  return englishText(said.key, said.params);
 }
 
 /** A field error with its key: the one way to name a field's problem. */

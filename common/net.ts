@@ -1,6 +1,6 @@
 /** Address and key rules shared by schema formats, canonicalisation and policy checks. */
 import ipaddr from 'ipaddr.js';
-import { type FieldSaid } from './messages.ts';
+import { type FieldSaid, saidText } from './messages.ts';
 
 const HOSTNAME =
   /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
@@ -337,7 +337,7 @@ const within = (addr: Address, net: ParsedPrefix) =>
 export function internetAddressProblem(
   address: string | Address,
   privateRanges: { allowed: boolean; allowedBy: string },
-): string | undefined {
+): FieldSaid | undefined {
   const addr = typeof address === 'string' ? parseAddress(address) : address;
   if (ENDPOINT_REACHABLE.some((net) => within(addr, net))) return undefined;
   if (addr.kind() === 'ipv6') {
@@ -345,14 +345,23 @@ export function internetAddressProblem(
     if (embedding) {
       const v4 = new ipaddr.IPv4(addr.toByteArray().slice(embedding.at, embedding.at + 4));
       const problem = internetAddressProblem(v4, privateRanges);
-      return problem && `is ${embedding.what} of ${v4.toString()}, which ${problem}`;
+      return (
+        problem && {
+          key: 'field.embeddedAddress',
+          params: { what: embedding.what, ipv4: v4.toString(), reason: saidText(problem) },
+        }
+      );
     }
   }
   const hit =
     SPECIAL_PARSED.find((r) => within(addr, r.net)) ?? ENDPOINT_UNREACHABLE.find((r) => within(addr, r.net));
-  if (hit) return `is ${hit.what} (${hit.prefix})`;
+  if (hit) return { key: 'field.unreachableAddress', params: { what: hit.what, prefix: hit.prefix } };
   const local = privateRanges.allowed ? undefined : ENDPOINT_PRIVATE.find((r) => within(addr, r.net));
-  if (local) return `is ${local.what} (${local.prefix}), which only ${privateRanges.allowedBy} allows`;
+  if (local)
+    return {
+      key: 'field.privateAddress',
+      params: { what: local.what, prefix: local.prefix, allowedBy: privateRanges.allowedBy },
+    };
   return undefined;
 }
 
@@ -361,7 +370,10 @@ export function internetAddressProblem(
  * the controller applies to an `endpoint` literal and the agent to every address a host name resolves to
  * (docs/api.md, docs/agent.md); `allowPrivate` is the policy's allowPrivateEndpoints.
  */
-export function endpointAddressProblem(address: string | Address, allowPrivate = false): string | undefined {
+export function endpointAddressProblem(
+  address: string | Address,
+  allowPrivate = false,
+): FieldSaid | undefined {
   return internetAddressProblem(address, {
     allowed: allowPrivate,
     allowedBy: 'a routing policy with allowPrivateEndpoints',
@@ -373,13 +385,12 @@ export function endpointAddressProblem(address: string | Address, allowPrivate =
  * is; a host name only when it names this machine (`localhost`, RFC 6761), since the agent judges what
  * the others resolve to before it sets them.
  */
-export function endpointProblem(value: string, allowPrivate = false): string | undefined {
+export function endpointProblem(value: string, allowPrivate = false): FieldSaid | undefined {
   const parsed = parseEndpoint(value);
   if (!parsed) return undefined;
   if (isIpv4(parsed.host) || isIpv6(parsed.host)) return endpointAddressProblem(parsed.host, allowPrivate);
   const name = parsed.host.toLowerCase().replace(/\.$/, '');
-  if (name === 'localhost' || name.endsWith('.localhost'))
-    return 'names this machine (localhost, a loopback name)';
+  if (name === 'localhost' || name.endsWith('.localhost')) return { key: 'field.localhostName', params: {} };
   return undefined;
 }
 

@@ -158,9 +158,7 @@ export function endpointErrors(
 ): FieldError[] {
   const problem =
     endpoint === undefined ? undefined : endpointProblem(endpoint, policy.allowPrivateEndpoints);
-  return problem === undefined
-    ? []
-    : [fieldError(`${prefix}/endpoint`, 'field.endpointRefused', { reason: problem })];
+  return problem === undefined ? [] : [fieldError(`${prefix}/endpoint`, problem.key, problem.params)];
 }
 
 /**

@@ -52,7 +52,7 @@ export const nearestRouterRoutes: FastifyPluginAsyncTypebox<{
       // refused whatever a router's policy says (loopback, link-local, …); private ranges per router
       const why = endpointProblem(endpoint, true);
       if (why !== undefined) {
-        const errors = [fieldError('/endpoint', 'field.endpointRefused', { reason: `${endpoint} ${why}` })];
+        const errors = [fieldError('/endpoint', why.key, why.params)];
         throw problem('request.fieldRefused', fieldAtFault(errors), errors);
       }
       const accepting = store

@@ -10,6 +10,7 @@ import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { internetAddressProblem } from '../../common/net.ts';
+import { saidText } from '../../common/messages.ts';
 
 type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
@@ -56,7 +57,8 @@ function forbidden(address: string, allow: TargetRules['allowPrivate']): string 
   const parsed = ipaddr.process(address);
   if (allow !== false && allow.some((r) => parsed.kind() === r[0].kind() && parsed.match(r)))
     return undefined;
-  return internetAddressProblem(parsed, { allowed: false, allowedBy: 'PEEROPS_NOTIFY_ALLOW_PRIVATE' });
+  const said = internetAddressProblem(parsed, { allowed: false, allowedBy: 'PEEROPS_NOTIFY_ALLOW_PRIVATE' });
+  return said && saidText(said);
 }
 
 /**

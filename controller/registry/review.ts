@@ -12,6 +12,7 @@ import {
   type RegistryFiles,
   type RouteSource,
 } from './routes.ts';
+import { saidText } from '../../common/messages.ts';
 
 export interface AutNumSummary {
   asName: string | null;
@@ -74,6 +75,7 @@ export async function registryReview(
     const address = session[field];
     if (address === undefined) continue;
     const objects = await routesCovering(files, filter, address);
+    const said = ownershipProblem(objects, session.asn, address);
     addresses.push({
       field,
       address,
@@ -83,7 +85,7 @@ export async function registryReview(
         origins: o.origins,
         counts: permitted(o),
       })),
-      problem: ownershipProblem(objects, session.asn, address) ?? null,
+      problem: said === undefined ? null : saidText(said),
     });
   }
   const aut = await autNum(files, session.asn);

@@ -16,7 +16,7 @@ import {
 } from '../../common/dn42-filter.ts';
 import { canonicalPrefix, inRanges, isIpv4, parsePrefix, type Family } from '../../common/net.ts';
 import { nameValue, parseRpsl, values } from '../auth/login/rpsl.ts';
-import { fieldAtFault, fieldError, problem } from '../../common/messages.ts';
+import { fieldAtFault, fieldError, type FieldSaid, problem } from '../../common/messages.ts';
 
 /** A registry's files at one version: what routes and the filter are read from. */
 export interface RegistryFiles {
@@ -130,25 +130,30 @@ export function ownershipProblem(
   objects: readonly RouteObject[],
   asn: number,
   address: string,
-): string | undefined {
+): FieldSaid | undefined {
   const owner = holder(objects);
   const type = isIpv4(address) ? 'route' : 'route6';
   if (owner && owner.origins.length === 1 && owner.origins[0] === asn) return undefined;
-  if (owner && owner.origins.length > 1)
-    return `${address} is an anycast address: ${owner.type} ${owner.prefix} has origins ${asns(owner)}, and a tunnel address must be one network's own`;
-  if (owner && owner.origins.length === 0)
-    return `${address} is no network's: ${owner.type} ${owner.prefix}, the most specific route object covering it, has no origin`;
-  if (owner) {
+  const object = owner && { address, type: owner.type, prefix: owner.prefix };
+  if (object && owner.origins.length > 1)
+    return { key: 'field.routeAnycast', params: { ...object, origins: asns(owner) } };
+  if (object && owner.origins.length === 0) return { key: 'field.routeNoOrigin', params: object };
+  if (object) {
     const own = objects.find((o) => permitted(o) && o.origins.includes(asn));
-    return (
-      `${address} is AS${owner.origins[0]}'s: ${owner.type} ${owner.prefix} is the most specific route object covering it` +
-      (own ? ` (your ${own.type} ${own.prefix} is less specific)` : '')
-    );
+    const holderAsn = owner.origins[0] ?? 0;
+    return own
+      ? {
+          key: 'field.routeOfOtherOverOwn',
+          params: { ...object, holder: holderAsn, ownType: own.type, ownPrefix: own.prefix },
+        }
+      : { key: 'field.routeOfOther', params: { ...object, holder: holderAsn } };
   }
-  return (
-    `no ${type} object in the registry gives ${address} to AS${asn}` +
-    (objects.length > 0 ? ` (${objects.map(described).join('; ')})` : '')
-  );
+  return objects.length > 0
+    ? {
+        key: 'field.routeNoneCounts',
+        params: { type, address, asn, objects: objects.map(described).join('; ') },
+      }
+    : { key: 'field.routeNone', params: { type, address, asn } };
 }
 
 /**
@@ -169,7 +174,7 @@ export async function routeObjectErrors(
     const address = spec[field];
     if (address === undefined) continue;
     const problem = ownershipProblem(await routesCovering(files, filter, address), asn, address);
-    if (problem !== undefined) errors.push(fieldError(`/${field}`, 'field.routeObject', { reason: problem }));
+    if (problem !== undefined) errors.push(fieldError(`/${field}`, problem.key, problem.params));
   }
   return errors;
 }

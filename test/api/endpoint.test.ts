@@ -77,7 +77,7 @@ describe('endpoint at create and modify', () => {
       code: 'INVALID_REQUEST',
       detail: `/endpoint: ${reason}`,
     });
-    expect((res.json() as FieldErrors).errors).toEqual([{ pointer: '/endpoint', message: reason }]);
+    expect((res.json() as FieldErrors).errors).toMatchObject([{ pointer: '/endpoint', message: reason }]);
   });
 
   it('refuses a name for this machine, and takes a public address or any other name', async () => {
@@ -86,7 +86,7 @@ describe('endpoint at create and modify', () => {
       d.freshUser(),
       sessionFields('fra1', { endpoint: 'localhost:51820' }),
     );
-    expect((res.json() as FieldErrors).errors).toEqual([
+    expect((res.json() as FieldErrors).errors).toMatchObject([
       { pointer: '/endpoint', message: 'names this machine (localhost, a loopback name)' },
     ]);
     await expectOk(
@@ -104,7 +104,7 @@ describe('endpoint at create and modify', () => {
       code: 'INVALID_REQUEST',
       detail: `/endpoint: ${reason}`,
     });
-    expect((res.json() as FieldErrors).errors).toEqual([{ pointer: '/endpoint', message: reason }]);
+    expect((res.json() as FieldErrors).errors).toMatchObject([{ pointer: '/endpoint', message: reason }]);
     expect(h.store.getSession(uuid)).toEqual(before);
   });
 
@@ -154,12 +154,12 @@ describe('allowPrivateEndpoints', () => {
     ).json() as {
       sessions: { uuid: string; policyViolations: unknown[] }[];
     };
-    expect(list.sessions.find((s) => s.uuid === uuid)?.policyViolations).toEqual([
+    expect(list.sessions.find((s) => s.uuid === uuid)?.policyViolations).toMatchObject([
       { pointer: '/endpoint', message: reason },
     ]);
     const res = await d.admin('approve', uuid);
     expect(problem(res)).toMatchObject({ status: 409, code: 'INVALID_STATE' });
-    expect((res.json() as FieldErrors).errors).toEqual([{ pointer: '/endpoint', message: reason }]);
+    expect((res.json() as FieldErrors).errors).toMatchObject([{ pointer: '/endpoint', message: reason }]);
     expect(d.status(uuid)).toBe(3);
   });
 });

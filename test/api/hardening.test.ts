@@ -200,7 +200,7 @@ describe('mesh status names only the other routers of the network', () => {
           code: 'INVALID_REQUEST',
           detail: `mesh status ${pointer}: ${message}`,
         });
-        expect(res.json().errors).toEqual([{ pointer, message }]);
+        expect(res.json().errors).toMatchObject([{ pointer, message }]);
       }
     expect(JSON.stringify(h.store.getRouter('fra1')?.status)).toBe(before);
   });

@@ -59,7 +59,7 @@ describe('create: the most specific route object the filter permits decides', ()
   it("refuses A an address in B's /56 inside A's /48, and takes it from B", async () => {
     const res = await create(A, { ipv6: 'fd00:abcd:e:100::1' });
     expect(problem(res)).toMatchObject({ status: 400, code: 'INVALID_REQUEST' });
-    expect((res.json() as FieldErrors).errors).toEqual([
+    expect((res.json() as FieldErrors).errors).toMatchObject([
       {
         pointer: '/ipv6',
         message:
@@ -100,11 +100,13 @@ describe('create: the most specific route object the filter permits decides', ()
 
   it("refuses an address whose only object the registry's filter denies", async () => {
     const res = await create(4242420104, { ipv6: 'fd00:abcd:e::9', ipv4: '172.22.166.1' });
-    expect((res.json() as FieldErrors).errors).toContainEqual({
-      pointer: '/ipv4',
-      message:
-        "no route object in the registry gives 172.22.166.1 to AS4242420104 (route 172.22.166.0/24 (AS4242420104, denied by line 0001 of the registry's filter.txt, does not count))",
-    });
+    expect((res.json() as FieldErrors).errors).toContainEqual(
+      expect.objectContaining({
+        pointer: '/ipv4',
+        message:
+          "no route object in the registry gives 172.22.166.1 to AS4242420104 (route 172.22.166.0/24 (AS4242420104, denied by line 0001 of the registry's filter.txt, does not count))",
+      }),
+    );
   });
 });
 
@@ -148,7 +150,7 @@ describe('approve and enable re-check the route objects', () => {
       code: 'INVALID_STATE',
       detail: `approve: session ${name}: the registry no longer gives its addresses to AS${B}: /ipv6: fd00:abcd:e:100::1 is AS4242420101's: route6 fd00:abcd:e::/48 is the most specific route object covering it; reject it`,
     });
-    expect((res.json() as FieldErrors).errors).toEqual([
+    expect((res.json() as FieldErrors).errors).toMatchObject([
       {
         pointer: '/ipv6',
         message:

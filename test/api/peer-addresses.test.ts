@@ -348,7 +348,7 @@ describe("with a DN42 registry, addresses must be the ASN's by its route objects
       code: 'INVALID_REQUEST',
       detail: `/ipv6: fd42:5678::1 is AS4242425678's: route6 fd42:5678::/48 is the most specific route object covering it`,
     });
-    expect((res.json() as FieldErrors).errors).toEqual([
+    expect((res.json() as FieldErrors).errors).toMatchObject([
       {
         pointer: '/ipv6',
         message: `fd42:5678::1 is AS4242425678's: route6 fd42:5678::/48 is the most specific route object covering it`,
@@ -363,7 +363,7 @@ describe("with a DN42 registry, addresses must be the ASN's by its route objects
 
   it('leaves addresses the policy refuses to the policy rule, which says why', async () => {
     const res = await r.post('/session', r.other, sessionFields('fra1', { ipv6: '::1' }));
-    expect((res.json() as FieldErrors).errors).toEqual([
+    expect((res.json() as FieldErrors).errors).toMatchObject([
       { pointer: '/ipv6', message: 'is the loopback address (::1/128), which no peer can own' },
     ]);
   });

@@ -5,7 +5,18 @@
  * policy's allowPrivateEndpoints, addresses embedding IPv4 judged by that IPv4 address.
  */
 import { describe, expect, it } from 'vitest';
+import { saidText } from '../../common/messages.ts';
 import { endpointAddressProblem, endpointProblem } from '../../common/net.ts';
+
+/** The rules' keyed findings as their English sentences. */
+const addressText = (address: string, allowPrivate?: boolean) => {
+  const said = endpointAddressProblem(address, allowPrivate);
+  return said && saidText(said);
+};
+const endpointText = (endpoint: string, allowPrivate?: boolean) => {
+  const said = endpointProblem(endpoint, allowPrivate);
+  return said && saidText(said);
+};
 
 /** address → the reason given (a prefix of it), whatever the policy allows. */
 const ALWAYS_REFUSED: [string, string][] = [
@@ -80,19 +91,19 @@ const REACHABLE = [
 
 describe('endpointAddressProblem', () => {
   it.each(ALWAYS_REFUSED)('%s %s, with or without allowPrivateEndpoints', (address, reason) => {
-    expect(endpointAddressProblem(address)).toMatch(new RegExp(`^${escape(reason)}`));
-    expect(endpointAddressProblem(address, true)).toMatch(new RegExp(`^${escape(reason)}`));
+    expect(addressText(address)).toMatch(new RegExp(`^${escape(reason)}`));
+    expect(addressText(address, true)).toMatch(new RegExp(`^${escape(reason)}`));
   });
 
   it.each(PRIVATE)('%s %s: refused unless the policy allows private endpoints', (address, reason) => {
-    expect(endpointAddressProblem(address)).toBe(
+    expect(addressText(address)).toBe(
       `${reason}, which only a routing policy with allowPrivateEndpoints allows`,
     );
-    expect(endpointAddressProblem(address, true)).toBeUndefined();
+    expect(addressText(address, true)).toBeUndefined();
   });
 
   it.each(REACHABLE)('%s is an address a router may send a tunnel to', (address) => {
-    expect(endpointAddressProblem(address)).toBeUndefined();
+    expect(addressText(address)).toBeUndefined();
   });
 });
 
@@ -107,15 +118,15 @@ describe('endpointProblem', () => {
     ['LocalHost.:51820', 'names this machine (localhost, a loopback name)'],
     ['wg.localhost:51820', 'names this machine (localhost, a loopback name)'],
   ])('%s %s', (endpoint, reason) => {
-    expect(endpointProblem(endpoint)).toBe(reason);
+    expect(endpointText(endpoint)).toBe(reason);
   });
 
   it('judges private literals by the policy, and leaves other names to the agent', () => {
-    expect(endpointProblem('10.0.0.1:51820')).toMatch(/^is a private address \(10\.0\.0\.0\/8\)/);
-    expect(endpointProblem('10.0.0.1:51820', true)).toBeUndefined();
-    expect(endpointProblem('[2a01:4f8::1]:51820')).toBeUndefined();
-    expect(endpointProblem('peer.example.org:51820')).toBeUndefined();
-    expect(endpointProblem('notlocalhost.example:51820')).toBeUndefined();
+    expect(endpointText('10.0.0.1:51820')).toMatch(/^is a private address \(10\.0\.0\.0\/8\)/);
+    expect(endpointText('10.0.0.1:51820', true)).toBeUndefined();
+    expect(endpointText('[2a01:4f8::1]:51820')).toBeUndefined();
+    expect(endpointText('peer.example.org:51820')).toBeUndefined();
+    expect(endpointText('notlocalhost.example:51820')).toBeUndefined();
   });
 });
 
