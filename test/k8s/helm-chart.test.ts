@@ -462,6 +462,26 @@ describe('charts/peerops', () => {
     expect(await level('config.logLevel=debug')).toBe('debug');
   });
 
+  it("sets the portal's idle timeout as the controller reads it", async () => {
+    const idle = async (...set: string[]) => {
+      const [configMap] = loadAll(
+        await helm(
+          'template',
+          'peerops',
+          CHART,
+          ...set.flatMap((v) => ['--set', v]),
+          '--show-only',
+          'templates/configmap.yaml',
+        ),
+      ) as { data: Record<string, string> }[];
+      return loadConfig({}, configMap?.data ?? {}).portalIdleSeconds;
+    };
+    expect(await idle()).toBe(1800);
+    expect(await idle('config.portalIdleTimeoutSeconds=7200')).toBe(7200);
+    // out of range: the controller refuses to start, naming the setting
+    await expect(idle('config.portalIdleTimeoutSeconds=30')).rejects.toThrow(/PEEROPS_PORTAL_IDLE_TIMEOUT/);
+  });
+
   it("trusts a sidecar's and the pod network's proxies by default, as the controller reads the setting", async () => {
     const trust = async (...set: string[]) => {
       const [configMap] = loadAll(
