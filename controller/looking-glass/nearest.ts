@@ -79,6 +79,10 @@ export class NearestRouters {
         minutes: NEAR_CACHE_MS / 60_000,
       });
     this.started.set(caller, [...recent, now]);
+    // callers of the last minute only: the map stays as small as the callers are few
+    if (this.started.size > NEAR_CACHE_ENTRIES)
+      for (const [k, times] of this.started)
+        if (times.every((t) => now - t >= 60_000)) this.started.delete(k);
     const answer = this.measure(key, routers);
     this.cache.delete(key);
     this.cache.set(key, { expires: now + NEAR_CACHE_MS, answer });

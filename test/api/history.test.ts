@@ -2,7 +2,8 @@
  * Session history through a real `peerops serve` (docs/api.md, Session history): an agent's reports
  * become points of GET /session/:uuid/history for the session's owner and admins (another ASN gets 404,
  * a bad range 400 naming the field), `peerops session history` prints them as a table, and the points
- * are still there after the controller is stopped and started again (SIGTERM flushes what waits).
+ * are still there after the controller is stopped and started again (SIGTERM flushes what waits), and
+ * after a SIGKILL once the minute's flush has written them (a crash loses at most the last minute).
  */
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -115,4 +116,19 @@ describe('session history', () => {
     const after = (await controller.get(`/session/${uuid}/history`, user(PEER_ASN))).body;
     expect(after).toEqual(before);
   });
+
+  it('keeps what the minute’s flush wrote across a SIGKILL', async () => {
+    const file = join(dir, 'history', `${uuid}.hist`);
+    const before = (await stat(file)).size;
+    await report(8000, 4000, 30);
+    // appended within a minute of the report (HISTORY_FLUSH_MS), not at once
+    await expect
+      .poll(async () => (await stat(file)).size, { timeout: 90_000, interval: 1000 })
+      .toBe(before + 14);
+    await controller.kill();
+    await controller.start();
+    const after = (await controller.get(`/session/${uuid}/history`, user(PEER_ASN))).body;
+    const points = (after as unknown as SessionHistoryResponse).points;
+    expect(points.reduce((n, p) => n + (p.rxBytes ?? 0), 0)).toBe(6048 + 952);
+  }, 120_000);
 });
