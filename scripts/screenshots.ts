@@ -246,6 +246,40 @@ try {
     await admin.getByRole('heading', { name: 'What the registry says' }).waitFor();
     await admin.locator('.facts').first().waitFor();
     await shot(admin, 'review');
+    // a router being added, its key refused at its field
+    await admin.goto(`${url}#/admin/routers`);
+    await admin.getByRole('button', { name: 'Add a router' }).click();
+    await admin.getByLabel('Name', { exact: true }).fill('par1');
+    await admin.getByLabel('Display name').fill('Paris 1');
+    await admin.getByLabel('Node id').fill('4');
+    await admin.getByLabel('Region', { exact: true }).fill('eu-west');
+    await admin.getByLabel('Endpoint host').fill('par1.example.net');
+    await admin.getByLabel('WireGuard public key').fill('not-a-key');
+    await admin.getByLabel('Link-local address').fill('fe80::1');
+    await admin.getByRole('button', { name: 'Add the router' }).click();
+    await admin.locator('#add-router-publicKey-error').waitFor();
+    await admin.locator('form.router-form').screenshot({ path: path.join(out, `router-add-${size}.png`) });
+    written.push(path.relative(ROOT, path.join(out, `router-add-${size}.png`)));
+    // the policy's change before it is saved
+    await admin.goto(`${url}#/admin/policy`);
+    await admin.getByRole('button', { name: 'Edit the policy' }).click();
+    const policy = JSON.parse(await admin.getByLabel('The policy (JSON)').inputValue()) as object;
+    await admin
+      .getByLabel('The policy (JSON)')
+      .fill(JSON.stringify({ ...policy, blockedAsns: [4242429999], maxPendingPerAsn: 3 }, null, 2));
+    await admin.getByRole('button', { name: 'Review the change' }).click();
+    await admin.getByTestId('policy-diff').waitFor();
+    await shot(admin, 'policy-diff');
+    // tokens: one revoked by id, then every token of an ASN asked about
+    await admin.goto(`${url}#/admin/tokens`);
+    await admin.getByLabel('Token id').fill(h.tokens.issueToken(OTHER_PEER, 'user').id);
+    await admin.getByRole('button', { name: 'Revoke the token' }).click();
+    await admin.getByTestId('revocations').waitFor();
+    await admin.getByLabel('ASN', { exact: true }).fill(`AS${OTHER_PEER}`);
+    await admin.getByRole('button', { name: 'Revoke every token' }).click();
+    await admin.getByRole('dialog').waitFor();
+    await shot(admin, 'tokens');
+    await admin.keyboard.press('Escape');
     await adminContext.close();
   }
   console.log(`wrote ${written.length} screenshots:\n  ${written.join('\n  ')}`);
