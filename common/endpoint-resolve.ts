@@ -2,7 +2,9 @@
  * A session's endpoint as WireGuard receives it: an address, judged by the endpoint rules the controller
  * applies (common/net.ts endpointAddressProblem; docs/agent.md, endpoint resolution). A host name is
  * resolved here, once per pass, and `wg set` gets the address: given the name, WireGuard would resolve
- * it again after the check, and a name can answer differently the second time (DNS rebinding).
+ * it again after the check, and a name can answer differently the second time (DNS rebinding). The
+ * controller resolves a peer's endpoint the same way before its routers ping it (the nearest router,
+ * controller/looking-glass/nearest.ts). Node only: the portal does not import it.
  */
 import { lookup } from 'node:dns/promises';
 import {
