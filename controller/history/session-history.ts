@@ -152,7 +152,8 @@ export class SessionHistory {
 
   private async flushOnce(): Promise<void> {
     const nowMs = this.now();
-    const batch = [...this.pending];
+    // the samples as they are now: reports recorded during the appends wait for the next flush
+    const batch = [...this.pending].map(([uuid, samples]) => [uuid, [...samples]] as const);
     if (batch.length === 0 && nowMs - this.lastSweep < DAY_MINUTES * MINUTE_MS) return;
     try {
       await mkdir(this.dir, { recursive: true });
@@ -164,7 +165,8 @@ export class SessionHistory {
       try {
         await this.append(uuid, samples);
         // the samples appended are no longer waiting; ones recorded meanwhile stay
-        const left = this.pending.get(uuid)?.slice(samples.length) ?? [];
+        const appended = new Set(samples);
+        const left = this.pending.get(uuid)?.filter((sample) => !appended.has(sample)) ?? [];
         if (left.length === 0) this.pending.delete(uuid);
         else this.pending.set(uuid, left);
         let due = this.rewriteAt.get(uuid);

@@ -66,6 +66,18 @@ describe('session history files', () => {
     expect(points.every((p) => p.rxBytes === 1024 * 1024 && p.routesExported === 1500)).toBe(true);
   });
 
+  it('keeps a report recorded while a flush appends for the next flush', async () => {
+    const sample = { rtt: 5, rxBytes: 0, txBytes: 0, routesImported: 1, routesExported: 2 };
+    history.record(UUID, sample, undefined);
+    const flushing = history.flush();
+    clock += MINUTE;
+    history.record(UUID, sample, undefined);
+    await flushing;
+    await history.flush();
+    const file = join(dir, 'history', `${UUID}.hist`);
+    expect((await stat(file)).size).toBe(2 * RECORD_BYTES);
+  });
+
   it('keeps the last day by the minute, merges older days to 5 minutes and drops those past 30', async () => {
     await reportFor(3 * 24 * 60);
     const file = join(dir, 'history', `${UUID}.hist`);
