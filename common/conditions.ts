@@ -37,6 +37,22 @@ export function isHealthy(condition: Pick<Condition, 'type' | 'status'>): boolea
   return condition.status === healthyStatus(condition.type);
 }
 
+/**
+ * What a router's Ready says, as the portal's badges and the network page show it: `ready`, `notReady`
+ * (the controller took it back from a silent agent or a BIRD that is down: its reason says which), or
+ * `neverReported` (no Ready yet: the agent never reported).
+ */
+export function routerReadiness(
+  conditions: readonly Pick<Condition, 'type' | 'status' | 'reason'>[] | undefined,
+): {
+  state: 'ready' | 'notReady' | 'neverReported';
+  reason: string | null;
+} {
+  const ready = conditions?.find((c) => c.type === 'Ready');
+  if (!ready) return { state: 'neverReported', reason: null };
+  return { state: isHealthy(ready) ? 'ready' : 'notReady', reason: ready.reason };
+}
+
 /** Ready, Reconciling and Stalled of a session, from its status code (and its last error). */
 function judgeSession(status: SessionStatusRecord): { ready: Judged; reconciling: Judged; stalled: Judged } {
   const code = status.code;

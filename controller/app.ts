@@ -36,6 +36,7 @@ import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
 import { agentRoutes } from './api/agent.ts';
 import { lookingGlassRoutes } from './api/looking-glass.ts';
+import { networkRoutes } from './api/network.ts';
 import { MemoryLookingGlassBroker, type LookingGlassBroker } from './looking-glass/broker.ts';
 import { SessionHistory } from './history/session-history.ts';
 import { historyRoutes } from './api/history.ts';
@@ -331,6 +332,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(historyRoutes, { store, history });
     await scope.register(nearestRouterRoutes, { store, nearest });
     await scope.register(lookingGlassRoutes, { store, broker: lookingGlass, shutdown: shutdown.signal });
+    await scope.register(networkRoutes, { store });
     await scope.register(forgeEventRoutes, { store, secret: config.git?.webhookSecret });
     await scope.register(referenceRoutes);
   };

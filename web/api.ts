@@ -12,6 +12,7 @@ import type {
   CreateResponse,
   ListSortKey,
   NearRoutersResponse,
+  NetworkResponse,
   PolicyRecord,
   PublicRouter,
   SessionConfigResponse,
@@ -70,6 +71,7 @@ export type {
   CreateResponse,
   ListSortKey,
   PolicyRecord,
+  NetworkResponse,
   PublicRouter,
   SessionConfigResponse,
   SessionRecord,
@@ -237,6 +239,7 @@ export const api = {
     request<SessionConfigResponse>('POST', '/session', { action: 'config', uuid, format }),
   /** A looking-glass query run by the router's agent (docs/api.md, Looking glass). */
   lg: (body: LgRequest) => request<LgAnswer>('POST', '/lg', body),
+  network: () => request<NetworkResponse>('GET', '/network'),
   history: (uuid: string, range: HistoryRangeName) =>
     request<SessionHistoryResponse>(
       'GET',

@@ -4,6 +4,7 @@ import { api, ApiError, csrfToken, onSignInEnded, type Login, type PublicRouter 
 import { focusHeading, Problem } from './components.tsx';
 import { initialLang, lang, LANGS, setLang, t, type Lang, type MessageKey } from './i18n/index.ts';
 import { ReviewsPage } from './pages/admin.tsx';
+import { NetworkPage } from './pages/network.tsx';
 import { AdminSessionsPage } from './pages/admin-sessions.tsx';
 import { CreatePage } from './pages/create.tsx';
 import { LoginPage } from './pages/login.tsx';
@@ -31,6 +32,7 @@ const isEnded = (err: unknown) => err instanceof ApiError && err.code === 'INVAL
 const PAGES: { hash: string; title: MessageKey; admin?: boolean }[] = [
   { hash: '#/', title: 'nav.sessions' },
   { hash: '#/new', title: 'nav.create' },
+  { hash: '#/network', title: 'nav.network' },
   { hash: '#/admin/sessions', title: 'nav.table', admin: true },
   { hash: '#/admin/reviews', title: 'nav.reviews', admin: true },
   { hash: '#/admin/routers', title: 'nav.routers', admin: true },
@@ -220,6 +222,8 @@ export function App() {
           />
         ) : reviewing ? (
           <ReviewPage key={reviewing} uuid={reviewing} />
+        ) : page.hash === '#/network' ? (
+          <NetworkPage key={visit} />
         ) : page.hash === '#/admin/sessions' ? (
           <AdminSessionsPage />
         ) : page.hash === '#/admin/reviews' ? (

@@ -127,6 +127,15 @@ export function StatusBadge(props: { code: number; name: string }) {
   return <span class={`badge status-${props.code}`}>{props.name}</span>;
 }
 
+/** A router's badge: what its Ready says (common/conditions.ts routerReadiness). */
+export function readinessBadge(state: 'ready' | 'notReady' | 'neverReported'): {
+  class: string;
+  text: string;
+} {
+  if (state === 'ready') return { class: 'status-1', text: t('routers.ready') };
+  return { class: 'status-2', text: t(state === 'notReady' ? 'routers.notReady' : 'routers.neverReported') };
+}
+
 export function Dl(props: { items: [string, ComponentChildren][] }) {
   return (
     <dl class="facts">

@@ -270,3 +270,44 @@ export const NearRoutersResponse = Type.Object(
   },
 );
 export type NearRoutersResponse = Static<typeof NearRoutersResponse>;
+
+/** GET /network: every router with what its Ready says, for anyone logged in (docs/api.md, Network). */
+export const NetworkResponse = Type.Object(
+  {
+    routers: Type.Array(
+      Type.Object({
+        name: RouterName,
+        displayName: Type.String(),
+        region: Type.String(),
+        location: Type.Union([Type.String(), Type.Null()]),
+        accepting: Type.Boolean(),
+        /** ready; notReady (`reason`: AgentNotReporting, BirdDown, …); neverReported: no agent report yet. */
+        state: Type.Union([Type.Literal('ready'), Type.Literal('notReady'), Type.Literal('neverReported')]),
+        reason: Type.Union([Type.String(), Type.Null()]),
+        lastHeartbeat: Type.Union([Timestamp, Type.Null()]),
+        /** Sessions on the router that are up (ACTIVE). */
+        activeSessions: Type.Integer({ minimum: 0 }),
+      }),
+    ),
+  },
+  {
+    examples: [
+      {
+        routers: [
+          {
+            name: 'fra1',
+            displayName: 'Frankfurt 1',
+            region: 'eu-central',
+            location: 'Frankfurt',
+            accepting: true,
+            state: 'ready',
+            reason: 'AgentReporting',
+            lastHeartbeat: '2026-01-01T12:00:00.000Z',
+            activeSessions: 12,
+          },
+        ],
+      },
+    ],
+  },
+);
+export type NetworkResponse = Static<typeof NetworkResponse>;

@@ -64,7 +64,18 @@ beforeAll(async () => {
   );
   // The kernel refuses BIRD's routes here: they carry the router's loopback as preferred source, an
   // address the lab's node does not have. A router has it; the lab adds the route itself.
-  await L.node.run('ip', ['-6', 'route', 'replace', `${address}/128`, 'dev', `wg_${port}`]);
+  // `proto static`: the agent removes the routes through a tunnel that it made itself (proto boot) and
+  // its spec lacks (agent/wireguard/interface.ts); this one is the lab's
+  await L.node.run('ip', [
+    '-6',
+    'route',
+    'replace',
+    `${address}/128`,
+    'dev',
+    `wg_${port}`,
+    'proto',
+    'static',
+  ]);
 }, 120_000);
 afterAll(async () => {
   await agent?.close();

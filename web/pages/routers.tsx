@@ -4,9 +4,9 @@
  * fields, close to new sessions or open again, remove.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { isHealthy } from '../../common/conditions.ts';
+import { isHealthy, routerReadiness } from '../../common/conditions.ts';
 import { api, type AdminRouterRecord, type Condition, type SessionRecord } from '../api.ts';
-import { Confirm, CopyButton, Dl, focusHeading, Problem } from '../components.tsx';
+import { Confirm, CopyButton, Dl, focusHeading, Problem, readinessBadge } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
@@ -144,13 +144,8 @@ function RouterCard(props: {
   const conditions = conditionsOf(r);
   const heartbeat = r.status.lastHeartbeat;
   // the badge says what Ready says: the controller takes it back from a silent agent or a BIRD that is
-  // down (docs/kubernetes.md, Conditions); no Ready: the agent never reported
-  const ready = conditions.find((c) => c.type === 'Ready');
-  const badge = !ready
-    ? { class: 'status-2', text: t('routers.neverReported') }
-    : isHealthy(ready)
-      ? { class: 'status-1', text: t('routers.ready') }
-      : { class: 'status-2', text: t('routers.notReady') };
+  // down (docs/kubernetes.md, Conditions)
+  const badge = readinessBadge(routerReadiness(conditions).state);
   return (
     <article class="card" aria-labelledby={`rt-${r.name}`} data-router={r.name}>
       <header>
