@@ -2,14 +2,19 @@
  * The session history's files (controller/history/session-history.ts; docs/store.md, Session history) on
  * a real disk with a clock the test moves: the 16-bit byte counts, a record cut by a crash, the daily
  * rewrite (a day of minutes kept, older ones merged to 5 minutes, past 30 days dropped) and its size per
- * session-day.
+ * session-day, and a disk that refuses writes (a tmpfs remounted read-only): the samples wait in memory.
  */
-import { appendFile, mkdtemp, rm, stat, utimes } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { appendFile, mkdir, mkdtemp, rm, stat, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SessionHistory } from '../../controller/history/session-history.ts';
 import { decodeCount, encodeCount, RECORD_BYTES } from '../../controller/history/samples.ts';
+import { register } from '../../controller/metrics.ts';
+
+const run = promisify(execFile);
 
 const UUID = '0b6f3c1e-8a4d-4e2f-9c7b-1d2e3f4a5b6c';
 const MINUTE = 60_000;
@@ -109,5 +114,30 @@ describe('session history files', () => {
     const fresh = new SessionHistory({ dataDir: dir, now: () => clock });
     await fresh.flush();
     await expect(stat(file)).rejects.toThrow(/ENOENT/);
+  });
+
+  it('keeps the samples in memory while the disk refuses writes, and writes them once it takes them', async () => {
+    // a tmpfs remounted read-only: root writes anywhere else (mounting needs root, as the namespace tests)
+    const mnt = join(dir, 'mnt');
+    await mkdir(mnt);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', mnt]);
+    try {
+      await run('mount', ['-o', 'remount,ro', mnt]);
+      const onDisk = new SessionHistory({ dataDir: mnt, now: () => clock });
+      const failures = async () =>
+        (await register.getSingleMetric('peerops_history_write_failures_total')?.get())?.values[0]?.value ??
+        0;
+      const before = await failures();
+      onDisk.record(UUID, { rtt: 7, rxBytes: 0, txBytes: 0, routesImported: 1 }, undefined);
+      await onDisk.flush();
+      expect(await failures()).toBe(before + 1);
+      expect(await onDisk.series(UUID, 0, 1)).toMatchObject([{ rtt: 7, routesExported: null }]);
+      await run('mount', ['-o', 'remount,rw', mnt]);
+      await onDisk.flush();
+      expect((await stat(join(mnt, 'history', `${UUID}.hist`))).size).toBe(RECORD_BYTES);
+      expect(await onDisk.series(UUID, 0, 1)).toHaveLength(1);
+    } finally {
+      await run('umount', ['-l', mnt]);
+    }
   });
 });
