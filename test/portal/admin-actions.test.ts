@@ -109,8 +109,14 @@ describe('the admin actions in the portal', () => {
     await accessibleEverywhere(page, 'the routers page with a router');
     const card = page.locator('article[data-router="fra1"]');
 
+    // Escape closes the form, the focus back on the button that opened it
+    const edit = card.getByRole('button', { name: 'Edit' });
+    await edit.click();
+    await card.getByLabel('Display name').press('Escape');
+    await card.locator('form').waitFor({ state: 'detached' });
+    await expect.poll(() => edit.evaluate((b) => b === b.ownerDocument.activeElement)).toBe(true);
     // edit: the fields changed are sent; nothing changed says so
-    await card.getByRole('button', { name: 'Edit' }).click();
+    await edit.click();
     await card.getByRole('button', { name: 'Save the router' }).click();
     await card.getByText('Nothing changed: edit a field first.').waitFor();
     await card.getByLabel('Display name').fill('Frankfurt Eins');

@@ -210,6 +210,8 @@ export function RouterEditor(props: {
   };
   return (
     <form
+      // Escape closes the form as it does a session's Change form (docs/user-guide.md, Keyboard)
+      onKeyDown={(e) => e.key === 'Escape' && props.onCancel()}
       class="stack router-form"
       onSubmit={submit}
       noValidate

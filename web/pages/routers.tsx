@@ -3,7 +3,7 @@
  * action of `peerops admin router` (docs/api.md, Admin API): add (the agent token shown once), edit the
  * fields, close to new sessions or open again, remove.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { isHealthy, routerReadiness } from '../../common/conditions.ts';
 import { api, type AdminRouterRecord, type Condition, type SessionRecord } from '../api.ts';
 import { Confirm, CopyButton, Dl, focusHeading, Problem, readinessBadge } from '../components.tsx';
@@ -14,6 +14,15 @@ import { RouterEditor } from './router-form.tsx';
 import { useLoad } from './admin.tsx';
 import { statusWords } from './advice.ts';
 
+/** When a form `open` closes (saved, Cancel, Escape), the focus goes back to the button that opened it. */
+function useFocusBack(open: boolean, button: { current: HTMLButtonElement | null }): void {
+  const was = useRef(open);
+  useEffect(() => {
+    if (was.current && !open) button.current?.focus();
+    was.current = open;
+  }, [open]);
+}
+
 export function RoutersPage() {
   const [data, error, reload] = useLoad(async () => {
     const [routers, sessions] = await Promise.all([api.adminRouters(), api.adminSessions()]);
@@ -23,6 +32,8 @@ export function RoutersPage() {
   // the agent token of the router just added: shown this once (docs/operator-guide.md, agents)
   const [added, setAdded] = useState<{ name: string; agentToken: string }>();
   const [notice, setNotice] = useState<string>();
+  const addButton = useRef<HTMLButtonElement>(null);
+  useFocusBack(adding, addButton);
   useEffect(() => {
     if (added) document.getElementById('added-title')?.focus();
   }, [added]);
@@ -61,14 +72,11 @@ export function RoutersPage() {
             if (a.agentToken) setAdded({ name: a.name, agentToken: a.agentToken });
             void saved(t('routerForm.addedNotice', { name: a.name }));
           }}
-          onCancel={() => {
-            setAdding(false);
-            focusHeading();
-          }}
+          onCancel={() => setAdding(false)}
         />
       ) : (
         <div class="buttons">
-          <button type="button" onClick={() => setAdding(true)}>
+          <button type="button" ref={addButton} onClick={() => setAdding(true)}>
             {t('routerForm.addButton')}
           </button>
         </div>
@@ -126,6 +134,8 @@ function RouterCard(props: {
 }) {
   const r = props.router;
   const [editing, setEditing] = useState(false);
+  const editButton = useRef<HTMLButtonElement>(null);
+  useFocusBack(editing, editButton);
   const [removing, setRemoving] = useState(false);
   const [removeError, setRemoveError] = useState<unknown>();
   const remove = async () => {
@@ -205,7 +215,7 @@ function RouterCard(props: {
         />
       ) : (
         <div class="buttons">
-          <button type="button" class="secondary" onClick={() => setEditing(true)}>
+          <button type="button" class="secondary" ref={editButton} onClick={() => setEditing(true)}>
             {t('routerForm.edit')}
           </button>
           <button type="button" class="danger" onClick={() => setRemoving(true)}>
