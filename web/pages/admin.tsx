@@ -8,6 +8,7 @@ import { api, watchSessions, type AdminSessionRecord } from '../api.ts';
 import { described, Dl, Field, Problem } from '../components.tsx';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
+import { localText } from '../i18n/problems/index.ts';
 
 /** Loads once on mount; the page reloads after a change. */
 export function useLoad<T>(load: () => Promise<T>): [T | undefined, unknown, () => Promise<void>] {
@@ -113,7 +114,7 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
           <ul>
             {violations.map((v) => (
               <li key={v.pointer + v.message}>
-                <code>{v.pointer}</code> {v.message}
+                <code>{v.pointer}</code> {localText(v)}
               </li>
             ))}
           </ul>
