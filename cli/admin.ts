@@ -35,6 +35,7 @@ import {
 import { contextName, saveContext } from './config.ts';
 import type { AdminSessionRecord as SessionRecord } from '../controller/api/responses.ts';
 import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
+import { saidText } from '../common/messages.ts';
 
 const USAGE = `usage: peerops admin <area> <action> [options]
 
@@ -560,7 +561,7 @@ function ownPrefixes(values: string[]): { ipv4: string[]; ipv6: string[] } {
   for (const prefix of values) {
     const family = prefix.includes(':') ? 'ipv6' : 'ipv4';
     const problem = prefixProblem(prefix, family);
-    if (problem) throw new CliError('USAGE', `--own-prefix '${prefix}' ${problem}`);
+    if (problem) throw new CliError('USAGE', `--own-prefix '${prefix}' ${saidText(problem)}`);
     own[family].add(prefix);
   }
   return { ipv4: [...own.ipv4], ipv6: [...own.ipv6] };

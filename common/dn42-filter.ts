@@ -6,6 +6,7 @@
  */
 import type { Dn42Filter, Dn42FilterRule } from './agent-api.ts';
 import { canonicalPrefix, inRanges, parsePrefix, prefixProblem, type Family } from './net.ts';
+import { saidText } from './messages.ts';
 
 export type { Dn42Filter, Dn42FilterRule };
 
@@ -69,7 +70,7 @@ export function parseFilter(
     if (!/^[0-9]{1,9}$/.test(nr)) fail(`the number '${nr}' is not a number`);
     if (action !== 'permit' && action !== 'deny') fail(`the action '${action}' is neither permit nor deny`);
     const problem = prefixProblem(prefix, family);
-    if (problem !== undefined) fail(`the prefix '${prefix}' ${problem}`);
+    if (problem !== undefined) fail(`the prefix '${prefix}' ${saidText(problem)}`);
     const length = parsePrefix(prefix, family)?.length ?? 0;
     const lengthOf = (text: string, what: string): number => {
       if (!/^[0-9]{1,3}$/.test(text) || Number(text) > bits)

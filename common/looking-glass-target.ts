@@ -10,7 +10,7 @@ import {
   prefixProblem,
   specialPurposeProblem,
 } from './net.ts';
-import { englishText } from './messages.ts';
+import type { FieldSaid } from './messages.ts';
 
 /** Is the address inside DN42's ranges (common/net.ts), the only ones a peer may ask about? */
 function inDn42(address: string): boolean {
@@ -26,20 +26,22 @@ export function lgTargetProblem(
   target: string,
   op: 'ping' | 'traceroute' | 'route',
   admin: boolean,
-): string | undefined {
+): FieldSaid | undefined {
   const slash = target.indexOf('/');
   const address = slash >= 0 ? target.slice(0, slash) : target;
   if (slash >= 0) {
-    if (op !== 'route') return 'is a prefix; ping and traceroute take one address';
+    if (op !== 'route') return { key: 'field.lgPrefix', params: {} };
     const family = isIpv6(address) ? 'ipv6' : 'ipv4';
     const problem = prefixProblem(target, family);
     if (problem) return problem;
-  } else if (!isIpv4(address) && !isIpv6(address)) return 'is not an IPv4 or IPv6 address';
+  } else if (!isIpv4(address) && !isIpv6(address)) return { key: 'field.lgNotAddress', params: {} };
   else {
     const special = specialPurposeProblem(address);
-    if (special) return englishText(special.key, special.params);
+    if (special) return special;
   }
-  if (!admin && !inDn42(address))
-    return `is outside DN42's ranges (${[...DN42_PEER_ADDRESS_RANGES.ipv6, ...DN42_PEER_ADDRESS_RANGES.ipv4].join(', ')})`;
+  if (!admin && !inDn42(address)) {
+    const ranges = [...DN42_PEER_ADDRESS_RANGES.ipv6, ...DN42_PEER_ADDRESS_RANGES.ipv4].join(', ');
+    return { key: 'field.lgOutsideDn42', params: { ranges } };
+  }
   return undefined;
 }

@@ -340,6 +340,25 @@ export const FIELD_MESSAGES = {
   'field.below': 'must be less than {limit}',
   'field.oneOf': 'must be one of {allowed}',
   'field.pattern': 'has characters or a form that is not allowed',
+  'field.pattern.routerName':
+    'must be a name of lower-case letters, digits and -, starting with a letter, at most 31 (such as fra1)',
+  'field.pattern.region':
+    'must be lower-case letters, digits and -, starting with a letter or digit, at most 32 (such as eu-central)',
+  'field.pattern.sha256': 'must be 64 lower-case hexadecimal digits (a SHA-256)',
+  'field.pattern.conditionType':
+    'must be a letter, then letters, digits, _, ., - or / (such as ConfigApplied)',
+  'field.pattern.conditionReason':
+    'must be a letter, then letters, digits, _, , or :, not ending in , or : (such as AgentSilent)',
+  'field.printableNoQuotes':
+    'must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks, no " or \\',
+  'field.prefixForm.ipv4':
+    'must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
+  'field.prefixForm.ipv6':
+    'must be an IPv6 prefix such as fd00::/8: an IPv6 address, / and a length 0-128 without leading zeros',
+  'field.prefixBits': 'has bits set after /{length}: the network is {network} (or give a longer length)',
+  'field.lgPrefix': 'is a prefix; ping and traceroute take one address',
+  'field.lgNotAddress': 'is not an IPv4 or IPv6 address',
+  'field.lgOutsideDn42': "is outside DN42's ranges ({ranges})",
   'field.printable':
     'must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks',
   'field.notString': 'must be text',
@@ -431,7 +450,6 @@ export const FIELD_MESSAGES = {
   'field.notUrl': 'not a URL',
   'field.urlCredentials': 'must not hold a user name or password; authenticate by the signature',
   'field.urlTarget': 'host {host} {reason}: no delivery would be made',
-  'field.lgTarget': '{target} {reason}',
   'field.specialAddress': 'is {what} ({prefix}), which no peer can own',
   'field.mappedAddress': 'is an IPv4-mapped address ({prefix}): give the IPv4 address {ipv4} as ipv4',
   'field.unreachableAddress': 'is {what} ({prefix})',

@@ -155,19 +155,12 @@ function written({ family, address, length }: ParsedPrefix): string {
  * Bits set after the length are refused rather than cleared: `10.1.0.0/8` is as likely a mistyped
  * `10.1.0.0/16` as a `10.0.0.0/8`, and guessing would announce or accept the wrong network.
  */
-export function prefixProblem(value: string, family: Family): string | undefined {
+export function prefixProblem(value: string, family: Family): FieldSaid | undefined {
   const parsed = parsePrefix(value, family);
-  const example = family === 'ipv4' ? '172.20.0.0/14' : 'fd00::/8';
-  if (!parsed) {
-    const rule =
-      family === 'ipv4'
-        ? 'four decimal numbers 0-255 without leading zeros, / and a length 0-32'
-        : 'an IPv6 address, / and a length 0-128 without leading zeros';
-    return `must be an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} prefix such as ${example}: ${rule}`;
-  }
+  if (!parsed) return { key: `field.prefixForm.${family}`, params: {} };
   const network = networkOf(parsed);
   if (network !== written(parsed))
-    return `has bits set after /${parsed.length}: the network is ${network} (or give a longer length)`;
+    return { key: 'field.prefixBits', params: { length: parsed.length, network } };
   return undefined;
 }
 

@@ -8,7 +8,14 @@ import type { Static, TSchema } from 'typebox';
 import type { FieldError } from './errors.ts';
 import type { DomainError } from './errors.ts';
 import { UNPRINTABLE_CLASS } from './text.ts';
-import { englishText, fault, FIELD_MESSAGES, type FieldMessageKey, type MessageParams } from './messages.ts';
+import {
+  englishText,
+  fault,
+  FIELD_MESSAGES,
+  type FieldMessageKey,
+  type FieldSaid,
+  type MessageParams,
+} from './messages.ts';
 import { Condition, RouterName, RouterSpec } from './schema.ts';
 import {
   canonicalEndpoint,
@@ -104,28 +111,16 @@ function fieldReason(e: ErrorObject): { key: FieldMessageKey; params: MessagePar
  * regular expression told a person nothing they could act on.
  */
 const patternOf = (schema: TSchema): unknown => (schema as { pattern?: unknown }).pattern;
-const PATTERN_WORDS = new Map<unknown, string>([
-  [
-    patternOf(RouterName),
-    'a name of lower-case letters, digits and -, starting with a letter, at most 31 (such as fra1)',
-  ],
-  [
-    patternOf(RouterSpec.properties.region),
-    'lower-case letters, digits and -, starting with a letter or digit, at most 32 (such as eu-central)',
-  ],
-  [patternOf(RouterSpec.properties.agentTokenSha256), '64 lower-case hexadecimal digits (a SHA-256)'],
-  [
-    patternOf(Condition.properties.type),
-    'a letter, then letters, digits, _, ., - or / (such as ConfigApplied)',
-  ],
-  [
-    patternOf(Condition.properties.reason),
-    'a letter, then letters, digits, _, , or :, not ending in , or : (such as AgentSilent)',
-  ],
+const PATTERN_WORDS = new Map<unknown, FieldMessageKey>([
+  [patternOf(RouterName), 'field.pattern.routerName'],
+  [patternOf(RouterSpec.properties.region), 'field.pattern.region'],
+  [patternOf(RouterSpec.properties.agentTokenSha256), 'field.pattern.sha256'],
+  [patternOf(Condition.properties.type), 'field.pattern.conditionType'],
+  [patternOf(Condition.properties.reason), 'field.pattern.conditionReason'],
 ]);
 
 /** Formats whose message depends on the value: the reason net.ts gives (leading zeros, host bits). */
-const FORMAT_REASONS: Record<string, (value: string) => string | undefined> = {
+const FORMAT_REASONS: Record<string, (value: string) => FieldSaid | undefined> = {
   'ipv4-prefix': (v) => prefixProblem(v, 'ipv4'),
   'ipv6-prefix': (v) => prefixProblem(v, 'ipv6'),
 };
@@ -196,8 +191,7 @@ export function toFieldErrors(
   const alternatives = new Map<string, number>();
   for (const e of errors ?? []) {
     let pointer = base + e.instancePath;
-    const { key: messageKey, params } = fieldReason(e);
-    let message = englishText(messageKey, params);
+    let { key: messageKey, params } = fieldReason(e);
     if (e.keyword === 'required') {
       pointer += `/${escapePointer(String(e.params.missingProperty))}`;
     } else if (e.keyword === 'additionalProperties') {
@@ -205,17 +199,19 @@ export function toFieldErrors(
     } else if (e.keyword === 'format') {
       const format = String(e.params.format);
       const value = FORMAT_REASONS[format] ? valueAt(data, e.instancePath) : undefined;
-      message = (typeof value === 'string' ? FORMAT_REASONS[format]?.(value) : undefined) ?? message;
+      const said = typeof value === 'string' ? FORMAT_REASONS[format]?.(value) : undefined;
+      if (said) ({ key: messageKey, params } = said);
     } else if (e.keyword === 'pattern') {
       const pattern = String(e.params.pattern);
-      message = pattern.includes(UNPRINTABLE_CLASS)
-        ? `must be one line of printable text: no control, format (zero-width, bidi) or private-use characters, no line breaks${pattern.includes('"') ? ', no " or \\' : ''}`
-        : PATTERN_WORDS.has(pattern)
-          ? `must be ${PATTERN_WORDS.get(pattern)}`
-          : 'has characters or a form that is not allowed';
+      messageKey = pattern.includes(UNPRINTABLE_CLASS)
+        ? pattern.includes('"')
+          ? 'field.printableNoQuotes'
+          : 'field.printable'
+        : (PATTERN_WORDS.get(pattern) ?? 'field.pattern');
     } else if (e.keyword === 'anyOf' || e.keyword === 'const') {
       continue; // the branch errors say more
     }
+    const message = englishText(messageKey, params);
     // a value no branch of an anyOf takes: one line, "must be a UUID or a name of …"
     const anyOf = /^(.*\/anyOf)\/\d+\//.exec(e.schemaPath)?.[1];
     const branch = anyOf !== undefined && message.startsWith('must be ') ? `${pointer}\u0000${anyOf}` : '';

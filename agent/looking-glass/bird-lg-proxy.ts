@@ -18,6 +18,7 @@ import type { BirdControl } from '../bird/control.ts';
 import { parseListen } from '../config.ts';
 import { answerQuery, birdText, LG_BOUNDS } from './queries.ts';
 import type { Bounds } from './bounded.ts';
+import { saidText } from '../../common/messages.ts';
 
 export interface BirdLgProxyOptions {
   /** `[::1]:8000`, `10.0.0.1:8000`: where to listen (bird-lg-go's frontend uses its `--proxy-port`, 8000). */
@@ -58,7 +59,7 @@ export function birdLgCommand(q: string): { command: string } | { refused: strin
       const arg = words[++i] ?? '';
       if (word === 'for') {
         const why = lgTargetProblem(arg, 'route', false);
-        if (why) return { refused: `${arg} ${why}` };
+        if (why) return { refused: `${arg} ${saidText(why)}` };
         selector = `for ${arg}`;
       } else {
         const name = PROTOCOL.exec(arg)?.[1];
@@ -128,7 +129,7 @@ export async function startBirdLgProxy(
       }
       const target = q.trim();
       const why = lgTargetProblem(target, 'traceroute', false);
-      if (why) return reply(res, 400, `Invalid target: ${target} ${why}\n`);
+      if (why) return reply(res, 400, `Invalid target: ${target} ${saidText(why)}\n`);
       const out = await answerQuery({ id: 'bird-lg-go', op: 'traceroute', target }, bird, bounds);
       log.info(
         { lg: { proxy: 'bird-lg-go', from: req.socket.remoteAddress, op: 'traceroute', target } },

@@ -22,6 +22,7 @@ import type { BirdControl, Reply } from '../bird/control.ts';
 import { ROA_TABLES } from '../bird/main-config.ts';
 import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
 import { cutUtf8, runBounded, type Bounds } from './bounded.ts';
+import { saidText } from '../../common/messages.ts';
 
 export const LG_BOUNDS: Bounds = { timeMs: LG_TIME_LIMIT_MS, outputBytes: LG_OUTPUT_LIMIT_BYTES };
 
@@ -86,7 +87,7 @@ function checkedTarget(query: LgQuery, op: 'ping' | 'traceroute' | 'route'): str
   const target = query.target ?? '';
   // admin true: the controller already held a peer to DN42's ranges; here only the form is checked
   const why = lgTargetProblem(target, op, true);
-  if (why) throw new Error(`target ${target} ${why}`);
+  if (why) throw new Error(`target ${target} ${saidText(why)}`);
   return target;
 }
 

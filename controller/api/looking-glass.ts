@@ -16,7 +16,7 @@ import {
   type LgQuery,
 } from '../../common/looking-glass.ts';
 import { lgTargetProblem } from '../../common/looking-glass-target.ts';
-import { fieldError, problem } from '../../common/messages.ts';
+import { fieldError, problem, saidText } from '../../common/messages.ts';
 import { RouterName } from '../../common/schema.ts';
 import type { LookingGlassBroker } from '../looking-glass/broker.ts';
 import type { Store } from '../store/store.ts';
@@ -62,8 +62,8 @@ export const lookingGlassRoutes: FastifyPluginAsyncTypebox<{
       const checkTarget = (target: string, op: 'ping' | 'traceroute' | 'route') => {
         const why = lgTargetProblem(target, op, admin);
         if (why)
-          throw problem('lg.invalidTarget', { target, reason: why }, [
-            fieldError('/target', 'field.lgTarget', { target, reason: why }),
+          throw problem('lg.invalidTarget', { target, reason: saidText(why) }, [
+            fieldError('/target', why.key, why.params),
           ]);
       };
       const knownRouter = (name: string) => {

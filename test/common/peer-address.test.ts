@@ -21,6 +21,12 @@ import { englishText } from '../../common/messages.ts';
 import { PolicySpec } from '../../common/schema.ts';
 import { validate } from '../../common/validate.ts';
 
+/** prefixProblem's keyed answer as its English sentence. */
+function prefixText(value: string, family: 'ipv4' | 'ipv6'): string | undefined {
+  const said = prefixProblem(value, family);
+  return said && englishText(said.key, said.params);
+}
+
 /** specialPurposeProblem's keyed answer as its English sentence. */
 function specialPurposeText(address: string): string | undefined {
   const said = specialPurposeProblem(address);
@@ -54,11 +60,11 @@ describe('prefixes: one strict reading', () => {
   });
 
   it('refuses host bits with the network it would be, and reads IPv6 in any case and zero form', () => {
-    expect(prefixProblem('10.1.0.0/8', 'ipv4')).toBe(
+    expect(prefixText('10.1.0.0/8', 'ipv4')).toBe(
       'has bits set after /8: the network is 10.0.0.0/8 (or give a longer length)',
     );
-    expect(prefixProblem('fd42:1234::1/48', 'ipv6')).toMatch(/the network is fd42:1234::\/48/);
-    expect(prefixProblem('010.0.0.0/8', 'ipv4')).toMatch(/without leading zeros/);
+    expect(prefixText('fd42:1234::1/48', 'ipv6')).toMatch(/the network is fd42:1234::\/48/);
+    expect(prefixText('010.0.0.0/8', 'ipv4')).toMatch(/without leading zeros/);
     expect(isPrefix('10.0.0.0/8', 'ipv4')).toBe(true);
     expect(isPrefix('fd00:0::/8', 'ipv6')).toBe(true);
     expect(isPrefix('FD00:0000::/8', 'ipv6')).toBe(true);

@@ -232,7 +232,23 @@ export default {
   'field.notUrl': '不是 URL',
   'field.urlCredentials': '不能包含用户名或密码；请通过签名进行验证',
   'field.urlTarget': '主机 {host} 不是可以投递的地址（{reason}）：不会有任何投递',
-  'field.lgTarget': '不能查询 {target}：{reason}',
+  'field.pattern.routerName':
+    '必须是由小写字母、数字和 - 组成、以字母开头、最多 31 个字符的名字（例如 fra1）',
+  'field.pattern.region':
+    '必须由小写字母、数字和 - 组成，以字母或数字开头，最多 32 个字符（例如 eu-central）',
+  'field.pattern.sha256': '必须是 64 位小写十六进制数字（SHA-256）',
+  'field.pattern.conditionType': '必须以字母开头，其后为字母、数字、_、.、- 或 /（例如 ConfigApplied）',
+  'field.pattern.conditionReason':
+    '必须以字母开头，其后为字母、数字、_、, 或 :，且不能以 , 或 : 结尾（例如 AgentSilent）',
+  'field.printableNoQuotes':
+    '必须是一行可打印的文本：不能有控制字符、格式字符（零宽、双向）或私用字符，不能换行，不能有 " 或 \\',
+  'field.prefixForm.ipv4':
+    '必须是 IPv4 前缀，例如 172.20.0.0/14：四个不带前导零的 0-255 十进制数，/ 和 0-32 的长度',
+  'field.prefixForm.ipv6': '必须是 IPv6 前缀，例如 fd00::/8：一个 IPv6 地址，/ 和不带前导零的 0-128 的长度',
+  'field.prefixBits': '在 /{length} 之后还有置位的比特：该网络是 {network}（或者给出更长的前缀长度）',
+  'field.lgPrefix': '是前缀；ping 和 traceroute 只接受单个地址',
+  'field.lgNotAddress': '不是 IPv4 或 IPv6 地址',
+  'field.lgOutsideDn42': '不在 DN42 的地址范围（{ranges}）之内',
   'field.specialAddress': '属于特殊用途地址段 {prefix}，没有对端能够拥有它',
   'field.mappedAddress': '是 IPv4 映射地址（{prefix}）：请把 IPv4 地址 {ipv4} 填写为 ipv4',
   'field.unreachableAddress': '属于地址段 {prefix}，路由器无法经互联网到达',
