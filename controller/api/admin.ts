@@ -10,6 +10,7 @@ import type { ProblemError } from '../../common/errors.ts';
 import { fieldAtFault, fieldError, type FieldMessageKey, problem } from '../../common/messages.ts';
 import { mergePatch } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
+import type { SessionStatusCode } from '../../common/status.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
 import {
@@ -58,6 +59,13 @@ function fixedRouterFieldsProblem(body: unknown): ProblemError | undefined {
     .filter((field) => Object.hasOwn(spec, field))
     .map((field) => fieldError(`/spec/${field}`, FIXED_ROUTER_FIELDS[field] as FieldMessageKey));
   return errors.length > 0 ? problem('admin.updateInvalid', fieldAtFault(errors), errors) : undefined;
+}
+
+/** How many sessions are in each status, in status order; a status without any is left out. */
+function statusCounts(sessions: readonly { status: { code: SessionStatusCode } }[]) {
+  const counts = new Map<SessionStatusCode, number>();
+  for (const s of sessions) counts.set(s.status.code, (counts.get(s.status.code) ?? 0) + 1);
+  return [...counts].sort((a, b) => a[0] - b[0]).map(([status, count]) => ({ status, count }));
 }
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{
@@ -178,7 +186,13 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
       const { body } = request;
       switch (body.action) {
         case 'list':
-          return { routers: store.listRouters().map(adminRouter) };
+          // the counts, not the sessions: a routers page at 10,000 sessions reads a few bytes per router
+          return {
+            routers: store.listRouters().map((r) => ({
+              ...adminRouter(r),
+              sessionsByStatus: statusCounts(store.listSessions({ router: r.name })),
+            })),
+          };
         case 'add': {
           const { action: _action, name, ...fields } = body;
           const spec = validateOrThrow<RouterSpec>(

@@ -215,6 +215,10 @@ export const AdminRouterRecord = Type.Object({
   spec: Type.Omit(RouterSpec, ['agentTokenSha256']),
   status: RouterStatus,
   hasAgentToken: Type.Boolean(),
+  /** In list only: how many of the router's sessions are in each status, statuses without any left out. */
+  sessionsByStatus: Type.Optional(
+    Type.Array(Type.Object({ status: StatusCode, count: Type.Integer({ minimum: 1 }) })),
+  ),
 });
 
 export const PolicyRecord = Type.Object({

@@ -71,6 +71,16 @@ describe('the admin list in pages', () => {
     });
   });
 
+  it("the router list counts each router's sessions by status, not listing them", async () => {
+    const { routers } = (await expectOk(h.post('/admin/router', h.admin, { action: 'list' }))).json<{
+      routers: { name: string; sessionsByStatus: { status: number; count: number }[] }[];
+    }>();
+    expect(routers.find((r) => r.name === 'fra1')?.sessionsByStatus).toEqual([
+      { status: SessionStatus.PENDING_REVIEW, count: SESSIONS / 2 - 3 },
+      { status: SessionStatus.QUEUED_FOR_SETUP, count: 3 },
+    ]);
+  });
+
   it('without limit answers the whole list as before; a page too big or a bad order names the field', async () => {
     const whole = await list({});
     expect(Object.keys(whole)).toEqual(['sessions']);

@@ -5,7 +5,8 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { isHealthy, routerReadiness } from '../../common/conditions.ts';
-import { api, type AdminRouterRecord, type Condition, type SessionRecord } from '../api.ts';
+import { statusName } from '../../common/status.ts';
+import { api, type AdminRouterRecord, type Condition } from '../api.ts';
 import { Confirm, CopyButton, Dl, focusHeading, Problem, readinessBadge } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -25,8 +26,8 @@ function useFocusBack(open: boolean, button: { current: HTMLButtonElement | null
 
 export function RoutersPage() {
   const [data, error, reload] = useLoad(async () => {
-    const [routers, sessions] = await Promise.all([api.adminRouters(), api.adminSessions()]);
-    return { routers: routers.routers, sessions: sessions.sessions };
+    // each router says how many sessions it has in each status: no session list to read
+    return { routers: (await api.adminRouters()).routers };
   });
   const [adding, setAdding] = useState(false);
   // the agent token of the router just added: shown this once (docs/operator-guide.md, agents)
@@ -84,13 +85,7 @@ export function RoutersPage() {
       {data === undefined && !error && <p>{t('common.loading')}</p>}
       {data?.routers.length === 0 && <p>{t('routers.none')}</p>}
       {data?.routers.map((r) => (
-        <RouterCard
-          key={r.name}
-          router={r}
-          sessions={data.sessions.filter((s) => s.router === r.name)}
-          onChanged={reload}
-          onSaved={saved}
-        />
+        <RouterCard key={r.name} router={r} onChanged={reload} onSaved={saved} />
       ))}
     </section>
   );
@@ -127,7 +122,6 @@ function RouterSwitch(props: { router: AdminRouterRecord; onChanged: () => Promi
 
 function RouterCard(props: {
   router: AdminRouterRecord;
-  sessions: SessionRecord[];
   onChanged: () => Promise<void>;
   /** After an edit or a removal: the page says it and loads the routers again. */
   onSaved: (notice: string) => Promise<void>;
@@ -149,8 +143,8 @@ function RouterCard(props: {
       setRemoveError(err);
     }
   };
-  const byStatus = new Map<number, number>();
-  for (const s of props.sessions) byStatus.set(s.status, (byStatus.get(s.status) ?? 0) + 1);
+  const byStatus = r.sessionsByStatus ?? [];
+  const total = byStatus.reduce((n, c) => n + c.count, 0);
   const conditions = conditionsOf(r);
   const heartbeat = r.status.lastHeartbeat;
   // the badge says what Ready says: the controller takes it back from a silent agent or a BIRD that is
@@ -188,7 +182,7 @@ function RouterCard(props: {
           [
             t('routers.capacity'),
             t('routers.capacityValue', {
-              n: props.sessions.length,
+              n: total,
               max: r.spec.maxSessions ?? '∞',
             }),
           ],
@@ -231,24 +225,20 @@ function RouterCard(props: {
           onConfirm={remove}
           onClose={() => setRemoving(false)}
         >
-          <p>{t('routerForm.removeText', { n: props.sessions.length })}</p>
+          <p>{t('routerForm.removeText', { n: total })}</p>
         </Confirm>
       )}
       <h3>{t('routers.sessionsByStatus')}</h3>
-      {byStatus.size === 0 ? (
+      {byStatus.length === 0 ? (
         <p>{t('routers.noSessions')}</p>
       ) : (
         <ul class="counts">
-          {[...byStatus.entries()]
-            .sort((a, b) => a[0] - b[0])
-            .map(([code, n]) => (
-              <li key={code}>
-                <span class={`badge status-${code}`}>
-                  {props.sessions.find((s) => s.status === code)?.statusName}
-                </span>{' '}
-                {n} <span class="muted">{statusWords(code)}</span>
-              </li>
-            ))}
+          {byStatus.map(({ status, count }) => (
+            <li key={status}>
+              <span class={`badge status-${status}`}>{statusName(status)}</span> {count}{' '}
+              <span class="muted">{statusWords(status)}</span>
+            </li>
+          ))}
         </ul>
       )}
       {conditions.length > 0 && (
