@@ -228,6 +228,26 @@ export const REFUSALS = {
     text: 'login for AS{asn} failed: challenge is unknown or already used; request a new one',
   },
   'login.signatureRefused': { code: 'AUTH_FAILED', text: 'login for AS{asn} failed: {reason}' },
+  'login.signatureUnknownForm': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: signature is neither an armored SSH signature nor an OpenPGP signature',
+  },
+  'login.sshKeyNotListed': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: the signing SSH key is not listed by any maintainer of this ASN',
+  },
+  'login.pgpKeyNeeded': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: send the armored public key in publicKey: the maintainers list a pgp-fingerprint',
+  },
+  'login.pgpNoKey': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: no OpenPGP key listed by a maintainer of this ASN matches',
+  },
+  'login.notTheChallenge': {
+    code: 'AUTH_FAILED',
+    text: 'login for AS{asn} failed: the signed text is not the challenge',
+  },
   'webhook.invalidUrl': { code: 'INVALID_REQUEST', text: '/url: {reason}' },
   'webhook.limitAdmins': { code: 'CONFLICT', text: 'at most {max} webhooks for admins; delete one first' },
   'webhook.limitAsn': { code: 'CONFLICT', text: 'at most {max} webhooks per ASN; delete one first' },

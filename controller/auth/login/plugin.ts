@@ -245,7 +245,10 @@ const loginPlugin: FastifyPluginAsyncTypebox<LoginPluginOptions> = async (app, o
       from: new Date(issued.expiresAt - CHALLENGE_TTL_MS - SIGNATURE_SKEW_MS),
       to: new Date(now() + SIGNATURE_SKEW_MS),
     });
-    if (!verdict.ok) return fail('login.signatureRefused', { reason: verdict.reason });
+    if (!verdict.ok) {
+      const { key: refusal, ...params } = verdict.refusal;
+      return fail(refusal, params);
+    }
     // Used up by the login it makes, in one atomic step: a replay, or the loser of two verifications
     // racing on it, is refused. A failed attempt does not use it, so nobody without the key can spend
     // the challenge its owner is signing, and only logins fill the record (docs/login.md).

@@ -10,7 +10,16 @@ import { SSH_NAMESPACE } from '../../../common/login-challenge.ts';
 import type { AuthMethod } from './auth-methods.ts';
 import { checkSshSignature, parseSshSignature, SshSigError } from '../../../common/sshsig.ts';
 
-export type Verdict = { ok: true; method: AuthMethod } | { ok: false; reason: string };
+/** Why a signature is refused: a catalogue key (common/messages.ts), `reason` the library's words. */
+export type Refusal =
+  | { key: 'login.signatureUnknownForm' | 'login.sshKeyNotListed' | 'login.pgpKeyNeeded' }
+  | { key: 'login.pgpNoKey' | 'login.notTheChallenge' }
+  | { key: 'login.signatureRefused'; reason: string };
+
+export type Verdict = { ok: true; method: AuthMethod } | { ok: false; refusal: Refusal };
+
+const refused = (refusal: Refusal): Verdict => ({ ok: false, refusal });
+const unverified = (reason: string): Verdict => refused({ key: 'login.signatureRefused', reason });
 
 /**
  * When an OpenPGP signature must have been made: from the challenge's issue to now, each widened by the
@@ -38,9 +47,9 @@ export async function verifyLogin(
     ) {
       return await verifyPgp(methods, challenge, signature, publicKey, within);
     }
-    return { ok: false, reason: 'signature is neither an armored SSH signature nor an OpenPGP signature' };
+    return refused({ key: 'login.signatureUnknownForm' });
   } catch (err) {
-    return { ok: false, reason: (err as Error).message };
+    return unverified((err as Error).message);
   }
 }
 
@@ -52,12 +61,11 @@ function verifySsh(methods: readonly AuthMethod[], challenge: string, armored: s
       m.type !== 'pgp-key-cert' &&
       Buffer.from(m.key, 'base64').equals(sig.publicKey),
   );
-  if (!method)
-    return { ok: false, reason: 'the signing SSH key is not listed by any maintainer of this ASN' };
+  if (!method) return refused({ key: 'login.sshKeyNotListed' });
   try {
     checkSshSignature(sig, Buffer.from(challenge, 'utf8'), SSH_NAMESPACE);
   } catch (err) {
-    if (err instanceof SshSigError) return { ok: false, reason: err.message };
+    if (err instanceof SshSigError) return unverified(err.message);
     throw err;
   }
   return { ok: true, method };
@@ -122,19 +130,14 @@ async function verifyPgp(
   const candidates = await pgpCandidates(methods, publicKey);
   if (candidates.length === 0) {
     const wantsKey = methods.some((m) => m.type === 'pgp-fingerprint') && !publicKey;
-    return {
-      ok: false,
-      reason: wantsKey
-        ? 'send the armored public key in publicKey: the maintainers list a pgp-fingerprint'
-        : 'no OpenPGP key listed by a maintainer of this ASN matches',
-    };
+    return refused({ key: wantsKey ? 'login.pgpKeyNeeded' : 'login.pgpNoKey' });
   }
   const verificationKeys = candidates.map((c) => c.key);
   let signatures: openpgp.VerifyMessageResult['signatures'];
   if (armored.includes('-----BEGIN PGP SIGNED MESSAGE-----')) {
     const message = await (await loadOpenpgp()).readCleartextMessage({ cleartextMessage: armored });
     if (normalizeText(message.getText()) !== normalizeText(challenge)) {
-      return { ok: false, reason: 'the signed text is not the challenge' };
+      return refused({ key: 'login.notTheChallenge' });
     }
     ({ signatures } = await (await loadOpenpgp()).verify({ message, verificationKeys, date: within.to }));
   } else {
@@ -161,7 +164,7 @@ async function verifyPgp(
     }
     return { ok: true, method: hit.method };
   }
-  return { ok: false, reason: why };
+  return unverified(why);
 }
 
 /** A key-cert or fingerprint as a refusal names it; an expired key-cert says what would make it verify. */

@@ -146,6 +146,12 @@ export default {
   'login.challengeExpired': 'AS{asn} 登录失败：挑战已过期；请重新申请一个',
   'login.challengeUsed': 'AS{asn} 登录失败：挑战未知或已被使用；请重新申请一个',
   'login.signatureRefused': 'AS{asn} 登录失败：签名未通过验证（{reason}）',
+  'login.signatureUnknownForm': 'AS{asn} 登录失败：签名既不是 ASCII 封装的 SSH 签名，也不是 OpenPGP 签名',
+  'login.sshKeyNotListed': 'AS{asn} 登录失败：签名所用的 SSH 密钥没有被此 ASN 的任何维护者列出',
+  'login.pgpKeyNeeded':
+    'AS{asn} 登录失败：请在 publicKey 中发送 ASCII 封装的公钥：维护者列出的是 pgp-fingerprint',
+  'login.pgpNoKey': 'AS{asn} 登录失败：没有与此 ASN 维护者列出的 OpenPGP 密钥相符的密钥',
+  'login.notTheChallenge': 'AS{asn} 登录失败：签名的文本不是此挑战',
   'webhook.invalidUrl': 'Webhook 的 url 有误',
   'webhook.limitAdmins': '管理员最多只能有 {max} 个 webhook；请先删除一个',
   'webhook.limitAsn': '每个 ASN 最多只能有 {max} 个 webhook；请先删除一个',
