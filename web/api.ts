@@ -272,6 +272,9 @@ export const api = {
     }),
   updateRouter: (name: string, spec: Partial<RouterFields>) =>
     request<{ router: AdminRouterRecord }>('POST', '/admin/router', { action: 'update', name, spec }),
+  /** A new agent token for the router; the old one is refused from then on (docs/api.md, rotate-token). */
+  rotateRouterToken: (name: string) =>
+    request<{ name: string; agentToken: string }>('POST', '/admin/router', { action: 'rotate-token', name }),
   removeRouter: (name: string) =>
     request<{ name: string; removed: true }>('POST', '/admin/router', { action: 'remove', name }),
   /** `name`: `default`, or a router's override (docs/routing-policy.md). */

@@ -1,7 +1,8 @@
 /**
  * The admin actions of the CLI done in the portal, against a real `peerops serve` (its own process, git
  * store, DN42 registry on disk) in chromium: routers added (a refused field named at its field, the agent
- * token shown once and taken by the agent API), edited, removed after a confirmation that Escape closes;
+ * token shown once and taken by the agent API), edited, given a new agent token, removed after a
+ * confirmation that Escape closes;
  * the policy edited with the change shown before it is saved, and the controller's refusal shown; tokens
  * revoked one by id and all of an ASN, then refused by the API. axe-core on each page and state in en and
  * zh-CN at 1280 and 390 px.
@@ -127,6 +128,17 @@ describe('the admin actions in the portal', () => {
       spec: Record<string, unknown>;
     }[];
     expect(listed[0]?.spec).toMatchObject({ displayName: 'Frankfurt Eins', maxSessions: 5, nodeId: 1 });
+
+    // a new agent token, after a question: the old one is refused, the new one shown once is taken
+    await card.getByRole('button', { name: 'New agent token' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Replace the token' }).click();
+    await expect
+      .poll(() => page.getByTestId('routers-notice').textContent())
+      .toBe('Router fra1 has a new agent token.');
+    const newToken = ((await tokenCard.locator('pre').textContent()) ?? '').trim();
+    expect(newToken).not.toBe(agentToken);
+    expect((await controller.get('/agent/fra1/sessions', agentToken)).status).toBe(401);
+    expect((await controller.get('/agent/fra1/sessions', newToken)).status).toBe(200);
 
     // remove: Escape closes the question and keeps the router; the focus goes back to the button
     const remove = card.getByRole('button', { name: 'Remove the router' });

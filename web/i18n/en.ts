@@ -447,6 +447,13 @@ export default {
   'routerForm.save': 'Save the router',
   'routerForm.unchanged': 'Nothing changed: edit a field first.',
   'routerForm.edit': 'Edit',
+  'routerForm.rotate': 'New agent token',
+  'routerForm.rotateTitle': 'Give router {name} a new agent token?',
+  'routerForm.rotateText':
+    'Its agent’s current token is refused from now on: the agent stops reporting until its configuration has the new one (controlPlane.token). The new token is shown once.',
+  'routerForm.rotateConfirm': 'Replace the token',
+  'routerForm.rotatedTitle': 'Router {name}: its new agent token',
+  'routerForm.rotatedNotice': 'Router {name} has a new agent token.',
   'routerForm.remove': 'Remove the router',
   'routerForm.removeTitle': 'Remove router {name}?',
   'routerForm.removeText':

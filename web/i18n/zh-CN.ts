@@ -427,6 +427,13 @@ const zhCN: Record<keyof typeof en, string> = {
   'routerForm.save': '保存该路由器',
   'routerForm.unchanged': '没有改动：请先修改某个字段。',
   'routerForm.edit': '编辑',
+  'routerForm.rotate': '新的 agent 令牌',
+  'routerForm.rotateTitle': '为路由器 {name} 换一个新的 agent 令牌？',
+  'routerForm.rotateText':
+    '它的 agent 当前的令牌从现在起会被拒绝：在其配置换上新令牌（controlPlane.token）之前，agent 不再上报。新令牌只显示一次。',
+  'routerForm.rotateConfirm': '替换令牌',
+  'routerForm.rotatedTitle': '路由器 {name}：新的 agent 令牌',
+  'routerForm.rotatedNotice': '路由器 {name} 已有新的 agent 令牌。',
   'routerForm.remove': '删除该路由器',
   'routerForm.removeTitle': '删除路由器 {name}？',
   'routerForm.removeText':

@@ -30,8 +30,8 @@ export function RoutersPage() {
     return { routers: (await api.adminRouters()).routers };
   });
   const [adding, setAdding] = useState(false);
-  // the agent token of the router just added: shown this once (docs/operator-guide.md, agents)
-  const [added, setAdded] = useState<{ name: string; agentToken: string }>();
+  // the agent token of a router just added or given a new one: shown this once (docs/agent.md)
+  const [added, setAdded] = useState<{ name: string; agentToken: string; rotated?: true }>();
   const [notice, setNotice] = useState<string>();
   const addButton = useRef<HTMLButtonElement>(null);
   useFocusBack(adding, addButton);
@@ -52,7 +52,9 @@ export function RoutersPage() {
       {added && (
         <div class="card" data-testid="agent-token">
           <h2 id="added-title" tabIndex={-1}>
-            {t('routerForm.addedTitle', { name: added.name })}
+            {added.rotated
+              ? t('routerForm.rotatedTitle', { name: added.name })
+              : t('routerForm.addedTitle', { name: added.name })}
           </h2>
           <p>{t('routerForm.tokenOnce')}</p>
           <pre class="code" tabIndex={0}>
@@ -85,7 +87,16 @@ export function RoutersPage() {
       {data === undefined && !error && <p>{t('common.loading')}</p>}
       {data?.routers.length === 0 && <p>{t('routers.none')}</p>}
       {data?.routers.map((r) => (
-        <RouterCard key={r.name} router={r} onChanged={reload} onSaved={saved} />
+        <RouterCard
+          key={r.name}
+          router={r}
+          onChanged={reload}
+          onSaved={saved}
+          onToken={(agentToken) => {
+            setAdded({ name: r.name, agentToken, rotated: true });
+            void saved(t('routerForm.rotatedNotice', { name: r.name }));
+          }}
+        />
       ))}
     </section>
   );
@@ -125,22 +136,34 @@ function RouterCard(props: {
   onChanged: () => Promise<void>;
   /** After an edit or a removal: the page says it and loads the routers again. */
   onSaved: (notice: string) => Promise<void>;
+  /** After rotate-token: the page shows the new token, once. */
+  onToken: (agentToken: string) => void;
 }) {
   const r = props.router;
   const [editing, setEditing] = useState(false);
   const editButton = useRef<HTMLButtonElement>(null);
   useFocusBack(editing, editButton);
   const [removing, setRemoving] = useState(false);
-  const [removeError, setRemoveError] = useState<unknown>();
+  const [actionError, setActionError] = useState<unknown>();
+  const [rotating, setRotating] = useState(false);
+  const rotate = async () => {
+    setRotating(false);
+    setActionError(undefined);
+    try {
+      props.onToken((await api.rotateRouterToken(r.name)).agentToken);
+    } catch (err) {
+      setActionError(err);
+    }
+  };
   const remove = async () => {
     setRemoving(false);
-    setRemoveError(undefined);
+    setActionError(undefined);
     try {
       await api.removeRouter(r.name);
       await props.onSaved(t('routerForm.removedNotice', { name: r.name }));
       focusHeading();
     } catch (err) {
-      setRemoveError(err);
+      setActionError(err);
     }
   };
   const byStatus = r.sessionsByStatus ?? [];
@@ -212,12 +235,25 @@ function RouterCard(props: {
           <button type="button" class="secondary" ref={editButton} onClick={() => setEditing(true)}>
             {t('routerForm.edit')}
           </button>
+          <button type="button" class="secondary" onClick={() => setRotating(true)}>
+            {t('routerForm.rotate')}
+          </button>
           <button type="button" class="danger" onClick={() => setRemoving(true)}>
             {t('routerForm.remove')}
           </button>
         </div>
       )}
-      <Problem error={removeError} />
+      {rotating && (
+        <Confirm
+          title={t('routerForm.rotateTitle', { name: r.name })}
+          confirm={t('routerForm.rotateConfirm')}
+          onConfirm={rotate}
+          onClose={() => setRotating(false)}
+        >
+          <p>{t('routerForm.rotateText')}</p>
+        </Confirm>
+      )}
+      <Problem error={actionError} />
       {removing && (
         <Confirm
           title={t('routerForm.removeTitle', { name: r.name })}
