@@ -3,7 +3,8 @@
  * (`npm run screenshots`; docs/user-guide.md shows them). A controller on a temp git store is filled
  * through the API as the agent and users would (routers with heartbeats, one with a refused local
  * config; sessions in review, ACTIVE with metrics, in ERROR), and Debian's chromium (playwright-core)
- * logs in through the page with a key signed by ssh-keygen, as a peer and as an admin.
+ * logs in through the page with a key signed by ssh-keygen, as a peer and as an admin. fra1's looking
+ * glass is answered through the agent API with the text a router prints (answerLookingGlass).
  *
  * The Chinese page needs a CJK font in the system (Debian: fonts-wqy-microhei); without one its
  * characters are drawn as boxes.
@@ -18,6 +19,7 @@ import { DirectoryRegistry } from '../controller/auth/login/registry.ts';
 import { ADMIN_ASN, expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../test/api/helpers.ts';
 import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../test/login/support.ts';
 import { encodeSamples, type Sample } from '../controller/history/samples.ts';
+import type { LgAnswer, LgQuery } from '../common/looking-glass.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const NETWORK_ASN = 4242420000;
@@ -29,7 +31,7 @@ const out = path.resolve(ROOT, values.out ?? 'docs/portal');
 
 const ago = (seconds: number) => new Date(Date.now() - seconds * 1000).toISOString();
 
-async function fill(h: Harness): Promise<void> {
+async function fill(h: Harness): Promise<{ fra1Token: string }> {
   const tokens: Record<string, string> = {};
   tokens.fra1 = await h.addRouter('fra1', {
     displayName: 'Frankfurt 1',
@@ -140,6 +142,58 @@ async function fill(h: Harness): Promise<void> {
     bgpState: 'Active',
     bgpSince: ago(240),
   });
+  return { fra1Token: tokens.fra1 };
+}
+
+/**
+ * fra1's agent's side of the looking glass (GET /agent/fra1/lg, POST …/lg/<id>), answering with the
+ * text a router's ping and BIRD print (docs/agent.md, Looking glass): the screenshots have no router.
+ */
+async function answerLookingGlass(url: string, token: string, signal: AbortSignal): Promise<void> {
+  const call = (path: string, init: RequestInit = {}) =>
+    fetch(`${url}agent/fra1/${path}`, {
+      ...init,
+      signal,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    });
+  const route = (net: string, port: number, asPath: string) =>
+    `${net.padEnd(20)} unicast [dn42_${port} ${ago(7_200).slice(11, 19)}] * (100) [AS${asPath.split(' ').at(-1)}i]\n` +
+    `\tvia fe80::1234 on wg_${port}\n\tType: BGP univ\n\tBGP.origin: IGP\n\tBGP.as_path: ${asPath}\n` +
+    `\tBGP.next_hop: :: fe80::1234\n\tBGP.local_pref: 100\n\tBGP.community: (64511,3) (64511,24) (64511,34)`;
+  const answer = (q: LgQuery): LgAnswer => {
+    if (q.op === 'ping')
+      return {
+        output:
+          `PING ${q.target}(${q.target}) 56 data bytes\n` +
+          [12.1, 12.4, 11.9, 12.6]
+            .map((ms, i) => `64 bytes from ${q.target}: icmp_seq=${i + 1} ttl=63 time=${ms} ms`)
+            .join('\n') +
+          `\n\n--- ${q.target} ping statistics ---\n4 packets transmitted, 4 received, 0% packet loss, time 1504ms\n` +
+          'rtt min/avg/max/mdev = 11.900/12.250/12.600/0.269 ms',
+        truncated: false,
+        timedOut: false,
+        exitCode: 0,
+      };
+    const port = q.listenPort ?? 30000;
+    const routes = [
+      { net: 'fd42:1234::/48', verdict: 'accepted', roa: 'valid', asPath: '4242421234' },
+      { net: 'fd42:1234:100::/48', verdict: 'accepted', roa: 'unknown', asPath: '4242421234' },
+      { net: 'fd42:5678::/48', verdict: 'rejected', roa: 'invalid', asPath: '4242421234' },
+    ] as const;
+    return {
+      output: routes.map((r) => route(r.net, port, r.asPath)).join('\n'),
+      truncated: false,
+      timedOut: false,
+      page: { offset: 0, limit: 100, total: routes.length },
+      routes: routes.map(({ net, verdict, roa }) => ({ net, verdict, roa })),
+    };
+  };
+  while (!signal.aborted) {
+    const res = await call('lg?wait=5').catch(() => undefined);
+    if (!res) continue;
+    const { queries } = (await res.json()) as { queries: LgQuery[] };
+    for (const q of queries) await call(`lg/${q.id}`, { method: 'POST', body: JSON.stringify(answer(q)) });
+  }
 }
 
 async function logIn(page: Page, asn: number, key: SshKey): Promise<void> {
@@ -170,11 +224,13 @@ const h = await startHarness(
   },
 );
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium' });
+const lgAgent = new AbortController();
 try {
-  await fill(h);
+  const { fra1Token } = await fill(h);
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const address = h.app.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
+  void answerLookingGlass(url, fra1Token, lgAgent.signal).catch(() => undefined);
   await rm(out, { recursive: true, force: true });
   await mkdir(out, { recursive: true });
   const written: string[] = [];
@@ -210,6 +266,28 @@ try {
     });
     written.push(path.relative(ROOT, path.join(out, `history-${size}.png`)));
     await upCard.getByRole('button', { name: 'History' }).click();
+    // the session's looking glass: the routes received with the filter's verdict and ROA state
+    await upCard.getByRole('button', { name: 'Looking glass' }).click();
+    await upCard.getByRole('button', { name: 'Routes received' }).click();
+    await upCard.getByTestId('lg-routes').waitFor();
+    await upCard.locator('section.looking-glass').screenshot({
+      path: path.join(out, `looking-glass-${size}.png`),
+    });
+    written.push(path.relative(ROOT, path.join(out, `looking-glass-${size}.png`)));
+    await upCard.getByRole('button', { name: 'Looking glass' }).click();
+    // the network page: every router's state, a ping from fra1
+    await page.goto(`${url}#/network`);
+    await page.getByTestId('network-routers').waitFor();
+    await page.getByLabel('Router', { exact: true }).selectOption('fra1');
+    await page.getByLabel('Address or prefix').fill('fd42:1234::1');
+    await page.getByRole('button', { name: 'Ask the router' }).click();
+    await page
+      .getByTestId('network-lg-output')
+      .getByText(/4 received/)
+      .waitFor();
+    await shot(page, 'network');
+    await page.goto(url);
+    await page.locator('article.session').first().waitFor();
     await page.getByLabel('Language').selectOption('zh-CN');
     await page.getByRole('heading', { name: '您的会话' }).waitFor();
     await shot(page, 'sessions-zh-CN');
@@ -284,6 +362,7 @@ try {
   }
   console.log(`wrote ${written.length} screenshots:\n  ${written.join('\n  ')}`);
 } finally {
+  lgAgent.abort();
   await browser.close();
   await h.close();
   await rm(dir, { recursive: true, force: true });

@@ -106,7 +106,7 @@ export function LookingGlassPanel(props: { session: SessionRecord }) {
         </p>
       )}
       {answer?.routes && answer.routes.length > 0 && (
-        <table class="lg-routes" data-testid="lg-routes">
+        <table class="sessions-table lg-routes" data-testid="lg-routes">
           <caption>{t('lg.routesCaption')}</caption>
           <thead>
             <tr>
