@@ -172,7 +172,18 @@ describe('git store: a full or read-only disk', () => {
 
   it('answers 503 while the file system is read-only, and writes again once it is writable', async () => {
     const before = await sessions();
-    await run('mount', ['-o', 'remount,ro', mnt]);
+    // the kernel refuses while a file there is open for writing (the poll's disk probe, a flush of the
+    // restarted controller): try again until it is not, as an operator would
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      try {
+        await run('mount', ['-o', 'remount,ro', mnt]);
+        break;
+      } catch (err) {
+        if (!/busy/.test(String(err)) || Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
     try {
       const refused = await everyWrite(pendingOne, queuedOne, 4242421004);
       for (const [what, answer] of Object.entries(refused)) expectUnavailable(answer, what);
