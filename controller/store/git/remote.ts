@@ -20,9 +20,11 @@ import { classifyPath, parseYaml } from '../../../common/manifests.ts';
 import type { ForgeConflict } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter, gauge } from '../../metrics.ts';
-import { Branch, type FileWrite } from './branch.ts';
+import { Branch } from './branch.ts';
+import { firstParentChain, replayChain, type ChainCommit } from './replay.ts';
 import { readText, type GitContext } from '../gitdb/objects.ts';
 import type { RefUpdate } from '../gitdb/recovery.ts';
+import type { FileChange } from '../gitdb/tree.ts';
 
 export interface RemoteOptions {
   /** HTTPS URL of the repository on the forge (credentials are not taken from it: see `credentials`). */
@@ -60,19 +62,9 @@ export interface RemoteHost {
   conflicts(): readonly ForgeConflict[];
 }
 
-/** One of the store's commits since the merge base, as a rebuild replays it. */
-interface OwnCommit {
-  oid: string;
-  parent: string | undefined;
-  author: { name: string; email: string };
-  message: string;
-  /** When it was committed (Unix seconds). */
-  time: number;
-}
-
 /** A change of the store's whose file the forge changed too, to a different content: the forge's stays. */
 interface Replaced {
-  commit: OwnCommit;
+  commit: ChainCommit;
   path: string;
   /** The store's version of the file (undefined: the change deleted it). */
   text: string | undefined;
@@ -365,25 +357,22 @@ export class RemoteSync {
     const baseTree = await scratch(base);
     const theirTree = await scratch(theirs);
     const theirsChanged = (path: string) => theirTree.fileOid(path) !== baseTree.fileOid(path);
-    const commits = await this.ownCommits(ours, base);
-    const tip = await scratch(theirs);
+    const commits = await firstParentChain(ctx, ours, base, { throughRoot: true });
     const replaced: Replaced[] = [];
-    for (const commit of commits) {
-      const before = await scratch(commit.parent);
-      const changes = await before.sync(commit.oid);
-      const writes: FileWrite[] = [];
+    const { tip } = await replayChain(ctx, commits, theirs, async (commit, changes) => {
+      const kept: FileChange[] = [];
       for (const change of changes) {
-        const text = change.oid ? await readText(ctx, change.oid) : undefined;
-        if (!theirsChanged(change.path)) writes.push({ path: change.path, text });
+        if (!theirsChanged(change.path)) kept.push(change);
         else if (change.oid !== theirTree.fileOid(change.path) && trailer(commit, 'Role') !== 'controller')
-          replaced.push({ commit, path: change.path, text });
+          replaced.push({
+            commit,
+            path: change.path,
+            text: change.oid ? await readText(ctx, change.oid) : undefined,
+          });
       }
-      const prepared = await tip.prepare(writes, { name: 'controller', role: 'controller' }, '', {
-        replay: { author: commit.author, message: commit.message },
-      });
-      if (prepared) tip.advance(prepared);
-    }
-    return { tip: tip.head ?? theirs, replaced };
+      return kept;
+    });
+    return { tip: tip ?? theirs, replaced };
   }
 
   /**
@@ -475,24 +464,6 @@ export class RemoteSync {
     }
   }
 
-  /** The first-parent chain from `ours` back to `base`, oldest first. */
-  private async ownCommits(ours: string, base: string | undefined): Promise<OwnCommit[]> {
-    const { ctx } = this.host;
-    const out: OwnCommit[] = [];
-    for (let oid: string | undefined = ours; oid !== undefined && oid !== base;) {
-      const { commit } = await git.readCommit({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
-      out.push({
-        oid,
-        parent: commit.parent[0],
-        author: { name: commit.author.name, email: commit.author.email },
-        message: commit.message,
-        time: commit.committer.timestamp,
-      });
-      oid = commit.parent[0];
-    }
-    return out.reverse();
-  }
-
   private async descends(oid: string, ancestor: string): Promise<boolean> {
     const { ctx } = this.host;
     return git.isDescendent({ fs: gitFs, gitdir: ctx.gitdir, oid, ancestor, cache: ctx.cache });
@@ -500,7 +471,7 @@ export class RemoteSync {
 }
 
 /** A `Peerops-<name>:` trailer of a commit the store made (branch.ts, commitMessage). */
-function trailer(commit: OwnCommit, name: 'Actor' | 'Role'): string | undefined {
+function trailer(commit: ChainCommit, name: 'Actor' | 'Role'): string | undefined {
   return new RegExp(`^Peerops-${name}: (.+)$`, 'm').exec(commit.message)?.[1];
 }
 

@@ -21,8 +21,8 @@ import git from 'isomorphic-git';
 import type { DomainError } from '../../../common/errors.ts';
 import { gitFs } from '../../git-fs.ts';
 import { counter } from '../../metrics.ts';
-import { Branch, type FileWrite } from './branch.ts';
-import { readText } from '../gitdb/objects.ts';
+import { Branch } from './branch.ts';
+import { firstParentChain, replayChain } from './replay.ts';
 import type { RefUpdate } from '../gitdb/recovery.ts';
 import { remoteLabel, type RemoteHost, type RemoteSync } from './remote.ts';
 import { listFiles } from '../gitdb/tree.ts';
@@ -42,14 +42,6 @@ interface Waiting {
   timer: NodeJS.Timeout;
   resolve(): void;
   reject(err: DomainError): void;
-}
-
-/** One commit of a first-parent chain, as a rebuild replays it. */
-interface ChainCommit {
-  oid: string;
-  parent: string | undefined;
-  author: { name: string; email: string };
-  message: string;
 }
 
 /** Scratch refs a batch is pushed from: the commits it was taken at, not what later writes added. */
@@ -331,14 +323,14 @@ export class SyncPush {
   /** The commits of these writes on one ref. */
   private async oidsOf(writes: Waiting[], kind: keyof Heads): Promise<Set<string>> {
     const oids = new Set<string>();
-    for (const w of writes) for (const c of await this.chain(w.after[kind], w.before[kind])) oids.add(c.oid);
+    for (const w of writes)
+      for (const c of await firstParentChain(this.host.ctx, w.after[kind], w.before[kind])) oids.add(c.oid);
     return oids;
   }
 
   /**
-   * The chain from `tip` back to `base` rebuilt on `onto`, one commit at a time with its author and
-   * message, without the commits in `drop` and without the files `skip` names; a commit that keeps its
-   * parent and every file stays as it is. `moved`: each kept commit's new id.
+   * The chain from `tip` back to `base` rebuilt on `onto` (replay.ts), without the commits in `drop` and
+   * without the files `skip` names. `moved`: each kept commit's new id.
    */
   private async replay(
     tip: string,
@@ -348,34 +340,11 @@ export class SyncPush {
     skip: (path: string) => boolean,
   ): Promise<{ tip: string; moved: Map<string, string> }> {
     const { ctx } = this.host;
-    const moved = new Map<string, string>();
-    const built = new Branch(ctx, 'refs/peerops/scratch');
-    if (onto !== undefined) await built.sync(onto);
-    for (const commit of await this.chain(tip, base)) {
-      if (drop.has(commit.oid)) {
-        // a later write's `before` may be this commit: it is now what was built before it
-        if (built.head !== undefined) moved.set(commit.oid, built.head);
-        continue;
-      }
-      const before = new Branch(ctx, 'refs/peerops/scratch');
-      if (commit.parent !== undefined) await before.sync(commit.parent);
-      const changes = await before.sync(commit.oid);
-      const kept = changes.filter((c) => !skip(c.path));
-      if (built.head === commit.parent && kept.length === changes.length) {
-        await built.sync(commit.oid);
-        moved.set(commit.oid, commit.oid);
-        continue;
-      }
-      const writes: FileWrite[] = [];
-      for (const c of kept)
-        writes.push({ path: c.path, text: c.oid ? await readText(ctx, c.oid) : undefined });
-      const prepared = await built.prepare(writes, CONTROLLER, '', {
-        replay: { author: commit.author, message: commit.message },
-      });
-      if (prepared) built.advance(prepared);
-      if (built.head !== undefined) moved.set(commit.oid, built.head);
-    }
-    if (built.head !== undefined) return { tip: built.head, moved };
+    const commits = await firstParentChain(ctx, tip, base);
+    const built = await replayChain(ctx, commits, onto, (commit, changes) =>
+      Promise.resolve(drop.has(commit.oid) ? 'drop' : changes.filter((c) => !skip(c.path))),
+    );
+    if (built.tip !== undefined) return { tip: built.tip, moved: built.moved };
     // the ref's first commits taken out: a ref is never deleted, so a commit without files stands for none
     const emptied = new Branch(ctx, 'refs/peerops/scratch');
     await emptied.sync(tip);
@@ -384,26 +353,7 @@ export class SyncPush {
       CONTROLLER,
       'take out writes the forge did not take',
     );
-    return { tip: prepared?.update.to ?? tip, moved };
-  }
-
-  /** The first-parent chain from `tip` back to `base` (excluded), oldest first. */
-  private async chain(tip: string | undefined, base: string | undefined): Promise<ChainCommit[]> {
-    const { ctx } = this.host;
-    const out: ChainCommit[] = [];
-    for (let oid = tip; oid !== base;) {
-      // a rebuild from the root would replay every file: never done on a `base` that is not in the chain
-      if (oid === undefined) throw new Error(`commit ${String(base)} is not an ancestor of ${String(tip)}`);
-      const { commit } = await git.readCommit({ fs: gitFs, gitdir: ctx.gitdir, oid, cache: ctx.cache });
-      out.push({
-        oid,
-        parent: commit.parent[0],
-        author: { name: commit.author.name, email: commit.author.email },
-        message: commit.message,
-      });
-      oid = commit.parent[0];
-    }
-    return out.reverse();
+    return { tip: prepared?.update.to ?? tip, moved: built.moved };
   }
 
   private descends(oid: string, ancestor: string): Promise<boolean> {
