@@ -101,6 +101,26 @@ describe('the looking glass on three replicas', () => {
         50,
       );
 
+    // 16 queries waiting (the agent not there yet), asked of replicas a and b: the 17th, asked of c,
+    // is refused, as on one controller (the per-router limit counts every replica's queries)
+    const core = server.kubeConfig().makeApiClient(CoreV1Api);
+    const stored = async () =>
+      (await core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_LG_ROUTER })).items.length;
+    const waiting = Array.from({ length: 16 }, (_, i) =>
+      (i % 2 === 0 ? a : b).post(admin(), '/lg', { op: 'ping', router: 'fra1', target: ROUTER_ADDRESS }),
+    );
+    await waitFor('16 queries stored', async () => (await stored()) === 16, 10_000, 50);
+    // c's watch has them within milliseconds of their writes
+    await waitFor(
+      'the 17th refused at c',
+      async () => {
+        const res = await c.post(admin(), '/lg', { op: 'ping', router: 'fra1', target: ROUTER_ADDRESS });
+        return res.status === 429 ? res : undefined;
+      },
+      5_000,
+      100,
+    );
+
     // the agent polls replica b and posts its answers to replica c
     const polls = agentClient(b.base, agentToken);
     const answers = agentClient(c.base, agentToken);
@@ -115,6 +135,10 @@ describe('the looking glass on three replicas', () => {
       pino({ level: 'silent' }),
     );
     agentDone = service.run(stopAgent.signal);
+
+    // the 16 that waited are answered once the agent polls
+    for (const answer of await Promise.all(waiting))
+      expect(answer.body['output'], JSON.stringify(answer.body)).toMatch(/4 received/);
 
     const started = Date.now();
     const asked = await Promise.all(
@@ -142,14 +166,6 @@ describe('the looking glass on three replicas', () => {
     expect(refused.status).toBe(400);
 
     // no query is left in the store once answered
-    const core = server.kubeConfig().makeApiClient(CoreV1Api);
-    await waitFor(
-      'the answered queries deleted',
-      async () =>
-        (await core.listNamespacedConfigMap({ namespace, labelSelector: LABEL_LG_ROUTER })).items.length ===
-        0,
-      10_000,
-      100,
-    );
+    await waitFor('the answered queries deleted', async () => (await stored()) === 0, 10_000, 100);
   }, 120_000);
 });
