@@ -68,9 +68,9 @@ const upstream = () => join(root, 'forge', 'upstream.git');
 const git = async (cwd: string, ...args: string[]) => (await run('git', args, { cwd })).stdout;
 const onForge = (ref: string, path: string) => show(upstream(), ref, path);
 
-/** Poll until check() holds; a failure shows the controller's recent output. */
+/** Poll until check() holds, every 200 ms (the checks count against the admin's rate limit). */
 const eventually = <T>(check: () => Promise<T | undefined | false>, timeoutMs: number, what: string) =>
-  poll(check, timeoutMs, () => `${what}:\n${controller.output.slice(-3000)}`);
+  poll(check, timeoutMs, () => `${what}:\n${controller.output.slice(-3000)}`, 200);
 
 /**
  * A person's edit on the forge: on its current tip, the session's endpoint set (a line far from `mtu`),

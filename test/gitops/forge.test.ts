@@ -41,9 +41,9 @@ const git = async (cwd: string, ...args: string[]) => (await run('git', args, { 
 const upstream = () => join(root, 'forge', 'upstream.git');
 const onForge = (path: string, ref = 'main') => show(upstream(), ref, path);
 
-/** Poll until check() holds; a failure shows the controller's recent output. */
+/** Poll until check() holds, every 100 ms (the checks count against the admin's rate limit). */
 const eventually = <T>(check: () => Promise<T | undefined | false>, timeoutMs: number, what: string) =>
-  poll(check, timeoutMs, () => `${what}:\n${controller.output.slice(-3000)}`);
+  poll(check, timeoutMs, () => `${what}:\n${controller.output.slice(-3000)}`, 100);
 
 /** A person's merge: commit a file in the clone and push it to the forge (rebased on what the controller pushed). */
 async function merge(path: string, doc: object, message: string): Promise<void> {
