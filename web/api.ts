@@ -314,8 +314,9 @@ export async function watchSessions(
         for await (const e of serverEvents(res.body)) {
           if (e.event === 'sessions') onList((JSON.parse(e.data) as { sessions: SessionRecord[] }).sessions);
           if (e.event !== 'end') continue;
-          const end = JSON.parse(e.data) as { code: string; detail: string };
-          if (end.code !== 'INVALID_TOKEN') throw new ApiError(403, end.code, end.detail);
+          const end = JSON.parse(e.data) as { code: string; detail: string } & Partial<Keyed>;
+          if (end.code !== 'INVALID_TOKEN')
+            throw new ApiError(403, end.code, end.detail, [], { key: end.key, params: end.params });
           onExpired();
           return;
         }

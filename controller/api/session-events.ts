@@ -79,7 +79,7 @@ const EXAMPLE = [
   ': keep-alive',
   '',
   'event: end',
-  'data: {"code":"INVALID_TOKEN","detail":"the token was revoked; log in again"}',
+  'data: {"code":"INVALID_TOKEN","detail":"the token was revoked; log in again","key":"auth.tokenRevoked","params":{}}',
   '',
   '',
 ].join('\n');
@@ -144,7 +144,7 @@ export const sessionEventRoutes: FastifyPluginAsyncTypebox<{
           const ended = tokenEnded(store, claims, identity.role === 'admin', expiresAt);
           if (ended) {
             await send(
-              `event: end\ndata: ${JSON.stringify({ code: ended.code, detail: ended.message })}\n\n`,
+              `event: end\ndata: ${JSON.stringify({ code: ended.code, detail: ended.message, ...ended.keyed })}\n\n`,
             );
             return;
           }

@@ -113,6 +113,8 @@ describe('GET /session/events', () => {
     expect(JSON.parse(end.data)).toEqual({
       code: 'INVALID_TOKEN',
       detail: 'the token was revoked; log in again',
+      key: 'auth.tokenRevoked',
+      params: {},
     });
     expect(end.at - revoked).toBeLessThan(2000);
     await w.ended;
