@@ -75,7 +75,10 @@ describe('peer addresses', () => {
     const res = await expectOk(d.user('modify', uuid, { ipv6: 'fd42:1234:ff::1' }));
     expect(res.json()).toMatchObject({ status: 3, ipv6: 'fd42:1234:ff::1' });
     // the admins are told, as of a new session (docs/notifications.md)
-    const told = h.store.outbox().filter((e) => e.session?.uuid === uuid).map((e) => e.type);
+    const told = h.store
+      .outbox()
+      .filter((e) => e.session?.uuid === uuid)
+      .map((e) => e.type);
     expect(told.filter((type) => type === 'session.pending_review')).toHaveLength(2);
   });
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkOrThrow } from '../../common/validate.ts';
 import { HeartbeatBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Actor } from '../../controller/store/store.ts';
 import { admin, newSession, queued, routerSpec, wgKey } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';

@@ -9,7 +9,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_VERSION, type RouterSpec, type RouterStatus } from '../../common/schema.ts';
 import { KubeApi } from '../../controller/store/kubernetes/api.ts';
-import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
+import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import {
   listAllPages,
   makePagedInformer,
