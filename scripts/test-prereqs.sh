@@ -32,6 +32,8 @@ declare -A need=(
   [setpriv]=util-linux
   # the release's APT repository (scripts/apt-repo.ts, test/release/apt-repo.test.ts)
   [apt-ftparchive]=apt-utils
+  # the release workflows' shell steps, checked by actionlint (scripts/actionlint.sh)
+  [shellcheck]=shellcheck
 )
 missing=()
 for cmd in "${!need[@]}"; do
