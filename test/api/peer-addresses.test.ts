@@ -394,24 +394,25 @@ describe('policy prefixes are read one way and stored canonical (issue 24, Build
     expect((bad.json() as FieldErrors).errors).toEqual([
       {
         pointer: '/spec/ownPrefixes/ipv4/0',
-        key: 'field.format.ipv4-prefix',
+        key: 'field.prefixForm.ipv4',
         message:
           'must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
       },
       {
         pointer: '/spec/peerAddressRanges/ipv4/0',
-        key: 'field.format.ipv4-prefix',
+        key: 'field.prefixForm.ipv4',
         message:
           'must be an IPv4 prefix such as 172.20.0.0/14: four decimal numbers 0-255 without leading zeros, / and a length 0-32',
       },
       {
         pointer: '/spec/peerAddressRanges/ipv4/1',
-        key: 'field.format.ipv4-prefix',
+        key: 'field.prefixBits',
+        params: { length: 8, network: '10.0.0.0/8' },
         message: 'has bits set after /8: the network is 10.0.0.0/8 (or give a longer length)',
       },
       {
         pointer: '/spec/peerAddressRanges/ipv6/0',
-        key: 'field.format.ipv6-prefix',
+        key: 'field.prefixForm.ipv6',
         message:
           'must be an IPv6 prefix such as fd00::/8: an IPv6 address, / and a length 0-128 without leading zeros',
       },
