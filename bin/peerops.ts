@@ -11,6 +11,7 @@ import { usageError } from '../common/usage.ts';
 const commands: Record<string, { module: string; summary: string; internal?: boolean }> = {
   serve: { module: '../controller/main.ts', summary: 'run the controller (REST API, store, reconciler)' },
   agent: { module: '../agent/main.ts', summary: 'run the router agent' },
+  adopt: { module: '../agent/adopt/main.ts', summary: "plan taking over a router's hand-made peers" },
   validate: { module: '../cli/validate.ts', summary: 'check a GitOps repository checkout of manifests' },
   login: { module: '../cli/login.ts', summary: 'log in by signing a challenge with an SSH or PGP key' },
   session: {

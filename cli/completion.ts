@@ -25,6 +25,7 @@ const COMMANDS = [
   'serve',
   'validate',
   'agent',
+  'adopt',
   'completion',
   'version',
   'help',
@@ -41,6 +42,17 @@ const FLAGS: Record<string, string[]> = {
   context: ['--output', '--json', '--help'],
   validate: ['--base', '--format', '--help'],
   serve: ['--listen', '--data', '--help'],
+  adopt: [
+    '--router',
+    '--wireguard-dir',
+    '--networkd-dir',
+    '--bird-conf',
+    '--port-min',
+    '--port-max',
+    '--output',
+    '--out',
+    '--help',
+  ],
 };
 
 const SUBCOMMANDS: Record<string, readonly string[]> = {

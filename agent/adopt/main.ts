@@ -1,0 +1,125 @@
+/**
+ * `peerops adopt` (docs/agent.md, Adopting a running router): reads the router's hand-made WireGuard and
+ * BIRD files and prints the adoption plan; read-only unless `--out` is given.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { dump } from 'js-yaml';
+import { sessionPath } from '../../common/manifests.ts';
+import { usageError } from '../../common/usage.ts';
+import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
+import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
+
+const HELP = `usage: peerops adopt --router NAME [options]
+
+Reads the router's WireGuard and BIRD files and prints one session per peer, and what it cannot adopt.
+  --router NAME          this router's name in peerops (required)
+  --wireguard-dir DIR    wg-quick files (default /etc/wireguard)
+  --networkd-dir DIR     systemd-networkd files (default /etc/systemd/network)
+  --bird-conf FILE       BIRD's main file; its includes are followed (default /etc/bird/bird.conf)
+  --port-min N, --port-max N   the router's port range (default 30000-32767)
+  -o table|yaml|json     output (default table)
+  --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)`;
+
+function table(plan: Plan): string {
+  const head = [
+    'ASN',
+    'INTERFACE',
+    'PORT',
+    'LINK-LOCAL',
+    'IPV4',
+    'ENDPOINT',
+    'MTU',
+    'MPBGP',
+    'ENH',
+    'PROTOCOLS',
+  ];
+  const rows = plan.sessions.map((s) => [
+    String(s.asn),
+    s.adopted.interface,
+    String(s.listenPort),
+    s.linkLocal ?? s.ipv6 ?? '-',
+    s.ipv4 ?? '-',
+    s.endpoint ?? '-',
+    String(s.mtu ?? '-'),
+    s.mpbgp ? 'yes' : 'no',
+    s.extendedNextHop ? 'yes' : 'no',
+    s.adopted.protocols.join(','),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  const out = [line(head), ...rows.map(line), '', `${plan.sessions.length} sessions to adopt`];
+  if (plan.notAdopted.length)
+    out.push('', `not adopted (${plan.notAdopted.length}):`, ...plan.notAdopted.map((n) => `  ${n.text}`));
+  return out.join('\n');
+}
+
+function manifest(s: PlannedSession): string {
+  const { adopted, router, ...spec } = s;
+  const from = `# adopted from interface ${adopted.interface}, BIRD protocols ${adopted.protocols.join(', ')}; files: ${adopted.files.join(', ')}\n`;
+  return (
+    from +
+    dump({
+      apiVersion: 'peerops.dev/v1alpha1',
+      kind: 'PeeringSession',
+      metadata: { name: `as${s.asn}-${router}` },
+      spec: { ...spec, router },
+    })
+  );
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let flags;
+  try {
+    flags = parseArgs({
+      args: argv,
+      options: {
+        router: { type: 'string' },
+        'wireguard-dir': { type: 'string', default: '/etc/wireguard' },
+        'networkd-dir': { type: 'string', default: '/etc/systemd/network' },
+        'bird-conf': { type: 'string', default: '/etc/bird/bird.conf' },
+        'port-min': { type: 'string' },
+        'port-max': { type: 'string' },
+        output: { type: 'string', short: 'o', default: 'table' },
+        out: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }).values;
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (flags.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (!flags.router) return usageError('--router: missing; give this router’s name in peerops');
+  if (!['table', 'yaml', 'json'].includes(flags.output)) return usageError('-o: must be table, yaml or json');
+  const min = Number(flags['port-min'] ?? 30000);
+  const max = Number(flags['port-max'] ?? 32767);
+  if (!Number.isInteger(min) || !Number.isInteger(max) || min < 1 || max > 65535 || min > max)
+    return usageError('--port-min/--port-max: must be ports 1-65535 with min <= max');
+  const tunnels = [
+    ...(await readWgQuick(flags['wireguard-dir'])),
+    ...(await readNetworkd(flags['networkd-dir'])),
+  ];
+  const plan = planAdoption(tunnels, await readBird(flags['bird-conf']), {
+    router: flags.router,
+    portRange: { min, max },
+  });
+  if (flags.output === 'json') console.log(JSON.stringify(plan, null, 2));
+  else if (flags.output === 'yaml') console.log(dump(plan));
+  else console.log(table(plan));
+  if (flags.out) {
+    for (const s of plan.sessions) {
+      const path = join(flags.out, sessionPath(s.router, s.asn));
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, manifest(s));
+    }
+  }
+  return 0;
+}
