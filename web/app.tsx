@@ -2,7 +2,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, csrfToken, onSignInEnded, type Login, type PublicRouter } from './api.ts';
 import { focusHeading, Problem } from './components.tsx';
-import { initialLang, lang, LANGS, setLang, t, type Lang, type MessageKey } from './i18n/index.ts';
+import { lang, LANGS, setLang, t, type Lang, type MessageKey } from './i18n/index.ts';
 import { ReviewsPage } from './pages/admin.tsx';
 import { NetworkPage } from './pages/network.tsx';
 import { AdminSessionsPage } from './pages/admin-sessions.tsx';
@@ -40,12 +40,11 @@ const PAGES: { hash: string; title: MessageKey; admin?: boolean }[] = [
   { hash: '#/admin/tokens', title: 'nav.tokens', admin: true },
 ];
 
-export function App() {
-  const [language, setLanguage] = useState<Lang>(() => {
-    const l = initialLang();
-    setLang(l);
-    return l;
-  });
+/** `languageFailed`: the reader's language, whose words could not be fetched for the first render. */
+export function App(props: { languageFailed?: Lang | undefined }) {
+  // the first render's language is in already (main.tsx)
+  const [language, setLanguage] = useState<Lang>(lang);
+  const [languageFailed, setLanguageFailed] = useState(props.languageFailed);
   const [login, setLogin] = useState<Login>();
   // a sign-in cookie from before a reload or in another tab is asked about before the login form shows
   const [restoring, setRestoring] = useState(() => csrfToken() !== undefined);
@@ -111,9 +110,13 @@ export function App() {
     setLogin(undefined);
     location.hash = '#/';
   };
+  // the page changes language once the words are in; until then, and if they cannot be, it stays
   const changeLang = (l: Lang) => {
-    setLang(l);
-    setLanguage(l);
+    setLanguageFailed(undefined);
+    setLang(l).then(
+      (applied) => applied && setLanguage(l),
+      () => setLanguageFailed(l),
+    );
   };
   const networkAsn = routers?.find((r) => r.networkAsn)?.networkAsn ?? undefined;
   const isAdmin = login?.role === 'admin';
@@ -194,6 +197,11 @@ export function App() {
         )}
       </header>
       <main id="main" tabIndex={-1}>
+        {languageFailed && (
+          <p class="problem" role="alert">
+            {t('header.languageFailed', { language: LANG_NAMES[languageFailed] })}
+          </p>
+        )}
         {expired && (
           <p class="problem" role="alert">
             {t('login.expired')}

@@ -6,6 +6,7 @@
  * it runs from the source tree (controller/portal/assets.ts), so a fresh clone serves the portal
  * without a build step.
  */
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { build } from 'esbuild';
 import type { PortalFile } from './assets.ts';
@@ -18,20 +19,37 @@ const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
 };
 
-/** The portal's files: `index.html` first, then `assets/app-<hash>.js` and `.css`. */
+/**
+ * The portal's files: `index.html` first, then `assets/app-<hash>.js` and `.css`, then the scripts the
+ * page imports when it needs them: each language but English (`assets/zh-CN-<hash>.js`,
+ * web/i18n/index.ts), and any chunk they share with the page.
+ */
 export async function buildPortal(): Promise<PortalFile[]> {
+  // each language's file is an entry of its own, so its asset is named by it: `zh-CN-<hash>.js`
+  const languages = (await readdir(path.join(WEB, 'i18n', 'languages'))).map((file) => ({
+    in: `i18n/languages/${file}`,
+    out: path.basename(file, '.ts'),
+  }));
   const result = await build({
-    entryPoints: [path.join(WEB, 'main.tsx')],
+    // the metafile's paths are relative to web/
+    absWorkingDir: WEB,
+    entryPoints: [{ in: 'main.tsx', out: 'app' }, ...languages],
     bundle: true,
     write: false,
     minify: true,
     format: 'esm',
-    // Browsers of the last few years; nothing is polyfilled.
-    target: ['es2020', 'chrome100', 'firefox100', 'safari15'],
+    // a dynamic import() becomes an asset of its own, fetched from this origin (script-src 'self')
+    splitting: true,
+    metafile: true,
+    // Browsers of the last few years, by their versions alone (an `es20xx` floor would lower class
+    // fields into a helper shared between the assets); nothing is polyfilled.
+    target: ['chrome100', 'firefox100', 'safari15'],
     jsx: 'automatic',
     jsxImportSource: 'preact',
     outdir: path.join(WEB, 'out'),
-    entryNames: 'app-[hash]',
+    entryNames: '[name]-[hash]',
+    chunkNames: 'chunk-[hash]',
+    charset: 'utf8',
     legalComments: 'none',
     logLevel: 'warning',
   });
@@ -43,13 +61,15 @@ export async function buildPortal(): Promise<PortalFile[]> {
       body: Buffer.from(f.contents).toString('utf8'),
     };
   });
-  const js = assets.find((a) => a.path.endsWith('.js'));
-  const css = assets.find((a) => a.path.endsWith('.css'));
-  if (!js || !css) throw new Error('portal build: expected one .js and one .css output');
+  const main = Object.entries(result.metafile.outputs).find(([, o]) => o.entryPoint === 'main.tsx');
+  const js = assets.find((a) => main && a.path === `assets/${path.basename(main[0])}`);
+  const css = assets.find((a) => main && a.path === `assets/${path.basename(main[1].cssBundle ?? '')}`);
+  if (!js || !css) throw new Error("portal build: expected the page's .js and .css among the outputs");
   return [
     { path: 'index.html', contentType: CONTENT_TYPES['.html']!, body: indexHtml(js.path, css.path) },
     js,
     css,
+    ...assets.filter((a) => a !== js && a !== css),
   ];
 }
 

@@ -12,7 +12,7 @@ import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import zhCN from '../../web/i18n/zh-CN.ts';
 import { ADMIN_ASN, expectOk, sessionFields, startHarness, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 const PEER_ASN = 4242421234;
 
@@ -98,7 +98,7 @@ describe('portal: a session’s history', () => {
     await expect.poll(() => graphs.count()).toBe(3);
     await expectAccessible(page, 'the History tab, 7 days');
 
-    await page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(page, 'zh-CN');
     // the page is drawn anew in the language chosen: the tab opens again
     const tab = page.getByRole('button', { name: zhCN['session.history'], exact: true });
     if ((await tab.getAttribute('aria-expanded')) !== 'true') await tab.click();

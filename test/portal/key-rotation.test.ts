@@ -20,7 +20,7 @@ import { ADMIN_ASN } from '../api/helpers.ts';
 import { startAgentLab, wgKeyPair, type AgentLab, type AgentProcess, type Peer } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 /** Approval → Established through a real agent on a busy 2-core machine: seconds, with a wide margin. */
 const ESTABLISHED_TIMEOUT_MS = 120_000;
@@ -144,14 +144,14 @@ describe('key rotation in the portal with an agent in the lab', () => {
     await expectAccessible(p.page, 'the Change form with a field error');
     // the same form in Chinese at 390 px: its labels in the reader's language, still accessible
     await p.page.setViewportSize({ width: 390, height: 844 });
-    await p.page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(p.page, 'zh-CN');
     // a new language renders the page anew: the form is opened again
     await card.getByRole('button', { name: '修改' }).click();
     await card.getByLabel('您的 WireGuard 公钥').fill('not-a-key');
     await card.getByRole('button', { name: '保存' }).click();
     await fieldError.waitFor();
     await expectAccessible(p.page, 'the Change form with a field error, zh-CN at 390 px');
-    await p.page.getByLabel('语言').selectOption('en');
+    await chooseLanguage(p.page, 'en');
     await p.page.setViewportSize({ width: 1280, height: 900 });
     await card.getByRole('button', { name: 'Change' }).click();
     expect(L.h.store.getSession(uuid)?.spec.publicKey).toBe(peer.keys.publicKey);

@@ -17,7 +17,7 @@ import zhCN from '../../web/i18n/problems/zh-CN.ts';
 import portalZh from '../../web/i18n/zh-CN.ts';
 import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -112,7 +112,7 @@ describe("portal: the controller's words in Chinese on the admin's pages", () =>
     const { page, problems } = await openPage(browser, url);
     await page.goto(url);
     await logInWithSsh(page, ADMIN_ASN, adminKey);
-    await page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(page, 'zh-CN');
 
     // the routers page: fra1's Ready False, in the catalogue's words with the heartbeat's time
     await page.goto(`${url}/#/admin/routers`);

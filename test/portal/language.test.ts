@@ -14,7 +14,7 @@ import { englishText } from '../../common/messages.ts';
 import zhCN from '../../web/i18n/problems/zh-CN.ts';
 import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -67,7 +67,7 @@ describe("portal: the controller's words in Chinese", () => {
     const { page, problems } = await openPage(browser, url);
     await page.goto(url);
     await logInWithSsh(page, USER_ASN, peerKey);
-    await page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(page, 'zh-CN');
 
     const lastError = page.locator(`article[data-uuid="${uuid}"] .last-error p`);
     await lastError.waitFor();

@@ -27,7 +27,13 @@ import {
   type GpgKey,
   type SshKey,
 } from '../login/support.ts';
-import { expectAccessible, expectNoSidewaysScroll, launchBrowser, openPage } from './support.ts';
+import {
+  chooseLanguage,
+  expectAccessible,
+  expectNoSidewaysScroll,
+  launchBrowser,
+  openPage,
+} from './support.ts';
 
 const AS_SKIPPED = 4242420301;
 const AS_RENEWED = 4242420302;
@@ -187,7 +193,7 @@ describe('portal login page', () => {
   it('says it in Simplified Chinese, at 390 px', async () => {
     const { context, page, problems } = await openPage(browser, url, { width: 390, height: 844 });
     await page.goto(url);
-    await page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(page, 'zh-CN');
     await page.getByLabel('您的 ASN').fill(String(AS_SKIPPED));
     await page.getByRole('button', { name: '获取挑战' }).click();
     await page.getByTestId('challenge').waitFor();

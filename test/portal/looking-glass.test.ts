@@ -13,7 +13,7 @@ import { ADMIN_ASN } from '../api/helpers.ts';
 import { startAgentLab, type AgentLab, type Peer } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 let L: AgentLab;
 let peer: Peer;
@@ -133,7 +133,7 @@ describe('the Looking glass panel', () => {
       .getByText(/outside DN42/)
       .waitFor();
     // the page in Simplified Chinese
-    await p.page.locator('#lang').selectOption('zh-CN');
+    await chooseLanguage(p.page, 'zh-CN');
     await p.page.getByRole('heading', { level: 1, name: '网络' }).waitFor();
     await expectAccessible(p.page, 'the network page in Chinese');
     expect(p.problems.filter((x) => !/status of 400/.test(x))).toEqual([]);

@@ -1,6 +1,7 @@
 /**
  * The portal's files as the controller serves them (controller/portal/plugin.ts): built from web/ on
- * the first request, with the Content-Security-Policy, cache headers, gzip and ETag revalidation.
+ * the first request, with the Content-Security-Policy, cache headers, gzip and ETag revalidation; the
+ * language assets the page script imports (web/i18n/index.ts) alike.
  */
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +46,25 @@ describe('portal files', () => {
       expect(gunzipSync(gz.rawPayload).toString('utf8')).toBe(plain.body);
       expect(plain.body).not.toMatch(/https?:\/\/(?!www\.w3\.org)/);
     }
+  });
+
+  it('serves each language the page script imports as an asset like it, under the same CSP', async () => {
+    const page = await h.get('/');
+    const script = page.body.match(/src="(\/assets\/app-[A-Z0-9]+\.js)"/)![1]!;
+    const body = (await h.get(script)).body;
+    // a dynamic import() of this origin's file, which script-src 'self' allows; no eval
+    const imported = [...body.matchAll(/import\("\.\/([^"]+)"\)/g)].map((m) => m[1]!);
+    expect(imported.map((p) => p.replace(/-[A-Z0-9]+\.js$/, ''))).toEqual(['zh-CN']);
+    expect(body).not.toMatch(/\beval\(|new Function\(/);
+    const plain = await h.get(`/assets/${imported[0]}`);
+    expect(plain.statusCode).toBe(200);
+    expect(plain.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect(plain.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+    expect(plain.headers['content-security-policy']).toBe(page.headers['content-security-policy']);
+    expect(plain.body).toContain('"login.title":"登录"');
+    const gz = await h.get(`/assets/${imported[0]}`, undefined, { 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(gz.rawPayload).toString('utf8')).toBe(plain.body);
   });
 
   it('answers 304 to a revalidation with the same ETag', async () => {

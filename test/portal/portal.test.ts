@@ -30,6 +30,7 @@ import {
   type SshKey,
 } from '../login/support.ts';
 import {
+  chooseLanguage,
   expectAccessible,
   expectNoSidewaysScroll,
   launchBrowser,
@@ -220,7 +221,7 @@ describe('portal', () => {
     await page.getByRole('heading', { name: 'Your sessions' }).waitFor();
     await expectNoSidewaysScroll(page, 'sessions at 390 px');
     await expectAccessible(page, 'sessions at 390 px');
-    await page.getByLabel('Language').selectOption('zh-CN');
+    await chooseLanguage(page, 'zh-CN');
     await page.getByRole('heading', { name: '您的会话' }).waitFor();
     expect(await page.evaluate('document.documentElement.lang')).toBe('zh-CN');
     await expectAccessible(page, 'sessions in Chinese');

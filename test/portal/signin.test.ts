@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../api/helpers.ts';
 import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -179,7 +179,7 @@ describe('portal sign-in, keyboard and messages', () => {
     ] as const) {
       const label = `${lang} at ${width} px`;
       await page.setViewportSize({ width, height: 900 });
-      await page.locator('#lang').selectOption(lang);
+      await chooseLanguage(page, lang);
       const card = page.locator('article.session');
       await card.waitFor();
       // the disclosure buttons: the configuration's, then Change
@@ -246,7 +246,7 @@ describe('portal sign-in, keyboard and messages', () => {
       ['zh-CN', 1280],
     ] as const) {
       await page.setViewportSize({ width, height: 900 });
-      await page.locator('#lang').selectOption(lang);
+      await chooseLanguage(page, lang);
       await page.locator('#login-title').waitFor();
       await expectAccessible(page, `login, ${lang} at ${width} px`);
     }

@@ -80,6 +80,17 @@ export async function logInWithSsh(page: Page, asn: number, key: SshKey): Promis
 }
 
 /**
+ * Chooses `lang` in the header, as a reader does, and waits until the page is in it: its words may be
+ * fetched first (web/i18n/index.ts), and the page changes language only then.
+ */
+export async function chooseLanguage(page: Page, lang: 'en' | 'zh-CN'): Promise<void> {
+  await page.locator('#lang').selectOption(lang);
+  await expect
+    .poll(() => page.evaluate('document.documentElement.lang'), { timeout: UI_TIMEOUT_MS })
+    .toBe(lang);
+}
+
+/**
  * axe at 1280 and 390 px (nothing scrolling sideways there) in English and Chinese. `reach` brings the
  * page to the state to check after each change of language, which renders the page afresh (it finds
  * its elements by id or by either language's words); the page is then put back in English at 1280 px,
@@ -91,7 +102,7 @@ export async function accessibleEverywhere(
   reach: () => Promise<void> = async () => undefined,
 ): Promise<void> {
   for (const lang of ['en', 'zh-CN'] as const) {
-    await page.locator('#lang').selectOption(lang);
+    await chooseLanguage(page, lang);
     await reach();
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 900 });
@@ -100,6 +111,6 @@ export async function accessibleEverywhere(
     }
     await page.setViewportSize({ width: 1280, height: 900 });
   }
-  await page.locator('#lang').selectOption('en');
+  await chooseLanguage(page, 'en');
   await reach();
 }

@@ -6,6 +6,8 @@ export default {
   'header.admin': 'administrator',
   'header.peer': 'peer',
   'header.logout': 'Log out',
+  'header.languageFailed':
+    '{language} could not be loaded; the page stays in this language. Choose it again to retry.',
   'nav.label': 'Pages',
   'nav.skip': 'Skip to the content',
   'nav.sessions': 'Sessions',

@@ -8,6 +8,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'header.admin': '管理员',
   'header.peer': '对等方',
   'header.logout': '退出登录',
+  'header.languageFailed': '无法加载{language}，页面仍使用当前语言。请重新选择以重试。',
   'nav.label': '页面',
   'nav.skip': '跳到正文',
   'nav.sessions': '会话',

@@ -1,14 +1,11 @@
 /**
  * The controller's words in the reader's language: an answer's message key (docs/api.md, Errors, Message
- * keys) rendered from these catalogues. English shows the message as sent (the catalogue's sentence,
- * sometimes with more detail); a key this portal does not know falls back to it too.
+ * keys) rendered from the current language's catalogue of them (web/i18n/index.ts). English shows the
+ * message as sent (the catalogue's sentence, sometimes with more detail); a key this portal does not
+ * know falls back to it too.
  */
 import { fill, type MessageParams } from '../../../common/messages.ts';
-import { lang, type Lang } from '../index.ts';
-import { problemCatalogues } from './catalogues.ts';
-
-/** Each language of the portal has its catalogue of the controller's words. */
-const catalogues: Record<Lang, Record<string, string>> = problemCatalogues;
+import { problemText } from '../index.ts';
 
 /** Anything the controller said with a key: a problem, a field error, a session's lastError. */
 export interface KeyedText {
@@ -19,9 +16,6 @@ export interface KeyedText {
 
 /** `said` in the current language. */
 export function localText(said: KeyedText): string {
-  const current = lang();
-  if (current === 'en' || said.key === undefined) return said.message;
-  const catalogue = catalogues[current];
-  const text = Object.hasOwn(catalogue, said.key) ? catalogue[said.key] : undefined;
+  const text = said.key === undefined ? undefined : problemText(said.key);
   return text === undefined ? said.message : fill(text, said.params ?? {});
 }
