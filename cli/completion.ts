@@ -51,6 +51,7 @@ const FLAGS: Record<string, string[]> = {
     '--port-max',
     '--output',
     '--out',
+    '--files-only',
     '--help',
   ],
 };

@@ -10,6 +10,7 @@ import { sessionPath } from '../../common/manifests.ts';
 import { usageError } from '../../common/usage.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
+import { mergeLive, readLiveTunnels } from './read-live.ts';
 
 const HELP = `usage: peerops adopt --router NAME [options]
 
@@ -18,6 +19,7 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --wireguard-dir DIR    wg-quick files (default /etc/wireguard)
   --networkd-dir DIR     systemd-networkd files (default /etc/systemd/network)
   --bird-conf FILE       BIRD's main file; its includes are followed (default /etc/bird/bird.conf)
+  --files-only           read the files only, not the live links and 'wg show all dump'
   --port-min N, --port-max N   the router's port range (default 30000-32767)
   -o table|yaml|json     output (default table)
   --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)`;
@@ -87,6 +89,7 @@ export async function main(argv: string[]): Promise<number> {
         'port-max': { type: 'string' },
         output: { type: 'string', short: 'o', default: 'table' },
         out: { type: 'string' },
+        'files-only': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     }).values;
@@ -103,10 +106,11 @@ export async function main(argv: string[]): Promise<number> {
   const max = Number(flags['port-max'] ?? 32767);
   if (!Number.isInteger(min) || !Number.isInteger(max) || min < 1 || max > 65535 || min > max)
     return usageError('--port-min/--port-max: must be ports 1-65535 with min <= max');
-  const tunnels = [
+  const files = [
     ...(await readWgQuick(flags['wireguard-dir'])),
     ...(await readNetworkd(flags['networkd-dir'])),
   ];
+  const tunnels = flags['files-only'] ? files : mergeLive(files, await readLiveTunnels());
   const plan = planAdoption(tunnels, await readBird(flags['bird-conf']), {
     router: flags.router,
     portRange: { min, max },

@@ -105,6 +105,7 @@ const paths = () => [
   `--wireguard-dir=${join(root, 'wg')}`,
   `--networkd-dir=${join(root, 'networkd')}`,
   `--bird-conf=${join(root, 'bird/bird.conf')}`,
+  '--files-only',
 ];
 
 describe('peerops adopt plan', () => {
