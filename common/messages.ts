@@ -547,9 +547,24 @@ export const CONDITION_MESSAGES = {
 
 export type RefusalKey = keyof typeof REFUSALS;
 export type FieldMessageKey = keyof typeof FIELD_MESSAGES;
+/**
+ * Why `peerops adopt` leaves a tunnel or a BGP protocol as it is (docs/agent.md, Adopting a running
+ * router): `{what}` names it and the file it came from.
+ */
+export const ADOPT_MESSAGES = {
+  'adopt.unsupportedTunnel':
+    '{what}: tunnel kind {kind} is not WireGuard; peerops runs WireGuard tunnels only',
+  'adopt.noTunnel': '{what}: neighbor {neighbor} is on no tunnel this router has',
+  'adopt.portOutsideRange': '{what}: listen port {port} is outside the router port range {min}-{max}',
+  'adopt.noListenPort': '{what}: the tunnel has no fixed ListenPort, so the peer cannot reach a known port',
+  'adopt.noPeerKey': '{what}: the tunnel has no [Peer] public key',
+  'adopt.twoAsns': '{what}: its protocols name two ASNs ({asns}); one tunnel is one peer',
+} as const;
+
 export type LastErrorKey = keyof typeof LAST_ERRORS;
+export type AdoptMessageKey = keyof typeof ADOPT_MESSAGES;
 export type ConditionMessageKey = keyof typeof CONDITION_MESSAGES;
-export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey | ConditionMessageKey;
+export type MessageKey = RefusalKey | FieldMessageKey | LastErrorKey | ConditionMessageKey | AdoptMessageKey;
 export type MessageParams = Record<string, string | number>;
 
 /** A field's problem as a rule finds it, before it is placed at a pointer (fieldError). */
@@ -564,6 +579,7 @@ export const MESSAGE_KEYS: readonly MessageKey[] = [
   ...(Object.keys(FIELD_MESSAGES) as FieldMessageKey[]),
   ...(Object.keys(LAST_ERRORS) as LastErrorKey[]),
   ...(Object.keys(CONDITION_MESSAGES) as ConditionMessageKey[]),
+  ...(Object.keys(ADOPT_MESSAGES) as AdoptMessageKey[]),
 ];
 
 /** The English sentence of `key`, its `{name}` placeholders filled from `params`. */
@@ -575,7 +591,9 @@ export function englishText(key: MessageKey, params: MessageParams = {}): string
         ? LAST_ERRORS[key as LastErrorKey]
         : key in CONDITION_MESSAGES
           ? CONDITION_MESSAGES[key as ConditionMessageKey]
-          : FIELD_MESSAGES[key as FieldMessageKey];
+          : key in ADOPT_MESSAGES
+            ? ADOPT_MESSAGES[key as AdoptMessageKey]
+            : FIELD_MESSAGES[key as FieldMessageKey];
   return fill(text, params);
 }
 

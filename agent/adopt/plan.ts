@@ -3,6 +3,7 @@
  * one session per peer, and each thing that cannot be adopted with its reason. Pure: files in, plan out.
  */
 import { isIP } from 'node:net';
+import { englishText, type AdoptMessageKey, type MessageParams } from '../../common/messages.ts';
 import { DEFAULT_PORT_RANGE } from '../../common/naming.ts';
 import type { HandProtocol, HandTunnel } from './read-files.ts';
 
@@ -31,24 +32,15 @@ export interface PlannedSession {
 /** Why a tunnel or protocol is left as it is: a key and the English sentence. */
 export interface NotAdopted {
   what: string;
-  reason: keyof typeof NOT_ADOPTED;
+  reason: Reason;
   text: string;
 }
 
-export const NOT_ADOPTED = {
-  unsupportedTunnel: '{what}: tunnel kind {kind} is not WireGuard; peerops runs WireGuard tunnels only',
-  noTunnel: '{what}: neighbor {neighbor} is on no tunnel this router has',
-  portOutsideRange: '{what}: listen port {port} is outside the router port range {min}-{max}',
-  noListenPort: '{what}: the tunnel has no fixed ListenPort, so the peer cannot reach a known port',
-  noPeerKey: '{what}: the tunnel has no [Peer] public key',
-  twoAsns: '{what}: its protocols name two ASNs ({asns}); one tunnel is one peer',
-} as const;
+/** Key into ADOPT_MESSAGES without its `adopt.` prefix, kept short in the plan's `reason`. */
+type Reason = AdoptMessageKey extends `adopt.${infer R}` ? R : never;
 
-function notAdopted(what: string, reason: keyof typeof NOT_ADOPTED, params: Record<string, string | number>) {
-  const text = NOT_ADOPTED[reason].replace(/\{(\w+)\}/g, (_, k: string) =>
-    String({ what, ...params }[k] ?? k),
-  );
-  return { what, reason, text };
+function notAdopted(what: string, reason: Reason, params: MessageParams): NotAdopted {
+  return { what, reason, text: englishText(`adopt.${reason}`, { what, ...params }) };
 }
 
 export interface Plan {

@@ -285,6 +285,12 @@ export default {
     '与对端没有 WireGuard 握手：请检查对端的 WireGuard（其端点和用于此路由器的公钥，我方端点端口 {port}，以及其一侧的隧道是否已启用）',
   'lastError.bgpDown':
     'WireGuard 有握手（隧道已通），但 BGP 未处于 Established：请检查对端的 BGP 设置（在其隧道接口上邻居为 {neighbor}、AS 为 {asn}，本地 AS 为 {peerAsn}，多协议和扩展下一跳与会话设置一致）',
+  'adopt.unsupportedTunnel': '{what}：隧道类型 {kind} 不是 WireGuard；peerops 只运行 WireGuard 隧道',
+  'adopt.noTunnel': '{what}：邻居 {neighbor} 不在此路由器的任何隧道上',
+  'adopt.portOutsideRange': '{what}：监听端口 {port} 不在路由器的端口范围 {min}-{max} 内',
+  'adopt.noListenPort': '{what}：隧道没有固定的 ListenPort，对端无法连接到已知端口',
+  'adopt.noPeerKey': '{what}：隧道没有 [Peer] 公钥',
+  'adopt.twoAsns': '{what}：其协议指向两个 ASN（{asns}）；一条隧道对应一个对端',
   'condition.established': '路由器的代理程序报告隧道和 BGP 会话均已建立',
   'condition.nothingNeedsPerson': '没有需要人工处理的事项',
   'condition.nothingUntilChange': '会话变化之前无需任何操作',
