@@ -60,7 +60,7 @@ export const ReportBody = Type.Object(
           rxBytes: Type.Integer({ minimum: 0 }),
           txBytes: Type.Integer({ minimum: 0 }),
           routesImported: Type.Integer({ minimum: 0 }),
-          /** Routes BIRD exports to the peer (absent from older agents): kept in the session's history only. */
+          /** Routes BIRD exports to the peer (absent from older agents): in the session's history and metrics. */
           routesExported: Type.Optional(Type.Integer({ minimum: 0 })),
           /** The tunnel's last WireGuard handshake; null when none (absent from older agents). */
           lastHandshake: Type.Optional(Type.Union([Timestamp, Type.Null()])),

@@ -32,6 +32,8 @@ export const ErrorCodes = {
   REGISTRY_UNAVAILABLE: 503,
   /** A router's agent did not take or answer a looking-glass query in time (docs/api.md, Looking glass). */
   ROUTER_UNAVAILABLE: 503,
+  /** `--history-prometheus`: Prometheus did not answer a history query in time (docs/kubernetes.md). */
+  HISTORY_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

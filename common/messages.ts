@@ -291,6 +291,10 @@ export const REFUSALS = {
     code: 'ROUTER_UNAVAILABLE',
     text: "router {router}'s agent did not take the query within {seconds} s: is it connected?",
   },
+  'history.prometheusUnavailable': {
+    code: 'HISTORY_UNAVAILABLE',
+    text: 'the session history cannot be read from Prometheus: {reason}',
+  },
   'lg.stopped': {
     code: 'ROUTER_UNAVAILABLE',
     text: 'the controller stopped before router {router} answered',

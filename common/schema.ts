@@ -267,6 +267,8 @@ export const SessionMetrics = Type.Object(
     rxBytes: Type.Integer({ minimum: 0 }),
     txBytes: Type.Integer({ minimum: 0 }),
     routesImported: Type.Integer({ minimum: 0 }),
+    /** Routes exported to the peer (absent from older agents). */
+    routesExported: Type.Optional(Type.Integer({ minimum: 0 })),
     /** The session tunnel's last WireGuard handshake; null when there was none. */
     lastHandshake: Type.Optional(Type.Union([Timestamp, Type.Null()])),
     at: Timestamp,

@@ -40,6 +40,7 @@ import { networkRoutes } from './api/network.ts';
 import { MemoryLookingGlassBroker, type LookingGlassBroker } from './looking-glass/broker.ts';
 import { SessionHistory } from './history/session-history.ts';
 import { historyRoutes } from './api/history.ts';
+import { PrometheusHistory } from './history/prometheus-history.ts';
 import { NearestRouters } from './looking-glass/nearest.ts';
 import { nearestRouterRoutes } from './api/nearest-routers.ts';
 import { RegistryFilter } from './registry/filter.ts';
@@ -329,7 +330,12 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       filter: registryFilter,
       history,
     });
-    await scope.register(historyRoutes, { store, history });
+    // with several replicas each keeps only the reports it receives: Prometheus, scraping them all, has
+    // every one (docs/kubernetes.md, Session history)
+    const historySource = config.historyPrometheus
+      ? new PrometheusHistory({ url: config.historyPrometheus })
+      : history;
+    await scope.register(historyRoutes, { store, history: historySource });
     await scope.register(nearestRouterRoutes, { store, nearest });
     await scope.register(lookingGlassRoutes, { store, broker: lookingGlass, shutdown: shutdown.signal });
     await scope.register(networkRoutes, { store });

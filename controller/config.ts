@@ -26,6 +26,8 @@ export interface Config {
   agentAutoUpdate: boolean;
   /** Shared rate-limit counters for several replicas. */
   redisUrl: string | undefined;
+  /** Prometheus whose scrapes of every replica the history API reads (docs/kubernetes.md, Session history). */
+  historyPrometheus: string | undefined;
   rateLimit: { perMinute: number; agentPerMinute: number };
   /** Login plugin wiring (docs/login.md). */
   registry: string | undefined;
@@ -173,6 +175,22 @@ function parseWebhook(env: NodeJS.ProcessEnv, store: Config['store']): Config['w
   return { listen: parseListen(listen), certDir: resolve(certDir) };
 }
 
+/** An http(s) URL of Prometheus, without query or credentials (they would show in logs). */
+function parseHistoryPrometheus(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`--history-prometheus must be an http(s) URL, not '${value}'`);
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || url.search || url.username || url.password)
+    throw new Error(
+      `--history-prometheus must be an http(s) URL without query or credentials, not '${value}'`,
+    );
+  return value;
+}
+
 export interface Flags {
   listen?: string | undefined;
   trustProxy?: string | undefined;
@@ -181,6 +199,7 @@ export interface Flags {
   gitBranch?: string | undefined;
   gitPushMode?: string | undefined;
   gitPushTimeout?: string | undefined;
+  historyPrometheus?: string | undefined;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
@@ -281,6 +300,9 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     jwtKeyFile: env.PEEROPS_JWT_KEY_FILE || undefined,
     agentAutoUpdate: parseSwitch('AGENT_AUTOUPDATE', env.AGENT_AUTOUPDATE, true),
     redisUrl: env.PEEROPS_REDIS_URL || undefined,
+    historyPrometheus: parseHistoryPrometheus(
+      flags.historyPrometheus ?? (env.PEEROPS_HISTORY_PROMETHEUS || undefined),
+    ),
     rateLimit: { perMinute: 60, agentPerMinute: 300 },
     registry: env.PEEROPS_REGISTRY || undefined,
     adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),

@@ -25,6 +25,7 @@ import { redactUrls } from './redact.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [--data DIR] [--git-remote URL]
                      [--git-branch NAME] [--git-push-mode sync|async] [--git-push-timeout SECONDS]
+                     [--history-prometheus URL]
 
   --listen      address to listen on (env PEEROPS_LISTEN, default 127.0.0.1:8080; every address: [::]:8080)
   --trust-proxy the reverse proxies whose X-Forwarded-For names the client: addresses and CIDRs, comma-
@@ -38,6 +39,8 @@ const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [-
                       (env PEEROPS_GIT_PUSH_MODE; docs/gitops.md)
   --git-push-timeout  seconds a synchronous write waits for the forge (env PEEROPS_GIT_PUSH_TIMEOUT, 1 to
                       60, default 5)
+  --history-prometheus  read session history from this Prometheus, which scrapes every replica (env
+                      PEEROPS_HISTORY_PROMETHEUS; docs/kubernetes.md, Session history)
 
 env: PEEROPS_STORE (git|kubernetes), PEEROPS_JWT_KEY_FILE, PEEROPS_REDIS_URL, AGENT_AUTOUPDATE,
      PEEROPS_REGISTRY, PEEROPS_ADMIN_ASNS, PEEROPS_SERVICE_HOST, PEEROPS_TOKEN_TTL,
@@ -68,6 +71,7 @@ export async function main(argv: string[]): Promise<number> {
     'git-branch'?: string | undefined;
     'git-push-mode'?: string | undefined;
     'git-push-timeout'?: string | undefined;
+    'history-prometheus'?: string | undefined;
     help?: boolean | undefined;
   };
   try {
@@ -81,6 +85,7 @@ export async function main(argv: string[]): Promise<number> {
         'git-branch': { type: 'string' },
         'git-push-mode': { type: 'string' },
         'git-push-timeout': { type: 'string' },
+        'history-prometheus': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -102,6 +107,7 @@ export async function main(argv: string[]): Promise<number> {
       gitBranch: flags['git-branch'],
       gitPushMode: flags['git-push-mode'],
       gitPushTimeout: flags['git-push-timeout'],
+      historyPrometheus: flags['history-prometheus'],
     });
   } catch (err) {
     return usageError(redactUrls((err as Error).message));

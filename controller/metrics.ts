@@ -272,6 +272,11 @@ const SESSION_GAUGES: { name: string; help: string; pick: (m: SessionMetrics) =>
     pick: (m) => m.routesImported,
   },
   {
+    name: 'peerops_session_routes_exported',
+    help: 'Routes exported to the peer',
+    pick: (m) => m.routesExported ?? null,
+  },
+  {
     name: 'peerops_session_rx_bytes',
     help: 'Bytes received over the session tunnel',
     pick: (m) => m.rxBytes,

@@ -396,6 +396,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
           rxBytes: m.rxBytes,
           txBytes: m.txBytes,
           routesImported: m.routesImported,
+          ...(m.routesExported !== undefined ? { routesExported: m.routesExported } : {}),
           ...(m.lastHandshake !== undefined ? { lastHandshake: m.lastHandshake } : {}),
           at,
         });

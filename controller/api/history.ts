@@ -1,12 +1,13 @@
 /**
  * `GET /session/:uuid/history` (docs/api.md, Session history): a session's RTT, traffic and route counts
  * over the last 24 hours, 7 days or 30 days, for its owner or an admin, from the controller's history
- * files (controller/history/session-history.ts).
+ * files (controller/history/session-history.ts) or, with `--history-prometheus`, from Prometheus
+ * (controller/history/prometheus-history.ts; docs/kubernetes.md, Session history).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { HistoryRange, SessionHistoryResponse, type HistoryRangeName } from '../../common/history.ts';
 import Type from 'typebox';
-import type { SessionHistory } from '../history/session-history.ts';
+import type { Sample } from '../history/samples.ts';
 import type { Store } from '../store/store.ts';
 import { findOwned } from './actions.ts';
 import { caller, requireUser } from './auth.ts';
@@ -18,7 +19,13 @@ const RANGES: Record<HistoryRangeName, { minutes: number; stepMinutes: number }>
   '30d': { minutes: 30 * 24 * 60, stepMinutes: 30 },
 };
 
-export const historyRoutes: FastifyPluginAsyncTypebox<{ store: Store; history: SessionHistory }> = async (
+/** Where a session's points come from: the embedded history files or Prometheus. */
+export interface HistorySource {
+  /** The session's points from `fromMinute` on, merged to `stepMinutes`, oldest first. */
+  series(uuid: string, fromMinute: number, stepMinutes: number): Promise<Sample[]>;
+}
+
+export const historyRoutes: FastifyPluginAsyncTypebox<{ store: Store; history: HistorySource }> = async (
   app,
   { store, history },
 ) => {

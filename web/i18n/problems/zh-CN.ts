@@ -171,6 +171,7 @@ export default {
   'lg.notAnswered': '路由器 {router} 的代理程序接受了查询，但没有在 {seconds} 秒内回答',
   'lg.notTaken': '路由器 {router} 的代理程序没有在 {seconds} 秒内接受查询：它是否已连接？',
   'lg.stopped': '控制器在路由器 {router} 回答之前停止了',
+  'history.prometheusUnavailable': '无法从 Prometheus 读取会话历史：{reason}',
   'registry.filterUnreadable': '注册表的过滤规则无法读取：{reason}',
   'store.busy': '存储仓库正忙（{reason}）；请重试',
   'store.readOnly': '{reason}；未保存任何内容，请稍后重试',
