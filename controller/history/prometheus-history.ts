@@ -56,7 +56,7 @@ export class PrometheusHistory {
       end: String(end),
       step: String(step),
     });
-    const answer = await this.fetchAnswer(`${this.base}/api/v1/query_range?${params}`);
+    const answer = await this.fetchAnswer(`${this.base}/api/v1/query_range?${params.toString()}`);
     const points = new Map<number, Sample>();
     const at = (t: number): Sample => {
       const minute = Math.floor(t / 60) - stepMinutes;
