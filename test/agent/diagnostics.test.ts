@@ -13,6 +13,7 @@ import type { Agent } from '../../agent/agent.ts';
 import { startServer } from '../../agent/server.ts';
 import { waitFor } from '../support/netns.ts';
 import { startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { freePort } from '../support/ports.ts';
 
 const exec = promisify(execFile);
 const REPO = join(import.meta.dirname, '..', '..');
@@ -131,10 +132,10 @@ describe('agent diagnostics', () => {
   it('a 401 from the controller stops the agent with a clear line and exit 77', async () => {
     const child = L.spawnAgent({
       token: 'x'.repeat(40),
-      listen: `127.0.0.1:${32000 + Math.floor(Math.random() * 9000)}`,
+      listen: `127.0.0.1:${await freePort()}`,
     });
     const code = await new Promise<number | null>((resolve) => child.child.once('exit', (c) => resolve(c)));
-    expect(code).toBe(77);
+    expect(code, child.output()).toBe(77);
     expect(child.output()).toMatch(/the controller refused the agent token \(401\)/);
     // one line says it; no retry loop of 401s before the exit
     expect(child.output().match(/refused the agent token/g)).toHaveLength(1);
@@ -142,7 +143,7 @@ describe('agent diagnostics', () => {
   }, 60_000);
 
   it('SIGTERM with sessions up and a long poll open: exits 0 well within 10 s', async () => {
-    const child = L.spawnAgent({ listen: `127.0.0.1:${33000 + Math.floor(Math.random() * 9000)}` });
+    const child = L.spawnAgent({ listen: `127.0.0.1:${await freePort()}` });
     // two passes: the second waits in a long poll
     await waitFor(
       'a long poll open',
@@ -161,7 +162,7 @@ describe('agent diagnostics', () => {
   }, 60_000);
   // last: BIRD stays stopped
   it('/health: degraded with the reason of each failed check', async () => {
-    const port = 31000 + Math.floor(Math.random() * 9000);
+    const port = await freePort();
     const server = await startServer(
       { ...L.config, server: { ...L.config.server, listen: `127.0.0.1:${port}` } },
       agent,

@@ -18,6 +18,7 @@ import { BirdControl } from '../../agent/bird/control.ts';
 import { readInterface } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab } from './lab.ts';
+import { freePort } from '../support/ports.ts';
 
 const OUTAGE_MS = Number(process.env.PEEROPS_TEST_OUTAGE_MS ?? 30_000);
 /** The agent's defaults (agent/config.ts): what a router runs. */
@@ -77,7 +78,7 @@ describe('controller outage', () => {
   it(
     `keeps the running config, and ${BACK_WITHIN_MS / 1000} s after the controller is back is healthy with the change applied`,
     async () => {
-      const listenPort = 30000 + Math.floor(Math.random() * 9000);
+      const listenPort = await freePort();
       const peer = await L.addPeer('peer', 'fe80::77');
       const uuid = await L.approvedSession(peer);
       const port = L.h.store.getSession(uuid)!.spec.listenPort;

@@ -10,6 +10,7 @@ import { BirdControl } from '../../agent/bird/control.ts';
 import { listInterfaces } from '../../agent/wireguard/interface.ts';
 import { waitFor } from '../support/netns.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab, type AgentLab, type Peer } from './lab.ts';
+import { freePort } from '../support/ports.ts';
 
 let L: AgentLab;
 let bird: BirdControl;
@@ -53,7 +54,7 @@ describe('agent restart', () => {
     const done = uuids.filter((u) => status(u) === 1).length;
     expect(done).toBeLessThan(uuids.length);
 
-    const port = 30000 + Math.floor(Math.random() * 9000);
+    const port = await freePort();
     const second = L.spawnAgent({ listen: `127.0.0.1:${port}` });
     await waitFor('every session ACTIVE', () => uuids.every((u) => status(u) === 1), 45_000, 200);
     expect((await listInterfaces('wg_')).sort()).toEqual(ports.map((p) => `wg_${p}`).sort());

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exec, waitFor } from '../support/netns.ts';
 import { startAgentLab, type AgentLab } from './lab.ts';
+import { freePort } from '../support/ports.ts';
 
 let L: AgentLab;
 let birdPid = 0;
@@ -41,7 +42,7 @@ const birdState = async () => / \(.*\) (\S) /.exec(await readFile(`/proc/${birdP
 describe('agent SIGTERM', () => {
   it('exits within its grace while a pass waits on a BIRD that does not answer', async () => {
     const peer = await L.addPeer('p0', 'fe80::21');
-    const port = 30000 + Math.floor(Math.random() * 9000);
+    const port = await freePort();
     const agent = L.spawnAgent({ listen: `127.0.0.1:${port}` });
     const metrics = async () =>
       (
