@@ -6,7 +6,7 @@
  * (controller/history/samples.ts): RTT in ms, bytes moved within the point's span, route counts.
  */
 import { problem } from '../../common/messages.ts';
-import type { Sample } from './samples.ts';
+import { emptySample, type Sample } from './samples.ts';
 
 /** How long a graph waits for Prometheus before the API answers 503 HISTORY_UNAVAILABLE. */
 export const PROMETHEUS_TIMEOUT_MS = 5_000;
@@ -62,14 +62,7 @@ export class PrometheusHistory {
       const minute = Math.floor(t / 60) - stepMinutes;
       let point = points.get(minute);
       if (!point) {
-        point = {
-          minute,
-          rtt: null,
-          rxBytes: null,
-          txBytes: null,
-          routesImported: null,
-          routesExported: null,
-        };
+        point = emptySample(minute);
         points.set(minute, point);
       }
       return point;

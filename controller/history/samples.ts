@@ -26,6 +26,11 @@ export interface Sample {
   routesExported: number | null;
 }
 
+/** A sample of the minute with nothing known yet, for a source to fill in. */
+export function emptySample(minute: number): Sample {
+  return { minute, rtt: null, rxBytes: null, txBytes: null, routesImported: null, routesExported: null };
+}
+
 /** A byte count as the 16-bit float: mantissa (11 bits) times 2^exponent (5 bits). */
 export function encodeCount(value: number): number {
   if (value < 1 << MANTISSA_BITS) return Math.max(0, Math.round(value));
@@ -97,14 +102,7 @@ export function mergeSamples(samples: readonly Sample[], stepMinutes: number): S
     let span = spans.get(minute);
     if (!span) {
       span = {
-        sample: {
-          minute,
-          rtt: null,
-          rxBytes: null,
-          txBytes: null,
-          routesImported: null,
-          routesExported: null,
-        },
+        sample: emptySample(minute),
         rtts: 0,
         rttSum: 0,
       };
