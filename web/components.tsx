@@ -30,6 +30,44 @@ export function Field(props: {
   );
 }
 
+/**
+ * A session form's MP-BGP and extended next hop choices (extended next hop needs MP-BGP), with the field
+ * error of either.
+ */
+export function BgpOptions(props: {
+  mpbgp: boolean;
+  extendedNextHop: boolean;
+  error: string | undefined;
+  onChange: (change: { mpbgp: boolean } | { extendedNextHop: boolean }) => void;
+}) {
+  return (
+    <div class="checks">
+      <label>
+        <input
+          type="checkbox"
+          checked={props.mpbgp}
+          onChange={(e) => props.onChange({ mpbgp: e.currentTarget.checked })}
+        />{' '}
+        {t('field.mpbgp')}
+      </label>
+      <label>
+        <input
+          type="checkbox"
+          checked={props.mpbgp && props.extendedNextHop}
+          disabled={!props.mpbgp}
+          onChange={(e) => props.onChange({ extendedNextHop: e.currentTarget.checked })}
+        />{' '}
+        {t('field.extendedNextHop')}
+      </label>
+      {props.error && (
+        <p class="field-error" role="alert">
+          {props.error}
+        </p>
+      )}
+    </div>
+  );
+}
+
 /** `aria-describedby` and `aria-invalid` of an input inside Field. */
 export function described(id: string, hint: boolean, error: string | undefined) {
   const ids = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ');

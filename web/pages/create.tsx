@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type CreateResponse, type PublicRouter } from '../api.ts';
 import type { NearRoutersResponse } from '../../controller/api/responses.ts';
 import { rtt as formatRtt } from '../format.ts';
-import { described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
+import { BgpOptions, described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
 import { ConfigPanel } from './config.tsx';
 
@@ -270,30 +270,12 @@ export function CreatePage(props: {
             onInput={(e) => set('mtu', e.currentTarget.value)}
           />
         </Field>
-        <div class="checks">
-          <label>
-            <input
-              type="checkbox"
-              checked={form.mpbgp}
-              onChange={(e) => set('mpbgp', e.currentTarget.checked)}
-            />{' '}
-            {t('field.mpbgp')}
-          </label>
-          <label>
-            <input
-              type="checkbox"
-              checked={form.mpbgp && form.extendedNextHop}
-              disabled={!form.mpbgp}
-              onChange={(e) => set('extendedNextHop', e.currentTarget.checked)}
-            />{' '}
-            {t('field.extendedNextHop')}
-          </label>
-          {(fieldError('/mpbgp') || fieldError('/extendedNextHop')) && (
-            <p class="field-error" role="alert">
-              {fieldError('/mpbgp') || fieldError('/extendedNextHop')}
-            </p>
-          )}
-        </div>
+        <BgpOptions
+          mpbgp={form.mpbgp}
+          extendedNextHop={form.extendedNextHop}
+          error={fieldError('/mpbgp') || fieldError('/extendedNextHop')}
+          onChange={(change) => setForm({ ...form, ...change })}
+        />
         <button type="submit" disabled={busy || !router}>
           {t('create.submit')}
         </button>

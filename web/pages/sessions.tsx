@@ -9,7 +9,7 @@ import {
   type SessionChanges,
   type SessionRecord,
 } from '../api.ts';
-import { described, Dl, Field, focusFirstError, Problem, StatusBadge } from '../components.tsx';
+import { BgpOptions, described, Dl, Field, focusFirstError, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
@@ -372,30 +372,17 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
           onInput={(e) => setForm({ ...form, mtu: e.currentTarget.value })}
         />
       </Field>
-      <div class="checks">
-        <label>
-          <input
-            type="checkbox"
-            checked={form.mpbgp}
-            onChange={(e) => setForm({ ...form, mpbgp: e.currentTarget.checked })}
-          />{' '}
-          {t('field.mpbgp')}
-        </label>
-        <label>
-          <input
-            type="checkbox"
-            checked={form.mpbgp && form.enh}
-            disabled={!form.mpbgp}
-            onChange={(e) => setForm({ ...form, enh: e.currentTarget.checked })}
-          />{' '}
-          {t('field.extendedNextHop')}
-        </label>
-        {(fieldError('/mpbgp') || fieldError('/extendedNextHop')) && (
-          <p class="field-error" role="alert">
-            {fieldError('/mpbgp') || fieldError('/extendedNextHop')}
-          </p>
-        )}
-      </div>
+      <BgpOptions
+        mpbgp={form.mpbgp}
+        extendedNextHop={form.enh}
+        error={fieldError('/mpbgp') || fieldError('/extendedNextHop')}
+        onChange={(change) =>
+          setForm({
+            ...form,
+            ...('mpbgp' in change ? { mpbgp: change.mpbgp } : { enh: change.extendedNextHop }),
+          })
+        }
+      />
       <p class="hint">{t('session.modifyNote')}</p>
       <p class="hint">{t('session.modifyReviewNote')}</p>
       <button type="submit" disabled={busy}>
