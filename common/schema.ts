@@ -301,6 +301,25 @@ export const Decision = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * The spec fields a modify can change, as an admin last approved them (docs/api.md, modify): what the
+ * router keeps running while a change of them waits for review.
+ */
+export const ApprovedSpec = Type.Object(
+  {
+    ipv6: Ipv6,
+    linkLocal: LinkLocal,
+    ipv4: Type.Optional(Ipv4),
+    endpoint: Type.Optional(Endpoint),
+    publicKey: WireGuardKey,
+    mtu: Mtu,
+    mpbgp: Type.Boolean(),
+    extendedNextHop: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type ApprovedSpec = Static<typeof ApprovedSpec>;
+
 export const SessionStatusSchema = Type.Object(
   {
     code: StatusCode,
@@ -319,6 +338,14 @@ export const SessionStatusSchema = Type.Object(
      */
     waiting: Type.Optional(
       Type.Object({ for: Type.Literal('peer'), since: Timestamp }, { additionalProperties: false }),
+    ),
+    /**
+     * Set while a modify waits for review (status 3) on a session its router runs: the spec the router
+     * keeps running and the status it has there, which agents are served and report against until the
+     * admin's approve or reject (common/approved-spec.ts; docs/api.md, modify).
+     */
+    approved: Type.Optional(
+      Type.Object({ spec: ApprovedSpec, status: StatusCode }, { additionalProperties: false }),
     ),
     ...Observed,
   },

@@ -29,7 +29,6 @@ import { CORE_SCHEMA, dump } from 'js-yaml';
 import pino from 'pino';
 import { withSessionConditions } from '../common/conditions.ts';
 import { mergedSessionStatus } from '../common/rules/index.ts';
-import { SessionStatus } from '../common/status.ts';
 import { fixHeapGrowth } from '../controller/heap.ts';
 import { agentSession } from '../controller/api/views.ts';
 import { topics } from '../controller/store/change-feed.ts';
@@ -418,8 +417,7 @@ async function measureScale(dir: string, creates: number): Promise<void> {
   const fetchView = (router: string) => {
     const sessions = store
       .listSessions({ router })
-      .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW)
-      .map(agentSession)
+      .flatMap((s) => agentSession(s) ?? [])
       .sort((a, b) => a.uuid.localeCompare(b.uuid));
     const hash = createHash('sha256').update(JSON.stringify(sessions)).digest('base64url');
     return Buffer.from(JSON.stringify({ revision: hash, sessions })).length;

@@ -4,7 +4,8 @@
  */
 import { problem } from '../../common/messages.ts';
 import { transition, type Outcome, type Trigger } from '../../common/state-machine.ts';
-import { statusName, type SessionStatusCode } from '../../common/status.ts';
+import { approvedAfterModify, isApproved, withApproved } from '../../common/approved-spec.ts';
+import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import type { Decision, SessionStatusRecord } from '../../common/schema.ts';
 import type { Identity } from '../auth/jwt.ts';
 import type { Actor, Session, SessionChange, Store } from '../store/store.ts';
@@ -65,10 +66,37 @@ export function applyTrigger(
 ): SessionChange {
   const from = session.status.code;
   const outcome = transition(from, trigger);
+  const held = session.status.approved;
+  // A modify in review on a session its router runs (common/approved-spec.ts): reject takes the change
+  // back, delete tears down what runs; either way the approved spec is the session's again.
+  if (held && (trigger.kind === 'reject' || trigger.kind === 'delete')) {
+    const spec = withApproved(session.spec, held.spec);
+    const status =
+      trigger.kind === 'reject'
+        ? backOnRouter(session.status, held.status, now)
+        : statusRecord(SessionStatus.QUEUED_FOR_DELETE, session.status, now);
+    if (decision) status.decision = decision;
+    return { spec, status };
+  }
   if (outcome.result === 'removed') return { delete: true };
-  const keepError = outcome.to === from ? session.status.lastError : undefined;
   const spec = editSpec ? editSpec(session.spec, outcome) : session.spec;
+  // a modify that asks for the approved values again needs no review: the session is as the router runs it
+  if (held && trigger.kind === 'modify' && isApproved(spec, held.spec))
+    return { spec: withApproved(spec, held.spec), status: backOnRouter(session.status, held.status, now) };
+  const keepError = outcome.to === from ? session.status.lastError : undefined;
   const status = statusRecord(outcome.to, session.status, now, keepError);
+  const approved = trigger.kind === 'modify' ? approvedAfterModify(session, outcome.to) : undefined;
+  if (approved) status.approved = approved;
   if (decision) status.decision = decision;
   return { spec, status };
+}
+
+/** The record of a session out of review with the status its router reported for it meanwhile. */
+function backOnRouter(
+  status: SessionStatusRecord,
+  code: SessionStatusCode,
+  now: string,
+): SessionStatusRecord {
+  const { approved: _approved, ...rest } = status;
+  return statusRecord(code, { ...rest, code, name: statusName(code) }, now, status.lastError);
 }

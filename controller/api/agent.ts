@@ -35,7 +35,7 @@ import { isoNow } from '../../common/clock.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { waitingAfterReport } from '../../common/waiting.ts';
-import { isTerminal, SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
+import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
 import { communitiesOf, importLimitOf, mergedPolicy } from '../../common/rules/index.ts';
@@ -142,9 +142,8 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     sessionLists.get(router, store.revision(topics.routerSessions(router)), () =>
       store
         .listSessions({ router })
-        // a REJECTED or PURGED record is for its owner to read, nothing for the router (docs/api.md, Decisions)
-        .filter((s) => s.status.code !== SessionStatus.PENDING_REVIEW && !isTerminal(s.status.code))
-        .map(agentSession)
+        // a request in review, a REJECTED or PURGED record: nothing for the router (docs/api.md, Decisions)
+        .flatMap((s) => agentSession(s) ?? [])
         .sort((a, b) => a.uuid.localeCompare(b.uuid)),
     );
   const peerLists = new PeerLists(store);
@@ -178,7 +177,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       schema: {
         operationId: 'agentSessions',
         summary:
-          "The router's sessions (all but PENDING_REVIEW, REJECTED, PURGED); ETag, If-None-Match, ?wait=<s> long poll",
+          "The router's sessions (all but requests in review, REJECTED, PURGED; a modify in review: the approved spec); ETag, If-None-Match, ?wait=<s> long poll",
         params: RouterParams,
         querystring: Type.Object({
           wait: Type.Optional(
@@ -432,7 +431,9 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       const now = isoNow();
       const change = (s: typeof current) => {
         if (s.spec.router !== router.name) throw problem('session.notFound', { uuid: body.uuid });
-        const outcome = transition(s.status.code, { kind: 'report', status: reported });
+        // a session whose modify waits for review reports against the status it has on the router
+        const held = s.status.approved;
+        const outcome = transition(held?.status ?? s.status.code, { kind: 'report', status: reported });
         if (outcome.result === 'removed') return { delete: true as const };
         let lastError: SessionStatusRecord['lastError'];
         if (outcome.to === SessionStatus.SETUP_FAILED)
@@ -442,11 +443,12 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
             code: 'ERROR',
             ...reportedError(body, 'lastError.error', s.status.lastError),
           };
-        const status = statusRecord(outcome.to, s.status, now, lastError);
+        const status = statusRecord(held ? s.status.code : outcome.to, s.status, now, lastError);
+        if (held) status.approved = { ...held, status: outcome.to };
         status.interface = body.interface;
         if (body.bgpState !== undefined) status.bgpState = body.bgpState;
         if (body.bgpSince !== undefined) status.bgpSince = body.bgpSince;
-        const waiting = waitingAfterReport(status.code, status.bgpState, s.status.waiting, now);
+        const waiting = waitingAfterReport(outcome.to, status.bgpState, s.status.waiting, now);
         if (waiting) status.waiting = waiting;
         else delete status.waiting;
         return { status };
@@ -454,7 +456,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       // A report that changes nothing (the agent confirming ACTIVE each pass) is no write.
       const preview = change(current);
       if (!('delete' in preview) && JSON.stringify(preview.status) === JSON.stringify(current.status))
-        return ack(current.spec.uuid, current.status.code, false);
+        return ack(current.spec.uuid, current.status.approved?.status ?? current.status.code, false);
       const updated = await store.updateSession(
         body.uuid,
         change,
@@ -462,7 +464,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         `agent ${router.name}: session ${current.name} reports ${reported} (${statusName(reported)})`,
       );
       if (!updated) return ack(body.uuid, SessionStatus.DISABLED, true);
-      return ack(updated.spec.uuid, updated.status.code, false);
+      return ack(updated.spec.uuid, updated.status.approved?.status ?? updated.status.code, false);
     },
   );
 

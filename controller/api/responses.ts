@@ -84,6 +84,25 @@ export const SessionRecord = Type.Object({
   ]),
   networkAsn: Type.Union([Asn, Type.Null()]),
   /**
+   * While a modify waits for review (status 3) on a session its router runs: the values the router keeps
+   * running, named as above, and the status the session has there (docs/api.md, modify); null otherwise.
+   */
+  approved: Type.Union([
+    Type.Object({
+      ipv6: Ipv6,
+      ipv6LinkLocal: LinkLocal,
+      ipv4: Type.Union([Ipv4, Type.Null()]),
+      endpoint: Type.Union([Endpoint, Type.Null()]),
+      publicKey: WireGuardKey,
+      mtu: Mtu,
+      mpbgp: Type.Boolean(),
+      extendedNextHop: Type.Boolean(),
+      status: StatusCode,
+      statusName: StatusNameField,
+    }),
+    Type.Null(),
+  ]),
+  /**
    * A change of this session the API acknowledged that an edit on the forge replaced (docs/gitops.md,
    * "When the forge and the API change the same file"): the forge's version is the session now, the
    * replaced one is kept on `branch` of the forge. Null when there is none unresolved of the last 7 days.

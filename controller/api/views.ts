@@ -1,5 +1,6 @@
 /** Stored resources → the records clients see (docs/api.md). */
 import type { AgentSession } from '../../common/agent-api.ts';
+import { onRouter } from '../../common/approved-spec.ts';
 import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/status.ts';
@@ -52,7 +53,26 @@ export function sessionRecord(
     lastHandshake: status.metrics?.lastHandshake ?? null,
     waiting: waitingView(status, router?.status),
     networkAsn,
+    approved: approvedView(status.approved),
     forgeConflict: conflict ? forgeConflictNote(conflict) : null,
+  };
+}
+
+/** The approved values a session in review keeps on its router, named as the record names them. */
+function approvedView(approved: Session['status']['approved']): SessionRecord['approved'] {
+  if (!approved) return null;
+  const { spec } = approved;
+  return {
+    ipv6: spec.ipv6,
+    ipv6LinkLocal: spec.linkLocal,
+    ipv4: spec.ipv4 ?? null,
+    endpoint: spec.endpoint ?? null,
+    publicKey: spec.publicKey,
+    mtu: spec.mtu,
+    mpbgp: spec.mpbgp,
+    extendedNextHop: spec.extendedNextHop,
+    status: approved.status,
+    statusName: statusName(approved.status),
   };
 }
 
@@ -79,13 +99,19 @@ function decisionView(status: Session['status']): SessionRecord['decision'] {
   return { ...decision, until: new Date(since + TERMINAL_RETENTION_MS).toISOString() };
 }
 
-export function agentSession(session: Session): AgentSession {
-  const { spec, status } = session;
+/**
+ * The session as its router's agent is served it: what the router should run (common/approved-spec.ts,
+ * the approved spec while a modify waits for review); undefined when nothing of it belongs there.
+ */
+export function agentSession(session: Session): AgentSession | undefined {
+  const running = onRouter(session);
+  if (!running) return undefined;
+  const { spec, status } = running;
   return {
     uuid: spec.uuid,
     asn: spec.asn,
-    status: status.code,
-    statusName: statusName(status.code),
+    status,
+    statusName: statusName(status),
     interface: interfaceName(spec.listenPort),
     listenPort: spec.listenPort,
     endpoint: spec.endpoint ?? null,

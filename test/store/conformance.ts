@@ -15,6 +15,7 @@ import { topics } from '../../controller/store/change-feed.ts';
 import type { Store } from '../../controller/store/store.ts';
 import type { NotificationEvent } from '../../controller/store/core/events.ts';
 import { newTokenId } from '../../controller/auth/token-id.ts';
+import { applyTrigger } from '../../controller/api/actions.ts';
 import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user, wgKey } from './fixtures.ts';
 
 export interface StoreHarness {
@@ -56,6 +57,8 @@ function snapshot(store: Store) {
     tokens: store.listRouters().map((r) => store.getAgentTokenHash(r.name)),
   };
 }
+
+const at = '2026-11-28T09:00:00.000Z';
 
 export function storeConformance(name: string, factory: () => Promise<StoreHarness>): void {
   describe(`store conformance: ${name}`, () => {
@@ -545,6 +548,69 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         );
         expect(store.getSession(s.spec.uuid)).toBeUndefined();
         expect(store.listSessions({ asn: 4242420005 }).map((x) => x.spec.uuid)).toEqual([again.spec.uuid]);
+      });
+    });
+
+    describe('a modify in review (common/approved-spec.ts)', () => {
+      beforeEach(async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+      });
+
+      it("keeps the approved spec beside the requested one, the agent's answer changing with it, after reopen", async () => {
+        const s = await store.createSession(newSession(4242420007, 'fra1'), queued, user(4242420007), 'c');
+        await store.updateSession(
+          s.spec.uuid,
+          (c) => applyTrigger(c, { kind: 'report', status: 1 }, at),
+          admin,
+          'up',
+        );
+        const since = store.revision(topics.routerSessions('fra1'));
+        const requested = { ...s.spec, ipv6: 'fd42:1:7::2', mtu: 1400 };
+        const changed = await store.updateSession(
+          s.spec.uuid,
+          (c) => applyTrigger(c, { kind: 'modify', review: true }, at, () => requested),
+          user(4242420007),
+          'modify',
+        );
+        expect(changed?.spec).toMatchObject({ ipv6: 'fd42:1:7::2', mtu: 1400 });
+        expect(changed?.status).toMatchObject({
+          code: 3,
+          approved: { status: 1, spec: { ipv6: s.spec.ipv6, mtu: 1420, publicKey: s.spec.publicKey } },
+        });
+        // the router's status moves under the review: the agent's answer changes
+        const reported = store.revision(topics.routerSessions('fra1'));
+        expect(reported).toBeGreaterThan(since);
+        await store.updateSession(
+          s.spec.uuid,
+          (c) => ({ status: { ...c.status, approved: { spec: c.status.approved!.spec, status: 2 } } }),
+          { name: 'agent fra1', role: 'agent' },
+          'report',
+        );
+        expect(store.revision(topics.routerSessions('fra1'))).toBeGreaterThan(reported);
+        store = await h.reopen();
+        const read = store.getSession(s.spec.uuid);
+        expect(read?.spec.ipv6).toBe('fd42:1:7::2');
+        expect(read?.status.approved).toEqual({
+          status: 2,
+          spec: {
+            ipv6: s.spec.ipv6,
+            linkLocal: 'fe80::1234',
+            publicKey: s.spec.publicKey,
+            mtu: 1420,
+            mpbgp: true,
+            extendedNextHop: true,
+          },
+        });
+        // reject: the approved spec is the session's again, in the router's status
+        const back = await store.updateSession(
+          s.spec.uuid,
+          (c) => applyTrigger(c, { kind: 'reject' }, at),
+          admin,
+          'reject',
+        );
+        expect(back?.spec.ipv6).toBe(s.spec.ipv6);
+        expect(back?.status.code).toBe(2);
+        expect(back?.status.approved).toBeUndefined();
       });
     });
 

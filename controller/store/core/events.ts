@@ -172,6 +172,9 @@ export function sessionEvents(
   const at = after.status.lastTransitionTime ?? now;
   const events: NotificationEvent[] = [];
   if (before === undefined) events.push(sessionEvent('session.created', after, after.spec.createdAt ?? at));
+  // a modify in review rejected: the session stays on its router with its approved spec (docs/api.md)
+  if (before?.status.approved && !after.status.approved && after.status.decision?.action === 'reject')
+    return [sessionEvent('session.rejected', after, after.status.decision.at, after.status.decision.reason)];
   const type = statusEventType(before?.status.code, after.status.code);
   if (type) events.push(sessionEvent(type, after, at));
   return events;

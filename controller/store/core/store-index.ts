@@ -358,7 +358,8 @@ export class StoreIndex {
 
 /**
  * The answers a session's change changes: its ASN's lists always; its router's agent answer only when
- * what the agent sees changed (the spec or the status code; not BGP state or metrics).
+ * what the agent sees changed (the spec, the status code, or the approved copy a session in review keeps
+ * on its router: common/approved-spec.ts; not BGP state or metrics).
  */
 function sessionTopics(before: Session | undefined, after: Session | undefined): Topic[] {
   const changed = [topics.allSessions];
@@ -367,7 +368,8 @@ function sessionTopics(before: Session | undefined, after: Session | undefined):
     !before ||
     !after ||
     before.status.code !== after.status.code ||
-    !isDeepStrictEqual(before.spec, after.spec);
+    !isDeepStrictEqual(before.spec, after.spec) ||
+    !isDeepStrictEqual(before.status.approved, after.status.approved);
   if (agentSees) for (const s of [before, after]) if (s) changed.push(topics.routerSessions(s.spec.router));
   return changed;
 }
