@@ -6,7 +6,6 @@
 import type {
   AdminRouterRecord,
   AdminSessionListResponse,
-  AdminSessionRecord,
   AdminSessionReviewResponse,
   AsNamesResponse,
   CreateResponse,
@@ -66,6 +65,7 @@ export class ApiError extends Error {
  */
 export type {
   AdminRouterRecord,
+  AdminSessionListResponse,
   AdminSessionRecord,
   AdminSessionReviewResponse,
   CreateResponse,
@@ -247,8 +247,6 @@ export const api = {
     ),
   near: (endpoint: string) =>
     request<NearRoutersResponse>('GET', `/routers/near?endpoint=${encodeURIComponent(endpoint)}`),
-  adminSessions: (filter: { status?: number } = {}) =>
-    request<{ sessions: AdminSessionRecord[] }>('POST', '/admin/session', { action: 'list', ...filter }),
   /** One page of the admin list, searched, filtered and sorted by the controller (docs/api.md, list). */
   adminSessionPage: (q: AdminListQuery) =>
     request<Required<AdminSessionListResponse>>('POST', '/admin/session', { action: 'list', ...q }),

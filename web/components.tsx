@@ -225,3 +225,20 @@ export function Confirm(props: {
     </dialog>
   );
 }
+
+/** Previous / next through the pages of a list the controller pages (the admin table, the reviews). */
+export function Pager(props: { at: number; pages: number; onPage: (page: number) => void }) {
+  const { at, pages } = props;
+  if (pages <= 1) return null;
+  return (
+    <nav class="pager" aria-label={t('table.pages')}>
+      <button type="button" class="secondary" disabled={at === 0} onClick={() => props.onPage(at - 1)}>
+        {t('table.previous')}
+      </button>
+      <span>{t('table.page', { n: at + 1, of: pages })}</span>
+      <button type="button" class="secondary" disabled={at >= pages - 1} onClick={() => props.onPage(at + 1)}>
+        {t('table.next')}
+      </button>
+    </nav>
+  );
+}

@@ -323,6 +323,10 @@ export default {
   'reviews.reasonNeeded': 'Give a reason to reject.',
   'reviews.approve': 'Approve',
   'reviews.reject': 'Reject',
+  'reviews.modified':
+    'A change of a running session: the router keeps running the approved values (struck through; status {status}) until you decide. Rejecting keeps the session with them.',
+  'reviews.becomes': 'changed to',
+  'reviews.showing': 'Requests {from}–{to} of {n}, the oldest first',
 
   'routers.title': 'Routers',
   'routers.none': 'No routers yet (peerops admin router add).',

@@ -305,6 +305,10 @@ const zhCN: Record<keyof typeof en, string> = {
   'reviews.reasonNeeded': '拒绝时请填写理由。',
   'reviews.approve': '批准',
   'reviews.reject': '拒绝',
+  'reviews.modified':
+    '这是运行中会话的修改：在您处理之前，路由器继续使用已批准的值（划线者；状态 {status}）。拒绝后会话保留这些值。',
+  'reviews.becomes': '改为',
+  'reviews.showing': '第 {from}–{to} 个申请，共 {n} 个，最早的在前',
 
   'routers.title': '路由器',
   'routers.none': '还没有路由器（peerops admin router add）。',

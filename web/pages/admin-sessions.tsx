@@ -15,7 +15,7 @@ import {
   type ListSortKey,
   type SessionRecord,
 } from '../api.ts';
-import { Problem, StatusBadge } from '../components.tsx';
+import { Pager, Problem, StatusBadge } from '../components.tsx';
 import { ago } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
@@ -333,22 +333,7 @@ export function AdminSessionsPage() {
               </table>
             </div>
           )}
-          {pages > 1 && (
-            <nav class="pager" aria-label={t('table.pages')}>
-              <button type="button" class="secondary" disabled={at === 0} onClick={() => setPage(at - 1)}>
-                {t('table.previous')}
-              </button>
-              <span>{t('table.page', { n: at + 1, of: pages })}</span>
-              <button
-                type="button"
-                class="secondary"
-                disabled={at >= pages - 1}
-                onClick={() => setPage(at + 1)}
-              >
-                {t('table.next')}
-              </button>
-            </nav>
-          )}
+          <Pager at={at} pages={pages} onPage={setPage} />
         </>
       )}
     </section>

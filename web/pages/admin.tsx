@@ -2,12 +2,19 @@
  * The sessions waiting for review (docs/api.md, Admin API); the routers, the policy and the tokens have
  * pages of their own (routers.tsx, policy.tsx, tokens.tsx).
  */
-import { useEffect, useState } from 'preact/hooks';
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { SessionStatus } from '../../common/status.ts';
-import { api, watchSessions, type AdminSessionRecord } from '../api.ts';
-import { described, Dl, Field, Problem } from '../components.tsx';
+import {
+  api,
+  watchSessions,
+  type AdminSessionListResponse,
+  type AdminSessionRecord,
+  type SessionRecord,
+} from '../api.ts';
+import { described, Dl, Field, Pager, Problem } from '../components.tsx';
 import { dateTime } from '../format.ts';
-import { t } from '../i18n/index.ts';
+import { t, type MessageKey } from '../i18n/index.ts';
 import { localText } from '../i18n/problems/index.ts';
 
 /** Loads once on mount; the page reloads after a change. */
@@ -28,8 +35,44 @@ export function useLoad<T>(load: () => Promise<T>): [T | undefined, unknown, () 
   return [data, error, reload];
 }
 
+/** Review cards are tall: fewer to a page than the admin table's rows. */
+const REVIEWS_PER_PAGE = 20;
+
 export function ReviewsPage() {
-  const [data, error, reload] = useLoad(() => api.adminSessions({ status: SessionStatus.PENDING_REVIEW }));
+  const [page, setPage] = useState(0);
+  // the answer with the offset it was asked at: the count names the page shown, not the one asked
+  const [data, setData] = useState<Required<AdminSessionListResponse> & { offset: number }>();
+  const [error, setError] = useState<unknown>();
+  // answers can arrive out of order (a page turned while the stream asks again): only the last shows
+  const asked = useRef(0);
+  const reload = async () => {
+    const n = ++asked.current;
+    try {
+      // the oldest request first, one page asked of the controller as the admin table does
+      const offset = page * REVIEWS_PER_PAGE;
+      const answer = await api.adminSessionPage({
+        status: SessionStatus.PENDING_REVIEW,
+        sort: 'age',
+        descending: false,
+        offset,
+        limit: REVIEWS_PER_PAGE,
+      });
+      if (n !== asked.current) return;
+      setData({ ...answer, offset });
+      setError(undefined);
+    } catch (err) {
+      if (n === asked.current) setError(err);
+    }
+  };
+  useEffect(() => {
+    void reload();
+  }, [page]);
+  const pages = Math.max(1, Math.ceil((data?.matched ?? 0) / REVIEWS_PER_PAGE));
+  const at = Math.min(page, pages - 1);
+  // decisions emptied the last page: show the one now last
+  useEffect(() => {
+    if (data && data.sessions.length === 0 && page > 0 && data.matched > 0) setPage(pages - 1);
+  }, [data]);
   // Asked again when the sessions in review change (a new request, another admin's decision), as the
   // controller's stream of the list tells (docs/api.md, Live updates); the admin list carries what the
   // stream's does not (the policy's objections).
@@ -46,19 +89,51 @@ export function ReviewsPage() {
       inReview = now;
     }, stop.signal).catch(() => undefined); // the page's own list still shows, and its errors
     return () => stop.abort();
-  }, []);
+  }, [page]);
   return (
     <section aria-labelledby="reviews-title">
       <h1 id="reviews-title">{t('reviews.title')}</h1>
       <Problem error={error} />
       {data === undefined && !error && <p>{t('common.loading')}</p>}
-      {data?.sessions.length === 0 && <p>{t('reviews.none')}</p>}
+      {data?.matched === 0 && <p>{t('reviews.none')}</p>}
+      {data && data.matched > REVIEWS_PER_PAGE && (
+        <p class="muted" aria-live="polite">
+          {t('reviews.showing', {
+            from: data.offset + 1,
+            to: data.offset + data.sessions.length,
+            n: data.matched,
+          })}
+        </p>
+      )}
       {data?.sessions.map((s) => (
         <Review key={s.uuid} session={s} onDone={reload} />
       ))}
+      <Pager at={at} pages={pages} onPage={setPage} />
     </section>
   );
 }
+
+/** The values a modify can change, as the review shows them: the approved ones before where they differ. */
+type Reviewed = Pick<
+  SessionRecord,
+  'ipv6' | 'ipv4' | 'ipv6LinkLocal' | 'endpoint' | 'publicKey' | 'mtu' | 'mpbgp' | 'extendedNextHop'
+>;
+const REVIEWED: { label: MessageKey; text: (v: Reviewed) => string; code: boolean }[] = [
+  { label: 'session.ipv6', text: (v) => v.ipv6, code: true },
+  { label: 'session.ipv4', text: (v) => v.ipv4 ?? t('session.none'), code: true },
+  { label: 'session.linkLocal', text: (v) => v.ipv6LinkLocal, code: true },
+  { label: 'reviews.endpoint', text: (v) => v.endpoint ?? t('session.noEndpoint'), code: true },
+  { label: 'session.publicKey', text: (v) => v.publicKey, code: true },
+  { label: 'session.mtu', text: (v) => String(v.mtu), code: false },
+  {
+    label: 'session.bgp',
+    text: (v) =>
+      [v.mpbgp ? 'MP-BGP' : t('session.noMpbgp'), v.extendedNextHop ? t('session.enh') : '']
+        .filter(Boolean)
+        .join(', '),
+    code: false,
+  },
+];
 
 function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
   const s = props.session;
@@ -89,20 +164,26 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
         </h2>
         <span class="muted">{dateTime(s.createdAt)}</span>
       </header>
+      {s.approved && (
+        <p class="warning" data-testid="modified">
+          {t('reviews.modified', { status: s.approved.statusName })}
+        </p>
+      )}
       <Dl
         items={[
-          [t('session.ipv6'), <code>{s.ipv6}</code>],
-          [t('session.ipv4'), s.ipv4 ? <code>{s.ipv4}</code> : t('session.none')],
-          [t('session.linkLocal'), <code>{s.ipv6LinkLocal}</code>],
-          [t('reviews.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
-          [t('session.publicKey'), <code class="wrap">{s.publicKey}</code>],
-          [t('session.mtu'), String(s.mtu)],
-          [
-            t('session.bgp'),
-            [s.mpbgp ? 'MP-BGP' : t('session.noMpbgp'), s.extendedNextHop ? t('session.enh') : '']
-              .filter(Boolean)
-              .join(', '),
-          ],
+          ...REVIEWED.map(({ label, text, code }): [string, ComponentChildren] => {
+            const now = text(s);
+            const was = s.approved ? text(s.approved) : undefined;
+            const shown = (value: string) => (code ? <code class="wrap">{value}</code> : value);
+            if (was === undefined || was === now) return [t(label), shown(now)];
+            return [
+              t(label),
+              <span class="changed" data-testid="changed">
+                <del>{shown(was)}</del> <span aria-hidden="true">→</span>
+                <span class="visually-hidden">{t('reviews.becomes')}</span> <ins>{shown(now)}</ins>
+              </span>,
+            ];
+          }),
           [t('session.port'), `${s.listenPort} (${s.interface})`],
         ]}
       />
