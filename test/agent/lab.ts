@@ -133,15 +133,19 @@ export interface SpawnOverrides {
 
 let vethIndex = 0;
 
-/** `login`: the controller's `/login` (the portal's browser tests log in through it). */
+/**
+ * `login`: the controller's `/login` (the portal's browser tests log in through it). `tunnelIpv4`: the
+ * router's DN42 IPv4 on its session tunnels (the agent's `tunnel.dn42Ipv4`); none by default.
+ */
 export async function startAgentLab(
   prefix: string,
   login?: Parameters<typeof startHarness>[1],
+  tunnelIpv4?: string,
 ): Promise<AgentLab> {
   const lab = new NetnsLab(prefix);
   const h = await startHarness({}, login);
   try {
-    return await build(prefix, lab, h);
+    return await build(prefix, lab, h, tunnelIpv4);
   } catch (err) {
     delete process.env.PEEROPS_AGENT_NETNS;
     await lab.cleanup();
@@ -150,7 +154,7 @@ export async function startAgentLab(
   }
 }
 
-async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLab> {
+async function build(prefix: string, lab: NetnsLab, h: Harness, tunnelIpv4 = ''): Promise<AgentLab> {
   await h.app.listen({ host: '127.0.0.1', port: 0 });
   const address = h.app.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -199,7 +203,11 @@ async function build(prefix: string, lab: NetnsLab, h: Harness): Promise<AgentLa
       poolSize: 2,
       poolSizeMax: 8,
     },
-    tunnel: { configDir: join(root, 'wireguard'), dn42Ipv6LinkLocal: 'fe80::1' },
+    tunnel: {
+      configDir: join(root, 'wireguard'),
+      dn42Ipv6LinkLocal: 'fe80::1',
+      ...(tunnelIpv4 && { dn42Ipv4: tunnelIpv4 }),
+    },
     metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 4 },
     autoUpdate: { enabled: false },
   };

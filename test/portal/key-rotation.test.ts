@@ -9,7 +9,6 @@
  * running session, quotes the figures).
  */
 import { rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,12 +19,11 @@ import { ADMIN_ASN } from '../api/helpers.ts';
 import { startAgentLab, wgKeyPair, type AgentLab, type AgentProcess, type Peer } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { loadAverage, pollBgp, POLL_MS, routerBgp } from './bgp-watch.ts';
 import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 /** Approval → Established through a real agent on a busy 2-core machine: seconds, with a wide margin. */
 const ESTABLISHED_TIMEOUT_MS = 120_000;
-/** How often the router's BGP state is read while the key changes. */
-const POLL_MS = 200;
 
 let L: AgentLab;
 let peer: Peer;
@@ -60,47 +58,12 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-/** The router's BGP protocol of the session: its state and since when, as `birdc show protocols` says. */
-async function routerBgp(protocol: string): Promise<{ state: string; since: string }> {
-  const out = await L.bird.birdc(`show protocols ${protocol}`);
-  const line = out.split('\n').find((l) => l.startsWith(`${protocol} `)) ?? '';
-  // name  proto  table  state  since  info: the date and time are one or two columns
-  const cols = line.trim().split(/\s+/);
-  return { state: cols.at(-1) ?? '', since: cols.slice(4, -1).join(' ') };
-}
-
 /** The latest handshake with `publicKey` on the router's session tunnel, in epoch seconds (0: none). */
 async function routerHandshake(iface: string, publicKey: string): Promise<number> {
   const out = await L.node.run('wg', ['show', iface, 'latest-handshakes']).catch(() => '');
   const line = out.split('\n').find((l) => l.startsWith(`${publicKey}\t`));
   return Number(line?.split('\t')[1] ?? 0);
 }
-
-/** Reads the router's BGP protocol every POLL_MS until stopped: what it saw, for "did it flap". */
-function pollBgp(protocol: string): { stop: () => Promise<{ at: number; state: string; since: string }[]> } {
-  const seen: { at: number; state: string; since: string }[] = [];
-  let polling = true;
-  const loop = (async () => {
-    while (polling) {
-      const at = Date.now();
-      seen.push({ at, ...(await routerBgp(protocol).catch(() => ({ state: 'unreadable', since: '' }))) });
-      await new Promise((r) => setTimeout(r, POLL_MS));
-    }
-  })();
-  return {
-    stop: async () => {
-      polling = false;
-      await loop;
-      return seen;
-    },
-  };
-}
-
-const loadAverage = () =>
-  os
-    .loadavg()
-    .map((n) => n.toFixed(2))
-    .join(' ');
 
 describe('key rotation in the portal with an agent in the lab', () => {
   it('takes the new key on the router in place and the tunnel comes back, BGP polled', async () => {
@@ -157,9 +120,9 @@ describe('key rotation in the portal with an agent in the lab', () => {
     expect(L.h.store.getSession(uuid)?.spec.publicKey).toBe(peer.keys.publicKey);
 
     // BGP and the tunnel, read from the router while the key changes
-    const before = await routerBgp(protocol);
+    const before = await routerBgp(L.bird, protocol);
     expect(before.state).toBe('Established');
-    const poll = pollBgp(protocol);
+    const poll = pollBgp(L.bird, protocol);
 
     const next = await wgKeyPair();
     const keyFile = path.join(L.root, 'peer-next.key');
@@ -191,7 +154,7 @@ describe('key rotation in the portal with an agent in the lab', () => {
     // have gone by then
     await waitFor('one BGP hold time after the save', () => Date.now() - saved > 10_000, 15_000, 250);
     const seen = await poll.stop();
-    const after = await routerBgp(protocol);
+    const after = await routerBgp(L.bird, protocol);
 
     // the old key is gone from the router's tunnel: one peer, the new key
     const peers = (await L.node.run('wg', ['show', iface, 'peers'])).trim().split('\n');
@@ -224,8 +187,8 @@ describe('key rotation in the portal with an agent in the lab', () => {
     // which gives the router no DN42 IPv6: test/agent/wireguard.test.ts moves one): BGP stays.
     const oldIpv6 = session.spec.ipv6;
     const newIpv6 = oldIpv6.replace(/::1$/, '::2');
-    let poll = pollBgp(protocol);
-    const before = await routerBgp(protocol);
+    let poll = pollBgp(L.bird, protocol);
+    const before = await routerBgp(L.bird, protocol);
     const changed = await L.h.post('/session', L.h.admin, { action: 'modify', uuid, ipv6: newIpv6 });
     expect(changed.statusCode, changed.body).toBe(200);
     await waitFor(
@@ -235,7 +198,7 @@ describe('key rotation in the portal with an agent in the lab', () => {
       250,
     );
     let seen = await poll.stop();
-    const afterIpv6 = await routerBgp(protocol);
+    const afterIpv6 = await routerBgp(L.bird, protocol);
     const ipv6Flapped = seen.some((s) => s.state !== 'Established') || afterIpv6.since !== before.since;
     console.log(
       `ipv6 change: BGP ${ipv6Flapped ? 'restarted' : `stayed Established (${seen.length} reads)`}; load ${loadAverage()}`,
@@ -250,7 +213,7 @@ describe('key rotation in the portal with an agent in the lab', () => {
     const card = p.page.locator('article.session');
     await card.getByText('ACTIVE', { exact: true }).waitFor({ timeout: ESTABLISHED_TIMEOUT_MS });
     await card.getByRole('button', { name: 'Change' }).click();
-    poll = pollBgp(protocol);
+    poll = pollBgp(L.bird, protocol);
     await card.getByLabel('Your link-local address on the tunnel').fill('fe80::5678');
     const saved = Date.now();
     await card.getByRole('button', { name: 'Save' }).click();
@@ -260,7 +223,7 @@ describe('key rotation in the portal with an agent in the lab', () => {
     const back = await waitFor(
       'BGP Established again from the new link-local',
       async () => {
-        const now = await routerBgp(protocol);
+        const now = await routerBgp(L.bird, protocol);
         return now.state === 'Established' && now.since !== afterIpv6.since ? Date.now() : undefined;
       },
       ESTABLISHED_TIMEOUT_MS,
