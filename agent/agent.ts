@@ -16,6 +16,7 @@ import type { AgentConfig } from './config.ts';
 import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
 import { FaultWatch } from './fault-watch.ts';
+import { Adoption, adoptionDir } from './adopt/takeover.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { LookingGlassService } from './looking-glass/service.ts';
 import { collectMetrics } from './sync/metrics.ts';
@@ -150,6 +151,11 @@ export class Agent {
       },
       ...(templateFile ? { template: () => readFile(templateFile, 'utf8') } : {}),
       ...(mesh ? { mesh } : {}),
+      adoption: new Adoption({
+        dir: adoptionDir(config.tunnel.configDir),
+        mainPath: config.birdMainConfig,
+        routerKeyPath: config.tunnel.privateKeyPath,
+      }),
     });
   }
 

@@ -26,6 +26,16 @@ export interface HandProtocol {
   asn: number;
   channels: string[];
   extendedNextHop: boolean;
+  /** The template it is defined `from`, if any. */
+  from?: string;
+  /** Its text between the braces, comments removed: what the takeover renders again (takeover-bird.ts). */
+  body: string;
+}
+
+/** One `template bgp` of BIRD's configuration, as written. */
+export interface HandTemplate {
+  from?: string;
+  body: string;
 }
 
 type Ini = { section: string; key: string; value: string }[];
@@ -157,12 +167,14 @@ interface Body {
 }
 
 function readBody(body: string, base: Body | undefined): Body {
-  const neighbor = /neighbor\s+([0-9a-fA-F:.]+(?:%[\w.-]+|%'[^']+')?)\s+as\s+(\d+)/.exec(body);
+  // `fe80::1%wg0`, `fe80::1 % 'wg-0'` (peerops's own spelling): the scope kept as `%<name>`
+  const m = /neighbor\s+([0-9a-fA-F:.]+)(?:\s*%\s*('[^']+'|[\w.-]+))?\s+as\s+(\d+)/.exec(body);
+  const neighbor = m && [`${m[1]}${m[2] ? `%${m[2]}` : ''}`, m[3]!];
   const iface = /(?:^|[;{\s])interface\s+"([^"]+)"/.exec(body);
   const channels = [...body.matchAll(/\b(ipv4|ipv6)\s*\{/g)].map((m) => m[1]!);
   return {
-    neighbor: neighbor?.[1] ?? base?.neighbor,
-    asn: neighbor ? Number(neighbor[2]) : base?.asn,
+    neighbor: neighbor?.[0] ?? base?.neighbor,
+    asn: neighbor ? Number(neighbor[1]) : base?.asn,
     interface: iface?.[1] ?? base?.interface,
     channels: channels.length ? channels : (base?.channels ?? []),
     extendedNextHop: /extended\s+next\s+hop\s+(on|yes)/.test(body) || (base?.extendedNextHop ?? false),
@@ -171,19 +183,28 @@ function readBody(body: string, base: Body | undefined): Body {
 
 /** Every `protocol bgp` reachable from bird.conf, templates applied. */
 export async function readBird(birdConf: string): Promise<HandProtocol[]> {
+  return (await readBirdTree(birdConf)).protocols;
+}
+
+/** Every `protocol bgp` reachable from bird.conf, templates applied, and the `template bgp`s as written. */
+export async function readBirdTree(
+  birdConf: string,
+): Promise<{ protocols: HandProtocol[]; templates: Map<string, HandTemplate> }> {
   const files = await expandIncludes(birdConf, new Set());
-  const templates = new Map<string, Body>();
+  const filled = new Map<string, Body>();
+  const templates = new Map<string, HandTemplate>();
   const protocols: HandProtocol[] = [];
   // templates first, over all files: BIRD needs them defined before use, and include order says where
   for (const { text } of files)
-    for (const m of text.matchAll(/template\s+bgp\s+(\w+)(?:\s+from\s+(\w+))?\s*\{/g))
-      templates.set(
-        m[1]!,
-        readBody(block(text, m.index + m[0].length - 1), m[2] ? templates.get(m[2]) : undefined),
-      );
+    for (const m of text.matchAll(/template\s+bgp\s+(\w+)(?:\s+from\s+(\w+))?\s*\{/g)) {
+      const inner = block(text, m.index + m[0].length - 1);
+      filled.set(m[1]!, readBody(inner, m[2] ? filled.get(m[2]) : undefined));
+      templates.set(m[1]!, { ...(m[2] ? { from: m[2] } : {}), body: inner });
+    }
   for (const { file, text } of files)
     for (const m of text.matchAll(/protocol\s+bgp\s+(\w+)(?:\s+from\s+(\w+))?\s*\{/g)) {
-      const body = readBody(block(text, m.index + m[0].length - 1), m[2] ? templates.get(m[2]) : undefined);
+      const inner = block(text, m.index + m[0].length - 1);
+      const body = readBody(inner, m[2] ? filled.get(m[2]) : undefined);
       if (!body.neighbor || body.asn === undefined) continue;
       const [address, scope] = body.neighbor.split('%');
       protocols.push({
@@ -194,7 +215,9 @@ export async function readBird(birdConf: string): Promise<HandProtocol[]> {
         asn: body.asn,
         channels: body.channels,
         extendedNextHop: body.extendedNextHop,
+        ...(m[2] ? { from: m[2] } : {}),
+        body: inner,
       });
     }
-  return protocols;
+  return { protocols, templates };
 }

@@ -37,7 +37,9 @@ export function mergeLive(files: HandTunnel[], live: HandTunnel[]): HandTunnel[]
       ...f,
       listenPort: f.listenPort ?? l.listenPort,
       publicKey: f.publicKey ?? l.publicKey,
-      endpoint: f.endpoint ?? l.endpoint,
+      // not the live endpoint: for a peer the file gives none (behind NAT) it is where the peer last
+      // came from, which its NAT changes; the session is adopted without one (docs/agent.md)
+      endpoint: f.endpoint,
       mtu: f.mtu ?? l.mtu,
       addresses: [...new Set([...f.addresses, ...l.addresses])],
     };

@@ -33,8 +33,10 @@ export interface ManagedDir {
   /** Key the main renderer receives the dir under (`peerConfDir`, `ibgpConfDir`, `meshConfDir`). */
   key: string;
   dir: string;
-  /** File name → content; `*.conf` files in dir that are not listed are removed. */
+  /** File name → content; `*.conf` files in dir that are not listed are removed, when `owns` says they are the agent's. */
   files: Map<string, string>;
+  /** Which unlisted files are the agent's to remove (default: every `*.conf`). */
+  owns?: (name: string) => boolean;
   /**
    * What the caller read of these files on disk this pass (name → content, undefined: no file), so the
    * diff reads only the others. True until the applier writes, which it does once a pass (or after a
@@ -47,6 +49,12 @@ export interface DesiredTree {
   /** The main config for the given dirs (the same renderer for the staged and the live tree). */
   main: (dirs: Record<string, string>) => string;
   dirs: ManagedDir[];
+  /**
+   * Hand-made files moved aside in the swap, before the writes, and moved back if BIRD refuses: an
+   * adopted session's protocol is then defined once, by the agent's file, in the configure that takes it
+   * over (docs/agent.md, Adopting a running router).
+   */
+  setAside?: readonly { from: string; to: string }[];
 }
 
 export interface ApplyFailure {
@@ -101,7 +109,7 @@ export class BirdApplier {
     if ((await readTextIfExists(this.mainPath)) !== main)
       changes.push({ path: this.mainPath, content: main });
     for (const d of tree.dirs) {
-      const present = (await listConf(d.dir)).filter((f) => !d.files.has(f));
+      const present = (await listConf(d.dir)).filter((f) => !d.files.has(f) && (d.owns?.(f) ?? true));
       for (const f of present) changes.push({ path: join(d.dir, f), content: undefined });
       for (const name of d.files.keys()) checkFileName(name);
       const unread = [...d.files.keys()].filter((name) => !d.onDisk?.has(name));
@@ -124,7 +132,9 @@ export class BirdApplier {
     await ensureIncludeDirs([...tree.dirs.map((d) => d.dir), join(this.root, LOCAL_DIR)], this.root);
     const changes = await this.diff(tree);
     const changed = changes.map((c) => c.path);
-    if (changes.length === 0) {
+    const setAside = tree.setAside ?? [];
+    changed.push(...setAside.map((m) => m.from));
+    if (changes.length === 0 && setAside.length === 0) {
       const pending = this.configureOwed || (await readTextIfExists(this.pendingPath)) !== undefined;
       if (!opts.forceConfigure && !pending) return { writes: 0, configured: false, changed };
       try {
@@ -152,6 +162,7 @@ export class BirdApplier {
       restore.push({ path: c.path, saved });
     }
     await atomicWriteFile(this.pendingPath, `${new Date().toISOString()}\n`);
+    for (const m of setAside) await rename(m.from, m.to);
     // Written 16 at a time, each directory fsynced once when all are in place: one after another, with
     // two fsyncs each, a first pass at 1,000 sessions spent seconds here (docs/benchmarks.md, the agent).
     const dirs = new Set<string>();
@@ -165,13 +176,14 @@ export class BirdApplier {
     try {
       await this.configure();
       await rm(this.pendingPath, { force: true });
-      return { writes: changes.length, configured: true, changed };
+      return { writes: changes.length + setAside.length, configured: true, changed };
     } catch (err) {
       const failure = failureOf(err, changed, 'configure');
       for (const r of restore) {
         if (r.saved === undefined) await unlink(r.path).catch(() => undefined);
         else await atomicWriteFile(r.path, await readFile(r.saved, 'utf8'));
       }
+      for (const m of setAside) await rename(m.to, m.from);
       // BIRD keeps running its old config after a refused configure; configuring back makes sure. While
       // that fails too (BIRD down), the marker stays and the next pass configures.
       await this.configure()

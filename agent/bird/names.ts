@@ -27,6 +27,19 @@ export function sessionIpv4ProtocolName(listenPort: number): string {
   return `${sessionProtocolName(listenPort)}_v4`;
 }
 
+/**
+ * A session's BIRD protocols, the one carrying its link-local neighbour first: its own (`dn42_<port>`,
+ * `dn42_<port>_v4`) or, adopted, the hand-made names it keeps (docs/agent.md, Adopting a running router).
+ */
+export function sessionProtocols(session: {
+  listenPort: number;
+  adopted?: { protocols: readonly string[] } | undefined;
+}): readonly [string, ...string[]] {
+  const kept = session.adopted?.protocols;
+  if (kept?.[0] !== undefined) return [kept[0], ...kept.slice(1)];
+  return [sessionProtocolName(session.listenPort), sessionIpv4ProtocolName(session.listenPort)];
+}
+
 /** DN42 link latency community (64511, 1..9) from a measured round-trip time in milliseconds. */
 export function latencyCommunity(rttMs: number | null | undefined): number {
   if (rttMs === null || rttMs === undefined) return 9;

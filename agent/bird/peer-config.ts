@@ -84,11 +84,21 @@ export function peerView(
   };
 }
 
+/** A channel's filter statements: the main config's import and export functions with the link's communities. */
+export function channelFilters(
+  v: Pick<PeerView, 'importFilter' | 'exportFilter' | 'latency' | 'bandwidth' | 'crypto'>,
+  indent = '',
+  end = '\n',
+): string {
+  return (
+    `${indent}import where ${v.importFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});${end}` +
+    `${indent}export where ${v.exportFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});${end}`
+  );
+}
+
 /** The built-in file of a session. */
 export function renderBuiltinPeer(v: PeerView): string {
-  const filters = (indent: string) =>
-    `${indent}import where ${v.importFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});\n` +
-    `${indent}export where ${v.exportFilter}(${v.latency}, ${v.bandwidth}, ${v.crypto});\n`;
+  const filters = (indent: string) => channelFilters(v, indent);
   const none = '    import none;\n    export none;\n';
   const ipv4 = v.ipv4
     ? `  ipv4 {\n${filters('    ')}${v.extendedNextHop ? '    extended next hop on;\n' : ''}  };\n`

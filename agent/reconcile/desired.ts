@@ -3,6 +3,7 @@ import type { AgentSession } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import type { AgentConfig } from '../config.ts';
 import type { WgInterfaceSpec } from '../wireguard/types.ts';
+import { adoptedOf, type AdoptedLink } from '../adopt/takeover.ts';
 
 /** Sessions whose tunnel and BGP should exist on the router. */
 export function wantsUp(session: AgentSession): boolean {
@@ -15,8 +16,38 @@ export function wantsUp(session: AgentSession): boolean {
   );
 }
 
-export function sessionInterfaceSpec(session: AgentSession, config: AgentConfig): WgInterfaceSpec {
+/**
+ * The link's spec; an adopted session's (`kept`, its takeover record) keeps the hand-made link's name,
+ * addresses, routes and key (docs/agent.md, Adopting a running router).
+ */
+/** A session's link: `wg_<port>`, or the hand-made one an adopted session keeps. */
+export function sessionLinkName(session: AgentSession): string {
+  return adoptedOf(session)?.interface ?? session.interface;
+}
+
+export function sessionInterfaceSpec(
+  session: AgentSession,
+  config: AgentConfig,
+  kept?: AdoptedLink,
+): WgInterfaceSpec {
   const t = config.tunnel;
+  if (kept)
+    return {
+      name: kept.interface,
+      listenPort: session.listenPort,
+      privateKeyPath: kept.keyFile ?? t.privateKeyPath,
+      mtu: session.mtu,
+      addresses: kept.addresses,
+      peerRoutes: kept.routes,
+      peer: {
+        publicKey: session.publicKey,
+        ...(session.endpoint ? { endpoint: session.endpoint } : {}),
+        allowedIps: ['0.0.0.0/0', '::/0'],
+        persistentKeepalive: t.persistentKeepaliveInterval,
+      },
+      generation: session.restartGeneration,
+      adopted: true,
+    };
   const addresses = [`${t.dn42Ipv6LinkLocal}/64`];
   // Point-to-point towards the peer's tunnel IPv4, as DN42 peers set it up: BIRD sees the peer as
   // directly connected, which a separate IPv4 BGP session (a peer without MP-BGP) needs.

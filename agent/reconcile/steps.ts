@@ -3,7 +3,8 @@
  * (mesh-step.ts) → render → apply → tunnels → reconnect → judge → report → retry. Each step is a
  * function from the pass's input and what the steps before it found to a typed result of its own; a
  * session's setup failure is a SetupFailure with its reason. The steps do the I/O; what they decide
- * comes from decisions.ts.
+ * comes from decisions.ts. One file over 500 lines: the steps read in the order a pass runs them, and
+ * share the pass's types.
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -16,8 +17,10 @@ import type { ApplyResult, BirdApplier, DesiredTree } from '../bird/apply.ts';
 import type { BirdControl, ProtocolInfo } from '../bird/control.ts';
 import { renderIbgpConfigs } from '../bird/ibgp.ts';
 import { renderMainConfig } from '../bird/main-config.ts';
-import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
+import { sessionProtocols } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
+import { renderAdoptedPeer } from '../adopt/kept-protocol.ts';
+import { adoptedOf, type Adoption } from '../adopt/takeover.ts';
 import type { AgentConfig } from '../config.ts';
 import { EndpointRefused, resolveEndpoint, type Resolve } from '../../common/endpoint-resolve.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
@@ -33,7 +36,7 @@ import {
   type RetryEntry,
   type SessionMemory,
 } from './decisions.ts';
-import { sessionInterfaceSpec, wantsUp } from './desired.ts';
+import { sessionInterfaceSpec, sessionLinkName, wantsUp } from './desired.ts';
 import type { MeshSource } from './mesh-step.ts';
 
 export interface ReconcileDeps {
@@ -54,6 +57,8 @@ export interface ReconcileDeps {
   now?: () => number;
   /** Resolves session endpoints given by name (endpoint.ts; the system's resolver by default). */
   resolve?: Resolve;
+  /** The takeover of adopted sessions (adopt/takeover.ts); without it an adopted session fails its setup. */
+  adoption?: Adoption;
 }
 
 /** What the reconciler keeps between passes: timing and what it last said, nothing about the node. */
@@ -101,7 +106,9 @@ export type SetupFailureReason =
   /** BIRD's check refused the session's own file. */
   | 'ConfigRejected'
   | 'EndpointRefused'
-  | 'TunnelFailed';
+  | 'TunnelFailed'
+  /** An adopted session whose hand-made protocol or link could not be read for the takeover. */
+  | 'TakeoverFailed';
 
 export class SetupFailure extends Error {
   readonly reason: SetupFailureReason;
@@ -161,6 +168,10 @@ export interface Tunnels {
 }
 
 const SESSION_PREFIX = 'wg_';
+/** The links the agent names itself; any other `wg_*` link is left alone unless a takeover made it the agent's. */
+const OWN_LINK = /^wg_[0-9]{1,5}$/;
+/** The BIRD files the agent names itself in peerConfDir; an operator's other files there are left alone. */
+const OWN_PEER_FILE = /^dn42_[0-9]{1,5}\.conf$/;
 /**
  * Tunnels set up (or removed) at once. A tunnel's setup is mostly waiting (wireguard-go starting, ip and
  * wg commands), so a bound of 8 keeps two cores busy without a burst of hundreds of processes.
@@ -184,6 +195,14 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
       failed.set(s.uuid, new SetupFailure('RetryPending', entry.message));
     }
   }
+  // the takeover reads what adopted sessions keep before their first render (docs/agent.md)
+  const adopted = up.filter((s) => adoptedOf(s) && !waiting.has(s.uuid));
+  if (adopted.length) {
+    const refused = deps.adoption
+      ? await deps.adoption.takeOver(adopted)
+      : new Map(adopted.map((s) => [s.uuid, 'this agent takes no adopted session over']));
+    for (const [uuid, message] of refused) failed.set(uuid, new SetupFailure('TakeoverFailed', message));
+  }
   const template = await deps.template?.();
   const onDisk = readTextsIfExist(config.routing.peerConfDir, up.map(peerFileName));
   const peerFiles = new Map<string, string>();
@@ -198,7 +217,10 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
     }
     try {
       const rtt = memory.rtt.has(s.uuid) ? memory.rtt.get(s.uuid) : latencyFromFile(text);
-      peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
+      const a = adoptedOf(s);
+      const kept = a && (await deps.adoption?.link(a.interface));
+      if (a && kept) peerFiles.set(name, renderAdoptedPeer(s, a, kept, policy, rtt));
+      else peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
     } catch (err) {
       if (text !== undefined) peerFiles.set(name, text);
       const running = s.status === SessionStatus.ACTIVE || s.status === SessionStatus.ERROR;
@@ -223,9 +245,16 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
         { meshInterfaces: [...meshInterfaces] },
       ),
     dirs: [
-      { key: 'peerConfDir', dir: config.routing.peerConfDir, files: peerFiles, onDisk },
+      {
+        key: 'peerConfDir',
+        dir: config.routing.peerConfDir,
+        files: peerFiles,
+        onDisk,
+        owns: (f) => OWN_PEER_FILE.test(f),
+      },
       { key: 'ibgpConfDir', dir: config.routing.ibgpConfDir, files: renderIbgpConfigs(policy) },
     ],
+    setAside: (await deps.adoption?.pendingSetAside()) ?? [],
   };
   return { waiting, failed, peerFiles, fileOwner, tree };
 }
@@ -241,8 +270,12 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   // node problem that may have been mended meanwhile, forces one configure even when the files match.
   const protocols = await readProtocols(deps);
   const ranBefore = new Set(protocols.byName.keys());
-  const wantProtocols = [...rendered.peerFiles.keys()].map((f) => f.replace(/\.conf$/, '')).sort();
-  const haveProtocols = [...protocols.byName.keys()].filter((n) => /^dn42_\d+$/.test(n)).sort();
+  const mainNames = (ss: readonly AgentSession[]) => ss.map((s) => sessionProtocols(s)[0]);
+  const wantProtocols = mainNames(input.up.filter((s) => rendered.peerFiles.has(peerFileName(s)))).sort();
+  const kept = new Set(mainNames(input.up.filter((s) => adoptedOf(s))));
+  const haveProtocols = [...protocols.byName.keys()]
+    .filter((n) => /^dn42_\d+$/.test(n) || kept.has(n))
+    .sort();
   const forceConfigure =
     (protocols.byName.size > 0 && wantProtocols.join() !== haveProtocols.join()) || memory.node !== undefined;
 
@@ -252,9 +285,7 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   const setupNames = new Map(
     input.up
       .filter((s) => onDisk?.get(peerFileName(s)) === undefined)
-      .flatMap((s) =>
-        [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)].map((n) => [n, s.uuid]),
-      ),
+      .flatMap((s) => sessionProtocols(s).map((n) => [n, s.uuid])),
   );
   const blameOf = (failure: ApplyResult['failure']) =>
     failure && blame(failure, rendered.fileOwner, deps.applier.mainPath, setupNames);
@@ -325,9 +356,14 @@ export async function tunnels(
   const recreated: AgentSession[] = [];
   let changed = 0;
   let removed = 0;
-  const wanted = new Set(up.map((s) => s.interface));
+  const wanted = new Set(up.map(sessionLinkName));
   input.memory.wantedLinks = new Set([...wanted, ...meshTunnels]);
-  let links = await deps.wireguard.readAll([SESSION_PREFIX]);
+  // the agent's links: its own names, and the hand-made ones taken over; never another link
+  const taken = new Set((await deps.adoption?.linkNames()) ?? []);
+  const prefixes = [SESSION_PREFIX, ...taken];
+  const ours = (all: Map<string, WgInterfaceState>) =>
+    new Map([...all].filter(([name]) => OWN_LINK.test(name) || taken.has(name)));
+  let links = ours(await deps.wireguard.readAll(prefixes));
   // Each session's tunnel on its own: a failure is that session's only.
   const ensured = await mapLimit(
     up.filter((s) => !waiting.has(s.uuid)),
@@ -338,8 +374,11 @@ export async function tunnels(
         const endpoint =
           s.endpoint &&
           (await resolveEndpoint(s.endpoint, input.policy.allowPrivateEndpoints ?? false, deps.resolve));
-        const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config);
-        return { s, r: await deps.wireguard.ensure(spec, links.get(s.interface) ?? null) };
+        const a = adoptedOf(s);
+        const kept = a && (await deps.adoption?.link(a.interface));
+        if (a && !kept) return { s };
+        const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config, kept);
+        return { s, r: await deps.wireguard.ensure(spec, links.get(spec.name) ?? null) };
       } catch (err) {
         return { s, err: err as Error };
       }
@@ -355,7 +394,7 @@ export async function tunnels(
     if (r.created) recreated.push(s);
     if (r.changes.length) {
       changed++;
-      deps.log.info({ session: s.uuid, interface: s.interface, changes: r.changes }, 'tunnel changed');
+      deps.log.info({ session: s.uuid, interface: sessionLinkName(s), changes: r.changes }, 'tunnel changed');
     }
   }
   const unwanted = [...links.keys()].filter((name) => !wanted.has(name));
@@ -364,7 +403,7 @@ export async function tunnels(
     removed++;
     deps.log.info({ interface: name }, 'removed tunnel no session wants');
   });
-  if (changed || removed) links = await deps.wireguard.readAll([SESSION_PREFIX]);
+  if (changed || removed) links = ours(await deps.wireguard.readAll(prefixes));
   return { links, recreated, changed, removed, failed };
 }
 
@@ -381,7 +420,7 @@ export async function reconnect(
   const { deps } = input;
   for (const s of made.recreated) {
     if (failed.has(s.uuid)) continue;
-    for (const name of [sessionProtocolName(s.listenPort), sessionIpv4ProtocolName(s.listenPort)]) {
+    for (const name of sessionProtocols(s)) {
       if (!applied.ranBefore.has(name)) continue;
       await deps.bird
         .restartProtocol(name)
@@ -413,16 +452,16 @@ export async function judge(input: PassInput, evidence: Evidence): Promise<Modif
     if (s.status === SessionStatus.QUEUED_FOR_DELETE) {
       // Torn down when neither link nor file remains and BIRD accepted the config without it (a removed
       // protocol may still be listed, down, while BIRD flushes its routes).
-      const proto = protocols.byName.get(sessionProtocolName(s.listenPort));
+      const proto = protocols.byName.get(sessionProtocols(s)[0]);
       const file = await readTextIfExists(join(deps.config.routing.peerConfDir, peerFileName(s)));
-      const gone = !links.has(s.interface) && file === undefined && (!proto || proto.state !== 'up');
+      const gone = !links.has(sessionLinkName(s)) && file === undefined && (!proto || proto.state !== 'up');
       if (gone && !evidence.birdFailed) verdicts.push({ ...base, status: SessionStatus.DISABLED });
       continue;
     }
     if (!wantsUp(s)) continue;
-    const proto = protocols.byName.get(sessionProtocolName(s.listenPort));
+    const proto = protocols.byName.get(sessionProtocols(s)[0]);
     if (proto) judgedBgp.set(proto.name, proto.bgpState ?? '');
-    const peer = links.get(s.interface)?.wg?.peers.find((p) => p.publicKey === s.publicKey);
+    const peer = links.get(sessionLinkName(s))?.wg?.peers.find((p) => p.publicKey === s.publicKey);
     const v = judgeSession(
       {
         session: s,

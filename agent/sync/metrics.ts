@@ -5,12 +5,12 @@
  */
 import type { AgentSession, ReportBody } from '../../common/agent-api.ts';
 import type { BirdControl } from '../bird/control.ts';
-import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
+import { sessionProtocols } from '../bird/names.ts';
 import { mapLimit } from '../../common/concurrency.ts';
 import { parsePingAvg } from '../../common/ping.ts';
 import { run } from '../system/exec.ts';
 import { readInterface } from '../wireguard/interface.ts';
-import { wantsUp } from '../reconcile/desired.ts';
+import { sessionLinkName, wantsUp } from '../reconcile/desired.ts';
 
 export interface MetricOptions {
   pingCount: number;
@@ -42,13 +42,13 @@ export async function collectMetrics(
     // BIRD unreachable: routes count as 0 this round
   }
   const records = await mapLimit(live, opts.pingWorkers, async (s) => {
-    const link = await readInterface(s.interface);
+    const name = sessionLinkName(s);
+    const link = await readInterface(name);
     const peer = link?.wg?.peers.find((p) => p.publicKey === s.publicKey);
-    const rtt = link ? await ping(s.linkLocal, s.interface, opts) : null;
+    const rtt = link ? await ping(s.linkLocal, name, opts) : null;
     // the session's protocol and, for a peer without multiprotocol BGP, its IPv4 one
     const count = (field: 'routesImported' | 'routesExported') =>
-      (routes.get(sessionProtocolName(s.listenPort))?.[field] ?? 0) +
-      (routes.get(sessionIpv4ProtocolName(s.listenPort))?.[field] ?? 0);
+      sessionProtocols(s).reduce((sum, p) => sum + (routes.get(p)?.[field] ?? 0), 0);
     return {
       uuid: s.uuid,
       rtt,

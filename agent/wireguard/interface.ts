@@ -169,7 +169,8 @@ export async function ensureInterface(
   const publicKey = await publicKeyOfPrivateKeyFile(spec.privateKeyPath, spec.name);
   const changes: string[] = [];
   let actual = known === undefined ? await readInterface(spec.name) : (known ?? undefined);
-  if (actual && (actual.generation !== spec.generation || actual.wg === undefined)) {
+  const stampOnly = spec.adopted && actual?.generation === undefined;
+  if (actual && ((actual.generation !== spec.generation && !stampOnly) || actual.wg === undefined)) {
     await removeInterface(spec.name);
     changes.push(
       actual.wg === undefined ? 'removed a link WireGuard did not answer for' : 'new generation: re-created',
@@ -194,7 +195,7 @@ export async function ensureInterface(
   const ip = (what: string, args: string[]) =>
     ipSteps.push({ what, line: args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(' ') });
 
-  if (!actual.addrGenModeNone)
+  if (!actual.addrGenModeNone && !spec.adopted)
     ip('addrgenmode none', ['link', 'set', 'dev', spec.name, 'addrgenmode', 'none']);
   if (actual.mtu !== spec.mtu)
     ip(`mtu ${spec.mtu}`, ['link', 'set', 'dev', spec.name, 'mtu', String(spec.mtu)]);
@@ -315,8 +316,10 @@ async function ipBatch(name: string, steps: readonly { what: string; line: strin
   throw new WireGuardError(name, `${what} failed: ${message}`);
 }
 
+/** Linux's rules for an interface name, as hand-made links (`dn42-foo`) use them; never an option's leading `-`. */
 function checkName(name: string): void {
-  if (!/^[A-Za-z0-9_]{1,15}$/.test(name)) throw new WireGuardError(name, 'not a valid interface name');
+  if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$/.test(name))
+    throw new WireGuardError(name, 'not a valid interface name');
 }
 
 /**

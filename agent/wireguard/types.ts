@@ -23,6 +23,11 @@ export interface WgInterfaceSpec {
   };
   /** Changing it re-creates the interface (a session `restart`). */
   generation: number;
+  /**
+   * A hand-made link taken over (docs/agent.md, Adopting a running router): without the agent's
+   * generation stamp it is stamped in place, not re-created, and its IPv6 address generation is left as is.
+   */
+  adopted?: boolean;
   /** The MULTICAST flag on: Babel speaks to ff02::1:6 on mesh tunnels, and kernel WireGuard links come without it. */
   multicast?: boolean;
 }

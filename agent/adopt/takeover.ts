@@ -1,0 +1,195 @@
+/**
+ * The takeover of adopted sessions (docs/agent.md, Adopting a running router). What the agent keeps of
+ * it lives in `<tunnel.configDir>/peerops-adopted/` (0700): `record.json` and, for a hand-made tunnel
+ * whose private key is not the router's, `<interface>.key` (0600). The record holds, per adopted link,
+ * the hand-made protocols' options, the link's addresses, routes and key file the agent renders from
+ * then on, and every hand-made file set aside (`<file>.peerops-adopted`), which `peerops adopt --undo`
+ * (undo.ts) puts back. The record is written before any file is moved, so an agent killed in between
+ * leaves nothing undo cannot put back.
+ */
+import { chmod, mkdir, stat } from 'node:fs/promises';
+import { isAbsolute, join } from 'node:path';
+import type { AgentSession } from '../../common/agent-api.ts';
+import { atomicWriteFile } from '../../common/atomic-write.ts';
+import { readTextIfExists } from '../../common/read-file.ts';
+import { peerFileName } from '../bird/peer-config.ts';
+import { run } from '../system/exec.ts';
+import { publicKeyOfPrivateKeyFile, readInterface } from '../wireguard/interface.ts';
+import { keepProtocol, type KeptProtocol } from './kept-protocol.ts';
+import { readBirdTree } from './read-files.ts';
+
+/** The contract's `adopted` block of a session, as the agent uses it. */
+export interface Adopted {
+  interface: string;
+  protocols: string[];
+  files: string[];
+  publicKey?: string;
+}
+
+/** A session's `adopted` block, when it has one: the controller sends it with the session. */
+export function adoptedOf(session: AgentSession): Adopted | undefined {
+  return (session as AgentSession & { adopted?: Adopted }).adopted;
+}
+
+/** What the agent renders an adopted link and its protocols from, as the takeover found them. */
+export interface AdoptedLink {
+  interface: string;
+  protocols: KeptProtocol[];
+  addresses: string[];
+  routes: string[];
+  /** The hand-made tunnel's own private key, kept here when it is not the router's. */
+  keyFile?: string;
+  /** The agent's BIRD file for the session in peerConfDir, which `--undo` removes. */
+  peerFile: string;
+}
+
+export interface SetAside {
+  from: string;
+  to: string;
+}
+
+export interface AdoptionRecord {
+  links: AdoptedLink[];
+  setAside: SetAside[];
+}
+
+export const SET_ASIDE_SUFFIX = '.peerops-adopted';
+const RECORD = 'record.json';
+/** The first line of the agent's own main BIRD file (main-config.ts): any other is hand-made. */
+const AGENT_MAIN = '# Rendered by peerops';
+
+export function adoptionDir(tunnelConfigDir: string): string {
+  return join(tunnelConfigDir, 'peerops-adopted');
+}
+
+export async function loadRecord(dir: string): Promise<AdoptionRecord> {
+  const text = await readTextIfExists(join(dir, RECORD));
+  return text === undefined ? { links: [], setAside: [] } : (JSON.parse(text) as AdoptionRecord);
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+export class Adoption {
+  readonly dir: string;
+  private readonly mainPath: string;
+  private readonly routerKeyPath: string;
+  private record: AdoptionRecord | undefined;
+
+  constructor(opts: { dir: string; mainPath: string; routerKeyPath: string }) {
+    this.dir = opts.dir;
+    this.mainPath = opts.mainPath;
+    this.routerKeyPath = opts.routerKeyPath;
+  }
+
+  private async current(): Promise<AdoptionRecord> {
+    this.record ??= await loadRecord(this.dir);
+    return this.record;
+  }
+
+  /** The adopted link of that name, once taken over. */
+  async link(name: string): Promise<AdoptedLink | undefined> {
+    return (await this.current()).links.find((l) => l.interface === name);
+  }
+
+  /** Names of every link taken over: the agent's own, as its `wg_<port>` links are. */
+  async linkNames(): Promise<string[]> {
+    return (await this.current()).links.map((l) => l.interface);
+  }
+
+  /** Hand-made files recorded but not yet set aside: the next BIRD apply moves them (bird/apply.ts). */
+  async pendingSetAside(): Promise<SetAside[]> {
+    const pending: SetAside[] = [];
+    for (const m of (await this.current()).setAside)
+      if ((await exists(m.from)) && !(await exists(m.to))) pending.push(m);
+    return pending;
+  }
+
+  /**
+   * Reads what each adopted session not yet taken over keeps (its protocols from the hand-made BIRD
+   * tree, its link's addresses, routes and key) and records the hand-made files to set aside. Answers
+   * uuid → why a session could not be taken over; the others are in the record, written durably.
+   */
+  async takeOver(sessions: readonly AgentSession[]): Promise<Map<string, string>> {
+    const record = await this.current();
+    const failed = new Map<string, string>();
+    const todo = sessions.filter((s) => {
+      const a = adoptedOf(s);
+      return a && !record.links.some((l) => l.interface === a.interface);
+    });
+    if (todo.length === 0) return failed;
+    const handMain = await this.handMadeMain();
+    const tree = handMain ? await readBirdTree(handMain).catch(() => undefined) : undefined;
+    const routerKey = await publicKeyOfPrivateKeyFile(this.routerKeyPath);
+    const moves: SetAside[] = [];
+    for (const s of todo) {
+      const a = adoptedOf(s)!;
+      try {
+        if (!tree) throw new Error(`no hand-made BIRD configuration at ${this.mainPath} to take over from`);
+        const protocols = a.protocols.map((name) => {
+          const p = tree.protocols.find((x) => x.name === name);
+          if (!p)
+            throw new Error(`protocol ${name} is not in the hand-made BIRD files read from ${handMain}`);
+          return keepProtocol(p, tree.templates);
+        });
+        const link = await readInterface(a.interface);
+        if (!link?.wg) throw new Error(`hand-made WireGuard link ${a.interface} is not there`);
+        let keyFile: string | undefined;
+        if (link.wg.publicKey !== routerKey) keyFile = await this.keepKey(a.interface);
+        record.links.push({
+          interface: a.interface,
+          protocols,
+          addresses: link.addresses,
+          routes: link.ownRoutes,
+          ...(keyFile ? { keyFile } : {}),
+          peerFile: peerFileName(s),
+        });
+        for (const from of a.files)
+          if (isAbsolute(from) && (await exists(from)) && from !== this.mainPath) moves.push(asideOf(from));
+      } catch (err) {
+        failed.set(s.uuid, `takeover of ${a.interface}: ${(err as Error).message}`);
+      }
+    }
+    if (handMain === this.mainPath) moves.push(asideOf(this.mainPath));
+    for (const m of moves) if (!record.setAside.some((x) => x.from === m.from)) record.setAside.push(m);
+    await this.save();
+    return failed;
+  }
+
+  /** The main BIRD file as the operator wrote it: in place, or set aside by an earlier takeover. */
+  private async handMadeMain(): Promise<string | undefined> {
+    const text = await readTextIfExists(this.mainPath);
+    if (text !== undefined && !text.startsWith(AGENT_MAIN)) return this.mainPath;
+    const aside = `${this.mainPath}${SET_ASIDE_SUFFIX}`;
+    return (await exists(aside)) ? aside : undefined;
+  }
+
+  private async keepKey(name: string): Promise<string> {
+    const r = await run('wg', ['show', name, 'private-key']);
+    if (r.code !== 0) throw new Error(`reading the private key of ${name}: ${r.stderr.trim()}`);
+    const file = join(this.dir, `${name}.key`);
+    await this.ensureDir();
+    await atomicWriteFile(file, `${r.stdout.trim()}\n`, { mode: 0o600 });
+    return file;
+  }
+
+  private async ensureDir(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await chmod(this.dir, 0o700);
+  }
+
+  private async save(): Promise<void> {
+    await this.ensureDir();
+    await atomicWriteFile(join(this.dir, RECORD), `${JSON.stringify(this.record, null, 2)}\n`, {
+      mode: 0o600,
+    });
+  }
+}
+
+function asideOf(from: string): SetAside {
+  return { from, to: `${from}${SET_ASIDE_SUFFIX}` };
+}
