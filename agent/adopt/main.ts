@@ -11,8 +11,11 @@ import { usageError } from '../../common/usage.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
+import { undoAdoption } from './undo.ts';
+import { AgentConfigError, loadConfig } from '../config.ts';
 
 const HELP = `usage: peerops adopt --router NAME [options]
+       peerops adopt --undo [--config FILE]
 
 Reads the router's WireGuard and BIRD files and prints one session per peer, and what it cannot adopt.
   --router NAME          this router's name in peerops (required)
@@ -22,7 +25,10 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --files-only           read the files only, not the live links and 'wg show all dump'
   --port-min N, --port-max N   the router's port range (default 30000-32767)
   -o table|yaml|json     output (default table)
-  --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)`;
+  --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)
+  --undo                 put back every hand-made file the agent's takeover set aside, remove the agent's
+                         files for those sessions and configure BIRD once (stop the agent first)
+  --config FILE          the agent's config, for --undo (default /etc/peerops/agent.json)`;
 
 function table(plan: Plan): string {
   const head = [
@@ -90,6 +96,8 @@ export async function main(argv: string[]): Promise<number> {
         output: { type: 'string', short: 'o', default: 'table' },
         out: { type: 'string' },
         'files-only': { type: 'boolean' },
+        undo: { type: 'boolean' },
+        config: { type: 'string', default: '/etc/peerops/agent.json' },
         help: { type: 'boolean', short: 'h' },
       },
     }).values;
@@ -100,6 +108,7 @@ export async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
+  if (flags.undo) return undo(flags.config);
   if (!flags.router) return usageError('--router: missing; give this router’s name in peerops');
   if (!['table', 'yaml', 'json'].includes(flags.output)) return usageError('-o: must be table, yaml or json');
   const min = Number(flags['port-min'] ?? 30000);
@@ -125,5 +134,29 @@ export async function main(argv: string[]): Promise<number> {
       await writeFile(path, manifest(s));
     }
   }
+  return 0;
+}
+
+async function undo(configFile: string): Promise<number> {
+  let config;
+  try {
+    config = await loadConfig(configFile);
+  } catch (err) {
+    if (err instanceof AgentConfigError) return usageError(err.message);
+    throw err;
+  }
+  const r = await undoAdoption(config);
+  for (const f of r.restored) console.log(`put back ${f}`);
+  for (const f of r.removed) console.log(`removed ${f}`);
+  console.log(`BIRD: ${r.bird}`);
+  if (!r.ok) {
+    console.error(
+      'BIRD refused the hand-made configuration: the files are back, fix them and run birdc configure',
+    );
+    return 1;
+  }
+  console.log(
+    `${r.restored.length} hand-made files back; enable what starts them at boot again (docs/agent.md)`,
+  );
   return 0;
 }
