@@ -1,0 +1,280 @@
+/**
+ * Taking over hand-made routers without a flap (docs/agent.md, Adopting a running router), with real
+ * BIRD 2 and userspace WireGuard (peerops-wireguard) in network namespaces this test makes: for each of
+ * three layouts (hand-made.ts) the real `peerops adopt` plans the router, the agent's reconcile pass takes
+ * the planned sessions over, and `peerops adopt --undo` gives the hand-made files back byte for byte;
+ * BIRD's protocol `since` is polled every 200 ms on both sides through both, and no session may move.
+ * The sessions are fed to the agent as the controller serves them (the contract's `adopted` block).
+ * ADOPT_PEERS peers per router (default 20).
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentSession, ModifyBody } from '../../../common/agent-api.ts';
+import { SessionStatus } from '../../../common/status.ts';
+import type { Plan } from '../../../agent/adopt/plan.ts';
+import { Adoption, adoptionDir } from '../../../agent/adopt/takeover.ts';
+import { BirdApplier } from '../../../agent/bird/apply.ts';
+import { BirdControl } from '../../../agent/bird/control.ts';
+import { parseConfig } from '../../../agent/config.ts';
+import { NodeReconciler } from '../../../agent/reconcile/node-reconciler.ts';
+import { systemWireGuard } from '../../../agent/wireguard/interface.ts';
+import { NetnsLab } from '../../support/netns.ts';
+import { handMadeRouter, snapshot, type HandRouter, type Layout } from './hand-made.ts';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+const PEERS = Number(process.env.ADOPT_PEERS ?? 20);
+const lab = new NetnsLab('adt');
+
+beforeAll(async () => {
+  const { stdout } = await run('bash', [join(ROOT, 'scripts', 'build-wireguard-host.sh')], {
+    timeout: 600_000,
+  });
+  process.env.PATH = `${stdout.trim().split('\n').at(-1) ?? ''}:${process.env.PATH ?? ''}`;
+  process.env.PEEROPS_WIREGUARD = 'peerops-wireguard';
+}, 660_000);
+
+afterAll(async () => {
+  delete process.env.PEEROPS_WIREGUARD;
+  delete process.env.PEEROPS_AGENT_NETNS;
+  await lab.cleanup();
+});
+
+/** Polls `show protocols` of both BIRDs every 200 ms; each BGP protocol's `since` must never move. */
+function flapWatch(birds: { label: string; socket: string }[]) {
+  const controls = birds.map((b) => ({ ...b, control: new BirdControl(b.socket) }));
+  const first = new Map<string, string>();
+  const moves: string[] = [];
+  let polls = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      for (const b of controls) {
+        for (const p of await b.control.protocols()) {
+          if (p.proto !== 'BGP' || p.bgpState !== 'Established') {
+            if (p.proto === 'BGP' && first.has(`${b.label}/${p.name}`))
+              moves.push(`${b.label}/${p.name}: ${p.bgpState ?? p.state}`);
+            continue;
+          }
+          const key = `${b.label}/${p.name}`;
+          // `since` to the second: BIRD may move its last millisecond between queries
+          const since = p.since.replace(/\.\d+$/, '');
+          const before = first.get(key);
+          if (before === undefined) first.set(key, since);
+          else if (before !== since) moves.push(`${key}: since ${before} → ${since}`);
+        }
+      }
+      polls++;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      for (const b of controls) b.control.close();
+      return { moves: [...new Set(moves)], polls, watched: first.size };
+    },
+  };
+}
+
+/** The plan's sessions as the controller serves them to the agent: approved, with their `adopted` block. */
+function agentSessions(plan: Plan): AgentSession[] {
+  return plan.sessions.map((s, i) => ({
+    uuid: randomUUID(),
+    asn: s.asn,
+    status: SessionStatus.QUEUED_FOR_SETUP,
+    statusName: 'QUEUED_FOR_SETUP',
+    interface: `wg_${s.listenPort}`,
+    listenPort: s.listenPort,
+    endpoint: s.endpoint ?? null,
+    publicKey: s.publicKey,
+    ipv6: s.ipv6 ?? `fd42:1100::${i + 1}`,
+    linkLocal: s.linkLocal ?? 'fe80::1',
+    ipv4: s.ipv4 ?? null,
+    mtu: s.mtu ?? 1420,
+    mpbgp: s.mpbgp,
+    extendedNextHop: s.extendedNextHop,
+    restartGeneration: 0,
+    adopted: { by: 'admin', at: new Date().toISOString(), ...s.adopted },
+  }));
+}
+
+async function ifindexes(hand: HandRouter): Promise<Record<string, number>> {
+  const links = JSON.parse(await hand.router.run('ip', ['-j', 'link', 'show'])) as {
+    ifname: string;
+    ifindex: number;
+  }[];
+  return Object.fromEntries(links.map((l) => [l.ifname, l.ifindex]));
+}
+
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
+
+for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
+  describe(`takeover of a hand-made router: ${layout}`, () => {
+    let hand: HandRouter;
+
+    it(`plans, takes over and undoes ${PEERS} peers with 0 BGP flaps`, async () => {
+      const t0 = Date.now();
+      hand = await handMadeRouter(lab, layout, PEERS);
+      const setupMs = Date.now() - t0;
+      const handFiles = await snapshot(Object.values(hand.dirs));
+
+      // the plan, by the real command inside the router's namespace
+      const planStart = Date.now();
+      const { stdout } = await run('ip', [
+        'netns',
+        'exec',
+        hand.router.name,
+        process.execPath,
+        join(ROOT, 'bin', 'peerops.ts'),
+        'adopt',
+        '--router=r1',
+        `--wireguard-dir=${hand.dirs.wireguard}`,
+        `--networkd-dir=${hand.dirs.networkd}`,
+        `--bird-conf=${join(hand.dirs.bird, 'bird.conf')}`,
+        '-o',
+        'json',
+      ]);
+      const planMs = Date.now() - planStart;
+      const plan = JSON.parse(stdout) as Plan;
+      expect(plan.sessions.map((s) => s.asn)).toEqual(hand.peers.map((p) => p.asn));
+      if (layout === 'wiki') {
+        expect(plan.notAdopted).toMatchObject([
+          { what: expect.stringContaining('gre-p'), reason: 'unsupportedTunnel' },
+        ]);
+        expect(plan.sessions[1]).toMatchObject({
+          ipv4: '172.20.66.102',
+          adopted: { protocols: ['p1_v6', 'p1_v4'] },
+        });
+      } else expect(plan.notAdopted).toEqual([]);
+      if (layout === 'wgquick') expect(plan.sessions[2]!.endpoint).toBeUndefined();
+      const sessions = agentSessions(plan);
+
+      // the agent, on the hand-made router
+      const configFile = join(hand.root, 'agent.json');
+      const fileConfig = {
+        server: { listen: '127.0.0.1:0' },
+        node: { name: 'r1', id: 1, region: 'eu' },
+        controlPlane: { url: 'http://127.0.0.1:9', token: 'x'.repeat(32) },
+        routing: {
+          controlSocket: hand.routerBird.socket,
+          peerConfDir: join(hand.dirs.bird, 'peers'),
+          ibgpConfDir: join(hand.dirs.bird, 'ibgp.d'),
+        },
+        tunnel: {
+          configDir: hand.dirs.wireguard,
+          privateKeyPath: hand.routerKeyFile,
+          dn42Ipv6LinkLocal: 'fe80::66',
+        },
+        autoUpdate: { enabled: false },
+      };
+      await writeFile(configFile, JSON.stringify(fileConfig), { mode: 0o600 });
+      const config = parseConfig(fileConfig, configFile);
+      process.env.PEEROPS_AGENT_NETNS = hand.router.name;
+      const bird = new BirdControl(hand.routerBird.socket);
+      const reports: ModifyBody[] = [];
+      const reconciler = new NodeReconciler({
+        config,
+        wireguard: systemWireGuard,
+        bird,
+        applier: new BirdApplier(bird, config.birdMainConfig),
+        log: pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' }),
+        report: async (body) => void reports.push(body),
+        adoption: new Adoption({
+          dir: adoptionDir(config.tunnel.configDir),
+          mainPath: config.birdMainConfig,
+          routerKeyPath: config.tunnel.privateKeyPath,
+        }),
+      });
+      const linksBefore = await ifindexes(hand);
+      const watch = flapWatch([
+        { label: 'router', socket: hand.routerBird.socket },
+        { label: 'peer', socket: hand.peerBird.socket },
+      ]);
+      try {
+        const takeoverStart = Date.now();
+        const first = await reconciler.pass(sessions, hand.policy);
+        const takeoverMs = Date.now() - takeoverStart;
+        expect(first.failed).toEqual(new Map());
+        expect(first.configured).toBe(true);
+        expect(first.interfacesRemoved).toBe(0);
+        // a second pass finds everything as it should be
+        const second = await reconciler.pass(sessions, hand.policy);
+        expect({ writes: second.writes, configured: second.configured }).toEqual({
+          writes: 0,
+          configured: false,
+        });
+        expect(await ifindexes(hand)).toEqual(linksBefore);
+        const active = new Set(reports.filter((r) => r.status === SessionStatus.ACTIVE).map((r) => r.uuid));
+        expect([...active].sort()).toEqual(sessions.map((s) => s.uuid).sort());
+        // every hand-made file the plan named is set aside; the agent's files define the protocols
+        const record = JSON.parse(
+          await readFile(join(adoptionDir(hand.dirs.wireguard), 'record.json'), 'utf8'),
+        ) as { setAside: { from: string; to: string }[]; links: { keyFile?: string }[] };
+        for (const m of record.setAside) {
+          expect(await exists(m.to), m.to).toBe(true);
+        }
+        expect(record.links.every((l) => (l.keyFile !== undefined) === (layout === 'wgquick'))).toBe(true);
+        if (layout === 'wgquick') {
+          const keyMode = (await stat(record.links[0]!.keyFile!)).mode & 0o777;
+          expect(keyMode).toBe(0o600);
+        }
+        for (const s of plan.sessions) {
+          const file = await readFile(join(hand.dirs.bird, 'peers', `dn42_${s.listenPort}.conf`), 'utf8');
+          for (const p of s.adopted.protocols) expect(file).toContain(`protocol bgp ${p} `);
+        }
+        const protocols = (await hand.routerBird.birdc('show protocols')).split('\n');
+        for (const s of plan.sessions)
+          for (const p of s.adopted.protocols)
+            expect(protocols.find((l) => l.startsWith(`${p} `)) ?? `${p} missing`).toMatch(/Established/);
+
+        // --undo, the real command: the hand-made files back byte for byte
+        const undoStart = Date.now();
+        await run('ip', [
+          'netns',
+          'exec',
+          hand.router.name,
+          process.execPath,
+          join(ROOT, 'bin', 'peerops.ts'),
+          'adopt',
+          '--undo',
+          `--config=${configFile}`,
+        ]);
+        const undoMs = Date.now() - undoStart;
+        const after = await snapshot(Object.values(hand.dirs));
+        for (const [path, bytes] of handFiles) expect(after.get(path)?.equals(bytes), path).toBe(true);
+        expect([...after.keys()].filter((p) => p.endsWith('.peerops-adopted'))).toEqual([]);
+        // a few polls after the undo's configure, so a session it dropped would show
+        const settle = Date.now() + 3000;
+        while (Date.now() < settle) await new Promise((r) => setTimeout(r, 200));
+        const { moves, polls, watched } = await watch.stop();
+        console.log(
+          `adopt ${layout}: ${PEERS} peers, setup ${setupMs} ms, plan ${planMs} ms, takeover ${takeoverMs} ms, ` +
+            `undo ${undoMs} ms, ${polls} polls of ${watched} protocols, ${moves.length} flaps`,
+        );
+        expect(moves).toEqual([]);
+        expect(watched).toBe(2 * hand.peers.reduce((n, p) => n + p.peerProtocols.length, 0));
+        // the watch sees a flap when there is one: a restarted session moves its `since`
+        const check = flapWatch([{ label: 'router', socket: hand.routerBird.socket }]);
+        await new Promise((r) => setTimeout(r, 500));
+        await hand.routerBird.birdc(`restart ${plan.sessions[0]!.adopted.protocols[0]!}`);
+        await new Promise((r) => setTimeout(r, 500));
+        expect((await check.stop()).moves.length).toBeGreaterThan(0);
+      } finally {
+        await watch.stop().catch(() => undefined);
+        bird.close();
+        delete process.env.PEEROPS_AGENT_NETNS;
+      }
+    }, 240_000);
+  });
+}
