@@ -215,7 +215,7 @@ function runnable(blocks: ShellBlock[]): ShellBlock[] {
   return blocks.filter((b) => {
     if (b.notRun) report.push(`skipped ${blockName(b)}: ${b.notRun}`);
     else if (where(b) === 'router')
-      report.push(`router  ${blockName(b)}: in test/release/apt-repo.test.ts's Debian 13 root`);
+      report.push(`router  ${blockName(b)}: run by test/release/apt-repo.test.ts in a Debian 13 root`);
     return !b.notRun && where(b) !== 'router';
   });
 }

@@ -10,9 +10,16 @@
  *   maintainer scripts restart the enabled agent (restart, never stop); the installed package's agent,
  *   with a BGP session up to a peer in a network namespace, is restarted on the new version as systemd
  *   would, and the session keeps its uptime (0 flaps);
- * - an InRelease changed on the way is refused by apt.
- * systemd cannot run in a chroot: a recording `systemctl` stands in for it, so that the maintainer
- * scripts' calls (through Debian's own deb-systemd-invoke) are seen. Prints each phase's time.
+ * - an InRelease changed on the way is refused by apt;
+ * - the guide's other router blocks (docs/operator-guide.md section 5) as written: the tunnel key, the
+ *   config and the start, and forwarding, in the same root; the npm path (Debian's node and npm, the
+ *   release's tarball, the unit, the key, forwarding, the start) in a second root from the same cached
+ *   tarball. test/docs/operator-guide-blocks.test.ts runs the guide's other blocks.
+ * systemd cannot run in a chroot: a recording `systemctl` stands in for it (its `enable` makes the
+ * unit's link, as systemd's does), so that the guide's and the maintainer scripts' calls (through
+ * Debian's own deb-systemd-invoke) are seen; a `journalctl` that says it stands in, and an `editor`
+ * that types what the operator types. Forwarding's `sysctl --system` runs in a network namespace of its
+ * own, the rest of /proc/sys read-only. Prints each phase's time.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -28,11 +35,12 @@ import { BirdControl } from '../../agent/bird/control.ts';
 import { APT_KEYRING, APT_SUITE } from '../../scripts/apt-repo.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
+import { blockName, shellBlocks, where } from '../docs/shell-blocks.ts';
 import { debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
 const REPO = path.join(import.meta.dirname, '..', '..');
-const GUIDE = path.join(REPO, 'docs', 'operator-guide.md');
+const GUIDE = 'docs/operator-guide.md';
 /** The address the guide's blocks name for the repository. */
 const GUIDE_URL = 'https://apt.example.net/peerops';
 const FIRST = '0.99.0';
@@ -57,6 +65,10 @@ let url: string;
 const forged = new Map<string, Buffer>();
 let tamper = false;
 let root: string;
+/** The cached Debian root's tarball, for the npm path's second root. */
+let rootTar: string;
+/** The lines of the guide's router blocks this file has run. */
+const ranBlocks = new Set<number>();
 
 async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
   const t0 = performance.now();
@@ -89,19 +101,74 @@ async function buildRelease(version: string): Promise<string> {
   return r.stdout;
 }
 
-/** The operator guide's ```sh block that contains `marker`, the repository's address made ours. */
-async function guideBlock(marker: string): Promise<string> {
-  const blocks = [...(await readFile(GUIDE, 'utf8')).matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map(
-    (m) => m[1] as string,
-  );
-  const block = blocks.find((b) => b.includes(marker));
-  if (!block) throw new Error(`docs/operator-guide.md has no sh block with '${marker}'`);
-  return block.replaceAll(GUIDE_URL, url);
+/** The guides's router blocks, all of them, each once. */
+const routerBlocks = async () =>
+  (await shellBlocks(REPO, GUIDE)).filter((b) => where(b) === 'router' && !b.notRun);
+
+/**
+ * The operator guide's router block that contains `marker`, as written but for the repository's
+ * address (ours) and the release's version (`X.Y.Z`).
+ */
+async function guideBlock(marker: string, version = FIRST): Promise<string> {
+  const block = (await routerBlocks()).find((b) => b.script.includes(marker));
+  if (!block) throw new Error(`docs/operator-guide.md has no router block with '${marker}'`);
+  ranBlocks.add(block.line);
+  console.log(`ran ${blockName(block)}`);
+  return block.script.replaceAll(GUIDE_URL, url).replaceAll('X.Y.Z', version);
 }
 
-/** A shell script run as root in the Debian root; rejects with its output on a non-zero exit. */
-async function inRoot(script: string): Promise<{ stdout: string; stderr: string }> {
-  return run('chroot', [root, 'sh', '-ec', script], { env: ROOT_ENV, maxBuffer: 64 * 1024 * 1024 });
+/** A shell script run as root in a Debian root; rejects with its output on a non-zero exit. */
+async function inRoot(script: string, at = root): Promise<{ stdout: string; stderr: string }> {
+  return run('chroot', [at, 'sh', '-ec', script], { env: ROOT_ENV, maxBuffer: 64 * 1024 * 1024 });
+}
+
+/**
+ * `inRoot` in a network namespace of its own with /proc mounted, its /proc/sys read-only but for
+ * net/: the guide's `sysctl --system` sets this namespace's forwarding, and cannot touch the machine's.
+ */
+async function inRootNetns(script: string, at = root): Promise<{ stdout: string; stderr: string }> {
+  const proc = path.join(at, 'proc');
+  const setup = [
+    `mount -t proc proc ${proc}`,
+    `mount --bind ${proc}/sys ${proc}/sys`,
+    `mount --bind ${proc}/sys/net ${proc}/sys/net`,
+    `mount -o remount,bind,ro ${proc}/sys`,
+    `exec chroot ${at} sh -ec "$0"`,
+  ].join('\n');
+  return run('unshare', ['--net', '--mount', 'sh', '-ec', setup, script], { env: ROOT_ENV });
+}
+
+/**
+ * systemd as the guide's blocks and the maintainer scripts see it in a chroot: its directories, a
+ * `systemctl` that records each call (`enable` links the unit as systemd does; is-enabled answers from
+ * that link, is-active: running), a `journalctl` that says it stands in; and the operator's `editor`,
+ * which fills in /etc/peerops/agent.json as they would: the router's name, the controller, the token.
+ */
+async function standIns(at: string): Promise<void> {
+  await mkdir(path.join(at, 'run/systemd/system'), { recursive: true });
+  await mkdir(path.join(at, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+  const script = async (file: string, lines: string[]) =>
+    writeFile(path.join(at, file), `${['#!/bin/sh', ...lines].join('\n')}\n`, { mode: 0o755 });
+  await script('usr/bin/systemctl', [
+    'echo "$*" >> /var/log/systemctl.calls',
+    'wants=/etc/systemd/system/multi-user.target.wants',
+    'case "$*" in',
+    '  *is-enabled*) [ -e $wants/peerops-agent.service ] && echo enabled || echo disabled ;;',
+    '  enable*) for u in "$@"; do case "$u" in enable|--*) ;; *)',
+    '    unit=${u%.service}.service',
+    '    for f in /etc/systemd/system/$unit /usr/lib/systemd/system/$unit; do',
+    '      [ -e $f ] && ln -sf $f $wants/$unit && echo "Created symlink $wants/$unit → $f." && continue 2',
+    '    done',
+    '    echo "Failed to enable unit: Unit $unit does not exist" >&2; exit 1 ;;',
+    '  esac; done ;;',
+    'esac',
+    'exit 0',
+  ]);
+  await script('usr/bin/journalctl', ['echo "journalctl $*: (a stand-in: no systemd in this chroot)"']);
+  await script('usr/local/bin/editor', [
+    `sed -i -e 's/"name": "CHANGE-ME"/"name": "fra1"/' -e 's|"url": "[^"]*"|"url": "https://peering.example.net"|' \\`,
+    `  -e 's/"token": "CHANGE-ME[^"]*"/"token": "the-agent-token-router-add-printed"/' "$1"`,
+  ]);
 }
 
 const installed = async (pkg: string) => (await inRoot(`dpkg-query -W -f '\${Version}' ${pkg}`)).stdout;
@@ -151,17 +218,23 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-  const tar = await timed(`Debian ${SUITE} root (mmdebstrap minbase + curl, cached)`, () =>
+  rootTar = await timed(`Debian ${SUITE} root (mmdebstrap minbase + curl, cached)`, () =>
     debianRootfs(CLEAN_ROOT_PACKAGES, console.log),
   );
-  root = path.join(work, 'rootfs');
-  await mkdir(root);
-  await run('tar', ['-xf', tar, '-C', root]);
-  // the chroot shares this machine's network namespace: Debian's mirror by name, ours on 127.0.0.1
-  await copyFile('/etc/resolv.conf', path.join(root, 'etc/resolv.conf'));
-  // the operator's "Y" to apt's questions
-  await writeFile(path.join(root, 'etc/apt/apt.conf.d/90assume-yes'), 'APT::Get::Assume-Yes "true";\n');
+  root = await cleanRoot('rootfs');
 }, 600_000);
+
+/** A clean Debian root from the cached tarball, in `work`. */
+async function cleanRoot(name: string): Promise<string> {
+  const at = path.join(work, name);
+  await mkdir(at);
+  await run('tar', ['-xf', rootTar, '-C', at]);
+  // the chroot shares this machine's network namespace: Debian's mirror by name, ours on 127.0.0.1
+  await copyFile('/etc/resolv.conf', path.join(at, 'etc/resolv.conf'));
+  // the operator's "Y" to apt's questions
+  await writeFile(path.join(at, 'etc/apt/apt.conf.d/90assume-yes'), 'APT::Get::Assume-Yes "true";\n');
+  return at;
+}
 
 afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
@@ -261,31 +334,29 @@ describe('the APT repository of the release build', () => {
     );
   }, 300_000);
 
+  it("the guide's router blocks after the install, as written: the tunnel key, the config, the start, forwarding", async () => {
+    await standIns(root);
+    const { stdout } = await inRoot(await guideBlock('editor /etc/peerops/agent.json'));
+    console.log(stdout.trim());
+    expect((await inRoot('stat -c "%a %n" /etc/wireguard /etc/wireguard/private.key')).stdout).toBe(
+      '700 /etc/wireguard\n600 /etc/wireguard/private.key\n',
+    );
+    const pub = (await inRoot('wg pubkey < /etc/wireguard/private.key')).stdout;
+    expect(await readFile(path.join(root, 'etc/wireguard/public.key'), 'utf8')).toBe(pub);
+    const config = JSON.parse(await readFile(path.join(root, 'etc/peerops/agent.json'), 'utf8')) as {
+      node: { name: string };
+      controlPlane: { url: string; token: string };
+    };
+    expect([config.node.name, config.controlPlane.url]).toEqual(['fra1', 'https://peering.example.net']);
+    expect(config.controlPlane.token).not.toContain('CHANGE-ME');
+    expect((await inRoot('systemctl is-enabled peerops-agent')).stdout.trim()).toBe('enabled');
+    expect(await forwarding(root)).toEqual(['1', '1', '0']);
+  }, 120_000);
+
   it('a newer release published: apt-get upgrade takes it, the agent restarts, its BGP session stays up', async () => {
-    // the operator filled in the config and enabled the unit (`systemctl enable` makes this link)
-    await inRoot(
-      [
-        "sed -i 's/CHANGE-ME[^\"]*/filled-in/' /etc/peerops/agent.json",
-        'mkdir -p /etc/systemd/system/multi-user.target.wants',
-        'ln -s /usr/lib/systemd/system/peerops-agent.service /etc/systemd/system/multi-user.target.wants/',
-      ].join(' && '),
-    );
-    // systemd as the maintainer scripts see it: its directory, and a systemctl that records each call
-    // (is-enabled answers from the unit's link, is-active: running)
-    await mkdir(path.join(root, 'run/systemd/system'), { recursive: true });
-    await writeFile(
-      path.join(root, 'usr/bin/systemctl'),
-      [
-        '#!/bin/sh',
-        'echo "$*" >> /var/log/systemctl.calls',
-        'case "$*" in',
-        '  *is-enabled*) [ -e /etc/systemd/system/multi-user.target.wants/peerops-agent.service ] && echo enabled || echo disabled ;;',
-        'esac',
-        'exit 0',
-        '',
-      ].join('\n'),
-      { mode: 0o755 },
-    );
+    // the config filled in and the unit enabled by the guide's blocks (the test before)
+    expect((await inRoot('systemctl is-enabled peerops-agent')).stdout.trim()).toBe('enabled');
+    await writeFile(path.join(root, 'var/log/systemctl.calls'), ''); // from here: the upgrade's
     console.log(await buildRelease(NEXT));
     const packages = await readFile(
       path.join(aptRepo, 'dists', APT_SUITE, 'main', 'binary-amd64', 'Packages'),
@@ -409,4 +480,50 @@ describe('the APT repository of the release build', () => {
       tamper = false;
     }
   }, 300_000);
+
+  it("the guide's npm path on a clean Debian 13, as written: no kernel pulled, the unit, the key, the start", async () => {
+    const npmRoot = await cleanRoot('rootfs-npm');
+    await standIns(npmRoot);
+    // the release's tarball where the block's `./peerops-X.Y.Z.tgz` finds it: root's home
+    await copyFile(
+      path.join(work, `release-${FIRST}`, `peerops-${FIRST}.tgz`),
+      path.join(npmRoot, 'root', `peerops-${FIRST}.tgz`),
+    );
+    const block = await guideBlock('npm install -g ./peerops-X.Y.Z.tgz');
+    const { stdout } = await timed('the guide: apt-get install … nodejs npm, npm install -g, the unit', () =>
+      inRoot(`cd /root\n${block}`, npmRoot),
+    );
+    console.log(
+      stdout
+        .match(/^(\d+ upgraded, \d+ newly installed.*|Need to get .*|added \d+ package.*)$/gm)
+        ?.join('\n'),
+    );
+    const all = (await inRoot("dpkg-query -W -f '${Package}\\n'", npmRoot)).stdout.split('\n');
+    expect(all.filter((p) => p.startsWith('linux-image'))).toEqual([]);
+    expect((await inRoot('peerops --version', npmRoot)).stdout.trim()).toBe(FIRST);
+    expect(
+      (
+        await inRoot(
+          'stat -c "%a %n" /etc/systemd/system/peerops-agent.service /etc/wireguard/private.key',
+          npmRoot,
+        )
+      ).stdout,
+    ).toBe('644 /etc/systemd/system/peerops-agent.service\n600 /etc/wireguard/private.key\n');
+    expect(await forwarding(npmRoot)).toEqual(['1', '1', '0']);
+    const start = await inRoot(await guideBlock('journalctl -u peerops-agent -f'), npmRoot);
+    console.log(start.stdout.trim());
+    expect((await inRoot('systemctl is-enabled peerops-agent', npmRoot)).stdout.trim()).toBe('enabled');
+    // every router block of the guide has run, in this file
+    expect([...ranBlocks].sort((a, b) => a - b)).toEqual((await routerBlocks()).map((b) => b.line));
+  }, 300_000);
 });
+
+/** The guide's forwarding block run in `at` (its own network namespace): the three values it sets, read back. */
+async function forwarding(at: string): Promise<string[]> {
+  const block = await guideBlock('sysctl --system');
+  const { stdout } = await inRootNetns(
+    `${block}\nsysctl -n net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv4.conf.all.rp_filter`,
+    at,
+  );
+  return stdout.trim().split('\n').slice(-3);
+}
