@@ -65,12 +65,16 @@ export function blockName(block: ShellBlock): string {
   return `${block.file}:${block.line} (${block.heading}${block.lead ? `, ${block.lead}` : ''})`;
 }
 
+/** docs/operator-guide.md's sections whose blocks run on a router: a new one, one with hand-made peers. */
+export const NEW_ROUTER_SECTION = '## 5. Install the agent on the router';
+const ROUTER_SECTIONS = [NEW_ROUTER_SECTION, '## 10. Moving an existing router'];
+
 /**
- * Where a block is meant to run: on a router (docs/operator-guide.md's section 5), on a user's machine
- * (the README's block for users), or on the operator's machine (the rest).
+ * Where a block is meant to run: on a router (ROUTER_SECTIONS), on a user's machine (the README's block
+ * for users), or on the operator's machine (the rest).
  */
 export function where(block: ShellBlock): 'router' | 'user' | 'operator' {
-  if (block.heading.startsWith('## 5. Install the agent on the router')) return 'router';
+  if (ROUTER_SECTIONS.some((section) => block.heading.startsWith(section))) return 'router';
   if (block.intro.startsWith('Users ')) return 'user';
   return 'operator';
 }

@@ -35,7 +35,7 @@ import { BirdControl } from '../../agent/bird/control.ts';
 import { APT_KEYRING, APT_SUITE } from '../../scripts/apt-repo.ts';
 import { expectSameBirdTime, settledProtocols, startAgentLab } from '../agent/lab.ts';
 import { waitFor } from '../support/netns.ts';
-import { blockName, shellBlocks, where } from '../docs/shell-blocks.ts';
+import { blockName, NEW_ROUTER_SECTION, shellBlocks, where } from '../docs/shell-blocks.ts';
 import { debianRootfs, execStartArgv, serviceSettings, SUITE } from './debian-root.ts';
 
 const run = promisify(execFile);
@@ -101,9 +101,11 @@ async function buildRelease(version: string): Promise<string> {
   return r.stdout;
 }
 
-/** The guides's router blocks, all of them, each once. */
+/** The guide's blocks for a new router (its section 5), all of them run here. */
 const routerBlocks = async () =>
-  (await shellBlocks(REPO, GUIDE)).filter((b) => where(b) === 'router' && !b.notRun);
+  (await shellBlocks(REPO, GUIDE)).filter(
+    (b) => where(b) === 'router' && b.heading.startsWith(NEW_ROUTER_SECTION) && !b.notRun,
+  );
 
 /**
  * The operator guide's router block that contains `marker`, as written but for the repository's
