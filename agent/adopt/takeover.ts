@@ -14,7 +14,7 @@ import { atomicWriteFile } from '../../common/atomic-write.ts';
 import { readTextIfExists } from '../../common/read-file.ts';
 import { peerFileName } from '../bird/peer-config.ts';
 import { run } from '../system/exec.ts';
-import { publicKeyOfPrivateKeyFile, readInterface } from '../wireguard/interface.ts';
+import { publicKeyOfPrivateKeyFile, readAllInterfaces } from '../wireguard/interface.ts';
 import { keepProtocol, type KeptProtocol } from './kept-protocol.ts';
 import { readBirdTree } from './read-files.ts';
 
@@ -125,6 +125,9 @@ export class Adoption {
     const handMain = await this.handMadeMain();
     const tree = handMain ? await readBirdTree(handMain).catch(() => undefined) : undefined;
     const routerKey = await publicKeyOfPrivateKeyFile(this.routerKeyPath);
+    // every hand-made link in one read (a few commands), not five commands a link
+    const names = todo.map((s) => adoptedOf(s)!.interface);
+    const live = await readAllInterfaces(names);
     const moves: SetAside[] = [];
     for (const s of todo) {
       const a = adoptedOf(s)!;
@@ -136,7 +139,7 @@ export class Adoption {
             throw new Error(`protocol ${name} is not in the hand-made BIRD files read from ${handMain}`);
           return keepProtocol(p, tree.templates);
         });
-        const link = await readInterface(a.interface);
+        const link = live.get(a.interface);
         if (!link?.wg) throw new Error(`hand-made WireGuard link ${a.interface} is not there`);
         let keyFile: string | undefined;
         if (link.wg.publicKey !== routerKey) keyFile = await this.keepKey(a.interface);

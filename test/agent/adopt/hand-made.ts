@@ -15,10 +15,27 @@
  */
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { BirdConfigResponse } from '../../../common/agent-api.ts';
-import { exec, waitFor, type BirdInstance, type Namespace, type NetnsLab } from '../../support/netns.ts';
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../../common/agent-api.ts';
+import { SessionStatus } from '../../../common/status.ts';
+import type { Plan } from '../../../agent/adopt/plan.ts';
+import { Adoption, adoptionDir } from '../../../agent/adopt/takeover.ts';
+import { BirdApplier } from '../../../agent/bird/apply.ts';
+import { BirdControl } from '../../../agent/bird/control.ts';
+import { parseConfig } from '../../../agent/config.ts';
+import { NodeReconciler } from '../../../agent/reconcile/node-reconciler.ts';
+import { systemWireGuard } from '../../../agent/wireguard/interface.ts';
+import { mapLimit } from '../../../common/concurrency.ts';
+import { birdTimeApartMs } from '../../support/bird-time.ts';
+import { waitFor, type BirdInstance, type Namespace, type NetnsLab } from '../../support/netns.ts';
 
 export type Layout = 'wiki' | 'wgquick' | 'networkd';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '..', '..', '..');
 
 export const ROUTER_ASN = 4242420066;
 const ROUTER_ID = '172.20.66.1';
@@ -49,10 +66,11 @@ export interface HandRouter {
   policy: BirdConfigResponse;
 }
 
-async function keyPair(): Promise<{ privateKey: string; publicKey: string }> {
-  const privateKey = (await exec('wg', ['genkey'])).stdout.trim();
-  const publicKey = (await exec('wg', ['pubkey'], { input: `${privateKey}\n` })).stdout.trim();
-  return { privateKey, publicKey };
+/** A WireGuard key pair (X25519), made here rather than by two `wg` runs a key: hundreds at 200 peers. */
+function keyPair(): { privateKey: string; publicKey: string } {
+  const jwk = generateKeyPairSync('x25519').privateKey.export({ format: 'jwk' });
+  const b64 = (v: string | undefined) => Buffer.from(v ?? '', 'base64url').toString('base64');
+  return { privateKey: b64(jwk.d), publicKey: b64(jwk.x) };
 }
 
 /** A WireGuard link as wg-quick or networkd would have made it, through peerops-wireguard. */
@@ -180,11 +198,11 @@ export async function handMadeRouter(lab: NetnsLab, layout: Layout, count: numbe
     join(dirs.bird, 'dn42'),
   ])
     await mkdir(d, { recursive: true });
-  const routerKey = await keyPair();
+  const routerKey = keyPair();
   const routerKeyFile = join(dirs.wireguard, 'private.key');
   await writeFile(routerKeyFile, `${routerKey.privateKey}\n`, { mode: 0o600 });
   // wgquick: the tunnels have a key of their own, as a router set up before it had one per node
-  const tunnelKey = layout === 'wgquick' ? await keyPair() : routerKey;
+  const tunnelKey = layout === 'wgquick' ? keyPair() : routerKey;
   const tunnelKeyFile = join(root, 'keys', 'tunnel.key');
   await writeFile(tunnelKeyFile, `${tunnelKey.privateKey}\n`, { mode: 0o600 });
 
@@ -196,6 +214,7 @@ export async function handMadeRouter(lab: NetnsLab, layout: Layout, count: numbe
     'protocol static { route 172.20.200.0/24 unreachable; ipv4 { import all; export none; }; }',
   ];
   const singleFile: string[] = [];
+  const links: (() => Promise<void>)[] = [];
   for (let i = 0; i < count; i++) {
     const asn = 4242421100 + i;
     const port = PORT_BASE + i;
@@ -206,25 +225,29 @@ export async function handMadeRouter(lab: NetnsLab, layout: Layout, count: numbe
     const peerLL = `fe80::${(0x100 + i).toString(16)}`;
     const ipv4 = layout === 'wiki' && i === 1;
     const nat = layout === 'wgquick' && i === 2;
-    const keys = await keyPair();
+    const keys = keyPair();
     const keyFile = join(root, 'keys', `p${i}.key`);
     await writeFile(keyFile, `${keys.privateKey}\n`, { mode: 0o600 });
     const routerAddrs = [`${ROUTER_LL}/64`, ...(ipv4 ? [`172.20.66.1 peer 172.20.66.${101 + i}/32`] : [])];
-    await handLink(router, iface, {
-      keyFile: tunnelKeyFile,
-      port,
-      peerKey: keys.publicKey,
-      ...(nat ? {} : { endpoint: `10.66.0.2:${peerPort}` }),
-      addresses: routerAddrs,
-    });
-    await handLink(peer, peerIface, {
-      keyFile,
-      port: peerPort,
-      peerKey: tunnelKey.publicKey,
-      endpoint: `10.66.0.1:${port}`,
-      ...(nat ? { keepalive: 5 } : {}),
-      addresses: [`${peerLL}/64`, ...(ipv4 ? [`172.20.66.${101 + i} peer 172.20.66.1/32`] : [])],
-    });
+    links.push(() =>
+      handLink(router, iface, {
+        keyFile: tunnelKeyFile,
+        port,
+        peerKey: keys.publicKey,
+        ...(nat ? {} : { endpoint: `10.66.0.2:${peerPort}` }),
+        addresses: routerAddrs,
+      }),
+    );
+    links.push(() =>
+      handLink(peer, peerIface, {
+        keyFile,
+        port: peerPort,
+        peerKey: tunnelKey.publicKey,
+        endpoint: `10.66.0.1:${port}`,
+        ...(nat ? { keepalive: 5 } : {}),
+        addresses: [`${peerLL}/64`, ...(ipv4 ? [`172.20.66.${101 + i} peer 172.20.66.1/32`] : [])],
+      }),
+    );
     // the router's tunnel file, in the layout's form
     const endpointLine = nat ? '' : `Endpoint = 10.66.0.2:${peerPort}\n`;
     if (layout === 'networkd') {
@@ -277,14 +300,20 @@ export async function handMadeRouter(lab: NetnsLab, layout: Layout, count: numbe
   if (layout === 'networkd') await writeFile(join(dirs.bird, 'peers.conf'), singleFile.join('\n'));
   if (layout === 'wgquick') {
     // a hand-made `wg_` link no session names: the agent leaves it alone
-    const spare = await keyPair();
-    await handLink(router, `wg_s${tag}`, {
-      keyFile: tunnelKeyFile,
-      port: PORT_BASE - 1,
-      peerKey: spare.publicKey,
-      addresses: [`${ROUTER_LL}/64`],
-    });
+    const spare = keyPair();
+    links.push(() =>
+      handLink(router, `wg_s${tag}`, {
+        keyFile: tunnelKeyFile,
+        port: PORT_BASE - 1,
+        peerKey: spare.publicKey,
+        addresses: [`${ROUTER_LL}/64`],
+      }),
+    );
   }
+  // the first link of each namespace starts its peerops-wireguard host; the rest a few at once
+  await links[0]!();
+  await links[1]!();
+  await mapLimit(links.slice(2), 8, (make) => make());
   if (layout === 'wiki') {
     // a peer over GRE, planned as not adopted and its protocol left where it is: a networkd .netdev only,
     // as this machine's kernel has no GRE to make the link with
@@ -362,4 +391,157 @@ export async function snapshot(dirs: readonly string[]): Promise<Map<string, Buf
   };
   for (const d of dirs) await walk(d);
   return out;
+}
+
+/** Polls `show protocols` of both BIRDs every 200 ms; each BGP protocol's `since` must never move. */
+export function flapWatch(birds: { label: string; socket: string }[]) {
+  const controls = birds.map((b) => ({ ...b, control: new BirdControl(b.socket) }));
+  const first = new Map<string, string>();
+  const moves: string[] = [];
+  let polls = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      for (const b of controls) {
+        for (const p of await b.control.protocols()) {
+          if (p.proto !== 'BGP' || p.bgpState !== 'Established') {
+            if (p.proto === 'BGP' && first.has(`${b.label}/${p.name}`))
+              moves.push(`${b.label}/${p.name}: ${p.bgpState ?? p.state}`);
+            continue;
+          }
+          const key = `${b.label}/${p.name}`;
+          const before = first.get(key);
+          if (before === undefined) first.set(key, p.since);
+          // BIRD may move the last millisecond between queries (test/agent/lab.ts expectSameBirdTime);
+          // a flap moves it by far more
+          else if (birdTimeApartMs(p.since, before) >= 100)
+            moves.push(`${key}: since ${before} → ${p.since}`);
+        }
+      }
+      polls++;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      for (const b of controls) b.control.close();
+      return { moves: [...new Set(moves)], polls, watched: first.size };
+    },
+  };
+}
+
+/** The plan's sessions as the controller serves them to the agent: approved, with their `adopted` block. */
+export function agentSessions(plan: Plan): AgentSession[] {
+  return plan.sessions.map((s, i) => ({
+    uuid: randomUUID(),
+    asn: s.asn,
+    status: SessionStatus.QUEUED_FOR_SETUP,
+    statusName: 'QUEUED_FOR_SETUP',
+    interface: `wg_${s.listenPort}`,
+    listenPort: s.listenPort,
+    endpoint: s.endpoint ?? null,
+    publicKey: s.publicKey,
+    ipv6: s.ipv6 ?? `fd42:1100::${i + 1}`,
+    linkLocal: s.linkLocal ?? 'fe80::1',
+    ipv4: s.ipv4 ?? null,
+    mtu: s.mtu ?? 1420,
+    mpbgp: s.mpbgp,
+    extendedNextHop: s.extendedNextHop,
+    restartGeneration: 0,
+    adopted: { by: 'admin', at: new Date().toISOString(), ...s.adopted },
+  }));
+}
+
+/** `peerops adopt -o json`, the real command, inside the router's namespace. */
+export async function planOf(hand: HandRouter): Promise<Plan> {
+  const { stdout } = await run('ip', [
+    'netns',
+    'exec',
+    hand.router.name,
+    process.execPath,
+    join(ROOT, 'bin', 'peerops.ts'),
+    'adopt',
+    '--router=r1',
+    `--wireguard-dir=${hand.dirs.wireguard}`,
+    `--networkd-dir=${hand.dirs.networkd}`,
+    `--bird-conf=${join(hand.dirs.bird, 'bird.conf')}`,
+    '-o',
+    'json',
+  ]);
+  return JSON.parse(stdout) as Plan;
+}
+
+export interface AgentOnRouter {
+  reconciler: NodeReconciler;
+  reports: ModifyBody[];
+  configFile: string;
+  close(): void;
+}
+
+/**
+ * The agent's reconciler on the hand-made router, its commands run in the router's namespace
+ * (PEEROPS_AGENT_NETNS), with the config a `peerops agent` there would read (written for --undo).
+ */
+export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
+  const configFile = join(hand.root, 'agent.json');
+  const fileConfig = {
+    server: { listen: '127.0.0.1:0' },
+    node: { name: 'r1', id: 1, region: 'eu' },
+    controlPlane: { url: 'http://127.0.0.1:9', token: 'x'.repeat(32) },
+    routing: {
+      controlSocket: hand.routerBird.socket,
+      peerConfDir: join(hand.dirs.bird, 'peers'),
+      ibgpConfDir: join(hand.dirs.bird, 'ibgp.d'),
+    },
+    tunnel: {
+      configDir: hand.dirs.wireguard,
+      privateKeyPath: hand.routerKeyFile,
+      dn42Ipv6LinkLocal: ROUTER_LL,
+    },
+    autoUpdate: { enabled: false },
+  };
+  await writeFile(configFile, JSON.stringify(fileConfig), { mode: 0o600 });
+  const config = parseConfig(fileConfig, configFile);
+  process.env.PEEROPS_AGENT_NETNS = hand.router.name;
+  const bird = new BirdControl(hand.routerBird.socket);
+  const reports: ModifyBody[] = [];
+  const reconciler = new NodeReconciler({
+    config,
+    wireguard: systemWireGuard,
+    bird,
+    applier: new BirdApplier(bird, config.birdMainConfig),
+    log: pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' }),
+    report: async (body) => void reports.push(body),
+    adoption: new Adoption({
+      dir: adoptionDir(config.tunnel.configDir),
+      mainPath: config.birdMainConfig,
+      routerKeyPath: config.tunnel.privateKeyPath,
+    }),
+  });
+  return {
+    reconciler,
+    reports,
+    configFile,
+    close() {
+      bird.close();
+      delete process.env.PEEROPS_AGENT_NETNS;
+    },
+  };
+}
+
+/** `peerops adopt --undo`, the real command, inside the router's namespace. */
+export async function undoOn(hand: HandRouter): Promise<string> {
+  const { stdout } = await run('ip', [
+    'netns',
+    'exec',
+    hand.router.name,
+    process.execPath,
+    join(ROOT, 'bin', 'peerops.ts'),
+    'adopt',
+    '--undo',
+    `--config=${join(hand.root, 'agent.json')}`,
+  ]);
+  return stdout;
 }

@@ -8,23 +8,24 @@
  * ADOPT_PEERS peers per router (default 20).
  */
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentSession, ModifyBody } from '../../../common/agent-api.ts';
 import { SessionStatus } from '../../../common/status.ts';
-import type { Plan } from '../../../agent/adopt/plan.ts';
-import { Adoption, adoptionDir } from '../../../agent/adopt/takeover.ts';
-import { BirdApplier } from '../../../agent/bird/apply.ts';
-import { BirdControl } from '../../../agent/bird/control.ts';
-import { parseConfig } from '../../../agent/config.ts';
-import { NodeReconciler } from '../../../agent/reconcile/node-reconciler.ts';
-import { systemWireGuard } from '../../../agent/wireguard/interface.ts';
+import { adoptionDir } from '../../../agent/adopt/takeover.ts';
 import { NetnsLab } from '../../support/netns.ts';
-import { handMadeRouter, snapshot, type HandRouter, type Layout } from './hand-made.ts';
+import {
+  agentOn,
+  agentSessions,
+  flapWatch,
+  handMadeRouter,
+  planOf,
+  snapshot,
+  undoOn,
+  type HandRouter,
+  type Layout,
+} from './hand-made.ts';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -44,66 +45,6 @@ afterAll(async () => {
   delete process.env.PEEROPS_AGENT_NETNS;
   await lab.cleanup();
 });
-
-/** Polls `show protocols` of both BIRDs every 200 ms; each BGP protocol's `since` must never move. */
-function flapWatch(birds: { label: string; socket: string }[]) {
-  const controls = birds.map((b) => ({ ...b, control: new BirdControl(b.socket) }));
-  const first = new Map<string, string>();
-  const moves: string[] = [];
-  let polls = 0;
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      for (const b of controls) {
-        for (const p of await b.control.protocols()) {
-          if (p.proto !== 'BGP' || p.bgpState !== 'Established') {
-            if (p.proto === 'BGP' && first.has(`${b.label}/${p.name}`))
-              moves.push(`${b.label}/${p.name}: ${p.bgpState ?? p.state}`);
-            continue;
-          }
-          const key = `${b.label}/${p.name}`;
-          // `since` to the second: BIRD may move its last millisecond between queries
-          const since = p.since.replace(/\.\d+$/, '');
-          const before = first.get(key);
-          if (before === undefined) first.set(key, since);
-          else if (before !== since) moves.push(`${key}: since ${before} → ${since}`);
-        }
-      }
-      polls++;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-      for (const b of controls) b.control.close();
-      return { moves: [...new Set(moves)], polls, watched: first.size };
-    },
-  };
-}
-
-/** The plan's sessions as the controller serves them to the agent: approved, with their `adopted` block. */
-function agentSessions(plan: Plan): AgentSession[] {
-  return plan.sessions.map((s, i) => ({
-    uuid: randomUUID(),
-    asn: s.asn,
-    status: SessionStatus.QUEUED_FOR_SETUP,
-    statusName: 'QUEUED_FOR_SETUP',
-    interface: `wg_${s.listenPort}`,
-    listenPort: s.listenPort,
-    endpoint: s.endpoint ?? null,
-    publicKey: s.publicKey,
-    ipv6: s.ipv6 ?? `fd42:1100::${i + 1}`,
-    linkLocal: s.linkLocal ?? 'fe80::1',
-    ipv4: s.ipv4 ?? null,
-    mtu: s.mtu ?? 1420,
-    mpbgp: s.mpbgp,
-    extendedNextHop: s.extendedNextHop,
-    restartGeneration: 0,
-    adopted: { by: 'admin', at: new Date().toISOString(), ...s.adopted },
-  }));
-}
 
 async function ifindexes(hand: HandRouter): Promise<Record<string, number>> {
   const links = JSON.parse(await hand.router.run('ip', ['-j', 'link', 'show'])) as {
@@ -131,22 +72,8 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
 
       // the plan, by the real command inside the router's namespace
       const planStart = Date.now();
-      const { stdout } = await run('ip', [
-        'netns',
-        'exec',
-        hand.router.name,
-        process.execPath,
-        join(ROOT, 'bin', 'peerops.ts'),
-        'adopt',
-        '--router=r1',
-        `--wireguard-dir=${hand.dirs.wireguard}`,
-        `--networkd-dir=${hand.dirs.networkd}`,
-        `--bird-conf=${join(hand.dirs.bird, 'bird.conf')}`,
-        '-o',
-        'json',
-      ]);
+      const plan = await planOf(hand);
       const planMs = Date.now() - planStart;
-      const plan = JSON.parse(stdout) as Plan;
       expect(plan.sessions.map((s) => s.asn)).toEqual(hand.peers.map((p) => p.asn));
       if (layout === 'wiki') {
         expect(plan.notAdopted).toMatchObject([
@@ -161,41 +88,8 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
       const sessions = agentSessions(plan);
 
       // the agent, on the hand-made router
-      const configFile = join(hand.root, 'agent.json');
-      const fileConfig = {
-        server: { listen: '127.0.0.1:0' },
-        node: { name: 'r1', id: 1, region: 'eu' },
-        controlPlane: { url: 'http://127.0.0.1:9', token: 'x'.repeat(32) },
-        routing: {
-          controlSocket: hand.routerBird.socket,
-          peerConfDir: join(hand.dirs.bird, 'peers'),
-          ibgpConfDir: join(hand.dirs.bird, 'ibgp.d'),
-        },
-        tunnel: {
-          configDir: hand.dirs.wireguard,
-          privateKeyPath: hand.routerKeyFile,
-          dn42Ipv6LinkLocal: 'fe80::66',
-        },
-        autoUpdate: { enabled: false },
-      };
-      await writeFile(configFile, JSON.stringify(fileConfig), { mode: 0o600 });
-      const config = parseConfig(fileConfig, configFile);
-      process.env.PEEROPS_AGENT_NETNS = hand.router.name;
-      const bird = new BirdControl(hand.routerBird.socket);
-      const reports: ModifyBody[] = [];
-      const reconciler = new NodeReconciler({
-        config,
-        wireguard: systemWireGuard,
-        bird,
-        applier: new BirdApplier(bird, config.birdMainConfig),
-        log: pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' }),
-        report: async (body) => void reports.push(body),
-        adoption: new Adoption({
-          dir: adoptionDir(config.tunnel.configDir),
-          mainPath: config.birdMainConfig,
-          routerKeyPath: config.tunnel.privateKeyPath,
-        }),
-      });
+      const agent = await agentOn(hand);
+      const { reconciler, reports } = agent;
       const linksBefore = await ifindexes(hand);
       const watch = flapWatch([
         { label: 'router', socket: hand.routerBird.socket },
@@ -240,16 +134,7 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
 
         // --undo, the real command: the hand-made files back byte for byte
         const undoStart = Date.now();
-        await run('ip', [
-          'netns',
-          'exec',
-          hand.router.name,
-          process.execPath,
-          join(ROOT, 'bin', 'peerops.ts'),
-          'adopt',
-          '--undo',
-          `--config=${configFile}`,
-        ]);
+        await undoOn(hand);
         const undoMs = Date.now() - undoStart;
         const after = await snapshot(Object.values(hand.dirs));
         for (const [path, bytes] of handFiles) expect(after.get(path)?.equals(bytes), path).toBe(true);
@@ -272,8 +157,7 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
         expect((await check.stop()).moves.length).toBeGreaterThan(0);
       } finally {
         await watch.stop().catch(() => undefined);
-        bird.close();
-        delete process.env.PEEROPS_AGENT_NETNS;
+        agent.close();
       }
     }, 240_000);
   });
