@@ -52,7 +52,9 @@ const USAGE = `usage: peerops admin <area> <action> [options]
   router add NAME --spec FILE | --display-name .. --node-id .. --region .. --endpoint-host ..
              --public-key .. --link-local .. --loopback-ipv6 .. and/or --loopback-ipv4 .. [--location ..]
              [--provider ..] [--dn42-region NAME] [--max-sessions N] [--auto-approve] [--not-accepting]
-  router update NAME [same fields as add]
+  router update NAME [same fields as add] [--clear FIELD ...]
+        --clear (repeatable) removes an optional field: location, provider, dn42-region, max-sessions,
+        port-range (back to the default), loopback-ipv4 or loopback-ipv6 (the other one stays)
   router remove NAME
   router rotate-token NAME
   policy get [--router R]
@@ -112,6 +114,7 @@ export const OPTIONS = {
   'no-auto-approve': { type: 'boolean' },
   'not-accepting': { type: 'boolean' },
   accepting: { type: 'boolean' },
+  clear: { type: 'string', multiple: true },
   'dn42-asn': { type: 'string' },
   'own-prefix': { type: 'string', multiple: true },
   rpki: { type: 'string', multiple: true },
@@ -202,6 +205,41 @@ async function routerSpec(
     spec.loopback = loopback;
   }
   return spec;
+}
+
+/** What `router update --clear` takes: the spec field it clears (null in the update), or a loopback family. */
+const CLEARABLE: Record<string, string> = {
+  location: 'location',
+  provider: 'provider',
+  'dn42-region': 'dn42Region',
+  'max-sessions': 'maxSessions',
+  'port-range': 'portRange',
+  'loopback-ipv4': 'loopback',
+  'loopback-ipv6': 'loopback',
+};
+
+/**
+ * `spec` with the --clear fields cleared: null for a spec field (docs/api.md, router update), the
+ * loopback without that family (update replaces loopback whole; `loopbackBase` is the stored one).
+ */
+function clearFields(
+  spec: Record<string, unknown>,
+  clear: readonly string[],
+  loopbackBase: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  const out = { ...spec };
+  for (const flag of clear) {
+    const field = CLEARABLE[flag];
+    if (field === undefined) throw unknownWord('--clear', flag, Object.keys(CLEARABLE));
+    if (field !== 'loopback') {
+      out[field] = null;
+      continue;
+    }
+    const loopback = { ...((out.loopback as Record<string, unknown>) ?? loopbackBase ?? {}) };
+    delete loopback[flag === 'loopback-ipv4' ? 'ipv4' : 'ipv6'];
+    out.loopback = loopback;
+  }
+  return out;
 }
 
 /** --status as a code (3) or a name (PENDING_REVIEW, pending_review). */
@@ -490,9 +528,13 @@ async function routerCommand(
       return 0;
     }
     case 'update': {
-      // update replaces loopback whole: one family's flag alone would drop the other
+      // update replaces loopback whole: one family's flag (or --clear) alone would drop the other
+      const clear = v.clear ?? [];
       let loopbackBase: Record<string, unknown> | undefined;
-      if ((v['loopback-ipv4'] === undefined) !== (v['loopback-ipv6'] === undefined)) {
+      if (
+        (v['loopback-ipv4'] === undefined) !== (v['loopback-ipv6'] === undefined) ||
+        clear.some((c) => c.startsWith('loopback-'))
+      ) {
         const { routers } = await client.post<{ routers: AdminRouter[] }>('/admin/router', {
           action: 'list',
         });
@@ -501,7 +543,7 @@ async function routerCommand(
       const res = await client.post<{ router: AdminRouter }>('/admin/router', {
         action: 'update',
         name,
-        spec: await routerSpec(v, loopbackBase),
+        spec: clearFields(await routerSpec(v, loopbackBase), clear, loopbackBase),
       });
       output(format(v), res, () => `router ${name} updated`);
       return 0;

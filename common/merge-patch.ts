@@ -1,7 +1,8 @@
 /**
  * JSON Merge Patch (RFC 7386): a patch object names the fields to change. A field given replaces the
  * target's, an object merges into the target's object field by field, `null` removes the field, and an
- * array (or any other value) replaces the field whole. `POST /admin/policy` `patch` uses it (docs/api.md).
+ * array (or any other value) replaces the field whole. `POST /admin/policy` `patch` uses it, router
+ * `update` its one-level form, replaceFields (docs/api.md).
  */
 import type { TSchema } from 'typebox';
 
@@ -27,6 +28,15 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
       });
   }
   return result;
+}
+
+/**
+ * A merge patch one level deep (`POST /admin/router` `update`): a field given replaces the target's
+ * whole, an object too (where mergePatch would merge into it), and `null` removes it.
+ */
+export function replaceFields(target: unknown, patch: Record<string, unknown>): unknown {
+  const removed = Object.fromEntries(Object.keys(patch).map((key) => [key, null]));
+  return mergePatch(mergePatch(target, removed), patch);
 }
 
 /**

@@ -443,6 +443,7 @@ export const FIELD_MESSAGES = {
   'field.routerUuidFixed':
     "cannot change: a router's uuid is fixed once it is added (sessions name their router by it)",
   'field.setByRotate': 'is set only by rotate-token, which answers the new agent token once',
+  'field.routerFieldRequired': 'cannot be cleared: every router has one; give a new value instead',
   'field.notInLayout':
     'file path is not part of the layout (routers/<name>.yaml, sessions/<router>/as<asn>.yaml, policy/<name>.yaml)',
   'field.outsideLayout':

@@ -95,6 +95,8 @@ export interface AdminListQuery {
 
 /** A router's fields an admin writes (docs/api.md, router add): its spec without uuid and token hash. */
 export type RouterFields = Omit<AdminRouterRecord['spec'], 'uuid' | 'agentTokenSha256'>;
+/** A router update's fields: those given replace the stored ones, null clears an optional one. */
+export type RouterUpdate = { [K in keyof RouterFields]?: RouterFields[K] | null };
 
 /** The revocation list of `POST /admin/token` list. */
 export interface Revocations {
@@ -268,7 +270,7 @@ export const api = {
       name,
       ...spec,
     }),
-  updateRouter: (name: string, spec: Partial<RouterFields>) =>
+  updateRouter: (name: string, spec: RouterUpdate) =>
     request<{ router: AdminRouterRecord }>('POST', '/admin/router', { action: 'update', name, spec }),
   /** A new agent token for the router; the old one is refused from then on (docs/api.md, rotate-token). */
   rotateRouterToken: (name: string) =>

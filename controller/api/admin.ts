@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { ProblemError } from '../../common/errors.ts';
 import { fieldAtFault, fieldError, type FieldMessageKey, problem } from '../../common/messages.ts';
-import { mergePatch } from '../../common/merge-patch.ts';
+import { mergePatch, replaceFields } from '../../common/merge-patch.ts';
 import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import type { SessionStatusCode } from '../../common/status.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
@@ -33,6 +33,7 @@ import {
   AdminRouterAnswer,
   AdminSessionActions,
   AdminSessionAnswer,
+  CLEARABLE_ROUTER_FIELDS,
 } from './schemas.ts';
 import { adminRouter, sessionRecord } from './views.ts';
 
@@ -58,6 +59,15 @@ function fixedRouterFieldsProblem(body: unknown): ProblemError | undefined {
   const errors = Object.keys(FIXED_ROUTER_FIELDS)
     .filter((field) => Object.hasOwn(spec, field))
     .map((field) => fieldError(`/spec/${field}`, FIXED_ROUTER_FIELDS[field] as FieldMessageKey));
+  // null clears an optional field; every router has the others, and the schema would say only "not null"
+  for (const [field, value] of Object.entries(spec))
+    if (
+      value === null &&
+      Object.hasOwn(RouterSpec.properties, field) &&
+      !Object.hasOwn(FIXED_ROUTER_FIELDS, field)
+    )
+      if (!CLEARABLE_ROUTER_FIELDS.includes(field))
+        errors.push(fieldError(`/spec/${field}`, 'field.routerFieldRequired'));
   return errors.length > 0 ? problem('admin.updateInvalid', fieldAtFault(errors), errors) : undefined;
 }
 
@@ -211,7 +221,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });
           const updated = await store.updateRouter(
             body.name,
-            (spec) => validateOrThrow<RouterSpec>(RouterSpec, { ...spec, ...body.spec }, 'router'),
+            (spec) => validateOrThrow<RouterSpec>(RouterSpec, replaceFields(spec, body.spec), 'router'),
             actor,
             `update router ${body.name}: ${Object.keys(body.spec).join(', ') || 'nothing'}`,
           );

@@ -6,7 +6,7 @@
  * A multi-action body is `Actions([...])`: one object schema per action, told apart by `action`. Adding
  * an action is one schema in the route's list here and one `case` in its handler (the compiler insists).
  */
-import Type, { type Static, type TObject, type TUnion, type TUnsafe } from 'typebox';
+import Type, { type Static, type TObject, type TSchema, type TUnion, type TUnsafe } from 'typebox';
 import {
   Asn,
   Endpoint,
@@ -216,12 +216,30 @@ export const AdminRouterAdd = Type.Object(
     ],
   },
 );
+// The optional fields of a router: an update's null removes one (a JSON Merge Patch's null), which
+// brings back its default where it has one (docs/api.md, router update).
+const { location, provider, dn42Region, portRange, maxSessions, acceptingSessions, autoApprove, ...kept } =
+  writableRouterFields;
+const nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const clearableRouterFields = {
+  location: nullable(location),
+  provider: nullable(provider),
+  dn42Region: nullable(dn42Region),
+  portRange: nullable(portRange),
+  maxSessions: nullable(maxSessions),
+  acceptingSessions: nullable(acceptingSessions),
+  autoApprove: nullable(autoApprove),
+};
+/** The router fields an update clears with null; the others every router has. */
+export const CLEARABLE_ROUTER_FIELDS = Object.keys(clearableRouterFields);
 export const AdminRouterUpdate = Type.Object(
   {
     action: Type.Literal('update'),
     name: RouterName,
     // Partial drops the object's options: unknown fields (uuid, agentTokenSha256 too) are refused again
-    spec: withoutDefaults(Type.Partial(Type.Object(writableRouterFields), { additionalProperties: false })),
+    spec: withoutDefaults(
+      Type.Partial(Type.Object({ ...kept, ...clearableRouterFields }), { additionalProperties: false }),
+    ),
   },
   {
     additionalProperties: false,

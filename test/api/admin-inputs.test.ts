@@ -117,6 +117,62 @@ describe('router update: fields only add and rotate-token set', () => {
   });
 });
 
+describe('router update: null clears an optional field (a merge patch one level deep)', () => {
+  it('clears location, provider, dn42Region, maxSessions, portRange; the defaults come back', async () => {
+    await h.addRouter('clr1');
+    await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'clr1',
+        spec: {
+          location: 'Frankfurt',
+          provider: 'Hetzner',
+          dn42Region: 'eu',
+          maxSessions: 10,
+          portRange: { min: 40000, max: 40100 },
+          autoApprove: true,
+        },
+      }),
+    );
+    const res = await expectOk(
+      h.post('/admin/router', h.admin, {
+        action: 'update',
+        name: 'clr1',
+        spec: {
+          location: null,
+          provider: null,
+          dn42Region: null,
+          maxSessions: null,
+          portRange: null,
+          autoApprove: null,
+          displayName: 'Cleared',
+        },
+      }),
+    );
+    const spec = h.store.getRouter('clr1')?.spec;
+    for (const field of ['location', 'provider', 'dn42Region', 'maxSessions'])
+      expect(spec, field).not.toHaveProperty(field);
+    expect(spec).toMatchObject({
+      displayName: 'Cleared',
+      portRange: { min: 30000, max: 32767 },
+      autoApprove: false,
+    });
+    expect((res.json() as { router: { spec: object } }).router.spec).not.toHaveProperty('location');
+  });
+
+  it('refuses null on a field every router has, naming it; nothing changes', async () => {
+    const { errors } = await refused(
+      '/admin/router',
+      { action: 'update', name: 'clr1', spec: { endpointHost: null, loopback: null, location: null } },
+      { status: 400, code: 'INVALID_REQUEST' },
+    );
+    expect(errors).toEqual([
+      '/spec/endpointHost: cannot be cleared: every router has one; give a new value instead',
+      '/spec/loopback: cannot be cleared: every router has one; give a new value instead',
+    ]);
+  });
+});
+
 describe('router dn42Region: a DN42 region by name (docs/operator-guide.md, 4)', () => {
   it('add and update refuse an unknown name or a number with a field error; nothing stored', async () => {
     const add = await refused(

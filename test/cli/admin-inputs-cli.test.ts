@@ -178,4 +178,39 @@ describe('peerops admin router update', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/^INVALID_REQUEST: update \/spec\/uuid: cannot change/);
   });
+  it('--clear removes optional fields and one loopback family; a field every router has is refused', async () => {
+    await h.addRouter('clr2', {
+      loopback: { ipv4: '172.20.9.5', ipv6: 'fd00:9::5' },
+      location: 'Frankfurt',
+      maxSessions: 7,
+      dn42Region: 'eu',
+    });
+    const res = await peerops([
+      'admin',
+      'router',
+      'update',
+      'clr2',
+      '--clear',
+      'location',
+      '--clear',
+      'max-sessions',
+      '--clear',
+      'dn42-region',
+      '--clear',
+      'loopback-ipv4',
+    ]);
+    expect(res.code, res.stderr).toBe(0);
+    const spec = h.store.getRouter('clr2')?.spec;
+    expect(spec?.loopback).toEqual({ ipv6: 'fd00:9::5' });
+    for (const field of ['location', 'maxSessions', 'dn42Region']) expect(spec).not.toHaveProperty(field);
+    const unknown = await peerops(['admin', 'router', 'update', 'clr2', '--clear', 'endpoint-host']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown --clear 'endpoint-host'");
+    const required = await file('required.json', { endpointHost: null });
+    const refused = await peerops(['admin', 'router', 'update', 'clr2', '--spec', required]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      '/spec/endpointHost (--endpoint-host): cannot be cleared: every router has one',
+    );
+  });
 });

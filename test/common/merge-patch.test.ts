@@ -1,6 +1,6 @@
 /** JSON Merge Patch: the examples of RFC 7386 Appendix A, and the patch schema of the policy. */
 import { describe, expect, it } from 'vitest';
-import { mergePatch, mergePatchSchema } from '../../common/merge-patch.ts';
+import { mergePatch, mergePatchSchema, replaceFields } from '../../common/merge-patch.ts';
 import { PolicySpec } from '../../common/schema.ts';
 import { validate } from '../../common/validate.ts';
 
@@ -39,6 +39,18 @@ describe('mergePatch (RFC 7386)', () => {
     expect(Object.getPrototypeOf(merged)).toBe(Object.prototype);
     expect(Object.hasOwn(merged, '__proto__')).toBe(true);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
+
+describe('replaceFields (a merge patch one level deep: router update)', () => {
+  it('replaces a field whole, an object too, and removes a field given null', () => {
+    const stored = { name: 'a', loopback: { ipv4: '172.20.0.1', ipv6: 'fd00::1' }, location: 'x', keep: 1 };
+    expect(replaceFields(stored, { loopback: { ipv6: 'fd00::2' }, location: null })).toEqual({
+      name: 'a',
+      loopback: { ipv6: 'fd00::2' },
+      keep: 1,
+    });
+    expect(stored.location).toBe('x');
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The admin actions of the CLI done in the portal, against a real `peerops serve` (its own process, git
  * store, DN42 registry on disk) in chromium: routers added (a refused field named at its field, the agent
- * token shown once and taken by the agent API), edited, given a new agent token, removed after a
+ * token shown once and taken by the agent API), edited (an optional field emptied is cleared), given a
+ * new agent token, removed after a
  * confirmation that Escape closes;
  * the policy edited with the change shown before it is saved, and the controller's refusal shown; tokens
  * revoked one by id and all of an ASN, then refused by the API. axe-core on each page and state in en and
@@ -128,6 +129,22 @@ describe('the admin actions in the portal', () => {
       spec: Record<string, unknown>;
     }[];
     expect(listed[0]?.spec).toMatchObject({ displayName: 'Frankfurt Eins', maxSessions: 5, nodeId: 1 });
+    // an optional field emptied is cleared (null in the update), as the form's hint says
+    await edit.click();
+    await card.getByText('An optional field left empty is removed', { exact: false }).waitFor();
+    await accessibleEverywhere(page, 'the router edit form', async () => {
+      if ((await card.locator('form').count()) === 0)
+        await card.getByRole('button', { name: /^(Edit|编辑)$/ }).click();
+      await card.locator('form').waitFor();
+    });
+    await card.getByLabel('Most sessions (optional)').fill('');
+    await card.getByRole('button', { name: 'Save the router' }).click();
+    await expect.poll(() => page.getByTestId('routers-notice').textContent()).toBe('Router fra1 saved.');
+    const cleared = (await controller.post(admin, '/admin/router', { action: 'list' })).body.routers as {
+      spec: Record<string, unknown>;
+    }[];
+    expect(cleared[0]?.spec).not.toHaveProperty('maxSessions');
+    expect(cleared[0]?.spec).toMatchObject({ displayName: 'Frankfurt Eins' });
 
     // a new agent token, after a question: the old one is refused, the new one shown once is taken
     await card.getByRole('button', { name: 'New agent token' }).click();

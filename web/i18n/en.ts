@@ -452,6 +452,8 @@ export default {
   'routerForm.add': 'Add the router',
   'routerForm.save': 'Save the router',
   'routerForm.unchanged': 'Nothing changed: edit a field first.',
+  'routerForm.clearHint':
+    'An optional field left empty is removed: the location, provider or DN42 region goes, no session limit, the default port range.',
   'routerForm.edit': 'Edit',
   'routerForm.rotate': 'New agent token',
   'routerForm.rotateTitle': 'Give router {name} a new agent token?',

@@ -431,6 +431,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'routerForm.add': '添加该路由器',
   'routerForm.save': '保存该路由器',
   'routerForm.unchanged': '没有改动：请先修改某个字段。',
+  'routerForm.clearHint':
+    '留空的可选字段将被移除：去掉位置、提供商或 DN42 区域，不限会话数，恢复默认端口范围。',
   'routerForm.edit': '编辑',
   'routerForm.rotate': '新的 agent 令牌',
   'routerForm.rotateTitle': '为路由器 {name} 换一个新的 agent 令牌？',

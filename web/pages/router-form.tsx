@@ -3,7 +3,7 @@
  * spec an admin writes (docs/api.md, router add and update), the API's field errors at their fields.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type AdminRouterRecord, type RouterFields } from '../api.ts';
+import { api, ApiError, type AdminRouterRecord, type RouterFields, type RouterUpdate } from '../api.ts';
 import { described, Field, focusFirstError, Problem } from '../components.tsx';
 import { t, type MessageKey } from '../i18n/index.ts';
 
@@ -146,11 +146,15 @@ function specOf(f: RouterForm): RouterFields {
   return spec as RouterFields;
 }
 
-/** The fields of `next` that differ from `before`: what update sends. */
-function changed(before: RouterFields, next: RouterFields): Partial<RouterFields> {
+/**
+ * The fields of `next` that differ from `before`: what update sends. An optional field emptied is null,
+ * which clears it (docs/api.md, router update).
+ */
+function changed(before: RouterFields, next: RouterFields): RouterUpdate {
   const stored: Record<string, unknown> = before;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(next)) if (JSON.stringify(v) !== JSON.stringify(stored[k])) out[k] = v;
+  for (const k of Object.keys(stored)) if (!Object.hasOwn(next, k)) out[k] = null;
   return out;
 }
 
@@ -261,6 +265,7 @@ export function RouterEditor(props: {
           {t('routerForm.autoApprove')}
         </label>
       </div>
+      {editing && <p class="hint">{t('routerForm.clearHint')}</p>}
       <Problem error={error} />
       {unchanged && (
         <p class="problem" role="alert" tabIndex={-1}>

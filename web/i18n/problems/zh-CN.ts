@@ -211,6 +211,7 @@ export default {
     '默认策略必须设置 dn42Asn（本网络自己的 ASN）：代理程序用它生成 BIRD 配置',
   'field.routerUuidFixed': '不能更改：路由器添加后其 uuid 即固定（会话通过它指向路由器）',
   'field.setByRotate': '只能通过 rotate-token 设置，它会返回一次新的代理令牌',
+  'field.routerFieldRequired': '不能清除：每个路由器都必须有此项；请改为给出新值',
   'field.notInLayout':
     '文件路径不在仓库布局之内（routers/<name>.yaml、sessions/<router>/as<asn>.yaml、policy/<name>.yaml）',
   'field.outsideLayout': '在仓库布局（{layout}）之外：存储从不读取它；请移动它，或换一个扩展名',
