@@ -39,6 +39,16 @@ const OTHER_ASN = 4242422345;
 let work: string;
 /** What each block became, printed at the end: `ran`, `skipped: why`, `router: …`. */
 const report: string[] = [];
+/** What stands in for what this machine cannot have, and why: printed before the blocks. */
+const STANDS_IN = [
+  '/srv/dn42-registry: a clone of the DN42 registry needs the internet and an account in it; ' +
+    `test/fixtures/dn42-registry with AS${USER_ASN}'s aut-num, mntner (the user's SSH key) and route6 written in`,
+  'https://peering.example.net: no public name or certificate here; a TLS reverse proxy (tls-proxy.ts) on ' +
+    "the namespace's 127.0.0.1:443, the name in its /etc/hosts, the certificate in NODE_EXTRA_CA_CERTS",
+  "npm install -g: not into this machine's /usr; npm's global prefix is a temporary directory, on PATH",
+];
+/** Each placeholder and what a run put in its place. */
+const replaced = new Set<string>();
 
 /** The environment of the blocks: a clean one, not the test runner's (npx sets npm's variables). */
 function baseEnv(home: string): Record<string, string> {
@@ -77,7 +87,9 @@ function placeholders(values: Record<string, string[]>, block: ShellBlock): stri
       throw new Error(`${blockName(block)}: no value for the placeholder ${name}: add it to the test`);
     const i = next.get(name) ?? 0;
     next.set(name, i + 1);
-    return list[Math.min(i, list.length - 1)] ?? '';
+    const value = list[Math.min(i, list.length - 1)] ?? '';
+    replaced.add(`${name} → ${value}`);
+    return value;
   });
 }
 
@@ -206,7 +218,12 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  console.log(`doc blocks:\n  ${report.join('\n  ')}`);
+  const section = (title: string, lines: Iterable<string>) => `${title}:\n  ${[...lines].join('\n  ')}`;
+  console.log(
+    [section('stands in', STANDS_IN), section('placeholders', replaced), section('doc blocks', report)].join(
+      '\n',
+    ),
+  );
   if (work) await rm(work, { recursive: true, force: true });
 });
 
