@@ -24,6 +24,7 @@ import type { LgAnswer, LgQuery } from '../common/looking-glass.ts';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const NETWORK_ASN = 4242420000;
 const OTHER_PEER = 4242425678;
+const MOVED_PEER = 4242424321;
 const VIEWPORTS = { desktop: { width: 1280, height: 900 }, '390': { width: 390, height: 844 } };
 
 const { values } = parseArgs({ options: { out: { type: 'string', default: 'docs/portal' } } });
@@ -142,6 +143,21 @@ async function fill(h: Harness): Promise<{ fra1Token: string }> {
     bgpState: 'Active',
     bgpSince: ago(240),
   });
+  // a running session whose owner asked for a new address and MTU: back in review, the router keeps
+  // the approved values (the Reviews page shows old → new)
+  const moved = h.tokens.issueToken(MOVED_PEER, 'user').token;
+  const running = await create(moved, 'fra1', { ipv6: 'fd42:4321::1' });
+  await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: running.uuid }));
+  await agent('fra1', 'modify', {
+    uuid: running.uuid,
+    status: 1,
+    interface: `wg_${running.listenPort}`,
+    bgpState: 'Established',
+    bgpSince: ago(86_400),
+  });
+  await expectOk(
+    h.post('/session', moved, { action: 'modify', uuid: running.uuid, ipv6: 'fd42:4321::2', mtu: 1400 }),
+  );
   return { fra1Token: tokens.fra1 };
 }
 
@@ -211,9 +227,24 @@ const [peerKey, adminKey] = await Promise.all([
   sshKey(dir, 'ed25519', 'admin'),
 ]);
 await writeRegistry(path.join(dir, 'registry'), {
-  autNums: { [USER_ASN]: ['PEER-MNT'], [ADMIN_ASN]: ['NET-MNT'], [OTHER_PEER]: ['OTHER-MNT'] },
-  mntners: { 'PEER-MNT': [peerKey.publicLine], 'NET-MNT': [adminKey.publicLine], 'OTHER-MNT': [] },
-  routes: { 'fd42:1234::/48': [USER_ASN], 'fd42:5678::/48': [OTHER_PEER], '172.20.53.0/24': [OTHER_PEER] },
+  autNums: {
+    [USER_ASN]: ['PEER-MNT'],
+    [ADMIN_ASN]: ['NET-MNT'],
+    [OTHER_PEER]: ['OTHER-MNT'],
+    [MOVED_PEER]: ['MOVED-MNT'],
+  },
+  mntners: {
+    'PEER-MNT': [peerKey.publicLine],
+    'NET-MNT': [adminKey.publicLine],
+    'OTHER-MNT': [],
+    'MOVED-MNT': [],
+  },
+  routes: {
+    'fd42:1234::/48': [USER_ASN],
+    'fd42:5678::/48': [OTHER_PEER],
+    '172.20.53.0/24': [OTHER_PEER],
+    'fd42:4321::/48': [MOVED_PEER],
+  },
 });
 const h = await startHarness(
   {},
