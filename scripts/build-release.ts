@@ -194,8 +194,11 @@ export async function buildPackage(outfile: string, version: string): Promise<vo
   }
 }
 
-/** `npm pack` of the package at `version`: package.json's `files` (as npm lists them), the bundle rebuilt. */
-async function packNpm(version: string, outDir: string): Promise<string> {
+/**
+ * `npm pack` of the package at `version`: package.json's `files` (as npm lists them), the bundle rebuilt
+ * in a stage of its own, so that the checkout's dist/ is neither read nor written.
+ */
+export async function packNpm(version: string, outDir: string): Promise<string> {
   const stage = await mkdtemp(path.join(tmpdir(), 'peerops-npm-'));
   try {
     const listed = JSON.parse(

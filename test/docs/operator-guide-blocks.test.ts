@@ -3,8 +3,8 @@
  * it is written for, in the order a new operator meets them:
  * - the operator's machine: a network and mount namespace of its own, so that the blocks' own words hold
  *   (`127.0.0.1:8080`, `/var/lib/peerops` on an overlay of /var/lib, `/srv/dn42-registry`), a temporary
- *   HOME, `npm install -g` of the tarball `npm pack` makes into the working directory, with npm's
- *   global prefix in a temporary directory on PATH;
+ *   HOME, `npm install -g` of the tarball the release build packs (packNpm) into the working
+ *   directory, with npm's global prefix in a temporary directory on PATH;
  * - a user's machine (the README's "Users" block): another HOME with an SSH key, the same installed
  *   `peerops`, reaching `https://peering.example.net` through a TLS reverse proxy (tls-proxy.ts, its
  *   certificate trusted with NODE_EXTRA_CA_CERTS, the name in the namespace's /etc/hosts);
@@ -24,6 +24,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_OWN_PREFIX_WARNING } from '../../common/rules/policy.ts';
+import { packNpm } from '../../scripts/build-release.ts';
 import { wgKey } from '../api/helpers.ts';
 import { writeRegistry } from '../login/support.ts';
 import { blockName, NEW_ROUTER_SECTION, shellBlocks, where, type ShellBlock } from './shell-blocks.ts';
@@ -170,8 +171,11 @@ beforeAll(async () => {
   );
   // the release's package, where the quick start's `npm install -g ./peerops-0.1.0.tgz` finds it
   const t0 = performance.now();
-  await run('npm', ['pack', '--pack-destination', path.join(work, 'cwd'), '--loglevel=error'], { cwd: REPO });
-  console.log(`npm pack: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  // (staged, not `npm pack` in the checkout: its prepack rewrites dist/ under other tests' packs)
+  const version = (JSON.parse(await readFile(path.join(REPO, 'package.json'), 'utf8')) as { version: string })
+    .version;
+  await packNpm(version, path.join(work, 'cwd'));
+  console.log(`the package, as npm pack makes it: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   // the user's key, and the DN42 registry: the fixture, with the user's objects in its format
   await run('ssh-keygen', [
     '-q',
