@@ -262,6 +262,8 @@ describe("the README's quick start, word for word", () => {
     ]);
     for (const block of [operators, users] as ShellBlock[]) report.push(`ran     ${blockName(block)}`);
     const op = stepOutput(out, operators as ShellBlock);
+    // the block's own npm install -g put `peerops` into the prefix first on PATH
+    expect(op).toMatch(/^added 1 package/m);
     expect(op).toContain('policy default saved');
     expect(op).toContain('router fra1 added');
     // the block names the network's prefixes: no warning after its policy step
