@@ -577,6 +577,14 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           code: 3,
           approved: { status: 1, spec: { ipv6: s.spec.ipv6, mtu: 1420, publicKey: s.spec.publicKey } },
         });
+        // the address the router still runs stays the session's: another network cannot take it meanwhile
+        const taken = store.createSession(
+          newSession(4242420008, 'fra1', { ipv6: s.spec.ipv6 }),
+          pending,
+          user(4242420008),
+          'c',
+        );
+        await expectProblem(taken, 'INVALID_REQUEST');
         // the router's status moves under the review: the agent's answer changes
         const reported = store.revision(topics.routerSessions('fra1'));
         expect(reported).toBeGreaterThan(since);
@@ -611,6 +619,13 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect(back?.spec.ipv6).toBe(s.spec.ipv6);
         expect(back?.status.code).toBe(2);
         expect(back?.status.approved).toBeUndefined();
+        // the requested address is free again
+        await store.createSession(
+          newSession(4242420008, 'fra1', { ipv6: 'fd42:1:7::2' }),
+          pending,
+          user(4242420008),
+          'c',
+        );
       });
     });
 

@@ -18,6 +18,7 @@ import type {
   SessionStatusRecord,
 } from '../../../common/schema.ts';
 import { isTerminal } from '../../../common/status.ts';
+import { withApproved } from '../../../common/approved-spec.ts';
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import { SessionClaims, type ClaimSpec } from './claims.ts';
 import { MultiMap } from './multimap.ts';
@@ -153,7 +154,8 @@ export class StoreIndex {
       const session = this.sessions.get(uuid);
       if (session) found.add(session);
     });
-    return [...found];
+    // a session in review is also what its router runs: its approved addresses and key stay taken
+    return [...found].flatMap((s) => claimedSpecs(s.spec, s.status).map((spec) => ({ ...s, spec })));
   }
 
   // ---------------------------------------------------------------- puts and removes (from storage or a write)
@@ -233,7 +235,8 @@ export class StoreIndex {
     ports.set(spec.listenPort, name);
     this.byAsn.add(spec.asn, spec.uuid);
     // a REJECTED or PURGED record claims no address or key: others may take them at once (docs/api.md, Decisions)
-    if (!isTerminal(status.code)) this.claims.add(spec.uuid, spec);
+    if (!isTerminal(status.code))
+      for (const claimed of claimedSpecs(spec, status)) this.claims.add(spec.uuid, claimed);
     this.feed.publish(
       { kind: 'PeeringSession', name, type: 'put', router: spec.router },
       sessionTopics(previous, session),
@@ -260,7 +263,8 @@ export class StoreIndex {
     const ports = this.ports.get(session.spec.router);
     if (ports?.get(session.spec.listenPort) === session.name) ports.delete(session.spec.listenPort);
     this.byAsn.delete(session.spec.asn, session.spec.uuid);
-    this.claims.delete(session.spec.uuid, session.spec);
+    for (const claimed of claimedSpecs(session.spec, session.status))
+      this.claims.delete(session.spec.uuid, claimed);
   }
 
   // ---------------------------------------------------------------- observations
@@ -354,6 +358,18 @@ export class StoreIndex {
   *observedSessions(): Iterable<Session> {
     yield* this.sessions.values();
   }
+}
+
+/**
+ * The specs a session claims its addresses and key by: its own, and while a modify waits for review the
+ * one its router runs (common/approved-spec.ts), whose addresses no other network may take meanwhile.
+ */
+function claimedSpecs(spec: SessionSpec, status: SessionStatusRecord): SessionSpec[] {
+  if (!status.approved) return [spec];
+  const running = withApproved(spec, status.approved.spec);
+  const same =
+    running.ipv6 === spec.ipv6 && running.ipv4 === spec.ipv4 && running.publicKey === spec.publicKey;
+  return same ? [spec] : [spec, running];
 }
 
 /**
