@@ -64,6 +64,7 @@ try {
     { label: 'peer', socket: hand.peerBird.socket },
   ]);
   const sessions = agentSessions(plan);
+  await watch.ready;
   const takeoverStart = Date.now();
   const pass = await agent.reconciler.pass(sessions, hand.policy);
   const takeoverMs = Date.now() - takeoverStart;
@@ -75,10 +76,8 @@ try {
   const undoStart = Date.now();
   await undoOn(hand);
   const undoMs = Date.now() - undoStart;
-  // polls after the undo's configure, so a session it dropped shows
-  const settle = Date.now() + 3000;
-  while (Date.now() < settle) await new Promise((r) => setTimeout(r, 200));
-  const { moves, polls, watched } = await watch.stop();
+  // polls on after the undo's configure, so a session it dropped shows
+  const { moves, polls, watched } = await watch.stop(3000);
   ok = line(`plan (${PEERS} peers)`, planMs, 'ms', TARGET.planMs) && ok;
   ok = line('takeover (first pass)', takeoverMs, 'ms', TARGET.takeoverMs) && ok;
   ok = line('undo', undoMs, 'ms', TARGET.takeoverMs) && ok;

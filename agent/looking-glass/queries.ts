@@ -20,11 +20,18 @@ import { lgTargetProblem } from '../../common/looking-glass-target.ts';
 import { isIpv6 } from '../../common/net.ts';
 import type { BirdControl, Reply } from '../bird/control.ts';
 import { ROA_TABLES } from '../bird/main-config.ts';
-import { sessionIpv4ProtocolName, sessionProtocolName } from '../bird/names.ts';
+import { sessionProtocolName, sessionProtocols } from '../bird/names.ts';
 import { cutUtf8, runBounded, type Bounds } from './bounded.ts';
 import { saidText } from '../../common/messages.ts';
 
 export const LG_BOUNDS: Bounds = { timeMs: LG_TIME_LIMIT_MS, outputBytes: LG_OUTPUT_LIMIT_BYTES };
+
+/**
+ * The BIRD protocols of the session on a listen port, the link-local one first: the agent's own names,
+ * or the hand-made ones an adopted session keeps (docs/agent.md, Adopting a running router).
+ */
+export type ProtocolsOf = (listenPort: number) => readonly string[];
+const ownProtocols: ProtocolsOf = (listenPort) => sessionProtocols({ listenPort });
 
 /** Programs tried for traceroute, in order: the first one installed runs. */
 const TRACE_PROGRAMS = (target: string): [string, string[]][] => {
@@ -36,7 +43,12 @@ const TRACE_PROGRAMS = (target: string): [string, string[]][] => {
 };
 
 /** Runs one query within `bounds`; a failure of BIRD or of the program is an answer too. */
-export async function answerQuery(query: LgQuery, bird: BirdControl, bounds = LG_BOUNDS): Promise<LgAnswer> {
+export async function answerQuery(
+  query: LgQuery,
+  bird: BirdControl,
+  bounds = LG_BOUNDS,
+  protocolsOf: ProtocolsOf = ownProtocols,
+): Promise<LgAnswer> {
   switch (query.op) {
     case 'ping': {
       const target = checkedTarget(query, 'ping');
@@ -56,14 +68,26 @@ export async function answerQuery(query: LgQuery, bird: BirdControl, bounds = LG
     }
     case 'route': {
       const target = checkedTarget(query, 'route');
-      const from = query.listenPort === undefined ? '' : ` protocol ${sessionProtocolName(query.listenPort)}`;
+      const from = query.listenPort === undefined ? '' : ` protocol ${protocolsOf(query.listenPort)[0]}`;
       return birdText(bird, `show route for ${target}${from} all`, bounds);
     }
-    case 'protocol':
+    case 'protocol': {
       // the session's protocol and, for a peer without multiprotocol BGP, its IPv4 one (names.ts)
-      return birdText(bird, `show protocols all "${sessionProtocolName(portOf(query))}*"`, bounds);
+      const port = portOf(query);
+      const names = protocolsOf(port);
+      if (names[0] === sessionProtocolName(port))
+        return birdText(bird, `show protocols all "${names[0]}*"`, bounds);
+      // adopted: names of the hand-made files' own, asked one by one
+      const answers: LgAnswer[] = [];
+      for (const name of names) answers.push(await birdText(bird, `show protocols all "${name}"`, bounds));
+      return {
+        output: answers.map((a) => a.output).join('\n'),
+        truncated: answers.some((a) => a.truncated),
+        timedOut: answers.some((a) => a.timedOut),
+      };
+    }
     case 'routes':
-      return routesPage(query, bird, bounds);
+      return routesPage(query, bird, bounds, protocolsOf);
   }
 }
 
@@ -168,7 +192,12 @@ function printedRoutes(reply: Reply): PrintedRoute[] {
  * sends (`show route export`) and those its export filter holds back (`show route noexport`). Over the
  * session's protocols (its IPv4 one exists only without multiprotocol BGP).
  */
-async function routesPage(query: LgQuery, bird: BirdControl, bounds: Bounds): Promise<LgAnswer> {
+async function routesPage(
+  query: LgQuery,
+  bird: BirdControl,
+  bounds: Bounds,
+  protocolsOf: ProtocolsOf,
+): Promise<LgAnswer> {
   const port = portOf(query);
   const sets =
     query.direction === 'exported'
@@ -189,7 +218,7 @@ async function routesPage(query: LgQuery, bird: BirdControl, bounds: Bounds): Pr
     truncated: false,
     timedOut: true,
   });
-  for (const protocol of [sessionProtocolName(port), sessionIpv4ProtocolName(port)]) {
+  for (const protocol of protocolsOf(port)) {
     for (const [verdict, verb] of sets) {
       const base = `show route ${verb} ${protocol}${verdict === 'rejected' && verb === 'protocol' ? ' filtered' : ''}`;
       const reply = await ask(`${base} all`);

@@ -9,7 +9,7 @@ import type { LgAnswer, LgQuery } from '../../common/looking-glass.ts';
 import { oneLine } from '../../common/text.ts';
 import type { BirdControl } from '../bird/control.ts';
 import type { ControlPlaneClient } from '../sync/client.ts';
-import { answerQuery } from './queries.ts';
+import { answerQuery, type ProtocolsOf } from './queries.ts';
 
 /** Seconds the controller holds each poll: well inside a proxy's idle timeout. */
 const LG_POLL_S = 25;
@@ -18,15 +18,19 @@ export class LookingGlassService {
   private readonly client: Pick<ControlPlaneClient, 'lgQueries' | 'lgAnswer' | 'failureDelay'>;
   private readonly bird: BirdControl;
   private readonly log: Logger;
+  private readonly protocolsOf: ProtocolsOf | undefined;
 
+  /** `protocolsOf`: the BIRD protocols of the session on a port, as the agent's sessions say. */
   constructor(
     client: Pick<ControlPlaneClient, 'lgQueries' | 'lgAnswer' | 'failureDelay'>,
     bird: BirdControl,
     log: Logger,
+    protocolsOf?: ProtocolsOf,
   ) {
     this.client = client;
     this.bird = bird;
     this.log = log;
+    this.protocolsOf = protocolsOf;
   }
 
   /** Polls until `signal` aborts; a failed poll waits as the sync loop does (backoff with jitter). */
@@ -50,7 +54,7 @@ export class LookingGlassService {
     const started = Date.now();
     let answer: LgAnswer;
     try {
-      answer = await answerQuery(query, this.bird);
+      answer = await answerQuery(query, this.bird, undefined, this.protocolsOf);
     } catch (err) {
       answer = {
         output: `error: ${oneLine((err as Error).message, 2000)}`,

@@ -195,7 +195,8 @@ export async function ensureInterface(
   const ip = (what: string, args: string[]) =>
     ipSteps.push({ what, line: args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(' ') });
 
-  if (!actual.addrGenModeNone && !spec.adopted)
+  // a hand-made link runs as it was made; one the agent makes anew (after a reboot) has none of its own
+  if (!actual.addrGenModeNone && !(spec.adopted && !created))
     ip('addrgenmode none', ['link', 'set', 'dev', spec.name, 'addrgenmode', 'none']);
   if (actual.mtu !== spec.mtu)
     ip(`mtu ${spec.mtu}`, ['link', 'set', 'dev', spec.name, 'mtu', String(spec.mtu)]);

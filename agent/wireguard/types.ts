@@ -25,7 +25,8 @@ export interface WgInterfaceSpec {
   generation: number;
   /**
    * A hand-made link taken over (docs/agent.md, Adopting a running router): without the agent's
-   * generation stamp it is stamped in place, not re-created, and its IPv6 address generation is left as is.
+   * generation stamp it is stamped in place, not re-created, and its IPv6 address generation is left as
+   * it was made (one the agent makes anew gets none, as its own links).
    */
   adopted?: boolean;
   /** The MULTICAST flag on: Babel speaks to ff02::1:6 on mesh tunnels, and kernel WireGuard links come without it. */

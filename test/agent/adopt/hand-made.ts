@@ -400,6 +400,8 @@ export function flapWatch(birds: { label: string; socket: string }[]) {
   const moves: string[] = [];
   let polls = 0;
   let stopped = false;
+  let firstPoll: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => (firstPoll = resolve));
   const loop = (async () => {
     while (!stopped) {
       for (const b of controls) {
@@ -418,12 +420,17 @@ export function flapWatch(birds: { label: string; socket: string }[]) {
             moves.push(`${key}: since ${before} → ${p.since}`);
         }
       }
-      polls++;
+      if (polls++ === 0) firstPoll();
       await new Promise((r) => setTimeout(r, 200));
     }
   })();
   return {
-    async stop() {
+    /** Resolves once every protocol has been seen once: what comes after is watched. */
+    ready,
+    /** Polls on for `ms` more (after a configure: a session it restarted shows), then stops. */
+    async stop(ms = 0) {
+      const until = Date.now() + ms;
+      while (Date.now() < until) await new Promise((r) => setTimeout(r, 200));
       stopped = true;
       await loop;
       for (const b of controls) b.control.close();

@@ -2,8 +2,9 @@
  * Taking over hand-made routers without a flap (docs/agent.md, Adopting a running router), with real
  * BIRD 2 and userspace WireGuard (peerops-wireguard) in network namespaces this test makes: for each of
  * three layouts (hand-made.ts) the real `peerops adopt` plans the router, the agent's reconcile pass takes
- * the planned sessions over, and `peerops adopt --undo` gives the hand-made files back byte for byte;
- * BIRD's protocol `since` is polled every 200 ms on both sides through both, and no session may move.
+ * the planned sessions over, a link lost (a reboot) is made anew from the agent's record, and `peerops
+ * adopt --undo` gives the hand-made files back byte for byte; BIRD's protocol `since` is polled every
+ * 200 ms on both sides through the takeover and through the undo, and no session may move.
  * The sessions are fed to the agent as the controller serves them (the contract's `adopted` block).
  * ADOPT_PEERS peers per router (default 20).
  */
@@ -14,7 +15,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionStatus } from '../../../common/status.ts';
 import { adoptionDir } from '../../../agent/adopt/takeover.ts';
-import { NetnsLab } from '../../support/netns.ts';
+import { BirdControl } from '../../../agent/bird/control.ts';
+import { sessionProtocols } from '../../../agent/bird/names.ts';
+import { answerQuery } from '../../../agent/looking-glass/queries.ts';
+import { NetnsLab, waitFor } from '../../support/netns.ts';
 import {
   agentOn,
   agentSessions,
@@ -96,6 +100,7 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
         { label: 'peer', socket: hand.peerBird.socket },
       ]);
       try {
+        await watch.ready;
         const takeoverStart = Date.now();
         const first = await reconciler.pass(sessions, hand.policy);
         const takeoverMs = Date.now() - takeoverStart;
@@ -132,29 +137,72 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
           for (const p of s.adopted.protocols)
             expect(protocols.find((l) => l.startsWith(`${p} `)) ?? `${p} missing`).toMatch(/Established/);
 
+        // the looking glass asks for the session's protocols by its port: the kept names answer
+        const lgBird = new BirdControl(hand.routerBird.socket);
+        const pair = plan.sessions[layout === 'wiki' ? 1 : 0]!;
+        const lg = await answerQuery(
+          { id: 'adopted-lg', op: 'protocol', listenPort: pair.listenPort },
+          lgBird,
+          undefined,
+          (port) =>
+            sessionProtocols({
+              listenPort: port,
+              adopted: plan.sessions.find((x) => x.listenPort === port)?.adopted,
+            }),
+        );
+        lgBird.close();
+        for (const name of pair.adopted.protocols)
+          expect(lg.output).toMatch(new RegExp(`^${name} +BGP .* Established`, 'm'));
+
+        const takeover = await watch.stop(2000);
+        expect(takeover.moves).toEqual([]);
+        expect(takeover.watched).toBe(2 * hand.peers.reduce((n, p) => n + p.peerProtocols.length, 0));
+
+        // a reboot took the last peer's link: the agent makes it anew from its record, the same link
+        const last = plan.sessions.at(-1)!;
+        const wgShow = async () =>
+          (await hand.router.run('wg', ['show', last.adopted.interface, 'dump'])).split('\t').slice(1, 3);
+        const keyAndPort = await wgShow();
+        await hand.router.run('ip', ['link', 'del', last.adopted.interface]);
+        const again = await reconciler.pass(sessions, hand.policy);
+        expect(again.failed).toEqual(new Map());
+        expect(await wgShow()).toEqual(keyAndPort);
+        const established = async (b: { birdc: (c: string) => Promise<string> }, name: string) =>
+          / Established/.test((await b.birdc(`show protocols ${name}`)).split('\n').at(-2) ?? '');
+        await waitFor(
+          'the re-made link’s session Established on both sides',
+          async () =>
+            (await established(hand.routerBird, last.adopted.protocols[0]!)) &&
+            (await established(hand.peerBird, `r${hand.peers.length - 1}`)),
+          60_000,
+          200,
+        );
+
         // --undo, the real command: the hand-made files back byte for byte
+        const undoWatch = flapWatch([
+          { label: 'router', socket: hand.routerBird.socket },
+          { label: 'peer', socket: hand.peerBird.socket },
+        ]);
+        await undoWatch.ready;
         const undoStart = Date.now();
         await undoOn(hand);
         const undoMs = Date.now() - undoStart;
         const after = await snapshot(Object.values(hand.dirs));
         for (const [path, bytes] of handFiles) expect(after.get(path)?.equals(bytes), path).toBe(true);
         expect([...after.keys()].filter((p) => p.endsWith('.peerops-adopted'))).toEqual([]);
-        // a few polls after the undo's configure, so a session it dropped would show
-        const settle = Date.now() + 3000;
-        while (Date.now() < settle) await new Promise((r) => setTimeout(r, 200));
-        const { moves, polls, watched } = await watch.stop();
+        const undo = await undoWatch.stop(2000);
         console.log(
-          `adopt ${layout}: ${PEERS} peers, setup ${setupMs} ms, plan ${planMs} ms, takeover ${takeoverMs} ms, ` +
-            `undo ${undoMs} ms, ${polls} polls of ${watched} protocols, ${moves.length} flaps`,
+          `adopt ${layout}: ${PEERS} peers, setup ${setupMs} ms, plan ${planMs} ms, takeover ${takeoverMs} ms ` +
+            `(${takeover.polls} polls of ${takeover.watched} protocols, ${takeover.moves.length} flaps), ` +
+            `undo ${undoMs} ms (${undo.polls} polls of ${undo.watched}, ${undo.moves.length} flaps)`,
         );
-        expect(moves).toEqual([]);
-        expect(watched).toBe(2 * hand.peers.reduce((n, p) => n + p.peerProtocols.length, 0));
+        expect(undo.moves).toEqual([]);
+        expect(undo.watched).toBe(takeover.watched);
         // the watch sees a flap when there is one: a restarted session moves its `since`
         const check = flapWatch([{ label: 'router', socket: hand.routerBird.socket }]);
-        await new Promise((r) => setTimeout(r, 500));
+        await check.ready;
         await hand.routerBird.birdc(`restart ${plan.sessions[0]!.adopted.protocols[0]!}`);
-        await new Promise((r) => setTimeout(r, 500));
-        expect((await check.stop()).moves.length).toBeGreaterThan(0);
+        expect((await check.stop(500)).moves.length).toBeGreaterThan(0);
       } finally {
         await watch.stop().catch(() => undefined);
         agent.close();
