@@ -21,7 +21,7 @@ import { startAgentLab, type AgentLab, type AgentProcess, type Peer } from '../a
 import { waitFor } from '../support/netns.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import { loadAverage, pollBgp, POLL_MS, routerBgp } from './bgp-watch.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { accessibleEverywhere, launchBrowser, logInWithSsh, openPage } from './support.ts';
 
 /** Approval → Established through a real agent on a busy 2-core machine: seconds, with a wide margin. */
 const ESTABLISHED_TIMEOUT_MS = 120_000;
@@ -108,7 +108,15 @@ describe('a change in review and the cost of IPv4 and MP-BGP changes, with an ag
     const card = p.page.locator('article.session');
     await card.getByText('PENDING_REVIEW', { exact: true }).waitFor();
     await card.getByTestId('bgp-state').getByText('Established').waitFor();
-    await expectAccessible(p.page, "the peer's session with a change in review");
+    expect(await card.getByTestId('status-words').textContent()).toContain(
+      'until then the router keeps the session running as last approved (ACTIVE)',
+    );
+    await accessibleEverywhere(p.page, "the peer's session with a change in review", async () => {
+      // in either language, the words of a change in review
+      await expect
+        .poll(() => card.getByTestId('status-words').textContent())
+        .toMatch(/as last approved \(ACTIVE\)|按上次批准的设置继续运行该会话（ACTIVE）/);
+    });
     await waitFor(
       'one BGP hold time in review',
       () => Date.now() - asked > HOLD_TIME_MS,

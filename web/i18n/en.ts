@@ -87,6 +87,8 @@ export default {
   'status.1': 'Up: the tunnel and BGP are established.',
   'status.2': 'Down: set up on the router, but BGP is not established.',
   'status.3': "Waiting for an administrator's approval.",
+  'status.3.running':
+    "Your change waits for an administrator's approval; until then the router keeps the session running as last approved ({status}).",
   'status.4': 'Approved or changed; the router is setting it up.',
   'status.5': 'Being removed from the router.',
   'status.6': 'The router could not set it up.',

@@ -87,6 +87,8 @@ const zhCN: Record<keyof typeof en, string> = {
   'status.1': '正常：隧道和 BGP 均已建立。',
   'status.2': '故障：路由器上已配置，但 BGP 未建立。',
   'status.3': '等待管理员审核。',
+  'status.3.running':
+    '您的修改正在等待管理员批准；在此之前，路由器按上次批准的设置继续运行该会话（{status}）。',
   'status.4': '已批准或已修改；路由器正在配置。',
   'status.5': '正在从路由器上移除。',
   'status.6': '路由器无法完成配置。',

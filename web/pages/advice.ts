@@ -13,6 +13,8 @@ export function statusWords(code: number): string {
 
 /** A session's status in words: a queued one says who it waits for (docs/user-guide.md, statuses). */
 export function sessionWords(s: SessionRecord): string {
+  // a change in review: the router keeps running what was approved (docs/api.md, modify)
+  if (s.status === 3 && s.approved) return t('status.3.running', { status: s.approved.statusName });
   if (s.status !== 4 || !s.waiting) return statusWords(s.status);
   const since = s.waiting.since ? `${dateTime(s.waiting.since)} (${ago(s.waiting.since)})` : '–';
   if (s.waiting.for === 'peer') return t('status.4.peer', { since });
