@@ -143,6 +143,27 @@ function intFlag(name: string, value: string | undefined): number | undefined {
   return Number(value);
 }
 
+/**
+ * A change in review (docs/api.md, modify): the router's status and each value it still runs where the
+ * change differs, e.g. `ACTIVE until reviewed; ipv6 fd42:1::1 (asked: fd42:1::2)`.
+ */
+function approvedWords(s: SessionRecord, a: NonNullable<SessionRecord['approved']>): string {
+  const fields = [
+    'ipv6',
+    'ipv6LinkLocal',
+    'ipv4',
+    'endpoint',
+    'publicKey',
+    'mtu',
+    'mpbgp',
+    'extendedNextHop',
+  ] as const;
+  const differing = fields
+    .filter((f) => a[f] !== s[f])
+    .map((f) => `${f} ${String(a[f] ?? '-')} (asked: ${String(s[f] ?? '-')})`);
+  return [`${a.statusName} until reviewed`, ...differing].join('; ');
+}
+
 function describe(s: SessionRecord): string {
   const rows: [string, string][] = [
     ['uuid', s.uuid],
@@ -165,6 +186,7 @@ function describe(s: SessionRecord): string {
     ['server public key', s.serverPublicKey ?? '-'],
     ['server link-local', s.serverLinkLocal ?? '-'],
   ];
+  if (s.approved) rows.push(['on the router', approvedWords(s, s.approved)]);
   if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
   if (s.decision) rows.push(['decision', decisionWords(s.decision)]);
   if (s.decision?.until) rows.push(['shown until', `${stamp(s.decision.until)}, then removed`]);

@@ -1,7 +1,8 @@
 /**
  * `peerops session list` and `show` say who a queued session waits for (docs/cli.md): the router while
  * its agent sets it up, the peer once the agent reports it configured with BIRD trying, nothing once
- * BGP is Established; `show` names the router's public key and link-local for the peer's side.
+ * BGP is Established; `show` names the router's public key and link-local for the peer's side, and what
+ * the router still runs while a change waits for review.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -74,5 +75,19 @@ describe('peerops session list/show: waiting', () => {
     list = await cli('session', 'list');
     expect(list.stdout).not.toContain('waiting for');
     expect((await cli('session', 'show', uuid)).stdout).toMatch(/^waiting for {7}-$/m);
+  });
+});
+
+describe('peerops session show: a change in review', () => {
+  it('says what the router still runs, and what was asked', async () => {
+    const uuid = await d.inStatus(1);
+    const owner = d.ownerToken(uuid);
+    const old = h.store.getSession(uuid)?.spec.ipv6 ?? '';
+    await expectOk(d.user('modify', uuid, { ipv6: 'fd42:1234:ee::9', mtu: 1400 }));
+    const show = await runCli(['session', 'show', uuid], { url, home, token: owner });
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain(
+      `on the router     ACTIVE until reviewed; ipv6 ${old} (asked: fd42:1234:ee::9); mtu 1420 (asked: 1400)`,
+    );
   });
 });
