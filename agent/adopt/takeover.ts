@@ -163,6 +163,23 @@ export class Adoption {
     return failed;
   }
 
+  /**
+   * Forgets what a takeover read for these sessions and the moves of their files not yet done: BIRD
+   * refused what the agent rendered from it, and the operator's mended files are read again.
+   */
+  async forget(sessions: readonly AgentSession[]): Promise<void> {
+    const record = await this.current();
+    const adopted = sessions.map(adoptedOf).filter((a): a is Adopted => a !== undefined);
+    if (adopted.length === 0) return;
+    const names = new Set(adopted.map((a) => a.interface));
+    const files = new Set(adopted.flatMap((a) => a.files));
+    record.links = record.links.filter((l) => !names.has(l.interface));
+    const kept: SetAside[] = [];
+    for (const m of record.setAside) if (!files.has(m.from) || (await exists(m.to))) kept.push(m);
+    record.setAside = kept;
+    await this.save();
+  }
+
   /** The main BIRD file as the operator wrote it: in place, or set aside by an earlier takeover. */
   private async handMadeMain(): Promise<string | undefined> {
     const text = await readTextIfExists(this.mainPath);

@@ -289,9 +289,19 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   );
   const blameOf = (failure: ApplyResult['failure']) =>
     failure && blame(failure, rendered.fileOwner, deps.applier.mainPath, setupNames);
+  // A takeover is one step (docs/agent.md, Taking the peers over): while an adopted session could not be
+  // read or rendered, nothing moves and nothing is written, since the agent's main file would drop the
+  // hand-made protocol that session still runs on.
+  const takeover = (rendered.tree.setAside?.length ?? 0) > 0;
+  if (takeover && input.up.some((s) => adoptedOf(s) && rendered.failed.has(s.uuid)))
+    return { result: { writes: 0, configured: false, changed: [] }, failed, ranBefore, protocols };
   let applied = await deps.applier.apply(rendered.tree, { forceConfigure });
   let verdict = blameOf(applied.failure);
-  if (applied.failure?.stage === 'check' && verdict?.sessions.length) {
+  if (takeover && applied.failure?.stage === 'check' && verdict?.sessions.length) {
+    // no other session goes ahead without the refused one; the refused one is read again next time
+    const refused = input.up.filter((s) => verdict?.sessions.includes(s.uuid));
+    await deps.adoption?.forget(refused);
+  } else if (applied.failure?.stage === 'check' && verdict?.sessions.length) {
     // The check named a session's file: that session fails, the others go ahead without its change.
     const peerFiles = new Map(rendered.peerFiles);
     for (const uuid of verdict.sessions) {

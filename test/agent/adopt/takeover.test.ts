@@ -9,7 +9,7 @@
  * ADOPT_PEERS peers per router (default 20).
  */
 import { execFile } from 'node:child_process';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -210,3 +210,70 @@ for (const layout of ['wiki', 'wgquick', 'networkd'] as Layout[]) {
     }, 240_000);
   });
 }
+
+describe('a takeover BIRD refuses one session of', () => {
+  // a lab of its own: its namespaces and link names apart from the wiki layout's above
+  const refusalLab = new NetnsLab('adr');
+  afterAll(() => refusalLab.cleanup());
+
+  it('moves and writes nothing until that session is mended, then takes all over: 0 flaps', async () => {
+    const hand = await handMadeRouter(refusalLab, 'wiki', 3);
+    // the IPv4 protocol of peer 1 names a define of the hand-made main file, which the agent's replaces
+    const main = join(hand.dirs.bird, 'bird.conf');
+    const peerFile = join(hand.dirs.bird, 'peers', 'p1.conf');
+    await writeFile(
+      main,
+      (await readFile(main, 'utf8')).replace('router id', 'define MYV4 = 172.20.66.1;\nrouter id'),
+    );
+    const handV4 = await readFile(peerFile, 'utf8');
+    await writeFile(
+      peerFile,
+      handV4.replace('  direct;\n  ipv6', '  direct;\n  source address MYV4;\n  ipv6'),
+    );
+    await hand.routerBird.birdc('configure');
+    await waitFor(
+      'every session Established again',
+      async () => ((await hand.routerBird.birdc('show protocols')).match(/Established/g) ?? []).length === 4,
+      60_000,
+      200,
+    );
+    const handFiles = await snapshot(Object.values(hand.dirs));
+    const plan = await planOf(hand);
+    const sessions = agentSessions(plan);
+    const refused = sessions[1]!.uuid;
+    const agent = await agentOn(hand);
+    const watch = flapWatch([
+      { label: 'router', socket: hand.routerBird.socket },
+      { label: 'peer', socket: hand.peerBird.socket },
+    ]);
+    try {
+      await watch.ready;
+      const held = await agent.reconciler.pass(sessions, hand.policy);
+      expect([...held.failed.keys()]).toEqual([refused]);
+      expect(held.failed.get(refused)).toMatch(/dn42_31001\.conf:\d+:\d+ syntax error/);
+      expect({ writes: held.writes, configured: held.configured }).toEqual({ writes: 0, configured: false });
+      const after = await snapshot(Object.values(hand.dirs));
+      for (const [path, bytes] of handFiles) expect(after.get(path)?.equals(bytes), path).toBe(true);
+
+      // mended as BIRD runs it: the same source address, written out
+      await writeFile(peerFile, (await readFile(peerFile, 'utf8')).replace('MYV4', '172.20.66.1'));
+      let taken: Awaited<ReturnType<typeof agent.reconciler.pass>> | undefined;
+      await waitFor(
+        'the takeover once the retry is due',
+        async () => {
+          taken = await agent.reconciler.pass(sessions, hand.policy);
+          return taken.configured && taken.failed.size === 0;
+        },
+        30_000,
+        1000,
+      );
+      expect(await readFile(join(hand.dirs.bird, `bird.conf.peerops-adopted`), 'utf8')).toContain('MYV4');
+      const { moves, watched } = await watch.stop(2000);
+      expect(watched).toBe(8);
+      expect(moves).toEqual([]);
+    } finally {
+      await watch.stop().catch(() => undefined);
+      agent.close();
+    }
+  }, 180_000);
+});
