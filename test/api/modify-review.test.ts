@@ -52,6 +52,9 @@ describe('a modify in review', () => {
     const s = h.store.getSession(uuid);
     expect(s?.status).toMatchObject({ code: 3, approved: { status: 2 }, lastError: { code: 'ERROR' } });
     expect(await served(uuid)).toMatchObject({ status: 2, ipv6: old });
+    // told as any session's error (docs/notifications.md)
+    const told = h.store.outbox().filter((e) => e.session?.uuid === uuid);
+    expect(told.at(-1)).toMatchObject({ type: 'session.error' });
     // a report the router's status does not allow is refused as ever
     expect((await d.report(uuid, 0)).statusCode).toBe(409);
   });

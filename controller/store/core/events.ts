@@ -175,7 +175,12 @@ export function sessionEvents(
   // a modify in review rejected: the session stays on its router with its approved spec (docs/api.md)
   if (before?.status.approved && !after.status.approved && after.status.decision?.action === 'reject')
     return [sessionEvent('session.rejected', after, after.status.decision.at, after.status.decision.reason)];
-  const type = statusEventType(before?.status.code, after.status.code);
+  // while a change waits for review, what the router reports of the session it runs is told as ever
+  const [wasHeld, isHeld] = [before?.status.approved, after.status.approved];
+  const type =
+    wasHeld && isHeld
+      ? statusEventType(wasHeld.status, isHeld.status)
+      : statusEventType(before?.status.code, after.status.code);
   if (type) events.push(sessionEvent(type, after, at));
   return events;
 }
