@@ -171,12 +171,19 @@ function readBody(body: string, base: Body | undefined): Body {
   const m = /neighbor\s+([0-9a-fA-F:.]+)(?:\s*%\s*('[^']+'|[\w.-]+))?\s+as\s+(\d+)/.exec(body);
   const neighbor = m && [`${m[1]}${m[2] ? `%${m[2]}` : ''}`, m[3]!];
   const iface = /(?:^|[;{\s])interface\s+"([^"]+)"/.exec(body);
-  const channels = [...body.matchAll(/\b(ipv4|ipv6)\s*\{/g)].map((m) => m[1]!);
+  // a channel closed by hand (`import none; export none;`, the DN42 wiki's IPv4/IPv6 pairs) carries
+  // nothing: the protocol is not multiprotocol for it
+  const open = new Set(base?.channels ?? []);
+  for (const m of body.matchAll(/\b(ipv4|ipv6)\s*\{/g)) {
+    const inner = block(body, m.index + m[0].length - 1);
+    if (/\bimport\s+none\b/.test(inner) && /\bexport\s+none\b/.test(inner)) open.delete(m[1]!);
+    else open.add(m[1]!);
+  }
   return {
     neighbor: neighbor?.[0] ?? base?.neighbor,
     asn: neighbor ? Number(neighbor[1]) : base?.asn,
     interface: iface?.[1] ?? base?.interface,
-    channels: channels.length ? channels : (base?.channels ?? []),
+    channels: [...open],
     extendedNextHop: /extended\s+next\s+hop\s+(on|yes)/.test(body) || (base?.extendedNextHop ?? false),
   };
 }
