@@ -2,7 +2,8 @@
  * The Reviews page in a real browser against a real controller (git store, DN42 registry on disk): the
  * requests in review are paged by the controller with the admin table's pager, the oldest first; a
  * session a modify sent back to review is marked, each changed value shown old → new, and the router's
- * status named (docs/api.md, modify). axe-core in en and zh-CN at 1280 and 390 px with the mark shown.
+ * status named (docs/api.md, modify), on the Reviews page and on the session's own review page. axe-core
+ * in en and zh-CN at 1280 and 390 px on both with the mark shown.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -109,6 +110,18 @@ describe('the Reviews page', () => {
     await expect.poll(() => modified.getByTestId('modified').textContent()).toContain('已批准的值');
     expect(await modified.getByTestId('changed').nth(1).textContent()).toMatch(/1420\s*→\s*改为\s*1400/);
     await chooseLanguage(page, 'en');
+
+    // the session's own review page marks it the same way
+    await page.goto(`${url}#/admin/review/${uuids[0]}`);
+    const own = page.getByTestId('modified');
+    await own.waitFor();
+    expect(await own.textContent()).toContain('status ACTIVE');
+    expect(await page.getByTestId('changed').count()).toBe(2);
+    await accessibleEverywhere(page, "a modify's review page", async () => {
+      await page.getByTestId('modified').waitFor();
+    });
+    await page.goto(`${url}#/admin/reviews`);
+    await expect.poll(() => page.getByText(`Requests 1–20 of ${REQUESTS}`).count()).toBe(1);
 
     // the pages, asked of the controller: 20, 20, the rest
     const pager = page.getByRole('navigation', { name: 'Pages of the table' });

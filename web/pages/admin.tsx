@@ -2,19 +2,13 @@
  * The sessions waiting for review (docs/api.md, Admin API); the routers, the policy and the tokens have
  * pages of their own (routers.tsx, policy.tsx, tokens.tsx).
  */
-import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { SessionStatus } from '../../common/status.ts';
-import {
-  api,
-  watchSessions,
-  type AdminSessionListResponse,
-  type AdminSessionRecord,
-  type SessionRecord,
-} from '../api.ts';
+import { api, watchSessions, type AdminSessionListResponse, type AdminSessionRecord } from '../api.ts';
 import { described, Dl, Field, Pager, Problem } from '../components.tsx';
 import { dateTime } from '../format.ts';
-import { t, type MessageKey } from '../i18n/index.ts';
+import { t } from '../i18n/index.ts';
+import { ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
 import { localText } from '../i18n/problems/index.ts';
 
 /** Loads once on mount; the page reloads after a change. */
@@ -113,28 +107,6 @@ export function ReviewsPage() {
   );
 }
 
-/** The values a modify can change, as the review shows them: the approved ones before where they differ. */
-type Reviewed = Pick<
-  SessionRecord,
-  'ipv6' | 'ipv4' | 'ipv6LinkLocal' | 'endpoint' | 'publicKey' | 'mtu' | 'mpbgp' | 'extendedNextHop'
->;
-const REVIEWED: { label: MessageKey; text: (v: Reviewed) => string; code: boolean }[] = [
-  { label: 'session.ipv6', text: (v) => v.ipv6, code: true },
-  { label: 'session.ipv4', text: (v) => v.ipv4 ?? t('session.none'), code: true },
-  { label: 'session.linkLocal', text: (v) => v.ipv6LinkLocal, code: true },
-  { label: 'reviews.endpoint', text: (v) => v.endpoint ?? t('session.noEndpoint'), code: true },
-  { label: 'session.publicKey', text: (v) => v.publicKey, code: true },
-  { label: 'session.mtu', text: (v) => String(v.mtu), code: false },
-  {
-    label: 'session.bgp',
-    text: (v) =>
-      [v.mpbgp ? 'MP-BGP' : t('session.noMpbgp'), v.extendedNextHop ? t('session.enh') : '']
-        .filter(Boolean)
-        .join(', '),
-    code: false,
-  },
-];
-
 function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
   const s = props.session;
   const [reason, setReason] = useState('');
@@ -164,29 +136,8 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
         </h2>
         <span class="muted">{dateTime(s.createdAt)}</span>
       </header>
-      {s.approved && (
-        <p class="warning" data-testid="modified">
-          {t('reviews.modified', { status: s.approved.statusName })}
-        </p>
-      )}
-      <Dl
-        items={[
-          ...REVIEWED.map(({ label, text, code }): [string, ComponentChildren] => {
-            const now = text(s);
-            const was = s.approved ? text(s.approved) : undefined;
-            const shown = (value: string) => (code ? <code class="wrap">{value}</code> : value);
-            if (was === undefined || was === now) return [t(label), shown(now)];
-            return [
-              t(label),
-              <span class="changed" data-testid="changed">
-                <del>{shown(was)}</del> <span aria-hidden="true">→</span>
-                <span class="visually-hidden">{t('reviews.becomes')}</span> <ins>{shown(now)}</ins>
-              </span>,
-            ];
-          }),
-          [t('session.port'), `${s.listenPort} (${s.interface})`],
-        ]}
-      />
+      <ModifiedNotice session={s} />
+      <Dl items={[...reviewedRows(s), [t('session.port'), `${s.listenPort} (${s.interface})`]]} />
       <div class={violations.length ? 'checks-failed' : 'checks-passed'}>
         <h3>{t('reviews.checks')}</h3>
         {violations.length === 0 ? (

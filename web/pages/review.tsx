@@ -7,6 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { allowed } from '../../common/state-machine.ts';
 import { api, type AdminAction, type AdminSessionReviewResponse } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
+import { ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
 import { localText } from '../i18n/problems/index.ts';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -133,14 +134,10 @@ export function ReviewPage(props: { uuid: string }) {
             )}
           </div>
           <h2>{t('review.session')}</h2>
+          <ModifiedNotice session={s} />
           <Dl
             items={[
-              [t('session.ipv6'), <code>{s.ipv6}</code>],
-              [t('session.ipv4'), s.ipv4 ? <code>{s.ipv4}</code> : t('session.none')],
-              [t('session.linkLocal'), <code>{s.ipv6LinkLocal}</code>],
-              [t('reviews.endpoint'), s.endpoint ? <code>{s.endpoint}</code> : t('session.noEndpoint')],
-              [t('session.publicKey'), <code class="wrap">{s.publicKey}</code>],
-              [t('session.mtu'), String(s.mtu)],
+              ...reviewedRows(s),
               [t('session.lastError'), s.lastError ? localText(s.lastError) : '–'],
               [t('session.uuid'), <code class="wrap">{s.uuid}</code>],
             ]}
