@@ -11,7 +11,7 @@ import { usageError } from '../../common/usage.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
-import { undoAdoption } from './undo.ts';
+import { runningAgent, undoAdoption } from './undo.ts';
 import { AgentConfigError, loadConfig } from '../config.ts';
 
 const HELP = `usage: peerops adopt --router NAME [options]
@@ -144,6 +144,13 @@ async function undo(configFile: string): Promise<number> {
   } catch (err) {
     if (err instanceof AgentConfigError) return usageError(err.message);
     throw err;
+  }
+  const running = await runningAgent(config);
+  if (running) {
+    console.error(
+      `the agent answers on ${running}: stop it first (systemctl stop peerops-agent), or its next pass takes the sessions over again`,
+    );
+    return 1;
   }
   const r = await undoAdoption(config);
   for (const f of r.restored) console.log(`put back ${f}`);

@@ -6,9 +6,10 @@
  * left as they run. Run with the agent stopped, or its next pass takes the sessions over again.
  */
 import { rename, rm, stat } from 'node:fs/promises';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import { BirdControl } from '../bird/control.ts';
-import type { AgentConfig } from '../config.ts';
+import { parseListen, type AgentConfig } from '../config.ts';
 import { run } from '../system/exec.ts';
 import { adoptionDir, loadRecord } from './takeover.ts';
 
@@ -25,6 +26,25 @@ const exists = (path: string) =>
     () => true,
     () => false,
   );
+
+/**
+ * Where the agent answers on its health port (`server.listen`), if it runs: an undo beside a running
+ * agent would be taken over again by its next pass.
+ */
+export function runningAgent(config: AgentConfig): Promise<string | undefined> {
+  const { host, port } = parseListen(config.server.listen);
+  if (!port) return Promise.resolve(undefined);
+  const target = host && host !== '0.0.0.0' && host !== '::' ? host : '127.0.0.1';
+  const where = `${target.includes(':') ? `[${target}]` : target}:${port}`;
+  return new Promise((resolve) => {
+    const req = get({ host: target, port, path: '/livez', timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(where);
+    });
+    req.on('error', () => resolve(undefined));
+    req.on('timeout', () => req.destroy());
+  });
+}
 
 export async function undoAdoption(config: AgentConfig): Promise<UndoResult> {
   const dir = adoptionDir(config.tunnel.configDir);
