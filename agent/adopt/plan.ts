@@ -94,6 +94,8 @@ function session(
   listenPort: number,
   publicKey: string,
 ): PlannedSession {
+  // the protocol of the IPv6 (link-local) neighbour first: the session's own, as the agent names them
+  ps = [...ps].sort((a, b) => Number(isIP(a.neighbor) === 4) - Number(isIP(b.neighbor) === 4));
   const neighbors = ps.map((p) => p.neighbor);
   const linkLocal = neighbors.find((n) => n.toLowerCase().startsWith('fe80:'));
   const ipv6 = neighbors.find((n) => isIP(n) === 6 && !n.toLowerCase().startsWith('fe80:'));

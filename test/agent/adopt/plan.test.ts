@@ -132,7 +132,8 @@ describe('peerops adopt plan', () => {
       ipv4: '172.20.1.2',
       linkLocal: 'fe80::10',
       mpbgp: false,
-      adopted: { interface: 'wg_v4', protocols: ['v4peer_v4', 'v4peer_v6'] },
+      // the link-local one first, as the agent reads them (docs/agent.md)
+      adopted: { interface: 'wg_v4', protocols: ['v4peer_v6', 'v4peer_v4'] },
     });
     expect(plan.sessions[4]).toMatchObject({
       endpoint: '[2001:db8::50]:31050',
