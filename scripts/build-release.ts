@@ -146,7 +146,8 @@ async function bundleOptions(version: string, target: string): Promise<BuildOpti
       'process.env.PEEROPS_BUILD_VERSION': JSON.stringify(version),
       // the checkout's revision, so the release keeps the caches a checkout of the same code made
       'process.env.PEEROPS_BUILD_REVISION': JSON.stringify(codeRevision() ?? ''),
-      __PEEROPS_PORTAL_FILES__: JSON.stringify(await buildPortal()),
+      // JSON text, parsed where used (controller/portal/assets.ts says why not an array)
+      __PEEROPS_PORTAL_FILES__: JSON.stringify(JSON.stringify(await buildPortal())),
       // the API reference page's script (controller/api/reference.ts), else /docs would 404 when installed
       __PEEROPS_REDOC_BUNDLE__: JSON.stringify(
         await readFile(createRequire(import.meta.url).resolve(REDOC_BUNDLE), 'utf8'),

@@ -1,6 +1,8 @@
 /**
  * Where the portal's files come from. A release bundle (scripts/build-release.ts) has them baked in as
- * `__PEEROPS_PORTAL_FILES__`; from the source tree (`npm start`, the tests) they are built in memory from
+ * `__PEEROPS_PORTAL_FILES__`, their JSON text: a string esbuild puts only where it is used, where an
+ * array would be a module every chunk runs, the agent's too (about 1 MiB of its RSS; docs/benchmarks.md,
+ * The agent). From the source tree (`npm start`, the tests) they are built in memory from
  * web/ with esbuild, a development dependency, on the first request that needs them.
  */
 import type * as BuildModule from './build.ts';
@@ -12,10 +14,11 @@ export interface PortalFile {
   body: string;
 }
 
-declare const __PEEROPS_PORTAL_FILES__: PortalFile[] | undefined;
+declare const __PEEROPS_PORTAL_FILES__: string | undefined;
 
 export async function loadPortalFiles(): Promise<PortalFile[]> {
-  if (typeof __PEEROPS_PORTAL_FILES__ !== 'undefined') return __PEEROPS_PORTAL_FILES__;
+  if (typeof __PEEROPS_PORTAL_FILES__ === 'string')
+    return JSON.parse(__PEEROPS_PORTAL_FILES__) as PortalFile[];
   // A specifier the bundler does not follow: a release carries the built files, never esbuild.
   const builder = './build.ts';
   const { buildPortal } = (await import(builder)) as typeof BuildModule;
