@@ -4,11 +4,12 @@
  * only loopback, the controller's addresses and `server.allowFrom`; everyone else gets the connection
  * closed. Timeouts from `server.*`. Nothing here changes anything on the router.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { lookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 import type { AgentConfig } from './config.ts';
 import { parseListen } from './config.ts';
+import { createServer } from './node-http.ts';
 
 export interface LocalSource {
   health(): Promise<{ ok: boolean; bird: boolean; controller: boolean; checks?: object }>;

@@ -9,13 +9,14 @@
  * held to DN42's ranges as a peer's are; every query runs under the looking glass's bounds (10 s, 256
  * KiB) and at most LG_QUERIES_PER_ROUTER at once.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
 import { LG_QUERIES_PER_ROUTER } from '../../common/looking-glass.ts';
 import { lgTargetProblem } from '../../common/looking-glass-target.ts';
 import type { BirdControl } from '../bird/control.ts';
 import { parseListen } from '../config.ts';
+import { createServer } from '../node-http.ts';
 import { answerQuery, birdText, LG_BOUNDS } from './queries.ts';
 import type { Bounds } from './bounded.ts';
 import { saidText } from '../../common/messages.ts';

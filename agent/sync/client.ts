@@ -5,7 +5,7 @@
  * never part of an error message or a log line. Not fetch: loading fetch's HTTP stack (undici) costs
  * the agent ~18 MiB of RSS, a quarter of its budget on a small router (docs/decisions.md).
  */
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { TSchema } from 'typebox';
 import {
   Ack,
@@ -21,6 +21,7 @@ import {
 } from '../../common/agent-api.ts';
 import { LgQueries, type LgAnswer, type LgQuery } from '../../common/looking-glass.ts';
 import { validate } from '../../common/validate.ts';
+import { request as httpRequest } from '../node-http.ts';
 
 export interface ClientOptions {
   url: string;
