@@ -2,7 +2,8 @@
  * Session history from Prometheus (docs/kubernetes.md, Session history): a real Prometheus
  * (/usr/bin/prometheus) scrapes two real `peerops serve` replicas on loopback every second; each
  * replica gets different agents' reports, and the history API of either answers the points merged over
- * both. The replicas are git-store processes started from one copy of a data directory (same session
+ * both, the bytes in and out of a span too (the rise of counters whose reports reached either). The
+ * replicas are git-store processes started from one copy of a data directory (same session
  * uuid, same token key) rather than Kubernetes-store pods: what is under test is that each exports only
  * the reports it received and that the history read from Prometheus merges them, which two separate
  * stores show more strictly than one shared one. A controller whose Prometheus does not answer gets 503
@@ -138,6 +139,44 @@ describe('session history from Prometheus', () => {
       routesImported: 5,
     });
   }, 40_000);
+
+  it('answers the bytes in and out of a span from counters the two replicas got', async () => {
+    const [a, b] = replicas as [ControllerProcess, ControllerProcess];
+    // A span's bytes are the rise of the merged counter since the span before (prometheus-history.ts):
+    // the counters of the first test (largest at b: 5000 in, 2500 out) must be in Prometheus at a
+    // span's end before the next report, so wait until a finished span has them: up to a minute, the
+    // 24h graph's step.
+    await expect
+      .poll(
+        async () => {
+          const answer = await a.get(`/session/${uuid}/history?range=24h`, user());
+          return (answer.body as unknown as SessionHistoryResponse).points.at(-2)?.routesImported;
+        },
+        { timeout: 75_000, interval: 1000 },
+      )
+      .toBe(5);
+    // the agent's counters go on rising; its next report reaches b first, its last one a
+    await ok(b, agentToken, '/agent/fra1/report', {
+      sessions: [{ uuid, rtt: 11, rxBytes: 6000, txBytes: 3000, routesImported: 5, routesExported: 1480 }],
+    });
+    await ok(a, agentToken, '/agent/fra1/report', {
+      sessions: [{ uuid, rtt: 10, rxBytes: 7000, txBytes: 4000, routesImported: 6, routesExported: 1481 }],
+    });
+    for (const replica of [a, b])
+      await expect
+        .poll(
+          async () => {
+            const answer = await replica.get(`/session/${uuid}/history?range=24h`, user());
+            const points = (answer.body as unknown as SessionHistoryResponse).points;
+            // the span whose end saw the last reports (the current one, or the one before once a
+            // minute has passed since)
+            return points.filter((p) => p.rxBytes !== null && p.rxBytes > 0).at(-1);
+          },
+          { timeout: 20_000, interval: 500 },
+        )
+        // 7000 - 5000 in and 4000 - 2500 out: a's last report less b's earlier one
+        .toMatchObject({ rxBytes: 2000, txBytes: 1500, routesImported: 6 });
+  }, 100_000);
 
   it('answers 503 HISTORY_UNAVAILABLE with its key when Prometheus does not answer', async () => {
     const port = await freePort();
