@@ -5,6 +5,7 @@
  */
 import Type, { type Static, type TString } from 'typebox';
 import {
+  AdoptedNames,
   Asn,
   BgpState,
   Condition,
@@ -131,6 +132,8 @@ export const AgentSession = Type.Object(
     mpbgp: Type.Boolean(),
     extendedNextHop: Type.Boolean(),
     restartGeneration: Type.Integer({ minimum: 0 }),
+    /** The hand-made names the agent keeps for an adopted session (docs/agent.md, Adopting a running router). */
+    adopted: Type.Optional(Type.Object(AdoptedNames, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );

@@ -228,6 +228,38 @@ export const RouterManifest = Type.Object(
 
 // ---- PeeringSession ----
 
+/**
+ * The names an adopted session keeps on its router (docs/agent.md, Adopting a running router): the
+ * hand-made WireGuard interface (Linux's and wg-quick's name rules, and not `.` or `..`) and the BIRD
+ * protocols (BIRD's symbol rules; [0] carries the IPv6 or only neighbor, [1] the IPv4 one when not
+ * MP-BGP), the files they came from, and the tunnel's own key when it is not the router's. What an
+ * adoption request and the agent carry: the controller adds who and when (`Adopted`).
+ */
+export const AdoptedNames = {
+  files: Type.Array(Type.String({ minLength: 2, maxLength: 1024, pattern: `^/[^${UNPRINTABLE_CLASS}]*$` }), {
+    minItems: 1,
+    maxItems: 8,
+  }),
+  interface: Type.String({ pattern: '^[A-Za-z0-9_=+-][A-Za-z0-9_.=+-]{0,14}$', maxLength: 15 }),
+  protocols: Type.Array(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$', maxLength: 64 }), {
+    minItems: 1,
+    maxItems: 2,
+  }),
+  publicKey: Type.Optional(WireGuardKey),
+};
+
+/** A session taken over from a router's hand-made files: the kept names, and who adopted it when. */
+export const Adopted = Type.Object(
+  {
+    /** The actor who applied the adoption (as a Decision's `by`); set by the controller, never a client. */
+    by: Type.String({ minLength: 1, maxLength: 128 }),
+    at: Timestamp,
+    ...AdoptedNames,
+  },
+  { additionalProperties: false },
+);
+export type Adopted = Static<typeof Adopted>;
+
 export const SessionSpec = Type.Object(
   {
     uuid: Uuid,
@@ -244,6 +276,8 @@ export const SessionSpec = Type.Object(
     listenPort: Port,
     restartGeneration: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
     createdAt: Type.Optional(Timestamp),
+    /** Set when the session was adopted from hand-made files (docs/api.md, Adoptions). */
+    adopted: Type.Optional(Adopted),
   },
   { additionalProperties: false },
 );

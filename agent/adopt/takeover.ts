@@ -28,7 +28,7 @@ export interface Adopted {
 
 /** A session's `adopted` block, when it has one: the controller sends it with the session. */
 export function adoptedOf(session: AgentSession): Adopted | undefined {
-  return (session as AgentSession & { adopted?: Adopted }).adopted;
+  return session.adopted;
 }
 
 /** What the agent renders an adopted link and its protocols from, as the takeover found them. */

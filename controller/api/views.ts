@@ -5,7 +5,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
-import { sessionOptions, type ForgeConflict } from '../../common/schema.ts';
+import { sessionOptions, type Adopted, type ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './responses.ts';
 
@@ -121,7 +121,13 @@ export function agentSession(session: Session): AgentSession | undefined {
     ipv4: spec.ipv4 ?? null,
     ...sessionOptions(spec),
     restartGeneration: spec.restartGeneration ?? 0,
+    ...(spec.adopted ? { adopted: keptNames(spec.adopted) } : {}),
   };
+}
+
+/** What the agent keeps of an adoption: the names and files, not who adopted it. */
+function keptNames({ by: _by, at: _at, ...names }: Adopted): NonNullable<AgentSession['adopted']> {
+  return names;
 }
 
 /** The router as a user sees it in `GET /routers`; `sessions` is its current session count. */
