@@ -1,7 +1,7 @@
 /**
  * How the git store writes: one write at a time (a queue), each after catching up with the repository,
  * redone when a push moved the branch underneath; spec and status commits of one write published as one
- * step through the journal (recovery.ts); a failing disk answered STORE_UNAVAILABLE and reported to
+ * step through the journal (gitdb/journaled-refs.ts); a failing disk answered STORE_UNAVAILABLE and reported to
  * /health until a write succeeds again.
  */
 import { join } from 'node:path';
@@ -12,7 +12,9 @@ import type { Actor, WriteState } from '../store.ts';
 import type { Branch, FileWrite, PreparedCommit } from './branch.ts';
 import { writeObjects, type GitContext } from '../gitdb/objects.ts';
 import type { Journal, RefUpdate } from '../gitdb/recovery.ts';
-import { lockRef, RefMovedError, type HeldRef } from '../gitdb/refs.ts';
+import { JournaledRefs, RefsHalfMovedError } from '../gitdb/journaled-refs.ts';
+import { RefMovedError } from '../gitdb/refs.ts';
+import { WriteQueue } from '../gitdb/write-queue.ts';
 import { syncWrittenDirs } from '../../git-fs.ts';
 import { fault } from '../../../common/messages.ts';
 
@@ -39,9 +41,7 @@ export interface WriteRound {
 }
 
 export class Commits {
-  private queue: Promise<unknown> = Promise.resolve();
-  /** A journal may be on disk: a write to finish before the next one (recovery.ts). */
-  private journalPending = true;
+  private readonly queue = new WriteQueue();
   /** Why writes fail now (a full or read-only disk); undefined while they succeed. */
   private diskProblem: string | undefined;
   /**
@@ -54,17 +54,23 @@ export class Commits {
   private closed = false;
 
   private readonly ctx: GitContext;
-  private readonly journal: Journal;
+  private readonly refs: JournaledRefs;
   private readonly spec: Branch;
   private readonly status: Branch;
   private readonly log: pino.Logger;
 
   constructor(parts: { ctx: GitContext; journal: Journal; spec: Branch; status: Branch; log: pino.Logger }) {
     this.ctx = parts.ctx;
-    this.journal = parts.journal;
     this.spec = parts.spec;
     this.status = parts.status;
     this.log = parts.log;
+    // the status ref's lock beside the journal: a crash leaves it to take-over, which removes it
+    this.refs = new JournaledRefs({
+      gitdir: parts.ctx.gitdir,
+      journal: parts.journal,
+      log: parts.log,
+      lockEarly: (ref) => ref === parts.status.ref,
+    });
   }
 
   /** Refuse every write from now on (the store is closing). */
@@ -100,19 +106,17 @@ export class Commits {
 
   /** The journal was handled at take-over (recovery.ts): nothing to finish before the first write. */
   recovered(): void {
-    this.journalPending = false;
+    this.refs.recovered();
   }
 
   /** Run fn after every earlier write; one at a time. */
   serialised<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
-    this.queue = run.catch(() => {});
-    return run;
+    return this.queue.run(fn);
   }
 
   /** Wait for queued writes. */
   async drain(): Promise<void> {
-    await this.queue.catch(() => {});
+    await this.queue.drain();
   }
 
   /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
@@ -240,72 +244,21 @@ export class Commits {
     for (const p of parts) p.branch.advance(p);
   }
 
-  /**
-   * The journaled ref moves of `publish`, also for a fast-forward to fetched commits. Each step waits
-   * only for what it needs, so their fsyncs overlap: the objects (`objects`, written by the caller),
-   * the journal and the status ref's lock side by side; the spec branch's lock once the journal names
-   * it (a crash would leave that lock to a push's expiry, the status ref's is removed at take-over);
-   * then, once every lock is held, the refs move one after the other, in the journal's order, each
-   * durable before the next, and none before the objects are (recovery.ts).
-   */
+  /** The journaled ref moves of `publish`, also for a fast-forward to fetched commits (journaled-refs.ts). */
   async moveRefs(updates: RefUpdate[], objects: Promise<void> = Promise.resolve()): Promise<void> {
     this.refuseWhileReadOnly();
-    const locks = new Map<RefUpdate, Promise<HeldRef>>();
-    const lock = (u: RefUpdate) => {
-      const held = lockRef(this.ctx.gitdir, u.ref, u.from, u.to, this.onStaleLock);
-      // a refusal is answered below, in the journal's order; not an unhandled rejection meanwhile
-      held.catch(() => {});
-      locks.set(u, held);
-    };
-    const releaseAll = () =>
-      Promise.all([...locks.values()].map((l) => l.then((held) => held.release()).catch(() => {})));
-    objects.catch(() => {});
-    for (const u of updates) if (u.ref === this.status.ref) lock(u);
     try {
-      await this.journal.begin(updates);
+      await this.refs.move(updates, objects);
     } catch (err) {
-      await objects.catch(() => {});
-      await releaseAll();
+      if (err instanceof RefsHalfMovedError) throw fault('store.writeUnfinished', { reason: err.message });
       throw err;
     }
-    this.journalPending = true;
-    for (const u of updates) if (!locks.has(u)) lock(u);
-    let moved = 0;
-    try {
-      await objects;
-      // Every lock held before the first ref moves: one refused (a push, `git gc` packing the refs) leaves
-      // the write undone and retried, not half-way.
-      const held = await Promise.all(updates.map((u) => locks.get(u) as Promise<HeldRef>));
-      for (const ref of held) {
-        await ref.publish();
-        moved++;
-      }
-    } catch (err) {
-      await releaseAll();
-      if (moved === 0) {
-        await this.journal.end().then(
-          () => (this.journalPending = false),
-          () => {},
-        );
-        throw err;
-      }
-      this.log.error({ err: String(err) }, 'store: a write stopped half-way; the next sync completes it');
-      throw fault('store.writeUnfinished', { reason: String(err) });
-    }
-    await this.journal.end().then(
-      () => (this.journalPending = false),
-      (err: unknown) => this.log.warn({ err: String(err) }, 'store: journal left; the next sync removes it'),
-    );
   }
-
-  private readonly onStaleLock = (lock: string, ageMs: number): void =>
-    this.log.warn({ lock, ageMs: Math.round(ageMs) }, 'store: removed a stale ref lock (a crashed writer)');
 
   /** Finish a write that a crash or a failed ref update interrupted (recovery.ts), before anything else. */
   async recoverJournal(removeLocks: boolean): Promise<void> {
     // read-only: the journal left needs no ref moved (recovery.ts, takeOver) and is handled at take-over
-    if (!this.journalPending || this.readOnlyReason !== undefined) return;
-    await this.journal.recover(this.log, { removeLocks });
-    this.journalPending = false;
+    if (this.readOnlyReason !== undefined) return;
+    await this.refs.recover(removeLocks);
   }
 }
