@@ -3,6 +3,7 @@
  * review-on-router.test.ts): its BIRD protocol's state and since when, polled, for "did BGP restart".
  */
 import os from 'node:os';
+import { birdTimeApartMs } from '../support/bird-time.ts';
 import type { BirdInstance } from '../support/netns.ts';
 
 /** How often the router's BGP state is read while a session changes. */
@@ -54,3 +55,12 @@ export const loadAverage = (): string =>
     .loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
+
+/**
+ * Did the protocol's `since` move (a restart, a state change)? Not for the millisecond BIRD's clock
+ * conversion moves it between two queries (test/support/bird-time.ts).
+ */
+export function sinceMoved(before: string, after: string): boolean {
+  if (before === after) return false;
+  return !(birdTimeApartMs(after, before) < 100);
+}
