@@ -1,8 +1,8 @@
 /**
  * The domain-free git layer's journaled ref move and serialized queue (controller/store/gitdb/,
- * docs/store.md "Layout", "Crash safety") against the real `git`: two refs move as one step, a refused
- * lock moves none, a move cut after its first ref leaves the journal that completes it, and the queue runs
- * one write at a time whatever the one before did.
+ * docs/store.md "Layout", "Crash safety") against the real `git`: two refs move as one step; a refused
+ * lock, a ref moved underneath or failed objects move none; a move cut after its first ref leaves the
+ * journal that completes it; the queue runs one write at a time whatever the one before did.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -77,6 +77,42 @@ describe('journaled ref move', () => {
     expect(git(['rev-parse', 'refs/heads/a'])).toBe(base);
     expect(git(['rev-parse', 'refs/heads/b'])).toBe(base);
     expect(existsSync(join(gitdir, 'refs/heads/a.lock'))).toBe(false);
+    expect(await journal.pending()).toBeUndefined();
+  });
+
+  it('moves no ref when one moved underneath (a push landed first)', async () => {
+    const { base, next, updates } = await twoRefs('refs/heads/a', 'refs/heads/b');
+    git(['update-ref', 'refs/heads/b', next, base]);
+    const journal = new Journal(gitdir);
+    await expect(refsOf(journal).move(updates)).rejects.toBeInstanceOf(RefMovedError);
+    expect(git(['rev-parse', 'refs/heads/a'])).toBe(base);
+    expect(existsSync(join(gitdir, 'refs/heads/a.lock'))).toBe(false);
+    expect(await journal.pending()).toBeUndefined();
+  });
+
+  it("moves no ref when the write's objects fail, and answers their error", async () => {
+    const { base, updates } = await twoRefs('refs/heads/a', 'refs/heads/b');
+    const journal = new Journal(gitdir);
+    const objects = Promise.reject(new Error('ENOSPC: no space left on device'));
+    await expect(refsOf(journal).move(updates, objects)).rejects.toThrow(/ENOSPC/);
+    expect(git(['rev-parse', 'refs/heads/a'])).toBe(base);
+    expect(git(['rev-parse', 'refs/heads/b'])).toBe(base);
+    expect(existsSync(join(gitdir, 'refs/heads/b.lock'))).toBe(false);
+    expect(await journal.pending()).toBeUndefined();
+  });
+
+  it("finishes a dead writer's journal unless take-over handled it already", async () => {
+    const { next, updates } = await twoRefs('refs/heads/a', 'refs/heads/b');
+    const journal = new Journal(gitdir);
+    // the crashed writer: its journal written, its first ref moved, then killed
+    await journal.begin(updates);
+    git(['update-ref', 'refs/heads/a', next]);
+    const handedOver = refsOf(journal);
+    handedOver.recovered();
+    await handedOver.recover(false);
+    expect(await journal.pending()).toEqual(updates);
+    await refsOf(journal).recover(false);
+    expect(git(['rev-parse', 'refs/heads/b'])).toBe(next);
     expect(await journal.pending()).toBeUndefined();
   });
 
