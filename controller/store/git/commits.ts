@@ -1,8 +1,8 @@
 /**
- * How the git store writes: one write at a time (a queue), each after catching up with the repository,
- * redone when a push moved the branch underneath; spec and status commits of one write published as one
- * step through the journal (gitdb/journaled-refs.ts); a failing disk answered STORE_UNAVAILABLE and reported to
- * /health until a write succeeds again.
+ * How the git store commits: one write at a time (gitdb/write-queue.ts), whose loop the store runs
+ * (git-store.ts, `queued`: caught up first, redone after retryOrGiveUp when a push moved a ref); spec
+ * and status commits of one write published as one step through the journal (gitdb/journaled-refs.ts);
+ * a failing disk answered STORE_UNAVAILABLE and reported to /health until a write succeeds again.
  */
 import { join } from 'node:path';
 import type pino from 'pino';
@@ -27,17 +27,6 @@ function backoff(attempt: number): Promise<void> {
 
 function unavailable(err: RefMovedError): DomainError {
   return fault('store.busy', { reason: err.message });
-}
-
-/**
- * What a write does around its attempt, given by the store with each write (it owns what both touch):
- * Commits holds no reference up.
- */
-export interface WriteRound {
-  /** Catch up with both refs (and finish an interrupted write) before an attempt is prepared. */
-  catchUp(): Promise<void>;
-  /** After a write: what else it makes valid (rejected manifests), and the forge to push to. */
-  afterWrite(): Promise<void>;
 }
 
 export class Commits {
@@ -69,7 +58,7 @@ export class Commits {
       gitdir: parts.ctx.gitdir,
       journal: parts.journal,
       log: parts.log,
-      lockEarly: (ref) => ref === parts.status.ref,
+      lockEarly: [parts.status.ref],
     });
   }
 
@@ -100,7 +89,7 @@ export class Commits {
     this.stateSince = new Date().toISOString();
   }
 
-  private refuseWhileReadOnly(): void {
+  refuseWhileReadOnly(): void {
     if (this.readOnlyReason !== undefined) throw fault('store.readOnly', { reason: this.readOnlyReason });
   }
 
@@ -119,34 +108,29 @@ export class Commits {
     await this.queue.drain();
   }
 
-  /** A write: catch up with outside changes first; when the branch moves underneath, catch up and redo. */
-  write<T>(fn: () => Promise<T>, round: WriteRound): Promise<T> {
-    if (this.closed) return Promise.reject(fault('store.closed'));
-    return this.serialised(async () => {
-      this.refuseWhileReadOnly();
-      try {
-        const result = await this.attempt(fn, round);
-        this.diskRecovered();
-        return result;
-      } catch (err) {
-        throw this.diskFailure(err) ?? err;
-      }
-    });
+  /** Refuse a write asked for once the store is closing (before it is queued). */
+  admit(): void {
+    if (this.closed) throw fault('store.closed');
   }
 
-  private async attempt<T>(fn: () => Promise<T>, round: WriteRound): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      await round.catchUp();
-      try {
-        const result = await fn();
-        await round.afterWrite();
-        return result;
-      } catch (err) {
-        if (!(err instanceof RefMovedError)) throw err;
-        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
-        await backoff(attempt);
-      }
-    }
+  /**
+   * After an attempt of a write failed: RefMovedError (the ref moved or was locked: a push) waits its
+   * backoff before the next attempt, unless this was the last; anything else is thrown as it is.
+   */
+  async retryOrGiveUp(err: unknown, attempt: number): Promise<void> {
+    if (!(err instanceof RefMovedError)) throw err;
+    if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+    await backoff(attempt);
+  }
+
+  /** A write succeeded: the disk takes writes (again). */
+  writeSucceeded(): void {
+    this.diskRecovered();
+  }
+
+  /** A write failed: what to answer (a disk failure as STORE_UNAVAILABLE, see diskFailure). */
+  writeFailed(err: unknown): unknown {
+    return this.diskFailure(err) ?? err;
   }
 
   /**
@@ -214,10 +198,8 @@ export class Commits {
         await this.publish([this.status.encode(writes, actor, message)]);
         return;
       } catch (err) {
-        if (!(err instanceof RefMovedError)) throw err;
-        if (attempt >= MAX_ATTEMPTS) throw unavailable(err);
+        await this.retryOrGiveUp(err, attempt);
         await this.status.sync();
-        await backoff(attempt);
       }
     }
   }

@@ -44,7 +44,7 @@ import type { Outbox, OutboxChange } from '../core/outbox.ts';
 import type { StoreIndex } from '../core/store-index.ts';
 import type { Actor, Policy, Router, Session, WriteState } from '../store.ts';
 import { Branch } from './branch.ts';
-import { Commits, type WriteRound } from './commits.ts';
+import { Commits } from './commits.ts';
 import { manifestWrite, sessionStatusWrite, YAML } from './file-writes.ts';
 import { Follower } from './follow.ts';
 import { CONFLICTS_PATH, ForgeConflictRecords } from './forge-conflicts.ts';
@@ -139,14 +139,6 @@ export class GitBackend implements StoreBackend {
   /** The running remote cycle; a request meanwhile runs one more after it. */
   private remoteCycle: Promise<void> | undefined;
   private remoteAgain = false;
-  /** Around every write (commits.ts): catch up first; after it, what it makes valid, and the forge. */
-  private readonly round: WriteRound = {
-    catchUp: () => this.follower.syncAll(),
-    afterWrite: async () => {
-      await this.follower.retryRejected();
-      this.requestRemoteSync();
-    },
-  };
   private started = false;
   private closed = false;
 
@@ -324,23 +316,50 @@ export class GitBackend implements StoreBackend {
   }
 
   /**
+   * A write in the commit queue (commits.ts), one at a time: caught up with the repository first, run
+   * again when a push moved a ref underneath; after it, what it makes valid, and the forge. The loop is
+   * here, beside what it calls, so the queue below calls nothing back up (docs/architecture.md).
+   */
+  private async queued<T>(fn: () => Promise<T>): Promise<T> {
+    this.commits.admit();
+    return this.commits.serialised(async () => {
+      this.commits.refuseWhileReadOnly();
+      try {
+        for (let attempt = 1; ; attempt++) {
+          await this.follower.syncAll();
+          try {
+            const result = await fn();
+            await this.follower.retryRejected();
+            this.requestRemoteSync();
+            this.commits.writeSucceeded();
+            return result;
+          } catch (err) {
+            await this.commits.retryOrGiveUp(err, attempt);
+          }
+        }
+      } catch (err) {
+        throw this.commits.writeFailed(err);
+      }
+    });
+  }
+
+  /**
    * A write, answered as the push mode says (docs/gitops.md, "Push modes"): in the synchronous mode a
    * user's or an admin's once the forge holds it; agents' reports and the controller's own are pushed by
    * the next cycle without waiting (docs/decisions.md).
    */
   async write<T>(actor: Actor, attempt: Attempt<T>): Promise<T> {
     const sync = this.syncPush;
-    if (!sync || (actor.role !== 'user' && actor.role !== 'admin'))
-      return this.commits.write(attempt, this.round);
+    if (!sync || (actor.role !== 'user' && actor.role !== 'admin')) return this.queued(attempt);
     let held: Promise<void> = Promise.resolve();
-    const result = await this.commits.write(async () => {
+    const result = await this.queued(async () => {
       const before = sync.heads();
       const value = await attempt();
       held = sync.enlist(before);
       // answered below; a write that fails after enlisting is not awaited, nor an unhandled rejection
       held.catch(() => {});
       return value;
-    }, this.round);
+    });
     await held;
     return result;
   }
@@ -563,10 +582,10 @@ export class GitBackend implements StoreBackend {
   }
 
   clearForgeConflict(id: string, actor: Actor): Promise<void> {
-    return this.commits.write(async () => {
+    return this.queued(async () => {
       await this.commits.commitStatus([this.conflicts.clearing(id)], actor, `clear forge conflict ${id}`);
       await this.loadForgeConflicts();
-    }, this.round);
+    });
   }
 
   /** The conflicts the status ref holds, when they are not the ones in memory; their sessions' lists change. */

@@ -24,18 +24,13 @@ export class JournaledRefs {
   private readonly journal: Journal;
   private readonly log: pino.Logger;
   /** Refs whose lock is taken beside the journal's write, not after it (see `move`). */
-  private readonly lockEarly: (ref: string) => boolean;
+  private readonly lockEarly: ReadonlySet<string>;
 
-  constructor(parts: {
-    gitdir: string;
-    journal: Journal;
-    log: pino.Logger;
-    lockEarly: (ref: string) => boolean;
-  }) {
+  constructor(parts: { gitdir: string; journal: Journal; log: pino.Logger; lockEarly: readonly string[] }) {
     this.gitdir = parts.gitdir;
     this.journal = parts.journal;
     this.log = parts.log;
-    this.lockEarly = parts.lockEarly;
+    this.lockEarly = new Set(parts.lockEarly);
   }
 
   /** The journal was handled at take-over (recovery.ts): nothing to finish before the first move. */
@@ -68,7 +63,7 @@ export class JournaledRefs {
     const releaseAll = () =>
       Promise.all([...locks.values()].map((l) => l.then((held) => held.release()).catch(() => {})));
     objects.catch(() => {});
-    for (const u of updates) if (this.lockEarly(u.ref)) lock(u);
+    for (const u of updates) if (this.lockEarly.has(u.ref)) lock(u);
     try {
       await this.journal.begin(updates);
     } catch (err) {

@@ -57,7 +57,7 @@ async function twoRefs(a: string, b: string) {
 }
 
 const refsOf = (journal: Journal) =>
-  new JournaledRefs({ gitdir, journal, log: silent, lockEarly: (ref) => ref === 'refs/heads/b' });
+  new JournaledRefs({ gitdir, journal, log: silent, lockEarly: ['refs/heads/b'] });
 
 describe('journaled ref move', () => {
   it('moves both refs as git then reads them, and forgets the journal', async () => {
