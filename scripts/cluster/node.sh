@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# A single-node Kubernetes from real parts, each phase timed, stopping at the first phase that fails with
+# that component's own last error lines (docs/helm.md, "Tested on"):
+#   tools       kubelet (and etcd, kube-apiserver, kubectl) built by scripts/cluster/tools.sh
+#   pause       the pod sandbox image: a static Go binary packed with umoci, docker-archive by skopeo
+#   apiserver   etcd + kube-apiserver on 127.0.0.1 (token auth, Node,RBAC authorization)
+#   containerd  Debian's containerd with runc, its own root, state and socket under the work dir
+#   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a loopback-only CNI network
+#   node-ready  the Node object reports Ready
+#   pod         a plain pod with the locally imported image reaches Running
+# Needs root. Usage: node.sh [--keep]  (--keep leaves the node up and prints how to reach it; Ctrl-C stops)
+# Everything it starts is stopped and everything it mounts or creates is removed on exit.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+keep=0
+[[ "${1:-}" == "--keep" ]] && keep=1
+[[ $(id -u) == 0 ]] || {
+  echo "node.sh: needs root (containerd, kubelet)" >&2
+  exit 2
+}
+
+# The whole node runs inside a network namespace made here: its bridge, veths, addresses and any rules
+# the CNI adds live and die with it, and the host's own network is never touched. The outer run makes the
+# namespace, runs this script inside it and removes it and the pods' namespaces afterwards.
+if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
+  ns="peerops-cluster-$$"
+  netns_before="$(ip netns list 2>/dev/null | awk '{print $1}' | sort)"
+  ip netns add "$ns"
+  trap 'ip netns delete "$ns" 2>/dev/null' EXIT
+  ip -n "$ns" link set lo up
+  # The node's address, on lo (this kernel has no dummy links): kubelet refuses a 127.0.0.0/8 node IP.
+  ip -n "$ns" addr add 10.250.0.1/32 dev lo
+  rc=0
+  # nsenter, not `ip netns exec`: that remounts /sys and so hides the host's cgroup mounts from kubelet.
+  nsenter --net="/var/run/netns/$ns" env PEEROPS_CLUSTER_NETNS="$ns" bash "$0" "$@" || rc=$?
+  comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | awk '{print $1}' | sort) |
+    while read -r left; do ip netns delete "$left"; done
+  exit "$rc"
+fi
+
+work="$(mktemp -d /tmp/peerops-cluster-XXXXXX)"
+node="peerops-node"
+pids=()
+phase="setup"
+phase_start=$(date +%s.%N)
+
+log() { echo "cluster: $*" >&2; }
+begin() {
+  phase="$1"
+  phase_start=$(date +%s.%N)
+  log "phase $phase ..."
+}
+done_phase() {
+  log "phase $phase ok in $(printf '%.1f' "$(echo "$(date +%s.%N) - $phase_start" | bc)")s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+fail() { # message [log file]
+  log "phase $phase FAILED: $1"
+  if [[ -n "${2:-}" && -f "$2" ]]; then
+    log "last error lines of $2:"
+    grep -E 'level=error|level=fatal|^E[0-9]{4}|^F[0-9]{4}|[Ee]rror' "$2" | tail -n 15 >&2 || tail -n 15 "$2" >&2
+  fi
+  exit 1
+}
+wait_until() { # seconds command...
+  local deadline=$(($(date +%s) + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.5
+  done
+}
+
+cleanup() {
+  set +e
+  if [[ -n "${kubectl:-}" && -f "$work/admin.kubeconfig" ]]; then
+    "$kubectl" --kubeconfig "$work/admin.kubeconfig" delete pod --all -A --wait=false >/dev/null 2>&1
+  fi
+  # Stop in reverse order of start: kubelet, containerd, kube-apiserver, etcd.
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill "${pids[i]}" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "${pids[i]}" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "${pids[i]}" 2>/dev/null
+  done
+  # The shims outlive containerd: kill those that serve this work dir's containerd, then their containers.
+  for shim in $(pgrep -f "containerd-shim.*-address $work/containerd.sock" || true); do
+    pkill -9 -P "$shim" 2>/dev/null
+    kill -9 "$shim" 2>/dev/null
+  done
+  # Mounts under the work dir (overlay roots, shm, kubelet volumes), deepest first.
+  awk -v w="$work" '$2 ~ "^"w {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --- tools -------------------------------------------------------------------------------------------
+begin tools
+bin="$(bash "$root/scripts/cluster/tools.sh" kubelet | tail -n1)" || fail "build failed"
+kubectl="$bin/kubectl"
+log "kubelet $("$bin/kubelet" --version 2>&1), containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | head -n1 | awk '{print $3}')"
+done_phase
+
+# --- pause -------------------------------------------------------------------------------------------
+begin pause
+pause_image="peerops.test/pause:1"
+mkdir -p "$work/pause/src" "$work/pause/bundle"
+cat >"$work/pause/src/main.go" <<'EOF'
+// The pod sandbox's process: holds the pod's namespaces until it is told to stop.
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+}
+EOF
+(cd "$work/pause/src" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$work/pause/pause" main.go) ||
+  fail "go build of the pause binary"
+umoci init --layout "$work/pause/layout"
+umoci new --image "$work/pause/layout:pause"
+umoci unpack --image "$work/pause/layout:pause" "$work/pause/bundle" >/dev/null
+install -m 0755 "$work/pause/pause" "$work/pause/bundle/rootfs/pause"
+umoci repack --image "$work/pause/layout:pause" "$work/pause/bundle"
+umoci config --image "$work/pause/layout:pause" --config.entrypoint /pause
+skopeo copy -q "oci:$work/pause/layout:pause" "docker-archive:$work/pause.docker.tar:$pause_image" || fail "skopeo copy"
+done_phase
+
+# --- apiserver ---------------------------------------------------------------------------------------
+begin apiserver
+etcd_port=$(free_port)
+etcd_peer=$(free_port)
+api_port=$(free_port)
+admin_token="$(openssl rand -hex 24)"
+node_token="$(openssl rand -hex 24)"
+cat >"$work/tokens.csv" <<EOF
+$admin_token,cluster-admin,1,"system:masters"
+$node_token,system:node:$node,2,"system:nodes"
+EOF
+openssl genrsa -out "$work/sa.key" 2048 2>/dev/null
+openssl rsa -in "$work/sa.key" -pubout -out "$work/sa.pub" 2>/dev/null
+"$bin/etcd" --name=node --data-dir="$work/etcd" \
+  --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls="http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer" \
+  --initial-cluster="node=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level=warn >"$work/etcd.log" 2>&1 &
+pids+=($!)
+wait_until 30 curl -sf "http://127.0.0.1:$etcd_port/health" || fail "etcd not healthy in 30 s" "$work/etcd.log"
+"$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 \
+  --advertise-address=127.0.0.1 --secure-port="$api_port" --cert-dir="$work/certs" \
+  --token-auth-file="$work/tokens.csv" --service-account-key-file="$work/sa.pub" \
+  --service-account-signing-key-file="$work/sa.key" --service-account-issuer=https://kubernetes.default.svc \
+  --service-cluster-ip-range=10.96.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
+  --v=0 >"$work/apiserver.log" 2>&1 &
+pids+=($!)
+kubeconfig() { # file user token
+  "$kubectl" config --kubeconfig "$1" set-cluster node --server="https://127.0.0.1:$api_port" --insecure-skip-tls-verify=true >/dev/null
+  "$kubectl" config --kubeconfig "$1" set-credentials "$2" --token="$3" >/dev/null
+  "$kubectl" config --kubeconfig "$1" set-context node --cluster=node --user="$2" >/dev/null
+  "$kubectl" config --kubeconfig "$1" use-context node >/dev/null
+}
+kubeconfig "$work/admin.kubeconfig" cluster-admin "$admin_token"
+kubeconfig "$work/kubelet.kubeconfig" "system:node:$node" "$node_token"
+k() { "$kubectl" --kubeconfig "$work/admin.kubeconfig" "$@"; }
+wait_until 60 k get --raw /readyz || fail "kube-apiserver not ready in 60 s" "$work/apiserver.log"
+done_phase
+
+# --- containerd --------------------------------------------------------------------------------------
+begin containerd
+mkdir -p "$work/cni"
+# A bridge inside the node's network namespace; no masquerading (pods reach only the node and each other).
+cat >"$work/cni/10-bridge.conflist" <<'EOF'
+{
+  "cniVersion": "0.4.0",
+  "name": "peerops-pods",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "pods0", "isGateway": true, "ipMasq": false,
+      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.250.1.0/24" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
+    },
+    { "type": "loopback" }
+  ]
+}
+EOF
+cat >"$work/containerd.toml" <<EOF
+version = 2
+root = "$work/containerd/root"
+state = "$work/containerd/state"
+[grpc]
+  address = "$work/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$work/cni"
+EOF
+containerd --config "$work/containerd.toml" >"$work/containerd.log" 2>&1 &
+pids+=($!)
+ctr() { command ctr --address "$work/containerd.sock" "$@"; }
+wait_until 30 ctr version || fail "containerd not answering in 30 s" "$work/containerd.log"
+ctr -n k8s.io images import --no-unpack "$work/pause.docker.tar" >/dev/null || fail "ctr images import" "$work/containerd.log"
+done_phase
+
+# --- kubelet -----------------------------------------------------------------------------------------
+begin kubelet
+kubelet_port=$(free_port)
+healthz_port=$(free_port)
+mkdir -p "$work/manifests"
+cat >"$work/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$work/containerd.sock
+# This host's /sys/fs/cgroup is cgroup v1 (per-controller mounts); kubelets since 1.35 refuse it unless told.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+address: 127.0.0.1
+port: $kubelet_port
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $healthz_port
+staticPodPath: $work/manifests
+authentication:
+  anonymous: { enabled: false }
+  webhook: { enabled: false }
+authorization:
+  mode: AlwaysAllow
+# A shared development disk: evicting for disk pressure would measure the neighbours, not this node.
+evictionHard: { memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%" }
+imageGCHighThresholdPercent: 100
+registerNode: true
+EOF
+"$bin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/kubelet.kubeconfig" \
+  --root-dir="$work/kubelet" --cert-dir="$work/kubelet/pki" --hostname-override="$node" \
+  --node-ip=10.250.0.1 --v=1 >"$work/kubelet.log" 2>&1 &
+pids+=($!)
+wait_until 60 curl -sf "http://127.0.0.1:$healthz_port/healthz" ||
+  { kill -0 "${pids[-1]}" 2>/dev/null || fail "kubelet exited" "$work/kubelet.log"; fail "kubelet not healthy in 60 s" "$work/kubelet.log"; }
+done_phase
+
+# --- node-ready --------------------------------------------------------------------------------------
+begin node-ready
+ready() { [[ "$(k get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+if ! wait_until 90 ready; then
+  k get node "$node" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' >&2 || true
+  fail "node not Ready in 90 s" "$work/kubelet.log"
+fi
+done_phase
+
+# --- pod ---------------------------------------------------------------------------------------------
+begin pod
+k create serviceaccount default >/dev/null 2>&1 || true
+k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: { name: local-image, namespace: default }
+spec:
+  # Bound by name: this phase runs no scheduler.
+  nodeName: $node
+  automountServiceAccountToken: false
+  containers:
+    - { name: pause, image: $pause_image, imagePullPolicy: Never }
+EOF
+running() { [[ "$(k get pod local-image -o jsonpath='{.status.phase}')" == Running ]]; }
+if ! wait_until 90 running; then
+  k get pod local-image -o jsonpath='{.status}' >&2 || true
+  echo >&2
+  k get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 10 >&2 || true
+  fail "pod not Running in 90 s" "$work/kubelet.log"
+fi
+done_phase
+
+log "all phases passed; node $node Ready, pod local-image Running"
+if ((keep)); then
+  log "kubeconfig: $work/admin.kubeconfig; containerd: $work/containerd.sock; Ctrl-C stops and removes all"
+  while sleep 3600; do :; done
+fi
