@@ -9,8 +9,7 @@
  * stores show more strictly than one shared one. A controller whose Prometheus does not answer gets 503
  * HISTORY_UNAVAILABLE with its message key.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,13 +18,14 @@ import type { SessionHistoryResponse } from '../../common/history.ts';
 import { routerFields, sessionFields } from './helpers.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { freePort } from '../support/ports.ts';
+import { expectTrafficMerged } from '../support/history-replicas.ts';
+import { startPrometheus, type TestPrometheus } from '../support/prometheus.ts';
 
 const ADMIN_ASN = 4242420000;
 const PEER_ASN = 4242421234;
 
 let dir: string;
-let prometheus: ChildProcess | undefined;
-let prometheusUrl: string;
+let prometheus: TestPrometheus | undefined;
 const replicas: ControllerProcess[] = [];
 let issuer: TokenIssuer;
 let uuid: string;
@@ -55,51 +55,21 @@ beforeAll(async () => {
   expect(await setup.stop()).toBe(0);
   await cp(join(dir, 'a'), join(dir, 'b'), { recursive: true });
 
-  const promPort = await freePort();
-  prometheusUrl = `http://127.0.0.1:${promPort}`;
   const ports = [await freePort(), await freePort()];
-  await writeFile(
-    join(dir, 'prometheus.yml'),
-    [
-      'global: { scrape_interval: 1s, evaluation_interval: 1s }',
-      'scrape_configs:',
-      '  - job_name: peerops',
-      `    static_configs: [{ targets: [${ports.map((p) => `"127.0.0.1:${p}"`).join(', ')}] }]`,
-      '',
-    ].join('\n'),
-  );
-  prometheus = spawn(
-    '/usr/bin/prometheus',
-    [
-      `--config.file=${join(dir, 'prometheus.yml')}`,
-      `--storage.tsdb.path=${join(dir, 'tsdb')}`,
-      `--web.listen-address=127.0.0.1:${promPort}`,
-    ],
-    { stdio: 'ignore' },
-  );
+  prometheus = await startPrometheus(dir, ports);
   for (const [i, port] of ports.entries())
     replicas.push(
       new ControllerProcess(join(dir, i === 0 ? 'a' : 'b'), port as number, {}, [
         '--history-prometheus',
-        prometheusUrl,
+        prometheus.url,
       ]),
     );
   await Promise.all(replicas.map((r) => r.start()));
-  // expect.poll runs only inside a test: a deadline loop until Prometheus is ready
-  const deadline = Date.now() + 30_000;
-  while ((await fetch(`${prometheusUrl}/-/ready`).catch(() => undefined))?.status !== 200) {
-    if (Date.now() > deadline || prometheus.exitCode !== null) throw new Error('prometheus did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }, 60_000);
 
 afterAll(async () => {
   await Promise.all(replicas.map((r) => r.kill()));
-  if (prometheus && prometheus.exitCode === null) {
-    const exited = new Promise((r) => prometheus?.once('exit', r));
-    prometheus.kill('SIGTERM');
-    await exited;
-  }
+  await prometheus?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -141,41 +111,8 @@ describe('session history from Prometheus', () => {
   }, 40_000);
 
   it('answers the bytes in and out of a span from counters the two replicas got', async () => {
-    const [a, b] = replicas as [ControllerProcess, ControllerProcess];
-    // A span's bytes are the rise of the merged counter since the span before (prometheus-history.ts):
-    // the counters of the first test (largest at b: 5000 in, 2500 out) must be in Prometheus at a
-    // span's end before the next report, so wait until a finished span has them: up to a minute, the
-    // 24h graph's step.
-    await expect
-      .poll(
-        async () => {
-          const answer = await a.get(`/session/${uuid}/history?range=24h`, user());
-          return (answer.body as unknown as SessionHistoryResponse).points.at(-2)?.routesImported;
-        },
-        { timeout: 75_000, interval: 1000 },
-      )
-      .toBe(5);
-    // the agent's counters go on rising; its next report reaches b first, its last one a
-    await ok(b, agentToken, '/agent/fra1/report', {
-      sessions: [{ uuid, rtt: 11, rxBytes: 6000, txBytes: 3000, routesImported: 5, routesExported: 1480 }],
-    });
-    await ok(a, agentToken, '/agent/fra1/report', {
-      sessions: [{ uuid, rtt: 10, rxBytes: 7000, txBytes: 4000, routesImported: 6, routesExported: 1481 }],
-    });
-    for (const replica of [a, b])
-      await expect
-        .poll(
-          async () => {
-            const answer = await replica.get(`/session/${uuid}/history?range=24h`, user());
-            const points = (answer.body as unknown as SessionHistoryResponse).points;
-            // the span whose end saw the last reports (the current one, or the one before once a
-            // minute has passed since)
-            return points.filter((p) => p.rxBytes !== null && p.rxBytes > 0).at(-1);
-          },
-          { timeout: 20_000, interval: 500 },
-        )
-        // 7000 - 5000 in and 4000 - 2500 out: a's last report less b's earlier one
-        .toMatchObject({ rxBytes: 2000, txBytes: 1500, routesImported: 6 });
+    // the first test left b's counters (5000 in, 2500 out) the largest
+    await expectTrafficMerged(replicas as [ControllerProcess, ControllerProcess], uuid, agentToken, user());
   }, 100_000);
 
   it('answers 503 HISTORY_UNAVAILABLE with its key when Prometheus does not answer', async () => {
