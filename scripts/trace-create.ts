@@ -12,11 +12,15 @@
  * against the static value imports (type-only imports left out):
  *   down      the caller imports the callee (directly or through others)
  *   injected  neither imports the other: called through an interface the caller holds
- *   reversal  the callee imports the caller, not the other way: a callback up the layers
+ *   reversal  the callee imports the caller, not the other way: a call up the layers, through a
+ *             function or an object the caller was handed or holds
+ *   argument  the same, but the callee is a function written as an argument of the call that handed it
+ *             down (a queue, a map or a retry loop running what it was given): no layer is called back
  *   cycle     each imports the other
  *
  *   node scripts/trace-create.ts            (CREATES=200 profiled creates)
  */
+import { readFileSync } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { loadavg } from 'node:os';
@@ -38,7 +42,7 @@ interface ScriptCoverage {
 }
 interface ProfileNode {
   id: number;
-  callFrame: { url: string; functionName: string };
+  callFrame: { url: string; functionName: string; lineNumber: number; columnNumber: number };
   children?: number[];
 }
 
@@ -115,18 +119,47 @@ function reaches(graph: Map<string, Set<string>>, from: string, to: string): boo
   return false;
 }
 
+const sources = new Map<string, string[]>();
+
+/** Is the function starting at (line, column) of `file` written as an argument: `f(a, (x) => …)`? */
+function writtenAsArgument(file: string, line: number, column: number): boolean {
+  let lines = sources.get(file);
+  if (lines === undefined) {
+    lines = readFileSync(join(ROOT, file), 'utf8').split('\n');
+    sources.set(file, lines);
+  }
+  const before = (lines[line] ?? '')
+    .slice(0, column)
+    .replace(/\basync\s*$/, '')
+    .trimEnd();
+  return before.endsWith('(') || before.endsWith(',');
+}
+
+interface CallEdge {
+  samples: number;
+  /** Some sampled callee was written as an argument of the caller's call. */
+  argument: boolean;
+  /** Some sampled callee was not. */
+  member: boolean;
+}
+
 /** Caller file → callee file, for each profile frame directly under a frame of another project file. */
-function callEdges(nodes: ProfileNode[]): Map<string, number> {
+function callEdges(nodes: ProfileNode[]): Map<string, CallEdge> {
   const byId = new Map(nodes.map((n) => [n.id, n]));
-  const edges = new Map<string, number>();
+  const edges = new Map<string, CallEdge>();
   for (const node of nodes) {
     const caller = projectFile(node.callFrame.url);
     if (caller === undefined) continue;
     for (const id of node.children ?? []) {
-      const callee = projectFile(byId.get(id)?.callFrame.url ?? '');
-      if (callee === undefined || callee === caller) continue;
+      const frame = byId.get(id)?.callFrame;
+      const callee = projectFile(frame?.url ?? '');
+      if (frame === undefined || callee === undefined || callee === caller) continue;
       const key = `${caller} -> ${callee}`;
-      edges.set(key, (edges.get(key) ?? 0) + 1);
+      const edge = edges.get(key) ?? { samples: 0, argument: false, member: false };
+      edge.samples++;
+      if (writtenAsArgument(callee, frame.lineNumber, frame.columnNumber)) edge.argument = true;
+      else edge.member = true;
+      edges.set(key, edge);
     }
   }
   return edges;
@@ -167,14 +200,15 @@ try {
   const { profile } = (await inspector.post('Profiler.stop')) as { profile: { nodes: ProfileNode[] } };
 
   const graph = await valueImports();
-  const judged = { down: 0, injected: 0, reversal: 0, cycle: 0 };
+  const judged = { down: 0, injected: 0, reversal: 0, argument: 0, cycle: 0 };
   const lines: string[] = [];
-  for (const [edge, samples] of [...callEdges(profile.nodes)].sort()) {
+  for (const [edge, { samples, argument, member }] of [...callEdges(profile.nodes)].sort()) {
     const [caller = '', callee = ''] = edge.split(' -> ');
     if (!path.has(caller) || !path.has(callee)) continue;
     const down = reaches(graph, caller, callee);
     const up = reaches(graph, callee, caller);
-    const kind = down && up ? 'cycle' : down ? 'down' : up ? 'reversal' : 'injected';
+    const kind =
+      down && up ? 'cycle' : down ? 'down' : !up ? 'injected' : argument && !member ? 'argument' : 'reversal';
     judged[kind]++;
     lines.push(`  ${kind.padEnd(9)} ${edge}  (${samples} samples)`);
   }
@@ -188,7 +222,7 @@ try {
     .join(' ');
   console.log(
     `files ${path.size} (target < 20: ${path.size < 20 ? 'PASS' : 'FAIL'}); calls: ${judged.down} down, ` +
-      `${judged.injected} injected, ${judged.reversal} reversal, ${judged.cycle} cycle ` +
+      `${judged.injected} injected, ${judged.argument} argument, ${judged.reversal} reversal, ${judged.cycle} cycle ` +
       `(target 0 reversal, 0 cycle: ${judged.reversal + judged.cycle === 0 ? 'PASS' : 'FAIL'}); load ${load}`,
   );
 } finally {
