@@ -52,6 +52,11 @@ const FLAGS: Record<string, string[]> = {
     '--output',
     '--out',
     '--files-only',
+    '--apply',
+    '--plan',
+    '--url',
+    '--token',
+    '--context',
     '--help',
   ],
 };

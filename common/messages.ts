@@ -436,6 +436,10 @@ export const FIELD_MESSAGES = {
   'field.identityTaken': '{field} {value} is already used by router {router}',
   'field.unknownRouter': "names an unknown router '{router}'",
   'field.sessionPortTaken': 'port {port} on router {router} is already used by session {session}',
+  'field.adoptNeedsAddress':
+    "is required: a session has the peer's {field}, which the hand-made files do not name; add it to the plan (peerops adopt -o json > plan.json) and apply that (--apply --plan plan.json)",
+  'field.adoptedInterfaceTaken':
+    'interface {interface} on router {router} is already used by session {session}',
   'field.uuidOfSession': 'uuid is already used by session {session}',
   'field.defaultNeedsAsn': "the default policy must set dn42Asn (the network's own ASN)",
   'field.defaultNeedsAsnForAgents':
@@ -514,6 +518,8 @@ export const LAST_ERRORS = {
     "the router's WireGuard tunnel {interface} was gone and was made anew: it comes back by itself; if it stays so, check the peer's WireGuard (its endpoint and public key for this router, our endpoint port {port})",
   'lastError.noHandshake':
     "no WireGuard handshake with the peer: check the peer's WireGuard (its endpoint and public key for this router, our endpoint port {port}, the tunnel up on its side)",
+  'lastError.registryRefused':
+    'adopted as DISABLED: the DN42 registry refuses {pointer}: {reason}; fix the registry or the session, then enable it',
   'lastError.bgpDown':
     "WireGuard handshakes (the tunnel is up) but BGP is not Established: check the BGP settings on the peer's side (neighbor {neighbor} as {asn} on its tunnel interface, local as {peerAsn}, multiprotocol and extended next hop as the session says)",
 } as const;

@@ -34,6 +34,7 @@ import { publicRoutes } from './api/public.ts';
 import { sessionRoutes } from './api/session.ts';
 import { storeStatusRoutes } from './api/store-status.ts';
 import { adminRoutes } from './api/admin.ts';
+import { adoptionRoutes } from './api/adoptions.ts';
 import { agentRoutes } from './api/agent.ts';
 import { lookingGlassRoutes } from './api/looking-glass.ts';
 import { networkRoutes } from './api/network.ts';
@@ -321,6 +322,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     await scope.register(storeStatusRoutes, { store });
     await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
     await scope.register(adminRoutes, { store, registry: opts.login?.registry });
+    await scope.register(adoptionRoutes, { store, registry: opts.login?.registry });
     await scope.register(webhookRoutes, { webhooks: notifier.webhooks, targets: notifier });
     await scope.register(tokenRoutes, { store, sessions });
     await scope.register(agentRoutes, {

@@ -1,11 +1,12 @@
 /**
  * `peerops adopt` (docs/agent.md, Adopting a running router): reads the router's hand-made WireGuard and
- * BIRD files and prints the adoption plan; read-only unless `--out` is given.
+ * BIRD files and prints the adoption plan; read-only unless `--out` or `--apply` is given. `--apply`
+ * sends the plan's sessions to the controller (POST /admin/adoptions), which marks them adopted.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { dump } from 'js-yaml';
+import { CORE_SCHEMA, dump, load } from 'js-yaml';
 import { sessionPath } from '../../common/manifests.ts';
 import { usageError } from '../../common/usage.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
@@ -13,8 +14,10 @@ import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
 import { runningAgent, undoAdoption } from './undo.ts';
 import { AgentConfigError, loadConfig } from '../config.ts';
+import type { ClientOptions } from '../../cli/client.ts';
 
 const HELP = `usage: peerops adopt --router NAME [options]
+       peerops adopt --plan FILE --apply [--url URL] [--token TOKEN]
        peerops adopt --undo [--config FILE]
 
 Reads the router's WireGuard and BIRD files and prints one session per peer, and what it cannot adopt.
@@ -26,6 +29,13 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --port-min N, --port-max N   the router's port range (default 30000-32767)
   -o table|yaml|json     output (default table)
   --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)
+  --apply                send the plan's sessions to the controller with an admin token: they arrive
+                         awaiting review (docs/api.md, Adoptions); exit 1 if it refuses any
+  --plan FILE            apply this plan (what -o json|yaml printed, edited: e.g. the peers' DN42 ipv6
+                         addresses, which hand-made files seldom name) instead of reading the router
+  --url URL, --token TOKEN, --context NAME
+                         the controller and admin token for --apply (default: PEEROPS_URL, PEEROPS_TOKEN,
+                         the CLI's current context, as every peerops command)
   --undo                 put back every hand-made file the agent's takeover set aside, remove the agent's
                          files for those sessions and configure BIRD once (stop the agent first)
   --config FILE          the agent's config, for --undo (default /etc/peerops/agent.json)`;
@@ -96,6 +106,11 @@ export async function main(argv: string[]): Promise<number> {
         output: { type: 'string', short: 'o', default: 'table' },
         out: { type: 'string' },
         'files-only': { type: 'boolean' },
+        apply: { type: 'boolean' },
+        plan: { type: 'string' },
+        url: { type: 'string' },
+        token: { type: 'string' },
+        context: { type: 'string' },
         undo: { type: 'boolean' },
         config: { type: 'string', default: '/etc/peerops/agent.json' },
         help: { type: 'boolean', short: 'h' },
@@ -109,6 +124,12 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (flags.undo) return undo(flags.config);
+  const target = { url: flags.url, token: flags.token, context: flags.context };
+  if (flags.plan !== undefined) {
+    if (!flags.apply) return usageError('--plan: only with --apply');
+    const plan = await readPlan(flags.plan);
+    return typeof plan === 'string' ? usageError(plan) : apply(plan, target);
+  }
   if (!flags.router) return usageError('--router: missing; give this router’s name in peerops');
   if (!['table', 'yaml', 'json'].includes(flags.output)) return usageError('-o: must be table, yaml or json');
   const min = Number(flags['port-min'] ?? 30000);
@@ -134,7 +155,71 @@ export async function main(argv: string[]): Promise<number> {
       await writeFile(path, manifest(s));
     }
   }
+  if (flags.apply) return apply(plan, target);
   return 0;
+}
+
+/** A plan's file is at most what the controller takes in one request (docs/api.md, Adoptions). */
+const PLAN_FILE_LIMIT = 1024 * 1024;
+
+/** The sessions of a plan file (-o json or yaml, maybe edited); a string says why it cannot be used. */
+async function readPlan(file: string): Promise<Pick<Plan, 'sessions'> | string> {
+  let text: string;
+  try {
+    if ((await stat(file)).size > PLAN_FILE_LIMIT) return `--plan: ${file} is larger than 1 MiB`;
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    return `--plan: ${(err as Error).message}`;
+  }
+  let doc: unknown;
+  try {
+    doc = load(text, { schema: CORE_SCHEMA });
+  } catch (err) {
+    return `--plan: ${file} is not JSON or YAML: ${(err as Error).message.split('\n')[0]}`;
+  }
+  const sessions = (doc as { sessions?: unknown } | null)?.sessions;
+  if (!Array.isArray(sessions)) return `--plan: ${file} has no sessions list (the output of -o json or yaml)`;
+  // each session's fields are the controller's to judge: it names the field and the reason
+  return { sessions: sessions as PlannedSession[] };
+}
+
+interface AdoptionOutcome {
+  index: number;
+  asn: number;
+  interface: string;
+  outcome: 'created' | 'unchanged' | 'refused';
+  statusName?: string;
+  message?: string;
+}
+
+/** The plan's sessions to the controller; one line per session with what became of it. */
+async function apply(plan: Pick<Plan, 'sessions'>, opts: ClientOptions): Promise<number> {
+  if (plan.sessions.length === 0) {
+    console.error('--apply: the plan has no session to adopt');
+    return 1;
+  }
+  // the CLI's client only here: the agent's own runs never load it (docs/agent.md, the agent's memory)
+  const { Client, CliError } = await import('../../cli/client.ts');
+  let answer: { created: number; unchanged: number; refused: number; sessions: AdoptionOutcome[] };
+  try {
+    const client = await Client.create(opts);
+    answer = await client.post('/admin/adoptions', { sessions: plan.sessions });
+  } catch (err) {
+    if (!(err instanceof CliError)) throw err;
+    console.error(`${err.code}: ${err.message}`);
+    return err.exitStatus;
+  }
+  for (const s of answer.sessions) {
+    const what = `AS${s.asn} ${s.interface}`;
+    const status = s.statusName ? ` (${s.statusName})` : '';
+    const why = s.message ? `: ${s.message}` : '';
+    console.error(`${s.outcome} ${what}${status}${why}`);
+  }
+  console.error(
+    `${answer.created} adopted, ${answer.unchanged} already adopted, ${answer.refused} refused; ` +
+      'review and approve them in the portal (Reviews) or with peerops admin',
+  );
+  return answer.refused > 0 ? 1 : 0;
 }
 
 async function undo(configFile: string): Promise<number> {

@@ -6,6 +6,7 @@
 import Type, { type Static } from 'typebox';
 import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-config/formats.ts';
 import {
+  Adopted,
   Asn,
   BgpState,
   Decision,
@@ -123,6 +124,8 @@ export const SessionRecord = Type.Object({
     ),
     Type.Null(),
   ]),
+  /** Set when the session was adopted from a router's hand-made files: from which, by whom, when. */
+  adopted: Type.Union([Adopted, Type.Null()]),
 });
 export type SessionRecord = Static<typeof SessionRecord>;
 

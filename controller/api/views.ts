@@ -55,6 +55,7 @@ export function sessionRecord(
     networkAsn,
     approved: approvedView(status.approved),
     forgeConflict: conflict ? forgeConflictNote(conflict) : null,
+    adopted: spec.adopted ?? null,
   };
 }
 

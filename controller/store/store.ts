@@ -58,8 +58,11 @@ export interface StoreEvent {
   router?: string;
 }
 
-/** What createSession needs: everything of the spec except what the store allocates. */
-export type NewSession = Omit<SessionSpec, 'uuid' | 'listenPort' | 'createdAt'>;
+/**
+ * What createSession needs: everything of the spec except what the store allocates. `listenPort` only
+ * where the port is given, not chosen: an adopted session keeps its hand-made one (docs/api.md, Adoptions).
+ */
+export type NewSession = Omit<SessionSpec, 'uuid' | 'listenPort' | 'createdAt'> & { listenPort?: number };
 
 /**
  * The change a session update makes. `spec` and `status` replace the current ones when given;

@@ -435,7 +435,8 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
       ...session,
       router,
       outbox: this.eventOutbox.prepare(changeEvents(undefined, session)),
-      allocatePort: (taken: Iterable<number> = []) => this.allocatePort(spec, router, taken),
+      allocatePort: (taken: Iterable<number> = []) =>
+        this.allocatePort(spec, router, taken, input.listenPort),
       limits: {
         perRouter: router.maxSessions !== undefined,
         perAsn: mergedPolicy(this.index, spec.router).maxPendingPerAsn !== undefined,
@@ -482,10 +483,22 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
     };
   }
 
-  /** A free listen port on the router for the ASN (docs/api.md, ports), besides `taken`; ROUTER_FULL if none. */
-  private allocatePort(spec: SessionSpec, router: RouterSpec, taken: Iterable<number>): number {
+  /**
+   * A free listen port on the router for the ASN (docs/api.md, ports), besides `taken`; ROUTER_FULL if
+   * none. A `wanted` port (an adopted session's) is that one when free, else CONFLICT naming its owner.
+   */
+  private allocatePort(
+    spec: SessionSpec,
+    router: RouterSpec,
+    taken: Iterable<number>,
+    wanted: number | undefined,
+  ): number {
     const used = this.index.usedPorts(spec.router);
     for (const port of taken) used.add(port);
+    if (wanted !== undefined) {
+      if (!used.has(wanted)) return wanted;
+      throw portTaken(wanted, this.index.portOwner(spec.router, wanted) ?? 'a session being created');
+    }
     const port = allocateListenPort(spec.asn, router, used);
     if (port === undefined) throw fault('session.noListenPort', { router: spec.router, asn: spec.asn });
     return port;

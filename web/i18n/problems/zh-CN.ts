@@ -205,6 +205,9 @@ export default {
   'field.identityTaken': '{field} {value} 已被路由器 {router} 使用',
   'field.unknownRouter': '指向未知的路由器“{router}”',
   'field.sessionPortTaken': '路由器 {router} 上的端口 {port} 已被会话 {session} 使用',
+  'field.adoptNeedsAddress':
+    '为必填项：会话需要对端的 {field}，而手工配置文件中没有；请把它加入计划（peerops adopt -o json > plan.json），再应用该计划（--apply --plan plan.json）',
+  'field.adoptedInterfaceTaken': '路由器 {router} 上的接口 {interface} 已被会话 {session} 使用',
   'field.uuidOfSession': 'uuid 已被会话 {session} 使用',
   'field.defaultNeedsAsn': '默认策略必须设置 dn42Asn（本网络自己的 ASN）',
   'field.defaultNeedsAsnForAgents':
@@ -285,6 +288,8 @@ export default {
     '路由器的 WireGuard 隧道 {interface} 曾消失并已重建：它会自行恢复；如果一直如此，请检查对端的 WireGuard（其端点和用于此路由器的公钥，我方端点端口 {port}）',
   'lastError.noHandshake':
     '与对端没有 WireGuard 握手：请检查对端的 WireGuard（其端点和用于此路由器的公钥，我方端点端口 {port}，以及其一侧的隧道是否已启用）',
+  'lastError.registryRefused':
+    '接管后为 DISABLED：DN42 注册表拒绝 {pointer}：{reason}；请修正注册表或会话后再启用',
   'lastError.bgpDown':
     'WireGuard 有握手（隧道已通），但 BGP 未处于 Established：请检查对端的 BGP 设置（在其隧道接口上邻居为 {neighbor}、AS 为 {asn}，本地 AS 为 {peerAsn}，多协议和扩展下一跳与会话设置一致）',
   'adopt.unsupportedTunnel': '{what}：隧道类型 {kind} 不是 WireGuard；peerops 只运行 WireGuard 隧道',

@@ -1,0 +1,273 @@
+/**
+ * `POST /admin/adoptions` (docs/api.md, Adoptions) against a real `peerops serve` on the git store with a
+ * DN42 registry checkout (test/fixtures/dn42-registry): adopted sessions arrive awaiting review with who
+ * and when, one the registry refuses arrives DISABLED with the keyed reason, a taken port or interface is
+ * refused for that session alone, a re-apply changes nothing, and an approved session reaches its agent
+ * with the names it keeps. `peerops adopt --apply` (and `--plan`) sends a plan read from hand-made files.
+ */
+import { spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
+import { ControllerProcess } from '../support/controller-process.ts';
+import { freePort } from '../support/ports.ts';
+import { routerFields } from './helpers.ts';
+
+const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'dn42-registry');
+const A = 4242420101; // fd00:abcd:e::/48
+const B = 4242420102; // fd00:abcd:e:100::/56
+const C = 4242420103;
+const key = () => randomBytes(32).toString('base64');
+
+let dir: string;
+let controller: ControllerProcess;
+let admin: string;
+let agentToken: string;
+
+/** A plan's session as `peerops adopt -o json` prints it. */
+function planned(asn: number, port: number, iface: string, extra: Record<string, unknown> = {}) {
+  return {
+    asn,
+    router: 'fra1',
+    listenPort: port,
+    publicKey: key(),
+    linkLocal: 'fe80::2',
+    mpbgp: true,
+    extendedNextHop: true,
+    adopted: {
+      interface: iface,
+      protocols: [`dn42_${asn % 1000}`],
+      files: [`/etc/wireguard/${iface}.conf`, `/etc/bird/peers/as${asn}.conf`],
+    },
+    ...extra,
+  };
+}
+
+type Outcome = {
+  outcome: string;
+  uuid?: string;
+  statusName?: string;
+  message?: string;
+  errors?: { pointer: string; key?: string }[];
+};
+
+const apply = (sessions: unknown[]) => controller.post(admin, '/admin/adoptions', { sessions });
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'peerops-adoptions-'));
+  const registry = join(dir, 'registry');
+  await cp(FIXTURE, registry, { recursive: true });
+  controller = new ControllerProcess(join(dir, 'data'), await freePort(), { PEEROPS_REGISTRY: registry });
+  await controller.start();
+  admin = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
+    4242420000,
+    'admin',
+  ).token;
+  const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('fra1') });
+  expect(added.status, JSON.stringify(added.body)).toBe(200);
+  agentToken = added.body.agentToken as string;
+}, 60_000);
+
+afterAll(async () => {
+  await controller?.kill();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('POST /admin/adoptions', () => {
+  it('creates the plan: awaiting review, DISABLED where the registry refuses, refusals per session', async () => {
+    const res = await apply([
+      planned(A, 31001, 'wg_alice', { ipv6: 'fd00:abcd:e::5' }),
+      // B's address for C: the registry gives it to B
+      planned(C, 31002, 'wg_carol', { ipv6: 'fd00:abcd:e:100::7' }),
+      // the port A's session just took
+      planned(B, 31001, 'wg_bob', { ipv6: 'fd00:abcd:e:100::1' }),
+      // no DN42 address in the hand-made files
+      planned(4242420104, 31004, 'wg_dave'),
+    ]);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ created: 2, unchanged: 0, refused: 2 });
+    const [alice, carol, bob, dave] = res.body.sessions as Outcome[];
+    expect(alice).toMatchObject({ outcome: 'created', statusName: 'PENDING_REVIEW' });
+    expect(carol).toMatchObject({ outcome: 'created', statusName: 'DISABLED' });
+    expect(carol?.message).toMatch(/^adopted as DISABLED: the DN42 registry refuses \/ipv6: /);
+    expect(bob).toMatchObject({ outcome: 'refused' });
+    expect(bob?.errors).toContainEqual(expect.objectContaining({ pointer: '/sessions/2/listenPort' }));
+    expect(dave?.errors).toEqual([
+      expect.objectContaining({ pointer: '/sessions/3/ipv6', key: 'field.adoptNeedsAddress' }),
+    ]);
+
+    const list = await controller.post(admin, '/admin/session', { action: 'list' });
+    const sessions = list.body.sessions as Record<string, unknown>[];
+    expect(sessions).toHaveLength(2);
+    const stored = sessions.find((s) => s.uuid === alice?.uuid);
+    expect(stored).toMatchObject({
+      listenPort: 31001,
+      adopted: {
+        by: 'admin AS4242420000',
+        interface: 'wg_alice',
+        protocols: ['dn42_101'],
+        files: ['/etc/wireguard/wg_alice.conf', '/etc/bird/peers/as4242420101.conf'],
+      },
+    });
+    const disabled = sessions.find((s) => s.uuid === carol?.uuid);
+    expect(disabled).toMatchObject({ lastError: { key: 'lastError.registryRefused' } });
+  });
+
+  it('re-applied after a restart, answers the same sessions unchanged, and refuses an interface another session has', async () => {
+    // the git store reads the adopted blocks back from its manifests
+    await controller.kill();
+    await controller.start();
+    const before = await controller.post(admin, '/admin/session', { action: 'list' });
+    const res = await apply([
+      planned(A, 31001, 'wg_alice', { ipv6: 'fd00:abcd:e::5' }),
+      planned(B, 31005, 'wg_alice', { ipv6: 'fd00:abcd:e:100::1' }),
+    ]);
+    expect(res.body).toMatchObject({ created: 0, unchanged: 1, refused: 1 });
+    const [again, clash] = res.body.sessions as Outcome[];
+    expect(again?.uuid).toBe((before.body.sessions as { uuid: string }[])[0]?.uuid);
+    expect(clash?.errors).toEqual([
+      expect.objectContaining({
+        pointer: '/sessions/1/adopted/interface',
+        key: 'field.adoptedInterfaceTaken',
+      }),
+    ]);
+    const after = await controller.post(admin, '/admin/session', { action: 'list' });
+    expect(after.body.sessions).toHaveLength(2);
+  });
+
+  it('refuses who and when from the client, and names the field', async () => {
+    const s = planned(4242420119, 31006, 'wg_x', { ipv6: 'fd00:abcd:e::9' });
+    const res = await apply([{ ...s, adopted: { ...s.adopted, by: 'someone' } }]);
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toContain('/sessions/0/adopted/by');
+    const bad = await apply([{ ...s, adopted: { ...s.adopted, interface: 'wg/../../x' } }]);
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('/sessions/0/adopted/interface');
+  });
+
+  it('serves an approved adopted session to its agent with the kept names, not who adopted it', async () => {
+    const list = await controller.post(admin, '/admin/session', { action: 'list' });
+    const alice = (list.body.sessions as { uuid: string; statusName: string }[]).find(
+      (s) => s.statusName === 'PENDING_REVIEW',
+    );
+    const approved = await controller.post(admin, '/admin/session', { action: 'approve', uuid: alice?.uuid });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const served = await controller.get('/agent/fra1/sessions', agentToken);
+    const sessions = served.body.sessions as Record<string, unknown>[];
+    expect(sessions.find((s) => s.uuid === alice?.uuid)).toMatchObject({
+      statusName: 'QUEUED_FOR_SETUP',
+      listenPort: 31001,
+      adopted: {
+        interface: 'wg_alice',
+        protocols: ['dn42_101'],
+        files: ['/etc/wireguard/wg_alice.conf', '/etc/bird/peers/as4242420101.conf'],
+      },
+    });
+    expect(sessions.find((s) => s.uuid === alice?.uuid)?.adopted).not.toHaveProperty('by');
+    // the one the registry refuses is served DISABLED: its router does not run it
+    expect(sessions.filter((s) => s.uuid !== alice?.uuid)).toEqual([
+      expect.objectContaining({
+        statusName: 'DISABLED',
+        adopted: expect.objectContaining({ interface: 'wg_carol' }),
+      }),
+    ]);
+  });
+});
+
+/** The real `peerops adopt`: exit status and output. */
+function adoptCli(args: string[]) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const p = spawn(process.execPath, ['bin/peerops.ts', 'adopt', ...args], {
+      env: { ...process.env, PEEROPS_CONFIG_DIR: join(dir, 'cli') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    p.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('peerops adopt --apply', () => {
+  it('sends the plan of hand-made files; one without DN42 addresses is applied from an edited --plan', async () => {
+    const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('ber1') });
+    expect(added.status).toBe(200);
+    // the DN42 wiki's layout: wg-quick files, bird.conf including one file per peer
+    const hand = join(dir, 'hand');
+    await mkdir(join(hand, 'wg'), { recursive: true });
+    await mkdir(join(hand, 'bird', 'peers'), { recursive: true });
+    await mkdir(join(hand, 'networkd'), { recursive: true });
+    await writeFile(
+      join(hand, 'bird', 'bird.conf'),
+      `router id 172.20.0.1;\ntemplate bgp dnpeers {\n  local as 4242420000;\n  ipv4 { import all; export all; extended next hop on; };\n  ipv6 { import all; export all; };\n}\ninclude "${join(hand, 'bird', 'peers')}/*";\n`,
+    );
+    const peers = [
+      { asn: A, n: 1 },
+      { asn: C, n: 3 },
+    ];
+    for (const { asn, n } of peers) {
+      await writeFile(
+        join(hand, 'wg', `wg_p${n}.conf`),
+        `[Interface]\nListenPort = ${31010 + n}\nPostUp = ip addr add fe80::1/64 dev %i\n\n[Peer]\nPublicKey = ${key()}\nEndpoint = peer${n}.example.net:2${n}000\nAllowedIPs = 0.0.0.0/0, ::/0\n`,
+      );
+      await writeFile(
+        join(hand, 'bird', 'peers', `as${asn}.conf`),
+        `protocol bgp dn42_p${n} from dnpeers {\n  neighbor fe80::1${n}%wg_p${n} as ${asn};\n}\n`,
+      );
+    }
+    const read = [
+      '--router',
+      'ber1',
+      '--files-only',
+      '--wireguard-dir',
+      join(hand, 'wg'),
+      '--networkd-dir',
+      join(hand, 'networkd'),
+      '--bird-conf',
+      join(hand, 'bird', 'bird.conf'),
+    ];
+    const target = ['--url', controller.base, '--token', admin];
+
+    // link-local neighbors only, as in the wiki: the controller names what each session lacks
+    const first = await adoptCli([...read, '--apply', ...target]);
+    expect(first.code, first.stderr).toBe(1);
+    expect(first.stderr).toContain('refused AS4242420101 wg_p1');
+    expect(first.stderr).toContain("/sessions/0/ipv6: is required: a session has the peer's ipv6");
+    expect(first.stderr).toContain('0 adopted, 0 already adopted, 2 refused');
+
+    // the admin adds the peers' DN42 addresses to the plan and applies that
+    const printed = await adoptCli([...read, '-o', 'json']);
+    const plan = JSON.parse(printed.stdout) as { sessions: { asn: number; ipv6?: string }[] };
+    for (const s of plan.sessions) s.ipv6 = s.asn === A ? 'fd00:abcd:e::20' : 'fd00:abcd:1::20';
+    const file = join(dir, 'plan.json');
+    await writeFile(file, JSON.stringify(plan));
+    const applied = await adoptCli(['--plan', file, '--apply', ...target]);
+    expect(applied.stderr).toContain('2 adopted, 0 already adopted, 0 refused');
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stderr).toContain('created AS4242420101 wg_p1 (PENDING_REVIEW)');
+
+    const list = await controller.post(admin, '/admin/session', { action: 'list', router: 'ber1' });
+    expect(list.body.sessions).toEqual([
+      expect.objectContaining({
+        asn: A,
+        listenPort: 31011,
+        adopted: expect.objectContaining({
+          interface: 'wg_p1',
+          protocols: ['dn42_p1'],
+          files: [join(hand, 'wg', 'wg_p1.conf'), join(hand, 'bird', 'peers', `as${A}.conf`)],
+        }),
+      }),
+      expect.objectContaining({ asn: C, listenPort: 31013 }),
+    ]);
+
+    // applied again: the same sessions, nothing new
+    const again = await adoptCli(['--plan', file, '--apply', ...target]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('0 adopted, 2 already adopted, 0 refused');
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual(plan);
+  });
+});
