@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, MeshStatusBody, ReportBody } from '../common/agent-api.ts';
 import type { Condition } from '../common/schema.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../common/conditions.ts';
+import { conditionMessage, type ConditionMessageKey, type MessageParams } from '../common/messages.ts';
 import { oneLine } from '../common/text.ts';
 import { VERSION } from '../common/version.ts';
 import { BirdApplier, CONFIGURE_PENDING } from './bird/apply.ts';
@@ -90,6 +91,11 @@ export class Agent {
   /** When the node condition last changed (its lastTransitionTime). */
   private conditionSince = new Date().toISOString();
   private conditionKey = '';
+  /**
+   * Whether the controller stores node conditions' keys (its last heartbeat answer said so): an older
+   * controller refuses a heartbeat naming them (docs/agent.md, Upgrade order).
+   */
+  private conditionKeys = false;
   /** When BirdRunning last changed. */
   private birdSince = new Date().toISOString();
   private birdKey = '';
@@ -375,7 +381,7 @@ export class Agent {
       ...(this.passes > 0 ? [this.configApplied()] : []),
       ...(this.faultWatch.known ? [this.birdRunning()] : []),
     ];
-    await this.client.heartbeat({
+    const answer = await this.client.heartbeat({
       version: VERSION,
       uptime: Math.floor((Date.now() - this.started) / 1000),
       ...(meshPublicKey ? { meshPublicKey } : {}),
@@ -384,6 +390,20 @@ export class Agent {
       ...(interval !== DEFAULT_HEARTBEAT_INTERVAL_S ? { heartbeatInterval: interval } : {}),
       ...(conditions.length ? { conditions } : {}),
     });
+    this.conditionKeys = answer.conditionKeys;
+  }
+
+  /**
+   * A node condition's message, one line, with its catalogue key and parameters once the controller said
+   * it stores them (HeartbeatAck); before that the English alone, which every controller takes.
+   */
+  private nodeConditionMessage(
+    key: ConditionMessageKey,
+    params: MessageParams = {},
+  ): { message: string; key?: ConditionMessageKey; params?: Record<string, string> } {
+    const said = conditionMessage(key, params);
+    const message = oneLine(said.message, 4096);
+    return this.conditionKeys ? { ...said, message } : { message };
   }
 
   /**
@@ -397,9 +417,17 @@ export class Agent {
           type: 'BirdRunning',
           status: 'False' as const,
           reason: 'BirdDown',
-          message: oneLine(`BIRD does not answer on ${this.config.routing.controlSocket}: ${down}`, 4096),
+          ...this.nodeConditionMessage('condition.birdDown', {
+            socket: this.config.routing.controlSocket,
+            error: down,
+          }),
         }
-      : { type: 'BirdRunning', status: 'True' as const, reason: 'Answering', message: 'BIRD answers' };
+      : {
+          type: 'BirdRunning',
+          status: 'True' as const,
+          reason: 'Answering',
+          ...this.nodeConditionMessage('condition.birdAnswers'),
+        };
     const key = `${condition.status}/${condition.reason}`;
     if (key !== this.birdKey) {
       if (this.birdKey) this.birdSince = new Date().toISOString();
@@ -421,13 +449,13 @@ export class Agent {
           type: 'ConfigApplied',
           status: 'False' as const,
           reason: p.reason,
-          message: oneLine(`BIRD refused the configuration: ${where}${p.message}`, 4096),
+          ...this.nodeConditionMessage('condition.configRefused', { where, error: p.message }),
         }
       : {
           type: 'ConfigApplied',
           status: 'True' as const,
           reason: 'Applied',
-          message: 'BIRD runs the configuration the agent rendered',
+          ...this.nodeConditionMessage('condition.configApplied'),
         };
     const key = `${condition.status}/${condition.reason}/${condition.message}`;
     if (key !== this.conditionKey) {

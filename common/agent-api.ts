@@ -102,6 +102,16 @@ export const MeshStatusBody = Type.Object(
 
 export const Ack = Type.Object({ ok: Type.Literal(true) }, { additionalProperties: true });
 
+/**
+ * The answer to a heartbeat. `conditionKeys`: this controller stores a node condition's `key` and
+ * `params`; an agent sends them only after an answer says so, since an older controller refuses a
+ * heartbeat naming them (docs/agent.md, Upgrade order). An older agent reads the answer as an Ack.
+ */
+export const HeartbeatAck = Type.Object(
+  { ok: Type.Literal(true), conditionKeys: Type.Optional(Type.Boolean()) },
+  { additionalProperties: true },
+);
+
 export const ModifyAck = Type.Object(
   {
     ok: Type.Literal(true),
@@ -294,6 +304,7 @@ export const BootstrapConfigResponse = Type.Object(
 );
 
 export type HeartbeatBody = Static<typeof HeartbeatBody>;
+export type HeartbeatAck = Static<typeof HeartbeatAck>;
 export type ReportBody = Static<typeof ReportBody>;
 export type ModifyBody = Static<typeof ModifyBody>;
 export type ModifyAck = Static<typeof ModifyAck>;

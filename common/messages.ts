@@ -525,8 +525,8 @@ export const LAST_ERRORS = {
 } as const;
 
 /**
- * The messages of the conditions the controller judges (docs/kubernetes.md, Conditions); the agent's own
- * node conditions (BirdRunning, ConfigApplied) keep its words. `{error}` and `{why}` carry the session's
+ * The messages of the conditions the controller judges (docs/kubernetes.md, Conditions) and of the
+ * agent's own node conditions (BirdRunning, ConfigApplied). `{error}` and `{why}` carry the session's
  * last error or the admin's reason with their leading `: `, or nothing.
  */
 export const CONDITION_MESSAGES = {
@@ -554,6 +554,11 @@ export const CONDITION_MESSAGES = {
   'condition.noHeartbeat': "no heartbeat from the router's agent since {since}",
   'condition.policyAccepted': 'the controller applies this policy',
   'condition.nothingToDo': 'nothing to do',
+  // the agent's node conditions (agent/agent.ts), keyed once the controller says it takes keys (docs/agent.md)
+  'condition.birdAnswers': 'BIRD answers',
+  'condition.birdDown': 'BIRD does not answer on {socket}: {error}',
+  'condition.configApplied': 'BIRD runs the configuration the agent rendered',
+  'condition.configRefused': 'BIRD refused the configuration: {where}{error}',
 } as const;
 
 export type RefusalKey = keyof typeof REFUSALS;

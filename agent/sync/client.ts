@@ -9,6 +9,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { TSchema } from 'typebox';
 import {
   Ack,
+  HeartbeatAck,
   AgentSessionsResponse,
   BirdConfigResponse,
   BootstrapConfigResponse,
@@ -266,8 +267,14 @@ export class ControlPlaneClient {
     return this.json(await this.request('GET', '/config'), BootstrapConfigResponse, 'GET config');
   }
 
-  async heartbeat(body: HeartbeatBody): Promise<void> {
-    this.json(await this.request('POST', '/heartbeat', { body }), Ack, 'POST heartbeat');
+  /** Sends a heartbeat; answers whether the controller stores node conditions' keys (HeartbeatAck). */
+  async heartbeat(body: HeartbeatBody): Promise<{ conditionKeys: boolean }> {
+    const ack = this.json<HeartbeatAck>(
+      await this.request('POST', '/heartbeat', { body }),
+      HeartbeatAck,
+      'POST heartbeat',
+    );
+    return { conditionKeys: ack.conditionKeys === true };
   }
 
   async report(body: ReportBody): Promise<void> {

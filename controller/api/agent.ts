@@ -18,6 +18,7 @@ import {
   ModifyBody,
   ReportBody,
   Ack,
+  HeartbeatAck,
   type AgentSession,
 } from '../../common/agent-api.ts';
 import { DEFAULT_HEARTBEAT_INTERVAL_S } from '../../common/conditions.ts';
@@ -350,7 +351,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
         summary: "Agent health: version, uptime, the node's state",
         params: RouterParams,
         body: HeartbeatBody,
-        response: { 200: Ack },
+        response: { 200: HeartbeatAck },
       },
     },
     // Synchronous: fastify sends a returned value at once (a throw becomes the error answer), where an
@@ -359,7 +360,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
       // The token check found the router; recording it looks it up once more (it may have gone since).
       if (!store.recordHeartbeat(request.params.router, request.body))
         throw problem('router.notFound', { name: request.params.router });
-      return { ok: true as const };
+      return { ok: true as const, conditionKeys: true };
     },
   );
 

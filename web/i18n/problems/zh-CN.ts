@@ -322,4 +322,8 @@ export default {
   'condition.noHeartbeat': '自 {since} 起没有收到路由器代理程序的心跳',
   'condition.policyAccepted': '控制器正在应用此策略',
   'condition.nothingToDo': '无需任何操作',
+  'condition.birdAnswers': 'BIRD 正在响应',
+  'condition.birdDown': 'BIRD 在 {socket} 上没有响应：{error}',
+  'condition.configApplied': 'BIRD 正在运行代理程序生成的配置',
+  'condition.configRefused': 'BIRD 拒绝了此配置：{where}{error}',
 } satisfies Record<MessageKey, string>;
