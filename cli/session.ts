@@ -187,6 +187,11 @@ function describe(s: SessionRecord): string {
     ['server link-local', s.serverLinkLocal ?? '-'],
   ];
   if (s.approved) rows.push(['on the router', approvedWords(s, s.approved)]);
+  if (s.adopted) {
+    const a = s.adopted;
+    rows.push(['adopted', `from ${a.files.join(', ')} by ${a.by} at ${stamp(a.at)}`]);
+    rows.push(['kept names', `interface ${a.interface}, BIRD protocols ${a.protocols.join(', ')}`]);
+  }
   if (s.lastError) rows.push(['last error', `${s.lastError.code}: ${s.lastError.message}`]);
   if (s.decision) rows.push(['decision', decisionWords(s.decision)]);
   if (s.decision?.until) rows.push(['shown until', `${stamp(s.decision.until)}, then removed`]);

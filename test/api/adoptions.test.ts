@@ -264,6 +264,26 @@ describe('peerops adopt --apply', () => {
       expect.objectContaining({ asn: C, listenPort: 31013 }),
     ]);
 
+    // session show says it too
+    const uuid = (list.body.sessions as { uuid: string }[])[0]?.uuid ?? '';
+    const shown = await new Promise<string>((resolve) => {
+      const p = spawn(
+        process.execPath,
+        ['bin/peerops.ts', 'session', 'show', uuid, '--url', controller.base, '--token', admin],
+        { env: { ...process.env, PEEROPS_CONFIG_DIR: join(dir, 'cli') }, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+      p.once('exit', () => resolve(out));
+    });
+    expect(shown).toMatch(
+      new RegExp(
+        `^adopted +from ${join(hand, 'wg', 'wg_p1.conf')}, ${join(hand, 'bird', 'peers', `as${A}.conf`)} by admin AS4242420000 at \\d{4}-`,
+        'm',
+      ),
+    );
+    expect(shown).toMatch(/^kept names +interface wg_p1, BIRD protocols dn42_p1$/m);
+
     // applied again: the same sessions, nothing new
     const again = await adoptCli(['--plan', file, '--apply', ...target]);
     expect(again.code, again.stderr).toBe(0);

@@ -328,6 +328,9 @@ export default {
   'reviews.modified':
     'A change of a running session: the router keeps running the approved values (struck through; status {status}) until you decide. Rejecting keeps the session with them.',
   'reviews.becomes': 'changed to',
+  'adopted.from': 'Adopted from {files} by {by}, {at}.',
+  'adopted.kept': 'The router keeps the hand-made interface {interface} and BIRD protocols {protocols}.',
+  'adopted.mark': 'adopted',
   'reviews.showing': 'Requests {from}–{to} of {n}, the oldest first',
 
   'routers.title': 'Routers',

@@ -310,6 +310,9 @@ const zhCN: Record<keyof typeof en, string> = {
   'reviews.modified':
     '这是运行中会话的修改：在您处理之前，路由器继续使用已批准的值（划线者；状态 {status}）。拒绝后会话保留这些值。',
   'reviews.becomes': '改为',
+  'adopted.from': '由 {by} 于 {at} 从 {files} 接管。',
+  'adopted.kept': '路由器保留手工配置的接口 {interface} 和 BIRD 协议 {protocols}。',
+  'adopted.mark': '已接管',
   'reviews.showing': '第 {from}–{to} 个申请，共 {n} 个，最早的在前',
 
   'routers.title': '路由器',

@@ -364,6 +364,11 @@ function Row(props: {
       <td>
         <a href={`#/admin/review/${s.uuid}`}>AS{s.asn}</a>
         {props.asName && <div class="muted">{props.asName}</div>}
+        {s.adopted && (
+          <div class="muted" title={s.adopted.files.join(', ')}>
+            {t('adopted.mark')}
+          </div>
+        )}
       </td>
       <td>{s.routerName}</td>
       <td>

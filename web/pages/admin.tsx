@@ -8,7 +8,7 @@ import { api, watchSessions, type AdminSessionListResponse, type AdminSessionRec
 import { described, Dl, Field, Pager, Problem } from '../components.tsx';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
-import { ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
+import { AdoptedNotice, ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
 import { localText } from '../i18n/problems/index.ts';
 
 /** Loads once on mount; the page reloads after a change. */
@@ -137,6 +137,7 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
         <span class="muted">{dateTime(s.createdAt)}</span>
       </header>
       <ModifiedNotice session={s} />
+      <AdoptedNotice session={s} />
       <Dl items={[...reviewedRows(s), [t('session.port'), `${s.listenPort} (${s.interface})`]]} />
       <div class={violations.length ? 'checks-failed' : 'checks-passed'}>
         <h3>{t('reviews.checks')}</h3>

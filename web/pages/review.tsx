@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { allowed } from '../../common/state-machine.ts';
 import { api, type AdminAction, type AdminSessionReviewResponse } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
-import { ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
+import { AdoptedNotice, ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
 import { localText } from '../i18n/problems/index.ts';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -135,6 +135,7 @@ export function ReviewPage(props: { uuid: string }) {
           </div>
           <h2>{t('review.session')}</h2>
           <ModifiedNotice session={s} />
+          <AdoptedNotice session={s} />
           <Dl
             items={[
               ...reviewedRows(s),

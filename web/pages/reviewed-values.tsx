@@ -1,10 +1,12 @@
 /**
  * A session's values as a review shows them (the Reviews page, a session's review page): where a modify
  * sent a running session back to review, the values its router still runs struck through before the
- * ones asked, and a note saying so (docs/api.md, modify).
+ * ones asked, and a note saying so (docs/api.md, modify); where it was adopted from a router's
+ * hand-made files, from which and by whom (docs/api.md, Adoptions).
  */
 import type { ComponentChildren } from 'preact';
 import type { SessionRecord } from '../api.ts';
+import { dateTime } from '../format.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 
 /** The values a modify can change: those of the record, or the approved ones beside them. */
@@ -55,5 +57,21 @@ export function ModifiedNotice(props: { session: SessionRecord }) {
     <p class="warning" data-testid="modified">
       {t('reviews.modified', { status: approved.statusName })}
     </p>
+  );
+}
+
+/** The note of an adopted session: the hand-made files it came from, who adopted it, what it keeps. */
+export function AdoptedNotice(props: { session: Pick<SessionRecord, 'adopted'> }) {
+  const { adopted } = props.session;
+  if (!adopted) return null;
+  return (
+    <div class="adopted" data-testid="adopted">
+      <p>
+        {t('adopted.from', { files: adopted.files.join(', '), by: adopted.by, at: dateTime(adopted.at) })}
+      </p>
+      <p class="muted">
+        {t('adopted.kept', { interface: adopted.interface, protocols: adopted.protocols.join(', ') })}
+      </p>
+    </div>
   );
 }

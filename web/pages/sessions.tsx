@@ -17,6 +17,7 @@ import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
 import { LookingGlassPanel } from './looking-glass.tsx';
 import { HistoryPanel } from './history.tsx';
+import { AdoptedNotice } from './reviewed-values.tsx';
 
 export function SessionsPage(props: { networkAsn: number | undefined; admin: boolean }) {
   const [sessions, setSessions] = useState<SessionRecord[]>();
@@ -126,6 +127,7 @@ function SessionCard(props: {
       />
       {s.decision && <DecisionNotice decision={s.decision} />}
       {s.forgeConflict && <ForgeConflictNotice conflict={s.forgeConflict} />}
+      <AdoptedNotice session={s} />
       {s.lastError && (
         <div class="last-error" role="status">
           <strong>{t('session.lastError')}</strong> <code>{s.lastError.code}</code>

@@ -1,0 +1,132 @@
+/**
+ * Adopted sessions in a real browser against a real controller (git store, DN42 registry on disk): a
+ * plan applied through POST /admin/adoptions shows on the Reviews page and on a session's review page
+ * as "adopted from <files> by <who>" with the names the router keeps (en and zh-CN), the admin table
+ * marks them, and the admin approves them with the table's bulk approve (docs/api.md, Adoptions).
+ * axe-core in en and zh-CN at 1280 and 390 px on the Reviews page and the review page.
+ */
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { SessionStatus } from '../../common/status.ts';
+import { ADMIN_ASN, expectOk, startHarness, type Harness } from '../api/helpers.ts';
+import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import {
+  accessibleEverywhere,
+  chooseLanguage,
+  launchBrowser,
+  logInWithSsh,
+  openPage,
+  UI_TIMEOUT_MS,
+} from './support.ts';
+
+const PEERS = [4242426001, 4242426002];
+const prefix = (i: number) => `fd42:${(0x6000 + i).toString(16)}::`;
+
+let dir: string;
+let h: Harness;
+let url: string;
+let browser: Browser;
+let adminKey: SshKey;
+const uuids: string[] = [];
+
+beforeAll(async () => {
+  dir = await tempDir('adopted');
+  adminKey = await sshKey(dir, 'ed25519', 'admin');
+  const registry = path.join(dir, 'registry');
+  await writeRegistry(registry, {
+    autNums: { [ADMIN_ASN]: ['NET-MNT'] },
+    mntners: { 'NET-MNT': [adminKey.publicLine] },
+  });
+  await mkdir(path.join(registry, 'data', 'route6'), { recursive: true });
+  for (const [i, asn] of PEERS.entries())
+    await writeFile(
+      path.join(registry, 'data', 'route6', `${prefix(i)}_48`),
+      `route6: ${prefix(i)}/48\norigin: AS${asn}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
+    );
+  h = await startHarness(
+    {},
+    { registry: new DirectoryRegistry(registry), serviceHost: '127.0.0.1', admins: [ADMIN_ASN] },
+  );
+  await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
+  const res = await expectOk(
+    h.post('/admin/adoptions', h.admin, {
+      sessions: PEERS.map((asn, i) => ({
+        asn,
+        router: 'fra1',
+        listenPort: 31100 + i,
+        publicKey: randomBytes(32).toString('base64'),
+        linkLocal: `fe80::${i + 10}`,
+        ipv6: `${prefix(i)}1`,
+        mpbgp: true,
+        extendedNextHop: true,
+        adopted: {
+          interface: `wg_peer${i}`,
+          protocols: [`dn42_peer${i}`],
+          files: [`/etc/wireguard/wg_peer${i}.conf`, `/etc/bird/peers/as${asn}.conf`],
+        },
+      })),
+    }),
+  );
+  for (const s of (res.json() as { sessions: { uuid: string }[] }).sessions) uuids.push(s.uuid);
+  await h.app.listen({ host: '127.0.0.1', port: 0 });
+  const address = h.app.server.address();
+  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  browser = await launchBrowser();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await h?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('adopted sessions in the portal', () => {
+  it('say where they came from and who adopted them, and are approved in bulk', async () => {
+    const { context, page, problems } = await openPage(browser, url);
+    await page.goto(url);
+    await logInWithSsh(page, ADMIN_ASN, adminKey);
+
+    // the Reviews page: each card says it
+    await page.getByRole('link', { name: 'Reviews' }).click();
+    const card = page.locator(`article[data-uuid="${uuids[0]}"]`);
+    const note = card.getByTestId('adopted');
+    await note.waitFor();
+    expect(await note.textContent()).toContain(
+      `Adopted from /etc/wireguard/wg_peer0.conf, /etc/bird/peers/as${PEERS[0]}.conf by admin AS${ADMIN_ASN}`,
+    );
+    expect(await note.textContent()).toContain('interface wg_peer0 and BIRD protocols dn42_peer0');
+    await accessibleEverywhere(page, 'the Reviews page with adopted sessions', () => note.waitFor());
+    await chooseLanguage(page, 'zh-CN');
+    await expect.poll(() => note.textContent()).toContain(`由 admin AS${ADMIN_ASN} 于`);
+    expect(await note.textContent()).toContain('接管');
+    await chooseLanguage(page, 'en');
+
+    // the session's review page says it too
+    await page.goto(`${url}#/admin/review/${uuids[1]}`);
+    const own = page.getByTestId('adopted');
+    await own.waitFor();
+    expect(await own.textContent()).toContain('/etc/wireguard/wg_peer1.conf');
+    await accessibleEverywhere(page, "an adopted session's review page", () => own.waitFor());
+
+    // the admin table marks them; the existing bulk approve takes them both
+    await page.goto(`${url}#/admin/sessions`);
+    for (const uuid of uuids) {
+      const row = page.locator(`tr[data-uuid="${uuid}"]`);
+      await expect.poll(() => row.textContent(), { timeout: UI_TIMEOUT_MS }).toContain('adopted');
+      await row.getByRole('checkbox').check();
+    }
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await expect
+      .poll(() => page.getByTestId('bulk-progress').textContent(), { timeout: UI_TIMEOUT_MS })
+      .toContain('Finished 2: 0 refused');
+    for (const uuid of uuids)
+      expect(h.store.getSession(uuid)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+});
