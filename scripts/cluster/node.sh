@@ -28,6 +28,11 @@ if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
   netns_before="$(ip netns list 2>/dev/null | awk '{print $1}' | sort)"
   ip netns add "$ns"
   trap 'ip netns delete "$ns" 2>/dev/null' EXIT
+  marker="$(mktemp /tmp/peerops-cluster-start-XXXXXX)"
+  had_kubepods=0
+  [[ -d /sys/fs/cgroup/pids/kubepods ]] && had_kubepods=1
+  had_run_containerd=0
+  [[ -d /run/containerd ]] && had_run_containerd=1
   ip -n "$ns" link set lo up
   # The node's address, on lo (this kernel has no dummy links): kubelet refuses a 127.0.0.0/8 node IP.
   ip -n "$ns" addr add 10.250.0.1/32 dev lo
@@ -36,6 +41,13 @@ if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
   nsenter --net="/var/run/netns/$ns" env PEEROPS_CLUSTER_NETNS="$ns" bash "$0" "$@" || rc=$?
   comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | awk '{print $1}' | sort) |
     while read -r left; do ip netns delete "$left"; done
+  # What kubelet, containerd and the CNI plugins keep outside the work dir: the pods' cgroups, the
+  # plugins' result cache, the shims' sockets.
+  ((had_kubepods)) || find /sys/fs/cgroup/*/kubepods -depth -type d -exec rmdir {} + 2>/dev/null
+  find /var/lib/cni/results -newer "$marker" \( -name 'peerops-pods-*' -o -name 'cni-loopback-*' \) -delete 2>/dev/null
+  ((had_run_containerd)) || rm -rf /run/containerd
+  find /run/containerd/s -newer "$marker" -type s -delete 2>/dev/null
+  rm -f "$marker"
   exit "$rc"
 fi
 
@@ -176,14 +188,14 @@ done_phase
 begin containerd
 mkdir -p "$work/cni"
 # A bridge inside the node's network namespace; no masquerading (pods reach only the node and each other).
-cat >"$work/cni/10-bridge.conflist" <<'EOF'
+cat >"$work/cni/10-bridge.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "peerops-pods",
   "plugins": [
     {
       "type": "bridge", "bridge": "pods0", "isGateway": true, "ipMasq": false,
-      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.250.1.0/24" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
+      "ipam": { "type": "host-local", "dataDir": "$work/cni-ipam", "ranges": [[{ "subnet": "10.250.1.0/24" }]], "routes": [{ "dst": "0.0.0.0/0" }] }
     },
     { "type": "loopback" }
   ]
@@ -197,6 +209,10 @@ state = "$work/containerd/state"
   address = "$work/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
+  # This sandbox withholds CAP_SYS_RESOURCE, so runc may not lower oom_score_adj below its own (the
+  # kubelet asks -998 for pod sandboxes: "nsexec: failed to update /proc/self/oom_score_adj: Permission
+  # denied"); containerd then clamps the request to its own score.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -204,6 +220,7 @@ state = "$work/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "/usr/sbin/runc"
+        Root = "$work/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
