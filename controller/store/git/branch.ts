@@ -1,31 +1,15 @@
 /**
- * One branch of the store's bare repository: its head, the mirror of its tree, commits built straight from
- * objects, and catching up with commits that arrived from outside (a push, a fetch). Moving the ref to a
- * new commit is the store's (git-store.ts, through its journal).
+ * One branch of the store as peerops writes it: commits made from an actor's file writes (author, one-line
+ * message and trailers), the parse cache fed with what they hold and its kept mirror used on the first
+ * sync, over the domain-free mirror of the ref (gitdb/branch-mirror.ts). Moving the ref to a new commit
+ * is the store's (commits.ts, through the journal).
  */
 import { syncWrittenDirs } from '../../git-fs.ts';
 import type { Actor } from '../store.ts';
 import { ParseCache, type CacheKind } from './parse-cache.ts';
-import {
-  encodeCommit,
-  encodeObject,
-  readCommitTree,
-  writeObjects,
-  type EncodedObject,
-  type GitContext,
-} from '../gitdb/objects.ts';
-import type { RefUpdate } from '../gitdb/recovery.ts';
-import { readRef } from '../gitdb/refs.ts';
-import {
-  EMPTY_DIR,
-  diffTree,
-  getFile,
-  listFiles,
-  setFiles,
-  encodeTrees,
-  type DirNode,
-  type FileChange,
-} from '../gitdb/tree.ts';
+import { BranchMirror, type EncodedCommit } from '../gitdb/branch-mirror.ts';
+import { encodeObject, writeObjects, type EncodedObject, type GitContext } from '../gitdb/objects.ts';
+import { EMPTY_DIR, type DirNode, type FileChange } from '../gitdb/tree.ts';
 
 /** A file to write (`text`) or delete (undefined); `parsed`: what the text parses to, for the parse cache. */
 export interface FileWrite {
@@ -65,64 +49,53 @@ export function commitAuthor(actor: Actor): { name: string; email: string } {
 
 export class Branch {
   readonly ref: string;
-  private readonly ctx: GitContext;
-  private headOid: string | undefined;
-  private tree: DirNode = EMPTY_DIR;
-
+  private readonly gitdir: string;
+  private readonly mirror: BranchMirror;
   private readonly cache: { cache: ParseCache; kind: CacheKind } | undefined;
 
   constructor(ctx: GitContext, ref: string, cache?: { cache: ParseCache; kind: CacheKind }) {
-    this.ctx = ctx;
     this.ref = ref;
+    this.gitdir = ctx.gitdir;
+    this.mirror = new BranchMirror(ctx, ref);
     this.cache = cache;
   }
 
   get head(): string | undefined {
-    return this.headOid;
+    return this.mirror.head;
   }
 
   get root(): DirNode {
-    return this.tree;
+    return this.mirror.root;
   }
 
   fileOid(path: string): string | undefined {
-    return getFile(this.tree, path);
+    return this.mirror.fileOid(path);
   }
 
   /** Has the ref moved away from the head this mirror knows? */
   async moved(): Promise<string | undefined> {
-    const current = await readRef(this.ctx.gitdir, this.ref);
-    return current !== this.headOid ? current : undefined;
+    const current = await this.mirror.current();
+    return current !== this.mirror.head ? current : undefined;
   }
 
   /** Catch up with the ref (or with `target`); returns the files that changed. */
   async sync(target?: string): Promise<FileChange[]> {
-    const next = target ?? (await readRef(this.ctx.gitdir, this.ref));
-    if (next === this.headOid) return [];
-    if (next === undefined) {
-      const { changes } = await diffTreeToEmpty(this.tree);
-      this.tree = EMPTY_DIR;
-      this.headOid = undefined;
-      return changes;
-    }
+    const next = target ?? (await this.mirror.current());
+    if (next === this.mirror.head) return [];
     // the first sync starts from the mirror of the last run when the parse cache has one
-    const kept = this.tree === EMPTY_DIR ? this.cache?.cache.takeMirror(this.cache.kind) : undefined;
-    const { root, changes } = await diffTree(
-      this.ctx,
-      kept ?? this.tree,
-      await readCommitTree(this.ctx, next),
-    );
-    this.tree = root;
-    this.headOid = next;
-    // the changes since the kept mirror are not this branch's: it had nothing, so every file is one
-    return kept ? listFiles(root).map(([path, oid]) => ({ path, oid })) : changes;
+    const kept =
+      next !== undefined && this.mirror.root === EMPTY_DIR
+        ? this.cache?.cache.takeMirror(this.cache.kind)
+        : undefined;
+    return this.mirror.sync(next, kept);
   }
 
   /**
    * One commit with these writes on top of the known head, its objects encoded in memory and not yet
    * written: the store writes them (writeObjects, then syncWrittenDirs) and moves refs through its
-   * journal (recovery.ts), then calls `advance`. Undefined when nothing changed. `refNow`: the value the
-   * ref must have when it differs from the mirror's head (a merge built on the other side's commit).
+   * journal (gitdb/journaled-refs.ts), then calls `advance`. Undefined when nothing changed. `refNow`:
+   * the value the ref must have when it differs from the mirror's head (a merge built on the other
+   * side's commit).
    */
   encode(
     writes: FileWrite[],
@@ -135,54 +108,41 @@ export class Branch {
       replay?: { author: { name: string; email: string }; message: string };
     } = {},
   ): PreparedCommit | undefined {
-    const extraParents = options.extraParents ?? [];
     const blobs = writes.map((w) =>
       w.text === undefined ? undefined : (w.blob ?? encodeObject('blob', Buffer.from(w.text, 'utf8'))),
     );
+    const commit = this.mirror.encode(
+      writes.map((w, i) => ({ path: w.path, blob: blobs[i] })),
+      {
+        author: options.replay?.author ?? commitAuthor(actor),
+        committer: { name: 'peerops controller', email: 'controller@peerops.invalid' },
+        message: options.replay?.message ?? commitMessage(message, actor),
+        ...(options.extraParents ? { extraParents: options.extraParents } : {}),
+        ...('refNow' in options ? { from: options.refNow } : {}),
+      },
+    );
+    if (commit === undefined) return undefined;
     const written: [FileWrite, string][] = [];
-    const changed: [string, string | undefined][] = [];
     writes.forEach((w, i) => {
       const oid = blobs[i]?.oid;
       if (oid !== undefined) written.push([w, oid]);
-      if (getFile(this.tree, w.path) !== oid) changed.push([w.path, oid]);
     });
-    if (changed.length === 0 && extraParents.length === 0) return undefined;
-    const tree = encodeTrees(setFiles(this.tree, changed));
-    const commit = encodeCommit({
-      tree: tree.oid,
-      parents: [...(this.headOid ? [this.headOid] : []), ...extraParents],
-      author: options.replay?.author ?? commitAuthor(actor),
-      committer: { name: 'peerops controller', email: 'controller@peerops.invalid' },
-      timestamp: Math.floor(Date.now() / 1000),
-      message: options.replay?.message ?? commitMessage(message, actor),
-    });
-    return {
-      branch: this,
-      update: {
-        ref: this.ref,
-        from: 'refNow' in options ? options.refNow : this.headOid,
-        to: commit.oid,
-      },
-      root: tree.root,
-      written,
-      objects: [...blobs.filter((b): b is EncodedObject => b !== undefined), ...tree.objects, commit],
-    };
+    return { ...commit, branch: this, written };
   }
 
   /** encode, with the objects written and their directories fsynced (not yet on the ref). */
   async prepare(...args: Parameters<Branch['encode']>): Promise<PreparedCommit | undefined> {
     const prepared = this.encode(...args);
     if (prepared) {
-      await writeObjects(this.ctx.gitdir, prepared.objects);
+      await writeObjects(this.gitdir, prepared.objects);
       await syncWrittenDirs();
     }
     return prepared;
   }
 
-  /** The ref now points at a prepared commit: the mirror follows. */
+  /** The ref now points at a prepared commit: the mirror follows, and the parse cache learns its files. */
   advance(prepared: PreparedCommit): void {
-    this.headOid = prepared.update.to;
-    this.tree = prepared.root;
+    this.mirror.advance(prepared);
     if (this.cache) {
       for (const [w, blob] of prepared.written) {
         if (w.parsed !== undefined)
@@ -193,23 +153,7 @@ export class Branch {
 }
 
 /** A commit encoded (Branch.encode), its objects written or not, not yet on its ref. */
-export interface PreparedCommit {
+export interface PreparedCommit extends EncodedCommit {
   branch: Branch;
-  update: RefUpdate;
-  root: DirNode;
   written: [FileWrite, string][];
-  /** Every object of the commit: the written files' blobs, the changed trees, the commit. */
-  objects: EncodedObject[];
-}
-
-async function diffTreeToEmpty(root: DirNode): Promise<{ changes: FileChange[] }> {
-  const changes: FileChange[] = [];
-  const walk = (dir: DirNode, prefix: string) => {
-    for (const [name, node] of dir.entries) {
-      if (node.type === 'tree') walk(node, `${prefix}${name}/`);
-      else changes.push({ path: `${prefix}${name}`, oid: undefined });
-    }
-  };
-  walk(root, '');
-  return { changes };
 }
