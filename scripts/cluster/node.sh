@@ -8,6 +8,9 @@
 #   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a loopback-only CNI network
 #   node-ready  the Node object reports Ready
 #   pod         a plain pod with the locally imported image reaches Running
+#   controller  with PEEROPS_CLUSTER_IMAGES=DIR (the --out of `npm run build:image`): the controller image
+#               imported from its docker-archive runs as the chart runs it (uid 10001, read-only root) and
+#               turns Ready on the chart's readiness probe
 # Needs root. Usage: node.sh [--keep]  (--keep leaves the node up and prints how to reach it; Ctrl-C stops)
 # Everything it starts is stopped and everything it mounts or creates is removed on exit.
 set -euo pipefail
@@ -43,10 +46,11 @@ if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
     while read -r left; do ip netns delete "$left"; done
   # What kubelet, containerd and the CNI plugins keep outside the work dir: the pods' cgroups, the
   # plugins' result cache, the shims' sockets.
+  set +e
   ((had_kubepods)) || find /sys/fs/cgroup/*/kubepods -depth -type d -exec rmdir {} + 2>/dev/null
   find /var/lib/cni/results -newer "$marker" \( -name 'peerops-pods-*' -o -name 'cni-loopback-*' \) -delete 2>/dev/null
-  ((had_run_containerd)) || rm -rf /run/containerd
   find /run/containerd/s -newer "$marker" -type s -delete 2>/dev/null
+  ((had_run_containerd)) || rm -rf /run/containerd
   rm -f "$marker"
   exit "$rc"
 fi
@@ -170,6 +174,7 @@ wait_until 30 curl -sf "http://127.0.0.1:$etcd_port/health" || fail "etcd not he
   --token-auth-file="$work/tokens.csv" --service-account-key-file="$work/sa.pub" \
   --service-account-signing-key-file="$work/sa.key" --service-account-issuer=https://kubernetes.default.svc \
   --service-cluster-ip-range=10.96.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
+  --kubelet-preferred-address-types=InternalIP \
   --v=0 >"$work/apiserver.log" 2>&1 &
 pids+=($!)
 kubeconfig() { # file user token
@@ -252,6 +257,7 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: $healthz_port
 staticPodPath: $work/manifests
+podLogsDir: $work/pod-logs
 authentication:
   anonymous: { enabled: false }
   webhook: { enabled: false }
@@ -302,8 +308,51 @@ if ! wait_until 90 running; then
 fi
 done_phase
 
-log "all phases passed; node $node Ready, pod local-image Running"
+# --- controller --------------------------------------------------------------------------------------
+if [[ -n "${PEEROPS_CLUSTER_IMAGES:-}" ]]; then
+  begin controller
+  archive="$(ls "$PEEROPS_CLUSTER_IMAGES"/peerops-controller-*.docker.tar | tail -n1)" ||
+    fail "no controller docker-archive in $PEEROPS_CLUSTER_IMAGES"
+  image="$(ctr -n k8s.io images import "$archive" | sed -n 's/^unpacking \([^ ]*\) .*/\1/p' | head -n1)"
+  [[ -n "$image" ]] || fail "ctr images import $archive" "$work/containerd.log"
+  log "imported $image from $archive"
+  k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: { name: controller, namespace: default }
+spec:
+  nodeName: $node
+  automountServiceAccountToken: false
+  securityContext: { runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001 }
+  containers:
+    - name: controller
+      image: $image
+      imagePullPolicy: Never
+      env:
+        - { name: PEEROPS_DATA, value: /var/lib/peerops }
+        - { name: PEEROPS_LISTEN, value: ":8080" }
+        - { name: PEEROPS_ADMIN_ASNS, value: "4242420000" }
+      readinessProbe: { httpGet: { path: /livez, port: 8080 }, periodSeconds: 2 }
+      securityContext:
+        { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: [ALL] } }
+      volumeMounts: [{ name: data, mountPath: /var/lib/peerops }]
+  volumes: [{ name: data, emptyDir: {} }]
+EOF
+  controller_ready() { [[ "$(k get pod controller -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+  if ! wait_until 120 controller_ready; then
+    k get pod controller -o jsonpath='{.status.containerStatuses}' >&2 || true
+    tail -n 15 "$work"/pod-logs/default_controller_*/controller/*.log >&2 2>/dev/null || true
+    fail "controller pod not Ready in 120 s" "$work/kubelet.log"
+  fi
+  done_phase
+fi
+
+log "all phases passed"
 if ((keep)); then
   log "kubeconfig: $work/admin.kubeconfig; containerd: $work/containerd.sock; Ctrl-C stops and removes all"
-  while sleep 3600; do :; done
+  # In the background so that a signal reaches the trap at once.
+  while true; do
+    sleep 3600 &
+    wait $!
+  done
 fi
