@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A single-node Kubernetes from real parts, each phase timed, stopping at the first phase that fails with
-# that component's own last error lines (docs/helm.md, "Tested on"):
-#   tools       kubelet (and etcd, kube-apiserver, kubectl) built by scripts/cluster/tools.sh
+# that component's own last error lines (docs/kubernetes.md, "Tested on a real node"):
+#   tools       kubelet, kube-controller-manager, kube-scheduler (and etcd, kube-apiserver, kubectl) built
+#               by scripts/cluster/tools.sh
 #   pause       the pod sandbox image: a static Go binary packed with umoci, docker-archive by skopeo
 #   apiserver   etcd + kube-apiserver on 127.0.0.1 (token auth, Node,RBAC authorization)
 #   containerd  Debian's containerd with runc, its own root, state and socket under the work dir
 #   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a loopback-only CNI network
 #   node-ready  the Node object reports Ready
 #   pod         a plain pod with the locally imported image reaches Running
+#   control     kube-controller-manager and kube-scheduler: a Deployment without nodeName becomes Available
 #   controller  with PEEROPS_CLUSTER_IMAGES=DIR (the --out of `npm run build:image`): the controller image
 #               imported from its docker-archive runs as the chart runs it (uid 10001, read-only root) and
 #               turns Ready on the chart's readiness probe
@@ -114,7 +116,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # --- tools -------------------------------------------------------------------------------------------
 begin tools
-bin="$(bash "$root/scripts/cluster/tools.sh" kubelet | tail -n1)" || fail "build failed"
+bin="$(bash "$root/scripts/cluster/tools.sh" | tail -n1)" || fail "build failed"
 kubectl="$bin/kubectl"
 log "kubelet $("$bin/kubelet" --version 2>&1), containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | head -n1 | awk '{print $3}')"
 done_phase
@@ -305,6 +307,43 @@ if ! wait_until 90 running; then
   echo >&2
   k get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 10 >&2 || true
   fail "pod not Running in 90 s" "$work/kubelet.log"
+fi
+done_phase
+
+# --- control ---------------------------------------------------------------------------------------
+# kube-controller-manager and kube-scheduler: a Deployment (no nodeName) becomes Available.
+begin control
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" -days 1 \
+  -subj /CN=peerops-cluster-ca 2>/dev/null
+"$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" --bind-address=127.0.0.1 \
+  --secure-port="$(free_port)" --service-account-private-key-file="$work/sa.key" \
+  --root-ca-file="$work/ca.crt" --cluster-signing-cert-file="$work/ca.crt" \
+  --cluster-signing-key-file="$work/ca.key" --use-service-account-credentials=true \
+  --leader-elect=false --controllers='*,-nodeipam,-cloud-node-lifecycle' --v=0 >"$work/controller-manager.log" 2>&1 &
+pids+=($!)
+"$bin/kube-scheduler" --kubeconfig="$work/admin.kubeconfig" --bind-address=127.0.0.1 \
+  --secure-port="$(free_port)" --leader-elect=false --v=0 >"$work/scheduler.log" 2>&1 &
+pids+=($!)
+k apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: scheduled, namespace: default }
+spec:
+  replicas: 1
+  selector: { matchLabels: { app: scheduled } }
+  template:
+    metadata: { labels: { app: scheduled } }
+    spec:
+      automountServiceAccountToken: false
+      containers:
+        - { name: pause, image: $pause_image, imagePullPolicy: Never }
+EOF
+available() { [[ "$(k get deployment scheduled -o jsonpath='{.status.availableReplicas}')" == 1 ]]; }
+if ! wait_until 120 available; then
+  k get pods -o wide >&2 || true
+  k get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 8 >&2 || true
+  grep -E '^E[0-9]{4}' "$work/scheduler.log" | tail -n 5 >&2 || true
+  fail "Deployment not Available in 120 s" "$work/controller-manager.log"
 fi
 done_phase
 
