@@ -71,9 +71,11 @@ export async function loadKey(path: string): Promise<string> {
   }
   if (createPrivateKey(pem).asymmetricKeyType !== 'ed25519')
     throw new Error(`${path}: the JWT key must be an Ed25519 private key`);
-  // Only a key others may read is tightened: a Secret mount (read-only, 0400) must not be touched, a
-  // chmod there fails with EROFS.
-  if ((await stat(path)).mode & 0o077) await chmod(path, 0o600);
+  // Only a key of our own that others may read is tightened. A Secret mount is another owner's: with
+  // the chart's fsGroup the kubelet makes it 0440 on a read-only mount, where a chmod fails with EROFS
+  // (docs/kubernetes.md, "Tested on a real node").
+  const info = await stat(path);
+  if (info.mode & 0o077 && info.uid === process.getuid?.()) await chmod(path, 0o600);
   return pem;
 }
 
