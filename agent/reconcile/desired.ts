@@ -16,15 +16,25 @@ export function wantsUp(session: AgentSession): boolean {
   );
 }
 
-/**
- * The link's spec; an adopted session's (`kept`, its takeover record) keeps the hand-made link's name,
- * addresses, routes and key (docs/agent.md, Adopting a running router).
- */
 /** A session's link: `wg_<port>`, or the hand-made one an adopted session keeps. */
 export function sessionLinkName(session: AgentSession): string {
   return adoptedOf(session)?.interface ?? session.interface;
 }
 
+/** The tunnel's one peer: BGP decides what goes through the tunnel, so WireGuard lets everything pass. */
+function tunnelPeer(session: AgentSession, config: AgentConfig): WgInterfaceSpec['peer'] {
+  return {
+    publicKey: session.publicKey,
+    ...(session.endpoint ? { endpoint: session.endpoint } : {}),
+    allowedIps: ['0.0.0.0/0', '::/0'],
+    persistentKeepalive: config.tunnel.persistentKeepaliveInterval,
+  };
+}
+
+/**
+ * The link's spec; an adopted session's (`kept`, its takeover record) keeps the hand-made link's name,
+ * addresses, routes and key (docs/agent.md, Adopting a running router).
+ */
 export function sessionInterfaceSpec(
   session: AgentSession,
   config: AgentConfig,
@@ -39,12 +49,7 @@ export function sessionInterfaceSpec(
       mtu: session.mtu,
       addresses: kept.addresses,
       peerRoutes: kept.routes,
-      peer: {
-        publicKey: session.publicKey,
-        ...(session.endpoint ? { endpoint: session.endpoint } : {}),
-        allowedIps: ['0.0.0.0/0', '::/0'],
-        persistentKeepalive: t.persistentKeepaliveInterval,
-      },
+      peer: tunnelPeer(session, config),
       generation: session.restartGeneration,
       adopted: true,
     };
@@ -62,13 +67,7 @@ export function sessionInterfaceSpec(
     mtu: session.mtu,
     addresses,
     peerRoutes,
-    peer: {
-      publicKey: session.publicKey,
-      ...(session.endpoint ? { endpoint: session.endpoint } : {}),
-      // BGP decides what goes through the tunnel; WireGuard lets everything pass.
-      allowedIps: ['0.0.0.0/0', '::/0'],
-      persistentKeepalive: t.persistentKeepaliveInterval,
-    },
+    peer: tunnelPeer(session, config),
     generation: session.restartGeneration,
   };
 }
