@@ -17,7 +17,7 @@ import type { AgentConfig } from './config.ts';
 import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
 import { FaultWatch } from './fault-watch.ts';
-import { Adoption, adoptedOf, adoptionDir } from './adopt/takeover.ts';
+import { Adoption, adoptionDir } from './adopt/takeover.ts';
 import { sessionProtocols } from './bird/names.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { LookingGlassService } from './looking-glass/service.ts';
@@ -125,7 +125,7 @@ export class Agent {
     this.applier = new BirdApplier(this.bird, config.birdMainConfig);
     this.lookingGlass = new LookingGlassService(client, this.bird, log, (listenPort) => {
       const s = this.sessions.find((x) => x.listenPort === listenPort);
-      return sessionProtocols({ listenPort, adopted: s && adoptedOf(s) });
+      return sessionProtocols({ listenPort, adopted: s?.adopted });
     });
     this.linkWatch = new LinkWatch((names) => this.linksDeleted(names), log);
     this.faultWatch = new FaultWatch(

@@ -18,18 +18,8 @@ import { publicKeyOfPrivateKeyFile, readAllInterfaces } from '../wireguard/inter
 import { keepProtocol, type KeptProtocol } from './kept-protocol.ts';
 import { readBirdTree } from './read-files.ts';
 
-/** The contract's `adopted` block of a session, as the agent uses it. */
-export interface Adopted {
-  interface: string;
-  protocols: string[];
-  files: string[];
-  publicKey?: string;
-}
-
-/** A session's `adopted` block, when it has one: the controller sends it with the session. */
-export function adoptedOf(session: AgentSession): Adopted | undefined {
-  return session.adopted;
-}
+/** A session's `adopted` block (docs/api.md), which the controller sends with the session. */
+export type Adopted = NonNullable<AgentSession['adopted']>;
 
 /** What the agent renders an adopted link and its protocols from, as the takeover found them. */
 export interface AdoptedLink {
@@ -118,7 +108,7 @@ export class Adoption {
     const record = await this.current();
     const failed = new Map<string, string>();
     const todo = sessions.filter((s) => {
-      const a = adoptedOf(s);
+      const a = s.adopted;
       return a && !record.links.some((l) => l.interface === a.interface);
     });
     if (todo.length === 0) return failed;
@@ -126,11 +116,11 @@ export class Adoption {
     const tree = handMain ? await readBirdTree(handMain).catch(() => undefined) : undefined;
     const routerKey = await publicKeyOfPrivateKeyFile(this.routerKeyPath);
     // every hand-made link in one read (a few commands), not five commands a link
-    const names = todo.map((s) => adoptedOf(s)!.interface);
+    const names = todo.map((s) => s.adopted!.interface);
     const live = await readAllInterfaces(names);
     const moves: SetAside[] = [];
     for (const s of todo) {
-      const a = adoptedOf(s)!;
+      const a = s.adopted!;
       try {
         if (!tree) throw new Error(`no hand-made BIRD configuration at ${this.mainPath} to take over from`);
         const protocols = a.protocols.map((name) => {
@@ -169,7 +159,7 @@ export class Adoption {
    */
   async forget(sessions: readonly AgentSession[]): Promise<void> {
     const record = await this.current();
-    const adopted = sessions.map(adoptedOf).filter((a): a is Adopted => a !== undefined);
+    const adopted = sessions.map((s) => s.adopted).filter((a): a is Adopted => a !== undefined);
     if (adopted.length === 0) return;
     const names = new Set(adopted.map((a) => a.interface));
     const files = new Set(adopted.flatMap((a) => a.files));

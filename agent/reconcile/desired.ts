@@ -3,7 +3,7 @@ import type { AgentSession } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
 import type { AgentConfig } from '../config.ts';
 import type { WgInterfaceSpec } from '../wireguard/types.ts';
-import { adoptedOf, type AdoptedLink } from '../adopt/takeover.ts';
+import { type AdoptedLink } from '../adopt/takeover.ts';
 
 /** Sessions whose tunnel and BGP should exist on the router. */
 export function wantsUp(session: AgentSession): boolean {
@@ -18,7 +18,7 @@ export function wantsUp(session: AgentSession): boolean {
 
 /** A session's link: `wg_<port>`, or the hand-made one an adopted session keeps. */
 export function sessionLinkName(session: AgentSession): string {
-  return adoptedOf(session)?.interface ?? session.interface;
+  return session.adopted?.interface ?? session.interface;
 }
 
 /** The tunnel's one peer: BGP decides what goes through the tunnel, so WireGuard lets everything pass. */

@@ -20,7 +20,7 @@ import { renderMainConfig } from '../bird/main-config.ts';
 import { sessionProtocols } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import { renderAdoptedPeer } from '../adopt/kept-protocol.ts';
-import { adoptedOf, type Adoption } from '../adopt/takeover.ts';
+import { type Adoption } from '../adopt/takeover.ts';
 import type { AgentConfig } from '../config.ts';
 import { EndpointRefused, resolveEndpoint, type Resolve } from '../../common/endpoint-resolve.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
@@ -196,7 +196,7 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
     }
   }
   // the takeover reads what adopted sessions keep before their first render (docs/agent.md)
-  const adopted = up.filter((s) => adoptedOf(s) && !waiting.has(s.uuid));
+  const adopted = up.filter((s) => s.adopted && !waiting.has(s.uuid));
   if (adopted.length) {
     const refused = deps.adoption
       ? await deps.adoption.takeOver(adopted)
@@ -217,7 +217,7 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
     }
     try {
       const rtt = memory.rtt.has(s.uuid) ? memory.rtt.get(s.uuid) : latencyFromFile(text);
-      const a = adoptedOf(s);
+      const a = s.adopted;
       const kept = a && (await deps.adoption?.link(a.interface));
       if (a && kept) peerFiles.set(name, renderAdoptedPeer(s, a, kept, policy, rtt));
       else peerFiles.set(name, renderPeerConfig(peerView(s, policy, rtt, config.tunnel.dn42Ipv4), template));
@@ -272,7 +272,7 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   const ranBefore = new Set(protocols.byName.keys());
   const mainNames = (ss: readonly AgentSession[]) => ss.map((s) => sessionProtocols(s)[0]);
   const wantProtocols = mainNames(input.up.filter((s) => rendered.peerFiles.has(peerFileName(s)))).sort();
-  const kept = new Set(mainNames(input.up.filter((s) => adoptedOf(s))));
+  const kept = new Set(mainNames(input.up.filter((s) => s.adopted)));
   const haveProtocols = [...protocols.byName.keys()]
     .filter((n) => /^dn42_\d+$/.test(n) || kept.has(n))
     .sort();
@@ -293,7 +293,7 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   // read or rendered, nothing moves and nothing is written, since the agent's main file would drop the
   // hand-made protocol that session still runs on.
   const takeover = (rendered.tree.setAside?.length ?? 0) > 0;
-  if (takeover && input.up.some((s) => adoptedOf(s) && rendered.failed.has(s.uuid)))
+  if (takeover && input.up.some((s) => s.adopted && rendered.failed.has(s.uuid)))
     return { result: { writes: 0, configured: false, changed: [] }, failed, ranBefore, protocols };
   let applied = await deps.applier.apply(rendered.tree, { forceConfigure });
   let verdict = blameOf(applied.failure);
@@ -384,7 +384,7 @@ export async function tunnels(
         const endpoint =
           s.endpoint &&
           (await resolveEndpoint(s.endpoint, input.policy.allowPrivateEndpoints ?? false, deps.resolve));
-        const a = adoptedOf(s);
+        const a = s.adopted;
         const kept = a && (await deps.adoption?.link(a.interface));
         if (a && !kept) return { s };
         const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config, kept);
