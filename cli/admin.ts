@@ -362,7 +362,7 @@ async function sessionCommand(
             s.router,
             s.asn,
             s.statusName,
-            s.ipv6,
+            s.ipv6 || '-',
             s.ipv4,
             s.endpoint,
             s.createdAt,

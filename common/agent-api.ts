@@ -135,7 +135,8 @@ export const AgentSession = Type.Object(
     listenPort: Port,
     endpoint: Type.Union([Endpoint, Type.Null()]),
     publicKey: WireGuardKey,
-    ipv6: Ipv6,
+    /** null: an adopted session without the peer's DN42 IPv6 (docs/agent.md, Adopting a running router). */
+    ipv6: Type.Union([Ipv6, Type.Null()]),
     linkLocal: LinkLocal,
     ipv4: Type.Union([Ipv4, Type.Null()]),
     mtu: Mtu,

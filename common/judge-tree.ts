@@ -244,14 +244,14 @@ function addressIndex(
   // keyed by the decoded key, as sessionAddressingErrors compares keys: another spelling is still found
   const keyOf = (spec: SessionSpecInput) => `k ${spec.router} ${wireGuardKeyId(spec.publicKey)}`;
   for (const s of sessions) {
-    add(`a ${s.spec.ipv6}`, s);
+    if (s.spec.ipv6 !== undefined) add(`a ${s.spec.ipv6}`, s);
     if (s.spec.ipv4 !== undefined) add(`a ${s.spec.ipv4}`, s);
     add(keyOf(s.spec), s);
   }
   return (spec) => ({
     routers,
     sessions: new Set([
-      ...(index.get(`a ${spec.ipv6}`) ?? []),
+      ...((spec.ipv6 !== undefined && index.get(`a ${spec.ipv6}`)) || []),
       ...((spec.ipv4 !== undefined && index.get(`a ${spec.ipv4}`)) || []),
       ...(index.get(keyOf(spec)) ?? []),
     ]),

@@ -17,6 +17,7 @@ import {
   upgradeRouterSpec,
 } from './schema.ts';
 import { validate } from './validate.ts';
+import { sessionIpv6Errors } from './rules/sessions.ts';
 import { fieldError, type FieldSaid } from './messages.ts';
 
 export type ManifestKind = 'Router' | 'PeeringSession' | 'RoutingPolicy';
@@ -226,6 +227,7 @@ export function parseManifest(path: string, text: string): ParseResult {
     if (s.asn !== info.asn) {
       errors.push(fieldError('/spec/asn', 'field.pathMismatch', { expected: info.asn, path }));
     }
+    errors.push(...sessionIpv6Errors(s, '/spec'));
   }
   if (errors.length > 0) return { ok: false, reason: 'schema', errors };
   return { ok: true, manifest: { kind: info.kind, name: info.name, spec } as ParsedManifest };

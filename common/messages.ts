@@ -438,6 +438,8 @@ export const FIELD_MESSAGES = {
   'field.sessionPortTaken': 'port {port} on router {router} is already used by session {session}',
   'field.adoptNeedsAddress':
     "is required: a session has the peer's {field}, which the hand-made files do not name; add it to the plan (peerops adopt -o json > plan.json) and apply that (--apply --plan plan.json)",
+  'field.ipv6UnlessAdopted':
+    "is required: only a session adopted from a router's hand-made files (with `adopted`) may leave out the peer's DN42 IPv6",
   'field.adoptedInterfaceTaken':
     'interface {interface} on router {router} is already used by session {session}',
   'field.uuidOfSession': 'uuid is already used by session {session}',

@@ -265,7 +265,11 @@ export const SessionSpec = Type.Object(
     uuid: Uuid,
     asn: Asn,
     router: RouterName,
-    ipv6: Ipv6,
+    /**
+     * The peer's DN42 IPv6. Only an adopted session may lack it: a hand-made peer that speaks BGP over
+     * the link-local alone (sessionSetErrors; docs/api.md, Adoptions). The REST create requires it.
+     */
+    ipv6: Type.Optional(Ipv6),
     linkLocal: LinkLocal,
     ipv4: Type.Optional(Ipv4),
     endpoint: Type.Optional(Endpoint),
@@ -341,7 +345,7 @@ export const Decision = Type.Object(
  */
 export const ApprovedSpec = Type.Object(
   {
-    ipv6: Ipv6,
+    ipv6: Type.Optional(Ipv6),
     linkLocal: LinkLocal,
     ipv4: Type.Optional(Ipv4),
     endpoint: Type.Optional(Endpoint),

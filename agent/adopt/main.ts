@@ -31,8 +31,8 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)
   --apply                send the plan's sessions to the controller with an admin token: they arrive
                          awaiting review (docs/api.md, Adoptions); exit 1 if it refuses any
-  --plan FILE            apply this plan (what -o json|yaml printed, edited: e.g. the peers' DN42 ipv6
-                         addresses, which hand-made files seldom name) instead of reading the router
+  --plan FILE            apply this plan (what -o json|yaml printed, reviewed or edited) instead of
+                         reading the router
   --url URL, --token TOKEN, --context NAME
                          the controller and admin token for --apply (default: PEEROPS_URL, PEEROPS_TOKEN,
                          the CLI's current context, as every peerops command)

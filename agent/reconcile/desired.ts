@@ -58,8 +58,8 @@ export function sessionInterfaceSpec(
   // directly connected, which a separate IPv4 BGP session (a peer without MP-BGP) needs.
   if (t.dn42Ipv4) addresses.push(session.ipv4 ? `${t.dn42Ipv4} peer ${session.ipv4}/32` : `${t.dn42Ipv4}/32`);
   if (t.dn42Ipv6) addresses.push(`${t.dn42Ipv6}/128`);
-  const peerRoutes: string[] = [];
-  if (t.dn42Ipv6) peerRoutes.push(session.ipv6);
+  // the peer's DN42 IPv6 routed into its tunnel; an adopted session may name none (docs/agent.md)
+  const peerRoutes = t.dn42Ipv6 && session.ipv6 !== null ? [session.ipv6] : [];
   return {
     name: session.interface,
     listenPort: session.listenPort,

@@ -34,7 +34,8 @@ export interface PeerConfigSession {
   uuid: string;
   /** The peer's ASN. */
   asn: number;
-  ipv6: string;
+  /** The peer's DN42 IPv6; an adopted session may have none (docs/api.md, Adoptions). */
+  ipv6?: string | undefined;
   /** The peer's link-local address on the tunnel. */
   linkLocal: string;
   /** The peer's WireGuard public key, as registered: the files need its private key, not a new one. */
@@ -126,7 +127,7 @@ function wgQuick(input: PeerConfigInput, iface: string): PeerConfigFile {
     '# BGP decides the routes: wg-quick adds none.',
     'Table = off',
     `Address = ${session.linkLocal}/64`,
-    `Address = ${session.ipv6}/128`,
+    ...(session.ipv6 !== undefined ? [`Address = ${session.ipv6}/128`] : []),
   ];
   if (session.ipv4 !== undefined) {
     if (router.ipv4 !== undefined)
@@ -190,9 +191,7 @@ function networkd(input: PeerConfigInput, iface: string): PeerConfigFile[] {
     '',
     '[Address]',
     `Address=${session.linkLocal}/64`,
-    '',
-    '[Address]',
-    `Address=${session.ipv6}/128`,
+    ...(session.ipv6 !== undefined ? ['', '[Address]', `Address=${session.ipv6}/128`] : []),
   ];
   if (session.ipv4 !== undefined)
     network.push(

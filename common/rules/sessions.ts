@@ -5,7 +5,7 @@
  * (unknown router, blocked ASN, a port or uuid held twice).
  */
 import type { DomainError, FieldError } from '../errors.ts';
-import { fault, fieldError } from '../messages.ts';
+import { fault, fieldAtFault, fieldError } from '../messages.ts';
 import { sessionName } from '../naming.ts';
 import {
   SessionSpec as SessionSpecSchema,
@@ -64,12 +64,14 @@ export function sessionExistsError(asn: number, router: string): DomainError {
 
 /**
  * Every rule a new session must meet to be admitted, in the order docs/api.md gives (Create: the checks):
- * a known router, an ASN not blocked, a router accepting sessions, no session of this ASN on it yet, the
+ * its DN42 IPv6 unless adopted (sessionIpv6Errors), a known router, an ASN not blocked, a router accepting sessions, no session of this ASN on it yet, the
  * router below maxSessions, the ASN below maxPendingPerAsn sessions awaiting review, then the addressing
  * (assertSessionAddressing). `spec` is schema-checked. Returns the router's spec.
  */
 export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterSpec {
   const { asn, router: routerName } = spec;
+  const missing = sessionIpv6Errors(spec);
+  if (missing.length > 0) throw fault('request.fieldRefused', fieldAtFault(missing), missing);
   const router = view.router(routerName);
   if (!router) throw fault('router.notFound', { name: routerName });
   const policy = view.policyFor(routerName);
@@ -100,9 +102,26 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
   return router;
 }
 
+/**
+ * A session names the peer's DN42 IPv6 unless it was adopted: a hand-made peer may speak BGP over the
+ * link-local alone (docs/api.md, Adoptions). The schema leaves `ipv6` optional for those; this is the rule
+ * for the other sessions, where manifests arrive without the API (git files, Kubernetes objects). The
+ * REST create's body requires the field itself.
+ */
+export function sessionIpv6Errors(
+  spec: Pick<SessionSpecInput, 'ipv6' | 'adopted'>,
+  prefix = '',
+): FieldError[] {
+  return spec.ipv6 === undefined && spec.adopted === undefined
+    ? [fieldError(`${prefix}/ipv6`, 'field.ipv6UnlessAdopted')]
+    : [];
+}
+
 /** The validated new spec of a session; INVALID_REQUEST when it changes uuid, asn or router. */
 export function checkedSessionSpec(current: { spec: SessionSpec }, next: SessionSpec): SessionSpec {
   const spec = validateOrThrow<SessionSpec>(SessionSpecSchema, next, 'session');
+  const missing = sessionIpv6Errors(spec);
+  if (missing.length > 0) throw fault('request.fieldRefused', fieldAtFault(missing), missing);
   for (const field of ['uuid', 'asn', 'router'] as const) {
     if (spec[field] !== current.spec[field]) {
       throw fault('session.fieldFixed', { field }, [fieldError(`/${field}`, 'field.cannotChange')]);

@@ -28,6 +28,7 @@ import {
   routerNameErrors,
   routerSetErrors,
   sessionAddressingErrors,
+  sessionIpv6Errors,
   sessionSetErrors,
   type ManifestSet,
 } from '../../common/rules/index.ts';
@@ -79,7 +80,7 @@ function sessionErrors(store: Store, name: string, input: unknown): FieldError[]
   const checked = validate<SessionSpec>(SessionSpecSchema, input, '/spec');
   if (!checked.ok) return checked.errors;
   const spec = checked.value;
-  const errors: FieldError[] = [];
+  const errors: FieldError[] = sessionIpv6Errors(spec, '/spec');
   const expected = sessionName(spec.asn, spec.router);
   if (name !== expected) errors.push(fieldError('/metadata/name', 'field.sessionName', { expected }));
   const set = storeSet(store);

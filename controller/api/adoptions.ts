@@ -42,7 +42,8 @@ const PlannedSession = Type.Object(
     publicKey: WireGuardKey,
     endpoint: Type.Optional(Endpoint),
     mtu: Type.Optional(Mtu),
-    // optional in a plan (a hand-made protocol may lack them); a session needs both, answered per session
+    // optional in a plan (a hand-made protocol may lack it); an adopted session needs the link-local it
+    // peers over, answered per session. The DN42 IPv6 it may lack (docs/api.md, Adoptions)
     linkLocal: Type.Optional(LinkLocal),
     ipv6: Type.Optional(Ipv6),
     ipv4: Type.Optional(Ipv4),
@@ -166,18 +167,16 @@ export const adoptionRoutes: FastifyPluginAsyncTypebox<{
           session: owner.name,
         }),
       ]);
-    const { ipv6, linkLocal } = planned;
-    if (ipv6 === undefined || linkLocal === undefined)
-      return refused(
-        (['ipv6', 'linkLocal'] as const)
-          .filter((f) => planned[f] === undefined)
-          .map((f) => fieldError(`${here}/${f}`, 'field.adoptNeedsAddress', { field: f })),
-      );
+    // the minimum is the link-local: every session's BGP neighbour [0] and its tunnel's own address
+    // (docs/decisions.md, "An adopted session needs its link-local, not its DN42 IPv6")
+    const { linkLocal } = planned;
+    if (linkLocal === undefined)
+      return refused([fieldError(`${here}/linkLocal`, 'field.adoptNeedsAddress', { field: 'linkLocal' })]);
     const spec = {
       asn: planned.asn,
       router: router.name,
-      ipv6,
       linkLocal,
+      ...(planned.ipv6 !== undefined ? { ipv6: planned.ipv6 } : {}),
       publicKey: planned.publicKey,
       ...sessionOptions(planned),
       restartGeneration: 0,

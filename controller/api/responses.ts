@@ -35,6 +35,12 @@ export const PeerConfigFormatField = Type.Unsafe<PeerConfigFormat>({
   enum: [...PEER_CONFIG_FORMATS],
 });
 
+/**
+ * The peer's DN42 IPv6 as records show it: a string, empty for an adopted session that has none (docs/api.md,
+ * Adoptions), as the records' other text fields are.
+ */
+const RecordIpv6 = Type.Union([Ipv6, Type.Literal('')]);
+
 export const SessionRecord = Type.Object({
   uuid: Uuid,
   router: RouterName,
@@ -42,7 +48,7 @@ export const SessionRecord = Type.Object({
   asn: Asn,
   status: StatusCode,
   statusName: StatusNameField,
-  ipv6: Ipv6,
+  ipv6: RecordIpv6,
   ipv6LinkLocal: LinkLocal,
   ipv4: Type.Union([Ipv4, Type.Null()]),
   endpoint: Type.Union([Endpoint, Type.Null()]),
@@ -90,7 +96,7 @@ export const SessionRecord = Type.Object({
    */
   approved: Type.Union([
     Type.Object({
-      ipv6: Ipv6,
+      ipv6: RecordIpv6,
       ipv6LinkLocal: LinkLocal,
       ipv4: Type.Union([Ipv4, Type.Null()]),
       endpoint: Type.Union([Endpoint, Type.Null()]),

@@ -46,7 +46,7 @@ async function assertRouteObjects(
   store: Store,
   asn: number,
   router: Router,
-  body: { ipv6: string; ipv4?: string | undefined },
+  body: { ipv6?: string | undefined; ipv4?: string | undefined },
 ): Promise<void> {
   if (!registry?.files) return;
   if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;

@@ -32,7 +32,7 @@ export function sessionRecord(
     asn: spec.asn,
     status: status.code,
     statusName: statusName(status.code),
-    ipv6: spec.ipv6,
+    ipv6: spec.ipv6 ?? '',
     ipv6LinkLocal: spec.linkLocal,
     ipv4: spec.ipv4 ?? null,
     endpoint: spec.endpoint ?? null,
@@ -64,7 +64,7 @@ function approvedView(approved: Session['status']['approved']): SessionRecord['a
   if (!approved) return null;
   const { spec } = approved;
   return {
-    ipv6: spec.ipv6,
+    ipv6: spec.ipv6 ?? '',
     ipv6LinkLocal: spec.linkLocal,
     ipv4: spec.ipv4 ?? null,
     endpoint: spec.endpoint ?? null,
@@ -117,7 +117,7 @@ export function agentSession(session: Session): AgentSession | undefined {
     listenPort: spec.listenPort,
     endpoint: spec.endpoint ?? null,
     publicKey: spec.publicKey,
-    ipv6: spec.ipv6,
+    ipv6: spec.ipv6 ?? null,
     linkLocal: spec.linkLocal,
     ipv4: spec.ipv4 ?? null,
     ...sessionOptions(spec),

@@ -65,7 +65,7 @@ export async function asNames(
 /** The registry's view of a session; undefined for a source without registry files (a users file). */
 export async function registryReview(
   registry: RouteSource,
-  session: { asn: number; ipv6: string; ipv4?: string | undefined },
+  session: { asn: number; ipv6?: string | undefined; ipv4?: string | undefined },
 ): Promise<RegistryReview | undefined> {
   if (!registry.files) return undefined;
   const files = await registry.files();

@@ -158,13 +158,14 @@ export function ownershipProblem(
 
 /**
  * Where the registry has route objects: each peer address of a session (`ipv6`, `ipv4`) must be the
- * session's ASN's by ownershipProblem, as DN42 requires of anything announced. Pointers as in a create
- * body. A users file (no `files`) checks nothing.
+ * session's ASN's by ownershipProblem, as DN42 requires of anything announced; one it lacks (an adopted
+ * session without ipv6) needs no route. Pointers as in a create body. A users file (no `files`) checks
+ * nothing.
  */
 export async function routeObjectErrors(
   registry: RouteSource,
   asn: number,
-  spec: { ipv6: string; ipv4?: string | undefined },
+  spec: { ipv6?: string | undefined; ipv4?: string | undefined },
 ): Promise<FieldError[]> {
   if (!registry.files) return [];
   const files = await registry.files();
@@ -186,7 +187,7 @@ export async function routeObjectErrors(
  */
 export async function assertRoutesStillHold(
   registry: RouteSource,
-  session: { name: string; spec: { asn: number; ipv6: string; ipv4?: string | undefined } },
+  session: { name: string; spec: { asn: number; ipv6?: string | undefined; ipv4?: string | undefined } },
   action: string,
 ): Promise<void> {
   const errors = await routeObjectErrors(registry, session.spec.asn, session.spec);

@@ -50,7 +50,7 @@ beforeAll(async () => {
   const otherPort = L.h.store.getSession(otherUuid)!.spec.listenPort;
   await L.connectPeer(other, otherPort);
   // the peer's DN42 address (the session's ipv6) on its side of the tunnel, for ping and traceroute
-  address = L.h.store.getSession(uuid)!.spec.ipv6;
+  address = L.h.store.getSession(uuid)!.spec.ipv6!;
   await peer.ns.run('ip', ['addr', 'add', `${address}/128`, 'dev', peer.iface]);
   await waitFor(
     "both peers' routes in",
@@ -103,7 +103,7 @@ describe('looking glass through the agent', () => {
     expect(received.page).toEqual({ offset: 0, limit: 100, total: 1 });
     const exported = await answer(peer.userToken, { op: 'routes', session: uuid, direction: 'exported' });
     // the other peer's route, not its own
-    const otherPrefix = `${L.h.store.getSession(otherUuid)!.spec.ipv6.replace(/::1$/, '')}::/48`;
+    const otherPrefix = `${L.h.store.getSession(otherUuid)!.spec.ipv6!.replace(/::1$/, '')}::/48`;
     expect(exported.output).toContain(otherPrefix);
     expect(exported.output).not.toContain(prefix);
     const t0 = performance.now();

@@ -3,7 +3,9 @@
  * DN42 registry checkout (test/fixtures/dn42-registry): adopted sessions arrive awaiting review with who
  * and when, one the registry refuses arrives DISABLED with the keyed reason, a taken port or interface is
  * refused for that session alone, a re-apply changes nothing, and an approved session reaches its agent
- * with the names it keeps. `peerops adopt --apply` (and `--plan`) sends a plan read from hand-made files.
+ * with the names it keeps. A session without the peer's DN42 IPv6 (the wiki's link-local-only peers) is
+ * adopted as it is; one without a link-local is refused. `peerops adopt --apply` (and `--plan`) sends a
+ * plan read from hand-made files, and a user's create without ipv6 is still refused naming the field.
  */
 import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -11,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseManifest, renderManifest } from '../../common/manifests.ts';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { freePort } from '../support/ports.ts';
@@ -84,24 +87,29 @@ describe('POST /admin/adoptions', () => {
       planned(C, 31002, 'wg_carol', { ipv6: 'fd00:abcd:e:100::7' }),
       // the port A's session just took
       planned(B, 31001, 'wg_bob', { ipv6: 'fd00:abcd:e:100::1' }),
-      // no DN42 address in the hand-made files
+      // no DN42 address in the hand-made files, as the DN42 wiki's peers: adopted as it is
       planned(4242420104, 31004, 'wg_dave'),
+      // no link-local either: nothing to peer over
+      planned(4242420105, 31005, 'wg_erin', { linkLocal: undefined }),
     ]);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body).toMatchObject({ created: 2, unchanged: 0, refused: 2 });
-    const [alice, carol, bob, dave] = res.body.sessions as Outcome[];
+    expect(res.body).toMatchObject({ created: 3, unchanged: 0, refused: 2 });
+    const [alice, carol, bob, dave, erin] = res.body.sessions as Outcome[];
     expect(alice).toMatchObject({ outcome: 'created', statusName: 'PENDING_REVIEW' });
     expect(carol).toMatchObject({ outcome: 'created', statusName: 'DISABLED' });
     expect(carol?.message).toMatch(/^adopted as DISABLED: the DN42 registry refuses \/ipv6: /);
     expect(bob).toMatchObject({ outcome: 'refused' });
     expect(bob?.errors).toContainEqual(expect.objectContaining({ pointer: '/sessions/2/listenPort' }));
-    expect(dave?.errors).toEqual([
-      expect.objectContaining({ pointer: '/sessions/3/ipv6', key: 'field.adoptNeedsAddress' }),
+    expect(dave).toMatchObject({ outcome: 'created', statusName: 'PENDING_REVIEW' });
+    expect(erin?.errors).toEqual([
+      expect.objectContaining({ pointer: '/sessions/4/linkLocal', key: 'field.adoptNeedsAddress' }),
     ]);
 
     const list = await controller.post(admin, '/admin/session', { action: 'list' });
     const sessions = list.body.sessions as Record<string, unknown>[];
-    expect(sessions).toHaveLength(2);
+    expect(sessions).toHaveLength(3);
+    // the record keeps its wire shape: a string, empty where the session has no DN42 IPv6
+    expect(sessions.find((s) => s.uuid === dave?.uuid)).toMatchObject({ ipv6: '', ipv6LinkLocal: 'fe80::2' });
     const stored = sessions.find((s) => s.uuid === alice?.uuid);
     expect(stored).toMatchObject({
       listenPort: 31001,
@@ -135,7 +143,7 @@ describe('POST /admin/adoptions', () => {
       }),
     ]);
     const after = await controller.post(admin, '/admin/session', { action: 'list' });
-    expect(after.body.sessions).toHaveLength(2);
+    expect(after.body.sessions).toHaveLength(3);
   });
 
   it('refuses who and when from the client, and names the field', async () => {
@@ -150,16 +158,21 @@ describe('POST /admin/adoptions', () => {
 
   it('serves an approved adopted session to its agent with the kept names, not who adopted it', async () => {
     const list = await controller.post(admin, '/admin/session', { action: 'list' });
-    const alice = (list.body.sessions as { uuid: string; statusName: string }[]).find(
-      (s) => s.statusName === 'PENDING_REVIEW',
-    );
-    const approved = await controller.post(admin, '/admin/session', { action: 'approve', uuid: alice?.uuid });
-    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const listed = list.body.sessions as { uuid: string; asn: number; statusName: string }[];
+    const alice = listed.find((s) => s.asn === A);
+    const dave = listed.find((s) => s.asn === 4242420104);
+    for (const s of [alice, dave]) {
+      const approved = await controller.post(admin, '/admin/session', { action: 'approve', uuid: s?.uuid });
+      expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    }
     const served = await controller.get('/agent/fra1/sessions', agentToken);
     const sessions = served.body.sessions as Record<string, unknown>[];
+    // the agent is told the session has no DN42 IPv6: no route into the tunnel for it
+    expect(sessions.find((s) => s.uuid === dave?.uuid)).toMatchObject({ ipv6: null, linkLocal: 'fe80::2' });
     expect(sessions.find((s) => s.uuid === alice?.uuid)).toMatchObject({
       statusName: 'QUEUED_FOR_SETUP',
       listenPort: 31001,
+      ipv6: 'fd00:abcd:e::5',
       adopted: {
         interface: 'wg_alice',
         protocols: ['dn42_101'],
@@ -168,7 +181,7 @@ describe('POST /admin/adoptions', () => {
     });
     expect(sessions.find((s) => s.uuid === alice?.uuid)?.adopted).not.toHaveProperty('by');
     // the one the registry refuses is served DISABLED: its router does not run it
-    expect(sessions.filter((s) => s.uuid !== alice?.uuid)).toEqual([
+    expect(sessions.filter((s) => s.uuid !== alice?.uuid && s.uuid !== dave?.uuid)).toEqual([
       expect.objectContaining({
         statusName: 'DISABLED',
         adopted: expect.objectContaining({ interface: 'wg_carol' }),
@@ -193,7 +206,7 @@ function adoptCli(args: string[]) {
 }
 
 describe('peerops adopt --apply', () => {
-  it('sends the plan of hand-made files; one without DN42 addresses is applied from an edited --plan', async () => {
+  it("sends the plan of the wiki's hand-made files (link-local neighbors only) as it is, and again from --plan", async () => {
     const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('ber1') });
     expect(added.status).toBe(200);
     // the DN42 wiki's layout: wg-quick files, bird.conf including one file per peer
@@ -232,23 +245,18 @@ describe('peerops adopt --apply', () => {
     ];
     const target = ['--url', controller.base, '--token', admin];
 
-    // link-local neighbors only, as in the wiki: the controller names what each session lacks
+    // link-local neighbors only, as in the wiki: applied with no edit
     const first = await adoptCli([...read, '--apply', ...target]);
-    expect(first.code, first.stderr).toBe(1);
-    expect(first.stderr).toContain('refused AS4242420101 wg_p1');
-    expect(first.stderr).toContain("/sessions/0/ipv6: is required: a session has the peer's ipv6");
-    expect(first.stderr).toContain('0 adopted, 0 already adopted, 2 refused');
+    expect(first.stderr).toContain('2 adopted, 0 already adopted, 0 refused');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toContain('created AS4242420101 wg_p1 (PENDING_REVIEW)');
 
-    // the admin adds the peers' DN42 addresses to the plan and applies that
+    // the plan printed and applied from its file: the same sessions
     const printed = await adoptCli([...read, '-o', 'json']);
     const plan = JSON.parse(printed.stdout) as { sessions: { asn: number; ipv6?: string }[] };
-    for (const s of plan.sessions) s.ipv6 = s.asn === A ? 'fd00:abcd:e::20' : 'fd00:abcd:1::20';
+    expect(plan.sessions.map((s) => s.ipv6)).toEqual([undefined, undefined]);
     const file = join(dir, 'plan.json');
     await writeFile(file, JSON.stringify(plan));
-    const applied = await adoptCli(['--plan', file, '--apply', ...target]);
-    expect(applied.stderr).toContain('2 adopted, 0 already adopted, 0 refused');
-    expect(applied.code, applied.stderr).toBe(0);
-    expect(applied.stderr).toContain('created AS4242420101 wg_p1 (PENDING_REVIEW)');
 
     const list = await controller.post(admin, '/admin/session', { action: 'list', router: 'ber1' });
     expect(list.body.sessions).toEqual([
@@ -283,11 +291,56 @@ describe('peerops adopt --apply', () => {
       ),
     );
     expect(shown).toMatch(/^kept names +interface wg_p1, BIRD protocols dn42_p1$/m);
+    expect(shown).toMatch(/^ipv6 +-$/m);
 
     // applied again: the same sessions, nothing new
     const again = await adoptCli(['--plan', file, '--apply', ...target]);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain('0 adopted, 2 already adopted, 0 refused');
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual(plan);
+  });
+});
+
+describe('a session manifest in git', () => {
+  it('may leave out ipv6 only when adopted, and the refusal names the field', () => {
+    const spec = {
+      asn: A,
+      router: 'fra1',
+      linkLocal: 'fe80::2',
+      publicKey: key(),
+      mtu: 1420,
+      listenPort: 31020,
+    };
+    const file = `sessions/fra1/as${A}.yaml`;
+    const plain = parseManifest(file, renderManifest('PeeringSession', `as${A}-fra1`, spec));
+    expect(plain).toMatchObject({
+      ok: false,
+      errors: [expect.objectContaining({ pointer: '/spec/ipv6', key: 'field.ipv6UnlessAdopted' })],
+    });
+    const adopted = {
+      ...spec,
+      adopted: { by: 'admin', at: new Date().toISOString(), ...planned(A, 31020, 'wg_p').adopted },
+    };
+    expect(parseManifest(file, renderManifest('PeeringSession', `as${A}-fra1`, adopted)).ok).toBe(true);
+  });
+});
+
+describe('a user create', () => {
+  it("still needs the peer's DN42 IPv6, and the refusal names the field", async () => {
+    const user = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
+      4242420106,
+      'user',
+    ).token;
+    const res = await controller.post(user, '/session', {
+      action: 'create',
+      router: 'fra1',
+      linkLocal: 'fe80::6',
+      publicKey: key(),
+    });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({
+      code: 'INVALID_REQUEST',
+      errors: [expect.objectContaining({ pointer: '/ipv6', key: 'field.required' })],
+    });
   });
 });

@@ -185,7 +185,7 @@ describe('key rotation in the portal with an agent in the lab', () => {
 
     // IPv6: an admin's modify (its own review). Only the route into the tunnel changes (none in this lab,
     // which gives the router no DN42 IPv6: test/agent/wireguard.test.ts moves one): BGP stays.
-    const oldIpv6 = session.spec.ipv6;
+    const oldIpv6 = session.spec.ipv6!;
     const newIpv6 = oldIpv6.replace(/::1$/, '::2');
     let poll = pollBgp(L.bird, protocol);
     const before = await routerBgp(L.bird, protocol);

@@ -42,7 +42,7 @@ beforeAll(async () => {
   });
   const uuid = await L.approvedSession(peer);
   const port = L.h.store.getSession(uuid)!.spec.listenPort;
-  address = L.h.store.getSession(uuid)!.spec.ipv6;
+  address = L.h.store.getSession(uuid)!.spec.ipv6!;
   agent = L.agent();
   agent.start();
   await L.connectPeer(peer, port);

@@ -493,6 +493,63 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
         expect((await modify(b.spec.uuid, { ipv6: 'fd42:99::1' }))?.spec.ipv6).toBe('fd42:99::1');
       });
 
+      it('stores an adopted session without ipv6, refuses one that is not, and a modify adds it', async () => {
+        const adopted = {
+          by: 'admin AS4242420000',
+          at,
+          interface: 'dn42-p1',
+          protocols: ['p1_v6'],
+          files: ['/etc/wireguard/dn42-p1.conf', '/etc/bird/peers/p1.conf'],
+        };
+        const bare = (asn: number, extra: Partial<ReturnType<typeof newSession>> = {}) => {
+          const { ipv6: _ipv6, ...rest } = newSession(asn, 'fra1', extra);
+          return rest;
+        };
+        // a user's session names the peer's DN42 IPv6: the field is named
+        const err: unknown = await store
+          .createSession(bare(4242420021), pending, user(4242420021), 'c')
+          .catch((e: unknown) => e);
+        expect(isProblem(err, 'INVALID_REQUEST'), String(err)).toBe(true);
+        expect((err as { errors: unknown[] }).errors).toEqual([
+          expect.objectContaining({ pointer: '/ipv6', key: 'field.ipv6UnlessAdopted' }),
+        ]);
+        // two ASNs' adopted sessions without one: a missing address claims nothing
+        const a = await store.createSession(bare(4242420022, { adopted }), pending, admin, 'adopt');
+        const b = await store.createSession(
+          bare(4242420023, { adopted: { ...adopted, interface: 'dn42-p2' } }),
+          pending,
+          admin,
+          'adopt',
+        );
+        expect(a.spec).not.toHaveProperty('ipv6');
+        expect(b.spec.adopted?.interface).toBe('dn42-p2');
+        // the peer's later modify adds its DN42 IPv6, judged as a create's
+        const modify = (edit: Record<string, unknown>) =>
+          store.updateSession(
+            a.spec.uuid,
+            (cur) => ({ spec: { ...cur.spec, ...edit } }),
+            user(4242420022),
+            'm',
+          );
+        expect((await modify({ ipv6: 'fd42:1:22::9' }))?.spec.ipv6).toBe('fd42:1:22::9');
+        // and, once it has one, an adopted session may drop it again (the rule asks only non-adopted ones)
+        const { ipv6: _dropped, ...without } = store.getSession(a.spec.uuid)!.spec;
+        const dropped = await store.updateSession(a.spec.uuid, () => ({ spec: without }), admin, 'm');
+        expect(dropped?.spec).not.toHaveProperty('ipv6');
+        // a session that was not adopted may not lose it
+        const c = await store.createSession(newSession(4242420024, 'fra1'), pending, user(4242420024), 'c');
+        const { ipv6: _c, ...cWithout } = c.spec;
+        await expectProblem(
+          store.updateSession(c.spec.uuid, () => ({ spec: cWithout }), admin, 'm'),
+          'INVALID_REQUEST',
+        );
+        await store.close();
+        store = await h.reopen();
+        expect(store.getSession(a.spec.uuid)?.spec).not.toHaveProperty('ipv6');
+        expect(store.getSession(b.spec.uuid)?.spec.adopted).toEqual({ ...adopted, interface: 'dn42-p2' });
+        expect(store.getSession(c.spec.uuid)?.spec.ipv6).toBe(c.spec.ipv6);
+      });
+
       it('deletes a session, freeing its name and port', async () => {
         const s = await store.createSession(newSession(4242420004, 'fra1'), pending, user(4242420004), 'c');
         const gone = await store.updateSession(

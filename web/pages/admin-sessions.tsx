@@ -372,7 +372,8 @@ function Row(props: {
       </td>
       <td>{s.routerName}</td>
       <td>
-        <code>{s.ipv6}</code>
+        {/* an adopted session may have no DN42 IPv6: its link-local is what it peers over */}
+        <code>{s.ipv6 || s.ipv6LinkLocal}</code>
         {s.ipv4 && (
           <>
             <br />

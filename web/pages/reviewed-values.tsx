@@ -16,7 +16,8 @@ type Reviewed = Pick<
 >;
 
 const REVIEWED: { label: MessageKey; text: (v: Reviewed) => string; code: boolean }[] = [
-  { label: 'session.ipv6', text: (v) => v.ipv6, code: true },
+  // empty: an adopted session without the peer's DN42 IPv6 (docs/api.md, Adoptions)
+  { label: 'session.ipv6', text: (v) => v.ipv6 || t('session.none'), code: true },
   { label: 'session.ipv4', text: (v) => v.ipv4 ?? t('session.none'), code: true },
   { label: 'session.linkLocal', text: (v) => v.ipv6LinkLocal, code: true },
   { label: 'reviews.endpoint', text: (v) => v.endpoint ?? t('session.noEndpoint'), code: true },

@@ -19,8 +19,9 @@ export type ClaimSpec = Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'publicKey
 const keyClaim = (spec: ClaimSpec) => `key ${spec.router} ${wireGuardKeyId(spec.publicKey)}`;
 const addressClaim = (address: string, asn: number) => `address ${address} ${asn}`;
 
+/** The peer addresses a session holds: a missing one (an adopted session's ipv6) claims nothing. */
 function addressesOf(spec: ClaimSpec): string[] {
-  return spec.ipv4 === undefined ? [spec.ipv6] : [spec.ipv6, spec.ipv4];
+  return [spec.ipv6, spec.ipv4].filter((a) => a !== undefined);
 }
 
 export class SessionClaims {

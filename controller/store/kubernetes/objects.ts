@@ -8,8 +8,8 @@ import type { KubernetesObject, V1ConfigMap, V1Secret } from '@kubernetes/client
 import type pino from 'pino';
 import { withSessionConditions } from '../../../common/conditions.ts';
 import { DomainError } from '../../../common/errors.ts';
-import { fault, fieldError } from '../../../common/messages.ts';
-import { mergedSessionStatus } from '../../../common/rules/index.ts';
+import { fault, fieldAtFault, fieldError } from '../../../common/messages.ts';
+import { mergedSessionStatus, sessionIpv6Errors } from '../../../common/rules/index.ts';
 import {
   KINDS,
   PolicySpec as PolicySpecSchema,
@@ -164,6 +164,10 @@ export class KubeObjects {
     try {
       const spec: unknown = (obj as { spec?: unknown }).spec;
       checkOrThrow(SPEC_CHECKS[kind], kind === 'Router' ? upgradeRouterSpec(spec) : spec, `${kind} ${name}`);
+      if (kind === 'PeeringSession') {
+        const missing = sessionIpv6Errors(spec as SessionSpec);
+        if (missing.length > 0) throw fault('request.fieldRefused', fieldAtFault(missing), missing);
+      }
       this.putObject(kind, name, obj, rv);
     } catch (err) {
       const schema = err instanceof DomainError && err.errors !== undefined;

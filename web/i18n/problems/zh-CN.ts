@@ -207,6 +207,8 @@ export default {
   'field.sessionPortTaken': '路由器 {router} 上的端口 {port} 已被会话 {session} 使用',
   'field.adoptNeedsAddress':
     '为必填项：会话需要对端的 {field}，而手工配置文件中没有；请把它加入计划（peerops adopt -o json > plan.json），再应用该计划（--apply --plan plan.json）',
+  'field.ipv6UnlessAdopted':
+    '为必填项：只有从路由器手工配置文件接管的会话（带 `adopted`）可以不填对端的 DN42 IPv6',
   'field.adoptedInterfaceTaken': '路由器 {router} 上的接口 {interface} 已被会话 {session} 使用',
   'field.uuidOfSession': 'uuid 已被会话 {session} 使用',
   'field.defaultNeedsAsn': '默认策略必须设置 dn42Asn（本网络自己的 ASN）',
