@@ -975,6 +975,42 @@ export function storeConformance(name: string, factory: () => Promise<StoreHarne
           metrics,
         });
       });
+
+      it('keep the newer of two observations of one thing, whichever comes last (docs/store.md)', async () => {
+        await store.createRouter('fra1', routerSpec(1), admin);
+        const s = await store.createSession(newSession(4242420012, 'fra1'), queued, admin, 'c');
+        const at = (second: number) => `2026-01-01T00:00:0${second}.000Z`;
+        const metrics = (second: number) => ({
+          rtt: 1,
+          rxBytes: second,
+          txBytes: 1,
+          routesImported: 0,
+          at: at(second),
+        });
+        store.recordSessionMetrics(s.spec.uuid, metrics(2));
+        store.recordSessionMetrics(s.spec.uuid, metrics(1)); // a report got before, recorded after
+        store.recordRouterStatus('fra1', { lastHeartbeat: at(2), agentVersion: '2', uptime: 2 });
+        store.recordRouterStatus('fra1', { lastHeartbeat: at(1), agentVersion: '1', uptime: 1 });
+        // the mesh state is an observation of its own: older than the heartbeat, newer than none
+        store.recordRouterStatus('fra1', { meshPeers: [], meshUpdatedAt: at(1) });
+        store.recordRouterStatus('fra1', {
+          meshPeers: [{ router: 'ams1', reachable: true }],
+          meshUpdatedAt: at(0),
+        });
+        const newest = {
+          lastHeartbeat: at(2),
+          agentVersion: '2',
+          uptime: 2,
+          meshPeers: [],
+          meshUpdatedAt: at(1),
+        };
+        expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics(2));
+        expect(store.getRouter('fra1')?.status).toMatchObject(newest);
+        await store.close();
+        store = await h.reopen();
+        expect(store.getSession(s.spec.uuid)?.status.metrics).toEqual(metrics(2));
+        expect(store.getRouter('fra1')?.status).toMatchObject(newest);
+      });
     });
 
     describe('reopen', () => {

@@ -7,7 +7,9 @@
  *
  * Observations (heartbeats, metrics) are recorded here too, visible at once: the index remembers which
  * are not yet persisted (`unflushed…`), the back end writes them in batches and says which it wrote,
- * and a status read back from storage meanwhile does not hide a newer observation.
+ * and a status read back from storage meanwhile does not hide a newer observation. Of two observations
+ * of one thing the newer stays, whichever arrives last (observation-order.ts): one not yet persisted
+ * that storage holds a newer one of (another replica's) is dropped, not written.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type {
@@ -22,6 +24,7 @@ import { withApproved } from '../../../common/approved-spec.ts';
 import { ChangeFeed, topics, type Topic } from '../change-feed.ts';
 import { SessionClaims, type ClaimSpec } from './claims.ts';
 import { MultiMap } from './multimap.ts';
+import { metricsBefore, routerObservationsNotBefore } from './observation-order.ts';
 import type { Policy, Router, Session } from '../store.ts';
 
 /**
@@ -163,7 +166,7 @@ export class StoreIndex {
   /** A router's spec; its status stays, unless `status` (what storage holds) is given. */
   putRouter(name: string, spec: RouterSpec, status?: RouterStatus): Router {
     const current = this.routers.get(name);
-    if (status !== undefined) this.storedStatus.set(name, status);
+    if (status !== undefined) this.settleRouterPatch(name, status);
     const base = status ?? current?.status ?? this.storedStatus.get(name) ?? {};
     const router = deepFreeze({ name, spec, status: this.withPatch(name, base) });
     this.routers.set(name, router);
@@ -175,7 +178,7 @@ export class StoreIndex {
 
   /** A router's whole status as storage holds it; observations not yet persisted stay over it. */
   setRouterStatus(name: string, status: RouterStatus): void {
-    this.storedStatus.set(name, status);
+    this.settleRouterPatch(name, status);
     const current = this.routers.get(name);
     if (!current) return;
     const next = deepFreeze(this.withPatch(name, status));
@@ -183,6 +186,17 @@ export class StoreIndex {
     // only the mesh lists show it, built per request; no long poll waits on those (docs/api.md)
     if (next.meshPublicKey !== current.status.meshPublicKey)
       this.feed.publish({ kind: 'Router', name, type: 'put' }, []);
+  }
+
+  /** Storage's status: kept, and the observations not yet persisted that it holds newer ones of dropped. */
+  private settleRouterPatch(name: string, status: RouterStatus): void {
+    this.storedStatus.set(name, status);
+    const patch = this.routerPatches.get(name);
+    if (!patch) return;
+    const kept = routerObservationsNotBefore(patch, status);
+    if (kept === patch) return;
+    if (Object.keys(kept).length > 0) this.routerPatches.set(name, kept);
+    else this.routerPatches.delete(name);
   }
 
   private withPatch(name: string, status: RouterStatus): RouterStatus {
@@ -222,6 +236,8 @@ export class StoreIndex {
     const previousName = this.uuidByName.get(name);
     if (previousName !== undefined && previousName !== spec.uuid) this.removeSession(name);
     if (previous) this.unindex(previous);
+    const unflushed = this.metrics.get(spec.uuid);
+    if (unflushed && metricsBefore(unflushed, status.metrics)) this.metrics.delete(spec.uuid);
     const metrics = this.metrics.get(spec.uuid) ?? status.metrics ?? previous?.status.metrics;
     const session = deepFreeze({
       name,
@@ -270,12 +286,14 @@ export class StoreIndex {
   // ---------------------------------------------------------------- observations
 
   /**
-   * Merges a checked patch into a router's status (visible at once; persisted with the next flush).
-   * False when there is no such router.
+   * Merges a checked patch into a router's status (visible at once; persisted with the next flush), but
+   * for what the status holds newer observations of. False when there is no such router.
    */
-  observeRouter(name: string, patch: Partial<RouterStatus>): boolean {
+  observeRouter(name: string, observed: Partial<RouterStatus>): boolean {
     const current = this.routers.get(name);
     if (!current) return false;
+    const patch = routerObservationsNotBefore(observed, current.status);
+    if (Object.keys(patch).length === 0) return true;
     const status = Object.freeze({ ...current.status, ...patch });
     this.routerPatches.set(name, { ...this.routerPatches.get(name), ...patch });
     this.routers.set(name, Object.freeze({ ...current, status }));
@@ -289,10 +307,11 @@ export class StoreIndex {
     return true;
   }
 
-  /** Records a session's checked metrics; false when there is no such session. */
+  /** Records a session's checked metrics unless it shows newer ones; false when there is no such session. */
   observeMetrics(uuid: string, metrics: SessionMetrics): boolean {
     const current = this.sessions.get(uuid);
     if (!current) return false;
+    if (metricsBefore(metrics, current.status.metrics)) return true;
     this.metrics.set(uuid, metrics);
     this.sessions.set(uuid, deepFreeze({ ...current, status: { ...current.status, metrics } }));
     // shown in users' lists, not to agents

@@ -176,10 +176,20 @@ export class KubeApi {
     })) as Resource<S, T>;
   }
 
-  /** JSON merge patch of the status: observations are last-writer-wins, so no resourceVersion check. */
-  async patchStatus<S, T>(kind: Kind, name: string, status: unknown): Promise<Resource<S, T>> {
+  /**
+   * JSON merge patch of the status; with `resourceVersion`, only if the object is still at it (409
+   * otherwise): a router's observations are written over what the writer last read, never over a newer
+   * one another replica wrote meanwhile (docs/kubernetes.md, Observations).
+   */
+  async patchStatus<S, T>(
+    kind: Kind,
+    name: string,
+    status: unknown,
+    resourceVersion?: string,
+  ): Promise<Resource<S, T>> {
+    const body = resourceVersion === undefined ? { status } : { metadata: { resourceVersion }, status };
     return (await this.custom.patchNamespacedCustomObjectStatus(
-      { ...this.ref(kind), name, body: { status }, fieldManager: FIELD_MANAGER },
+      { ...this.ref(kind), name, body, fieldManager: FIELD_MANAGER },
       MERGE_PATCH,
     )) as Resource<S, T>;
   }

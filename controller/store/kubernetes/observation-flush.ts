@@ -4,7 +4,8 @@
  * metrics took 80 s). Router status every time; a session's metrics once metricsWriteIntervalMs has
  * passed since this replica last wrote them, or with `allMetrics` (at shutdown). Every status patch is an
  * etcd revision and a watch event to every replica: 10,000 sessions reporting every minute would
- * otherwise keep the API server busy with them.
+ * otherwise keep the API server busy with them. Each write is at the resourceVersion read, so an older
+ * observation is never written over a newer one another replica wrote (docs/kubernetes.md, Observations).
  */
 import type pino from 'pino';
 import { atGeneration } from '../../../common/conditions.ts';
@@ -50,17 +51,20 @@ export class ObservationFlush {
           ([uuid]) => options.allMetrics || now - (writtenAt.get(uuid) ?? 0) >= this.metricsWriteIntervalMs,
         );
       await mapLimit(routers, BATCH_CONCURRENCY, async ([router, status]) => {
+        const read = this.objects.router(router)?.metadata;
         try {
-          const generation = this.objects.router(router)?.metadata.generation;
+          // at the resourceVersion read: a 409 (another replica's write came first) waits for the watch,
+          // which keeps the newer of each observation (core/observation-order.ts), and the next flush
           const updated = await this.api.patchStatus<RouterSpec, RouterStatus>(
             'Router',
             router,
-            atGeneration(status, generation),
+            atGeneration(status, read?.generation),
+            read?.resourceVersion,
           );
           this.index.routerFlushed(router, status);
           this.objects.applyPut('Router', updated);
         } catch (err) {
-          if (!isNotFound(err))
+          if (!isNotFound(err) && !isConflict(err))
             this.log.warn({ err, router }, 'router status not written; kept for the next flush');
         }
       });
