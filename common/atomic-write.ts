@@ -13,11 +13,6 @@ export interface AtomicWriteOptions {
   mode?: number;
   /** Name of the temp file in the target's directory (default `<name>.<random>.tmp`). */
   tempName?: (name: string) => string;
-  /**
-   * Called with the directory instead of fsyncing it here, for a caller that writes many files and
-   * fsyncs each directory once before it depends on them (git objects before a ref points at them).
-   */
-  deferDirSync?: (dir: string) => void;
 }
 
 const randomSuffix = () => randomBytes(6).toString('hex');
@@ -40,13 +35,23 @@ export async function atomicWriteFile(
   path: string,
   /** The content, or its pieces in order (written as they come: a large file never held whole). */
   data: string | Uint8Array | Iterable<string>,
-  {
-    mode = 0o644,
-    tempName = (name) => `${name}.${randomSuffix()}.tmp`,
-    deferDirSync,
-  }: AtomicWriteOptions = {},
+  options: AtomicWriteOptions = {},
 ): Promise<void> {
-  const tmp = join(dirname(path), tempName(basename(path)));
+  await fsyncDir(await atomicWriteFileNoDirSync(path, data, options));
+}
+
+/**
+ * atomicWriteFile but for the directory's fsync, which the caller owns: it returns the directory, to
+ * fsync (fsyncDir) before anything depends on the file. For a caller that writes many files and fsyncs
+ * each directory once (git objects before a ref points at them, BIRD's files before a configure).
+ */
+export async function atomicWriteFileNoDirSync(
+  path: string,
+  data: string | Uint8Array | Iterable<string>,
+  { mode = 0o644, tempName = (name) => `${name}.${randomSuffix()}.tmp` }: AtomicWriteOptions = {},
+): Promise<string> {
+  const dir = dirname(path);
+  const tmp = join(dir, tempName(basename(path)));
   const handle = await open(tmp, 'wx', mode);
   try {
     try {
@@ -60,8 +65,7 @@ export async function atomicWriteFile(
     await rm(tmp, { force: true });
     throw err;
   }
-  if (deferDirSync) deferDirSync(dirname(path));
-  else await fsyncDir(dirname(path));
+  return dir;
 }
 
 /** Make a directory's entries (a rename, a new file) durable. */

@@ -9,7 +9,7 @@
  * commit instead of one per object.
  */
 import * as fs from 'node:fs';
-import { atomicWriteFile, fsyncDir, gitTempName } from '../common/atomic-write.ts';
+import { atomicWriteFileNoDirSync, fsyncDir, gitTempName } from '../common/atomic-write.ts';
 
 type WriteFileOptions = { mode?: number } | string | undefined;
 
@@ -18,12 +18,13 @@ const unsyncedDirs = new Set<string>();
 export const gitFs = {
   promises: {
     ...fs.promises,
-    writeFile: (path: string, data: string | Uint8Array, options?: WriteFileOptions) =>
-      atomicWriteFile(path, data, {
+    writeFile: async (path: string, data: string | Uint8Array, options?: WriteFileOptions) => {
+      const dir = await atomicWriteFileNoDirSync(path, data, {
         ...(typeof options === 'object' && options.mode !== undefined ? { mode: options.mode } : {}),
         tempName: gitTempName,
-        deferDirSync: (dir) => unsyncedDirs.add(dir),
-      }),
+      });
+      unsyncedDirs.add(dir);
+    },
   },
 };
 

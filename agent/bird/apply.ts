@@ -16,7 +16,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { run } from '../system/exec.ts';
 import { BirdError, type BirdControl } from './control.ts';
 import { ensureIncludeDir, ensureIncludeDirs } from './dirs.ts';
-import { atomicWriteFile, fsyncDir } from '../../common/atomic-write.ts';
+import { atomicWriteFile, atomicWriteFileNoDirSync, fsyncDir } from '../../common/atomic-write.ts';
 import { mapLimit } from '../../common/concurrency.ts';
 import { readTextIfExists, readTextsIfExist } from '../../common/read-file.ts';
 
@@ -167,10 +167,11 @@ export class BirdApplier {
     // two fsyncs each, a first pass at 1,000 sessions spent seconds here (docs/benchmarks.md, the agent).
     const dirs = new Set<string>();
     await mapLimit(changes, FILES_IN_PARALLEL, async (c) => {
-      if (c.content !== undefined)
-        return atomicWriteFile(c.path, c.content, { deferDirSync: (dir) => dirs.add(dir) });
-      await unlink(c.path).catch(() => undefined);
-      dirs.add(dirname(c.path));
+      if (c.content !== undefined) dirs.add(await atomicWriteFileNoDirSync(c.path, c.content));
+      else {
+        await unlink(c.path).catch(() => undefined);
+        dirs.add(dirname(c.path));
+      }
     });
     await Promise.all([...dirs].map(fsyncDir));
     try {
