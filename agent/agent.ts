@@ -155,10 +155,7 @@ export class Agent {
       bird: this.bird,
       applier: this.applier,
       log,
-      report: async (body) => {
-        await client.modify(body);
-        log.info({ session: body.uuid, status: body.status }, 'status reported');
-      },
+      reporter: client,
       ...(templateFile ? { template: () => readFile(templateFile, 'utf8') } : {}),
       ...(mesh ? { mesh } : {}),
       adoption: new Adoption({

@@ -39,13 +39,21 @@ import {
 import { sessionInterfaceSpec, sessionLinkName, wantsUp } from './desired.ts';
 import type { MeshSource } from './mesh-step.ts';
 
+/**
+ * Where the pass's status reports go: the controller's agent API (sync/client.ts, POST
+ * /agent/:router/modify), a port the reconciler owns as it owns WireGuard's and BIRD's.
+ */
+export interface StatusReporter {
+  /** Sends one session's status report; resolves when the controller took it. */
+  modify(body: ModifyBody): Promise<unknown>;
+}
+
 export interface ReconcileDeps {
   config: AgentConfig;
   bird: Pick<BirdControl, 'protocols' | 'restartProtocol'>;
   applier: Pick<BirdApplier, 'apply' | 'mainPath'>;
   wireguard: WireGuard;
-  /** Sends a status report; resolves when the controller took it. */
-  report: (body: ModifyBody) => Promise<void>;
+  reporter: StatusReporter;
   log: Logger;
   /** The controller's mesh answer, on a router that takes part in the mesh (main.ts): the mesh step runs. */
   mesh?: MeshSource;
@@ -522,7 +530,8 @@ export async function report(input: PassInput, verdicts: readonly ModifyBody[]):
   // A few at once: a first pass over hundreds of sessions is not hundreds of round trips end to end.
   const taken = await mapLimit(due, REPORTS_IN_PARALLEL, async (body) => {
     try {
-      await deps.report(body);
+      await deps.reporter.modify(body);
+      deps.log.info({ session: body.uuid, status: body.status }, 'status reported');
       return true;
     } catch (err) {
       deps.log.warn(

@@ -396,7 +396,7 @@ describe('NodeReconciler passes with WireGuard and BIRD as test doubles', () => 
             : { writes: 1, configured: true, changed };
         },
       },
-      report: async (body) => void reports.push(body),
+      reporter: { modify: async (body) => void reports.push(body) },
       log: pino({ level: 'silent' }),
       template: async () => 'protocol bgp {{protocol}} { }\n',
     });

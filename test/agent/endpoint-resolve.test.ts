@@ -150,7 +150,7 @@ describe('a reconcile pass', () => {
         mainPath: join(root, 'bird.conf'),
         apply: async () => ({ writes: 1, configured: true, changed: [] }),
       },
-      report: async (body) => void reports.push(body),
+      reporter: { modify: async (body) => void reports.push(body) },
       log: pino({ level: 'silent' }),
       template: async () => 'protocol bgp {{protocol}} { }\n',
       resolve: table({ 'evil.example': ['127.0.0.1'], 'peer.example': ['2a01:4f8::1'] }),

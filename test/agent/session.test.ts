@@ -198,7 +198,7 @@ describe('agent session machinery', () => {
       wireguard: systemWireGuard,
       bird: agent.bird,
       applier: agent.applier,
-      report: async (body) => void (await agent.client.modify(body)),
+      reporter: agent.client,
       log: pino({ level: 'silent' }),
       graceMs: 0,
     });

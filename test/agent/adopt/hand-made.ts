@@ -520,7 +520,7 @@ export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
     bird,
     applier: new BirdApplier(bird, config.birdMainConfig),
     log: pino({ level: process.env.PEEROPS_TEST_LOG ?? 'silent' }),
-    report: async (body) => void reports.push(body),
+    reporter: { modify: async (body) => void reports.push(body) },
     adoption: new Adoption({
       dir: adoptionDir(config.tunnel.configDir),
       mainPath: config.birdMainConfig,
