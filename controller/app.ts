@@ -307,7 +307,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       await scope.register(loginPlugin, {
         ...opts.login,
         ...loginState,
-        isBlocked: (asn: number) => blockedEverywhere(store, asn),
+        isBlocked: (asn: number) => blockedEverywhere(store.getPolicy('default')?.spec, asn),
         issueToken: (asn, role) => tokens.issueToken(asn, role, config.tokenTtlSeconds, 'login'),
         sessions,
         onOutcome: (outcome) => loginTotal.inc({ outcome }),

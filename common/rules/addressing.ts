@@ -276,12 +276,16 @@ export function assertSessionAddressing(
   if (errors.length > 0) throw fault('request.fieldRefused', fieldAtFault(errors), errors);
 }
 
+/** Whether a change of a stored session touches what the address rules judge (ADDRESSING_FIELDS). */
+export function addressingChanged(before: SessionAddressing, after: SessionAddressing): boolean {
+  return ADDRESSING_FIELDS.some((f) => before[f] !== after[f]);
+}
+
 /**
- * The address rules on a change of a stored session (a modify): a change of its addresses, key, options or
- * endpoint is judged as a create would be, against the rest of the network, except for a fault the
- * session already had in a field the change leaves as it was (a policy tightened since it was stored:
- * docs/api.md, modify). Nothing to judge (nor `networkOf` asked) when none of
- * ADDRESSING_FIELDS changed.
+ * The address rules on a change of a stored session (a modify) that addressingChanged: the change is
+ * judged as a create would be, against the rest of the network, except for a fault the session already
+ * had in a field the change leaves as it was (a policy tightened since it was stored: docs/api.md,
+ * modify).
  */
 export function assertAddressingChange(
   name: string,
@@ -289,10 +293,8 @@ export function assertAddressingChange(
   after: SessionAddressing,
   router: RouterSpec,
   policy: PolicySpec,
-  networkOf: () => NetworkView,
+  network: NetworkView,
 ): void {
-  if (ADDRESSING_FIELDS.every((f) => before[f] === after[f])) return;
-  const network = networkOf();
   const had = sessionAddressingErrors(name, before, router, policy, network);
   const changed = (pointer: string) => {
     const field = pointer.slice(1) as keyof SessionAddressing;

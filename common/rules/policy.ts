@@ -59,8 +59,8 @@ export function mergedPolicy(store: PolicySource, router: string | undefined): P
  * Is the ASN blocked on every router, by the default policy's `blockedAsns`? Its logins are refused and so
  * is every request of its tokens (docs/login.md, Tokens and what is true now).
  */
-export function blockedEverywhere(store: PolicySource, asn: number): boolean {
-  const list = store.getPolicy('default')?.spec.blockedAsns;
+export function blockedEverywhere(defaultPolicy: PolicySpec | undefined, asn: number): boolean {
+  const list = defaultPolicy?.blockedAsns;
   return list ? blockedSet(list).has(asn) : false;
 }
 

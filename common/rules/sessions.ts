@@ -41,18 +41,19 @@ export interface AdmissionSession {
 }
 
 /**
- * What assertAdmission reads. Each store answers from its index plus the creates it has let through and
- * not yet indexed, and calls it inside its serialised write, so that creates sent at once are each judged
- * with the ones before them (docs/store.md, docs/kubernetes.md).
+ * What assertAdmission judges a new session against, gathered by the store from its index plus the
+ * creates it has let through and not yet indexed, inside its serialised write, so that creates sent at
+ * once are each judged with the ones before them (docs/store.md, docs/kubernetes.md).
  */
-export interface AdmissionView {
-  router(name: string): RouterSpec | undefined;
-  /** The policy merged for a router (mergedPolicy). */
-  policyFor(router: string): PolicySpec;
-  /** The sessions on a router, each name once. */
-  sessionsOn(router: string): Iterable<AdmissionSession>;
-  /** The sessions of an ASN, each name once. */
-  sessionsOf(asn: number): Iterable<AdmissionSession>;
+export interface AdmissionFacts {
+  /** The spec of the session's router; undefined when there is no such router. */
+  router: RouterSpec | undefined;
+  /** The policy merged for that router (mergedPolicy). */
+  policy: PolicySpec;
+  /** The sessions on the router, each name once. */
+  onRouter: Iterable<AdmissionSession>;
+  /** The sessions of the ASN, each name once. */
+  ofAsn: Iterable<AdmissionSession>;
   /** What the address rules compare with (it may hold only the sessions near the new addresses). */
   network: NetworkView;
 }
@@ -68,13 +69,12 @@ export function sessionExistsError(asn: number, router: string): DomainError {
  * router below maxSessions, the ASN below maxPendingPerAsn sessions awaiting review, then the addressing
  * (assertSessionAddressing). `spec` is schema-checked. Returns the router's spec.
  */
-export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterSpec {
+export function assertAdmission(facts: AdmissionFacts, spec: SessionSpec): RouterSpec {
   const { asn, router: routerName } = spec;
   const missing = sessionIpv6Errors(spec);
   if (missing.length > 0) throw fault('request.fieldRefused', fieldAtFault(missing), missing);
-  const router = view.router(routerName);
+  const { router, policy } = facts;
   if (!router) throw fault('router.notFound', { name: routerName });
-  const policy = view.policyFor(routerName);
   if (policy.blockedAsns?.includes(asn)) {
     throw fault('session.asnBlocked', { asn, router: routerName }, [
       blockedAsnError('/asn', asn, routerName),
@@ -83,7 +83,7 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
   if (router.acceptingSessions === false) throw fault('router.notAccepting', { name: routerName });
   const name = sessionName(asn, routerName);
   let onRouter = 0;
-  for (const s of view.sessionsOn(routerName)) {
+  for (const s of facts.onRouter) {
     // a REJECTED or PURGED record counts against no limit; a new create replaces it (docs/api.md, Decisions)
     if (isTerminal(s.status.code)) continue;
     if (s.name === name || s.spec.asn === asn) throw sessionExistsError(asn, routerName);
@@ -93,12 +93,12 @@ export function assertAdmission(view: AdmissionView, spec: SessionSpec): RouterS
     throw fault('router.full', { name: routerName, max: router.maxSessions });
   if (policy.maxPendingPerAsn !== undefined) {
     let pending = 0;
-    for (const s of view.sessionsOf(asn))
+    for (const s of facts.ofAsn)
       if (s.name !== name && s.status.code === SessionStatus.PENDING_REVIEW) pending++;
     if (pending >= policy.maxPendingPerAsn)
       throw fault('session.pendingLimit', { asn, pending, limit: policy.maxPendingPerAsn });
   }
-  assertSessionAddressing(name, spec, router, policy, view.network);
+  assertSessionAddressing(name, spec, router, policy, facts.network);
   return router;
 }
 

@@ -13,12 +13,7 @@ import { PolicySpec, RouterSpec } from '../../common/schema.ts';
 import type { SessionStatusCode } from '../../common/status.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
-import {
-  assertNoRouterConflicts,
-  assertPolicyAllows,
-  mergedPolicy,
-  policyJudge,
-} from '../../common/rules/index.ts';
+import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { asNames, registryReview } from '../registry/review.ts';
@@ -89,7 +84,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
     sessionRecord(
       s,
       store.getRouter(s.spec.router),
-      mergedPolicy(store, s.spec.router).dn42Asn ?? null,
+      store.policyFor(s.spec.router).dn42Asn ?? null,
       store.forgeConflictOf?.(s.spec.uuid),
     );
 

@@ -23,7 +23,6 @@ import {
 } from '../../common/schema.ts';
 import { validate } from '../../common/validate.ts';
 import {
-  mergedPolicy,
   policyWarnings,
   routerNameErrors,
   routerSetErrors,
@@ -66,7 +65,7 @@ interface Verdict {
 function storeSet(store: Store): ManifestSet {
   return {
     router: (name) => store.getRouter(name)?.spec,
-    policyFor: (router) => mergedPolicy(store, router),
+    policyFor: (router) => store.policyFor(router),
     portOwner: (router, port, self) =>
       store.listSessions({ router }).find((s) => s.name !== self && s.spec.listenPort === port)?.name,
     sessionUuidOwner: (uuid, self) => {

@@ -9,7 +9,7 @@ import Type, { type Static } from 'typebox';
 import { isProblem } from '../../common/errors.ts';
 import type { FieldError } from '../../common/errors.ts';
 import { englishText, fieldAtFault, fieldError } from '../../common/messages.ts';
-import { peerAddressRangeErrors, mergedPolicy } from '../../common/rules/index.ts';
+import { peerAddressRangeErrors } from '../../common/rules/index.ts';
 import {
   AdoptedNames,
   Asn,
@@ -187,7 +187,7 @@ export const adoptionRoutes: FastifyPluginAsyncTypebox<{
     };
     // the registry as a create meets it (session.ts), but a refusal keeps the session, DISABLED with why
     const registryErrors =
-      registry?.files && peerAddressRangeErrors(spec, mergedPolicy(store, router.name)).length === 0
+      registry?.files && peerAddressRangeErrors(spec, store.policyFor(router.name)).length === 0
         ? await routeObjectErrors(registry, planned.asn, spec)
         : [];
     const review = transition(undefined, { kind: 'create', autoApprove: false });

@@ -39,7 +39,7 @@ import { waitingAfterReport } from '../../common/waiting.ts';
 import { SessionStatus, statusName, type SessionStatusCode } from '../../common/status.ts';
 import { dn42RegionCode, type PolicySpec, type SessionStatusRecord } from '../../common/schema.ts';
 import type { Config } from '../config.ts';
-import { communitiesOf, importLimitOf, mergedPolicy } from '../../common/rules/index.ts';
+import { communitiesOf, importLimitOf } from '../../common/rules/index.ts';
 import { topics } from '../store/change-feed.ts';
 import type { Router, Store } from '../store/store.ts';
 import { counter } from '../metrics.ts';
@@ -249,7 +249,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     },
     async (request, reply) => {
       const router = routerOf(request);
-      const policy = mergedPolicy(store, router.name);
+      const policy = store.policyFor(router.name);
       const filter = await opts.filter.sent();
       const head = {
         dn42Asn: networkAsn(policy),
@@ -304,7 +304,7 @@ export const agentRoutes: FastifyPluginAsync<AgentRouteOptions> = async (plugin,
     },
     async (request, reply) => {
       const router = routerOf(request);
-      const policy = mergedPolicy(store, router.name);
+      const policy = store.policyFor(router.name);
       const head = {
         node: {
           name: router.name,

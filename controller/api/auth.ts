@@ -108,7 +108,8 @@ export function installAuth(
         const identity = identityNow(claims);
         request.tokenClaims = claims;
         request.identity = identity;
-        request.callerBlocked = identity.role !== 'admin' && blockedEverywhere(deps.store, identity.asn);
+        request.callerBlocked =
+          identity.role !== 'admin' && blockedEverywhere(deps.store.getPolicy('default')?.spec, identity.asn);
       } catch (err) {
         request.authError = err instanceof ProblemError ? err : problem('auth.tokenInvalid');
         // a revoked or expired sign-in's cookie is of no more use to the browser

@@ -1,7 +1,6 @@
 /** Unauthenticated routes: health, metrics, the router list, the OpenAPI document and its reference page. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { mergedPolicy } from '../../common/rules/index.ts';
 import { isTerminal } from '../../common/status.ts';
 import type { Store } from '../store/store.ts';
 import { metricsText, register } from '../metrics.ts';
@@ -94,7 +93,7 @@ export const publicRoutes: FastifyPluginAsyncTypebox<{
           publicRouter(
             r,
             store.listSessions({ router: r.name }).filter((s) => !isTerminal(s.status.code)).length,
-            mergedPolicy(store, r.name).dn42Asn ?? null,
+            store.policyFor(r.name).dn42Asn ?? null,
           ),
         ),
     }),

@@ -51,7 +51,7 @@ function tokenEnded(
 ): ProblemError | undefined {
   if (Date.now() >= expiresAt * 1000) return problem('auth.tokenExpired');
   if (store.tokenRevoked(claims.id, claims.asn, claims.issuedAt)) return problem('auth.tokenRevoked');
-  if (!admin && blockedEverywhere(store, claims.asn))
+  if (!admin && blockedEverywhere(store.getPolicy('default')?.spec, claims.asn))
     return problem('events.asnBlocked', { asn: claims.asn });
   return undefined;
 }

@@ -13,12 +13,7 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
-import {
-  ADDRESSING_FIELDS,
-  mergedPolicy,
-  modifyNeedsReview,
-  peerAddressRangeErrors,
-} from '../../common/rules/index.ts';
+import { ADDRESSING_FIELDS, modifyNeedsReview, peerAddressRangeErrors } from '../../common/rules/index.ts';
 import type { Router, Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
@@ -49,7 +44,7 @@ async function assertRouteObjects(
   body: { ipv6?: string | undefined; ipv4?: string | undefined },
 ): Promise<void> {
   if (!registry?.files) return;
-  if (peerAddressRangeErrors(body, mergedPolicy(store, router.name)).length > 0) return;
+  if (peerAddressRangeErrors(body, store.policyFor(router.name)).length > 0) return;
   const errors = await routeObjectErrors(registry, asn, body);
   if (errors.length > 0) throw problem('request.fieldRefused', fieldAtFault(errors), errors);
 }
@@ -86,7 +81,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
     sessionRecord(
       s,
       store.getRouter(s.spec.router),
-      mergedPolicy(store, s.spec.router).dn42Asn ?? null,
+      store.policyFor(s.spec.router).dn42Asn ?? null,
       conflict,
     );
   const view = (s: Session) => record(s, store.forgeConflictOf?.(s.spec.uuid));
@@ -176,7 +171,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
               : {}),
             listenPort: session.spec.listenPort,
             interface: interfaceName(session.spec.listenPort),
-            networkAsn: mergedPolicy(store, router.name).dn42Asn ?? null,
+            networkAsn: store.policyFor(router.name).dn42Asn ?? null,
           };
         }
         case 'modify': {
@@ -202,7 +197,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
               const review =
                 identity.role !== 'admin' &&
                 on !== undefined &&
-                modifyNeedsReview(s.spec, after, on.spec, mergedPolicy(store, s.spec.router));
+                modifyNeedsReview(s.spec, after, on.spec, store.policyFor(s.spec.router));
               return applyTrigger(s, { kind: 'modify', review }, now, () => after);
             },
             actor,
@@ -232,7 +227,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           const session = findOwned(store, identity, body.uuid);
           const router = store.getRouter(session.spec.router);
           if (!router) throw problem('session.routerGone', { router: session.spec.router });
-          const networkAsn = mergedPolicy(store, router.name).dn42Asn;
+          const networkAsn = store.policyFor(router.name).dn42Asn;
           if (networkAsn === undefined) throw problem('policy.noNetworkAsn');
           const { spec } = session;
           const files = peerConfig(body.format, {

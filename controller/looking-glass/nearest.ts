@@ -17,7 +17,6 @@ import {
 import { problem } from '../../common/messages.ts';
 import { canonicalEndpoint, parseEndpoint } from '../../common/net.ts';
 import { parsePingAvg } from '../../common/ping.ts';
-import { mergedPolicy } from '../../common/rules/index.ts';
 import type { Router, Store } from '../store/store.ts';
 import type { LookingGlassBroker } from './broker.ts';
 
@@ -120,7 +119,7 @@ export class NearestRouters {
         };
         let target: string;
         try {
-          target = await addressFor(mergedPolicy(this.store, router.name).allowPrivateEndpoints === true);
+          target = await addressFor(this.store.policyFor(router.name).allowPrivateEndpoints === true);
         } catch (err) {
           if (err instanceof EndpointRefused) return { ...distance, problem: err.message };
           throw err;

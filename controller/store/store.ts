@@ -129,6 +129,11 @@ export interface Store {
   neighbours(spec: SessionSpec): Session[];
   listPolicies(): Policy[];
   getPolicy(name: string): Policy | undefined;
+  /**
+   * The policy for sessions on `router`: the default with the router's own over it (mergedPolicy in
+   * common/rules/policy.ts); the default alone without a router.
+   */
+  policyFor(router: string | undefined): PolicySpec;
   /** sha256 hex of the router's agent token, if one is set. */
   getAgentTokenHash(router: string): string | undefined;
   /**

@@ -15,6 +15,7 @@ import { reportingRouterConditions, withSessionConditions } from '../../../commo
 import { fault, fieldError } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
+  addressingChanged,
   assertAddressingChange,
   assertAdmission,
   assertNoRouterConflicts,
@@ -23,8 +24,9 @@ import {
   checkedSessionSpec,
   mergedPolicy,
   sessionExistsError,
+  type AdmissionFacts,
   type AdmissionSession,
-  type AdmissionView,
+  type NetworkView,
 } from '../../../common/rules/index.ts';
 import {
   type ForgeConflict,
@@ -302,6 +304,10 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
     return this.index.getPolicy(name);
   }
 
+  policyFor(router: string | undefined): PolicySpec {
+    return mergedPolicy(this.index, router);
+  }
+
   getAgentTokenHash(router: string): string | undefined {
     return this.index.getRouter(router)?.spec.agentTokenSha256;
   }
@@ -429,7 +435,11 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
       'session',
     );
     const first = validateOrThrow<SessionStatusRecord>(SessionStatusSchema, status, 'session status');
-    const router = assertAdmission(this.admissionView(spec, inFlight), spec);
+    const pending = this.unindexed(inFlight);
+    const router = assertAdmission(
+      { ...this.admissionCounts(spec, pending), network: this.network(spec, pending) },
+      spec,
+    );
     const session = { name, spec, status: withSessionConditions(first, undefined) };
     return judged({
       ...session,
@@ -441,45 +451,63 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
         perRouter: router.maxSessions !== undefined,
         perAsn: mergedPolicy(this.index, spec.router).maxPendingPerAsn !== undefined,
       },
-      readmit: ({ onRouter, ofAsn }: { onRouter?: AdmissionSession[]; ofAsn?: AdmissionSession[] }) => {
-        const view = this.admissionView(spec, [...this.inFlight.values()], name);
-        assertAdmission(
-          {
-            ...view,
-            sessionsOn: (r) => onRouter ?? view.sessionsOn(r),
-            sessionsOf: (asn) => ofAsn ?? view.sessionsOf(asn),
-            // the addresses passed before the create; only the counts are asked again
-            network: { routers: [], sessions: [] },
-          },
+      readmit: (fresh: { onRouter?: AdmissionSession[]; ofAsn?: AdmissionSession[] }) => {
+        const counts = this.admissionCounts(
           spec,
+          this.unindexed([...this.inFlight.values()], name),
+          name,
+          fresh,
         );
+        // the addresses passed before the create; only the counts are judged again
+        assertAdmission({ ...counts, network: { routers: [], sessions: [] } }, spec);
       },
     });
   }
 
-  /** What assertAdmission reads: the index, and the creates in flight not in it yet. */
-  private admissionView(
-    spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4' | 'publicKey'>,
-    inFlight: readonly InFlightSession[] = [],
+  /** The creates of `inFlight` the index does not hold yet, less `self`. */
+  private unindexed(inFlight: readonly InFlightSession[], self?: string): InFlightSession[] {
+    return inFlight.filter((s) => s.name !== self && !this.index.byName(s.name));
+  }
+
+  /**
+   * What assertAdmission counts a create with, besides the addresses: its router and policy, the
+   * sessions on the router and of the ASN from the index (less `self`, judged again) and `pending`, or
+   * the lists `given` (the storage's own, fresh).
+   */
+  private admissionCounts(
+    spec: Pick<SessionSpec, 'asn' | 'router'>,
+    pending: readonly InFlightSession[],
     self?: string,
-  ): AdmissionView {
-    const pending = inFlight.filter((s) => s.name !== self && !this.index.byName(s.name));
-    const matching = function* (
-      stored: Iterable<Session>,
+    given: { onRouter?: AdmissionSession[]; ofAsn?: AdmissionSession[] } = {},
+  ): Omit<AdmissionFacts, 'network'> {
+    const gather = (
+      filter: { router: string } | { asn: number },
       match: (s: AdmissionSession['spec']) => boolean,
-    ): Iterable<AdmissionSession> {
-      for (const s of stored) if (s.name !== self) yield s;
-      for (const s of pending) if (match(s.spec)) yield s;
+    ): AdmissionSession[] => {
+      const found: AdmissionSession[] = [];
+      for (const s of this.index.sessionsMatching(filter)) if (s.name !== self) found.push(s);
+      for (const s of pending) if (match(s.spec)) found.push(s);
+      return found;
     };
     return {
-      router: (r) => this.index.getRouter(r)?.spec,
-      policyFor: (r) => mergedPolicy(this.index, r),
-      sessionsOn: (r) => matching(this.index.sessionsMatching({ router: r }), (s) => s.router === r),
-      sessionsOf: (asn) => matching(this.index.sessionsMatching({ asn }), (s) => s.asn === asn),
-      network: {
-        routers: this.index.routerValues(),
-        sessions: [...this.index.neighbours(spec), ...pending],
-      },
+      router: this.index.getRouter(spec.router)?.spec,
+      policy: mergedPolicy(this.index, spec.router),
+      onRouter: given.onRouter ?? gather({ router: spec.router }, (s) => s.router === spec.router),
+      ofAsn: given.ofAsn ?? gather({ asn: spec.asn }, (s) => s.asn === spec.asn),
+    };
+  }
+
+  /**
+   * What the address rules compare a session with: every router, the sessions it can clash with (the
+   * index's claims: StoreIndex.neighbours) and the creates in flight.
+   */
+  private network(
+    spec: Pick<SessionSpec, 'asn' | 'router' | 'ipv6' | 'ipv4' | 'publicKey'>,
+    pending: readonly InFlightSession[],
+  ): NetworkView {
+    return {
+      routers: this.index.routerValues(),
+      sessions: [...this.index.neighbours(spec), ...pending],
     };
   }
 
@@ -528,15 +556,17 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
       if (owner && owner !== current.name) throw portTaken(spec.listenPort, owner);
     }
     const router = change.spec ? this.index.getRouter(spec.router) : undefined;
-    if (router)
+    if (router && addressingChanged(current.spec, spec)) {
+      const pending = this.unindexed([...this.inFlight.values()], current.name);
       assertAddressingChange(
         current.name,
         current.spec,
         spec,
         router.spec,
         mergedPolicy(this.index, spec.router),
-        () => this.admissionView(spec, [...this.inFlight.values()], current.name).network,
+        this.network(spec, pending),
       );
+    }
     const status = change.status
       ? withSessionConditions(
           validateOrThrow<SessionStatusRecord>(SessionStatusSchema, change.status, 'session status'),

@@ -21,7 +21,7 @@ import {
 } from '../../../common/manifests.ts';
 import { allocateListenPort } from '../../../common/naming.ts';
 import {
-  ADDRESSING_FIELDS,
+  addressingChanged,
   loopbackIndex,
   mergedPolicy,
   mergedSessionStatus,
@@ -566,7 +566,7 @@ export class Follower {
     // flags it, approve and enable refuse it): one the store holds, or at start finds with its status
     // under the same uuid, is kept while a merge leaves its addresses and key as they were.
     const kept = existing
-      ? ADDRESSING_FIELDS.every((f) => existing.spec[f] === input[f])
+      ? !addressingChanged(existing.spec, input)
       : input.uuid !== undefined && this.statusFiles.get(name)?.uuid === input.uuid;
     if (!kept) return addressing;
     this.log.warn(
