@@ -525,9 +525,27 @@ export const KINDS = {
 
 // ---- relaxed input for manifests arriving from git (the store allocates what is missing) ----
 
-/** A session spec as people write it in a pull request: the store allocates uuid, listenPort and createdAt. */
+/**
+ * An `adopted` block as `peerops adopt --out` or `--pull-request` writes it: the kept names; the store
+ * fills in `by` and `at` from the merge that brought it (docs/gitops.md, "Adopted sessions by pull request").
+ */
+export const AdoptedInput = Type.Object(
+  { by: Type.Optional(Adopted.properties.by), at: Type.Optional(Timestamp), ...AdoptedNames },
+  { additionalProperties: false },
+);
+export type AdoptedInput = Static<typeof AdoptedInput>;
+
+/**
+ * A session spec as people write it in a pull request: the store allocates uuid, listenPort and createdAt,
+ * and an adoption's `by` and `at`.
+ */
 export const SessionSpecInput = Type.Object(
-  { ...SessionSpec.properties, uuid: Type.Optional(Uuid), listenPort: Type.Optional(Port) },
+  {
+    ...SessionSpec.properties,
+    uuid: Type.Optional(Uuid),
+    listenPort: Type.Optional(Port),
+    adopted: Type.Optional(AdoptedInput),
+  },
   { additionalProperties: false },
 );
 

@@ -305,7 +305,7 @@ async function generateNetwork(root: string, sessions: number): Promise<string> 
     `commit ${ref}\ncommitter bench <bench@example.org> 1764000000 +0000\n${data(message)}`;
   const routers = Math.max(1, Math.ceil(sessions / PER_ROUTER));
   const at = new Date().toISOString();
-  const status = withSessionConditions(mergedSessionStatus(true, at), undefined);
+  const status = withSessionConditions(mergedSessionStatus(true, at, false), undefined);
   const specs: { path: string; uuid: string }[] = [];
   await put(commit('refs/heads/main', `${routers} routers, ${sessions} sessions\n`));
   await put(file('policy/default.yaml', renderManifest('RoutingPolicy', 'default', { dn42Asn: 4242420000 })));

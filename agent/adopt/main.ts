@@ -7,8 +7,8 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CORE_SCHEMA, dump, load } from 'js-yaml';
-import { sessionPath } from '../../common/manifests.ts';
 import { usageError } from '../../common/usage.ts';
+import { sessionManifest } from './manifests.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
@@ -77,20 +77,6 @@ function table(plan: Plan): string {
   return out.join('\n');
 }
 
-function manifest(s: PlannedSession): string {
-  const { adopted, router, ...spec } = s;
-  const from = `# adopted from interface ${adopted.interface}, BIRD protocols ${adopted.protocols.join(', ')}; files: ${adopted.files.join(', ')}\n`;
-  return (
-    from +
-    dump({
-      apiVersion: 'peerops.dev/v1alpha1',
-      kind: 'PeeringSession',
-      metadata: { name: `as${s.asn}-${router}` },
-      spec: { ...spec, router },
-    })
-  );
-}
-
 export async function main(argv: string[]): Promise<number> {
   let flags;
   try {
@@ -149,10 +135,10 @@ export async function main(argv: string[]): Promise<number> {
   else if (flags.output === 'yaml') console.log(dump(plan));
   else console.log(table(plan));
   if (flags.out) {
-    for (const s of plan.sessions) {
-      const path = join(flags.out, sessionPath(s.router, s.asn));
-      await mkdir(dirname(path), { recursive: true });
-      await writeFile(path, manifest(s));
+    for (const { path, text } of plan.sessions.map(sessionManifest)) {
+      const file = join(flags.out, path);
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, text);
     }
   }
   if (flags.apply) return apply(plan, target);

@@ -24,12 +24,27 @@ import { blockedAsnError } from './policy.ts';
 /**
  * The first status of a session that came without one, merged into the GitOps repo (git) or applied by
  * kubectl/Flux/Argo CD (Kubernetes): PENDING_REVIEW, or QUEUED_FOR_SETUP where the default policy says a
- * merge is an approval (docs/architecture.md), since `at`.
+ * merge is an approval (docs/architecture.md), since `at`. An adopted session waits for review whatever
+ * the policy, as one adopted through the API does (docs/gitops.md, "Adopted sessions by pull request").
  */
-export function mergedSessionStatus(mergeIsApproval: boolean, at: string | undefined): SessionStatusRecord {
-  const outcome = transition(undefined, { kind: 'merge', mergeIsApproval });
+export function mergedSessionStatus(
+  mergeIsApproval: boolean,
+  at: string | undefined,
+  adopted: boolean,
+): SessionStatusRecord {
+  const outcome = transition(undefined, { kind: 'merge', mergeIsApproval: mergeIsApproval && !adopted });
   const code = outcome.result === 'status' ? outcome.to : SessionStatus.PENDING_REVIEW;
   return { code, name: statusName(code), ...(at !== undefined ? { lastTransitionTime: at } : {}) };
+}
+
+/** Does a manifest's spec hold every field the store fills in (uuid, listenPort, createdAt, adoption's who and when)? */
+export function isCompleteSpec(spec: SessionSpecInput): spec is SessionSpec {
+  return (
+    spec.uuid !== undefined &&
+    spec.listenPort !== undefined &&
+    spec.createdAt !== undefined &&
+    (spec.adopted === undefined || (spec.adopted.by !== undefined && spec.adopted.at !== undefined))
+  );
 }
 
 /** A session as the admission rules count it: stored, or (Kubernetes) being created by this replica. */

@@ -22,6 +22,7 @@ import {
 import { allocateListenPort } from '../../../common/naming.ts';
 import {
   addressingChanged,
+  isCompleteSpec,
   loopbackIndex,
   mergedPolicy,
   mergedSessionStatus,
@@ -33,6 +34,8 @@ import {
 import {
   RouterStatus as RouterStatusSchema,
   SessionStatusSchema,
+  type Adopted,
+  type AdoptedInput,
   type RouterStatus,
   type SessionSpec,
   type SessionStatusRecord,
@@ -511,32 +514,45 @@ export class Follower {
       }
     }
     const file = this.statusFiles.get(manifest.name);
+    const complete = isCompleteSpec(input);
     // a complete manifest (every one the store wrote) is stored as parsed, not copied
-    const spec: SessionSpec =
-      input.uuid !== undefined && input.listenPort !== undefined && input.createdAt !== undefined
-        ? (input as SessionSpec)
-        : {
-            ...input,
-            uuid: input.uuid ?? existing?.spec.uuid ?? file?.uuid ?? randomUUID(),
-            listenPort,
-            createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
-          };
+    const { adopted, ...named } = input;
+    const spec: SessionSpec = complete
+      ? input
+      : {
+          ...named,
+          uuid: input.uuid ?? existing?.spec.uuid ?? file?.uuid ?? randomUUID(),
+          listenPort,
+          createdAt: input.createdAt ?? existing?.spec.createdAt ?? new Date().toISOString(),
+          ...(adopted ? { adopted: this.adoptedByMerge(adopted, existing?.spec.adopted) } : {}),
+        };
     if (existing && existing.spec.uuid !== spec.uuid) this.removeSession(manifest.name, false);
-    if (input.uuid === undefined || input.listenPort === undefined || input.createdAt === undefined) {
-      this.incompleteSpecs.add(manifest.name);
-    } else this.incompleteSpecs.delete(manifest.name);
+    if (!complete) this.incompleteSpecs.add(manifest.name);
+    else this.incompleteSpecs.delete(manifest.name);
     let status: SessionStatusRecord;
     if (existing && existing.spec.uuid === spec.uuid) status = existing.status;
     else if (file && file.uuid === spec.uuid) status = file.status;
     else {
       const mergeIsApproval = this.index.getPolicy('default')?.spec.mergeIsApproval ?? false;
       status = withSessionConditions(
-        mergedSessionStatus(mergeIsApproval, new Date().toISOString()),
+        mergedSessionStatus(mergeIsApproval, new Date().toISOString(), spec.adopted !== undefined),
         undefined,
       );
     }
     this.putSession(manifest.name, spec, status, file !== undefined && file.uuid === spec.uuid);
     this.log.debug({ session: manifest.name, path }, 'store: session applied from git');
+  }
+
+  /**
+   * An `adopted` block that came by a merge, with who and when: the merge commit that brought it and now
+   * (docs/gitops.md, "Adopted sessions by pull request"); what the store already filled in is kept.
+   */
+  private adoptedByMerge(input: AdoptedInput, stored: Adopted | undefined): Adopted {
+    return {
+      ...input,
+      by: input.by ?? stored?.by ?? `merge ${this.spec.head?.slice(0, 12) ?? ''}`.trimEnd(),
+      at: input.at ?? stored?.at ?? new Date().toISOString(),
+    };
   }
 
   /** Why the rules refuse a session manifest (common/rules); none when they accept it. */

@@ -323,6 +323,7 @@ export class KubeObjects {
       mergedSessionStatus(
         this.index.getPolicy('default')?.spec.mergeIsApproval ?? false,
         created ? new Date(created).toISOString() : undefined,
+        resource.spec.adopted !== undefined,
       ),
       undefined,
     );

@@ -7,6 +7,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Plan } from '../../../agent/adopt/plan.ts';
 
@@ -153,10 +154,21 @@ describe('peerops adopt plan', () => {
     expect(stdout).toMatch(/^ASN\s+INTERFACE\s+PORT/);
     expect(stdout).toContain('5 sessions to adopt');
     expect(stdout).toContain('not adopted (3):');
-    const manifest = await readFile(join(out, 'sessions/fra1/as4242420101.yaml'), 'utf8');
-    expect(manifest).toContain('# adopted from interface wg_1, BIRD protocols dn42_1');
-    expect(manifest).toContain('kind: PeeringSession');
-    expect(manifest).toContain('listenPort: 31001');
+    const manifest = load(await readFile(join(out, 'sessions/fra1/as4242420101.yaml'), 'utf8')) as {
+      kind: string;
+      spec: Record<string, unknown>;
+    };
+    expect(manifest.kind).toBe('PeeringSession');
+    // the adopted block the agent takes the session over by; who and when are the controller's to set
+    expect(manifest.spec).toMatchObject({
+      listenPort: 31001,
+      adopted: {
+        interface: 'wg_1',
+        protocols: ['dn42_1'],
+        files: [join(root, 'wg/wg_1.conf'), join(root, 'bird/peers/as4242420101.conf')],
+      },
+    });
+    expect(manifest.spec.adopted).not.toHaveProperty('by');
   });
 
   it('refuses bad flags with the flag named', async () => {
