@@ -4,16 +4,21 @@
 #   tools       kubelet, kube-controller-manager, kube-scheduler (and etcd, kube-apiserver, kubectl) built
 #               by scripts/cluster/tools.sh
 #   pause       the pod sandbox image: a static Go binary packed with umoci, docker-archive by skopeo
-#   apiserver   etcd + kube-apiserver on 127.0.0.1 (token auth, Node,RBAC authorization)
+#   apiserver   etcd + kube-apiserver on the node's address (token auth, Node,RBAC authorization), its serving
+#               certificate signed by the cluster CA that pods trust (kube-root-ca.crt)
 #   containerd  Debian's containerd with runc, its own root, state and socket under the work dir
 #   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a loopback-only CNI network
 #   node-ready  the Node object reports Ready
 #   pod         a plain pod with the locally imported image reaches Running
 #   control     kube-controller-manager and kube-scheduler: a Deployment without nodeName becomes Available
+#   proxy       kube-proxy in iptables mode: the `kubernetes` Service's cluster IP leads to the API server
 #   controller  with PEEROPS_CLUSTER_IMAGES=DIR (the --out of `npm run build:image`): the controller image
 #               imported from its docker-archive runs as the chart runs it (uid 10001, read-only root) and
 #               turns Ready on the chart's readiness probe
-# Needs root. Usage: node.sh [--keep]  (--keep leaves the node up and prints how to reach it; Ctrl-C stops)
+#   in-cluster  with PEEROPS_CLUSTER_IMAGES: a pod reads the API through the `kubernetes` Service with its
+#               ServiceAccount's token and the cluster CA, as a client's in-cluster configuration does
+# Needs root. Usage: node.sh [--keep]  (--keep leaves the node up and prints how to reach it, the line
+# `cluster: ready netns=<namespace> kubeconfig=<file> containerd=<socket>`; Ctrl-C or SIGTERM stops)
 # Everything it starts is stopped and everything it mounts or creates is removed on exit.
 set -euo pipefail
 
@@ -41,10 +46,23 @@ if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
   ip -n "$ns" link set lo up
   # The node's address, on lo (this kernel has no dummy links): kubelet refuses a 127.0.0.0/8 node IP.
   ip -n "$ns" addr add 10.250.0.1/32 dev lo
+  # A route for the Services' range, as a node's default route gives one: a packet is routed before
+  # kube-proxy's rules rewrite its destination, and without one the node's own programs (the API server
+  # calling the admission webhook, the agent with hostNetwork) get "Network is unreachable".
+  ip -n "$ns" route add 10.96.0.0/24 dev lo src 10.250.0.1
   rc=0
   # nsenter, not `ip netns exec`: that remounts /sys and so hides the host's cgroup mounts from kubelet.
-  nsenter --net="/var/run/netns/$ns" env PEEROPS_CLUSTER_NETNS="$ns" bash "$0" "$@" || rc=$?
-  comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | awk '{print $1}' | sort) |
+  nsenter --net="/var/run/netns/$ns" env PEEROPS_CLUSTER_NETNS="$ns" bash "$0" "$@" &
+  inner=$!
+  # A stop request goes to the inner run, whose own trap stops what it started; then this one cleans up.
+  trap 'kill -TERM "$inner" 2>/dev/null' TERM INT
+  while :; do
+    wait "$inner" && rc=0 || rc=$?
+    kill -0 "$inner" 2>/dev/null || break
+  done
+  trap - TERM INT
+  # The pods' namespaces (containerd names them cni-<uuid>); other programs' namespaces are left alone.
+  comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | awk '{print $1}' | sort) | grep '^cni-' |
     while read -r left; do ip netns delete "$left"; done
   # What kubelet, containerd and the CNI plugins keep outside the work dir: the pods' cgroups, the
   # plugins' result cache, the shims' sockets.
@@ -59,6 +77,7 @@ fi
 
 work="$(mktemp -d /tmp/peerops-cluster-XXXXXX)"
 node="peerops-node"
+node_ip=10.250.0.1
 pids=()
 phase="setup"
 phase_start=$(date +%s.%N)
@@ -159,20 +178,36 @@ etcd_peer=$(free_port)
 api_port=$(free_port)
 admin_token="$(openssl rand -hex 24)"
 node_token="$(openssl rand -hex 24)"
+proxy_token="$(openssl rand -hex 24)"
+# system:kube-proxy: the bootstrap policy binds it to the system:node-proxier role.
 cat >"$work/tokens.csv" <<EOF
 $admin_token,cluster-admin,1,"system:masters"
 $node_token,system:node:$node,2,"system:nodes"
+$proxy_token,system:kube-proxy,3
 EOF
 openssl genrsa -out "$work/sa.key" 2048 2>/dev/null
 openssl rsa -in "$work/sa.key" -pubout -out "$work/sa.pub" 2>/dev/null
+# The cluster CA: it signs the API server's serving certificate, and the controller-manager publishes it
+# to every namespace (kube-root-ca.crt), so that pods verify the API server they reach by its Service.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" -days 1 \
+  -subj /CN=peerops-cluster-ca 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$work/apiserver.key" -out "$work/apiserver.csr" \
+  -subj /CN=kube-apiserver 2>/dev/null
+printf 'subjectAltName=%s\n' "IP:10.96.0.1,IP:$node_ip,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:localhost" \
+  >"$work/apiserver.ext"
+openssl x509 -req -in "$work/apiserver.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial \
+  -days 1 -extfile "$work/apiserver.ext" -out "$work/apiserver.crt" 2>/dev/null
 "$bin/etcd" --name=node --data-dir="$work/etcd" \
   --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
   --listen-peer-urls="http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer" \
   --initial-cluster="node=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level=warn >"$work/etcd.log" 2>&1 &
 pids+=($!)
 wait_until 30 curl -sf "http://127.0.0.1:$etcd_port/health" || fail "etcd not healthy in 30 s" "$work/etcd.log"
-"$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 \
-  --advertise-address=127.0.0.1 --secure-port="$api_port" --cert-dir="$work/certs" \
+# Every address of the node's namespace (its lo and the pods' bridge; nothing outside it reaches them),
+# advertised on the node's address: the `kubernetes` Service's endpoint, which pods reach by kube-proxy.
+"$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=0.0.0.0 \
+  --advertise-address="$node_ip" --secure-port="$api_port" \
+  --tls-cert-file="$work/apiserver.crt" --tls-private-key-file="$work/apiserver.key" \
   --token-auth-file="$work/tokens.csv" --service-account-key-file="$work/sa.pub" \
   --service-account-signing-key-file="$work/sa.key" --service-account-issuer=https://kubernetes.default.svc \
   --service-cluster-ip-range=10.96.0.0/24 --authorization-mode=Node,RBAC --allow-privileged=true \
@@ -187,6 +222,7 @@ kubeconfig() { # file user token
 }
 kubeconfig "$work/admin.kubeconfig" cluster-admin "$admin_token"
 kubeconfig "$work/kubelet.kubeconfig" "system:node:$node" "$node_token"
+kubeconfig "$work/kube-proxy.kubeconfig" system:kube-proxy "$proxy_token"
 k() { "$kubectl" --kubeconfig "$work/admin.kubeconfig" "$@"; }
 wait_until 60 k get --raw /readyz || fail "kube-apiserver not ready in 60 s" "$work/apiserver.log"
 done_phase
@@ -272,7 +308,7 @@ registerNode: true
 EOF
 "$bin/kubelet" --config="$work/kubelet.yaml" --kubeconfig="$work/kubelet.kubeconfig" \
   --root-dir="$work/kubelet" --cert-dir="$work/kubelet/pki" --hostname-override="$node" \
-  --node-ip=10.250.0.1 --v=1 >"$work/kubelet.log" 2>&1 &
+  --node-ip="$node_ip" --v=1 >"$work/kubelet.log" 2>&1 &
 pids+=($!)
 wait_until 60 curl -sf "http://127.0.0.1:$healthz_port/healthz" ||
   { kill -0 "${pids[-1]}" 2>/dev/null || fail "kubelet exited" "$work/kubelet.log"; fail "kubelet not healthy in 60 s" "$work/kubelet.log"; }
@@ -313,8 +349,6 @@ done_phase
 # --- control ---------------------------------------------------------------------------------------
 # kube-controller-manager and kube-scheduler: a Deployment (no nodeName) becomes Available.
 begin control
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" -days 1 \
-  -subj /CN=peerops-cluster-ca 2>/dev/null
 "$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" --bind-address=127.0.0.1 \
   --secure-port="$(free_port)" --service-account-private-key-file="$work/sa.key" \
   --root-ca-file="$work/ca.crt" --cluster-signing-cert-file="$work/ca.crt" \
@@ -344,6 +378,34 @@ if ! wait_until 120 available; then
   k get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 8 >&2 || true
   grep -E '^E[0-9]{4}' "$work/scheduler.log" | tail -n 5 >&2 || true
   fail "Deployment not Available in 120 s" "$work/controller-manager.log"
+fi
+done_phase
+
+# --- proxy -------------------------------------------------------------------------------------------
+# kube-proxy in iptables mode, in the node's namespace: Services' cluster IPs lead to their endpoints,
+# the `kubernetes` Service's to the API server on the node's address.
+begin proxy
+cat >"$work/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: { kubeconfig: $work/kube-proxy.kubeconfig }
+hostnameOverride: $node
+clusterCIDR: 10.250.1.0/24
+bindAddress: $node_ip
+healthzBindAddress: 127.0.0.1:$(free_port)
+metricsBindAddress: 127.0.0.1:$(free_port)
+# The conntrack limits and timeouts are the host kernel's: 0 leaves them as they are.
+conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s }
+iptables: { localhostNodePorts: false }
+EOF
+"$bin/kube-proxy" --config="$work/kube-proxy.yaml" --v=1 >"$work/kube-proxy.log" 2>&1 &
+pids+=($!)
+# The Service's cluster IP as pods see it, answered by the API server behind it (401 without a token).
+api_by_service() { [[ "$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 https://10.96.0.1/readyz)" =~ ^(200|401|403)$ ]]; }
+if ! wait_until 60 api_by_service; then
+  iptables-save -t nat 2>/dev/null | grep KUBE-SVC | head -n 5 >&2 || true
+  fail "the kubernetes Service's cluster IP does not reach the API server in 60 s" "$work/kube-proxy.log"
 fi
 done_phase
 
@@ -384,11 +446,58 @@ EOF
     fail "controller pod not Ready in 120 s" "$work/kubelet.log"
   fi
   done_phase
+
+  # --- in-cluster ------------------------------------------------------------------------------------
+  # What a client's in-cluster configuration does (the controller's on the Kubernetes store): the API
+  # server at KUBERNETES_SERVICE_HOST, verified with the ServiceAccount's ca.crt, its token as bearer.
+  begin in-cluster
+  k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: { name: in-cluster, namespace: default }
+spec:
+  nodeName: $node
+  restartPolicy: Never
+  securityContext: { runAsUser: 10001, runAsGroup: 10001 }
+  containers:
+    - name: review
+      image: $image
+      imagePullPolicy: Never
+      command:
+        - /usr/local/bin/node
+        - -e
+        - |
+          const fs = require('node:fs');
+          const dir = '/var/run/secrets/kubernetes.io/serviceaccount/';
+          const req = require('node:https').request({
+            host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT, method: 'POST',
+            path: '/apis/authentication.k8s.io/v1/selfsubjectreviews', ca: fs.readFileSync(dir + 'ca.crt'),
+            headers: { authorization: 'Bearer ' + fs.readFileSync(dir + 'token', 'utf8'), 'content-type': 'application/json' },
+          }, (res) => {
+            let body = '';
+            res.on('data', (c) => (body += c));
+            res.on('end', () => {
+              console.log(res.statusCode, JSON.parse(body).status?.userInfo?.username ?? body);
+              process.exit(res.statusCode === 201 ? 0 : 1);
+            });
+          });
+          req.on('error', (err) => { console.error(err.message); process.exit(1); });
+          req.end(JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }));
+EOF
+  reviewed() { [[ "$(k get pod in-cluster -o jsonpath='{.status.phase}')" =~ ^(Succeeded|Failed)$ ]]; }
+  wait_until 120 reviewed || fail "in-cluster pod not finished in 120 s" "$work/kubelet.log"
+  answer="$(cat "$work"/pod-logs/default_in-cluster_*/review/*.log 2>/dev/null | sed 's/^[^ ]* [^ ]* [^ ]* //')"
+  [[ "$(k get pod in-cluster -o jsonpath='{.status.phase}')" == Succeeded ]] ||
+    fail "a pod's in-cluster request through the kubernetes Service: $answer"
+  log "through the kubernetes Service ($(k get svc kubernetes -o jsonpath='{.spec.clusterIP}')): $answer"
+  done_phase
 fi
 
 log "all phases passed"
 if ((keep)); then
   log "kubeconfig: $work/admin.kubeconfig; containerd: $work/containerd.sock; Ctrl-C stops and removes all"
+  # For a caller driving the node (test/cluster/): kubectl and helm run in the namespace (nsenter --net).
+  log "ready netns=$PEEROPS_CLUSTER_NETNS kubeconfig=$work/admin.kubeconfig containerd=$work/containerd.sock"
   # In the background so that a signal reaches the trap at once.
   while true; do
     sleep 3600 &

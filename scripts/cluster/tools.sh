@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the node binaries the cluster test runs (kubelet, kube-controller-manager, kube-scheduler) from the
-# same pins as scripts/k8s-tools.sh (test/k8s/tools/go.mod), into the same cache directory. Kept apart from
-# k8s-tools.sh so the other Kubernetes tests do not build them. Usage: tools.sh [binary...] (default: all).
+# Builds the node binaries the cluster test runs (kubelet, kube-controller-manager, kube-scheduler,
+# kube-proxy) from the same pins as scripts/k8s-tools.sh (test/k8s/tools/go.mod), into the same cache
+# directory. Kept apart from k8s-tools.sh so the other Kubernetes tests do not build them.
+# Usage: tools.sh [binary...] (default: all).
 # Prints the directory holding the binaries on its last line of stdout; progress and timing go to stderr.
 set -euo pipefail
 
@@ -9,7 +10,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 tools="$root/test/k8s/tools"
 bin="$(bash "$root/scripts/k8s-tools.sh" | tail -n1)"
 wanted=("$@")
-((${#wanted[@]})) || wanted=(kubelet kube-controller-manager kube-scheduler)
+((${#wanted[@]})) || wanted=(kubelet kube-controller-manager kube-scheduler kube-proxy)
 
 exec 9>"$bin/.lock"
 flock 9
