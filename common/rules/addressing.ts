@@ -18,17 +18,7 @@ import {
   type Family,
 } from '../net.ts';
 import { sessionOptions, type PolicySpec, type RouterSpec, type SessionSpec } from '../schema.ts';
-import { blockedAsnError, mergedPolicy, type PolicySource } from './policy.ts';
-
-/** What policyJudge reads: a store's routers and policies, and the neighbours of a session. */
-export interface NetworkSource extends PolicySource {
-  listRouters(): { name: string; spec: RouterSpec }[];
-  /**
-   * The sessions a session's addresses and key can clash with: other ASNs' sessions with one of its peer
-   * addresses, the sessions on its router with its WireGuard key (NetworkView.sessions).
-   */
-  neighbours(spec: SessionSpec): Iterable<{ name: string; spec: SessionSpec }>;
-}
+import { blockedAsnError, mergePolicies } from './policy.ts';
 
 /** The fields of its own that sessionAddressingErrors judges, besides asn and router (which never change). */
 export const ADDRESSING_FIELDS = [
@@ -49,7 +39,7 @@ export type SessionAddressing = Pick<
 
 /**
  * The other routers and sessions a session's peer addresses and key are compared with. `sessions` may hold
- * only its neighbours (NetworkSource.neighbours): other ASNs' sessions with one of its addresses, and the
+ * only its neighbours (Store.neighbours): other ASNs' sessions with one of its addresses, and the
  * sessions on its router with its WireGuard key (those without router and publicKey are compared by
  * address only).
  */
@@ -329,27 +319,45 @@ export function policyViolations(
 }
 
 /**
- * INVALID_STATE when the current policy no longer allows the session (policyViolations): approve and
- * enable would queue it for setup. INVALID_STATE rather than INVALID_REQUEST because the request is
- * right and the stored session is what breaks the rule; the errors name its fields as a create would.
+ * INVALID_STATE when the current policy no longer allows the session (its `violations`, policyJudge):
+ * approve and enable would queue it for setup. INVALID_STATE rather than INVALID_REQUEST because the
+ * request is right and the stored session is what breaks the rule; the errors name its fields as a
+ * create would.
  */
-export function assertPolicyAllows(store: NetworkSource, session: Neighbour, action: string): void {
-  const errors = policyJudge(store)(session);
-  if (errors.length > 0)
-    throw fault('session.breaksPolicy', { action, name: session.name, ...fieldAtFault(errors) }, errors);
+export function assertPolicyAllows(
+  session: { name: string },
+  violations: FieldError[],
+  action: string,
+): void {
+  if (violations.length > 0)
+    throw fault(
+      'session.breaksPolicy',
+      { action, name: session.name, ...fieldAtFault(violations) },
+      violations,
+    );
 }
 
-/** policyViolations for the sessions of one store, with its routers, policies and sessions read once. */
-export function policyJudge(store: NetworkSource): (session: Neighbour) => FieldError[] {
-  const routers = store.listRouters();
+/**
+ * policyViolations for the sessions of one network, its routers and policies (as stored, unmerged)
+ * indexed once; each session is judged with its neighbours (NetworkView.sessions), which the caller
+ * looks up.
+ */
+export function policyJudge(
+  routers: readonly { name: string; spec: RouterSpec }[],
+  policies: readonly { name: string; spec: PolicySpec }[],
+): (session: Neighbour, neighbours: NetworkView['sessions']) => FieldError[] {
   const byName = new Map(routers.map((r) => [r.name, r.spec]));
   const loopbackOwner = loopbackIndex(routers);
-  const policies = new Map<string, PolicySpec>();
-  return (session) => {
+  const own = new Map(policies.map((p) => [p.name, p.spec]));
+  const merged = new Map<string, PolicySpec>();
+  return (session, neighbours) => {
     const name = session.spec.router;
-    let policy = policies.get(name);
-    if (!policy) policies.set(name, (policy = mergedPolicy(store, name)));
-    const network = { routers, loopbackOwner, sessions: store.neighbours(session.spec) };
-    return policyViolations(session, byName.get(name), policy, network);
+    let policy = merged.get(name);
+    if (!policy) merged.set(name, (policy = mergePolicies(own.get('default'), own.get(name))));
+    return policyViolations(session, byName.get(name), policy, {
+      routers,
+      loopbackOwner,
+      sessions: neighbours,
+    });
   };
 }

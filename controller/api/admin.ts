@@ -14,7 +14,7 @@ import type { SessionStatusCode } from '../../common/status.ts';
 import { validate, validateOrThrow } from '../../common/validate.ts';
 import { newAgentToken } from '../auth/agent-token.ts';
 import { assertNoRouterConflicts, assertPolicyAllows, policyJudge } from '../../common/rules/index.ts';
-import type { Store } from '../store/store.ts';
+import type { Session, Store } from '../store/store.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { asNames, registryReview } from '../registry/review.ts';
 import { assertRoutesStillHold } from '../registry/routes.ts';
@@ -80,6 +80,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
 }> = async (app, opts) => {
   const { store } = opts;
   let policyWrites: Promise<unknown> = Promise.resolve();
+  // what the current policy would refuse of a session (a policy tightened after it was stored)
+  const policyViolations = () => {
+    const judge = policyJudge(store.listRouters(), store.listPolicies());
+    return (s: Session) => judge(s, store.neighbours(s.spec));
+  };
   const view = (s: Parameters<typeof sessionRecord>[0]) =>
     sessionRecord(
       s,
@@ -114,9 +119,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         }
         if (body.asn !== undefined) filter.asn = body.asn;
         const { page, matched } = listPage(store.listSessions(filter), (name) => store.getRouter(name), body);
-        // what the current policy would refuse of each (a policy tightened after the session was stored)
-        const judge = policyJudge(store);
-        const sessions = page.map((s) => ({ ...view(s), policyViolations: judge(s) }));
+        const violations = policyViolations();
+        const sessions = page.map((s) => ({ ...view(s), policyViolations: violations(s) }));
         // counts only in a page's answer: the whole list's stays as clients have read it
         if (body.limit === undefined) return { sessions };
         return { sessions, matched, total: store.listSessions().length };
@@ -130,7 +134,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
         if (!s) throw problem('session.notFound', { uuid: body.uuid });
         const registry = opts.registry ? await registryReview(opts.registry, s.spec) : undefined;
         return {
-          session: { ...view(s), policyViolations: policyJudge(store)(s) },
+          session: { ...view(s), policyViolations: policyViolations()(s) },
           registry: registry ?? null,
         };
       }
@@ -156,7 +160,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           const change = applyTrigger(s, { kind: body.action }, now, undefined, decision);
           // both queue the session for setup: not while the current policy refuses it (docs/api.md)
           if (body.action === 'approve' || body.action === 'enable')
-            assertPolicyAllows(store, s, body.action);
+            assertPolicyAllows(s, policyViolations()(s), body.action);
           return change;
         },
         actor,
