@@ -2,11 +2,10 @@
  * Controller configuration from command-line flags and the environment (flags win). One place, so
  * `peerops serve`, tests and the lab all build the same Config.
  */
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_IDLE_SECONDS } from './auth/portal-session.ts';
-import { redactUrl } from './redact.ts';
+import { gitBranch, gitRemote, secret } from '../common/git-remote.ts';
 
 export interface Config {
   /** Address to listen on: `host` ('' = every address) and `port`. */
@@ -202,60 +201,12 @@ export interface Flags {
   historyPrometheus?: string | undefined;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
-/** A secret from `<NAME>_FILE` (a mounted Secret) or `<NAME>`; trailing newlines dropped. */
-function secret(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  const file = env[`${name}_FILE`];
-  if (file) {
-    try {
-      return readFileSync(file, 'utf8').replace(/[\r\n]+$/, '');
-    } catch (err) {
-      throw new Error(`${name}_FILE: cannot read ${file} (${(err as NodeJS.ErrnoException).code})`, {
-        cause: err,
-      });
-    }
-  }
-  return env[name] || undefined;
-}
-
 function parseGit(flags: Flags, env: NodeJS.ProcessEnv): GitConfig {
-  const branch = flags.gitBranch ?? (env.PEEROPS_GIT_BRANCH || 'main');
-  if (
-    !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$/.test(branch) ||
-    branch.includes('..') ||
-    branch === 'peerops-status'
-  )
-    throw new Error(`--git-branch: '${branch}' is not a usable branch name`);
-  const url = flags.gitRemote ?? (env.PEEROPS_GIT_REMOTE || undefined);
+  const branch = gitBranch(flags.gitBranch, env);
+  const remoteUrl = flags.gitRemote ?? (env.PEEROPS_GIT_REMOTE || undefined);
   const webhookSecret = secret(env, 'PEEROPS_GIT_WEBHOOK_SECRET');
-  if (url === undefined) return { branch, remote: undefined, webhookSecret };
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error(`--git-remote: '${redactUrl(url)}' is not a URL`);
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
-    throw new Error(
-      '--git-remote: the store speaks git over HTTP(S) only (https://forge.example/org/repo.git)',
-    );
-  if (parsed.username || parsed.password)
-    throw new Error(
-      '--git-remote: put credentials in PEEROPS_GIT_CREDENTIALS_FILE (user:token), not in the URL, where logs would show them',
-    );
-  const text = secret(env, 'PEEROPS_GIT_CREDENTIALS');
-  let credentials: { username: string; password: string } | undefined;
-  if (text !== undefined) {
-    const colon = text.indexOf(':');
-    // a bare token is sent as the password of `x-access-token`, which GitHub, Gitea and Forgejo accept
-    credentials =
-      colon < 0
-        ? { username: 'x-access-token', password: text }
-        : { username: text.slice(0, colon), password: text.slice(colon + 1) };
-  }
-  if (credentials && parsed.protocol === 'http:' && !LOOPBACK.has(parsed.hostname))
-    throw new Error('--git-remote: credentials go over https:// only');
+  if (remoteUrl === undefined) return { branch, remote: undefined, webhookSecret };
+  const { url, credentials } = gitRemote(remoteUrl, env);
   const seconds = env.PEEROPS_GIT_INTERVAL ? Number(env.PEEROPS_GIT_INTERVAL) : 5;
   if (!Number.isInteger(seconds) || seconds < 1 || seconds > 3600)
     throw new Error(

@@ -21,7 +21,7 @@ import { SessionReconciler } from './reconcile/session-reconciler.ts';
 import { Notifier, notifierEnv } from './notify/notifier.ts';
 import { FileWebhooks } from './notify/webhooks.ts';
 import { openRegistry } from './auth/login/registry.ts';
-import { redactUrls } from './redact.ts';
+import { redactUrls } from '../common/redact.ts';
 
 const USAGE = `usage: peerops serve [--listen HOST:PORT] [--trust-proxy LIST] [--data DIR] [--git-remote URL]
                      [--git-branch NAME] [--git-push-mode sync|async] [--git-push-timeout SECONDS]

@@ -58,3 +58,6 @@ done
 # peerops-wireguard (the userspace WireGuard host the agent prefers to wireguard-go) for
 # test/agent/wireguard-host.test.ts: built once into .cache/, before the tests run in parallel.
 bash "$(dirname "$0")/build-wireguard-host.sh" >/dev/null
+# Gitea, the real forge test/gitops/adopt-pull-request.test.ts opens pull requests on: built once into
+# .cache/ (minutes on 2 cores), before the tests run in parallel.
+bash "$(dirname "$0")/gitea-tools.sh" >/dev/null

@@ -1,14 +1,20 @@
 /**
  * `peerops adopt` (docs/agent.md, Adopting a running router): reads the router's hand-made WireGuard and
- * BIRD files and prints the adoption plan; read-only unless `--out` or `--apply` is given. `--apply`
- * sends the plan's sessions to the controller (POST /admin/adoptions), which marks them adopted.
+ * BIRD files and prints the adoption plan; read-only unless `--out`, `--pull-request` or `--apply` is
+ * given. `--pull-request` proposes the plan's manifests on the GitOps repository's forge
+ * (pull-request.ts); `--apply` sends the plan's sessions to the controller (POST /admin/adoptions),
+ * which marks them adopted.
  */
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CORE_SCHEMA, dump, load } from 'js-yaml';
 import { usageError } from '../../common/usage.ts';
+import { gitBranch, gitRemote, isUsableBranch } from '../../common/git-remote.ts';
+import { redactUrls } from '../../common/redact.ts';
+import { FORGES, forgeOfHost, isForge } from './forge.ts';
 import { sessionManifest } from './manifests.ts';
+import { defaultBranch, proposeAdoption, type PullRequestTarget } from './pull-request.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
@@ -17,6 +23,7 @@ import { AgentConfigError, loadConfig } from '../config.ts';
 import type { ClientOptions } from '../../cli/client.ts';
 
 const HELP = `usage: peerops adopt --router NAME [options]
+       peerops adopt --router NAME --pull-request --git-remote URL [--forge KIND] [--branch NAME]
        peerops adopt --plan FILE --apply [--url URL] [--token TOKEN]
        peerops adopt --undo [--config FILE]
 
@@ -29,6 +36,13 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --port-min N, --port-max N   the router's port range (default 30000-32767)
   -o table|yaml|json     output (default table)
   --out DIR              write a session manifest per adopted peer under DIR (sessions/<router>/as<asn>.yaml)
+  --pull-request         push those manifests on a new branch of the network's GitOps repository and open
+                         a pull request there (docs/gitops.md, Adopted sessions by pull request); the
+                         credentials: PEEROPS_GIT_CREDENTIALS_FILE (or PEEROPS_GIT_CREDENTIALS), user:token
+  --forge KIND           github, gitea, forgejo or gitlab (default: from the host, github.com or gitlab.com)
+  --git-remote URL       the repository's HTTPS URL (default PEEROPS_GIT_REMOTE)
+  --git-branch NAME      the branch the pull request merges into (default PEEROPS_GIT_BRANCH, else main)
+  --branch NAME          the new branch (default adopt/<router>-<UTC date and time>)
   --apply                send the plan's sessions to the controller with an admin token: they arrive
                          awaiting review (docs/api.md, Adoptions); exit 1 if it refuses any
   --plan FILE            apply this plan (what -o json|yaml printed, reviewed or edited) instead of
@@ -91,6 +105,11 @@ export async function main(argv: string[]): Promise<number> {
         'port-max': { type: 'string' },
         output: { type: 'string', short: 'o', default: 'table' },
         out: { type: 'string' },
+        'pull-request': { type: 'boolean' },
+        forge: { type: 'string' },
+        'git-remote': { type: 'string' },
+        'git-branch': { type: 'string' },
+        branch: { type: 'string' },
         'files-only': { type: 'boolean' },
         apply: { type: 'boolean' },
         plan: { type: 'string' },
@@ -118,6 +137,12 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (!flags.router) return usageError('--router: missing; give this router’s name in peerops');
   if (!['table', 'yaml', 'json'].includes(flags.output)) return usageError('-o: must be table, yaml or json');
+  let forge: PullRequestTarget | undefined;
+  if (flags['pull-request']) {
+    const checked = pullRequestTarget(flags.router, flags, process.env);
+    if (typeof checked === 'string') return usageError(checked);
+    forge = checked;
+  }
   const min = Number(flags['port-min'] ?? 30000);
   const max = Number(flags['port-max'] ?? 32767);
   if (!Number.isInteger(min) || !Number.isInteger(max) || min < 1 || max > 65535 || min > max)
@@ -141,8 +166,58 @@ export async function main(argv: string[]): Promise<number> {
       await writeFile(file, text);
     }
   }
+  if (forge) {
+    const code = await propose(flags.router, plan, forge);
+    if (code !== 0 || !flags.apply) return code;
+  }
   if (flags.apply) return apply(plan, target);
   return 0;
+}
+
+/** The pull request's repository, branches and credentials from the flags and environment; a string says why not. */
+function pullRequestTarget(
+  router: string,
+  flags: { forge?: string; 'git-remote'?: string; 'git-branch'?: string; branch?: string },
+  env: NodeJS.ProcessEnv,
+): PullRequestTarget | string {
+  const url = flags['git-remote'] ?? (env.PEEROPS_GIT_REMOTE || undefined);
+  if (url === undefined)
+    return '--git-remote: missing; give the GitOps repository’s HTTPS URL (or set PEEROPS_GIT_REMOTE)';
+  try {
+    const remote = gitRemote(url, env);
+    if (!remote.credentials)
+      return '--pull-request: no credentials; put user:token in a file only you can read and name it in PEEROPS_GIT_CREDENTIALS_FILE';
+    const forge = flags.forge ?? forgeOfHost(url);
+    if (forge === undefined)
+      return `--forge: missing; the host ${new URL(url).host} does not say which forge it is (${FORGES.join(', ')})`;
+    if (!isForge(forge)) return `--forge: must be one of ${FORGES.join(', ')}`;
+    const base = gitBranch(flags['git-branch'], env);
+    const branch = flags.branch ?? defaultBranch(router);
+    if (!isUsableBranch(branch) || branch === base)
+      return `--branch: '${branch}' is not a usable new branch name`;
+    return { forge, url, credentials: remote.credentials, base, branch };
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** The plan's manifests as a pull request; one line per file and the pull request's address. */
+async function propose(router: string, plan: Plan, target: PullRequestTarget): Promise<number> {
+  if (plan.sessions.length === 0) {
+    console.error('--pull-request: the plan has no session to adopt');
+    return 1;
+  }
+  try {
+    const r = await proposeAdoption(router, plan, target);
+    for (const path of r.added) console.error(`added ${path}`);
+    for (const path of r.present) console.error(`left ${path}: the repository holds it already`);
+    console.error(`pushed branch ${target.branch}; pull request #${r.pull.number}: ${r.pull.url}`);
+    console.log(r.pull.url);
+    return 0;
+  } catch (err) {
+    console.error(`--pull-request: ${redactUrls((err as Error).message)}`);
+    return 1;
+  }
 }
 
 /** A plan's file is at most what the controller takes in one request (docs/api.md, Adoptions). */

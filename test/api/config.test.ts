@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
-import { redactUrl, redactUrls } from '../../controller/redact.ts';
+import { redactUrl, redactUrls } from '../../common/redact.ts';
 
 describe('controller configuration', () => {
   it('defaults: listen 127.0.0.1:8080 (loopback only), ./data, git store, 12 h tokens', () => {

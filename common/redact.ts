@@ -1,5 +1,5 @@
 /**
- * Credentials out of URLs the controller shows (start-up errors, docs/operator-guide.md): the user and
+ * Credentials out of URLs peerops shows (start-up errors, docs/operator-guide.md): the user and
  * password part `user:token@` becomes `***@`, whether or not the rest of the URL parses.
  */
 
