@@ -35,7 +35,10 @@ export const ADDRESSING_FIELDS = [
 export type SessionAddressing = Pick<
   SessionSpec,
   'asn' | 'router' | 'ipv6' | 'ipv4' | 'linkLocal' | 'publicKey' | 'mpbgp' | 'extendedNextHop' | 'endpoint'
->;
+> & {
+  /** Whether it was adopted (a stored session's block, or a git manifest's, which may lack by and at). */
+  adopted?: Pick<NonNullable<SessionSpec['adopted']>, 'interface'> | undefined;
+};
 
 /**
  * The other routers and sessions a session's peer addresses and key are compared with. `sessions` may hold
@@ -183,7 +186,10 @@ function sessionKeyErrors(
 /**
  * Peer addresses a peer can own (peerAddressRangeErrors), an endpoint the router may send to
  * (endpointErrors), a link-local that is not the router's own, and the MP-BGP /
- * extended next hop / IPv4 combination that gives the IPv4 side a session.
+ * extended next hop / IPv4 combination that gives the IPv4 side a session. An adopted session is what
+ * its router already runs, and keeps its hand-made protocol's options: one that carries no IPv4 (an
+ * IPv6-only peer, or the DN42 wiki's IPv4 channel over the link-local without extended next hop) is
+ * kept so (docs/decisions.md, "An adopted session needs its link-local").
  */
 function sessionPolicyErrors(
   spec: SessionAddressing,
@@ -200,8 +206,9 @@ function sessionPolicyErrors(
     at('linkLocal', 'field.routerLinkLocal', { linkLocal: router.linkLocal });
   const { mpbgp, extendedNextHop: enh } = sessionOptions(spec);
   if (enh && !mpbgp) at('extendedNextHop', 'field.enhNeedsMpbgp');
-  if (!mpbgp && spec.ipv4 === undefined) at('mpbgp', 'field.noIpv4Side');
-  if (mpbgp && !enh && spec.ipv4 === undefined) at('extendedNextHop', 'field.noIpv4NextHop');
+  const ipv4Side = spec.ipv4 !== undefined || spec.adopted !== undefined;
+  if (!mpbgp && !ipv4Side) at('mpbgp', 'field.noIpv4Side');
+  if (mpbgp && !enh && !ipv4Side) at('extendedNextHop', 'field.noIpv4NextHop');
   return errors;
 }
 
