@@ -348,9 +348,19 @@ export class StoreIndex {
     return out;
   }
 
+  /** The router's whole current status when it has observations not yet persisted. */
+  unflushedRouter(name: string): RouterStatus | undefined {
+    return this.routerPatches.has(name) ? this.routers.get(name)?.status : undefined;
+  }
+
   /** Session metrics not yet persisted, by uuid. */
   unflushedMetrics(): [string, SessionMetrics][] {
     return [...this.metrics];
+  }
+
+  /** The session's metrics not yet persisted. */
+  unflushedMetricsOf(uuid: string): SessionMetrics | undefined {
+    return this.metrics.get(uuid);
   }
 
   hasUnflushed(): boolean {

@@ -5,12 +5,19 @@
  * passed since this replica last wrote them, or with `allMetrics` (at shutdown). Every status patch is an
  * etcd revision and a watch event to every replica: 10,000 sessions reporting every minute would
  * otherwise keep the API server busy with them. Each write is at the resourceVersion read, so an older
- * observation is never written over a newer one another replica wrote (docs/kubernetes.md, Observations).
+ * observation is never written over a newer one another replica wrote (docs/kubernetes.md, Observations);
+ * a 409 reads the object again and writes once more at once (written).
  */
 import type pino from 'pino';
 import { atGeneration } from '../../../common/conditions.ts';
 import { mapLimit } from '../../../common/concurrency.ts';
-import type { RouterSpec, RouterStatus, SessionSpec, SessionStatusRecord } from '../../../common/schema.ts';
+import type {
+  Kind,
+  RouterSpec,
+  RouterStatus,
+  SessionSpec,
+  SessionStatusRecord,
+} from '../../../common/schema.ts';
 import type { StoreIndex } from '../core/store-index.ts';
 import { isConflict, isNotFound, type KubeApi } from './api.ts';
 import { stampedStatus } from './generation.ts';
@@ -42,59 +49,75 @@ export class ObservationFlush {
   /** One flush after the one running; resolves once it is written. */
   flush(options: { allMetrics?: boolean } = {}): Promise<void> {
     this.flushing = this.flushing.then(async () => {
-      const routers = this.index.unflushedRouters();
+      const routers = this.index.unflushedRouters().map(([router]) => router);
       const now = Date.now();
       const writtenAt = this.objects.metricsWrittenAt;
-      const metrics = this.index
+      const sessions = this.index
         .unflushedMetrics()
         .filter(
           ([uuid]) => options.allMetrics || now - (writtenAt.get(uuid) ?? 0) >= this.metricsWriteIntervalMs,
         );
-      await mapLimit(routers, BATCH_CONCURRENCY, async ([router, status]) => {
-        const read = this.objects.router(router)?.metadata;
-        try {
-          // at the resourceVersion read: a 409 (another replica's write came first) waits for the watch,
-          // which keeps the newer of each observation (core/observation-order.ts), and the next flush
-          const updated = await this.api.patchStatus<RouterSpec, RouterStatus>(
-            'Router',
-            router,
-            atGeneration(status, read?.generation),
-            read?.resourceVersion,
-          );
-          this.index.routerFlushed(router, status);
-          this.objects.applyPut('Router', updated);
-        } catch (err) {
-          if (!isNotFound(err) && !isConflict(err))
-            this.log.warn({ err, router }, 'router status not written; kept for the next flush');
-        }
-      });
-      await mapLimit(metrics, BATCH_CONCURRENCY, async ([uuid, value]) => {
+      await mapLimit(routers, BATCH_CONCURRENCY, (router) =>
+        this.written('Router', router, () => this.writeRouter(router)),
+      );
+      await mapLimit(sessions, BATCH_CONCURRENCY, async ([uuid]) => {
         const name = this.index.getSession(uuid)?.name;
-        if (name === undefined) return;
-        const current = this.objects.session(name);
-        if (!current) return;
-        try {
-          // at the resourceVersion read, as every session write (stampedStatus): a conflict waits for the next flush
-          const updated = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>(
-            'PeeringSession',
-            {
-              ...current,
-              status: stampedStatus(current, current.spec, {
-                ...this.objects.statusOf(current),
-                metrics: value,
-              }),
-            },
-          );
-          this.index.metricsFlushed(uuid, value);
-          writtenAt.set(uuid, now);
-          this.objects.applyPut('PeeringSession', updated);
-        } catch (err) {
-          // a 409: another write of the session came first; its metrics go with the next flush
-          if (!isNotFound(err) && !isConflict(err))
-            this.log.warn({ err, session: name }, 'session metrics not written; kept for the next flush');
-        }
+        if (name !== undefined)
+          await this.written('PeeringSession', name, () => this.writeMetrics(uuid, name, now));
       });
     });
     return this.flushing;
+  }
+
+  /**
+   * `write`, and after a 409 (another replica wrote the object since it was read) once more at once with
+   * the object read again: the index then holds the newer of each observation (core/observation-order.ts)
+   * and writes what is still this replica's. A second 409 leaves it for the next flush.
+   */
+  private async written(kind: Kind, name: string, write: () => Promise<void>): Promise<void> {
+    try {
+      try {
+        await write();
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        await this.objects.refresh(kind, name);
+        await write();
+      }
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err))
+        this.log.warn(
+          { err, object: `${kind}/${name}` },
+          'observations not written; kept for the next flush',
+        );
+    }
+  }
+
+  /** The router's status with its observations not yet written, at the resourceVersion read. */
+  private async writeRouter(router: string): Promise<void> {
+    const status = this.index.unflushedRouter(router);
+    if (!status) return;
+    const read = this.objects.router(router)?.metadata;
+    const updated = await this.api.patchStatus<RouterSpec, RouterStatus>(
+      'Router',
+      router,
+      atGeneration(status, read?.generation),
+      read?.resourceVersion,
+    );
+    this.index.routerFlushed(router, status);
+    this.objects.applyPut('Router', updated);
+  }
+
+  /** The session's metrics not yet written, at the resourceVersion read, as every session write (stampedStatus). */
+  private async writeMetrics(uuid: string, name: string, now: number): Promise<void> {
+    const value = this.index.unflushedMetricsOf(uuid);
+    const current = this.objects.session(name);
+    if (!value || !current) return;
+    const updated = await this.api.replace<SessionSpec, Partial<SessionStatusRecord>>('PeeringSession', {
+      ...current,
+      status: stampedStatus(current, current.spec, { ...this.objects.statusOf(current), metrics: value }),
+    });
+    this.index.metricsFlushed(uuid, value);
+    this.objects.metricsWrittenAt.set(uuid, now);
+    this.objects.applyPut('PeeringSession', updated);
   }
 }
