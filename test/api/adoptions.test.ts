@@ -298,6 +298,21 @@ describe('peerops adopt --apply', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain('0 adopted, 2 already adopted, 0 refused');
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual(plan);
+
+    // the peer adds its DN42 IPv6 later with a modify: the registry judges it as a create's
+    const alice = (list.body.sessions as { uuid: string; asn: number }[]).find((s) => s.asn === A);
+    const peer = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
+      A,
+      'user',
+    ).token;
+    const modify = (ipv6: string) =>
+      controller.post(peer, '/session', { action: 'modify', uuid: alice?.uuid, ipv6 });
+    const notTheirs = await modify('fd00:abcd:e:100::9');
+    expect(notTheirs.status).toBe(400);
+    expect(notTheirs.body.errors).toEqual([expect.objectContaining({ pointer: '/ipv6' })]);
+    const withIpv6 = await modify('fd00:abcd:e::21');
+    expect(withIpv6.status, JSON.stringify(withIpv6.body)).toBe(200);
+    expect(withIpv6.body).toMatchObject({ ipv6: 'fd00:abcd:e::21', statusName: 'PENDING_REVIEW' });
   });
 });
 

@@ -2,7 +2,9 @@
  * Adopted sessions in a real browser against a real controller (git store, DN42 registry on disk): a
  * plan applied through POST /admin/adoptions shows on the Reviews page and on a session's review page
  * as "adopted from <files> by <who>" with the names the router keeps (en and zh-CN), the admin table
- * marks them, and the admin approves them with the table's bulk approve (docs/api.md, Adoptions).
+ * marks them, and the admin approves them with the table's bulk approve (docs/api.md, Adoptions). The
+ * second peer names no DN42 IPv6, as the DN42 wiki's peers: its IPv6 reads "none" and the table shows
+ * its link-local.
  * axe-core in en and zh-CN at 1280 and 390 px on the Reviews page and the review page.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
@@ -61,7 +63,8 @@ beforeAll(async () => {
         listenPort: 31100 + i,
         publicKey: randomBytes(32).toString('base64'),
         linkLocal: `fe80::${i + 10}`,
-        ipv6: `${prefix(i)}1`,
+        // the second speaks BGP over its link-local alone
+        ...(i === 0 ? { ipv6: `${prefix(i)}1` } : {}),
         mpbgp: true,
         extendedNextHop: true,
         adopted: {
@@ -111,6 +114,8 @@ describe('adopted sessions in the portal', () => {
     const own = page.getByTestId('adopted');
     await own.waitFor();
     expect(await own.textContent()).toContain('/etc/wireguard/wg_peer1.conf');
+    const ipv6 = page.locator('dl.facts > div').filter({ has: page.locator('dt', { hasText: /^IPv6$/ }) });
+    expect(await ipv6.locator('dd').textContent()).toBe('none');
     await accessibleEverywhere(page, "an adopted session's review page", () => own.waitFor());
 
     // the admin table marks them; the existing bulk approve takes them both
@@ -118,6 +123,7 @@ describe('adopted sessions in the portal', () => {
     for (const uuid of uuids) {
       const row = page.locator(`tr[data-uuid="${uuid}"]`);
       await expect.poll(() => row.textContent(), { timeout: UI_TIMEOUT_MS }).toContain('adopted');
+      expect(await row.textContent()).toContain(uuid === uuids[0] ? `${prefix(0)}1` : 'fe80::11');
       await row.getByRole('checkbox').check();
     }
     await page.getByRole('button', { name: 'Approve' }).click();

@@ -3,7 +3,7 @@
  * refuses"): against a real kube-apiserver without the admission webhook, a PeeringSession the CRD's
  * schema lets in but the API's schema refuses (a link-local address that is not link-local) and one with
  * a damaged initial-status annotation are skipped with their reasons, the rest is served, and a fixed or
- * deleted object leaves the list.
+ * deleted object leaves the list. A session without ipv6 is skipped unless it was adopted.
  */
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -104,6 +104,35 @@ describe('kubernetes store: objects it cannot index', () => {
     );
     await eventually(() => store.listSessions({ asn: 4242420002 }).length === 1);
     await custom.deleteNamespacedCustomObject({ ...ref(), name: 'as4242420003-fra1' });
+    await eventually(() => skippedPaths().length === 0);
+  });
+
+  it("skips a session without the peer's DN42 IPv6 unless it was adopted (docs/api.md, Adoptions)", async () => {
+    const withoutIpv6 = (asn: number, extra: Record<string, unknown> = {}) => {
+      const body = sessionObject(asn, extra);
+      const { ipv6: _ipv6, ...spec } = body.spec;
+      return { ...body, spec };
+    };
+    const adopted = {
+      by: 'admin AS4242420000',
+      at: '2026-11-28T12:00:00.000Z',
+      interface: 'dn42-p5',
+      protocols: ['p5_v6'],
+      files: ['/etc/wireguard/dn42-p5.conf'],
+    };
+    await custom.createNamespacedCustomObject({ ...ref(), body: withoutIpv6(4242420004) });
+    await custom.createNamespacedCustomObject({ ...ref(), body: withoutIpv6(4242420005, { adopted }) });
+    await eventually(() => store.listSessions({ asn: 4242420005 }).length === 1);
+    await eventually(() => skippedPaths().length === 1);
+    expect(store.skippedManifests?.().manifests).toEqual([
+      {
+        path: 'peeringsessions/as4242420004-fra1',
+        reason: 'schema',
+        errors: [expect.objectContaining({ pointer: '/ipv6', key: 'field.ipv6UnlessAdopted' })],
+      },
+    ]);
+    expect(store.listSessions({ asn: 4242420005 })[0]?.spec).not.toHaveProperty('ipv6');
+    await custom.deleteNamespacedCustomObject({ ...ref(), name: 'as4242420004-fra1' });
     await eventually(() => skippedPaths().length === 0);
   });
 });
