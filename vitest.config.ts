@@ -1,9 +1,13 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // Integration tests start real processes (git, BIRD, wireguard-go, kube-apiserver); they get room to do so.
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // test/cluster/ brings up a whole Kubernetes node: its own run, `npm run test:cluster` (docs/kubernetes.md)
+    exclude: process.env.PEEROPS_TEST_CLUSTER
+      ? configDefaults.exclude
+      : [...configDefaults.exclude, 'test/cluster/**'],
     testTimeout: 60_000,
     hookTimeout: 600_000,
     pool: 'forks',

@@ -159,6 +159,7 @@ describe('charts/peerops', () => {
       'DaemonSet',
       'DaemonSet',
       'Deployment',
+      'Lease',
       'PodMonitor',
       'PrometheusRule',
       'Role',
