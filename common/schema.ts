@@ -345,12 +345,8 @@ export const Decision = Type.Object(
  */
 export const ApprovedSpec = Type.Object(
   {
-    ipv6: Type.Optional(Ipv6),
-    linkLocal: LinkLocal,
-    ipv4: Type.Optional(Ipv4),
-    endpoint: Type.Optional(Endpoint),
-    publicKey: WireGuardKey,
-    mtu: Mtu,
+    ...Type.Pick(SessionSpec, ['ipv6', 'linkLocal', 'ipv4', 'endpoint', 'publicKey', 'mtu']).properties,
+    // required here: the approved copy holds the values in force, defaults applied
     mpbgp: Type.Boolean(),
     extendedNextHop: Type.Boolean(),
   },

@@ -41,13 +41,8 @@ export const PeerConfigFormatField = Type.Unsafe<PeerConfigFormat>({
  */
 const RecordIpv6 = Type.Union([Ipv6, Type.Literal('')]);
 
-export const SessionRecord = Type.Object({
-  uuid: Uuid,
-  router: RouterName,
-  routerName: Type.String(),
-  asn: Asn,
-  status: StatusCode,
-  statusName: StatusNameField,
+/** A session's addresses, key and options as records name them: the session's and its approved copy's. */
+const RecordSpec = {
   ipv6: RecordIpv6,
   ipv6LinkLocal: LinkLocal,
   ipv4: Type.Union([Ipv4, Type.Null()]),
@@ -56,6 +51,16 @@ export const SessionRecord = Type.Object({
   mtu: Mtu,
   mpbgp: Type.Boolean(),
   extendedNextHop: Type.Boolean(),
+};
+
+export const SessionRecord = Type.Object({
+  uuid: Uuid,
+  router: RouterName,
+  routerName: Type.String(),
+  asn: Asn,
+  status: StatusCode,
+  statusName: StatusNameField,
+  ...RecordSpec,
   listenPort: Port,
   interface: Type.String(),
   serverEndpoint: Type.String(),
@@ -96,14 +101,7 @@ export const SessionRecord = Type.Object({
    */
   approved: Type.Union([
     Type.Object({
-      ipv6: RecordIpv6,
-      ipv6LinkLocal: LinkLocal,
-      ipv4: Type.Union([Ipv4, Type.Null()]),
-      endpoint: Type.Union([Endpoint, Type.Null()]),
-      publicKey: WireGuardKey,
-      mtu: Mtu,
-      mpbgp: Type.Boolean(),
-      extendedNextHop: Type.Boolean(),
+      ...RecordSpec,
       status: StatusCode,
       statusName: StatusNameField,
     }),
