@@ -217,6 +217,7 @@ async function start(
     stuckAfterSeconds: config.stuckAfterSeconds,
     offlineAfterSeconds: config.offlineAfterSeconds,
     onFindingRaised: (c) => void notifier.findingRaised(c),
+    registry,
   });
   // What only the leader does: reconcile, and send the events read from the store's state.
   const leaderWork = {

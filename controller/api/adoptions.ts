@@ -8,8 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type, { type Static } from 'typebox';
 import { isProblem } from '../../common/errors.ts';
 import type { FieldError } from '../../common/errors.ts';
-import { englishText, fieldAtFault, fieldError } from '../../common/messages.ts';
-import { peerAddressRangeErrors } from '../../common/rules/index.ts';
+import { fieldError } from '../../common/messages.ts';
 import {
   AdoptedNames,
   Asn,
@@ -27,7 +26,7 @@ import { interfaceName } from '../../common/naming.ts';
 import { transition } from '../../common/state-machine.ts';
 import { SessionStatus, statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
-import { routeObjectErrors } from '../registry/routes.ts';
+import { adoptionRefusal } from '../registry/adoption.ts';
 import type { Session, Store } from '../store/store.ts';
 import { actorOf } from './actions.ts';
 import { caller, requireAdmin } from './auth.ts';
@@ -186,17 +185,10 @@ export const adoptionRoutes: FastifyPluginAsyncTypebox<{
       adopted: { by: by.name, at, ...planned.adopted },
     };
     // the registry as a create meets it (session.ts), but a refusal keeps the session, DISABLED with why
-    const registryErrors =
-      registry?.files && peerAddressRangeErrors(spec, store.policyFor(router.name)).length === 0
-        ? await routeObjectErrors(registry, planned.asn, spec)
-        : [];
+    const refusal = await adoptionRefusal(registry, spec, store.policyFor(router.name));
     const review = transition(undefined, { kind: 'create', autoApprove: false });
     if (review.result !== 'status') throw new Error('create cannot remove');
-    const code = registryErrors.length > 0 ? SessionStatus.DISABLED : review.to;
-    // a stored lastError's parameters are text of at most 256 characters (common/schema.ts, LastError)
-    const why = Object.fromEntries(
-      Object.entries(fieldAtFault(registryErrors)).map(([k, v]) => [k, String(v).slice(0, 256)]),
-    );
+    const code = refusal ? SessionStatus.DISABLED : review.to;
     try {
       const session = await store.createSession(
         spec,
@@ -204,16 +196,7 @@ export const adoptionRoutes: FastifyPluginAsyncTypebox<{
           code,
           name: statusName(code),
           lastTransitionTime: at,
-          ...(registryErrors.length > 0
-            ? {
-                lastError: {
-                  code: 'INVALID_REQUEST',
-                  message: englishText('lastError.registryRefused', why),
-                  key: 'lastError.registryRefused',
-                  params: why,
-                },
-              }
-            : {}),
+          ...(refusal ? { lastError: refusal } : {}),
         },
         by,
         `adopt session AS${planned.asn} on ${router.name} from ${planned.adopted.interface}`,

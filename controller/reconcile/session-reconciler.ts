@@ -2,15 +2,17 @@
  * The controller-side reconcile loop: level-triggered (a full pass over the store on every change and
  * every interval), idempotent. It computes findings (stuck sessions, offline agents, sessions whose
  * router is gone) and acts on what it can settle alone: a PENDING_REVIEW session of a removed router
- * is rejected, a REJECTED or PURGED one is removed once shown for TERMINAL_RETENTION_MS (docs/api.md,
- * Decisions). Everything else is surfaced as metrics and a log line when a finding first appears.
+ * is rejected, an adopted one the DN42 registry refuses is DISABLED with the reason, a REJECTED or
+ * PURGED one is removed once shown for TERMINAL_RETENTION_MS (docs/api.md, Decisions). Everything else is surfaced as metrics and a log line when a finding first appears.
  * Apart from the passes, a check every second makes a router whose agent went silent not Ready.
  */
 import type { Logger } from 'pino';
 import { silentAfterSeconds, silentRouterConditions } from '../../common/conditions.ts';
 import { isProblem } from '../../common/errors.ts';
 import { isTerminal, SessionStatus, TERMINAL_RETENTION_MS } from '../../common/status.ts';
-import { applyTrigger } from '../api/actions.ts';
+import { applyTrigger, statusRecord } from '../api/actions.ts';
+import { adoptionRefusal } from '../registry/adoption.ts';
+import type { RouteSource } from '../registry/routes.ts';
 import { isStuck } from '../metrics.ts';
 import type { Session, Store } from '../store/store.ts';
 
@@ -30,6 +32,8 @@ export interface ReconcilerOptions {
   intervalMs?: number;
   /** Told of a finding when it first appears (notifications: an agent offline). */
   onFindingRaised?: (finding: Finding) => void;
+  /** The DN42 registry logins read: an adopted session awaiting review that it refuses is DISABLED. */
+  registry?: RouteSource | undefined;
 }
 
 const CONTROLLER = { name: 'controller', role: 'controller' as const };
@@ -48,6 +52,8 @@ export class SessionReconciler {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  /** Adopted sessions (uuid and addresses) the registry was asked about: once each per process. */
+  private readonly judgedAdoptions = new Set<string>();
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
@@ -131,6 +137,8 @@ export class SessionReconciler {
           subject: session.spec.uuid,
           message: `session ${session.name} has waited for its agent since ${session.status.lastTransitionTime}`,
         });
+      if (session.spec.adopted && session.status.code === SessionStatus.PENDING_REVIEW)
+        await this.judgeAdoption(session);
       if (store.getRouter(session.spec.router)) continue;
       if (session.status.code === SessionStatus.PENDING_REVIEW) {
         await this.rejectOrphan(session.spec.uuid, session.spec.router);
@@ -175,6 +183,35 @@ export class SessionReconciler {
         (s) => applyTrigger(s, { kind: 'reject' }, at, undefined, decision),
         CONTROLLER,
         `reject session ${uuid}: ${reason}`,
+      ),
+    );
+  }
+
+  /**
+   * An adopted session awaiting review whose addresses the DN42 registry refuses becomes DISABLED with
+   * the reason, as `POST /admin/adoptions` creates it: one merged into the GitOps repository arrives
+   * unjudged (docs/gitops.md, "Adopted sessions by pull request"). Each session's addresses are judged
+   * once per process; approving judges them again in any case.
+   */
+  private async judgeAdoption(session: Session): Promise<void> {
+    const { registry, store } = this.opts;
+    const { uuid, ipv6, ipv4, router } = session.spec;
+    const key = `${uuid} ${ipv6 ?? ''} ${ipv4 ?? ''}`;
+    if (!registry?.files || this.judgedAdoptions.has(key)) return;
+    this.judgedAdoptions.add(key);
+    const refusal = await adoptionRefusal(registry, session.spec, store.policyFor(router));
+    if (!refusal) return;
+    const at = new Date().toISOString();
+    await this.quietly(() =>
+      store.updateSession(
+        uuid,
+        // reviewed meanwhile (approved, rejected) or its addresses changed: the admin's call stands
+        (s) =>
+          s.status.code === SessionStatus.PENDING_REVIEW && s.spec.ipv6 === ipv6 && s.spec.ipv4 === ipv4
+            ? { status: statusRecord(SessionStatus.DISABLED, s.status, at, refusal) }
+            : {},
+        CONTROLLER,
+        `disable adopted session ${session.name}: ${refusal.message}`,
       ),
     );
   }
