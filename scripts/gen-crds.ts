@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dump } from 'js-yaml';
+import { englishText } from '../common/messages.ts';
 import { API_GROUP, API_VERSION, KINDS, type Kind } from '../common/schema.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -52,6 +53,21 @@ const SHORT_NAMES: Record<Kind, string[]> = {
   Router: ['rtr'],
   PeeringSession: ['ps', 'peering'],
   RoutingPolicy: ['rp'],
+};
+
+/**
+ * Rules across a spec's fields, which a structural schema cannot say, as CEL for the API server, so that
+ * `kubectl apply` is refused with the store's words instead of the object being skipped by the store
+ * (docs/kubernetes.md). Each restates a rule of common/rules/, which stays the one the store applies.
+ */
+const SPEC_RULES: Partial<Record<Kind, JsonObject[]>> = {
+  // common/rules/sessions.ts sessionIpv6Errors
+  PeeringSession: [
+    {
+      rule: 'has(self.ipv6) || has(self.adopted)',
+      message: `spec.ipv6 ${englishText('field.ipv6UnlessAdopted')}`,
+    },
+  ],
 };
 
 /** Go's regexp (RE2) has no \uXXXX escape: rewrite to \x{XXXX}, which it does have. */
@@ -115,6 +131,8 @@ function crd(kind: Kind): JsonObject {
   const entry = KINDS[kind];
   // JSON round trip: TypeBox keeps its bookkeeping under symbol keys, which this drops.
   const spec = toStructural(JSON.parse(JSON.stringify(entry.spec)) as Json);
+  const rules = SPEC_RULES[kind];
+  if (rules) spec['x-kubernetes-validations'] = rules;
   const properties: JsonObject = {
     apiVersion: { type: 'string' },
     kind: { type: 'string' },

@@ -2,7 +2,8 @@
  * An adopted session in the Kubernetes store against a real kube-apiserver (test/k8s/apiserver.ts): the
  * store keeps the hand-made listen port and the `adopted` block through a reopen, a wanted port another
  * session holds is CONFLICT, and the CRD (generated from common/schema.ts) makes the API server refuse
- * an `adopted` block that breaks its rules, as the store would (docs/api.md, Adoptions).
+ * an `adopted` block that breaks its rules, and a session without `ipv6` that is not adopted, as the store
+ * would (docs/api.md, Adoptions).
  */
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
@@ -83,6 +84,38 @@ describe('an adopted session in the Kubernetes store', () => {
       expect(refused?.code).toBe(422);
       expect(String(refused?.body)).toContain('spec.adopted.interface');
       expect(String(refused?.body)).toContain('spec.adopted.protocols[0]');
+
+      // without ipv6, only an adopted session: the CRD's rule, in the store's words
+      const { ipv6: _dropped, ...withoutIpv6 } = newSession(4242420004, 'fra1');
+      const create = (name: string, spec: object) =>
+        custom
+          .createNamespacedCustomObject({
+            group: 'peerops.dev',
+            version: 'v1alpha1',
+            namespace,
+            plural: 'peeringsessions',
+            body: { apiVersion: 'peerops.dev/v1alpha1', kind: 'PeeringSession', metadata: { name }, spec },
+          })
+          .then(
+            () => undefined,
+            (err: { code?: number; body?: string }) => err,
+          );
+      const noIpv6 = await create('as4242420004-fra1', {
+        ...withoutIpv6,
+        uuid: randomUUID(),
+        listenPort: 31301,
+      });
+      expect(noIpv6?.code).toBe(422);
+      expect(String(noIpv6?.body)).toContain('spec.ipv6 is required: only a session adopted');
+      expect(
+        await create('as4242420005-fra1', {
+          ...withoutIpv6,
+          asn: 4242420005,
+          uuid: randomUUID(),
+          listenPort: 31302,
+          adopted: { ...adopted, interface: 'wg_bob' },
+        }),
+      ).toBeUndefined();
     } finally {
       await store.close();
     }

@@ -16,9 +16,9 @@ import {
   ApiextensionsV1Api,
   CoreV1Api,
   KubeConfig,
+  loadYaml,
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
-import { load } from 'js-yaml';
 
 const run = promisify(execFile);
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -272,7 +272,8 @@ export async function startApiServer(
 export async function installCrds(kc: KubeConfig, dir = join(ROOT, 'crds')): Promise<void> {
   const api = kc.makeApiClient(ApiextensionsV1Api);
   for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
-    const crd = load(await readFile(join(dir, file), 'utf8')) as V1CustomResourceDefinition;
+    // the client's own loader: a plain object would lose `x-kubernetes-validations` in its serializer
+    const crd = loadYaml<V1CustomResourceDefinition>(await readFile(join(dir, file), 'utf8'));
     await api.createCustomResourceDefinition({ body: crd });
     const name = crd.metadata?.name ?? '';
     const deadline = Date.now() + 30_000;
