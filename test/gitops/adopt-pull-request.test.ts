@@ -2,7 +2,8 @@
  * `peerops adopt --pull-request` (docs/gitops.md, "Adopted sessions by pull request") against a real
  * Gitea on loopback (test/support/gitea.ts): the real command plans a hand-made router's files, pushes
  * the manifests with the git program and opens the pull request, which the test reads back through
- * Gitea's API (branch, title, body, files and their `adopted` blocks). GitHub's and GitLab's calls
+ * Gitea's API (branch, title, body, files and their `adopted` blocks), then merges one and watches a
+ * real `peerops serve` following the repository take the sessions in. GitHub's and GitLab's calls
  * cannot run here (no server of theirs runs offline): a loopback HTTP server that answers their
  * documented pull-request endpoints checks what is sent and read instead.
  */
@@ -16,7 +17,11 @@ import { promisify } from 'node:util';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPullRequest } from '../../agent/adopt/forge.ts';
+import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
+import { routerFields } from '../api/helpers.ts';
+import { ControllerProcess } from '../support/controller-process.ts';
 import { Gitea } from '../support/gitea.ts';
+import { freePort } from '../support/ports.ts';
 
 const run = promisify(execFile);
 const KEY = (n: number) => Buffer.alloc(32, n).toString('base64');
@@ -68,7 +73,7 @@ beforeAll(async () => {
     );
     await put(
       join(root, `bird/peers/as${asn}.conf`),
-      `protocol bgp dn42_${i + 1} from dnpeers {\n  neighbor fe80::${i + 1}%wg_${i + 1} as ${asn};\n}\n`,
+      `protocol bgp dn42_${i + 1} from dnpeers {\n  neighbor fe80::10${i + 1}%wg_${i + 1} as ${asn};\n}\n`,
     );
   }
   // a protocol on no tunnel: not adopted, and the pull request says why
@@ -127,8 +132,8 @@ describe('peerops adopt --pull-request on a real Gitea', () => {
       base: { ref: 'main' },
       state: 'open',
     });
-    expect(pull.body).toContain('| 4242420101 | wg_1 | 31001 | fe80::1 |');
-    expect(pull.body).toContain('| 4242420102 | wg_2 | 31002 | fe80::2 |');
+    expect(pull.body).toContain('| 4242420101 | wg_1 | 31001 | fe80::101 |');
+    expect(pull.body).toContain('| 4242420102 | wg_2 | 31002 | fe80::102 |');
     expect(pull.body).toContain('protocol gone: neighbor fe80::30 is on no tunnel this router has');
     expect(pull.body).toContain('`sessions/fra1/as4242420103.yaml`');
 
@@ -169,6 +174,65 @@ describe('peerops adopt --pull-request on a real Gitea', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('--pull-request: cannot push branch adopt/fra1-test');
     expect(await gitea.api<unknown[]>('GET', `/repos/${gitea.user}/peering/pulls?state=all`)).toHaveLength(1);
+  }, 120_000);
+
+  it('once merged on Gitea, a controller following the repository takes the sessions in, adopted and awaiting review', async () => {
+    // a repository of its own: the first test's holds a file that is no manifest
+    await gitea.api('POST', '/user/repos', { name: 'network', auto_init: true, default_branch: 'main' });
+    const url = `${gitea.url}/${gitea.user}/network.git`;
+    const data = join(root, 'data');
+    await mkdir(data, { mode: 0o700 });
+    const controller = new ControllerProcess(
+      data,
+      await freePort(),
+      { PEEROPS_GIT_CREDENTIALS_FILE: join(root, 'token'), PEEROPS_GIT_INTERVAL: '1' },
+      ['--git-remote', url],
+    );
+    try {
+      await controller.start();
+      const admin = (await TokenIssuer.fromExistingFile(defaultKeyPath(data))).issueToken(
+        4242420000,
+        'admin',
+      ).token;
+      // the router, pushed to Gitea before the write is answered (the sync push mode)
+      const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('fra1') });
+      expect(added.status, JSON.stringify(added.body)).toBe(200);
+
+      const r = await adopt(
+        { PEEROPS_GIT_CREDENTIALS_FILE: join(root, 'token') },
+        '--pull-request',
+        '--forge=gitea',
+        `--git-remote=${url}`,
+      );
+      expect(r.code, r.stderr).toBe(0);
+      const number = Number(/pulls\/(\d+)$/.exec(r.stdout.trim())?.[1]);
+      const merging = Date.now();
+      await gitea.api('POST', `/repos/${gitea.user}/network/pulls/${number}/merge`, { Do: 'merge' });
+      const { merge_commit_sha: merged } = await gitea.api<{ merge_commit_sha: string }>(
+        'GET',
+        `/repos/${gitea.user}/network/pulls/${number}`,
+      );
+
+      type Listed = { asn: number; statusName: string; adopted: { by: string; interface: string } | null };
+      let sessions: Listed[] = [];
+      const deadline = Date.now() + 30_000;
+      while (sessions.length < ASNS.length && Date.now() < deadline) {
+        // the admin API allows 60 requests a minute
+        await new Promise((res) => setTimeout(res, 1000));
+        const list = await controller.post(admin, '/admin/session', { action: 'list' });
+        expect(list.status, `${JSON.stringify(list.body)}\n${controller.output}`).toBe(200);
+        sessions = list.body.sessions as Listed[];
+      }
+      console.log(
+        `merge on Gitea → ${sessions.length} sessions in the controller: ${Date.now() - merging} ms (fetch every 1 s, polled every 1 s)`,
+      );
+      expect(
+        sessions.map((s) => [s.asn, s.statusName, s.adopted?.interface, s.adopted?.by]).sort(),
+        controller.output,
+      ).toEqual(ASNS.map((asn, i) => [asn, 'PENDING_REVIEW', `wg_${i + 1}`, `merge ${merged.slice(0, 12)}`]));
+    } finally {
+      await controller.kill();
+    }
   }, 120_000);
 
   it('says what is wrong with a bad token, without showing it', async () => {
