@@ -18,7 +18,7 @@
  *
  *   node /opt/peerops/wireguard-keeper.ts   (the chart's <release>-peerops-wireguard DaemonSet)
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -29,6 +29,15 @@ const NAME = /^[A-Za-z0-9_]{1,15}$/;
 /** Interfaces whose wireguard-go runs, and requests that came while the one before was still exiting. */
 const running = new Set<string>();
 const queued = new Set<string>();
+/** Every process this keeper runs (the host, wireguard-go daemons): told to stop when the keeper is. */
+const children = new Set<ChildProcess>();
+/** Set once the keeper is stopping: nothing is started or started again. */
+let stopping = false;
+/**
+ * How long a stop waits for the children to close their tunnels, within the pod's 30 s grace: the
+ * container's end kills what is left with SIGKILL, which leaves their UAPI sockets behind on the node.
+ */
+const STOP_WAIT_MS = 10_000;
 
 function log(message: string): void {
   console.log(`${new Date().toISOString()} wireguard-keeper: ${message}`);
@@ -49,6 +58,7 @@ function start(name: string): void {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(name);
+  children.add(child);
   let output = '';
   const collect = (d: Buffer) => {
     output = (output + d.toString()).slice(-4000);
@@ -70,11 +80,12 @@ function start(name: string): void {
     // 'error' (it never ran) and 'exit' may both come
     if (done) return;
     done = true;
+    children.delete(child);
     clearInterval(watchUp);
     running.delete(name);
     if (!up) writeFileSync(join(DIR, `${name}.failed`), output || `${why}\n`);
     log(`wireguard-go for ${name} ended: ${why}`);
-    if (queued.delete(name)) start(name);
+    if (queued.delete(name) && !stopping) start(name);
   };
   child.on('error', (err) => ended(err.message));
   child.on('exit', (code, signal) => ended(signal ? `signal ${signal}` : `exit ${code}`));
@@ -100,10 +111,12 @@ function serveHost(): void {
     env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  children.add(child);
   log(`started the peerops-wireguard host (pid ${child.pid})`);
   let restarted = false;
   const again = (why: string) => {
-    if (restarted) return;
+    children.delete(child);
+    if (restarted || stopping) return;
     restarted = true;
     log(`the peerops-wireguard host ended (${why}); starting it again in ${HOST_RESTART_MS} ms`);
     setTimeout(serveHost, HOST_RESTART_MS);
@@ -114,6 +127,7 @@ function serveHost(): void {
 
 /** Takes every pending request away and starts its daemon. */
 function scan(): void {
+  if (stopping) return;
   for (const file of readdirSync(DIR)) {
     if (!file.endsWith(REQUEST)) continue;
     const name = file.slice(0, -REQUEST.length);
@@ -125,8 +139,18 @@ function scan(): void {
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
     log(`${signal}: stopping; the tunnels of this keeper go down with it`);
-    process.exit(0);
+    // the children close their tunnels and remove their UAPI sockets (the node's /var/run/wireguard)
+    for (const child of children) child.kill('SIGTERM');
+    const deadline = Date.now() + STOP_WAIT_MS;
+    const check = setInterval(() => {
+      if (children.size === 0 || Date.now() > deadline) {
+        clearInterval(check);
+        process.exit(0);
+      }
+    }, 50);
   });
 }
 if (hostInstalled()) serveHost();

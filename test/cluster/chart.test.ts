@@ -601,9 +601,10 @@ protocol bgp node {
     expect(await kubectl('get', 'crd', '-o', 'name')).not.toMatch(/peerops\.dev/);
 
     // On the node: what the agent wrote stays (BIRD's files, the keys the operator put there); the
-    // tunnel's link went with the keeper's process.
+    // tunnel's link and its UAPI socket went with the keeper's host, which the keeper stops on its way out.
     const files = await exec('find', [...Object.values(hostDirs), '-mindepth', '1']);
     console.log(`left on the node: ${files.stdout.trim().split('\n').join(', ')}`);
+    expect(await readdir(hostDirs.wireguardRun)).toEqual([]);
     // the tunnel's link went with the keeper's process
     expect(await node.run('ip', ['-br', 'link', 'show', 'type', 'tun'])).not.toContain(`wg_${listenPort}`);
   }, 300_000);
