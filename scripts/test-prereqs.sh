@@ -30,6 +30,12 @@ declare -A need=(
   [skopeo]=skopeo
   [runc]=runc
   [setpriv]=util-linux
+  # the real-node cluster (scripts/cluster/node.sh, npm run test:cluster)
+  [containerd]=containerd
+  [/usr/lib/cni/bridge]=containernetworking-plugins
+  [iptables]=iptables
+  [nsenter]=util-linux
+  [bc]=bc
   # the release's APT repository (scripts/apt-repo.ts, test/release/apt-repo.test.ts)
   [apt-ftparchive]=apt-utils
   # the release workflows' shell steps, checked by actionlint (scripts/actionlint.sh)
