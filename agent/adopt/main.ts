@@ -14,7 +14,7 @@ import { gitBranch, gitRemote, isUsableBranch } from '../../common/git-remote.ts
 import { redactUrls } from '../../common/redact.ts';
 import { FORGES, forgeOfHost, isForge } from './forge.ts';
 import { sessionManifest } from './manifests.ts';
-import { defaultBranch, proposeAdoption, type PullRequestTarget } from './pull-request.ts';
+import { defaultBranch, proposeAdoption, type ProposedPlan, type PullRequestTarget } from './pull-request.ts';
 import { planAdoption, type Plan, type PlannedSession } from './plan.ts';
 import { readBird, readNetworkd, readWgQuick } from './read-files.ts';
 import { mergeLive, readLiveTunnels } from './read-live.ts';
@@ -25,6 +25,7 @@ import type { ClientOptions } from '../../cli/client.ts';
 const HELP = `usage: peerops adopt --router NAME [options]
        peerops adopt --router NAME --pull-request --git-remote URL [--forge KIND] [--branch NAME]
        peerops adopt --plan FILE --apply [--url URL] [--token TOKEN]
+       peerops adopt --plan FILE --pull-request --git-remote URL [--forge KIND]
        peerops adopt --undo [--config FILE]
 
 Reads the router's WireGuard and BIRD files and prints one session per peer, and what it cannot adopt.
@@ -45,8 +46,8 @@ Reads the router's WireGuard and BIRD files and prints one session per peer, and
   --branch NAME          the new branch (default adopt/<router>-<UTC date and time>)
   --apply                send the plan's sessions to the controller with an admin token: they arrive
                          awaiting review (docs/api.md, Adoptions); exit 1 if it refuses any
-  --plan FILE            apply this plan (what -o json|yaml printed, reviewed or edited) instead of
-                         reading the router
+  --plan FILE            apply or propose this plan (what -o json|yaml printed, reviewed or edited)
+                         instead of reading the router
   --url URL, --token TOKEN, --context NAME
                          the controller and admin token for --apply (default: PEEROPS_URL, PEEROPS_TOKEN,
                          the CLI's current context, as every peerops command)
@@ -131,9 +132,23 @@ export async function main(argv: string[]): Promise<number> {
   if (flags.undo) return undo(flags.config);
   const target = { url: flags.url, token: flags.token, context: flags.context };
   if (flags.plan !== undefined) {
-    if (!flags.apply) return usageError('--plan: only with --apply');
+    if (!flags.apply && !flags['pull-request'])
+      return usageError('--plan: only with --apply or --pull-request');
     const plan = await readPlan(flags.plan);
-    return typeof plan === 'string' ? usageError(plan) : apply(plan, target);
+    if (typeof plan === 'string') return usageError(plan);
+    if (flags['pull-request']) {
+      const routers = [...new Set(plan.sessions.map((s) => String(s.router)))];
+      const router = routers[0];
+      if (router === undefined || routers.length > 1 || (flags.router && flags.router !== router))
+        return usageError(
+          `--plan: its sessions name router(s) ${routers.join(', ') || 'none'}; a pull request proposes one router's`,
+        );
+      const checked = pullRequestTarget(router, flags, process.env);
+      if (typeof checked === 'string') return usageError(checked);
+      const code = await propose(router, plan, checked);
+      if (code !== 0 || !flags.apply) return code;
+    }
+    return apply(plan, target);
   }
   if (!flags.router) return usageError('--router: missing; give this router’s name in peerops');
   if (!['table', 'yaml', 'json'].includes(flags.output)) return usageError('-o: must be table, yaml or json');
@@ -202,7 +217,7 @@ function pullRequestTarget(
 }
 
 /** The plan's manifests as a pull request; one line per file and the pull request's address. */
-async function propose(router: string, plan: Plan, target: PullRequestTarget): Promise<number> {
+async function propose(router: string, plan: ProposedPlan, target: PullRequestTarget): Promise<number> {
   if (plan.sessions.length === 0) {
     console.error('--pull-request: the plan has no session to adopt');
     return 1;
@@ -223,8 +238,11 @@ async function propose(router: string, plan: Plan, target: PullRequestTarget): P
 /** A plan's file is at most what the controller takes in one request (docs/api.md, Adoptions). */
 const PLAN_FILE_LIMIT = 1024 * 1024;
 
-/** The sessions of a plan file (-o json or yaml, maybe edited); a string says why it cannot be used. */
-async function readPlan(file: string): Promise<Pick<Plan, 'sessions'> | string> {
+/**
+ * The sessions of a plan file (-o json or yaml, maybe edited) and the sentences of what it leaves; a
+ * string says why it cannot be used.
+ */
+async function readPlan(file: string): Promise<ProposedPlan | string> {
   let text: string;
   try {
     if ((await stat(file)).size > PLAN_FILE_LIMIT) return `--plan: ${file} is larger than 1 MiB`;
@@ -240,8 +258,14 @@ async function readPlan(file: string): Promise<Pick<Plan, 'sessions'> | string> 
   }
   const sessions = (doc as { sessions?: unknown } | null)?.sessions;
   if (!Array.isArray(sessions)) return `--plan: ${file} has no sessions list (the output of -o json or yaml)`;
-  // each session's fields are the controller's to judge: it names the field and the reason
-  return { sessions: sessions as PlannedSession[] };
+  // each session's fields are the controller's (or, for a pull request, the store's) to judge: it
+  // names the field and the reason
+  const left = (doc as { notAdopted?: unknown }).notAdopted;
+  const notAdopted = (Array.isArray(left) ? (left as { text?: unknown }[]) : [])
+    .map((n) => n?.text)
+    .filter((text): text is string => typeof text === 'string')
+    .map((text) => ({ text: text.slice(0, 1024) }));
+  return { sessions: sessions as PlannedSession[], notAdopted };
 }
 
 interface AdoptionOutcome {

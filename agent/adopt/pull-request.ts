@@ -10,9 +10,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { GitCredentials } from '../../common/git-remote.ts';
+import { parseManifest } from '../../common/manifests.ts';
 import { openPullRequest, type Forge, type OpenedPullRequest } from './forge.ts';
 import { sessionManifest } from './manifests.ts';
-import type { Plan, PlannedSession } from './plan.ts';
+import type { PlannedSession } from './plan.ts';
 
 const run = promisify(execFile);
 
@@ -25,6 +26,12 @@ export interface PullRequestTarget {
   base: string;
   /** The new branch that holds the manifests. */
   branch: string;
+}
+
+/** What a pull request proposes: the sessions, and what the plan leaves with each reason. */
+export interface ProposedPlan {
+  sessions: PlannedSession[];
+  notAdopted: readonly { text: string }[];
 }
 
 export interface Proposed {
@@ -64,7 +71,7 @@ function row(s: PlannedSession): string {
 }
 
 /** The pull request's title and body: each session to adopt, each thing left and why, each file kept. */
-export function describe(router: string, plan: Plan, added: PlannedSession[], present: string[]) {
+export function describe(router: string, plan: ProposedPlan, added: PlannedSession[], present: string[]) {
   const title = `Adopt ${added.length} session${added.length === 1 ? '' : 's'} of router ${router}`;
   const head = [
     `\`peerops adopt\` read router ${router}'s hand-made WireGuard and BIRD files and proposes these sessions.`,
@@ -138,9 +145,19 @@ const exists = (path: string) =>
 /** Pushes the plan's manifests on a new branch and opens the pull request. */
 export async function proposeAdoption(
   router: string,
-  plan: Plan,
+  plan: ProposedPlan,
   target: PullRequestTarget,
 ): Promise<Proposed> {
+  // judged as the store will judge them (schema, layout) before anything is written or pushed: a plan
+  // file may have been edited, and its router and ASN name the files' paths
+  for (const [i, s] of plan.sessions.entries()) {
+    const { path, text } = sessionManifest(s);
+    const parsed = parseManifest(path, text);
+    if (!parsed.ok)
+      throw new Error(
+        `session ${i} (${path}): ${parsed.errors.map((e) => `${e.pointer}: ${e.message}`).join('; ')}`,
+      );
+  }
   const env = gitEnv(target);
   const dir = await mkdtemp(join(tmpdir(), 'peerops-adopt-'));
   try {

@@ -235,6 +235,50 @@ describe('peerops adopt --pull-request on a real Gitea', () => {
     }
   }, 120_000);
 
+  it('proposes a plan file (printed with -o json, edited), judged as the store will before any push', async () => {
+    const printed = await adopt({}, '-o', 'json');
+    const plan = JSON.parse(printed.stdout) as { sessions: Record<string, unknown>[] };
+    // the admin adds the peer's DN42 address the hand-made files do not name
+    plan.sessions[0]!.ipv6 = 'fd42:4242:101::1';
+    await put(join(root, 'plan.json'), JSON.stringify(plan));
+    const credentials = { PEEROPS_GIT_CREDENTIALS_FILE: join(root, 'token') };
+    const r = await adopt(
+      credentials,
+      `--plan=${join(root, 'plan.json')}`,
+      '--pull-request',
+      '--forge=gitea',
+      `--git-remote=${repoUrl}`,
+      '--branch=adopt/fra1-plan',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const number = Number(/pulls\/(\d+)$/.exec(r.stdout.trim())?.[1]);
+    const pull = await gitea.api<{ body: string; head: { ref: string } }>(
+      'GET',
+      `/repos/${gitea.user}/peering/pulls/${number}`,
+    );
+    expect(pull.head.ref).toBe('adopt/fra1-plan');
+    expect(pull.body).toContain('| 4242420101 | wg_1 | 31001 | fe80::101 | fd42:4242:101::1 |');
+    expect(pull.body).toContain('protocol gone: neighbor fe80::30 is on no tunnel this router has');
+
+    // a field the schema does not name: refused naming it, and no branch is pushed
+    plan.sessions[1]!.colour = 'blue';
+    await put(join(root, 'plan.json'), JSON.stringify(plan));
+    const bad = await adopt(
+      credentials,
+      `--plan=${join(root, 'plan.json')}`,
+      '--pull-request',
+      '--forge=gitea',
+      `--git-remote=${repoUrl}`,
+      '--branch=adopt/fra1-bad',
+    );
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain(
+      '--pull-request: session 1 (sessions/fra1/as4242420102.yaml): /spec/colour: is not a known field',
+    );
+    const branches = await gitea.api<{ name: string }[]>('GET', `/repos/${gitea.user}/peering/branches`);
+    expect(branches.map((b) => b.name)).not.toContain('adopt/fra1-bad');
+  }, 60_000);
+
   it('says what is wrong with a bad token, without showing it', async () => {
     await put(join(root, 'wrong'), 'x-access-token:0123456789abcdef0123456789abcdef01234567');
     const r = await adopt(
