@@ -23,8 +23,8 @@ import {
   routerSetErrors,
   sessionAddressingErrors,
   sessionSetErrors,
-  type ManifestSet,
   type NetworkView,
+  type SessionSetFacts,
 } from './rules/index.ts';
 import { fieldError, type FieldSaid } from './messages.ts';
 
@@ -156,22 +156,27 @@ export function validateTree(
     if (s.spec.listenPort !== undefined) push(byPort, `${s.spec.router}:${s.spec.listenPort}`, s.name);
     if (s.spec.uuid !== undefined) push(byUuid, s.spec.uuid, s.name);
   }
-  const set: ManifestSet = {
-    router: (name) => routers.find((r) => r.name === name)?.spec,
-    policyFor: (router) => mergePolicies(defaultPolicy?.spec, policies.find((p) => p.name === router)?.spec),
-    portOwner: (router, port, self) => byPort.get(`${router}:${port}`)?.find((n) => n !== self),
-    sessionUuidOwner: (uuid, self) => byUuid.get(uuid)?.find((n) => n !== self),
-  };
+  // the first file of a name, as a search of the list would find it
+  const routerByName = new Map<string, RouterSpec>();
+  for (const r of routers) if (!routerByName.has(r.name)) routerByName.set(r.name, r.spec);
   const neighbours = addressIndex(routers, sessions);
   for (const s of sessions) {
-    add(s.file, sessionSetErrors(s.name, s.spec, set));
+    const { router: routerName, listenPort, uuid } = s.spec;
+    const facts: SessionSetFacts = {
+      router: routerByName.get(routerName),
+      policy: mergePolicies(defaultPolicy?.spec, policies.find((p) => p.name === routerName)?.spec),
+      portHolders: (listenPort !== undefined && byPort.get(`${routerName}:${listenPort}`)) || [],
+      uuidHolders: (uuid !== undefined && byUuid.get(uuid)) || [],
+    };
+    add(s.file, sessionSetErrors(s.name, s.spec, facts));
     // what the API refuses at create; the store skips such a merged session, so the pull request is the place
-    const router = set.router(s.spec.router);
-    if (!router) continue;
-    const policy = set.policyFor(s.spec.router);
-    add(s.file, sessionAddressingErrors(s.name, s.spec, router, policy, neighbours(s.spec), '/spec'));
+    if (!facts.router) continue;
+    add(
+      s.file,
+      sessionAddressingErrors(s.name, s.spec, facts.router, facts.policy, neighbours(s.spec), '/spec'),
+    );
   }
-  problems.push(...portAllocationProblems(sessions, set, byPort));
+  problems.push(...portAllocationProblems(sessions, routerByName, byPort));
 
   // stable: problems of one file keep their order
   problems.sort((x, y) => (x.file < y.file ? -1 : x.file > y.file ? 1 : 0));
@@ -187,7 +192,7 @@ export function validateTree(
  */
 function portAllocationProblems(
   sessions: Named<SessionSpecInput>[],
-  set: ManifestSet,
+  routerByName: ReadonlyMap<string, RouterSpec>,
   byPort: ReadonlyMap<string, string[]>,
 ): Problem[] {
   const problems: Problem[] = [];
@@ -201,7 +206,7 @@ function portAllocationProblems(
   }
   for (const s of sessions) {
     if (s.spec.listenPort !== undefined) continue;
-    const router = set.router(s.spec.router);
+    const router = routerByName.get(s.spec.router);
     if (!router) continue;
     const ports = used.get(s.spec.router) ?? new Map<number, string>();
     used.set(s.spec.router, ports);

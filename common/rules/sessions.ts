@@ -165,31 +165,39 @@ export function modifyNeedsReview(
 
 // ---- rules that span objects: for manifests merged in git, `peerops validate` and the admission webhook ----
 
-/** What the rules that span objects need to know about the others (git files or stored objects). */
-export interface ManifestSet {
-  router(name: string): RouterSpec | undefined;
-  /** The policy for sessions on `router`: the default, with the router's own policy over it field by field. */
-  policyFor(router: string): PolicySpec;
-  /** Name of the session (other than `self`) holding this port on this router. */
-  portOwner(router: string, port: number, self: string): string | undefined;
-  /** Name of the session (other than `self`) with this uuid. */
-  sessionUuidOwner(uuid: string, self: string): string | undefined;
+/**
+ * What sessionSetErrors judges a session manifest against, gathered by its caller from what it holds
+ * (the files of a tree, the store's index, the objects a webhook's replica lists) for that one session.
+ */
+export interface SessionSetFacts {
+  /** The spec of the session's router; undefined when there is no such router. */
+  router: RouterSpec | undefined;
+  /** The policy merged for that router (mergePolicies): the default, the router's own over it. */
+  policy: PolicySpec;
+  /** Names of the sessions holding the session's listenPort on its router (it may be one of them). */
+  portHolders: readonly string[];
+  /** Names of the sessions with the session's uuid (it may be one of them). */
+  uuidHolders: readonly string[];
 }
 
+/**
+ * The rules spanning manifests, for one session `name` (a known router, an ASN not blocked there, a listen
+ * port and a uuid no other session holds), judged against `facts` about that session.
+ */
 export function sessionSetErrors(
   name: string,
   spec: SessionSpecInput | SessionSpec,
-  set: ManifestSet,
+  facts: SessionSetFacts,
 ): FieldError[] {
   const errors: FieldError[] = [];
-  if (!set.router(spec.router)) {
+  if (!facts.router) {
     errors.push(fieldError('/spec/router', 'field.unknownRouter', { router: spec.router }));
   }
-  if (set.policyFor(spec.router).blockedAsns?.includes(spec.asn)) {
+  if (facts.policy.blockedAsns?.includes(spec.asn)) {
     errors.push(blockedAsnError('/spec/asn', spec.asn, spec.router));
   }
   if (spec.listenPort !== undefined) {
-    const owner = set.portOwner(spec.router, spec.listenPort, name);
+    const owner = facts.portHolders.find((holder) => holder !== name);
     if (owner) {
       errors.push(
         fieldError('/spec/listenPort', 'field.sessionPortTaken', {
@@ -201,7 +209,7 @@ export function sessionSetErrors(
     }
   }
   if (spec.uuid !== undefined) {
-    const owner = set.sessionUuidOwner(spec.uuid, name);
+    const owner = facts.uuidHolders.find((holder) => holder !== name);
     if (owner) errors.push(fieldError('/spec/uuid', 'field.uuidOfSession', { session: owner }));
   }
   return errors;

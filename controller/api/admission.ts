@@ -29,7 +29,7 @@ import {
   sessionAddressingErrors,
   sessionIpv6Errors,
   sessionSetErrors,
-  type ManifestSet,
+  type SessionSetFacts,
 } from '../../common/rules/index.ts';
 import type { Store } from '../store/store.ts';
 import { fieldError } from '../../common/messages.ts';
@@ -61,17 +61,17 @@ interface Verdict {
   warnings: string[];
 }
 
-/** The store's objects as the rules that span objects see them. */
-function storeSet(store: Store): ManifestSet {
+/** What the rules that span objects read about one session (sessionSetErrors), from the store's objects. */
+function sessionSetFacts(store: Store, spec: SessionSpec): SessionSetFacts {
+  const uuidHolder = store.getSession(spec.uuid)?.name;
   return {
-    router: (name) => store.getRouter(name)?.spec,
-    policyFor: (router) => store.policyFor(router),
-    portOwner: (router, port, self) =>
-      store.listSessions({ router }).find((s) => s.name !== self && s.spec.listenPort === port)?.name,
-    sessionUuidOwner: (uuid, self) => {
-      const owner = store.getSession(uuid)?.name;
-      return owner === self ? undefined : owner;
-    },
+    router: store.getRouter(spec.router)?.spec,
+    policy: store.policyFor(spec.router),
+    portHolders: store
+      .listSessions({ router: spec.router })
+      .filter((s) => s.spec.listenPort === spec.listenPort)
+      .map((s) => s.name),
+    uuidHolders: uuidHolder === undefined ? [] : [uuidHolder],
   };
 }
 
@@ -82,12 +82,11 @@ function sessionErrors(store: Store, name: string, input: unknown): FieldError[]
   const errors: FieldError[] = sessionIpv6Errors(spec, '/spec');
   const expected = sessionName(spec.asn, spec.router);
   if (name !== expected) errors.push(fieldError('/metadata/name', 'field.sessionName', { expected }));
-  const set = storeSet(store);
-  errors.push(...sessionSetErrors(name, spec, set));
-  const router = set.router(spec.router);
-  if (router) {
+  const facts = sessionSetFacts(store, spec);
+  errors.push(...sessionSetErrors(name, spec, facts));
+  if (facts.router) {
     const network = { routers: store.listRouters(), sessions: store.listSessions() };
-    errors.push(...sessionAddressingErrors(name, spec, router, set.policyFor(spec.router), network, '/spec'));
+    errors.push(...sessionAddressingErrors(name, spec, facts.router, facts.policy, network, '/spec'));
   }
   return errors;
 }

@@ -29,7 +29,7 @@ import {
   routerSetErrors,
   sessionAddressingErrors,
   sessionSetErrors,
-  type ManifestSet,
+  type SessionSetFacts,
 } from '../../../common/rules/index.ts';
 import {
   RouterStatus as RouterStatusSchema,
@@ -463,18 +463,18 @@ export class Follower {
     this.skipReport.update(this.rejected.values());
   }
 
-  private manifestSet(): ManifestSet {
+  /** What the rules spanning manifests read about one session (sessionSetErrors), from the index. */
+  private sessionSetFacts(
+    input: Extract<ParsedManifest, { kind: 'PeeringSession' }>['spec'],
+  ): SessionSetFacts {
+    const portHolder =
+      input.listenPort === undefined ? undefined : this.index.portOwner(input.router, input.listenPort);
+    const uuidHolder = input.uuid === undefined ? undefined : this.index.getSession(input.uuid)?.name;
     return {
-      router: (name) => this.index.getRouter(name)?.spec,
-      policyFor: (router) => mergedPolicy(this.index, router),
-      portOwner: (router, port, self) => {
-        const owner = this.index.portOwner(router, port);
-        return owner !== self ? owner : undefined;
-      },
-      sessionUuidOwner: (uuid, self) => {
-        const owner = this.index.getSession(uuid)?.name;
-        return owner !== self ? owner : undefined;
-      },
+      router: this.index.getRouter(input.router)?.spec,
+      policy: mergedPolicy(this.index, input.router),
+      portHolders: portHolder === undefined ? [] : [portHolder],
+      uuidHolders: uuidHolder === undefined ? [] : [uuidHolder],
     };
   }
 
@@ -562,18 +562,17 @@ export class Follower {
     existing: Session | undefined,
     loopbackOwner: (address: string) => string | undefined,
   ): FieldError[] {
-    const set = this.manifestSet();
-    const errors = sessionSetErrors(name, input, set);
+    const facts = this.sessionSetFacts(input);
+    const errors = sessionSetErrors(name, input, facts);
     if (errors.length > 0) return errors;
-    const router = this.index.getRouter(input.router);
-    if (!router) return [];
+    if (!facts.router) return [];
     // What the API refuses at create, a merge must not bring in either: a peer address routed into the
     // tunnel would capture a loopback, the network's own prefixes or another ASN's traffic.
     const addressing = sessionAddressingErrors(
       name,
       input,
-      router.spec,
-      set.policyFor(input.router),
+      facts.router,
+      facts.policy,
       { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbackOwner },
       '/spec',
     );
