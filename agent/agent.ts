@@ -4,6 +4,7 @@
  * A controller that cannot be reached leaves the running config alone; the loop backs off and resumes.
  */
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentSession, BirdConfigResponse, MeshStatusBody, ReportBody } from '../common/agent-api.ts';
 import type { Condition } from '../common/schema.ts';
@@ -18,6 +19,7 @@ import { ControlPlaneError, type ControlPlaneClient } from './sync/client.ts';
 import { AgentMetrics } from './metrics.ts';
 import { FaultWatch } from './fault-watch.ts';
 import { Adoption, adoptionDir } from './adopt/takeover.ts';
+import { REMAINDER_FILE } from './adopt/remainder.ts';
 import { sessionProtocols } from './bird/names.ts';
 import { LongPollSupport } from './sync/long-poll.ts';
 import { LookingGlassService } from './looking-glass/service.ts';
@@ -162,6 +164,7 @@ export class Agent {
         dir: adoptionDir(config.tunnel.configDir),
         mainPath: config.birdMainConfig,
         routerKeyPath: config.tunnel.privateKeyPath,
+        remainderPath: join(config.routing.peerConfDir, REMAINDER_FILE),
       }),
     });
   }

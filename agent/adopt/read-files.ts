@@ -125,13 +125,43 @@ export async function readNetworkd(dir: string): Promise<HandTunnel[]> {
   return tunnels;
 }
 
-/** BIRD's text without comments, each `include` replaced by the files it names (globs `*` in the name). */
-async function expandIncludes(file: string, seen: Set<string>): Promise<{ file: string; text: string }[]> {
+/** The first line of every BIRD file the agent renders (its main file, a session's): not hand-made. */
+export const AGENT_FILE_HEAD = '# Rendered by peerops';
+/** The first line of the file of hand-made protocols the agent keeps running unadopted (remainder.ts). */
+export const REMAINDER_HEAD = '# Hand-made protocols kept by peerops';
+
+export interface TreeOptions {
+  /**
+   * Read the hand-made tree as the operator wrote it (the takeover, takeover.ts): a file set aside as
+   * `<file><suffix>` is read in its place, and the file of kept protocols is skipped.
+   */
+  setAsideSuffix?: string;
+}
+
+/** One file of BIRD's tree: its path as the include names it, its text without comments and includes. */
+export interface BirdFile {
+  file: string;
+  text: string;
+}
+
+/**
+ * BIRD's text without comments, each `include` replaced by the files it names (globs `*` in the name).
+ * The agent's own files are followed for their includes but contribute nothing: their protocols are
+ * sessions already (docs/agent.md, Taking the peers over).
+ */
+async function expandIncludes(
+  file: string,
+  seen: Set<string>,
+  opts: TreeOptions,
+  readFrom = file,
+): Promise<BirdFile[]> {
   const path = resolve(file);
   if (seen.has(path)) return [];
   seen.add(path);
-  const text = (await readFile(path, 'utf8')).replace(/\/\*[\s\S]*?\*\//g, '').replace(/#.*$/gm, '');
-  const parts: { file: string; text: string }[] = [];
+  const raw = await readFile(readFrom, 'utf8');
+  const skipped = raw.startsWith(AGENT_FILE_HEAD) || (opts.setAsideSuffix && raw.startsWith(REMAINDER_HEAD));
+  const text = raw.replace(/\/\*[\s\S]*?\*\//g, '').replace(/#.*$/gm, '');
+  const parts: BirdFile[] = [];
   let rest = text;
   for (const m of text.matchAll(/include\s+"([^"]+)"\s*;/g)) {
     const target = resolve(dirname(path), m[1]!);
@@ -141,11 +171,20 @@ async function expandIncludes(file: string, seen: Set<string>): Promise<{ file: 
         .replace(/[.+^${}()|[\]\\]/g, '\\$&')
         .replace(/\*/g, '.*')}$`,
     );
-    for (const n of (await listDir(dir)).filter((n) => pattern.test(n)))
-      parts.push(...(await expandIncludes(join(dir, n), seen)));
+    const names = await listDir(dir);
+    const suffix = opts.setAsideSuffix;
+    for (const n of names) {
+      if (pattern.test(n)) parts.push(...(await expandIncludes(join(dir, n), seen, opts)));
+      else if (suffix && n.endsWith(suffix)) {
+        // set aside by an earlier takeover: read where it is now, under the name BIRD knew it by
+        const original = n.slice(0, -suffix.length);
+        if (pattern.test(original) && !names.includes(original))
+          parts.push(...(await expandIncludes(join(dir, original), seen, opts, join(dir, n))));
+      }
+    }
     rest = rest.replace(m[0], '');
   }
-  return [{ file: path, text: rest }, ...parts];
+  return [{ file: path, text: skipped ? '' : rest }, ...parts];
 }
 
 /** The body between the brace at `open` and its match. */
@@ -196,8 +235,9 @@ export async function readBird(birdConf: string): Promise<HandProtocol[]> {
 /** Every `protocol bgp` reachable from bird.conf, templates applied, and the `template bgp`s as written. */
 export async function readBirdTree(
   birdConf: string,
-): Promise<{ protocols: HandProtocol[]; templates: Map<string, HandTemplate> }> {
-  const files = await expandIncludes(birdConf, new Set());
+  opts: TreeOptions = {},
+): Promise<{ protocols: HandProtocol[]; templates: Map<string, HandTemplate>; files: BirdFile[] }> {
+  const files = await expandIncludes(birdConf, new Set(), opts);
   const filled = new Map<string, Body>();
   const templates = new Map<string, HandTemplate>();
   const protocols: HandProtocol[] = [];
@@ -226,5 +266,5 @@ export async function readBirdTree(
         body: inner,
       });
     }
-  return { protocols, templates };
+  return { protocols, templates, files };
 }

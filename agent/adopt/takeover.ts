@@ -4,8 +4,9 @@
  * whose private key is not the router's, `<interface>.key` (0600). The record holds, per adopted link,
  * the hand-made protocols' options, the link's addresses, routes and key file the agent renders from
  * then on, and every hand-made file set aside (`<file>.peerops-adopted`), which `peerops adopt --undo`
- * (undo.ts) puts back. The record is written before any file is moved, so an agent killed in between
- * leaves nothing undo cannot put back.
+ * (undo.ts) puts back, and the text of `peerops-not-adopted.conf` (remainder.ts): what those files
+ * define besides the adopted protocols, which the agent writes in the same swap. The record is written
+ * before any file is moved, so an agent killed in between leaves nothing undo cannot put back.
  */
 import { chmod, mkdir, stat } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
@@ -16,7 +17,8 @@ import { peerFileName } from '../bird/peer-config.ts';
 import { run } from '../system/exec.ts';
 import { publicKeyOfPrivateKeyFile, readAllInterfaces } from '../wireguard/interface.ts';
 import { keepProtocol, type KeptProtocol } from './kept-protocol.ts';
-import { readBirdTree } from './read-files.ts';
+import { AGENT_FILE_HEAD, readBirdTree } from './read-files.ts';
+import { renderRemainder } from './remainder.ts';
 
 /** A session's `adopted` block (docs/api.md), which the controller sends with the session. */
 export type Adopted = NonNullable<AgentSession['adopted']>;
@@ -41,12 +43,12 @@ export interface SetAside {
 export interface AdoptionRecord {
   links: AdoptedLink[];
   setAside: SetAside[];
+  /** The text of peerConfDir's `peerops-not-adopted.conf`, while the set-aside files define more. */
+  remainder?: string;
 }
 
 export const SET_ASIDE_SUFFIX = '.peerops-adopted';
 const RECORD = 'record.json';
-/** The first line of the agent's own main BIRD file (main-config.ts): any other is hand-made. */
-const AGENT_MAIN = '# Rendered by peerops';
 
 export function adoptionDir(tunnelConfigDir: string): string {
   return join(tunnelConfigDir, 'peerops-adopted');
@@ -68,12 +70,15 @@ export class Adoption {
   readonly dir: string;
   private readonly mainPath: string;
   private readonly routerKeyPath: string;
+  /** The agent's file of the protocols left running (remainder.ts): never set aside. */
+  private readonly remainderPath: string;
   private record: AdoptionRecord | undefined;
 
-  constructor(opts: { dir: string; mainPath: string; routerKeyPath: string }) {
+  constructor(opts: { dir: string; mainPath: string; routerKeyPath: string; remainderPath: string }) {
     this.dir = opts.dir;
     this.mainPath = opts.mainPath;
     this.routerKeyPath = opts.routerKeyPath;
+    this.remainderPath = opts.remainderPath;
   }
 
   private async current(): Promise<AdoptionRecord> {
@@ -91,6 +96,11 @@ export class Adoption {
     return (await this.current()).links.map((l) => l.interface);
   }
 
+  /** The text of the agent's file of the hand-made protocols no session adopted, while there are some. */
+  async remainder(): Promise<string | undefined> {
+    return (await this.current()).remainder;
+  }
+
   /** Hand-made files recorded but not yet set aside: the next BIRD apply moves them (bird/apply.ts). */
   async pendingSetAside(): Promise<SetAside[]> {
     const pending: SetAside[] = [];
@@ -101,10 +111,15 @@ export class Adoption {
 
   /**
    * Reads what each adopted session not yet taken over keeps (its protocols from the hand-made BIRD
-   * tree, its link's addresses, routes and key) and records the hand-made files to set aside. Answers
-   * uuid → why a session could not be taken over; the others are in the record, written durably.
+   * tree, its link's addresses, routes and key) and records the hand-made files to set aside, and what
+   * those define besides the adopted protocols (remainder.ts; `mainNames`: the names peerops's main
+   * file defines). Answers uuid → why a session could not be taken over; the others are in the record,
+   * written durably.
    */
-  async takeOver(sessions: readonly AgentSession[]): Promise<Map<string, string>> {
+  async takeOver(
+    sessions: readonly AgentSession[],
+    mainNames: ReadonlySet<string>,
+  ): Promise<Map<string, string>> {
     const record = await this.current();
     const failed = new Map<string, string>();
     const todo = sessions.filter((s) => {
@@ -113,7 +128,10 @@ export class Adoption {
     });
     if (todo.length === 0) return failed;
     const handMain = await this.handMadeMain();
-    const tree = handMain ? await readBirdTree(handMain).catch(() => undefined) : undefined;
+    // as the operator wrote it: a file an earlier takeover set aside is read where it is now
+    const tree = handMain
+      ? await readBirdTree(handMain, { setAsideSuffix: SET_ASIDE_SUFFIX }).catch(() => undefined)
+      : undefined;
     const routerKey = await publicKeyOfPrivateKeyFile(this.routerKeyPath);
     // every hand-made link in one read (a few commands), not five commands a link
     const names = todo.map((s) => s.adopted!.interface);
@@ -142,13 +160,29 @@ export class Adoption {
           peerFile: peerFileName(s),
         });
         for (const from of a.files)
-          if (isAbsolute(from) && (await exists(from)) && from !== this.mainPath) moves.push(asideOf(from));
+          if (
+            isAbsolute(from) &&
+            from !== this.mainPath &&
+            from !== this.remainderPath &&
+            (await exists(from))
+          )
+            moves.push(asideOf(from));
       } catch (err) {
         failed.set(s.uuid, `takeover of ${a.interface}: ${(err as Error).message}`);
       }
     }
     if (handMain === this.mainPath) moves.push(asideOf(this.mainPath));
     for (const m of moves) if (!record.setAside.some((x) => x.from === m.from)) record.setAside.push(m);
+    if (tree) {
+      const remainder = renderRemainder({
+        files: tree.files,
+        setAside: new Set(record.setAside.map((m) => m.from).filter((f) => f !== this.mainPath)),
+        adopted: new Set(record.links.flatMap((l) => l.protocols.map((p) => p.name))),
+        mainNames,
+      });
+      if (remainder === undefined) delete record.remainder;
+      else record.remainder = remainder;
+    }
     await this.save();
     return failed;
   }
@@ -173,7 +207,7 @@ export class Adoption {
   /** The main BIRD file as the operator wrote it: in place, or set aside by an earlier takeover. */
   private async handMadeMain(): Promise<string | undefined> {
     const text = await readTextIfExists(this.mainPath);
-    if (text !== undefined && !text.startsWith(AGENT_MAIN)) return this.mainPath;
+    if (text !== undefined && !text.startsWith(AGENT_FILE_HEAD)) return this.mainPath;
     const aside = `${this.mainPath}${SET_ASIDE_SUFFIX}`;
     return (await exists(aside)) ? aside : undefined;
   }

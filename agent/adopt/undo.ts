@@ -1,7 +1,7 @@
 /**
  * `peerops adopt --undo` (docs/agent.md, Adopting a running router): every hand-made file the takeover
  * set aside goes back from the record (byte for byte: it was renamed, never rewritten), the agent's
- * files for the adopted sessions go, and BIRD is configured once on the result. The hand-made protocols
+ * files for the adopted sessions and for the protocols left running (remainder.ts) go, and BIRD is configured once on the result. The hand-made protocols
  * come back with the options the agent rendered them with, so BIRD keeps every session; the links are
  * left as they run. Run with the agent stopped, or its next pass takes the sessions over again.
  */
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { BirdControl } from '../bird/control.ts';
 import { parseListen, type AgentConfig } from '../config.ts';
 import { run } from '../system/exec.ts';
+import { REMAINDER_FILE } from './remainder.ts';
 import { adoptionDir, loadRecord } from './takeover.ts';
 
 export interface UndoResult {
@@ -56,8 +57,12 @@ export async function undoAdoption(config: AgentConfig): Promise<UndoResult> {
     await rename(m.to, m.from);
     restored.push(m.from);
   }
-  for (const link of record.links) {
-    const file = join(config.routing.peerConfDir, link.peerFile);
+  const agentFiles = [
+    ...record.links.map((l) => l.peerFile),
+    ...(record.remainder === undefined ? [] : [REMAINDER_FILE]),
+  ];
+  for (const name of agentFiles) {
+    const file = join(config.routing.peerConfDir, name);
     if (await exists(file)) {
       await rm(file);
       removed.push(file);

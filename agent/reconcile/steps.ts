@@ -21,6 +21,7 @@ import { sessionProtocols } from '../bird/names.ts';
 import { peerFileName, peerView, renderPeerConfig } from '../bird/peer-config.ts';
 import { renderAdoptedPeer } from '../adopt/kept-protocol.ts';
 import { type Adoption } from '../adopt/takeover.ts';
+import { definedNames, REMAINDER_FILE } from '../adopt/remainder.ts';
 import type { AgentConfig } from '../config.ts';
 import { EndpointRefused, resolveEndpoint, type Resolve } from '../../common/endpoint-resolve.ts';
 import type { WgInterfaceState } from '../wireguard/read.ts';
@@ -203,11 +204,21 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
       failed.set(s.uuid, new SetupFailure('RetryPending', entry.message));
     }
   }
+  const main = (dirs: Record<string, string>) =>
+    renderMainConfig(
+      policy,
+      {
+        peerConfDir: dirs.peerConfDir ?? config.routing.peerConfDir,
+        ibgpConfDir: dirs.ibgpConfDir ?? config.routing.ibgpConfDir,
+        controlSocket: config.routing.controlSocket,
+      },
+      { meshInterfaces: [...meshInterfaces] },
+    );
   // the takeover reads what adopted sessions keep before their first render (docs/agent.md)
   const adopted = up.filter((s) => s.adopted && !waiting.has(s.uuid));
   if (adopted.length) {
     const refused = deps.adoption
-      ? await deps.adoption.takeOver(adopted)
+      ? await deps.adoption.takeOver(adopted, definedNames(main({})))
       : new Map(adopted.map((s) => [s.uuid, 'this agent takes no adopted session over']));
     for (const [uuid, message] of refused) failed.set(uuid, new SetupFailure('TakeoverFailed', message));
   }
@@ -241,24 +252,18 @@ export async function render(input: PassInput, meshInterfaces: readonly string[]
       else failed.set(s.uuid, new SetupFailure('RenderFailed', (err as Error).message));
     }
   }
+  // the hand-made protocols a takeover left running, in the same swap (adopt/remainder.ts)
+  const remainder = await deps.adoption?.remainder();
+  if (remainder !== undefined) peerFiles.set(REMAINDER_FILE, remainder);
   const tree: DesiredTree = {
-    main: (dirs: Record<string, string>) =>
-      renderMainConfig(
-        policy,
-        {
-          peerConfDir: dirs.peerConfDir ?? config.routing.peerConfDir,
-          ibgpConfDir: dirs.ibgpConfDir ?? config.routing.ibgpConfDir,
-          controlSocket: config.routing.controlSocket,
-        },
-        { meshInterfaces: [...meshInterfaces] },
-      ),
+    main,
     dirs: [
       {
         key: 'peerConfDir',
         dir: config.routing.peerConfDir,
         files: peerFiles,
         onDisk,
-        owns: (f) => OWN_PEER_FILE.test(f),
+        owns: (f) => OWN_PEER_FILE.test(f) || f === REMAINDER_FILE,
       },
       { key: 'ibgpConfDir', dir: config.routing.ibgpConfDir, files: renderIbgpConfigs(policy) },
     ],

@@ -22,6 +22,7 @@ import pino from 'pino';
 import type { AgentSession, BirdConfigResponse, ModifyBody } from '../../../common/agent-api.ts';
 import { SessionStatus } from '../../../common/status.ts';
 import type { Plan } from '../../../agent/adopt/plan.ts';
+import { REMAINDER_FILE } from '../../../agent/adopt/remainder.ts';
 import { Adoption, adoptionDir } from '../../../agent/adopt/takeover.ts';
 import { BirdApplier } from '../../../agent/bird/apply.ts';
 import { BirdControl } from '../../../agent/bird/control.ts';
@@ -525,6 +526,7 @@ export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
       dir: adoptionDir(config.tunnel.configDir),
       mainPath: config.birdMainConfig,
       routerKeyPath: config.tunnel.privateKeyPath,
+      remainderPath: join(config.routing.peerConfDir, REMAINDER_FILE),
     }),
   });
   return {
