@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # A single-node Kubernetes from real parts, each phase timed, stopping at the first phase that fails with
 # that component's own last error lines (docs/kubernetes.md, "Tested on a real node"):
-#   tools       kubelet, kube-controller-manager, kube-scheduler (and etcd, kube-apiserver, kubectl) built
-#               by scripts/cluster/tools.sh
+#   tools       kubelet, kube-controller-manager, kube-scheduler, kube-proxy (and etcd, kube-apiserver,
+#               kubectl, helm) built by scripts/cluster/tools.sh, before the node's namespace is entered
 #   pause       the pod sandbox image: a static Go binary packed with umoci, docker-archive by skopeo
 #   apiserver   etcd + kube-apiserver on the node's address (token auth, Node,RBAC authorization), its serving
 #               certificate signed by the cluster CA that pods trust (kube-root-ca.crt)
 #   containerd  Debian's containerd with runc, its own root, state and socket under the work dir
-#   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a loopback-only CNI network
+#   kubelet     cgroupfs driver on this cgroup v1 host (failCgroupV1: false), a bridge CNI network
 #   node-ready  the Node object reports Ready
 #   pod         a plain pod with the locally imported image reaches Running
 #   control     kube-controller-manager and kube-scheduler: a Deployment without nodeName becomes Available
@@ -34,6 +34,15 @@ keep=0
 # the CNI adds live and die with it, and the host's own network is never touched. The outer run makes the
 # namespace, runs this script inside it and removes it and the pods' namespaces afterwards.
 if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
+  # --- tools (here, outside the node's namespace: a cold build fetches Go modules) -------------------
+  echo "cluster: phase tools ..." >&2
+  tools_start=$(date +%s.%N)
+  PEEROPS_CLUSTER_BIN="$(bash "$root/scripts/cluster/tools.sh" | tail -n1)" || {
+    echo "cluster: phase tools FAILED: build failed" >&2
+    exit 1
+  }
+  export PEEROPS_CLUSTER_BIN
+  echo "cluster: phase tools ok in $(printf '%.1f' "$(echo "$(date +%s.%N) - $tools_start" | bc)")s (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   ns="peerops-cluster-$$"
   netns_before="$(ip netns list 2>/dev/null | awk '{print $1}' | sort)"
   ip netns add "$ns"
@@ -133,12 +142,9 @@ trap 'exit 130' INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# --- tools -------------------------------------------------------------------------------------------
-begin tools
-bin="$(bash "$root/scripts/cluster/tools.sh" | tail -n1)" || fail "build failed"
+bin="$PEEROPS_CLUSTER_BIN"
 kubectl="$bin/kubectl"
 log "kubelet $("$bin/kubelet" --version 2>&1), containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | head -n1 | awk '{print $3}')"
-done_phase
 
 # --- pause -------------------------------------------------------------------------------------------
 begin pause
