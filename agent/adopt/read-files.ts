@@ -184,7 +184,7 @@ async function expandIncludes(
     }
     rest = rest.replace(m[0], '');
   }
-  return [{ file: path, text: skipped ? '' : rest }, ...parts];
+  return skipped ? parts : [{ file: path, text: rest }, ...parts];
 }
 
 /** The body between the brace at `open` and its match. */

@@ -9,7 +9,7 @@
  * before any file is moved, so an agent killed in between leaves nothing undo cannot put back.
  */
 import { chmod, mkdir, stat } from 'node:fs/promises';
-import { isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import type { AgentSession } from '../../common/agent-api.ts';
 import { atomicWriteFile } from '../../common/atomic-write.ts';
 import { readTextIfExists } from '../../common/read-file.ts';
@@ -171,7 +171,14 @@ export class Adoption {
         failed.set(s.uuid, `takeover of ${a.interface}: ${(err as Error).message}`);
       }
     }
-    if (handMain === this.mainPath) moves.push(asideOf(this.mainPath));
+    if (handMain === this.mainPath) {
+      moves.push(asideOf(this.mainPath));
+      // a hand-made file in peerConfDir would stay included by the agent's main file, where its template
+      // or function names are peerops's: set aside too, what it defines runs from the agent's copy
+      const peerDir = dirname(this.remainderPath);
+      for (const f of tree?.files ?? [])
+        if (dirname(f.file) === peerDir && (await exists(f.file))) moves.push(asideOf(f.file));
+    }
     for (const m of moves) if (!record.setAside.some((x) => x.from === m.from)) record.setAside.push(m);
     if (tree) {
       const remainder = renderRemainder({
