@@ -456,6 +456,17 @@ protocol bgp node {
         async () => /Established/.test(await peerBird.birdc('show protocols node')),
         180_000,
       );
+      // and the agent's report through the Service: the session ACTIVE (1) with BGP Established
+      await waitInCluster(
+        'the session ACTIVE in the API',
+        async () => {
+          const { sessions } = (await apiOk('POST', '/session', userToken, { action: 'list' })) as {
+            sessions?: { status: number; bgpState: string | null }[];
+          };
+          return sessions?.[0]?.status === 1 && sessions[0].bgpState === 'Established';
+        },
+        120_000,
+      );
     });
   }, 300_000);
 
