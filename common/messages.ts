@@ -4,6 +4,7 @@
  * The store, the rules, the API and the CLI make these errors only through `fault` and `problem`, so a
  * sentence is written once; the answer carries the key and its parameters beside the English text, and
  * the portal renders the key from its own catalogues (web/i18n/problems.ts), English from this one.
+ * Over 600 lines: one table on purpose, so that each sentence is found, reviewed and translated in one place.
  */
 import { DomainError, ProblemError, type ErrorCode, type FieldError } from './errors.ts';
 

@@ -6,6 +6,7 @@
  * and port. Its agents keep what a running agent keeps in memory (their mesh key, which the controller
  * stored, and the ETags of their last session list, BIRD config and mesh list) and do what the real one
  * does when its controller goes away and comes back (agents.ts: RunningAgent).
+ * Over 600 lines: both phases, their targets and verdicts in one script that prints them.
  */
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -4,6 +4,9 @@
  * (common/rules) and put into the shared index; an invalid manifest is reported once and skipped, its
  * previous state kept. What the store adds to manifests from git (allocated fields, first statuses) is
  * committed back. The bookkeeping of which session statuses the status ref holds lives here too.
+ * Over 600 lines: both refs' changes are applied in one pass that shares which statuses are saved, which
+ * manifests were rejected and why, and what still has to be completed; the rules it applies live in
+ * common/rules.
  */
 import { randomUUID } from 'node:crypto';
 import type pino from 'pino';
