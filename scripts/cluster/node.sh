@@ -70,12 +70,14 @@ if [[ -z "${PEEROPS_CLUSTER_NETNS:-}" ]]; then
     kill -0 "$inner" 2>/dev/null || break
   done
   trap - TERM INT
+  # From here every step runs whatever the one before did (a run that stopped before its first pod has
+  # no pod namespace, and grep's no-match must not end the cleanup).
+  set +e
   # The pods' namespaces (containerd names them cni-<uuid>); other programs' namespaces are left alone.
   comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | awk '{print $1}' | sort) | grep '^cni-' |
     while read -r left; do ip netns delete "$left"; done
   # What kubelet, containerd and the CNI plugins keep outside the work dir: the pods' cgroups, the
   # plugins' result cache, the shims' sockets.
-  set +e
   ((had_kubepods)) || find /sys/fs/cgroup/*/kubepods -depth -type d -exec rmdir {} + 2>/dev/null
   find /var/lib/cni/results -newer "$marker" \( -name 'peerops-pods-*' -o -name 'cni-loopback-*' \) -delete 2>/dev/null
   find /run/containerd/s -newer "$marker" -type s -delete 2>/dev/null
