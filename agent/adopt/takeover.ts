@@ -17,7 +17,8 @@ import { peerFileName } from '../bird/peer-config.ts';
 import { run } from '../system/exec.ts';
 import { publicKeyOfPrivateKeyFile, readAllInterfaces } from '../wireguard/interface.ts';
 import { keepProtocol, type KeptProtocol } from './kept-protocol.ts';
-import { AGENT_FILE_HEAD, readBirdTree } from './read-files.ts';
+import { localConfDir } from '../bird/main-config.ts';
+import { AGENT_FILE_HEAD, readBirdTree, type BirdFile } from './read-files.ts';
 import { renderRemainder } from './remainder.ts';
 
 /** A session's `adopted` block (docs/api.md), which the controller sends with the session. */
@@ -128,10 +129,7 @@ export class Adoption {
     });
     if (todo.length === 0) return failed;
     const handMain = await this.handMadeMain();
-    // as the operator wrote it: a file an earlier takeover set aside is read where it is now
-    const tree = handMain
-      ? await readBirdTree(handMain, { setAsideSuffix: SET_ASIDE_SUFFIX }).catch(() => undefined)
-      : undefined;
+    const tree = await this.handMadeTree(handMain);
     const routerKey = await publicKeyOfPrivateKeyFile(this.routerKeyPath);
     // every hand-made link in one read (a few commands), not five commands a link
     const names = todo.map((s) => s.adopted!.interface);
@@ -173,32 +171,45 @@ export class Adoption {
     }
     if (handMain === this.mainPath) {
       moves.push(asideOf(this.mainPath));
-      // a hand-made file in peerConfDir would stay included by the agent's main file, where its template
-      // or function names are peerops's: set aside too, what it defines runs from the agent's copy
-      const peerDir = dirname(this.remainderPath);
+      // every file the hand-made main file included goes with it: one no longer included would take its
+      // protocols down, and one the agent's main file includes too (peerConfDir) would run under
+      // peerops's `dnpeers` and `is_valid_network`; what they define runs from the agent's copy. The
+      // operator's local.d is the agent's main file's, kept as it is.
+      const localDir = localConfDir({ peerConfDir: dirname(this.remainderPath) });
       for (const f of tree?.files ?? [])
-        if (dirname(f.file) === peerDir && (await exists(f.file))) moves.push(asideOf(f.file));
+        if (f.file !== handMain && dirname(f.file) !== localDir && (await exists(f.file)))
+          moves.push(asideOf(f.file));
     }
     for (const m of moves) if (!record.setAside.some((x) => x.from === m.from)) record.setAside.push(m);
-    if (tree) {
-      const remainder = renderRemainder({
-        files: tree.files,
-        setAside: new Set(record.setAside.map((m) => m.from).filter((f) => f !== this.mainPath)),
-        adopted: new Set(record.links.flatMap((l) => l.protocols.map((p) => p.name))),
-        mainNames,
-      });
-      if (remainder === undefined) delete record.remainder;
-      else record.remainder = remainder;
-    }
+    if (tree) this.keepRemainder(record, tree.files, mainNames);
     await this.save();
     return failed;
   }
 
+  /** The hand-made tree as the operator wrote it: a file an earlier takeover set aside is read where it is now. */
+  private async handMadeTree(handMain: string | undefined) {
+    if (!handMain) return undefined;
+    return readBirdTree(handMain, { setAsideSuffix: SET_ASIDE_SUFFIX }).catch(() => undefined);
+  }
+
+  /** What the set-aside files define besides the adopted protocols, in the record (remainder.ts). */
+  private keepRemainder(record: AdoptionRecord, files: readonly BirdFile[], mainNames: ReadonlySet<string>) {
+    const remainder = renderRemainder({
+      files,
+      setAside: new Set(record.setAside.map((m) => m.from).filter((f) => f !== this.mainPath)),
+      adopted: new Set(record.links.flatMap((l) => l.protocols.map((p) => p.name))),
+      mainNames,
+    });
+    if (remainder === undefined) delete record.remainder;
+    else record.remainder = remainder;
+  }
+
   /**
    * Forgets what a takeover read for these sessions and the moves of their files not yet done: BIRD
-   * refused what the agent rendered from it, and the operator's mended files are read again.
+   * refused what the agent rendered from it, and the operator's mended files are read again. Their
+   * protocols are hand-made again: the remainder keeps them, should the others go ahead without them.
    */
-  async forget(sessions: readonly AgentSession[]): Promise<void> {
+  async forget(sessions: readonly AgentSession[], mainNames: ReadonlySet<string>): Promise<void> {
     const record = await this.current();
     const adopted = sessions.map((s) => s.adopted).filter((a): a is Adopted => a !== undefined);
     if (adopted.length === 0) return;
@@ -208,6 +219,8 @@ export class Adoption {
     const kept: SetAside[] = [];
     for (const m of record.setAside) if (!files.has(m.from) || (await exists(m.to))) kept.push(m);
     record.setAside = kept;
+    const tree = await this.handMadeTree(await this.handMadeMain());
+    if (tree) this.keepRemainder(record, tree.files, mainNames);
     await this.save();
   }
 

@@ -313,7 +313,7 @@ export async function apply(input: PassInput, rendered: Rendered): Promise<Appli
   if (takeover && applied.failure?.stage === 'check' && verdict?.sessions.length) {
     // no other session goes ahead without the refused one; the refused one is read again next time
     const refused = input.up.filter((s) => verdict?.sessions.includes(s.uuid));
-    await deps.adoption?.forget(refused);
+    await deps.adoption?.forget(refused, definedNames(rendered.tree.main({})));
   } else if (applied.failure?.stage === 'check' && verdict?.sessions.length) {
     // The check named a session's file: that session fails, the others go ahead without its change.
     const peerFiles = new Map(rendered.peerFiles);

@@ -1,12 +1,12 @@
 /**
  * Adopting a router in two batches (docs/agent.md, Taking the peers over), with real BIRD 2 and userspace
- * WireGuard (peerops-wireguard) in network namespaces this test makes, in two layouts (hand-made.ts): the
- * systemd-networkd one, whose one BIRD file holds every peer, and the DN42 wiki's, whose peer files in
- * peerConfDir are written `from dnpeers` with the hand-made `is_valid_network()`, names peerops's main file
- * defines too. The first batch adopts all but the last peer, whose session must stay up while its file is
- * set aside (the agent keeps it in peerops-not-adopted.conf);
- * the real `peerops adopt` then plans that peer from where it lives now, the second batch takes it over,
- * and `peerops adopt --undo` gives every hand-made file back byte for byte. BIRD's protocol `since` is
+ * WireGuard (peerops-wireguard) in network namespaces this test makes, in the three layouts of
+ * hand-made.ts: systemd-networkd's one BIRD file of every peer; the DN42 wiki's peer files in peerConfDir,
+ * written `from dnpeers` with the hand-made `is_valid_network()`, names peerops's main file defines too;
+ * wg-quick's peer files in a directory only the hand-made main file includes. The first batch adopts all
+ * but the last peer, whose session must stay up while its file is set aside (the agent keeps it in
+ * peerops-not-adopted.conf); the real `peerops adopt` then plans that peer from where it lives now, the
+ * second batch takes it over, and `peerops adopt --undo` gives every hand-made file back byte for byte. BIRD's protocol `since` is
  * polled every 200 ms on both sides through each step: no session may move.
  * ADOPT_BATCH_PEERS peers (default 4).
  */
@@ -54,21 +54,29 @@ const exists = (path: string) =>
   );
 
 /** What the layout's left peer is written as, and what the agent's copy of it must say. */
-const LEFT: Record<'networkd' | 'wiki', { suffix: string; template: string; uses: string[] }> = {
-  networkd: { suffix: '', template: 'peers', uses: ['local as hand_OWNAS;'] },
+const LEFT: Record<Layout, { name: string; file: string; template: string; uses: string[] }> = {
+  networkd: { name: 'p%', file: 'peers.conf', template: 'peers', uses: ['local as hand_OWNAS;'] },
   wiki: {
-    suffix: '_v6',
+    name: 'p%_v6',
+    file: 'peers/p%.conf',
     template: 'dnpeers',
     uses: ['local as hand_OWNAS;', 'function hand_is_valid_network()', 'if hand_is_valid_network() &&'],
   },
+  // a file of a directory the agent's main file does not include: it would have gone unread
+  wgquick: {
+    name: 'dn42_p%',
+    file: 'dn42/p%.conf',
+    template: 'dn42_peer',
+    uses: ['template bgp hand_dn42_peer from hand_dn42_base', 'import where hand_is_valid_network()'],
+  },
 };
 
-it.each(['networkd', 'wiki'] as const satisfies Layout[])(
+it.each(['networkd', 'wiki', 'wgquick'] as const satisfies Layout[])(
   '%s: keeps a peer the first batch leaves up, adopts it in a second, undoes both: 0 flaps',
   async (layout) => {
     const t0 = Date.now();
     const hand = await handMadeRouter(lab, layout, PEERS);
-    const { suffix, template, uses } = LEFT[layout];
+    const { template, uses } = LEFT[layout];
     const protocolCount = hand.peers.reduce((n, p) => n + p.peerProtocols.length, 0);
     const handFiles = await snapshot(Object.values(hand.dirs));
     const birds = [
@@ -77,6 +85,7 @@ it.each(['networkd', 'wiki'] as const satisfies Layout[])(
     ];
     const remainderPath = join(hand.dirs.bird, 'peers', REMAINDER_FILE);
     const left = hand.peers.at(-1)!;
+    const leftName = LEFT[layout].name.replace('%', String(left.index));
     const plan = await planOf(hand);
     expect(plan.sessions.map((s) => s.asn)).toEqual(hand.peers.map((p) => p.asn));
     const sessions = agentSessions(plan);
@@ -93,14 +102,14 @@ it.each(['networkd', 'wiki'] as const satisfies Layout[])(
       expect(batch1.watched).toBe(2 * protocolCount);
       expect(first.failed).toEqual(new Map());
       expect(first.configured).toBe(true);
-      const leftFile = layout === 'wiki' ? join('peers', `p${left.index}.conf`) : 'peers.conf';
+      const leftFile = LEFT[layout].file.replace('%', String(left.index));
       expect(await exists(join(hand.dirs.bird, `${leftFile}.peerops-adopted`))).toBe(true);
       const remainder = await readFile(remainderPath, 'utf8');
-      expect(remainder).toContain(`protocol bgp p${left.index}${suffix} from hand_${template}`);
+      expect(remainder).toContain(`protocol bgp ${leftName} from hand_${template}`);
       expect(remainder).toContain(`template bgp hand_${template}`);
       for (const u of uses) expect(remainder).toContain(u);
       for (const s of firstBatch) expect(remainder).not.toContain(`protocol bgp ${s.adopted!.protocols[0]} `);
-      const shown = await hand.routerBird.birdc(`show protocols p${left.index}${suffix}`);
+      const shown = await hand.routerBird.birdc(`show protocols ${leftName}`);
       expect(shown).toMatch(/Established/);
       const again = await agent.reconciler.pass(firstBatch, hand.policy);
       expect({ writes: again.writes, configured: again.configured }).toEqual({
@@ -111,7 +120,7 @@ it.each(['networkd', 'wiki'] as const satisfies Layout[])(
       // batch 2: the real command plans the left peer from the agent's file, and nothing adopted already
       const second = await planOf(hand);
       expect(second.sessions).toMatchObject([
-        { asn: left.asn, adopted: { interface: left.iface, protocols: [`p${left.index}${suffix}`] } },
+        { asn: left.asn, adopted: { interface: left.iface, protocols: [`${leftName}`] } },
       ]);
       expect(second.sessions[0]!.adopted.files).toContain(remainderPath);
       // the wiki layout's GRE peer, left by both batches, runs from the agent's copy
@@ -124,8 +133,8 @@ it.each(['networkd', 'wiki'] as const satisfies Layout[])(
       expect(taken.configured).toBe(true);
       expect(await exists(remainderPath)).toBe(layout === 'wiki');
       const file = await readFile(join(hand.dirs.bird, 'peers', `dn42_${left.port}.conf`), 'utf8');
-      expect(file).toContain(`protocol bgp p${left.index}${suffix} `);
-      expect(await hand.routerBird.birdc(`show protocols p${left.index}${suffix}`)).toMatch(/Established/);
+      expect(file).toContain(`protocol bgp ${leftName} `);
+      expect(await hand.routerBird.birdc(`show protocols ${leftName}`)).toMatch(/Established/);
       const batch2 = await watch.stop(2000);
       expect(batch2.moves).toEqual([]);
       expect(batch2.watched).toBe(2 * protocolCount);
