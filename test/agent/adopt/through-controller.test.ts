@@ -17,6 +17,7 @@ import { cp, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REMAINDER_FILE } from '../../../agent/adopt/remainder.ts';
 import { adoptionDir } from '../../../agent/adopt/takeover.ts';
 import { TokenIssuer, defaultKeyPath } from '../../../controller/auth/jwt.ts';
 import { SessionStatus } from '../../../common/status.ts';
@@ -188,19 +189,9 @@ describe('adopting a hand-made router through the controller', () => {
         expect(ok.status, JSON.stringify(ok.body)).toBe(200);
       }
 
-      // the operator's step 4 for the peer peerops does not run: its file stays included, before
-      // local.d, so it gets the hand-made template under a name of its own in the file itself; BIRD
-      // runs it as before (docs/operator-guide.md §10)
-      const main = await readFile(join(hand.dirs.bird, 'bird.conf'), 'utf8');
-      const template = /template bgp dnpeers \{[\s\S]*?\n\}\n/.exec(main)?.[0];
-      expect(template).toBeDefined();
+      // the peer peerops does not run needs no step of the operator's: its file is set aside with the
+      // others and the agent keeps its protocols running (docs/operator-guide.md §10, step 4)
       const leftFile = join(hand.dirs.bird, 'peers', 'p1.conf');
-      const left = await readFile(leftFile, 'utf8');
-      await writeFile(
-        leftFile,
-        `${template!.replace('dnpeers', 'hand_dnpeers')}${left.replaceAll('from dnpeers', 'from hand_dnpeers')}`,
-      );
-      expect(await hand.routerBird.birdc('configure')).toMatch(/Reconfigured/);
 
       // the real agent; its commands run in the router's namespace, it reaches the controller on loopback
       const configFile = join(hand.root, 'agent.json');
@@ -273,7 +264,9 @@ describe('adopting a hand-made router through the controller', () => {
         const own = await readFile(join(hand.dirs.bird, 'peers', `dn42_${hand.peers[i]!.port}.conf`), 'utf8');
         expect(own).toContain(`protocol bgp p${i}_v6 `);
       }
-      expect(record.setAside.map((m) => m.from)).not.toContain(leftFile);
+      expect(record.setAside.map((m) => m.from)).toContain(leftFile);
+      const kept = await readFile(join(hand.dirs.bird, 'peers', REMAINDER_FILE), 'utf8');
+      for (const p of ['p1_v6', 'p1_v4']) expect(kept).toContain(`protocol bgp ${p} from hand_dnpeers`);
       // the refused one stays DISABLED in the controller, its hand-made peer left running as it was
       expect((await list()).find((s) => s.uuid === refused!.uuid)).toMatchObject({ statusName: 'DISABLED' });
 
