@@ -16,9 +16,9 @@ import type { Store } from '../../controller/store/store.ts';
 import { admin, defaultPolicy, newSession, pending, routerSpec } from '../store/fixtures.ts';
 import { freePort } from '../support/ports.ts';
 import { makeCertificate } from '../support/tls.ts';
-import { ADMIN_USER, ROOT, TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { ADMIN_USER, ROOT, TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 let namespace: string;
 let store: Store;
@@ -109,7 +109,6 @@ async function serve(name: string, listen: string, env: Record<string, string>):
 }
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-admission-'));
   namespace = await server.createNamespace('admission');
   store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
@@ -192,7 +191,6 @@ afterAll(async () => {
     undefined,
     server.token,
   ).catch(() => undefined);
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -7,20 +7,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isProblem } from '../../common/errors.ts';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import { admin, newSession, routerSpec } from '../store/fixtures.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 const adopted = {
   by: admin.name,

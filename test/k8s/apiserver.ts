@@ -3,6 +3,7 @@
  * scripts/k8s-tools.sh (cached in .cache/k8s-bin/), started on 127.0.0.1 with free ports and temp dirs,
  * a static admin token, the API server's own self-signed serving certificate and a fresh service-account
  * key. startApiServer() also installs the peerops CRDs; stop() kills both processes and removes the dirs.
+ * A test file calls useApiServer() once at its top: one server for the file, stopped after its last hook.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { afterAll, beforeAll } from 'vitest';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
@@ -266,6 +268,47 @@ export async function startApiServer(
     await stop();
     throw err;
   }
+}
+
+type StartOptions = Parameters<typeof startApiServer>[0];
+
+/**
+ * One API server for the calling test file: started in a beforeAll registered first, so the file's own
+ * beforeAll hooks can use it, and stopped in an afterAll that runs after the file's own (vitest runs
+ * after-hooks in reverse). The object returned stands for that server once it has started.
+ */
+export function useApiServer(options: StartOptions = {}): TestApiServer {
+  let server: TestApiServer | undefined;
+  beforeAll(async () => {
+    server = await startApiServer(options);
+  }, TOOLS_BUILD_TIMEOUT_MS);
+  afterAll(async () => {
+    await server?.stop();
+  });
+  const started = (): TestApiServer => {
+    if (!server) throw new Error('the test API server is used before its beforeAll started it');
+    return server;
+  };
+  return {
+    get url() {
+      return started().url;
+    },
+    get token() {
+      return started().token;
+    },
+    get writerToken() {
+      return started().writerToken;
+    },
+    get tools() {
+      return started().tools;
+    },
+    kubeConfig: () => started().kubeConfig(),
+    kubeconfigFile: () => started().kubeconfigFile(),
+    createNamespace: (prefix) => started().createNamespace(prefix),
+    serviceAccountKubeConfig: (namespace, name) => started().serviceAccountKubeConfig(namespace, name),
+    compactEtcd: () => started().compactEtcd(),
+    stop: () => started().stop(),
+  };
 }
 
 /** Applies crds/*.yaml and waits until each is Established. */

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkOrThrow } from '../../common/validate.ts';
 import { HeartbeatBody } from '../../common/agent-api.ts';
 import { SessionStatus } from '../../common/status.ts';
@@ -15,17 +15,10 @@ import { createKubernetesStore } from '../../controller/store/kubernetes/index.t
 import type { Actor } from '../../controller/store/store.ts';
 import { admin, newSession, queued, routerSpec, wgKey } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
+const server = useApiServer();
 const agent: Actor = { name: 'agent fra1', role: 'agent' };
-
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
 
 interface Condition {
   type: string;

@@ -10,21 +10,19 @@ import { connect } from 'node:tls';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pooledConnections } from '../../controller/store/kubernetes/connections.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
+const server = useApiServer({ installCrds: false });
 let dir: string;
 let connections = 0;
 const counted = () => connections++;
 
 beforeAll(async () => {
-  server = await startApiServer({ installCrds: false });
   dir = await mkdtemp(join(tmpdir(), 'peerops-connections-'));
   subscribe('undici:client:connected', counted);
 }, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   unsubscribe('undici:client:connected', counted);
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -30,17 +30,11 @@ import {
   type V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../controller/config.ts';
 import { imageReference } from '../../scripts/build-image.ts';
 import { routerSpec } from '../store/fixtures.ts';
-import {
-  TOOLS_BUILD_TIMEOUT_MS,
-  ROOT,
-  installCrds,
-  startApiServer,
-  type TestApiServer,
-} from './apiserver.ts';
+import { installCrds, ROOT, TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
 const run = promisify(execFile);
 const CHART = join(ROOT, 'charts', 'peerops');
@@ -56,14 +50,10 @@ const VALUES = [
   'grafana.dashboard.enabled=true',
 ];
 
-let server: TestApiServer;
+const server = useApiServer();
 beforeAll(async () => {
-  server = await startApiServer();
   await installCrds(server.kubeConfig(), join(ROOT, 'test', 'k8s', 'fixtures'));
 }, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
 
 async function helm(...args: string[]): Promise<string> {
   const { stdout } = await run(server.tools.helm, args, {
@@ -126,7 +116,7 @@ function only<T extends KubernetesObject>(objects: KubernetesObject[], kind: str
 
 /** Installs (or upgrades) release peerops in namespace on the test API server, with `--set`s. */
 async function install(verb: 'install' | 'upgrade', namespace: string, ...set: string[]): Promise<void> {
-  // startApiServer() installed the CRDs already
+  // useApiServer() installed the CRDs already
   await helm(
     verb,
     'peerops',

@@ -17,12 +17,12 @@ import { ControllerProcess } from '../support/controller-process.ts';
 import { expectTrafficMerged } from '../support/history-replicas.ts';
 import { freePort } from '../support/ports.ts';
 import { startPrometheus, type TestPrometheus } from '../support/prometheus.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
 const ADMIN_ASN = 4242420000;
 const PEER_ASN = 4242421234;
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 let prometheus: TestPrometheus | undefined;
 let issuer: TokenIssuer;
@@ -39,7 +39,6 @@ async function ok(controller: ControllerProcess, token: string, path: string, bo
 }
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-history-'));
   issuer = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
   const namespace = await server.createNamespace('history-prom');
@@ -67,7 +66,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const r of replicas) await r.kill();
   await prometheus?.stop();
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -6,7 +6,7 @@
  * startApiServer's listFromCacheSnapshot), where a compaction expires their tokens.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GROUP_VERSION, type RouterSpec, type RouterStatus } from '../../common/schema.ts';
 import { KubeApi } from '../../controller/store/kubernetes/api.ts';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
@@ -16,15 +16,9 @@ import {
   startInformer,
 } from '../../controller/store/kubernetes/informers.ts';
 import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-beforeAll(async () => {
-  server = await startApiServer({ listFromCacheSnapshot: false });
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer({ listFromCacheSnapshot: false });
 
 async function routers(api: KubeApi, count: number, from = 1): Promise<void> {
   for (let i = from; i < from + count; i++) {

@@ -4,22 +4,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { storeConformance } from '../store/conformance.ts';
 import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 storeConformance('kubernetes', async () => {
   const namespace = await server.createNamespace('conf');

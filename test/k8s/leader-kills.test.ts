@@ -18,21 +18,20 @@ import { routerFields, sessionFields } from '../api/helpers.ts';
 import { eventually, startReceiver, type Receiver } from '../notify/receiver.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { freePort } from '../support/ports.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
 /** SIGKILLs of the Lease holder; 10 take about a minute here (each waits out a 2 s Lease and a restart). */
 const KILLS = Number(process.env['LEADER_KILLS'] ?? 10);
 const LEASE_SECONDS = 2;
 const ADMIN_ASN = 4242420000;
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 let issuer: TokenIssuer;
 let rx: Receiver;
 const replicas: { name: string; process: ControllerProcess }[] = [];
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-leader-kills-'));
   issuer = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
   // a receiver slower than the changes come: the leader always holds undelivered events when it is killed
@@ -42,7 +41,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const r of replicas) await r.process.kill();
   await rx?.close();
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

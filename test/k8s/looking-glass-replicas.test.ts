@@ -20,13 +20,13 @@ import { routerFields } from '../api/helpers.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { NetnsLab, waitFor } from '../support/netns.ts';
 import { freePort } from '../support/ports.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 
 const ADMIN_ASN = 4242420000;
 /** The router's DN42 address, on the loopback of the namespace its agent's commands run in. */
 const ROUTER_ADDRESS = 'fd42:4242:2601::1';
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 let issuer: TokenIssuer;
 let lab: NetnsLab;
@@ -35,7 +35,6 @@ const stopAgent = new AbortController();
 let agentDone: Promise<void> | undefined;
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-lg-replicas-'));
   issuer = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
   lab = new NetnsLab('lgr');
@@ -51,7 +50,6 @@ afterAll(async () => {
   delete process.env['PEEROPS_AGENT_NETNS'];
   for (const r of replicas) await r.kill();
   await lab?.cleanup();
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -15,7 +15,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HeartbeatBody } from '../../common/agent-api.ts';
 import type { SessionMetrics } from '../../common/schema.ts';
 import { checkOrThrow } from '../../common/validate.ts';
@@ -25,7 +25,7 @@ import { ADMIN_ASN, routerFields, sessionFields } from '../api/helpers.ts';
 import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { freePort } from '../support/ports.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
 /** The flush interval of a replica (the store's default). */
 const FLUSH_MS = 2000;
@@ -36,13 +36,7 @@ const WINDOW_MS = Number(process.env['OBSERVATION_ORDER_WINDOW_MS'] ?? 4 * FLUSH
 /** Sessions of the `peerops serve` case, each with its report pair at its own phase of the flush. */
 const PAIRS = Number(process.env['OBSERVATION_ORDER_PAIRS'] ?? 8);
 
-let server: TestApiServer;
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

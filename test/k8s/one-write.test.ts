@@ -12,26 +12,20 @@ import {
   Watch,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isProblem } from '../../common/errors.ts';
 import type { SessionSpec, SessionStatusRecord } from '../../common/schema.ts';
 import { SessionStatus } from '../../common/status.ts';
 import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Session, SessionChange } from '../../controller/store/store.ts';
 import { admin, newSession, queued, routerSpec } from '../store/fixtures.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
 /** Modifies watched; each a spec and a status change together. */
 const MODIFIES = Number(process.env['ONE_WRITE_MODIFIES'] ?? 40);
 const BASE = Date.parse('2026-01-01T00:00:00Z');
 
-let server: TestApiServer;
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 interface Stored extends KubernetesObject {
   metadata: { name: string; generation: number; resourceVersion: string };

@@ -6,21 +6,15 @@
  * agent's record; and confirmations, which empty every object and record.
  */
 import { CoreV1Api } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentOfflineEvent, sessionEvent } from '../../controller/store/core/events.ts';
 import { KubeApi } from '../../controller/store/kubernetes/api.ts';
 import { createKubernetesStore, type KubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import { admin, newSession, pending, routerSpec } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 const types = (store: KubernetesStore) => store.outbox().map((e) => e.type);
 

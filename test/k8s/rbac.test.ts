@@ -13,20 +13,13 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import { admin, defaultPolicy, newSession, pending, queued, routerSpec, user } from '../store/fixtures.ts';
-import { ROOT, TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { ROOT, useApiServer } from './apiserver.ts';
 
 const run = promisify(execFile);
-let server: TestApiServer;
-
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 async function serviceAccountConfig(namespace: string): Promise<KubeConfig> {
   const { stdout } = await run(

@@ -4,20 +4,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isProblem, type DomainError } from '../../common/errors.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin, newSession, pending, routerSpec, user } from '../store/fixtures.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 async function replicas(namespace: string): Promise<[Store, Store]> {
   const stores = [0, 1].map((): Store =>

@@ -10,23 +10,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOOLS_BUILD_TIMEOUT_MS, ROOT, startApiServer, type TestApiServer } from './apiserver.ts';
+import { ROOT, TOOLS_BUILD_TIMEOUT_MS, useApiServer } from './apiserver.ts';
 import { waitForHealth } from '../support/health.ts';
 import { waitFor } from '../support/netns.ts';
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 const children: ChildProcess[] = [];
 const LEASE_SECONDS = 2;
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-k8s-serve-'));
 }, TOOLS_BUILD_TIMEOUT_MS);
 afterAll(async () => {
   for (const child of children)
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

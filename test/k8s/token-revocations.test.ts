@@ -2,22 +2,15 @@
  * Token revocations with several replicas of the Kubernetes store (docs/login.md, Revoking tokens): one
  * Secret that every replica watches, written at the resourceVersion read, against a real kube-apiserver.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newTokenId } from '../../controller/auth/token-id.ts';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { admin } from '../store/fixtures.ts';
 import { eventually } from '../store/git-helpers.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from './apiserver.ts';
+import { useApiServer } from './apiserver.ts';
 
-let server: TestApiServer;
-
-beforeAll(async () => {
-  server = await startApiServer();
-}, TOOLS_BUILD_TIMEOUT_MS);
-afterAll(async () => {
-  await server?.stop();
-});
+const server = useApiServer();
 
 async function replicas(n: number): Promise<Store[]> {
   const namespace = await server.createNamespace('revoke');

@@ -19,7 +19,7 @@ import { KubernetesWebhooks } from '../../controller/notify/kubernetes.ts';
 import { LeaderElector, createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
 import { ADMIN_ASN, USER_ASN, routerFields, sessionFields } from '../api/helpers.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from '../k8s/apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from '../k8s/apiserver.ts';
 import { eventually, startReceiver, type Receiver } from './receiver.ts';
 
 interface Replica {
@@ -29,14 +29,13 @@ interface Replica {
   elector: LeaderElector;
 }
 
-let server: TestApiServer;
+const server = useApiServer();
 let dir: string;
 let tokens: TokenIssuer;
 let rx: Receiver;
 let replicas: Replica[] = [];
 
 beforeAll(async () => {
-  server = await startApiServer();
   dir = await mkdtemp(join(tmpdir(), 'peerops-notify-k8s-'));
   tokens = new TokenIssuer(await loadOrCreateKey(join(dir, 'jwt-ed25519.pem')));
   rx = await startReceiver();
@@ -48,7 +47,6 @@ afterAll(async () => {
     await r.store.close();
   }
   await rx?.close();
-  await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -10,11 +10,11 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/c
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubernetesStore } from '../../controller/store/kubernetes/index.ts';
 import type { Store } from '../../controller/store/store.ts';
-import { TOOLS_BUILD_TIMEOUT_MS, startApiServer, type TestApiServer } from '../k8s/apiserver.ts';
+import { TOOLS_BUILD_TIMEOUT_MS, useApiServer } from '../k8s/apiserver.ts';
 import { admin, newSession, routerSpec } from './fixtures.ts';
 import { eventually } from './git-helpers.ts';
 
-let server: TestApiServer;
+const server = useApiServer();
 let store: Store;
 let custom: CustomObjectsApi;
 let namespace: string;
@@ -38,7 +38,6 @@ function sessionObject(
 const skippedPaths = () => store.skippedManifests?.().manifests.map((m) => m.path) ?? [];
 
 beforeAll(async () => {
-  server = await startApiServer();
   namespace = await server.createNamespace('skipped');
   custom = server.kubeConfig().makeApiClient(CustomObjectsApi);
   store = createKubernetesStore({ kubeConfig: server.kubeConfig(), namespace });
@@ -48,7 +47,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await store?.close();
-  await server?.stop();
 });
 
 describe('kubernetes store: objects it cannot index', () => {
