@@ -7,21 +7,21 @@
  * runs on both pages in en and zh-CN at 1280 and 390 px.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import {
   accessibleEverywhere,
   expectAccessible,
-  launchBrowser,
   logInWithSsh,
   openPage,
+  startPortal,
+  stopPortal,
   UI_TIMEOUT_MS,
 } from './support.ts';
 
@@ -61,10 +61,7 @@ beforeAll(async () => {
       `route6: ${peerPrefix(i)}/48\norigin: AS${asn}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
   }
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(registry), serviceHost: '127.0.0.1', admins: [ADMIN_ASN] },
-  );
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
@@ -86,17 +83,9 @@ beforeAll(async () => {
   for (const uuid of uuids.slice(0, DISABLED))
     await expectOk(h.post('/admin/session', h.admin, { action: 'disable', uuid, reason: 'seeding' }));
   console.log(`seeded ${SESSIONS} sessions in ${Date.now() - started} ms`);
-  await h.app.listen({ host: '127.0.0.1', port: 0 });
-  const address = h.app.server.address();
-  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  browser = await launchBrowser();
 }, 300_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 const countText = (page: Page) => page.getByTestId('table-count');
 

@@ -7,21 +7,21 @@
  * its link-local.
  * axe-core in en and zh-CN at 1280 and 390 px on the Reviews page and the review page.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, startHarness, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import {
   accessibleEverywhere,
   chooseLanguage,
-  launchBrowser,
   logInWithSsh,
   openPage,
+  startPortal,
+  stopPortal,
   UI_TIMEOUT_MS,
 } from './support.ts';
 
@@ -49,10 +49,7 @@ beforeAll(async () => {
       path.join(registry, 'data', 'route6', `${prefix(i)}_48`),
       `route6: ${prefix(i)}/48\norigin: AS${asn}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(registry), serviceHost: '127.0.0.1', admins: [ADMIN_ASN] },
-  );
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
   const res = await expectOk(
@@ -76,17 +73,9 @@ beforeAll(async () => {
     }),
   );
   for (const s of (res.json() as { sessions: { uuid: string }[] }).sessions) uuids.push(s.uuid);
-  await h.app.listen({ host: '127.0.0.1', port: 0 });
-  const address = h.app.server.address();
-  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  browser = await launchBrowser();
 }, 120_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 describe('adopted sessions in the portal', () => {
   it('say where they came from and who adopted them, and are approved in bulk', async () => {

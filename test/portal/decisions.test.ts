@@ -4,14 +4,12 @@
  * the admin's reason, who and when and until when it is shown, what to do, and a Delete that removes it;
  * a disabled session's card gives the admin's reason instead of "ask them why".
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { expectAccessible, logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -27,22 +25,13 @@ beforeAll(async () => {
     mntners: { 'PEER-MNT': [peerKey.publicLine] },
     routes: { 'fd42:1234::/48': [USER_ASN] },
   });
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
-  );
+  ({ h, url, browser } = await startPortal(dir, []));
   await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 const create = async (router: string): Promise<string> =>
   (await expectOk(h.post('/session', h.user, sessionFields(router)))).json().uuid as string;

@@ -4,15 +4,20 @@
  * named by its caption with a text summary, and the same points as a table; 7 days is a button that says
  * it is pressed; Chinese shows the tab's words from the zh-CN catalogue; axe-core finds nothing serious.
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import zhCN from '../../web/i18n/zh-CN.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import {
+  chooseLanguage,
+  expectAccessible,
+  logInWithSsh,
+  openPage,
+  startPortal,
+  stopPortal,
+} from './support.ts';
 
 const PEER_ASN = 4242421234;
 
@@ -30,15 +35,7 @@ beforeAll(async () => {
     mntners: { 'PEER-MNT': [peerKey.publicLine] },
     routes: { 'fd42:1234::/48': [PEER_ASN] },
   });
-  h = await startHarness(
-    {},
-    {
-      registry: new DirectoryRegistry(path.join(dir, 'registry')),
-      serviceHost: '127.0.0.1',
-      admins: [ADMIN_ASN],
-    },
-  );
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
   const agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1', autoApprove: true });
   const peer = h.tokens.issueToken(PEER_ASN, 'user').token;
@@ -54,14 +51,9 @@ beforeAll(async () => {
         sessions: [{ uuid, rtt, rxBytes: rx, txBytes: rx / 2, routesImported: 2, routesExported: 900 }],
       }),
     );
-  browser = await launchBrowser();
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 describe('portal: a session’s history', () => {
   it('graphs RTT, traffic and routes, with a table and a summary for screen readers', async () => {

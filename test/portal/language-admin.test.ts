@@ -6,18 +6,23 @@
  * silence is judged by the controller's own reconciler at a chosen time, as test/api/router-ready.test.ts
  * does, so that the test waits for no interval.
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { englishText, fill } from '../../common/messages.ts';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import zhCN from '../../web/i18n/problems/zh-CN.ts';
 import portalZh from '../../web/i18n/zh-CN.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import {
+  chooseLanguage,
+  expectAccessible,
+  logInWithSsh,
+  openPage,
+  startPortal,
+  stopPortal,
+} from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -40,14 +45,7 @@ beforeAll(async () => {
     mntners: { 'NET-MNT': [adminKey.publicLine] },
     routes: { 'fd42:1234::/48': [USER_ASN] },
   });
-  h = await startHarness(
-    {},
-    {
-      registry: new DirectoryRegistry(path.join(dir, 'registry')),
-      serviceHost: '127.0.0.1',
-      admins: [ADMIN_ASN],
-    },
-  );
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
@@ -96,16 +94,9 @@ beforeAll(async () => {
     reason: 'AgentNotReporting',
     key: 'condition.noHeartbeat',
   });
-
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 describe("portal: the controller's words in Chinese on the admin's pages", () => {
   it('a router condition, a lastError in the table, a policy check and a refused approve', async () => {

@@ -5,16 +5,21 @@
  * is sent over the agent API with the router's token, as the agent sends it (test/agent covers what the
  * agent keys).
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { englishText } from '../../common/messages.ts';
 import zhCN from '../../web/i18n/problems/zh-CN.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import {
+  chooseLanguage,
+  expectAccessible,
+  logInWithSsh,
+  openPage,
+  startPortal,
+  stopPortal,
+} from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -31,22 +36,13 @@ beforeAll(async () => {
     mntners: { 'PEER-MNT': [peerKey.publicLine] },
     routes: { 'fd42:1234::/48': [USER_ASN] },
   });
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
-  );
+  ({ h, url, browser } = await startPortal(dir, []));
   agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 describe("portal: the controller's words in Chinese", () => {
   it("a session's lastError and a create's field error read in Chinese", async () => {

@@ -4,11 +4,9 @@
  * (docs/api.md, Live updates); so do the admin's sessions waiting for review. A real browser against a
  * real controller; logins signed by ssh-keygen.
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import {
   ADMIN_ASN,
   driver,
@@ -19,7 +17,7 @@ import {
   type Harness,
 } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -37,25 +35,12 @@ beforeAll(async () => {
     mntners: { 'PEER-MNT': [peerKey.publicLine], 'NET-MNT': [adminKey.publicLine] },
     routes: { 'fd42:1234::/48': [USER_ASN], 'fd42:5678::/48': [OTHER_ASN] },
   });
-  h = await startHarness(
-    {},
-    {
-      registry: new DirectoryRegistry(path.join(dir, 'registry')),
-      serviceHost: '127.0.0.1',
-      admins: [ADMIN_ASN],
-    },
-  );
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   agentToken = await h.addRouter('fra1');
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 /** A logged-in page on the session list, marked so that a reload (which would drop the mark) shows. */
 async function sessionsPage(asn: number, key: SshKey, heading: string) {

@@ -5,15 +5,21 @@
  * status named (docs/api.md, modify), on the Reviews page and on the session's own review page. axe-core
  * in en and zh-CN at 1280 and 390 px on both with the mark shown.
  */
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { accessibleEverywhere, chooseLanguage, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import {
+  accessibleEverywhere,
+  chooseLanguage,
+  logInWithSsh,
+  openPage,
+  startPortal,
+  stopPortal,
+} from './support.ts';
 
 /** Requests in review: three pages of 20 by default, seeded in a few seconds. */
 const REQUESTS = Number(process.env.REVIEWS_SESSIONS ?? 45);
@@ -42,10 +48,7 @@ beforeAll(async () => {
       path.join(registry, 'data', 'route6', `${peerPrefix(i)}_48`),
       `route6: ${peerPrefix(i)}/48\norigin: AS${FIRST_ASN + i}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(registry), serviceHost: '127.0.0.1', admins: [ADMIN_ASN] },
-  );
+  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
   const agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
   // one at a time: the first is the oldest, first on the page
@@ -70,17 +73,9 @@ beforeAll(async () => {
   await expectOk(
     h.post('/session', owner, { action: 'modify', uuid: first, ipv6: `${peerPrefix(0)}2`, mtu: 1400 }),
   );
-  await h.app.listen({ host: '127.0.0.1', port: 0 });
-  const address = h.app.server.address();
-  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  browser = await launchBrowser();
 }, 120_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 const cards = (page: Page) => page.locator('section[aria-labelledby="reviews-title"] article.card');
 

@@ -7,14 +7,21 @@
  * finds nothing serious on these pages in English and Chinese at 1280 and 390 px (docs/login.md, The
  * portal's sign-in; docs/user-guide.md, Keyboard).
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { expectOk, startHarness, USER_ASN, wgKey, type Harness } from '../api/helpers.ts';
 import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { chooseLanguage, expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import {
+  chooseLanguage,
+  expectAccessible,
+  logInWithSsh,
+  openPage,
+  startPortal,
+  stopPortal,
+} from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -34,21 +41,13 @@ async function registry(root: string): Promise<DirectoryRegistry> {
 beforeAll(async () => {
   dir = await tempDir('portal-signin');
   peerKey = await sshKey(dir, 'ed25519', 'peer');
-  h = await startHarness(
-    {},
-    { registry: await registry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
-  );
+  await registry(path.join(dir, 'registry'));
+  ({ h, url, browser } = await startPortal(dir, []));
   await h.addRouter('fra1', { displayName: 'Frankfurt 1', location: 'Frankfurt' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 /** Whether `target` has the keyboard focus. */
 const focused = (target: Locator) =>

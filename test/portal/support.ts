@@ -2,9 +2,13 @@
  * The portal tests' browser: Debian's chromium driven by playwright-core, axe-core run inside each page,
  * and the login a person does (the challenge read from the page, signed by ssh-keygen, pasted back).
  */
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { expect } from 'vitest';
+import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
+import { startHarness, type Harness } from '../api/helpers.ts';
 import { sshSign, type SshKey } from '../login/support.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -13,6 +17,33 @@ export const UI_TIMEOUT_MS = 30_000;
 
 export async function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM });
+}
+
+/** A portal on loopback: the API harness, its URL and a browser. */
+export interface Portal {
+  h: Harness;
+  url: string;
+  browser: Browser;
+}
+
+/**
+ * The portal the browser tests sign in to: logins checked against the directory registry the caller
+ * wrote at `<dir>/registry`, `admins` the ASNs with the admin role.
+ */
+export async function startPortal(dir: string, admins: number[]): Promise<Portal> {
+  const h = await startHarness(
+    {},
+    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins },
+  );
+  const url = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  return { h, url, browser: await launchBrowser() };
+}
+
+/** Closes what startPortal opened, as far as it got, and removes the test's dir. */
+export async function stopPortal(portal: Partial<Portal>, dir: string | undefined): Promise<void> {
+  await portal.browser?.close();
+  await portal.h?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
 }
 
 /**

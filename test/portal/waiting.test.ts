@@ -4,14 +4,12 @@
  * Connect, reads "The router is ready and waiting for your side" with the peer's checklist and the
  * router's WireGuard public key; once the agent reports it Established, the card says it is up.
  */
-import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
-import { ADMIN_ASN, expectOk, sessionFields, startHarness, USER_ASN, type Harness } from '../api/helpers.ts';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, launchBrowser, logInWithSsh, openPage } from './support.ts';
+import { expectAccessible, logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
 
 let dir: string;
 let h: Harness;
@@ -28,21 +26,12 @@ beforeAll(async () => {
     mntners: { 'PEER-MNT': [peerKey.publicLine] },
     routes: { 'fd42:1234::/48': [USER_ASN] },
   });
-  h = await startHarness(
-    {},
-    { registry: new DirectoryRegistry(path.join(dir, 'registry')), serviceHost: '127.0.0.1', admins: [] },
-  );
+  ({ h, url, browser } = await startPortal(dir, []));
   agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
-  url = await h.app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchBrowser();
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await h?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+afterAll(() => stopPortal({ browser, h }, dir));
 
 /** The agent's report of the session it configured, with BIRD's state. */
 async function agentReports(uuid: string, status: number, bgpState: string): Promise<void> {
