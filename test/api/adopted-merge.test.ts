@@ -6,7 +6,7 @@
  * reconciler's judgement), never set up by its agent.
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,9 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sessionManifest } from '../../agent/adopt/manifests.ts';
 import type { PlannedSession } from '../../agent/adopt/plan.ts';
-import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
-import { ControllerProcess } from '../support/controller-process.ts';
-import { freePort } from '../support/ports.ts';
+import { ControllerProcess, startWithRegistry } from '../support/controller-process.ts';
 import { routerFields } from './helpers.ts';
 
 const run = promisify(execFile);
@@ -62,14 +60,8 @@ const git = async (cwd: string, ...args: string[]) =>
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'peerops-adopted-merge-api-'));
-  const registry = join(dir, 'registry');
-  await cp(FIXTURE, registry, { recursive: true });
-  controller = new ControllerProcess(join(dir, 'data'), await freePort(), { PEEROPS_REGISTRY: registry });
-  await controller.start();
-  admin = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
-    4242420000,
-    'admin',
-  ).token;
+  controller = await startWithRegistry(dir, FIXTURE);
+  admin = await controller.token(4242420000, 'admin');
   const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('fra1') });
   expect(added.status, JSON.stringify(added.body)).toBe(200);
 }, 60_000);

@@ -8,15 +8,14 @@
  * plan read from hand-made files, and a user's create without ipv6 is still refused naming the field.
  */
 import { spawn } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseManifest, renderManifest } from '../../common/manifests.ts';
-import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
-import { ControllerProcess } from '../support/controller-process.ts';
-import { freePort } from '../support/ports.ts';
+import { ControllerProcess, startWithRegistry } from '../support/controller-process.ts';
+import { runPeerops } from '../cli/run.ts';
 import { routerFields } from './helpers.ts';
 
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'dn42-registry');
@@ -61,14 +60,8 @@ const apply = (sessions: unknown[]) => controller.post(admin, '/admin/adoptions'
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'peerops-adoptions-'));
-  const registry = join(dir, 'registry');
-  await cp(FIXTURE, registry, { recursive: true });
-  controller = new ControllerProcess(join(dir, 'data'), await freePort(), { PEEROPS_REGISTRY: registry });
-  await controller.start();
-  admin = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
-    4242420000,
-    'admin',
-  ).token;
+  controller = await startWithRegistry(dir, FIXTURE);
+  admin = await controller.token(4242420000, 'admin');
   const added = await controller.post(admin, '/admin/router', { action: 'add', ...routerFields('fra1') });
   expect(added.status, JSON.stringify(added.body)).toBe(200);
   agentToken = added.body.agentToken as string;
@@ -191,19 +184,7 @@ describe('POST /admin/adoptions', () => {
 });
 
 /** The real `peerops adopt`: exit status and output. */
-function adoptCli(args: string[]) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const p = spawn(process.execPath, ['bin/peerops.ts', 'adopt', ...args], {
-      env: { ...process.env, PEEROPS_CONFIG_DIR: join(dir, 'cli') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    p.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const adoptCli = (args: string[]) => runPeerops(['adopt', ...args], { PEEROPS_CONFIG_DIR: join(dir, 'cli') });
 
 describe('peerops adopt --apply', () => {
   it("sends the plan of the wiki's hand-made files (link-local neighbors only) as it is, and again from --plan", async () => {
@@ -301,10 +282,7 @@ describe('peerops adopt --apply', () => {
 
     // the peer adds its DN42 IPv6 later with a modify: the registry judges it as a create's
     const alice = (list.body.sessions as { uuid: string; asn: number }[]).find((s) => s.asn === A);
-    const peer = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
-      A,
-      'user',
-    ).token;
+    const peer = await controller.token(A, 'user');
     const modify = (ipv6: string) =>
       controller.post(peer, '/session', { action: 'modify', uuid: alice?.uuid, ipv6 });
     const notTheirs = await modify('fd00:abcd:e:100::9');
@@ -342,10 +320,7 @@ describe('a session manifest in git', () => {
 
 describe('a user create', () => {
   it("still needs the peer's DN42 IPv6, and the refusal names the field", async () => {
-    const user = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
-      4242420106,
-      'user',
-    ).token;
+    const user = await controller.token(4242420106, 'user');
     const res = await controller.post(user, '/session', {
       action: 'create',
       router: 'fra1',

@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LISTEN_BACKLOG } from '../../controller/app.ts';
 import { TokenIssuer, defaultKeyPath } from '../../controller/auth/jwt.ts';
+import { runPeerops } from '../cli/run.ts';
 import { routerFields } from './helpers.ts';
 
 let dir: string;
@@ -52,20 +53,9 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** Runs the CLI to its end: exit status and output. */
-function runPeerops(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
-    const p = spawn(process.execPath, ['bin/peerops.ts', ...args], {
-      env: { ...process.env, PEEROPS_STORE: 'git', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    p.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+/** Runs the CLI to its end against the git store unless `env` says otherwise: exit status and output. */
+const runGitPeerops = (args: string[], env: Record<string, string> = {}) =>
+  runPeerops(args, { PEEROPS_STORE: 'git', ...env });
 
 describe('peerops serve', () => {
   it('a start that cannot work ends with one line naming the cause and exit 1, no stack trace', async () => {
@@ -93,16 +83,23 @@ describe('peerops serve', () => {
         ],
       ];
       for (const [args, env, reason] of cases) {
-        const r = await runPeerops(['serve', ...args], env);
+        const r = await runGitPeerops(['serve', ...args], env);
         expect(r.code, r.stderr).toBe(1);
         expect(r.stderr).toMatch(new RegExp(`^peerops serve: ${reason.source}`, 'm'));
         expect(r.stderr).not.toMatch(/^\s+at /m);
       }
       // a token is minted with the controller's key or not at all
-      const empty = await runPeerops(['admin', 'token', '--data', join(spare, 'd4'), '--asn', '4242420000']);
+      const empty = await runGitPeerops([
+        'admin',
+        'token',
+        '--data',
+        join(spare, 'd4'),
+        '--asn',
+        '4242420000',
+      ]);
       expect(empty.code).toBe(1);
       expect(empty.stderr).toMatch(/no JWT key at .*d4\/jwt-ed25519\.pem/);
-      const viaEnv = await runPeerops(['admin', 'token', '--asn', '4242420000'], { PEEROPS_DATA: dir });
+      const viaEnv = await runGitPeerops(['admin', 'token', '--asn', '4242420000'], { PEEROPS_DATA: dir });
       expect(viaEnv.code, viaEnv.stderr).toBe(0);
       expect(
         (await TokenIssuer.fromExistingFile(defaultKeyPath(dir))).verify(viaEnv.stdout.trim()),

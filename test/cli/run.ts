@@ -1,5 +1,5 @@
 /** The `peerops` command from this checkout, run as a user runs it, for the CLI tests. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -34,4 +34,25 @@ export async function runCli(
     const e = err as CliResult;
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
+}
+
+/**
+ * Runs `peerops <args>` to its end with `env` over this process's environment: its exit status (null
+ * when a signal ended it) and what it printed.
+ */
+export function runPeerops(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['bin/peerops.ts', ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    p.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
 }

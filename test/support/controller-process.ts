@@ -4,6 +4,10 @@
  * answer comes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { cp } from 'node:fs/promises';
+import { join } from 'node:path';
+import { TokenIssuer, defaultKeyPath, type Role } from '../../controller/auth/jwt.ts';
+import { freePort } from './ports.ts';
 
 export type Answer = { status: number; body: Record<string, unknown> };
 
@@ -60,6 +64,11 @@ export class ControllerProcess {
     }
   }
 
+  /** A token for `asn`, signed with the key the controller made in its data dir on its first start. */
+  async token(asn: number, role: Role): Promise<string> {
+    return (await TokenIssuer.fromExistingFile(defaultKeyPath(this.dataDir))).issueToken(asn, role).token;
+  }
+
   async kill(): Promise<void> {
     const proc = this.child;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
@@ -95,4 +104,17 @@ export class ControllerProcess {
     });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
+}
+
+/**
+ * A started controller on a free port with its data in `<dir>/data`, whose logins and creates read the
+ * DN42 registry copied from `registry` to `<dir>/registry` (PEEROPS_REGISTRY).
+ */
+export async function startWithRegistry(dir: string, registry: string): Promise<ControllerProcess> {
+  await cp(registry, join(dir, 'registry'), { recursive: true });
+  const controller = new ControllerProcess(join(dir, 'data'), await freePort(), {
+    PEEROPS_REGISTRY: join(dir, 'registry'),
+  });
+  await controller.start();
+  return controller;
 }
