@@ -4,61 +4,46 @@
  * the admin's reason, who and when and until when it is shown, what to do, and a Delete that removes it;
  * a disabled session's card gives the admin's reason instead of "ask them why".
  */
-import path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN } from '../api/helpers.ts';
+import { expectAccessible, logInWithSsh, openPage, usePeerPortal } from './support.ts';
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let peerKey: SshKey;
+const portal = usePeerPortal('portal-decisions', USER_ASN, []);
 
 beforeAll(async () => {
-  dir = await tempDir('portal-decisions');
-  peerKey = await sshKey(dir, 'ed25519', 'peer');
-  await writeRegistry(path.join(dir, 'registry'), {
-    autNums: { [USER_ASN]: ['PEER-MNT'] },
-    mntners: { 'PEER-MNT': [peerKey.publicLine] },
-    routes: { 'fd42:1234::/48': [USER_ASN] },
-  });
-  ({ h, url, browser } = await startPortal(dir, []));
-  await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+  await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await portal.h.addRouter('ams1', { displayName: 'Amsterdam 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }),
+  );
 });
 
-afterAll(() => stopPortal({ browser, h }, dir));
-
 const create = async (router: string): Promise<string> =>
-  (await expectOk(h.post('/session', h.user, sessionFields(router)))).json().uuid as string;
+  (await expectOk(portal.h.post('/session', portal.h.user, sessionFields(router)))).json().uuid as string;
 
 describe('portal: the admin’s decisions reach the peer', () => {
   it('a rejected request shows REJECTED with the reason until it is deleted; a disable shows its reason', async () => {
     const rejected = await create('fra1');
     await expectOk(
-      h.post('/admin/session', h.admin, {
+      portal.h.post('/admin/session', portal.h.admin, {
         action: 'reject',
         uuid: rejected,
         reason: 'fd42:1234::1 is not in your route object',
       }),
     );
     const disabled = await create('ams1');
-    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: disabled }));
+    await expectOk(portal.h.post('/admin/session', portal.h.admin, { action: 'approve', uuid: disabled }));
     await expectOk(
-      h.post('/admin/session', h.admin, {
+      portal.h.post('/admin/session', portal.h.admin, {
         action: 'disable',
         uuid: disabled,
         reason: 'your side announced 10.0.0.0/8',
       }),
     );
 
-    const { page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, USER_ASN, peerKey);
+    const { page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, USER_ASN, portal.peerKey);
 
     const card = page.locator(`article[data-uuid="${rejected}"]`);
     await card.waitFor();
@@ -90,7 +75,7 @@ describe('portal: the admin’s decisions reach the peer', () => {
     page.once('dialog', (dialog) => void dialog.accept());
     await card.getByRole('button', { name: 'Delete' }).click();
     await card.waitFor({ state: 'detached' });
-    expect(h.store.getSession(rejected)).toBeUndefined();
+    expect(portal.h.store.getSession(rejected)).toBeUndefined();
     expect(problems).toEqual([]);
   });
 });

@@ -4,42 +4,22 @@
  * named by its caption with a text summary, and the same points as a table; 7 days is a button that says
  * it is pressed; Chinese shows the tab's words from the zh-CN catalogue; axe-core finds nothing serious.
  */
-import path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import zhCN from '../../web/i18n/zh-CN.ts';
-import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import {
-  chooseLanguage,
-  expectAccessible,
-  logInWithSsh,
-  openPage,
-  startPortal,
-  stopPortal,
-} from './support.ts';
+import { ADMIN_ASN, expectOk, sessionFields } from '../api/helpers.ts';
+import { chooseLanguage, expectAccessible, logInWithSsh, openPage, usePeerPortal } from './support.ts';
 
 const PEER_ASN = 4242421234;
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let peerKey: SshKey;
+const portal = usePeerPortal('portal-history', PEER_ASN, [ADMIN_ASN]);
 
 beforeAll(async () => {
-  dir = await tempDir('portal-history');
-  peerKey = await sshKey(dir, 'ed25519', 'peer');
-  await writeRegistry(path.join(dir, 'registry'), {
-    autNums: { [PEER_ASN]: ['PEER-MNT'] },
-    mntners: { 'PEER-MNT': [peerKey.publicLine] },
-    routes: { 'fd42:1234::/48': [PEER_ASN] },
-  });
-  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
-  const agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1', autoApprove: true });
-  const peer = h.tokens.issueToken(PEER_ASN, 'user').token;
-  const created = await expectOk(h.post('/session', peer, sessionFields('fra1')));
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }),
+  );
+  const agentToken = await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1', autoApprove: true });
+  const peer = portal.h.tokens.issueToken(PEER_ASN, 'user').token;
+  const created = await expectOk(portal.h.post('/session', peer, sessionFields('fra1')));
   const uuid = (created.json() as { uuid: string }).uuid;
   for (const [rx, rtt] of [
     [0, 11],
@@ -47,19 +27,17 @@ beforeAll(async () => {
     [5_000_000, null],
   ] as const)
     await expectOk(
-      h.post(`/agent/fra1/report`, agentToken, {
+      portal.h.post(`/agent/fra1/report`, agentToken, {
         sessions: [{ uuid, rtt, rxBytes: rx, txBytes: rx / 2, routesImported: 2, routesExported: 900 }],
       }),
     );
 }, 60_000);
 
-afterAll(() => stopPortal({ browser, h }, dir));
-
 describe('portal: a session’s history', () => {
   it('graphs RTT, traffic and routes, with a table and a summary for screen readers', async () => {
-    const { page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, PEER_ASN, peerKey);
+    const { page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, PEER_ASN, portal.peerKey);
     await page.getByRole('button', { name: 'History' }).click();
     const history = page.getByRole('region', { name: 'History' });
     const graphs = history.getByRole('img');

@@ -5,64 +5,43 @@
  * is sent over the agent API with the router's token, as the agent sends it (test/agent covers what the
  * agent keys).
  */
-import path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { englishText } from '../../common/messages.ts';
 import zhCN from '../../web/i18n/problems/zh-CN.ts';
-import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import {
-  chooseLanguage,
-  expectAccessible,
-  logInWithSsh,
-  openPage,
-  startPortal,
-  stopPortal,
-} from './support.ts';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN } from '../api/helpers.ts';
+import { chooseLanguage, expectAccessible, logInWithSsh, openPage, usePeerPortal } from './support.ts';
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let peerKey: SshKey;
+const portal = usePeerPortal('portal-language', USER_ASN, []);
 let agentToken: string;
 
 beforeAll(async () => {
-  dir = await tempDir('portal-language');
-  peerKey = await sshKey(dir, 'ed25519', 'peer');
-  await writeRegistry(path.join(dir, 'registry'), {
-    autNums: { [USER_ASN]: ['PEER-MNT'] },
-    mntners: { 'PEER-MNT': [peerKey.publicLine] },
-    routes: { 'fd42:1234::/48': [USER_ASN] },
-  });
-  ({ h, url, browser } = await startPortal(dir, []));
-  agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+  agentToken = await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await portal.h.addRouter('ams1', { displayName: 'Amsterdam 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }),
+  );
 });
-
-afterAll(() => stopPortal({ browser, h }, dir));
 
 describe("portal: the controller's words in Chinese", () => {
   it("a session's lastError and a create's field error read in Chinese", async () => {
-    const uuid = (await expectOk(h.post('/session', h.user, sessionFields('fra1')))).json().uuid as string;
-    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid }));
-    const iface = `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`;
+    const uuid = (await expectOk(portal.h.post('/session', portal.h.user, sessionFields('fra1')))).json()
+      .uuid as string;
+    await expectOk(portal.h.post('/admin/session', portal.h.admin, { action: 'approve', uuid }));
+    const iface = `wg_${portal.h.store.getSession(uuid)?.spec.listenPort ?? 0}`;
     const report = (status: number, extra: Record<string, unknown> = {}) =>
-      expectOk(h.post('/agent/fra1/modify', agentToken, { uuid, status, interface: iface, ...extra }));
+      expectOk(portal.h.post('/agent/fra1/modify', agentToken, { uuid, status, interface: iface, ...extra }));
     await report(1);
-    const port = String(h.store.getSession(uuid)?.spec.listenPort);
+    const port = String(portal.h.store.getSession(uuid)?.spec.listenPort);
     const message = `no WireGuard handshake since 2026-01-01T00:00:00.000Z, BGP Active: ${englishText('lastError.noHandshake', { port })}`;
     await report(2, { message, key: 'lastError.noHandshake', params: { port } });
-    expect(h.store.getSession(uuid)?.status.lastError).toMatchObject({
+    expect(portal.h.store.getSession(uuid)?.status.lastError).toMatchObject({
       key: 'lastError.noHandshake',
       params: { port },
     });
 
-    const { page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, USER_ASN, peerKey);
+    const { page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, USER_ASN, portal.peerKey);
     await chooseLanguage(page, 'zh-CN');
 
     const lastError = page.locator(`article[data-uuid="${uuid}"] .last-error p`);

@@ -6,10 +6,10 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { startHarness, type Harness } from '../api/helpers.ts';
-import { sshSign, type SshKey } from '../login/support.ts';
+import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 /** Waits in a browser on a loaded 2-core machine: generous, the tests assert behaviour, not speed. */
@@ -44,6 +44,55 @@ export async function stopPortal(portal: Partial<Portal>, dir: string | undefine
   await portal.browser?.close();
   await portal.h?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+/** A portal where one peer signs in with its SSH key, and the temp dir that holds them. */
+export interface PeerPortal extends Portal {
+  dir: string;
+  peerKey: SshKey;
+}
+
+/**
+ * For one test file, a portal (startPortal) where `asn` holds fd42:1234::/48 and signs in with an
+ * ed25519 key: started in a beforeAll registered first, so the file's own beforeAll can seed it, and
+ * stopped after the file's own afterAll (vitest runs after-hooks in reverse). The object returned
+ * stands for it once it has started.
+ */
+export function usePeerPortal(prefix: string, asn: number, admins: number[]): PeerPortal {
+  let started: PeerPortal | undefined;
+  let dir: string | undefined;
+  beforeAll(async () => {
+    dir = await tempDir(prefix);
+    const peerKey = await sshKey(dir, 'ed25519', 'peer');
+    await writeRegistry(path.join(dir, 'registry'), {
+      autNums: { [asn]: ['PEER-MNT'] },
+      mntners: { 'PEER-MNT': [peerKey.publicLine] },
+      routes: { 'fd42:1234::/48': [asn] },
+    });
+    started = { dir, peerKey, ...(await startPortal(dir, admins)) };
+  });
+  afterAll(() => stopPortal(started ?? {}, dir));
+  const portal = (): PeerPortal => {
+    if (!started) throw new Error('the portal is used before its beforeAll started it');
+    return started;
+  };
+  return {
+    get dir() {
+      return portal().dir;
+    },
+    get peerKey() {
+      return portal().peerKey;
+    },
+    get h() {
+      return portal().h;
+    },
+    get url() {
+      return portal().url;
+    },
+    get browser() {
+      return portal().browser;
+    },
+  };
 }
 
 /**

@@ -4,42 +4,27 @@
  * Connect, reads "The router is ready and waiting for your side" with the peer's checklist and the
  * router's WireGuard public key; once the agent reports it Established, the card says it is up.
  */
-import path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_ASN, expectOk, sessionFields, USER_ASN, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import { expectAccessible, logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_ASN, expectOk, sessionFields, USER_ASN } from '../api/helpers.ts';
+import { expectAccessible, logInWithSsh, openPage, usePeerPortal } from './support.ts';
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let peerKey: SshKey;
+const portal = usePeerPortal('portal-waiting', USER_ASN, []);
 let agentToken: string;
 
 beforeAll(async () => {
-  dir = await tempDir('portal-waiting');
-  peerKey = await sshKey(dir, 'ed25519', 'peer');
-  await writeRegistry(path.join(dir, 'registry'), {
-    autNums: { [USER_ASN]: ['PEER-MNT'] },
-    mntners: { 'PEER-MNT': [peerKey.publicLine] },
-    routes: { 'fd42:1234::/48': [USER_ASN] },
-  });
-  ({ h, url, browser } = await startPortal(dir, []));
-  agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
+  agentToken = await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }),
+  );
 });
-
-afterAll(() => stopPortal({ browser, h }, dir));
 
 /** The agent's report of the session it configured, with BIRD's state. */
 async function agentReports(uuid: string, status: number, bgpState: string): Promise<void> {
   await expectOk(
-    h.post('/agent/fra1/modify', agentToken, {
+    portal.h.post('/agent/fra1/modify', agentToken, {
       uuid,
       status,
-      interface: `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`,
+      interface: `wg_${portal.h.store.getSession(uuid)?.spec.listenPort ?? 0}`,
       bgpState,
       bgpSince: new Date().toISOString(),
     }),
@@ -49,18 +34,18 @@ async function agentReports(uuid: string, status: number, bgpState: string): Pro
 describe('portal: the router waits for the peer', () => {
   it("says so with the peer's checklist and the router's public key; then the session is up", async () => {
     const fields = sessionFields('fra1', { endpoint: 'peer.example.org:51820' });
-    const created = await expectOk(h.post('/session', h.user, fields));
+    const created = await expectOk(portal.h.post('/session', portal.h.user, fields));
     const uuid = (created.json() as { uuid: string }).uuid;
-    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid }));
-    await expectOk(h.post('/agent/fra1/heartbeat', agentToken, { version: '1.0.0', uptime: 1 }));
+    await expectOk(portal.h.post('/admin/session', portal.h.admin, { action: 'approve', uuid }));
+    await expectOk(portal.h.post('/agent/fra1/heartbeat', agentToken, { version: '1.0.0', uptime: 1 }));
     await agentReports(uuid, 4, 'Connect');
-    const router = h.store.getRouter('fra1');
-    const session = h.store.getSession(uuid);
+    const router = portal.h.store.getRouter('fra1');
+    const session = portal.h.store.getSession(uuid);
     if (!router || !session) throw new Error('router or session missing');
 
-    const { page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, USER_ASN, peerKey);
+    const { page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, USER_ASN, portal.peerKey);
     const card = page.locator(`article[data-uuid="${uuid}"]`);
     const words = card.getByTestId('status-words');
     await words.waitFor();
