@@ -14,7 +14,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sessionManifest } from '../../agent/adopt/manifests.ts';
 import type { PlannedSession } from '../../agent/adopt/plan.ts';
-import { ControllerProcess, startWithRegistry } from '../support/controller-process.ts';
+import type { ControllerProcess } from '../support/controller-process.ts';
+import { startWithRegistry } from '../support/controller-process.ts';
 import { routerFields } from './helpers.ts';
 
 const run = promisify(execFile);

@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseManifest, renderManifest } from '../../common/manifests.ts';
-import { ControllerProcess, startWithRegistry } from '../support/controller-process.ts';
+import type { ControllerProcess } from '../support/controller-process.ts';
+import { startWithRegistry } from '../support/controller-process.ts';
 import { runPeerops } from '../cli/run.ts';
 import { routerFields } from './helpers.ts';
 

@@ -162,6 +162,16 @@ export function driver(h: Harness, router: string, agentToken: string) {
         ...(message ? { message } : {}),
       });
     },
+    /** A report with BIRD's state, as agent/reconcile/steps.ts sends it; `since` becomes bgpSince. */
+    reportBgp(uuid: string, status: number, bgpState: string, since?: Date) {
+      return h.post(`/agent/${router}/modify`, agentToken, {
+        uuid,
+        status,
+        interface: `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`,
+        bgpState,
+        ...(since ? { bgpSince: since.toISOString() } : {}),
+      });
+    },
     status: (uuid: string) => h.store.getSession(uuid)?.status.code,
     /** A session in the given status, reached through the API. */
     async inStatus(code: number): Promise<string> {

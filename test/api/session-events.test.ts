@@ -84,14 +84,7 @@ describe('GET /session/events', () => {
     const [ownerSeen, otherSeen, adminSeen] = [owner.events.length, other.events.length, admin.events.length];
 
     const sent = performance.now();
-    await expectOk(
-      h.post('/agent/fra1/modify', agentToken, {
-        uuid,
-        status: 1,
-        interface: `wg_${h.store.getSession(uuid)?.spec.listenPort}`,
-        bgpState: 'Established',
-      }),
-    );
+    await expectOk(d.reportBgp(uuid, 1, 'Established'));
     const established = (e: ServerEvent) =>
       isList(e) &&
       sessionsOf(e).some((s) => s.uuid === uuid && s.status === 1 && s.bgpState === 'Established');

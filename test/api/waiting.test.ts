@@ -36,15 +36,9 @@ async function record(uuid: string) {
   };
 }
 
-/** The agent's report of a session it configured, with BIRD's state (as agent/reconcile/steps.ts sends it). */
+/** The agent's report of a session it configured, with BIRD's state since now. */
 const report = (uuid: string, status: number, bgpState: string) =>
-  h.post('/agent/fra1/modify', token, {
-    uuid,
-    status,
-    interface: `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`,
-    bgpState,
-    bgpSince: new Date().toISOString(),
-  });
+  d.reportBgp(uuid, status, bgpState, new Date());
 
 describe('waiting', () => {
   it('is set while the agent reports the session configured and BIRD trying, cleared when Established', async () => {

@@ -65,14 +65,7 @@ describe('peerops session list --watch', () => {
       await expectOk(d.admin('approve', uuid));
       await w.printed(new RegExp(`${uuid}  fra1  AS${USER_ASN}  status PENDING_REVIEW -> QUEUED_FOR_SETUP`));
       const reported = performance.now();
-      await expectOk(
-        h.post('/agent/fra1/modify', agentToken, {
-          uuid,
-          status: 1,
-          interface: `wg_${h.store.getSession(uuid)?.spec.listenPort}`,
-          bgpState: 'Established',
-        }),
-      );
+      await expectOk(d.reportBgp(uuid, 1, 'Established'));
       const seen = await w.printed(/status QUEUED_FOR_SETUP[^\n]* -> ACTIVE, bgp [^\n]*-> Established/);
       expect(seen - reported).toBeLessThan(2000);
       // one line per change, each stamped with the time to the second

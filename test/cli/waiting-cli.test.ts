@@ -30,14 +30,9 @@ afterAll(async () => {
   await rm(home, { recursive: true, force: true });
 });
 
+/** The agent's report of a session it configured, with BIRD's state since now. */
 const report = (uuid: string, status: number, bgpState: string) =>
-  h.post('/agent/fra1/modify', token, {
-    uuid,
-    status,
-    interface: `wg_${h.store.getSession(uuid)?.spec.listenPort ?? 0}`,
-    bgpState,
-    bgpSince: new Date().toISOString(),
-  });
+  d.reportBgp(uuid, status, bgpState, new Date());
 
 describe('peerops session list/show: waiting', () => {
   it('names the router, then the peer, then nothing once Established', async () => {

@@ -7,15 +7,7 @@
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ADMIN_ASN,
-  driver,
-  expectOk,
-  OTHER_ASN,
-  startHarness,
-  USER_ASN,
-  type Harness,
-} from '../api/helpers.ts';
+import { ADMIN_ASN, driver, expectOk, OTHER_ASN, USER_ASN, type Harness } from '../api/helpers.ts';
 import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
 import { logInWithSsh, openPage, startPortal, stopPortal } from './support.ts';
 
@@ -68,14 +60,7 @@ describe('portal: live session list', () => {
     await card(peer.page, uuid).getByText('QUEUED_FOR_SETUP').waitFor({ timeout: 5000 });
 
     const reported = performance.now();
-    await expectOk(
-      h.post('/agent/fra1/modify', agentToken, {
-        uuid,
-        status: 1,
-        interface: `wg_${h.store.getSession(uuid)?.spec.listenPort}`,
-        bgpState: 'Established',
-      }),
-    );
+    await expectOk(d.reportBgp(uuid, 1, 'Established'));
     await Promise.all(
       [peer.page, admin.page].map((page) => card(page, uuid).getByText('ACTIVE').waitFor({ timeout: 5000 })),
     );
