@@ -8,8 +8,7 @@ import { api, watchSessions, type AdminSessionListResponse, type AdminSessionRec
 import { described, Dl, Field, Pager, Problem } from '../components.tsx';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
-import { AdoptedNotice, ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
-import { localText } from '../i18n/problems/index.ts';
+import { AdoptedNotice, ModifiedNotice, PolicyChecks, reviewedRows } from './reviewed-values.tsx';
 
 /** Loads once on mount; the page reloads after a change. */
 export function useLoad<T>(load: () => Promise<T>): [T | undefined, unknown, () => Promise<void>] {
@@ -112,7 +111,6 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
   const [reason, setReason] = useState('');
   const [error, setError] = useState<unknown>();
   const [needReason, setNeedReason] = useState(false);
-  const violations = s.policyViolations;
   const id = `reason-${s.uuid}`;
   const reasonError = needReason && !reason.trim() ? t('reviews.reasonNeeded') : undefined;
   const act = async (action: 'approve' | 'reject') => {
@@ -139,20 +137,9 @@ function Review(props: { session: AdminSessionRecord; onDone: () => void }) {
       <ModifiedNotice session={s} />
       <AdoptedNotice session={s} />
       <Dl items={[...reviewedRows(s), [t('session.port'), `${s.listenPort} (${s.interface})`]]} />
-      <div class={violations.length ? 'checks-failed' : 'checks-passed'}>
+      <PolicyChecks violations={s.policyViolations}>
         <h3>{t('reviews.checks')}</h3>
-        {violations.length === 0 ? (
-          <p>{t('reviews.checksPassed')}</p>
-        ) : (
-          <ul>
-            {violations.map((v) => (
-              <li key={v.pointer + v.message}>
-                <code>{v.pointer}</code> {localText(v)}
-              </li>
-            ))}
-          </ul>
-        )}
-      </div>
+      </PolicyChecks>
       <Field id={id} label={t('reviews.reason')} hint={t('reviews.reasonHint')} error={reasonError}>
         <input
           {...described(id, true, reasonError)}

@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { allowed } from '../../common/state-machine.ts';
 import { api, type AdminAction, type AdminSessionReviewResponse } from '../api.ts';
 import { described, Dl, Field, Problem, StatusBadge } from '../components.tsx';
-import { AdoptedNotice, ModifiedNotice, reviewedRows } from './reviewed-values.tsx';
+import { AdoptedNotice, ModifiedNotice, PolicyChecks, reviewedRows } from './reviewed-values.tsx';
 import { localText } from '../i18n/problems/index.ts';
 import { dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
@@ -120,19 +120,7 @@ export function ReviewPage(props: { uuid: string }) {
             </>
           )}
           <h2>{t('reviews.checks')}</h2>
-          <div class={violations.length ? 'checks-failed' : 'checks-passed'}>
-            {violations.length === 0 ? (
-              <p>{t('reviews.checksPassed')}</p>
-            ) : (
-              <ul>
-                {violations.map((v) => (
-                  <li key={v.pointer + v.message}>
-                    <code>{v.pointer}</code> {localText(v)}
-                  </li>
-                ))}
-              </ul>
-            )}
-          </div>
+          <PolicyChecks violations={violations} />
           <h2>{t('review.session')}</h2>
           <ModifiedNotice session={s} />
           <AdoptedNotice session={s} />

@@ -2,11 +2,12 @@
  * A session's values as a review shows them (the Reviews page, a session's review page): where a modify
  * sent a running session back to review, the values its router still runs struck through before the
  * ones asked, and a note saying so (docs/api.md, modify); where it was adopted from a router's
- * hand-made files, from which and by whom (docs/api.md, Adoptions).
+ * hand-made files, from which and by whom (docs/api.md, Adoptions); what the policy's checks found.
  */
 import type { ComponentChildren } from 'preact';
-import type { SessionRecord } from '../api.ts';
+import type { AdminSessionRecord, SessionRecord } from '../api.ts';
 import { dateTime } from '../format.ts';
+import { localText } from '../i18n/problems/index.ts';
 import { t, type MessageKey } from '../i18n/index.ts';
 
 /** The values a modify can change: those of the record, or the approved ones beside them. */
@@ -73,6 +74,30 @@ export function AdoptedNotice(props: { session: Pick<SessionRecord, 'adopted'> }
       <p class="muted">
         {t('adopted.kept', { interface: adopted.interface, protocols: adopted.protocols.join(', ') })}
       </p>
+    </div>
+  );
+}
+
+/** The policy's checks of a session in review: passed, or each violation at its field; `children` heads it. */
+export function PolicyChecks(props: {
+  violations: AdminSessionRecord['policyViolations'];
+  children?: ComponentChildren;
+}) {
+  const { violations } = props;
+  return (
+    <div class={violations.length ? 'checks-failed' : 'checks-passed'}>
+      {props.children}
+      {violations.length === 0 ? (
+        <p>{t('reviews.checksPassed')}</p>
+      ) : (
+        <ul>
+          {violations.map((v) => (
+            <li key={v.pointer + v.message}>
+              <code>{v.pointer}</code> {localText(v)}
+            </li>
+          ))}
+        </ul>
+      )}
     </div>
   );
 }
