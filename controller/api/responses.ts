@@ -219,12 +219,17 @@ export const CreateResponse = Type.Object({
 });
 export const DeletedResponse = Type.Object({ uuid: Uuid, deleted: Type.Literal(true) });
 
-export const PublicRouter = Type.Object({
-  name: RouterName,
-  uuid: Uuid,
+/** How a router is shown to people (the router list, the nearest routers, the network map). */
+const RouterShown = {
   displayName: Type.String(),
   region: Type.String(),
   location: Type.Union([Type.String(), Type.Null()]),
+};
+
+export const PublicRouter = Type.Object({
+  name: RouterName,
+  uuid: Uuid,
+  ...RouterShown,
   endpointHost: Type.String(),
   publicKey: WireGuardKey,
   linkLocal: LinkLocal,
@@ -270,9 +275,7 @@ export const NearRoutersResponse = Type.Object(
     routers: Type.Array(
       Type.Object({
         name: RouterName,
-        displayName: Type.String(),
-        region: Type.String(),
-        location: Type.Union([Type.String(), Type.Null()]),
+        ...RouterShown,
         /** Mean RTT in ms of the router's ping to the endpoint; null: none answered (`problem` says why). */
         rtt: Type.Union([Type.Number({ minimum: 0 }), Type.Null()]),
         problem: Type.Optional(Type.String()),
@@ -307,9 +310,7 @@ export const NetworkResponse = Type.Object(
     routers: Type.Array(
       Type.Object({
         name: RouterName,
-        displayName: Type.String(),
-        region: Type.String(),
-        location: Type.Union([Type.String(), Type.Null()]),
+        ...RouterShown,
         accepting: Type.Boolean(),
         /** ready; notReady (`reason`: AgentNotReporting, BirdDown, …); neverReported: no agent report yet. */
         state: Type.Union([Type.Literal('ready'), Type.Literal('notReady'), Type.Literal('neverReported')]),

@@ -91,13 +91,8 @@ export interface WriteState {
   since: string;
 }
 
-export interface Store {
-  readonly backend: 'git' | 'kubernetes';
-
-  /** Build the index and start following outside changes. */
-  start(): Promise<void>;
-  /** Finish queued writes, flush batched observations, stop following. */
-  close(): Promise<void>;
+/** What only some back ends have (core/backend.ts): the store answers with them where its back end does. */
+export interface StoreCapabilities {
   /** Whether writes can succeed now, for /health and GET /admin/store (docs/store.md, "Crash safety"). */
   writeState?(): WriteState;
   /**
@@ -116,6 +111,15 @@ export interface Store {
   forgeConflictOf?(uuid: string): ForgeConflict | undefined;
   /** An admin resolved one: it is no longer listed. NOT_FOUND when no listed conflict has this id. */
   clearForgeConflict?(id: string, actor: Actor): Promise<void>;
+}
+
+export interface Store extends StoreCapabilities {
+  readonly backend: 'git' | 'kubernetes';
+
+  /** Build the index and start following outside changes. */
+  start(): Promise<void>;
+  /** Finish queued writes, flush batched observations, stop following. */
+  close(): Promise<void>;
 
   // ---- reads (memory only) ----
   listRouters(): Router[];

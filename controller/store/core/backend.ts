@@ -9,15 +9,9 @@
  * and runs the attempt again; Kubernetes re-reads the object after a 409, then runs it again), is another
  * call of `attempt`, so the rules run again on every retry.
  */
-import type {
-  ForgeConflict,
-  PolicySpec,
-  RouterSpec,
-  SessionSpec,
-  SessionStatusRecord,
-} from '../../../common/schema.ts';
+import type { PolicySpec, RouterSpec, SessionSpec, SessionStatusRecord } from '../../../common/schema.ts';
 import type { AdmissionSession } from '../../../common/rules/index.ts';
-import type { Actor, Policy, Router, Session, SkippedManifest, WriteState } from '../store.ts';
+import type { Actor, Policy, Router, Session, Store, StoreCapabilities } from '../store.ts';
 import type { OutboxChange, Outbox } from './outbox.ts';
 import type { RevocationList, Revocations } from './revocations.ts';
 import type { StoreIndex } from './store-index.ts';
@@ -106,8 +100,8 @@ export interface RevocationsPut {
   message: string;
 }
 
-export interface StoreBackend {
-  readonly kind: 'git' | 'kubernetes';
+export interface StoreBackend extends StoreCapabilities {
+  readonly kind: Store['backend'];
   /** Read the storage into the state, and start following it. */
   start(): Promise<void>;
   /** Finish queued writes, persist batched observations, stop following. */
@@ -137,12 +131,4 @@ export interface StoreBackend {
   persistRevocations(revocations: Judged<RevocationsPut>, actor: Actor): Promise<RevocationList>;
   /** The outbox change alone (appendEvents, confirmDelivered), in a write of its own. */
   persistOutbox(change: Judged<OutboxChange>): Promise<void>;
-
-  // What only some back ends have (store.ts, Store): the core answers with them when present.
-  writeState?(): WriteState;
-  skippedManifests?(): { manifests: SkippedManifest[]; since: string };
-  syncNow?(): void;
-  forgeConflicts?(): ForgeConflict[];
-  forgeConflictOf?(uuid: string): ForgeConflict | undefined;
-  clearForgeConflict?(id: string, actor: Actor): Promise<void>;
 }
