@@ -119,6 +119,10 @@ wait_until() { # seconds command...
   done
 }
 
+is_ready() { # kind name: whether the object's Ready condition is True
+  [[ "$(k get "$1" "$2" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+}
+
 cleanup() {
   set +e
   if [[ -n "${kubectl:-}" && -f "$work/admin.kubeconfig" ]]; then
@@ -324,8 +328,7 @@ done_phase
 
 # --- node-ready --------------------------------------------------------------------------------------
 begin node-ready
-ready() { [[ "$(k get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
-if ! wait_until 90 ready; then
+if ! wait_until 90 is_ready node "$node"; then
   k get node "$node" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' >&2 || true
   fail "node not Ready in 90 s" "$work/kubelet.log"
 fi
@@ -447,8 +450,7 @@ spec:
       volumeMounts: [{ name: data, mountPath: /var/lib/peerops }]
   volumes: [{ name: data, emptyDir: {} }]
 EOF
-  controller_ready() { [[ "$(k get pod controller -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
-  if ! wait_until 120 controller_ready; then
+  if ! wait_until 120 is_ready pod controller; then
     k get pod controller -o jsonpath='{.status.containerStatuses}' >&2 || true
     tail -n 15 "$work"/pod-logs/default_controller_*/controller/*.log >&2 2>/dev/null || true
     fail "controller pod not Ready in 120 s" "$work/kubelet.log"
