@@ -19,6 +19,7 @@ import type pino from 'pino';
 import { classifyPath, parseYaml } from '../../../common/manifests.ts';
 import type { ForgeConflict } from '../../../common/schema.ts';
 import { gitFs } from '../../git-fs.ts';
+import { descends, mergeBase } from '../gitdb/ancestry.ts';
 import { counter, gauge } from '../../metrics.ts';
 import { Branch } from './branch.ts';
 import { firstParentChain, replayChain, type ChainCommit } from './replay.ts';
@@ -215,7 +216,7 @@ export class RemoteSync {
     await this.host.serialised(async () => {
       const ours = this.host.head(specRef);
       if (theirs === undefined || theirs === ours) return;
-      if (ours === undefined || (await this.descends(theirs, ours))) {
+      if (ours === undefined || (await descends(this.host.ctx, theirs, ours))) {
         await this.host.moveRefs([{ ref: specRef, from: ours, to: theirs }]);
         this.host.log.info(
           { remote: this.label, from: ours, to: theirs },
@@ -223,7 +224,7 @@ export class RemoteSync {
         );
         return;
       }
-      if (await this.descends(ours, theirs)) return;
+      if (await descends(this.host.ctx, ours, theirs)) return;
       const { tip, replaced } = await this.rebuild(ours, theirs);
       const found = await this.keep(replaced, theirs);
       // the records move with the rebuilt tip, in one journaled step: no replaced change goes unrecorded
@@ -344,12 +345,7 @@ export class RemoteSync {
    */
   private async rebuild(ours: string, theirs: string): Promise<{ tip: string; replaced: Replaced[] }> {
     const { ctx } = this.host;
-    const [base] = (await git.findMergeBase({
-      fs: gitFs,
-      gitdir: ctx.gitdir,
-      oids: [ours, theirs],
-      cache: ctx.cache,
-    })) as string[];
+    const base = await mergeBase(ctx, ours, theirs);
     const scratch = (oid: string | undefined) => {
       const b = new Branch(ctx, 'refs/peerops/scratch');
       return oid ? b.sync(oid).then(() => b) : Promise.resolve(b);
@@ -462,11 +458,6 @@ export class RemoteSync {
       await git.deleteRef({ fs: gitFs, gitdir: ctx.gitdir, ref: local });
       this.keptPushed.add(c.id);
     }
-  }
-
-  private async descends(oid: string, ancestor: string): Promise<boolean> {
-    const { ctx } = this.host;
-    return git.isDescendent({ fs: gitFs, gitdir: ctx.gitdir, oid, ancestor, cache: ctx.cache });
   }
 }
 

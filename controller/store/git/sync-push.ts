@@ -20,6 +20,7 @@
 import git from 'isomorphic-git';
 import type { DomainError } from '../../../common/errors.ts';
 import { gitFs } from '../../git-fs.ts';
+import { descends, mergeBase } from '../gitdb/ancestry.ts';
 import { counter } from '../../metrics.ts';
 import { Branch } from './branch.ts';
 import { firstParentChain, replayChain } from './replay.ts';
@@ -192,18 +193,13 @@ export class SyncPush {
     const ours = this.host.head(this.host.specRef);
     this.held.spec = theirs;
     if (theirs === undefined || theirs === ours) return;
-    if (ours === undefined || (await this.descends(theirs, ours))) {
+    if (ours === undefined || (await descends(this.host.ctx, theirs, ours))) {
       await this.host.moveRefs([{ ref: this.host.specRef, from: ours, to: theirs }]);
       return;
     }
-    if (await this.descends(ours, theirs)) return;
+    if (await descends(this.host.ctx, ours, theirs)) return;
     const { ctx } = this.host;
-    const [base] = (await git.findMergeBase({
-      fs: gitFs,
-      gitdir: ctx.gitdir,
-      oids: [ours, theirs],
-      cache: ctx.cache,
-    })) as string[];
+    const base = await mergeBase(ctx, ours, theirs);
     const forgeChanged = new Set(await this.changedPaths(base, theirs));
     // a waiting write that touched a manifest the forge changed, or one a write taken out touched
     const conflicting: Waiting[] = [];
@@ -354,10 +350,5 @@ export class SyncPush {
       'take out writes the forge did not take',
     );
     return { tip: prepared?.update.to ?? tip, moved: built.moved };
-  }
-
-  private descends(oid: string, ancestor: string): Promise<boolean> {
-    const { ctx } = this.host;
-    return git.isDescendent({ fs: gitFs, gitdir: ctx.gitdir, oid, ancestor, cache: ctx.cache });
   }
 }
