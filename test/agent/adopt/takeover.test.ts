@@ -8,17 +8,16 @@
  * The sessions are fed to the agent as the controller serves them (the contract's `adopted` block).
  * ADOPT_PEERS peers per router (default 20).
  */
-import { execFile } from 'node:child_process';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { SessionStatus } from '../../../common/status.ts';
 import { adoptionDir } from '../../../agent/adopt/takeover.ts';
 import { BirdControl } from '../../../agent/bird/control.ts';
 import { sessionProtocols } from '../../../agent/bird/names.ts';
 import { answerQuery } from '../../../agent/looking-glass/queries.ts';
 import { NetnsLab, waitFor } from '../../support/netns.ts';
+import { useWireGuardHost } from '../../support/wireguard-host.ts';
 import {
   agentOn,
   agentSessions,
@@ -31,21 +30,12 @@ import {
   type Layout,
 } from './hand-made.ts';
 
-const run = promisify(execFile);
-const ROOT = join(import.meta.dirname, '..', '..', '..');
 const PEERS = Number(process.env.ADOPT_PEERS ?? 20);
 const lab = new NetnsLab('adt');
 
-beforeAll(async () => {
-  const { stdout } = await run('bash', [join(ROOT, 'scripts', 'build-wireguard-host.sh')], {
-    timeout: 600_000,
-  });
-  process.env.PATH = `${stdout.trim().split('\n').at(-1) ?? ''}:${process.env.PATH ?? ''}`;
-  process.env.PEEROPS_WIREGUARD = 'peerops-wireguard';
-}, 660_000);
+useWireGuardHost();
 
 afterAll(async () => {
-  delete process.env.PEEROPS_WIREGUARD;
   delete process.env.PEEROPS_AGENT_NETNS;
   await lab.cleanup();
 });

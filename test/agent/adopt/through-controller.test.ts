@@ -11,22 +11,20 @@
  * status of each adopted session reaches ACTIVE, Established as the router's BIRD sees it.
  * ADOPT_E2E_PEERS peers (default 5).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createPrivateKey, createPublicKey } from 'node:crypto';
-import { cp, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { REMAINDER_FILE } from '../../../agent/adopt/remainder.ts';
 import { adoptionDir } from '../../../agent/adopt/takeover.ts';
-import { TokenIssuer, defaultKeyPath } from '../../../controller/auth/jwt.ts';
 import { SessionStatus } from '../../../common/status.ts';
-import { ControllerProcess } from '../../support/controller-process.ts';
+import { startWithRegistry, type ControllerProcess } from '../../support/controller-process.ts';
+import { runPeerops } from '../../cli/run.ts';
 import { NetnsLab, waitFor } from '../../support/netns.ts';
-import { freePort } from '../../support/ports.ts';
+import { useWireGuardHost } from '../../support/wireguard-host.ts';
 import { flapWatch, handMadeRouter, planOf, ROUTER_ASN, type HandRouter } from './hand-made.ts';
 
-const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(ROOT, 'bin', 'peerops.ts');
 const REGISTRY = join(ROOT, 'test', 'fixtures', 'dn42-registry');
@@ -37,13 +35,7 @@ let controller: ControllerProcess | undefined;
 let agent: ChildProcess | undefined;
 let agentOutput = '';
 
-beforeAll(async () => {
-  const { stdout } = await run('bash', [join(ROOT, 'scripts', 'build-wireguard-host.sh')], {
-    timeout: 600_000,
-  });
-  process.env.PATH = `${stdout.trim().split('\n').at(-1) ?? ''}:${process.env.PATH ?? ''}`;
-  process.env.PEEROPS_WIREGUARD = 'peerops-wireguard';
-}, 660_000);
+useWireGuardHost();
 
 afterAll(async () => {
   if (agent && agent.exitCode === null && agent.signalCode === null) {
@@ -52,24 +44,8 @@ afterAll(async () => {
     await gone;
   }
   await controller?.kill();
-  delete process.env.PEEROPS_WIREGUARD;
   await lab.cleanup();
 });
-
-/** The command's exit status and output. */
-function peerops(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const p = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    p.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 type SessionRow = {
   uuid: string;
@@ -102,16 +78,9 @@ describe('adopting a hand-made router through the controller', () => {
 
     // the controller, with the DN42 registry its adoptions are checked against
     const dir = await lab.tempDir('controller');
-    await cp(REGISTRY, join(dir, 'registry'), { recursive: true });
-    controller = new ControllerProcess(join(dir, 'data'), await freePort(), {
-      PEEROPS_REGISTRY: join(dir, 'registry'),
-    });
-    await controller.start();
+    controller = await startWithRegistry(dir, REGISTRY);
     const c = controller;
-    const admin = (await TokenIssuer.fromExistingFile(defaultKeyPath(join(dir, 'data')))).issueToken(
-      4242420000,
-      'admin',
-    ).token;
+    const admin = await c.token(4242420000, 'admin');
     // the network's ASN and the router as the hand-made configuration has them: the BIRD router id as
     // the IPv4 loopback, the hand-made `local as` as dn42Asn (docs/operator-guide.md §10, step 1)
     const policy = await c.post(admin, '/admin/policy', {
@@ -150,7 +119,7 @@ describe('adopting a hand-made router through the controller', () => {
       expect(plan.sessions.every((s) => s.ipv6 === undefined && s.linkLocal !== undefined)).toBe(true);
       const planFile = join(dir, 'plan.json');
       await writeFile(planFile, JSON.stringify(plan));
-      const applied = await peerops([
+      const applied = await runPeerops([
         'adopt',
         '--plan',
         planFile,

@@ -10,13 +10,12 @@
  * polled every 200 ms on both sides through each step: no session may move.
  * ADOPT_BATCH_PEERS peers (default 4).
  */
-import { execFile } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, expect, it } from 'vitest';
 import { REMAINDER_FILE } from '../../../agent/adopt/remainder.ts';
 import { NetnsLab } from '../../support/netns.ts';
+import { useWireGuardHost } from '../../support/wireguard-host.ts';
 import {
   agentOn,
   agentSessions,
@@ -28,21 +27,12 @@ import {
   type Layout,
 } from './hand-made.ts';
 
-const run = promisify(execFile);
-const ROOT = join(import.meta.dirname, '..', '..', '..');
 const PEERS = Number(process.env.ADOPT_BATCH_PEERS ?? 4);
 const lab = new NetnsLab('adb');
 
-beforeAll(async () => {
-  const { stdout } = await run('bash', [join(ROOT, 'scripts', 'build-wireguard-host.sh')], {
-    timeout: 600_000,
-  });
-  process.env.PATH = `${stdout.trim().split('\n').at(-1) ?? ''}:${process.env.PATH ?? ''}`;
-  process.env.PEEROPS_WIREGUARD = 'peerops-wireguard';
-}, 660_000);
+useWireGuardHost();
 
 afterAll(async () => {
-  delete process.env.PEEROPS_WIREGUARD;
   delete process.env.PEEROPS_AGENT_NETNS;
   await lab.cleanup();
 });
