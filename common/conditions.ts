@@ -177,6 +177,33 @@ export function reportingRouterConditions(
   previous: readonly Condition[] | undefined,
   now: string,
 ): Condition[] {
+  return setConditions(previous, reportingJudged(previous), now);
+}
+
+/**
+ * `reportingRouterConditions`, or undefined when `previous` says that already: the heartbeat's hot path
+ * (a settled router's every heartbeat) compares fields instead of building and serialising the list
+ * (docs/benchmarks.md, API).
+ */
+export function reportingRouterConditionsChange(
+  previous: readonly Condition[] | undefined,
+  now: string,
+): Condition[] | undefined {
+  const judged = reportingJudged(previous);
+  return previous !== undefined && holdsSorted(previous, judged)
+    ? undefined
+    : setConditions(previous, judged, now);
+}
+
+/** Reconciling and Stalled of a reporting router, and Ready while its BIRD runs: the same each time. */
+let reportingWell: { ready: Judged; reconciling: Judged; stalled: Judged } | undefined;
+
+function reportingJudged(previous: readonly Condition[] | undefined): Record<string, Judged> {
+  reportingWell ??= {
+    ready: { status: 'True', reason: 'AgentReporting', ...conditionMessage('condition.agentReports') },
+    reconciling: { status: 'False', reason: 'Settled', ...conditionMessage('condition.agentApplies') },
+    stalled: { status: 'False', reason: 'Progressing', ...conditionMessage('condition.nothingNeedsPerson') },
+  };
   const bird = previous?.find((c) => c.type === 'BirdRunning');
   // BIRD down: Ready says what the agent's BirdRunning says, in its words and with its key
   const ready: Judged =
@@ -188,20 +215,38 @@ export function reportingRouterConditions(
           ...(bird.key !== undefined && { key: bird.key }),
           ...(bird.params !== undefined && { params: bird.params }),
         }
-      : { status: 'True', reason: 'AgentReporting', ...conditionMessage('condition.agentReports') };
-  return setConditions(
-    previous,
-    {
-      Ready: ready,
-      Reconciling: { status: 'False', reason: 'Settled', ...conditionMessage('condition.agentApplies') },
-      Stalled: {
-        status: 'False',
-        reason: 'Progressing',
-        ...conditionMessage('condition.nothingNeedsPerson'),
-      },
-    },
-    now,
-  );
+      : reportingWell.ready;
+  return { Ready: ready, Reconciling: reportingWell.reconciling, Stalled: reportingWell.stalled };
+}
+
+/**
+ * Whether `setConditions(conditions, judged, …)` would give `conditions` back unchanged: sorted by type
+ * (as it sorts), and each judged type present with the judged fields and nothing more.
+ */
+function holdsSorted(conditions: readonly Condition[], judged: Record<string, Judged>): boolean {
+  for (let i = 1; i < conditions.length; i++)
+    if ((conditions[i - 1] as Condition).type >= (conditions[i] as Condition).type) return false;
+  for (const [type, j] of Object.entries(judged)) {
+    const c = conditions.find((x) => x.type === type);
+    if (
+      c === undefined ||
+      c.status !== j.status ||
+      c.reason !== j.reason ||
+      c.message !== j.message ||
+      c.key !== j.key ||
+      c.observedGeneration !== undefined ||
+      !sameParams(c.params, j.params)
+    )
+      return false;
+  }
+  return true;
+}
+
+function sameParams(a: Record<string, string> | undefined, b: Record<string, string> | undefined): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 /** The heartbeat interval the controller hands out, and assumes of an agent that does not say its own. */

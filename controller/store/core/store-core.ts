@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { isoNow } from '../../../common/clock.ts';
 import { isTerminal } from '../../../common/status.ts';
-import { reportingRouterConditions, withSessionConditions } from '../../../common/conditions.ts';
+import { reportingRouterConditionsChange, withSessionConditions } from '../../../common/conditions.ts';
 import { fault, fieldError } from '../../../common/messages.ts';
 import { allocateListenPort, sessionName } from '../../../common/naming.ts';
 import {
@@ -362,11 +362,13 @@ export class StoreCore<B extends StoreBackend = StoreBackend> implements Store {
     if (!current) return false;
     // the agent's own conditions (ConfigApplied, BirdRunning) replace those of their type; Ready is the core's
     const patch = heartbeatStatus(heartbeat, current.status);
-    const conditions = reportingRouterConditions(
-      patch.conditions ?? current.status.conditions,
-      patch.lastHeartbeat ?? isoNow(),
-    );
-    if (JSON.stringify(conditions) !== JSON.stringify(current.status.conditions))
+    const reported = patch.conditions ?? current.status.conditions;
+    const conditions = reportingRouterConditionsChange(reported, patch.lastHeartbeat ?? isoNow()) ?? reported;
+    // the same list (a settled router's heartbeat without conditions) needs no serialising to compare
+    if (
+      conditions !== current.status.conditions &&
+      JSON.stringify(conditions) !== JSON.stringify(current.status.conditions)
+    )
       patch.conditions = conditions;
     else delete patch.conditions;
     return this.index.observeRouter(router, patch);
