@@ -10,19 +10,17 @@ import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { ADMIN_ASN, expectOk, sessionFields } from '../api/helpers.ts';
 import {
   accessibleEverywhere,
   expectAccessible,
   logInWithSsh,
   openPage,
-  startPortal,
-  stopPortal,
   UI_TIMEOUT_MS,
+  useAdminPortal,
 } from './support.ts';
 
 /** Sessions in the table; CI's default keeps the seeding (one git commit each) to a few seconds. */
@@ -31,24 +29,14 @@ const FIRST_ASN = 4242423000;
 const APPROVED = 100;
 const DISABLED = 20;
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let adminKey: SshKey;
+const portal = useAdminPortal('admin-table', ADMIN_ASN);
 const uuids: string[] = [];
 
 /** Peer i's address: its own route6 object, fd42:<0x1000 + i>::/48. */
 const peerPrefix = (i: number) => `fd42:${(0x1000 + i).toString(16)}::`;
 
 beforeAll(async () => {
-  dir = await tempDir('admin-table');
-  adminKey = await sshKey(dir, 'ed25519', 'admin');
-  const registry = path.join(dir, 'registry');
-  await writeRegistry(registry, {
-    autNums: { [ADMIN_ASN]: ['NET-MNT'] },
-    mntners: { 'NET-MNT': [adminKey.publicLine] },
-  });
+  const registry = path.join(portal.dir, 'registry');
   await mkdir(path.join(registry, 'data', 'route6'), { recursive: true });
   for (let i = 0; i < SESSIONS; i++) {
     const asn = FIRST_ASN + i;
@@ -61,39 +49,44 @@ beforeAll(async () => {
       `route6: ${peerPrefix(i)}/48\norigin: AS${asn}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
   }
-  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
-  await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await h.addRouter('ams1', { displayName: 'Amsterdam 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
+  await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await portal.h.addRouter('ams1', { displayName: 'Amsterdam 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }),
+  );
   // a few creates at once: the store batches them into fewer commits
   const started = Date.now();
   for (let i = 0; i < SESSIONS; i += 10)
     await Promise.all(
       Array.from({ length: Math.min(10, SESSIONS - i) }, async (_, k) => {
         const n = i + k;
-        const token = h.tokens.issueToken(FIRST_ASN + n, 'user').token;
+        const token = portal.h.tokens.issueToken(FIRST_ASN + n, 'user').token;
         const res = await expectOk(
-          h.post('/session', token, sessionFields(n % 2 ? 'ams1' : 'fra1', { ipv6: `${peerPrefix(n)}1` })),
+          portal.h.post(
+            '/session',
+            token,
+            sessionFields(n % 2 ? 'ams1' : 'fra1', { ipv6: `${peerPrefix(n)}1` }),
+          ),
         );
         uuids[n] = (res.json() as { uuid: string }).uuid;
       }),
     );
   for (const uuid of uuids.slice(0, APPROVED))
-    await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid }));
+    await expectOk(portal.h.post('/admin/session', portal.h.admin, { action: 'approve', uuid }));
   for (const uuid of uuids.slice(0, DISABLED))
-    await expectOk(h.post('/admin/session', h.admin, { action: 'disable', uuid, reason: 'seeding' }));
+    await expectOk(
+      portal.h.post('/admin/session', portal.h.admin, { action: 'disable', uuid, reason: 'seeding' }),
+    );
   console.log(`seeded ${SESSIONS} sessions in ${Date.now() - started} ms`);
 }, 300_000);
-
-afterAll(() => stopPortal({ browser, h }, dir));
 
 const countText = (page: Page) => page.getByTestId('table-count');
 
 describe('the admin table and the review page', () => {
   it(`finds one of ${SESSIONS} by ASN prefix, filters by status, bulk-approves 20 with one reason`, async () => {
-    const { context, page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    const { context, page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, ADMIN_ASN, portal.key);
     await page.getByRole('link', { name: 'All sessions' }).click();
     await expect.poll(() => countText(page).textContent()).toContain(`of ${SESSIONS} matching`);
     expect(await page.locator('tbody tr').count()).toBe(50);
@@ -126,11 +119,11 @@ describe('the admin table and the review page', () => {
       .toContain('Finished 20: 0 refused');
     await expect.poll(() => countText(page).textContent()).toContain(`of ${pending - 20} matching`);
     for (const uuid of picked)
-      expect(h.store.getSession(uuid)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
+      expect(portal.h.store.getSession(uuid)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
     // the reason is in each approval's commit, the store's audit record
     const { stdout } = await promisify(execFile)('git', [
       '--git-dir',
-      path.join(h.dir, 'store.git'),
+      path.join(portal.h.dir, 'store.git'),
       'log',
       '--all',
       '-100',
@@ -168,11 +161,11 @@ describe('the admin table and the review page', () => {
   });
 
   it('the review page shows the registry and the policy checks; reject, disable, enable and purge', async () => {
-    const { context, page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    const { context, page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, ADMIN_ASN, portal.key);
     const pendingIndex = SESSIONS - 1;
-    await page.goto(`${url}/#/admin/review/${uuids[pendingIndex]}`);
+    await page.goto(`${portal.url}/#/admin/review/${uuids[pendingIndex]}`);
     await page.getByRole('heading', { name: `AS${FIRST_ASN + pendingIndex} on Amsterdam 1` }).waitFor();
     const main = page.locator('main');
     await expect.poll(() => main.textContent()).toContain(`PEER${pendingIndex}-AS`);
@@ -191,24 +184,24 @@ describe('the admin table and the review page', () => {
     await page.getByLabel('Reason').fill('route object of another network');
     await page.getByRole('button', { name: 'Reject' }).click();
     await page.getByText('Done: the session is now REJECTED.').waitFor();
-    expect(h.store.getSession(uuids[pendingIndex]!)?.status.decision?.reason).toBe(
+    expect(portal.h.store.getSession(uuids[pendingIndex]!)?.status.decision?.reason).toBe(
       'route object of another network',
     );
 
     // an approved session: disable with a reason, enable again
     const queued = uuids[APPROVED - 1]!;
-    await page.goto(`${url}/#/admin/review/${queued}`);
+    await page.goto(`${portal.url}/#/admin/review/${queued}`);
     await page.getByRole('button', { name: 'Disable' }).click();
     await page.getByLabel('Reason').fill('abuse report 42');
     await page.getByRole('button', { name: 'Disable' }).click();
     await page.getByText('Done: the session is now DISABLED.').waitFor();
     await page.getByRole('button', { name: 'Enable' }).click();
     await page.getByText('Done: the session is now QUEUED_FOR_SETUP.').waitFor();
-    expect(h.store.getSession(queued)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
+    expect(portal.h.store.getSession(queued)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
 
     // the owner deleted it and the router never confirmed: purge closes it
-    const owner = h.tokens.issueToken(FIRST_ASN + APPROVED - 1, 'user').token;
-    await expectOk(h.post('/session', owner, { action: 'delete', uuid: queued }));
+    const owner = portal.h.tokens.issueToken(FIRST_ASN + APPROVED - 1, 'user').token;
+    await expectOk(portal.h.post('/session', owner, { action: 'delete', uuid: queued }));
     // away and back: the page asks the controller again
     await page.evaluate(`location.hash = '#/admin/sessions'`);
     await page.evaluate(`location.hash = '#/admin/review/${queued}'`);
@@ -216,31 +209,31 @@ describe('the admin table and the review page', () => {
     await page.getByLabel('Reason').fill('router fra1 decommissioned');
     await page.getByRole('button', { name: 'Purge' }).click();
     await page.getByText('Done: the session is now PURGED.').waitFor();
-    expect(h.store.getSession(queued)?.status.code).toBe(SessionStatus.PURGED);
+    expect(portal.h.store.getSession(queued)?.status.code).toBe(SessionStatus.PURGED);
     expect(problems).toEqual([]);
     await context.close();
   });
 
   it('the routers page closes a router to new sessions and opens it again', async () => {
-    const { context, page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    const { context, page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, ADMIN_ASN, portal.key);
     await page.getByRole('link', { name: 'Routers' }).click();
     const card = page.locator('article[data-router="fra1"]');
     await card.getByRole('button', { name: 'Stop accepting new sessions' }).click();
     await card.getByRole('button', { name: 'Accept new sessions' }).waitFor();
-    expect(h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(false);
+    expect(portal.h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(false);
     await expectAccessible(page, 'the routers page with a closed router');
     await card.getByRole('button', { name: 'Accept new sessions' }).click();
     await card.getByRole('button', { name: 'Stop accepting new sessions' }).waitFor();
-    expect(h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(true);
+    expect(portal.h.store.getRouter('fra1')?.spec.acceptingSessions).toBe(true);
     expect(problems).toEqual([]);
     await context.close();
   });
 
   it('as-names refuses more than a page of ASNs, naming the field', async () => {
     const asns = Array.from({ length: 201 }, (_, i) => FIRST_ASN + i);
-    const res = await h.post('/admin/session', h.admin, { action: 'as-names', asns });
+    const res = await portal.h.post('/admin/session', portal.h.admin, { action: 'as-names', asns });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ code: 'INVALID_REQUEST', errors: [{ pointer: '/asns' }] });
   });

@@ -10,50 +10,38 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import { ADMIN_ASN, expectOk } from '../api/helpers.ts';
 import {
   accessibleEverywhere,
   chooseLanguage,
   logInWithSsh,
   openPage,
-  startPortal,
-  stopPortal,
   UI_TIMEOUT_MS,
+  useAdminPortal,
 } from './support.ts';
 
 const PEERS = [4242426001, 4242426002];
 const prefix = (i: number) => `fd42:${(0x6000 + i).toString(16)}::`;
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let adminKey: SshKey;
+const portal = useAdminPortal('adopted', ADMIN_ASN);
 const uuids: string[] = [];
 
 beforeAll(async () => {
-  dir = await tempDir('adopted');
-  adminKey = await sshKey(dir, 'ed25519', 'admin');
-  const registry = path.join(dir, 'registry');
-  await writeRegistry(registry, {
-    autNums: { [ADMIN_ASN]: ['NET-MNT'] },
-    mntners: { 'NET-MNT': [adminKey.publicLine] },
-  });
+  const registry = path.join(portal.dir, 'registry');
   await mkdir(path.join(registry, 'data', 'route6'), { recursive: true });
   for (const [i, asn] of PEERS.entries())
     await writeFile(
       path.join(registry, 'data', 'route6', `${prefix(i)}_48`),
       `route6: ${prefix(i)}/48\norigin: AS${asn}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
-  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
-  await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
+  await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }),
+  );
   const res = await expectOk(
-    h.post('/admin/adoptions', h.admin, {
+    portal.h.post('/admin/adoptions', portal.h.admin, {
       sessions: PEERS.map((asn, i) => ({
         asn,
         router: 'fra1',
@@ -75,13 +63,11 @@ beforeAll(async () => {
   for (const s of (res.json() as { sessions: { uuid: string }[] }).sessions) uuids.push(s.uuid);
 }, 120_000);
 
-afterAll(() => stopPortal({ browser, h }, dir));
-
 describe('adopted sessions in the portal', () => {
   it('say where they came from and who adopted them, and are approved in bulk', async () => {
-    const { context, page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    const { context, page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, ADMIN_ASN, portal.key);
 
     // the Reviews page: each card says it
     await page.getByRole('link', { name: 'Reviews' }).click();
@@ -99,7 +85,7 @@ describe('adopted sessions in the portal', () => {
     await chooseLanguage(page, 'en');
 
     // the session's review page says it too
-    await page.goto(`${url}#/admin/review/${uuids[1]}`);
+    await page.goto(`${portal.url}#/admin/review/${uuids[1]}`);
     const own = page.getByTestId('adopted');
     await own.waitFor();
     expect(await own.textContent()).toContain('/etc/wireguard/wg_peer1.conf');
@@ -108,7 +94,7 @@ describe('adopted sessions in the portal', () => {
     await accessibleEverywhere(page, "an adopted session's review page", () => own.waitFor());
 
     // the admin table marks them; the existing bulk approve takes them both
-    await page.goto(`${url}#/admin/sessions`);
+    await page.goto(`${portal.url}#/admin/sessions`);
     for (const uuid of uuids) {
       const row = page.locator(`tr[data-uuid="${uuid}"]`);
       await expect.poll(() => row.textContent(), { timeout: UI_TIMEOUT_MS }).toContain('adopted');
@@ -120,7 +106,7 @@ describe('adopted sessions in the portal', () => {
       .poll(() => page.getByTestId('bulk-progress').textContent(), { timeout: UI_TIMEOUT_MS })
       .toContain('Finished 2: 0 refused');
     for (const uuid of uuids)
-      expect(h.store.getSession(uuid)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
+      expect(portal.h.store.getSession(uuid)?.status.code).toBe(SessionStatus.QUEUED_FOR_SETUP);
     expect(problems).toEqual([]);
     await context.close();
   });

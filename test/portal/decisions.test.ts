@@ -43,7 +43,7 @@ describe('portal: the admin’s decisions reach the peer', () => {
 
     const { page, problems } = await openPage(portal.browser, portal.url);
     await page.goto(portal.url);
-    await logInWithSsh(page, USER_ASN, portal.peerKey);
+    await logInWithSsh(page, USER_ASN, portal.key);
 
     const card = page.locator(`article[data-uuid="${rejected}"]`);
     await card.waitFor();

@@ -37,7 +37,7 @@ describe('portal: a session’s history', () => {
   it('graphs RTT, traffic and routes, with a table and a summary for screen readers', async () => {
     const { page, problems } = await openPage(portal.browser, portal.url);
     await page.goto(portal.url);
-    await logInWithSsh(page, PEER_ASN, portal.peerKey);
+    await logInWithSsh(page, PEER_ASN, portal.key);
     await page.getByRole('button', { name: 'History' }).click();
     const history = page.getByRole('region', { name: 'History' });
     const graphs = history.getByRole('img');

@@ -41,7 +41,7 @@ describe("portal: the controller's words in Chinese", () => {
 
     const { page, problems } = await openPage(portal.browser, portal.url);
     await page.goto(portal.url);
-    await logInWithSsh(page, USER_ASN, portal.peerKey);
+    await logInWithSsh(page, USER_ASN, portal.key);
     await chooseLanguage(page, 'zh-CN');
 
     const lastError = page.locator(`article[data-uuid="${uuid}"] .last-error p`);

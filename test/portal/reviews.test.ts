@@ -7,83 +7,64 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionStatus } from '../../common/status.ts';
-import { ADMIN_ASN, expectOk, sessionFields, type Harness } from '../api/helpers.ts';
-import { sshKey, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
-import {
-  accessibleEverywhere,
-  chooseLanguage,
-  logInWithSsh,
-  openPage,
-  startPortal,
-  stopPortal,
-} from './support.ts';
+import { ADMIN_ASN, expectOk, sessionFields } from '../api/helpers.ts';
+import { accessibleEverywhere, chooseLanguage, logInWithSsh, openPage, useAdminPortal } from './support.ts';
 
 /** Requests in review: three pages of 20 by default, seeded in a few seconds. */
 const REQUESTS = Number(process.env.REVIEWS_SESSIONS ?? 45);
 const FIRST_ASN = 4242425000;
 
-let dir: string;
-let h: Harness;
-let url: string;
-let browser: Browser;
-let adminKey: SshKey;
+const portal = useAdminPortal('reviews', ADMIN_ASN);
 const uuids: string[] = [];
 
 const peerPrefix = (i: number) => `fd42:${(0x2000 + i).toString(16)}::`;
 
 beforeAll(async () => {
-  dir = await tempDir('reviews');
-  adminKey = await sshKey(dir, 'ed25519', 'admin');
-  const registry = path.join(dir, 'registry');
-  await writeRegistry(registry, {
-    autNums: { [ADMIN_ASN]: ['NET-MNT'] },
-    mntners: { 'NET-MNT': [adminKey.publicLine] },
-  });
+  const registry = path.join(portal.dir, 'registry');
   await mkdir(path.join(registry, 'data', 'route6'), { recursive: true });
   for (let i = 0; i < REQUESTS; i++)
     await writeFile(
       path.join(registry, 'data', 'route6', `${peerPrefix(i)}_48`),
       `route6: ${peerPrefix(i)}/48\norigin: AS${FIRST_ASN + i}\nmnt-by: PEER${i}-MNT\nsource: DN42\n`,
     );
-  ({ h, url, browser } = await startPortal(dir, [ADMIN_ASN]));
-  const agentToken = await h.addRouter('fra1', { displayName: 'Frankfurt 1' });
-  await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }));
+  const agentToken = await portal.h.addRouter('fra1', { displayName: 'Frankfurt 1' });
+  await expectOk(
+    portal.h.post('/admin/policy', portal.h.admin, { action: 'set', spec: { dn42Asn: 4242420000 } }),
+  );
   // one at a time: the first is the oldest, first on the page
   for (let i = 0; i < REQUESTS; i++) {
-    const token = h.tokens.issueToken(FIRST_ASN + i, 'user').token;
+    const token = portal.h.tokens.issueToken(FIRST_ASN + i, 'user').token;
     const res = await expectOk(
-      h.post('/session', token, sessionFields('fra1', { ipv6: `${peerPrefix(i)}1` })),
+      portal.h.post('/session', token, sessionFields('fra1', { ipv6: `${peerPrefix(i)}1` })),
     );
     uuids[i] = (res.json() as { uuid: string }).uuid;
   }
   // the oldest runs on its router, then its owner asks for a new address and MTU: back to review
   const first = uuids[0] ?? '';
-  await expectOk(h.post('/admin/session', h.admin, { action: 'approve', uuid: first }));
+  await expectOk(portal.h.post('/admin/session', portal.h.admin, { action: 'approve', uuid: first }));
   await expectOk(
-    h.post(`/agent/fra1/modify`, agentToken, {
+    portal.h.post(`/agent/fra1/modify`, agentToken, {
       uuid: first,
       status: SessionStatus.ACTIVE,
-      interface: `wg_${h.store.getSession(first)?.spec.listenPort ?? 0}`,
+      interface: `wg_${portal.h.store.getSession(first)?.spec.listenPort ?? 0}`,
     }),
   );
-  const owner = h.tokens.issueToken(FIRST_ASN, 'user').token;
+  const owner = portal.h.tokens.issueToken(FIRST_ASN, 'user').token;
   await expectOk(
-    h.post('/session', owner, { action: 'modify', uuid: first, ipv6: `${peerPrefix(0)}2`, mtu: 1400 }),
+    portal.h.post('/session', owner, { action: 'modify', uuid: first, ipv6: `${peerPrefix(0)}2`, mtu: 1400 }),
   );
 }, 120_000);
-
-afterAll(() => stopPortal({ browser, h }, dir));
 
 const cards = (page: Page) => page.locator('section[aria-labelledby="reviews-title"] article.card');
 
 describe('the Reviews page', () => {
   it('pages the requests in review and marks a modify of a running session, old → new', async () => {
-    const { context, page, problems } = await openPage(browser, url);
-    await page.goto(url);
-    await logInWithSsh(page, ADMIN_ASN, adminKey);
+    const { context, page, problems } = await openPage(portal.browser, portal.url);
+    await page.goto(portal.url);
+    await logInWithSsh(page, ADMIN_ASN, portal.key);
     await page.getByRole('link', { name: 'Reviews' }).click();
     await expect.poll(() => page.getByText(`Requests 1–20 of ${REQUESTS}`).count()).toBe(1);
     expect(await cards(page).count()).toBe(20);
@@ -107,7 +88,7 @@ describe('the Reviews page', () => {
     await chooseLanguage(page, 'en');
 
     // the session's own review page marks it the same way
-    await page.goto(`${url}#/admin/review/${uuids[0]}`);
+    await page.goto(`${portal.url}#/admin/review/${uuids[0]}`);
     const own = page.getByTestId('modified');
     await own.waitFor();
     expect(await own.textContent()).toContain('status ACTIVE');
@@ -115,7 +96,7 @@ describe('the Reviews page', () => {
     await accessibleEverywhere(page, "a modify's review page", async () => {
       await page.getByTestId('modified').waitFor();
     });
-    await page.goto(`${url}#/admin/reviews`);
+    await page.goto(`${portal.url}#/admin/reviews`);
     await expect.poll(() => page.getByText(`Requests 1–20 of ${REQUESTS}`).count()).toBe(1);
 
     // the pages, asked of the controller: 20, 20, the rest
@@ -134,7 +115,7 @@ describe('the Reviews page', () => {
     // approving the modify takes it off the list; the router then applies the new values
     await modified.getByRole('button', { name: 'Approve' }).click();
     await expect.poll(() => page.getByText(`Requests 1–20 of ${REQUESTS - 1}`).count()).toBe(1);
-    expect(h.store.getSession(uuids[0] ?? '')?.status).toMatchObject({
+    expect(portal.h.store.getSession(uuids[0] ?? '')?.status).toMatchObject({
       code: SessionStatus.QUEUED_FOR_SETUP,
     });
     expect(problems).toEqual([]);

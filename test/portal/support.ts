@@ -9,7 +9,14 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, expect } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { startHarness, type Harness } from '../api/helpers.ts';
-import { sshKey, sshSign, tempDir, writeRegistry, type SshKey } from '../login/support.ts';
+import {
+  sshKey,
+  sshSign,
+  tempDir,
+  writeRegistry,
+  type RegistryFixture,
+  type SshKey,
+} from '../login/support.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 /** Waits in a browser on a loaded 2-core machine: generous, the tests assert behaviour, not speed. */
@@ -46,33 +53,33 @@ export async function stopPortal(portal: Partial<Portal>, dir: string | undefine
   if (dir) await rm(dir, { recursive: true, force: true });
 }
 
-/** A portal where one peer signs in with its SSH key, and the temp dir that holds them. */
-export interface PeerPortal extends Portal {
+/** A portal where one person signs in with their SSH key, and the temp dir that holds them. */
+export interface SignedInPortal extends Portal {
   dir: string;
-  peerKey: SshKey;
+  key: SshKey;
 }
 
 /**
- * For one test file, a portal (startPortal) where `asn` holds fd42:1234::/48 and signs in with an
- * ed25519 key: started in a beforeAll registered first, so the file's own beforeAll can seed it, and
- * stopped after the file's own afterAll (vitest runs after-hooks in reverse). The object returned
- * stands for it once it has started.
+ * For one test file, a portal (startPortal) whose registry holds `objects(key)` for an ed25519 `key`:
+ * started in a beforeAll registered first, so the file's own beforeAll can seed it (the registry is
+ * read at each login, so objects written there later count), and stopped after the file's own afterAll
+ * (vitest runs after-hooks in reverse). The object returned stands for it once it has started.
  */
-export function usePeerPortal(prefix: string, asn: number, admins: number[]): PeerPortal {
-  let started: PeerPortal | undefined;
+function useSignedInPortal(
+  prefix: string,
+  objects: (key: SshKey) => RegistryFixture,
+  admins: number[],
+): SignedInPortal {
+  let started: SignedInPortal | undefined;
   let dir: string | undefined;
   beforeAll(async () => {
     dir = await tempDir(prefix);
-    const peerKey = await sshKey(dir, 'ed25519', 'peer');
-    await writeRegistry(path.join(dir, 'registry'), {
-      autNums: { [asn]: ['PEER-MNT'] },
-      mntners: { 'PEER-MNT': [peerKey.publicLine] },
-      routes: { 'fd42:1234::/48': [asn] },
-    });
-    started = { dir, peerKey, ...(await startPortal(dir, admins)) };
+    const key = await sshKey(dir, 'ed25519', 'person');
+    await writeRegistry(path.join(dir, 'registry'), objects(key));
+    started = { dir, key, ...(await startPortal(dir, admins)) };
   });
   afterAll(() => stopPortal(started ?? {}, dir));
-  const portal = (): PeerPortal => {
+  const portal = (): SignedInPortal => {
     if (!started) throw new Error('the portal is used before its beforeAll started it');
     return started;
   };
@@ -80,8 +87,8 @@ export function usePeerPortal(prefix: string, asn: number, admins: number[]): Pe
     get dir() {
       return portal().dir;
     },
-    get peerKey() {
-      return portal().peerKey;
+    get key() {
+      return portal().key;
     },
     get h() {
       return portal().h;
@@ -93,6 +100,28 @@ export function usePeerPortal(prefix: string, asn: number, admins: number[]): Pe
       return portal().browser;
     },
   };
+}
+
+/** A portal where the peer `asn`, holding fd42:1234::/48, signs in with `key`. */
+export function usePeerPortal(prefix: string, asn: number, admins: number[]): SignedInPortal {
+  return useSignedInPortal(
+    prefix,
+    (key) => ({
+      autNums: { [asn]: ['PEER-MNT'] },
+      mntners: { 'PEER-MNT': [key.publicLine] },
+      routes: { 'fd42:1234::/48': [asn] },
+    }),
+    admins,
+  );
+}
+
+/** A portal where the admin `asn` signs in with `key`; the file writes its peers' objects. */
+export function useAdminPortal(prefix: string, asn: number): SignedInPortal {
+  return useSignedInPortal(
+    prefix,
+    (key) => ({ autNums: { [asn]: ['NET-MNT'] }, mntners: { 'NET-MNT': [key.publicLine] } }),
+    [asn],
+  );
 }
 
 /**

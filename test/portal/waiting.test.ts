@@ -45,7 +45,7 @@ describe('portal: the router waits for the peer', () => {
 
     const { page, problems } = await openPage(portal.browser, portal.url);
     await page.goto(portal.url);
-    await logInWithSsh(page, USER_ASN, portal.peerKey);
+    await logInWithSsh(page, USER_ASN, portal.key);
     const card = page.locator(`article[data-uuid="${uuid}"]`);
     const words = card.getByTestId('status-words');
     await words.waitFor();
