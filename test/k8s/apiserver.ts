@@ -8,12 +8,12 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { perFile } from '../support/per-file.ts';
 import { freePort } from '../support/ports.ts';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll } from 'vitest';
 import {
   ApiextensionsV1Api,
   CoreV1Api,
@@ -270,45 +270,13 @@ export async function startApiServer(
   }
 }
 
-type StartOptions = Parameters<typeof startApiServer>[0];
-
-/**
- * One API server for the calling test file: started in a beforeAll registered first, so the file's own
- * beforeAll hooks can use it, and stopped in an afterAll that runs after the file's own (vitest runs
- * after-hooks in reverse). The object returned stands for that server once it has started.
- */
-export function useApiServer(options: StartOptions = {}): TestApiServer {
-  let server: TestApiServer | undefined;
-  beforeAll(async () => {
-    server = await startApiServer(options);
-  }, TOOLS_BUILD_TIMEOUT_MS);
-  afterAll(async () => {
-    await server?.stop();
-  });
-  const started = (): TestApiServer => {
-    if (!server) throw new Error('the test API server is used before its beforeAll started it');
-    return server;
-  };
-  return {
-    get url() {
-      return started().url;
-    },
-    get token() {
-      return started().token;
-    },
-    get writerToken() {
-      return started().writerToken;
-    },
-    get tools() {
-      return started().tools;
-    },
-    kubeConfig: () => started().kubeConfig(),
-    kubeconfigFile: () => started().kubeconfigFile(),
-    createNamespace: (prefix) => started().createNamespace(prefix),
-    serviceAccountKubeConfig: (namespace, name) => started().serviceAccountKubeConfig(namespace, name),
-    compactEtcd: () => started().compactEtcd(),
-    stop: () => started().stop(),
-  };
+/** One API server for the calling test file, started and stopped by its hooks (test/support/per-file.ts). */
+export function useApiServer(options: Parameters<typeof startApiServer>[0] = {}): TestApiServer {
+  return perFile(
+    () => startApiServer(options),
+    (server) => server.stop(),
+    TOOLS_BUILD_TIMEOUT_MS,
+  );
 }
 
 /** Applies crds/*.yaml and waits until each is Established. */

@@ -6,9 +6,10 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { expect } from 'vitest';
 import { DirectoryRegistry } from '../../controller/auth/login/registry.ts';
 import { startHarness, type Harness } from '../api/helpers.ts';
+import { perFile } from '../support/per-file.ts';
 import {
   sshKey,
   sshSign,
@@ -60,46 +61,24 @@ export interface SignedInPortal extends Portal {
 }
 
 /**
- * For one test file, a portal (startPortal) whose registry holds `objects(key)` for an ed25519 `key`:
- * started in a beforeAll registered first, so the file's own beforeAll can seed it (the registry is
- * read at each login, so objects written there later count), and stopped after the file's own afterAll
- * (vitest runs after-hooks in reverse). The object returned stands for it once it has started.
+ * For one test file (test/support/per-file.ts), a portal (startPortal) whose registry holds
+ * `objects(key)` for an ed25519 `key`; the registry is read at each login, so objects the file writes
+ * there after the start count.
  */
 function useSignedInPortal(
   prefix: string,
   objects: (key: SshKey) => RegistryFixture,
   admins: number[],
 ): SignedInPortal {
-  let started: SignedInPortal | undefined;
-  let dir: string | undefined;
-  beforeAll(async () => {
-    dir = await tempDir(prefix);
-    const key = await sshKey(dir, 'ed25519', 'person');
-    await writeRegistry(path.join(dir, 'registry'), objects(key));
-    started = { dir, key, ...(await startPortal(dir, admins)) };
-  });
-  afterAll(() => stopPortal(started ?? {}, dir));
-  const portal = (): SignedInPortal => {
-    if (!started) throw new Error('the portal is used before its beforeAll started it');
-    return started;
-  };
-  return {
-    get dir() {
-      return portal().dir;
+  return perFile(
+    async () => {
+      const dir = await tempDir(prefix);
+      const key = await sshKey(dir, 'ed25519', 'person');
+      await writeRegistry(path.join(dir, 'registry'), objects(key));
+      return { dir, key, ...(await startPortal(dir, admins)) };
     },
-    get key() {
-      return portal().key;
-    },
-    get h() {
-      return portal().h;
-    },
-    get url() {
-      return portal().url;
-    },
-    get browser() {
-      return portal().browser;
-    },
-  };
+    (portal) => stopPortal(portal, portal.dir),
+  );
 }
 
 /** A portal where the peer `asn`, holding fd42:1234::/48, signs in with `key`. */
