@@ -5,7 +5,7 @@
  * AgentNotReporting). A heartbeat of an older agent (no conditions, no interval) keeps working. The
  * metric the alerts read, peerops_router_ready, follows Ready.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Condition } from '../../common/schema.ts';
 import { SessionReconciler } from '../../controller/reconcile/session-reconciler.ts';
 import { expectOk, problem, startHarness, type Harness } from './helpers.ts';
@@ -70,7 +70,15 @@ describe("a router's Ready", () => {
     reconciler.markSilent(last + 6001);
     expect(ready()).toMatchObject({ status: 'False', reason: 'AgentNotReporting' });
     expect(ready()?.message).toContain(h.store.getRouter('rdy1')!.status.lastHeartbeat!);
-    await expectOk(beat({ heartbeatInterval: 4 }));
+    // the next heartbeat comes after that judgement, as on a real clock: of two observations the store
+    // keeps the newer (docs/store.md, "The newer observation wins")
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(last + 6002);
+      await expectOk(beat({ heartbeatInterval: 4 }));
+    } finally {
+      vi.useRealTimers();
+    }
     expect(ready()).toMatchObject({ status: 'True', reason: 'AgentReporting' });
   });
 
