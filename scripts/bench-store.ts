@@ -42,7 +42,19 @@ import { renderManifest, routerPath, sessionPath } from '../common/manifests.ts'
 const exec = promisify(execFile);
 const ROUTERS = 4;
 const CREATES = 300;
-const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
+/**
+ * git without the caller's repository: run from `git bisect run` or a hook, GIT_DIR and its kin point at
+ * that repository, and the fixture's `git init` and commits would land there.
+ */
+const GIT_ENV = {
+  ...Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_PREFIX'].includes(k),
+    ),
+  ),
+  GIT_CONFIG_GLOBAL: '/dev/null',
+  GIT_CONFIG_NOSYSTEM: '1',
+};
 
 const key = () => randomBytes(32).toString('base64');
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(0)} MiB`;
