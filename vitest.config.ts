@@ -9,6 +9,8 @@ export default defineConfig({
       ? configDefaults.exclude
       : [...configDefaults.exclude, 'test/cluster/**'],
     testTimeout: 60_000,
+    // expect.poll waits for what a loaded CI machine may take seconds to show (its default is 1 s)
+    expect: { poll: { timeout: 10_000 } },
     hookTimeout: 600_000,
     pool: 'forks',
     reporters: ['default', './test/summary-reporter.ts'],

@@ -207,7 +207,18 @@ describe('peerops adopt --pull-request on a real Gitea', () => {
       expect(r.code, r.stderr).toBe(0);
       const number = Number(/pulls\/(\d+)$/.exec(r.stdout.trim())?.[1]);
       const merging = Date.now();
-      await gitea.api('POST', `/repos/${gitea.user}/network/pulls/${number}/merge`, { Do: 'merge' });
+      // Gitea answers 405 "Please try again later" until it has checked the pull request can merge
+      for (const deadline = Date.now() + 30_000; ;) {
+        const refused = await gitea
+          .api('POST', `/repos/${gitea.user}/network/pulls/${number}/merge`, { Do: 'merge' })
+          .then(
+            () => undefined,
+            (err: Error) => err,
+          );
+        if (!refused) break;
+        if (!refused.message.includes('HTTP 405') || Date.now() > deadline) throw refused;
+        await new Promise((r) => setTimeout(r, 250));
+      }
       const { merge_commit_sha: merged } = await gitea.api<{ merge_commit_sha: string }>(
         'GET',
         `/repos/${gitea.user}/network/pulls/${number}`,

@@ -3,7 +3,8 @@
  * overwrites a newer one, whether it arrives from an agent or from storage (another replica's flush
  * through the watch). Each observation carries when the controller got it: a session's metrics their
  * `at`, a router's heartbeat fields `lastHeartbeat`, its mesh peers `meshUpdatedAt`, its conditions the
- * later of `lastHeartbeat` and Ready's `lastTransitionTime` (the silent-agent judgement has no heartbeat).
+ * later of `lastHeartbeat` and Ready's `lastTransitionTime`; conditions recorded without a heartbeat are
+ * the controller's own judgement (an agent gone silent), made now, and always kept.
  * An agent sends its reports one after another, so the times a replica stamps order them as the agent
  * sent them, as long as the replicas' clocks agree (NTP) to better than the time between two reports.
  */
@@ -37,12 +38,12 @@ const ROUTER_OBSERVATIONS: { fields: (keyof RouterStatus)[]; at: (s: Stamped) =>
   { fields: ['meshPeers', 'meshUpdatedAt'], at: (s) => msOf(s.meshUpdatedAt) },
   {
     fields: ['conditions'],
+    // without a heartbeat they are the controller's own judgement, made now: nothing orders them
     at: (s) => {
-      const stamps = [
-        msOf(s.lastHeartbeat),
-        msOf(s.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime),
-      ].filter((ms) => ms !== undefined);
-      return stamps.length ? Math.max(...stamps) : undefined;
+      const heartbeat = msOf(s.lastHeartbeat);
+      if (heartbeat === undefined) return undefined;
+      const ready = msOf(s.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime);
+      return ready === undefined ? heartbeat : Math.max(heartbeat, ready);
     },
   },
 ];
