@@ -2,7 +2,7 @@
  * The form that adds a router or edits one (docs/user-guide.md, Routers): every field of the router's
  * spec an admin writes (docs/api.md, router add and update), the API's field errors at their fields.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type AdminRouterRecord, type RouterFields, type RouterUpdate } from '../api.ts';
 import { described, Field, focusFirstError, Problem } from '../components.tsx';
 import { t, type MessageKey } from '../i18n/index.ts';
@@ -177,7 +177,9 @@ export function RouterEditor(props: {
   useEffect(() => {
     if (error) focusFirstError(formRef.current);
   }, [error]);
-  useEffect(() => {
+  // before the first paint: a key typed as soon as the form shows goes to the field it lands in, not to
+  // one the focus moves away from a frame later
+  useLayoutEffect(() => {
     formRef.current?.querySelector<HTMLElement>('input')?.focus();
   }, []);
   const set = <K extends keyof RouterForm>(k: K, v: RouterForm[K]) => setForm({ ...form, [k]: v });
