@@ -57,7 +57,10 @@ export function encodeObject(
 ): EncodedObject {
   const wrapped = Buffer.concat([Buffer.from(`${type} ${content.length}\0`, 'latin1'), content]);
   const oid = createHash('sha1').update(wrapped).digest('hex');
-  return { oid, deflated: deflateSync(wrapped, { level }) };
+  // zlib's output chunk sized to the object: the result is a slice of that chunk, so the default 16 KiB
+  // chunk kept 16 KiB alive for each small object a commit holds until written (a first start at 10,000
+  // sessions holds 20,000: 450 MiB of RSS)
+  return { oid, deflated: deflateSync(wrapped, { level, chunkSize: wrapped.length + 64 }) };
 }
 
 /**
