@@ -3,7 +3,7 @@
  * events in the commit of its status change, a merge pushed with git and a removal on the branch too,
  * keeps them across a restart, confirms many in one commit; and the bound of core/outbox.ts.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -66,6 +66,9 @@ describe('git store: the outbox', () => {
     const ids = store.outbox().map((e) => e.id);
 
     await store.close();
+    // the parse cache holds each waiting event (docs/store.md, cold start): a restart reads no blob of them
+    const cached = await readFile(join(bare, 'peerops', 'parsed.json'), 'utf8');
+    for (const id of ids) expect(cached).toContain(`:outbox/${id.slice(0, 2)}/${id}.json"`);
     store = await open();
     expect(store.outbox().map((e) => e.id)).toEqual(ids);
 

@@ -321,7 +321,10 @@ export class Follower {
     }
   }
 
-  /** Outbox files another writer added or removed (a start, a write completed by recovery, a fetch). */
+  /**
+   * Outbox files another writer added or removed (a start, a write completed by recovery, a fetch), read
+   * through the parse cache: a restart with 10,000 events waiting reads none of their blobs.
+   */
   private async applyOutboxChanges(changes: FileChange[]): Promise<void> {
     const files = changes.filter((c) => outboxId(c.path) !== undefined);
     if (files.length === 0) return;
@@ -330,8 +333,12 @@ export class Follower {
       files.filter((c) => c.oid !== undefined),
       16,
       async (c): Promise<OutboxEntry | undefined> => {
+        const key = ParseCache.key('status', c.path, c.oid as string);
+        const cached = this.cache.get(key) as OutboxEntry | undefined;
+        if (cached) return cached;
         const entry = parseOutboxEntry(c.path, await readText(this.ctx, c.oid as string).catch(() => ''));
-        if (!entry) this.log.warn({ path: c.path }, 'store: unreadable outbox file ignored');
+        if (entry) this.cache.set(key, entry);
+        else this.log.warn({ path: c.path }, 'store: unreadable outbox file ignored');
         return entry;
       },
     );

@@ -19,10 +19,13 @@ export function outboxId(path: string): string | undefined {
   return OUTBOX_FILE.exec(path)?.[1];
 }
 
-/** The status-ref files a change writes (added events) and deletes (confirmed or dropped ones). */
+/**
+ * The status-ref files a change writes (added events, with the entry for the parse cache) and deletes
+ * (confirmed or dropped ones).
+ */
 export function outboxWrites(change: OutboxChange): FileWrite[] {
   return [
-    ...change.add.map((e) => ({ path: outboxPath(e.event.id), text: `${JSON.stringify(e)}\n` })),
+    ...change.add.map((e) => ({ path: outboxPath(e.event.id), text: `${JSON.stringify(e)}\n`, parsed: e })),
     ...change.remove.map((e) => ({ path: outboxPath(e.event.id), text: undefined })),
   ];
 }
