@@ -161,7 +161,13 @@ async function serve(kind: string, data: string | undefined, port: number): Prom
     // The controller's own logger (one info line per request), written to /dev/null instead of stdout.
     const { controllerLogger, logDestination } = await import('../controller/logger.ts');
     const logger = controllerLogger(config.logLevel, logDestination('/dev/null'));
-    app = await buildApp({ store, tokens, config, logger });
+    // the leader's notifier, as `peerops serve` runs it: the outbox is delivered and emptied, so each
+    // write records its events in an outbox as small as a running network's, not one full at 10,000
+    const { Notifier } = await import('../controller/notify/notifier.ts');
+    const { FileWebhooks } = await import('../controller/notify/webhooks.ts');
+    const notifier = new Notifier({ store, webhooks: new FileWebhooks(config.dataDir) });
+    notifier.start();
+    app = await buildApp({ store, tokens, config, logger, notifier });
     process.on(
       'SIGTERM',
       () =>
