@@ -7,6 +7,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib/go-install.sh
+source "$root/scripts/lib/go-install.sh"
 version="v1.7.12"
 bin="$root/.cache/actionlint/$version"
 mkdir -p "$bin"
@@ -16,11 +18,7 @@ exec 9>"$bin/.lock"
 flock 9
 if [[ ! -x "$bin/actionlint" ]]; then
   echo "actionlint: building $version" >&2
-  tmpbin="$(mktemp -d)"
-  (cd "$tmpbin" && GOFLAGS="-buildvcs=false" GOBIN="$tmpbin" CGO_ENABLED=0 \
-    go install -trimpath -ldflags='-s -w' "github.com/rhysd/actionlint/cmd/actionlint@$version")
-  mv "$tmpbin/actionlint" "$bin/actionlint"
-  rmdir "$tmpbin"
+  go_install_to "$bin" actionlint "github.com/rhysd/actionlint/cmd/actionlint@$version"
 fi
 exec 9>&-
 
@@ -30,7 +28,7 @@ cd "$root"
 "$bin/actionlint" -no-color .github/workflows/*.yml .forgejo/workflows/*.yml
 # the scripts those workflows run, with the same shellcheck (test-prereqs.sh installs it)
 if command -v shellcheck >/dev/null; then
-  shellcheck -x scripts/release/*.sh scripts/actionlint.sh
+  shellcheck -x scripts/release/*.sh scripts/actionlint.sh scripts/k8s-tools.sh scripts/lib/*.sh
 else
   echo "actionlint: shellcheck is not installed (scripts/test-prereqs.sh installs it): shell not checked" >&2
 fi

@@ -5,6 +5,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib/go-install.sh
+source "$root/scripts/lib/go-install.sh"
 tools="$root/test/k8s/tools"
 helm_version="v3.21.4"
 
@@ -35,11 +37,7 @@ build_in_tools kubectl k8s.io/kubernetes/cmd/kubectl
 if [[ ! -x "$bin/helm" ]]; then
   echo "k8s-tools: building helm $helm_version" >&2
   # helm keeps its own go.mod (its Kubernetes libraries differ from the API server's), so it is built with go install @version.
-  tmpbin="$(mktemp -d)"
-  (cd "$tmpbin" && GOFLAGS="-buildvcs=false" GOBIN="$tmpbin" CGO_ENABLED=0 \
-    go install -trimpath -ldflags='-s -w' "helm.sh/helm/v3/cmd/helm@$helm_version")
-  mv "$tmpbin/helm" "$bin/helm"
-  rmdir "$tmpbin"
+  go_install_to "$bin" helm "helm.sh/helm/v3/cmd/helm@$helm_version"
   built+=("helm")
 fi
 
