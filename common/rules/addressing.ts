@@ -49,10 +49,10 @@ export type SessionAddressing = Pick<
 export interface NetworkView {
   routers: Iterable<{ name: string; spec: RouterSpec }>;
   /**
-   * The router whose loopback `address` is, if the caller indexed them (loopbackIndex): judging every
-   * session of a large network then does not walk every router per address.
+   * The routers by loopback address, if the caller indexed them (loopbackIndex): judging every session
+   * of a large network then does not walk every router per address.
    */
-  loopbackOwner?: (address: string) => string | undefined;
+  loopbacks?: ReadonlyMap<string, string>;
   sessions: Iterable<{
     name: string;
     spec: Pick<SessionSpec, 'asn' | 'ipv6' | 'ipv4'> & Partial<Pick<SessionSpec, 'router' | 'publicKey'>>;
@@ -226,12 +226,12 @@ function peerAddressErrors(
   prefix: string,
 ): FieldError[] {
   const errors: FieldError[] = [];
-  const loopbackOwner = network.loopbackOwner ?? loopbackIndex(network.routers);
+  const loopbacks = network.loopbacks ?? loopbackIndex(network.routers);
   const check = (field: 'ipv6' | 'ipv4', address: string | undefined) => {
     if (address === undefined) return;
     const at = (key: FieldMessageKey, params: MessageParams) =>
       errors.push(fieldError(`${prefix}/${field}`, key, params));
-    const router = loopbackOwner(address);
+    const router = loopbacks.get(address);
     if (router !== undefined) return at('field.routerLoopback', { router });
     if (ownPrefixes?.[field]?.length && inRanges(address, ownPrefixes[field]))
       return at('field.ownPrefix', { prefixes: ownPrefixes[field]?.join(', ') ?? '' });
@@ -245,17 +245,17 @@ function peerAddressErrors(
 }
 
 /**
- * The routers by loopback address (NetworkView.loopbackOwner). Of two routers with one loopback (which
+ * The routers by loopback address (NetworkView.loopbacks). Of two routers with one loopback (which
  * the router rules refuse) the first keeps it, as a walk through the routers in order would find.
  */
 export function loopbackIndex(
   routers: Iterable<{ name: string; spec: RouterSpec }>,
-): (address: string) => string | undefined {
+): ReadonlyMap<string, string> {
   const owners = new Map<string, string>();
   for (const { name, spec } of routers)
     for (const address of [spec.loopback.ipv6, spec.loopback.ipv4])
       if (address !== undefined && !owners.has(address)) owners.set(address, name);
-  return (address) => owners.get(address);
+  return owners;
 }
 
 /**
@@ -354,7 +354,7 @@ export function policyJudge(
   policies: readonly { name: string; spec: PolicySpec }[],
 ): (session: Neighbour, neighbours: NetworkView['sessions']) => FieldError[] {
   const byName = new Map(routers.map((r) => [r.name, r.spec]));
-  const loopbackOwner = loopbackIndex(routers);
+  const loopbacks = loopbackIndex(routers);
   const own = new Map(policies.map((p) => [p.name, p.spec]));
   const merged = new Map<string, PolicySpec>();
   return (session, neighbours) => {
@@ -363,7 +363,7 @@ export function policyJudge(
     if (!policy) merged.set(name, (policy = mergePolicies(own.get('default'), own.get(name))));
     return policyViolations(session, byName.get(name), policy, {
       routers,
-      loopbackOwner,
+      loopbacks,
       sessions: neighbours,
     });
   };

@@ -436,7 +436,7 @@ export class Follower {
       if (info?.kind === 'PeeringSession') this.removeSession(info.name, false);
     }
     // routers come first: the loopbacks are indexed once they are all applied, for every session after
-    let loopbackOwner: ((address: string) => string | undefined) | undefined;
+    let loopbacks: ReadonlyMap<string, string> | undefined;
     for (const { path, oid, manifest } of parsed) {
       const verdict = judged?.get(path);
       if (verdict !== undefined && verdict.oid === oid) {
@@ -452,8 +452,8 @@ export class Follower {
       } else if (judged) {
         this.applySession(path, oid, manifest, previouslyRejected);
       } else {
-        loopbackOwner ??= loopbackIndex(this.index.routerValues());
-        this.applySession(path, oid, manifest, previouslyRejected, loopbackOwner);
+        loopbacks ??= loopbackIndex(this.index.routerValues());
+        this.applySession(path, oid, manifest, previouslyRejected, loopbacks);
       }
     }
     for (const path of deleted) {
@@ -489,8 +489,8 @@ export class Follower {
   }
 
   /**
-   * A session manifest into the index, once the rules accept it (`loopbackOwner` is what they ask about
-   * the routers' loopbacks); without `loopbackOwner` the manifest was judged before (the judgement a start
+   * A session manifest into the index, once the rules accept it (`loopbacks`: the routers by
+   * loopback address, which they ask about); without `loopbacks` the manifest was judged before (the judgement a start
    * took, applySpecChanges) and is not checked again.
    */
   private applySession(
@@ -498,12 +498,12 @@ export class Follower {
     oid: string,
     manifest: Extract<ParsedManifest, { kind: 'PeeringSession' }>,
     previouslyRejected: Set<string>,
-    loopbackOwner?: (address: string) => string | undefined,
+    loopbacks?: ReadonlyMap<string, string>,
   ): void {
     const existing = this.index.byName(manifest.name);
     const input = manifest.spec;
-    if (loopbackOwner) {
-      const errors = this.sessionRuleErrors(manifest.name, input, existing, loopbackOwner);
+    if (loopbacks) {
+      const errors = this.sessionRuleErrors(manifest.name, input, existing, loopbacks);
       if (errors.length > 0) return this.reject(path, oid, 'rules', errors, previouslyRejected);
     }
     const router = this.index.getRouter(input.router);
@@ -570,7 +570,7 @@ export class Follower {
     name: string,
     input: Extract<ParsedManifest, { kind: 'PeeringSession' }>['spec'],
     existing: Session | undefined,
-    loopbackOwner: (address: string) => string | undefined,
+    loopbacks: ReadonlyMap<string, string>,
   ): FieldError[] {
     const facts = this.sessionSetFacts(input);
     const errors = sessionSetErrors(name, input, facts);
@@ -583,7 +583,7 @@ export class Follower {
       input,
       facts.router,
       facts.policy,
-      { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbackOwner },
+      { routers: this.index.routerValues(), sessions: this.index.neighbours(input), loopbacks },
       '/spec',
     );
     if (addressing.length === 0) return [];
