@@ -7,16 +7,14 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sessionManifest } from '../../agent/adopt/manifests.ts';
-import type { PlannedSession } from '../../agent/adopt/plan.ts';
 import type { ControllerProcess } from '../support/controller-process.ts';
 import { startWithRegistry } from '../support/controller-process.ts';
-import { routerFields } from './helpers.ts';
+import { plannedSession, routerFields } from './helpers.ts';
 
 const run = promisify(execFile);
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'dn42-registry');
@@ -27,23 +25,8 @@ let dir: string;
 let controller: ControllerProcess;
 let admin: string;
 
-function planned(asn: number, port: number, iface: string, ipv6: string): PlannedSession {
-  return {
-    asn,
-    router: 'fra1',
-    listenPort: port,
-    publicKey: randomBytes(32).toString('base64'),
-    linkLocal: 'fe80::2',
-    ipv6,
-    mpbgp: true,
-    extendedNextHop: true,
-    adopted: {
-      interface: iface,
-      protocols: [`dn42_${asn % 1000}`],
-      files: [`/etc/wireguard/${iface}.conf`, `/etc/bird/peers/as${asn}.conf`],
-    },
-  };
-}
+const planned = (asn: number, port: number, iface: string, ipv6: string) =>
+  plannedSession(asn, port, iface, { ipv6 });
 
 const git = async (cwd: string, ...args: string[]) =>
   (

@@ -17,7 +17,7 @@ import { parseManifest, renderManifest } from '../../common/manifests.ts';
 import type { ControllerProcess } from '../support/controller-process.ts';
 import { startWithRegistry } from '../support/controller-process.ts';
 import { runPeerops } from '../cli/run.ts';
-import { routerFields } from './helpers.ts';
+import { plannedSession, routerFields } from './helpers.ts';
 
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'dn42-registry');
 const A = 4242420101; // fd00:abcd:e::/48
@@ -30,24 +30,7 @@ let controller: ControllerProcess;
 let admin: string;
 let agentToken: string;
 
-/** A plan's session as `peerops adopt -o json` prints it. */
-function planned(asn: number, port: number, iface: string, extra: Record<string, unknown> = {}) {
-  return {
-    asn,
-    router: 'fra1',
-    listenPort: port,
-    publicKey: key(),
-    linkLocal: 'fe80::2',
-    mpbgp: true,
-    extendedNextHop: true,
-    adopted: {
-      interface: iface,
-      protocols: [`dn42_${asn % 1000}`],
-      files: [`/etc/wireguard/${iface}.conf`, `/etc/bird/peers/as${asn}.conf`],
-    },
-    ...extra,
-  };
-}
+const planned = plannedSession;
 
 type Outcome = {
   outcome: string;

@@ -13,6 +13,7 @@ import { loadConfig, type Config } from '../../controller/config.ts';
 import { TokenIssuer, loadOrCreateKey } from '../../controller/auth/jwt.ts';
 import { createGitStore } from '../../controller/store/git/index.ts';
 import type { Store } from '../../controller/store/store.ts';
+import type { PlannedSession } from '../../agent/adopt/plan.ts';
 
 export const ADMIN_ASN = 4242420000;
 export const USER_ASN = 4242421234;
@@ -42,6 +43,33 @@ export function routerFields(name: string, extra: Record<string, unknown> = {}) 
 
 /** Peer addresses differ per call: two ASNs may not share one (rules.ts, sessionAddressingErrors). */
 let peerAddresses = 0x100;
+
+/**
+ * A plan's session as `peerops adopt -o json` prints it, on fra1 with a hand-made tunnel `iface` and
+ * protocol `dn42_<last three digits of the ASN>`; `extra` sets or removes (undefined) fields.
+ */
+export function plannedSession(
+  asn: number,
+  port: number,
+  iface: string,
+  extra: Partial<Record<keyof PlannedSession, unknown>> = {},
+): PlannedSession {
+  return {
+    asn,
+    router: 'fra1',
+    listenPort: port,
+    publicKey: wgKey(),
+    linkLocal: 'fe80::2',
+    mpbgp: true,
+    extendedNextHop: true,
+    adopted: {
+      interface: iface,
+      protocols: [`dn42_${asn % 1000}`],
+      files: [`/etc/wireguard/${iface}.conf`, `/etc/bird/peers/as${asn}.conf`],
+    },
+    ...extra,
+  } as PlannedSession;
+}
 
 export function sessionFields(router: string, extra: Record<string, unknown> = {}) {
   return {

@@ -81,6 +81,19 @@ async function renderChart(namespace: string, ...set: string[]): Promise<Kuberne
   return loadAll(rendered).filter((o): o is KubernetesObject => typeof o === 'object' && o !== null);
 }
 
+/** The controller's ConfigMap data as the chart renders it with the `--set`s: the environment it reads. */
+async function configMapData(...set: string[]): Promise<Record<string, string>> {
+  const out = await helm(
+    'template',
+    'peerops',
+    CHART,
+    ...set.flatMap((v) => ['--set', v]),
+    '--show-only',
+    'templates/configmap.yaml',
+  );
+  return (loadAll(out) as { data?: Record<string, string> }[])[0]?.data ?? {};
+}
+
 /**
  * Server-side apply of each object as a dry run: the server validates and admits without storing. The client
  * puts the namespaced objects (it asks the server's discovery which are) in the namespace; CRDs and the
@@ -436,37 +449,13 @@ describe('charts/peerops', () => {
   });
 
   it('passes the log level to the controller', async () => {
-    const level = async (...set: string[]) =>
-      (
-        loadAll(
-          await helm(
-            'template',
-            'peerops',
-            CHART,
-            ...set.flatMap((v) => ['--set', v]),
-            '--show-only',
-            'templates/configmap.yaml',
-          ),
-        ) as { data: Record<string, string> }[]
-      )[0]?.data.PEEROPS_LOG_LEVEL;
+    const level = async (...set: string[]) => (await configMapData(...set)).PEEROPS_LOG_LEVEL;
     expect(await level()).toBe('info');
     expect(await level('config.logLevel=debug')).toBe('debug');
   });
 
   it("sets the portal's idle timeout as the controller reads it", async () => {
-    const idle = async (...set: string[]) => {
-      const [configMap] = loadAll(
-        await helm(
-          'template',
-          'peerops',
-          CHART,
-          ...set.flatMap((v) => ['--set', v]),
-          '--show-only',
-          'templates/configmap.yaml',
-        ),
-      ) as { data: Record<string, string> }[];
-      return loadConfig({}, configMap?.data ?? {}).portalIdleSeconds;
-    };
+    const idle = async (...set: string[]) => loadConfig({}, await configMapData(...set)).portalIdleSeconds;
     expect(await idle()).toBe(1800);
     expect(await idle('config.portalIdleTimeoutSeconds=7200')).toBe(7200);
     // out of range: the controller refuses to start, naming the setting
@@ -474,19 +463,7 @@ describe('charts/peerops', () => {
   });
 
   it("trusts a sidecar's and the pod network's proxies by default, as the controller reads the setting", async () => {
-    const trust = async (...set: string[]) => {
-      const [configMap] = loadAll(
-        await helm(
-          'template',
-          'peerops',
-          CHART,
-          ...set.flatMap((v) => ['--set', v]),
-          '--show-only',
-          'templates/configmap.yaml',
-        ),
-      ) as { data: Record<string, string> }[];
-      return loadConfig({}, configMap?.data ?? {}).trustProxy;
-    };
+    const trust = async (...set: string[]) => loadConfig({}, await configMapData(...set)).trustProxy;
     expect(await trust()).toEqual(['loopback', 'uniquelocal']);
     expect(await trust('config.trustProxy=false')).toBe(false);
     expect(await trust('config.trustProxy=10.42.0.0/16')).toEqual(['10.42.0.0/16']);
