@@ -4,25 +4,17 @@ import { PEER_CONFIG_FORMATS, type PeerConfigFormat } from '../../common/peer-co
 import { api, type SessionConfigResponse } from '../api.ts';
 import { CopyButton, DownloadButton, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 
 export function ConfigPanel(props: { uuid: string }) {
   const [format, setFormat] = useState<PeerConfigFormat>('wg-quick');
   const [answer, setAnswer] = useState<SessionConfigResponse>();
-  const [error, setError] = useState<unknown>();
-  const [loading, setLoading] = useState(false);
+  const { busy: loading, error, run } = useAction();
   const id = `config-${props.uuid}`;
-  const show = async (f: PeerConfigFormat) => {
+  const show = (f: PeerConfigFormat) => {
     setFormat(f);
-    setError(undefined);
     setAnswer(undefined);
-    setLoading(true);
-    try {
-      setAnswer(await api.config(props.uuid, f));
-    } catch (err) {
-      setError(err);
-    } finally {
-      setLoading(false);
-    }
+    return run(async () => setAnswer(await api.config(props.uuid, f)));
   };
   return (
     <div class="config">

@@ -5,6 +5,7 @@ import type { NearRoutersResponse } from '../../controller/api/responses.ts';
 import { rtt as formatRtt } from '../format.ts';
 import { BgpOptions, described, Dl, Field, focusFirstError, focusHeading, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 import { ConfigPanel } from './config.tsx';
 
 interface Form {
@@ -38,9 +39,8 @@ export function CreatePage(props: {
 }) {
   const [router, setRouter] = useState<string>();
   const [form, setForm] = useState<Form>(EMPTY);
-  const [error, setError] = useState<unknown>();
+  const { busy, error, run } = useAction();
   const [created, setCreated] = useState<CreateResponse>();
-  const [busy, setBusy] = useState(false);
   // each router's RTT to the endpoint, measured on request (GET /routers/near)
   const [near, setNear] = useState<NearRoutersResponse>();
   const [nearError, setNearError] = useState<unknown>();
@@ -82,10 +82,8 @@ export function CreatePage(props: {
   };
   const routers = props.routers ? [...props.routers].sort((a, b) => rank(a) - rank(b)) : undefined;
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
-    setError(undefined);
-    setBusy(true);
     const body: Record<string, unknown> = {
       router: router ?? '',
       ipv6: form.ipv6.trim(),
@@ -97,13 +95,7 @@ export function CreatePage(props: {
     };
     if (form.ipv4.trim()) body.ipv4 = form.ipv4.trim();
     if (form.endpoint.trim()) body.endpoint = form.endpoint.trim();
-    try {
-      setCreated(await api.create(body));
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    return run(async () => setCreated(await api.create(body)));
   };
 
   if (created) {

@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { api, type Challenge, type ChallengeMethod, type Login } from '../api.ts';
 import { CopyButton, described, DownloadButton, Field, Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 import { expiredText, gpgFingerprint, skippedReason } from './login-keys.ts';
 
 /** A here-document that writes the challenge byte for byte (its final newline included). */
@@ -57,29 +58,20 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
   const [challenge, setChallenge] = useState<Challenge>();
   const [signature, setSignature] = useState('');
   const [publicKey, setPublicKey] = useState('');
-  const [error, setError] = useState<unknown>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const asnNumber = Number(asn.trim().replace(/^AS/i, ''));
 
-  const ask = async (e: Event) => {
+  const ask = (e: Event) => {
     e.preventDefault();
-    setError(undefined);
-    setBusy(true);
-    try {
+    return run(async () => {
       setChallenge(await api.challenge(asnNumber));
       setSignature('');
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
-  const verify = async (e: Event) => {
+  const verify = (e: Event) => {
     e.preventDefault();
     if (!challenge) return;
-    setError(undefined);
-    setBusy(true);
-    try {
+    return run(async () => {
       const answer = await api.verify(
         challenge.asn,
         challenge.challenge,
@@ -87,11 +79,7 @@ export function LoginPage(props: { onLogin: (login: Login) => void }) {
         publicKey.trim() || undefined,
       );
       props.onLogin({ ...answer, asn: challenge.asn });
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   const pgpFingerprint = challenge?.methods.find((m) => m.type === 'pgp-fingerprint');
   // docs/login.md, A key-cert that expired in the registry: the renewed key goes along as publicKey

@@ -7,6 +7,7 @@ import type { LgAnswer } from '../../common/looking-glass.ts';
 import { api, type SessionRecord } from '../api.ts';
 import { Problem } from '../components.tsx';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 
 const PAGE = 100;
 
@@ -20,15 +21,12 @@ export function LookingGlassPanel(props: { session: SessionRecord }) {
   const [target, setTarget] = useState(s.ipv6);
   const [asked, setAsked] = useState<Query>();
   const [answer, setAnswer] = useState<LgAnswer>();
-  const [error, setError] = useState<unknown>();
-  const [loading, setLoading] = useState(false);
+  const { busy: loading, error, run } = useAction();
   const id = `lg-${s.uuid}`;
-  const ask = async (query: Query) => {
+  const ask = (query: Query) => {
     setAsked(query);
-    setError(undefined);
     setAnswer(undefined);
-    setLoading(true);
-    try {
+    return run(async () =>
       setAnswer(
         await api.lg(
           query.op === 'ping' || query.op === 'traceroute'
@@ -43,12 +41,8 @@ export function LookingGlassPanel(props: { session: SessionRecord }) {
                 }
               : { op: 'protocol', session: s.uuid },
         ),
-      );
-    } catch (err) {
-      setError(err);
-    } finally {
-      setLoading(false);
-    }
+      ),
+    );
   };
   const page = answer?.page;
   return (

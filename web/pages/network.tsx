@@ -9,6 +9,7 @@ import { api } from '../api.ts';
 import { Problem, readinessBadge } from '../components.tsx';
 import { ago, dateTime } from '../format.ts';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 import { useLoad } from './admin.tsx';
 
 type Op = 'ping' | 'traceroute' | 'route';
@@ -79,19 +80,10 @@ function NetworkLookingGlass(props: { routers: string[] }) {
   const [op, setOp] = useState<Op>('ping');
   const [target, setTarget] = useState('');
   const [answer, setAnswer] = useState<LgAnswer>();
-  const [error, setError] = useState<unknown>();
-  const [loading, setLoading] = useState(false);
-  const ask = async () => {
-    setError(undefined);
+  const { busy: loading, error, run } = useAction();
+  const ask = () => {
     setAnswer(undefined);
-    setLoading(true);
-    try {
-      setAnswer(await api.lg({ op, router, target: target.trim() }));
-    } catch (err) {
-      setError(err);
-    } finally {
-      setLoading(false);
-    }
+    return run(async () => setAnswer(await api.lg({ op, router, target: target.trim() })));
   };
   return (
     <section class="looking-glass" aria-labelledby="network-lg-title">

@@ -6,6 +6,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type AdminRouterRecord, type RouterFields, type RouterUpdate } from '../api.ts';
 import { described, Field, focusFirstError, Problem } from '../components.tsx';
 import { t, type MessageKey } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 
 /** The form's text of each field; `loopback.ipv4` and the port range are fields of their own here. */
 interface RouterForm {
@@ -169,9 +170,8 @@ export function RouterEditor(props: {
 }) {
   const editing = props.router;
   const [form, setForm] = useState<RouterForm>(() => (editing ? formOf(editing) : EMPTY));
-  const [error, setError] = useState<unknown>();
+  const { busy, error, run } = useAction();
   const [unchanged, setUnchanged] = useState(false);
-  const [busy, setBusy] = useState(false);
   const formRef = useRef<HTMLFormElement>(null);
   const id = editing ? `edit-${editing.name}` : 'add-router';
   useEffect(() => {
@@ -189,13 +189,11 @@ export function RouterEditor(props: {
       (editing && pointer !== '/name' ? error.field(`/spec${pointer}`) : error.field(pointer)) || undefined
     );
   };
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
-    setError(undefined);
     setUnchanged(false);
     const spec = specOf(form);
-    setBusy(true);
-    try {
+    return run(async () => {
       if (editing) {
         const patch = changed(specOf(formOf(editing)), spec);
         if (Object.keys(patch).length === 0) {
@@ -208,11 +206,7 @@ export function RouterEditor(props: {
         const answer = await api.addRouter(form.name.trim(), spec);
         props.onSaved({ name: answer.router.name, agentToken: answer.agentToken });
       }
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <form

@@ -12,6 +12,7 @@ import {
 import { BgpOptions, described, Dl, Field, focusFirstError, Problem, StatusBadge } from '../components.tsx';
 import { ago, bytes, count, dateTime, rtt } from '../format.ts';
 import { t } from '../i18n/index.ts';
+import { useAction } from '../use-action.ts';
 import { localText } from '../i18n/problems/index.ts';
 import { advice, sessionWords } from './advice.ts';
 import { ConfigPanel } from './config.tsx';
@@ -307,8 +308,7 @@ function formOf(s: SessionRecord): Record<TextField, string> & { mtu: string; mp
 function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCancel: () => void }) {
   const s = props.session;
   const [form, setForm] = useState(() => formOf(s));
-  const [error, setError] = useState<unknown>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const id = `modify-${s.uuid}`;
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
   const shownAtField = MODIFY_FIELDS.some((p) => fieldError(p));
@@ -316,9 +316,8 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
   useEffect(() => {
     if (error) focusFirstError(formRef.current);
   }, [error]);
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
-    setError(undefined);
     const was = formOf(s);
     const changes: SessionChanges = {};
     for (const { name } of TEXT_FIELDS) {
@@ -332,15 +331,10 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
     if (form.mpbgp !== s.mpbgp) changes.mpbgp = form.mpbgp;
     const enh = form.mpbgp && form.enh;
     if (enh !== s.extendedNextHop) changes.extendedNextHop = enh;
-    setBusy(true);
-    try {
+    return run(async () => {
       await api.modify(s.uuid, changes);
       props.onDone();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
   return (
     <form
