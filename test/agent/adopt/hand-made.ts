@@ -489,15 +489,18 @@ export interface AgentOnRouter {
 }
 
 /**
- * The agent's reconciler on the hand-made router, its commands run in the router's namespace
- * (PEEROPS_AGENT_NETNS), with the config a `peerops agent` there would read (written for --undo).
+ * The config file of an agent on the hand-made router (its BIRD, its WireGuard directory and key), with
+ * the control plane given and `extra` sections.
  */
-export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
-  const configFile = join(hand.root, 'agent.json');
-  const fileConfig = {
+export function agentFileConfig(
+  hand: HandRouter,
+  controlPlane: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
     server: { listen: '127.0.0.1:0' },
     node: { name: 'r1', id: 1, region: 'eu' },
-    controlPlane: { url: 'http://127.0.0.1:9', token: 'x'.repeat(32) },
+    controlPlane,
     routing: {
       controlSocket: hand.routerBird.socket,
       peerConfDir: join(hand.dirs.bird, 'peers'),
@@ -509,8 +512,27 @@ export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
       dn42Ipv6LinkLocal: ROUTER_LL,
     },
     autoUpdate: { enabled: false },
+    ...extra,
   };
+}
+
+/** Writes `fileConfig` where `peerops agent` and `peerops adopt --undo` on the router read it (0600). */
+export async function writeAgentConfig(
+  hand: HandRouter,
+  fileConfig: Record<string, unknown>,
+): Promise<string> {
+  const configFile = join(hand.root, 'agent.json');
   await writeFile(configFile, JSON.stringify(fileConfig), { mode: 0o600 });
+  return configFile;
+}
+
+/**
+ * The agent's reconciler on the hand-made router, its commands run in the router's namespace
+ * (PEEROPS_AGENT_NETNS), with the config a `peerops agent` there would read (written for --undo).
+ */
+export async function agentOn(hand: HandRouter): Promise<AgentOnRouter> {
+  const fileConfig = agentFileConfig(hand, { url: 'http://127.0.0.1:9', token: 'x'.repeat(32) });
+  const configFile = await writeAgentConfig(hand, fileConfig);
   const config = parseConfig(fileConfig, configFile);
   process.env.PEEROPS_AGENT_NETNS = hand.router.name;
   const bird = new BirdControl(hand.routerBird.socket);

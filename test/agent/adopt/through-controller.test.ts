@@ -23,7 +23,15 @@ import { startWithRegistry, type ControllerProcess } from '../../support/control
 import { runPeerops } from '../../cli/run.ts';
 import { NetnsLab, waitFor } from '../../support/netns.ts';
 import { useWireGuardHost } from '../../support/wireguard-host.ts';
-import { flapWatch, handMadeRouter, planOf, ROUTER_ASN, type HandRouter } from './hand-made.ts';
+import {
+  agentFileConfig,
+  flapWatch,
+  handMadeRouter,
+  planOf,
+  ROUTER_ASN,
+  writeAgentConfig,
+  type HandRouter,
+} from './hand-made.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const BIN = join(ROOT, 'bin', 'peerops.ts');
@@ -163,13 +171,11 @@ describe('adopting a hand-made router through the controller', () => {
       const leftFile = join(hand.dirs.bird, 'peers', 'p1.conf');
 
       // the real agent; its commands run in the router's namespace, it reaches the controller on loopback
-      const configFile = join(hand.root, 'agent.json');
-      await writeFile(
-        configFile,
-        JSON.stringify({
-          server: { listen: '127.0.0.1:0' },
-          node: { name: 'r1', id: 1, region: 'eu' },
-          controlPlane: {
+      const configFile = await writeAgentConfig(
+        hand,
+        agentFileConfig(
+          hand,
+          {
             url: c.base,
             token: agentToken,
             syncInterval: 2,
@@ -177,20 +183,8 @@ describe('adopting a hand-made router through the controller', () => {
             metricInterval: 2,
             retryInitialDelay: 200,
           },
-          routing: {
-            controlSocket: hand.routerBird.socket,
-            peerConfDir: join(hand.dirs.bird, 'peers'),
-            ibgpConfDir: join(hand.dirs.bird, 'ibgp.d'),
-          },
-          tunnel: {
-            configDir: hand.dirs.wireguard,
-            privateKeyPath: hand.routerKeyFile,
-            dn42Ipv6LinkLocal: 'fe80::66',
-          },
-          metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 2 },
-          autoUpdate: { enabled: false },
-        }),
-        { mode: 0o600 },
+          { metric: { pingCount: 1, pingTimeout: 1, pingWorkers: 2 } },
+        ),
       );
       const takeoverStart = Date.now();
       agent = spawn(process.execPath, [BIN, 'agent', '--config', configFile], {
