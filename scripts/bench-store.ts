@@ -13,7 +13,8 @@
  *   node scripts/bench-store.ts --scale 2000              (only the network at scale, any size)
  *   npm run bench:store -- 100000 --keep DIR              (keep the network's fixture in DIR, reuse it)
  *   node scripts/bench-store.ts --generate DIR 10000      (keep a repository, e.g. for profiling)
- *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it)
+ *   node scripts/bench-store.ts --measure DIR/store.git 0 (one start of the store on it; --deliver
+ *                                                         after the count: confirm its outbox's events)
  *   node scripts/bench-store.ts --generate-scale DIR 100000 (keep a network at scale; --measure-scale)
  *   node scripts/bench-store.ts --objects                 (own object code against isomorphic-git's)
  *
@@ -149,8 +150,11 @@ async function generate(root: string, sessions: number): Promise<string> {
   return bare;
 }
 
-/** In a fresh process: start the store, report time and memory, then time creates. */
-async function measure(dir: string, creates: number): Promise<void> {
+/**
+ * In a fresh process: start the store, report time and memory, then time creates. `deliver`: before it
+ * stops, confirm every event of the outbox, as the leader's notifier does when no webhook is defined.
+ */
+async function measure(dir: string, creates: number, deliver = false): Promise<void> {
   const started = performance.now();
   const cpu = process.cpuUsage();
   const store = createGitStore({ dir, logger: pino({ level: 'warn' }), pollIntervalMs: 60000 });
@@ -181,6 +185,8 @@ async function measure(dir: string, creates: number): Promise<void> {
     latencies.push(performance.now() - t);
   }
   const flush = creates > 0 ? await measureFlush(store, dir) : undefined;
+  const waiting = store.outbox().length;
+  if (deliver) await store.confirmDelivered(store.outbox().map((e) => e.id));
   await store.close();
   latencies.sort((a, b) => a - b);
   const pct = (p: number) =>
@@ -188,6 +194,7 @@ async function measure(dir: string, creates: number): Promise<void> {
   console.log(
     JSON.stringify({
       sessions: store.listSessions().length - creates,
+      waiting,
       startMs,
       startCpuMs,
       rss: mem.rss,
@@ -201,6 +208,8 @@ async function measure(dir: string, creates: number): Promise<void> {
 
 interface Figures {
   sessions: number;
+  /** Events in the outbox once the start and the creates were done. */
+  waiting: number;
   startMs: number;
   startCpuMs: number;
   rss: number;
@@ -210,10 +219,17 @@ interface Figures {
   flush?: { flushMs: number; addedBytes: number; addedFiles: number };
 }
 
-async function child(dir: string, creates: number): Promise<Figures> {
+async function child(dir: string, creates: number, deliver = false): Promise<Figures> {
   const { stdout } = await exec(
     process.execPath,
-    ['--expose-gc', import.meta.filename, '--measure', dir, String(creates)],
+    [
+      '--expose-gc',
+      import.meta.filename,
+      '--measure',
+      dir,
+      String(creates),
+      ...(deliver ? ['--deliver'] : []),
+    ],
     { maxBuffer: 1 << 24 },
   );
   const line = stdout.trim().split('\n').pop() ?? '{}';
@@ -234,6 +250,9 @@ async function bench(sessions: number): Promise<void> {
     const loose = await objectsSize(dir);
     const gc = await gcAuto(dir, new AbortController().signal);
     const packed = await objectsSize(dir);
+    // a restart before the leader delivered the first start's events (webhook receivers down): each
+    // of them waiting in the outbox; this run then delivers them, as the leader with no webhook does
+    const waiting = await child(dir, 0, true);
     // cold start proper: a restarted controller on a repository it has written before
     const cold = await child(dir, CREATES);
     // the same without the parse cache (first start after an upgrade): every blob read and parsed again
@@ -248,6 +267,7 @@ async function bench(sessions: number): Promise<void> {
     console.log(
       `  housekeeping (git gc --auto)  ${gc.ran ? `${(gc.ms / 1000).toFixed(2).padStart(6)} s` : gc.reason}: objects ${size(loose)} → ${size(packed)}`,
     );
+    row(`restart, ${waiting.waiting} events waiting`, waiting);
     row('cold start (restart)', cold);
     if (sessions >= 10000)
       console.log(
@@ -758,7 +778,7 @@ if (process.argv[2] === '--objects') {
 } else if (process.argv[2] === '--generate') {
   console.log(await generate(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
 } else if (process.argv[2] === '--measure') {
-  await measure(process.argv[3] as string, Number(process.argv[4] ?? 0));
+  await measure(process.argv[3] as string, Number(process.argv[4] ?? 0), process.argv[5] === '--deliver');
 } else if (process.argv[2] === '--generate-scale') {
   await mkdir(process.argv[3] as string, { recursive: true });
   console.log(await generateNetwork(process.argv[3] as string, Number(process.argv[4] ?? 1000)));
