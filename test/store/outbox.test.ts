@@ -170,4 +170,18 @@ describe('the outbox bound', () => {
     // an id it holds is not recorded again
     expect(outbox.prepare([event(OUTBOX_LIMIT + 1)], now).add).toEqual([]);
   });
+
+  it('keeps the newest of one write that records more than the bound', () => {
+    const outbox = new Outbox(new ChangeFeed());
+    const held = outbox.prepare([event(0)]);
+    outbox.apply(held);
+    const many = outbox.prepare(Array.from({ length: OUTBOX_LIMIT + 5 }, (_, i) => event(i + 1)));
+    expect(many.add).toHaveLength(OUTBOX_LIMIT);
+    expect(many.add[0]?.event.id).toBe(event(6).id);
+    expect(many.remove.map((e) => e.event.id)).toEqual([event(0).id]);
+    expect(many.dropped).toBe(6);
+    outbox.apply(many);
+    expect(outbox.size).toBe(OUTBOX_LIMIT);
+    expect(outbox.list().at(-1)?.id).toBe(event(OUTBOX_LIMIT + 5).id);
+  });
 });

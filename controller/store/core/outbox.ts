@@ -64,7 +64,10 @@ export class Outbox {
     return this.entries.size;
   }
 
-  /** The change a write recording `events` makes: the new ones, and the oldest the bound drops. */
+  /**
+   * The change a write recording `events` makes: the new ones, and the oldest the bound drops, the held
+   * ones first, then the write's own (a first start of 10,000 sessions records more than the bound).
+   */
   prepare(events: readonly NotificationEvent[], now = Date.now()): OutboxChange {
     const add: OutboxEntry[] = [];
     const seen = new Set<string>();
@@ -77,11 +80,13 @@ export class Outbox {
       add.push({ event, seq: this.lastSeq, recordedAt });
     }
     if (add.length === 0) return NO_CHANGE;
+    const overflow = Math.max(0, add.length - OUTBOX_LIMIT);
+    const kept = add.slice(overflow);
     const oldestKept = new Date(now - OUTBOX_MAX_AGE_MS).toISOString();
     const byAge = this.oldestFirst().entries;
-    const excess = Math.max(0, byAge.length + add.length - OUTBOX_LIMIT);
+    const excess = Math.max(0, byAge.length + kept.length - OUTBOX_LIMIT);
     const remove = byAge.filter((e, i) => i < excess || e.recordedAt < oldestKept);
-    return { add, remove, dropped: remove.length };
+    return { add: kept, remove, dropped: remove.length + overflow };
   }
 
   /** The change a confirmation makes: the entries of `ids` held (none: nothing to write). */
