@@ -81,17 +81,22 @@ async function renderChart(namespace: string, ...set: string[]): Promise<Kuberne
   return loadAll(rendered).filter((o): o is KubernetesObject => typeof o === 'object' && o !== null);
 }
 
-/** The controller's ConfigMap data as the chart renders it with the `--set`s: the environment it reads. */
-async function configMapData(...set: string[]): Promise<Record<string, string>> {
+/** `helm template` with the `--set`s, only the named files of templates/, parsed. */
+async function renderTemplates(set: string[], ...templates: string[]): Promise<unknown[]> {
   const out = await helm(
     'template',
     'peerops',
     CHART,
     ...set.flatMap((v) => ['--set', v]),
-    '--show-only',
-    'templates/configmap.yaml',
+    ...templates.flatMap((t) => ['--show-only', `templates/${t}`]),
   );
-  return (loadAll(out) as { data?: Record<string, string> }[])[0]?.data ?? {};
+  return loadAll(out);
+}
+
+/** The controller's ConfigMap data as the chart renders it with the `--set`s: the environment it reads. */
+async function configMapData(...set: string[]): Promise<Record<string, string>> {
+  const [configMap] = (await renderTemplates(set, 'configmap.yaml')) as { data?: Record<string, string> }[];
+  return configMap?.data ?? {};
 }
 
 /**
@@ -272,33 +277,20 @@ describe('charts/peerops', () => {
   });
 
   it('wraps files/alerts.yaml in the PrometheusRule unchanged', async () => {
-    const rendered = await helm(
-      'template',
-      'peerops',
-      CHART,
-      '--set',
-      'prometheusRule.enabled=true',
-      '--show-only',
-      'templates/prometheusrule.yaml',
-    );
-    const rule = loadAll(rendered)[0] as { spec: unknown };
+    const [rule] = (await renderTemplates(['prometheusRule.enabled=true'], 'prometheusrule.yaml')) as {
+      spec: unknown;
+    }[];
     const alerts = loadAll(await readFile(join(CHART, 'files', 'alerts.yaml'), 'utf8'))[0];
-    expect(rule.spec).toEqual(alerts);
+    expect(rule?.spec).toEqual(alerts);
   });
 
   it('pins clients to one replica without a shared Redis, and shares Redis when given', async () => {
     const render = async (...set: string[]) => {
-      const out = await helm(
-        'template',
-        'peerops',
-        CHART,
-        ...set.flatMap((v) => ['--set', v]),
-        '--show-only',
-        'templates/service.yaml',
-        '--show-only',
-        'templates/configmap.yaml',
-      );
-      const objects = loadAll(out) as { kind: string; spec?: { sessionAffinity?: string }; data?: object }[];
+      const objects = (await renderTemplates(set, 'service.yaml', 'configmap.yaml')) as {
+        kind: string;
+        spec?: { sessionAffinity?: string };
+        data?: object;
+      }[];
       return {
         service: objects.find((o) => o.kind === 'Service'),
         config: objects.find((o) => o.kind === 'ConfigMap')?.data as Record<string, string>,
@@ -331,16 +323,7 @@ describe('charts/peerops', () => {
     };
     const render = async (...set: string[]) =>
       (
-        loadAll(
-          await helm(
-            'template',
-            'peerops',
-            CHART,
-            ...['agent.enabled=true', ...set].flatMap((v) => ['--set', v]),
-            '--show-only',
-            'templates/agent-daemonset.yaml',
-          ),
-        ) as AgentDaemonSet[]
+        (await renderTemplates(['agent.enabled=true', ...set], 'agent-daemonset.yaml')) as AgentDaemonSet[]
       ).filter((o) => o?.kind);
     const configOf = (d: AgentDaemonSet) =>
       d.spec.template.spec.volumes.find((v) => v.name === 'config')?.secret;
