@@ -489,9 +489,9 @@ export class Follower {
   }
 
   /**
-   * A session manifest into the index, once the rules accept it (`loopbacks`: the routers by
-   * loopback address, which they ask about); without `loopbacks` the manifest was judged before (the judgement a start
-   * took, applySpecChanges) and is not checked again.
+   * A session manifest into the index, once the rules accept it (`loopbacks`: the routers by loopback
+   * address, which they ask about); without `loopbacks` the manifest was judged before (the judgement a
+   * start took, applySpecChanges) and is not checked again.
    */
   private applySession(
     path: string,

@@ -59,7 +59,7 @@ export function encodeObject(
   const oid = createHash('sha1').update(wrapped).digest('hex');
   // zlib's output chunk sized to the object: the result is a slice of that chunk, so the default 16 KiB
   // chunk kept 16 KiB alive for each small object a commit holds until written (a first start at 10,000
-  // sessions holds 20,000: 450 MiB of RSS)
+  // sessions holds 20,000; docs/benchmarks.md, The git store)
   return { oid, deflated: deflateSync(wrapped, { level, chunkSize: wrapped.length + 64 }) };
 }
 
