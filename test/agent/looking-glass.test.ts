@@ -5,7 +5,7 @@
  * CLI; refusals; a hung and a huge command cut at their bounds.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +80,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await agent?.close();
   await L?.close();
+  if (home) await rm(home, { recursive: true, force: true });
 });
 
 describe('looking glass through the agent', () => {
