@@ -355,6 +355,7 @@ export const REFUSALS = {
 export const FIELD_MESSAGES = {
   'field.required': 'is required',
   'field.unknown': 'is not a known field',
+  'field.empty': 'must not be empty',
   'field.tooShort': 'must be at least {min} characters long',
   'field.tooLong': 'must be at most {max} characters long',
   'field.tooFew': 'must have at least {min} entries',

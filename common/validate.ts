@@ -66,11 +66,15 @@ function fieldReason(e: ErrorObject): { key: FieldMessageKey; params: MessagePar
     case 'additionalProperties':
       return { key: 'field.unknown', params: {} };
     case 'minLength':
-      return { key: 'field.tooShort', params: { min: limit } };
+      return limit === 1
+        ? { key: 'field.empty', params: {} }
+        : { key: 'field.tooShort', params: { min: limit } };
     case 'maxLength':
       return { key: 'field.tooLong', params: { max: limit } };
     case 'minItems':
-      return { key: 'field.tooFew', params: { min: limit } };
+      return limit === 1
+        ? { key: 'field.empty', params: {} }
+        : { key: 'field.tooFew', params: { min: limit } };
     case 'maxItems':
       return { key: 'field.tooMany', params: { max: limit } };
     case 'minimum':
@@ -187,9 +191,12 @@ export function toFieldErrors(
 ): FieldError[] {
   const out: FieldError[] = [];
   const seen = new Set<string>();
+  // a format's sentence names the form, length included: "at least 44 characters" beside it adds nothing
+  const formatted = new Set((errors ?? []).filter((e) => e.keyword === 'format').map((e) => e.instancePath));
   /** Where in `out` the first branch of an anyOf said "must be …" for a pointer. */
   const alternatives = new Map<string, number>();
   for (const e of errors ?? []) {
+    if ((e.keyword === 'minLength' || e.keyword === 'maxLength') && formatted.has(e.instancePath)) continue;
     let pointer = base + e.instancePath;
     let { key: messageKey, params } = fieldReason(e);
     if (e.keyword === 'required') {

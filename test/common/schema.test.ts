@@ -184,6 +184,19 @@ describe('session field rules', () => {
       });
   });
 
+  it("names a key's form once, not its length as well: empty, short or long", () => {
+    for (const publicKey of ['', 'c2hvcnQ=', `${key()}AAAA`]) {
+      const r = check({ publicKey });
+      expect(r.ok ? [] : r.errors.filter((e) => e.pointer === '/publicKey')).toEqual([
+        {
+          pointer: '/publicKey',
+          key: 'field.format.wireguard-key',
+          message: 'must be a WireGuard key: base64 of exactly 32 bytes',
+        },
+      ]);
+    }
+  });
+
   it('lets a manifest from git omit uuid, listenPort and createdAt (the store allocates them)', () => {
     const { uuid: _u, listenPort: _p, ...rest } = session();
     expect(validate(SessionSpecInput, rest).ok).toBe(true);
@@ -232,6 +245,13 @@ describe('router names and router fields', () => {
       expect(validate(RouterSpec, router({ endpointHost })).ok).toBe(false);
     }
     for (const nodeId of [0, 4096, 1.5]) expect(validate(RouterSpec, router({ nodeId })).ok).toBe(false);
+  });
+
+  it('says an empty name is empty, in one sentence', () => {
+    const r = validate(RouterSpec, router({ displayName: '' }));
+    expect(r.ok ? [] : r.errors).toEqual([
+      { pointer: '/displayName', key: 'field.empty', message: 'must not be empty' },
+    ]);
   });
 });
 

@@ -41,6 +41,7 @@ export default {
   internal: '内部错误；运维人员可以在日志中找到它',
   'field.required': '必填',
   'field.unknown': '不是已知的字段',
+  'field.empty': '不能为空',
   'field.tooShort': '长度至少为 {min} 个字符',
   'field.tooLong': '长度最多为 {max} 个字符',
   'field.tooFew': '至少需要 {min} 项',
