@@ -53,11 +53,19 @@ export class ApiError extends Error {
   /** The message of the field at `pointer` (`/ipv6`) in the reader's language, if the API named it. */
   field(pointer: string): string | undefined {
     return this.errors
-      .filter((e) => e.pointer === pointer || e.pointer.startsWith(`${pointer}/`))
+      .filter((e) => under(e, pointer))
       .map(localText)
       .join('; ');
   }
+  /** Whether the answer named fields, each under one of `pointers` (those a form shows errors beside). */
+  onlyAt(pointers: readonly string[]): boolean {
+    return this.errors.length > 0 && this.errors.every((e) => pointers.some((p) => under(e, p)));
+  }
 }
+
+/** A field error is the field's at `pointer` when it names that field or a part of it. */
+const under = (e: FieldError, pointer: string) =>
+  e.pointer === pointer || e.pointer.startsWith(`${pointer}/`);
 
 /**
  * The answers' bodies are the API's own schemas (controller/api/responses.ts), imported as types only: the

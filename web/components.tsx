@@ -90,11 +90,20 @@ export function focusFirstError(within: HTMLElement | null): void {
   within?.querySelector<HTMLElement>('[aria-invalid="true"], .problem')?.focus();
 }
 
-/** An API failure in words: the problem code and the controller's detail in the reader's language. */
-export function Problem(props: { error: unknown }) {
+/**
+ * An API failure in words: the problem code and the controller's detail in the reader's language. A form
+ * that shows field errors beside their fields passes their pointers as `fields`: when the answer's errors
+ * are all there, the box points to them instead of repeating the first as a pointer and a sentence.
+ */
+export function Problem(props: { error: unknown; fields?: readonly string[] }) {
   if (!props.error) return null;
   const e: unknown = props.error;
-  const detail = e instanceof ApiError ? e.text() : String(e);
+  const detail =
+    e instanceof ApiError
+      ? props.fields !== undefined && e.onlyAt(props.fields)
+        ? t('error.seeFields')
+        : e.text()
+      : String(e);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (
     // focusable, so that a submit's failure can take the focus (focusFirstError)

@@ -30,6 +30,9 @@ const EMPTY: Form = {
   extendedNextHop: true,
 };
 
+/** The fields the form shows the API's errors beside. */
+const FIELDS = ['/router', ...Object.keys(EMPTY).map((k) => `/${k}`)];
+
 export function CreatePage(props: {
   routers: PublicRouter[] | undefined;
   /** Why the routers could not be loaded (rate-limited, unreachable): said, with a retry. */
@@ -271,7 +274,7 @@ export function CreatePage(props: {
         <button type="submit" disabled={busy || !router}>
           {t('create.submit')}
         </button>
-        <Problem error={error} />
+        <Problem error={error} fields={FIELDS} />
       </form>
     </section>
   );
