@@ -93,6 +93,9 @@ describe('the admin actions in the portal', () => {
     const keyError = page.locator('#add-router-publicKey-error');
     await keyError.waitFor();
     expect(await keyError.textContent()).not.toBe('');
+    expect(await page.locator('form.router-form .problem p').textContent()).toBe(
+      'Each field marked above says what to change.',
+    );
     await expect.poll(() => focusedId(page)).toBe('add-router-publicKey');
     await accessibleEverywhere(page, 'a refused router', async () => {
       if (!(await keyError.isVisible())) await fill('not-a-key');

@@ -183,12 +183,11 @@ export function RouterEditor(props: {
     formRef.current?.querySelector<HTMLElement>('input')?.focus();
   }, []);
   const set = <K extends keyof RouterForm>(k: K, v: RouterForm[K]) => setForm({ ...form, [k]: v });
-  const fieldError = (pointer: string) => {
-    if (!(error instanceof ApiError)) return undefined;
-    return (
-      (editing && pointer !== '/name' ? error.field(`/spec${pointer}`) : error.field(pointer)) || undefined
-    );
-  };
+  const apiPointer = (pointer: string) => (editing && pointer !== '/name' ? `/spec${pointer}` : pointer);
+  const fieldError = (pointer: string) =>
+    error instanceof ApiError ? error.field(apiPointer(pointer)) || undefined : undefined;
+  // a router's name is fixed once it exists
+  const fields = TEXT_FIELDS.filter((f) => !(editing && f.key === 'name'));
   const submit = (e: Event) => {
     e.preventDefault();
     setUnchanged(false);
@@ -222,7 +221,7 @@ export function RouterEditor(props: {
         {editing ? t('routerForm.editTitle', { name: editing.name }) : t('routerForm.addTitle')}
       </h2>
       <div class="field-grid">
-        {TEXT_FIELDS.filter((f) => !(editing && f.key === 'name')).map((f) => {
+        {fields.map((f) => {
           const err = fieldError(f.pointer);
           const fid = `${id}-${f.key}`;
           return (
@@ -262,7 +261,7 @@ export function RouterEditor(props: {
         </label>
       </div>
       {editing && <p class="hint">{t('routerForm.clearHint')}</p>}
-      <Problem error={error} />
+      <Problem error={error} fields={fields.map((f) => apiPointer(f.pointer))} />
       {unchanged && (
         <p class="problem" role="alert" tabIndex={-1}>
           {t('routerForm.unchanged')}
