@@ -7,6 +7,7 @@ import { PEER_CONFIG_FORMATS } from '../common/peer-config/formats.ts';
 import { writeConfigFiles } from './config-files.ts';
 import { showable } from '../common/text.ts';
 import { englishText } from '../common/messages.ts';
+import { SessionStatus } from '../common/status.ts';
 import {
   CliError,
   Client,
@@ -117,6 +118,7 @@ function bgp(s: SessionRecord): string {
 
 /** Who a queued session waits for, in words (docs/cli.md; the portal says the same, common/waiting.ts). */
 function waitingWords(s: SessionRecord): string {
+  if (s.status === SessionStatus.PENDING_REVIEW) return "an administrator's review (approve or reject)";
   if (!s.waiting) return '-';
   const since = s.waiting.since ? stamp(s.waiting.since) : '-';
   if (s.waiting.for === 'peer')

@@ -1,8 +1,8 @@
 /**
- * `peerops session list` and `show` say who a queued session waits for (docs/cli.md): the router while
- * its agent sets it up, the peer once the agent reports it configured with BIRD trying, nothing once
- * BGP is Established; `show` names the router's public key and link-local for the peer's side, and what
- * the router still runs while a change waits for review.
+ * `peerops session list` and `show` say who a session waits for (docs/cli.md): an administrator while
+ * it is in review (`show`), the router while its agent sets it up, the peer once the agent reports it
+ * configured with BIRD trying, nothing once BGP is Established; `show` names the router's public key and
+ * link-local for the peer's side, and what the router still runs while a change waits for review.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -39,6 +39,9 @@ describe('peerops session list/show: waiting', () => {
     const uuid = await d.create();
     const owner = d.ownerToken(uuid);
     const cli = (...args: string[]) => runCli(args, { url, home, token: owner });
+    expect((await cli('session', 'show', uuid)).stdout).toMatch(
+      /^waiting for {7}an administrator's review \(approve or reject\)$/m,
+    );
     await expectOk(d.admin('approve', uuid));
     await expectOk(h.post('/agent/fra1/heartbeat', token, { version: '1.0.0', uptime: 1 }));
 
