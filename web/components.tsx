@@ -92,18 +92,14 @@ export function focusFirstError(within: HTMLElement | null): void {
 
 /**
  * An API failure in words: the problem code and the controller's detail in the reader's language. A form
- * that shows field errors beside their fields passes their pointers as `fields`: when the answer's errors
- * are all there, the box points to them instead of repeating the first as a pointer and a sentence.
+ * that shows field errors beside their fields passes their pointers as `fields`: an answer whose errors
+ * are all there is said there alone, not again as a pointer and a sentence under the form.
  */
 export function Problem(props: { error: unknown; fields?: readonly string[] }) {
   if (!props.error) return null;
   const e: unknown = props.error;
-  const detail =
-    e instanceof ApiError
-      ? props.fields !== undefined && e.onlyAt(props.fields)
-        ? t('error.seeFields')
-        : e.text()
-      : String(e);
+  if (e instanceof ApiError && props.fields !== undefined && e.onlyAt(props.fields)) return null;
+  const detail = e instanceof ApiError ? e.text() : String(e);
   const code = e instanceof ApiError ? e.code : 'ERROR';
   return (
     // focusable, so that a submit's failure can take the focus (focusFirstError)

@@ -34,7 +34,6 @@ export default {
   'error.rateLimited': 'Too many requests: wait a minute and try again.',
   'error.unreachable': 'The controller cannot be reached.',
   'error.invalidRequest': 'Something in the request is wrong:',
-  'error.seeFields': 'Each field marked above says what to change.',
   'error.refused': 'The controller refused this:',
 
   'login.title': 'Log in',

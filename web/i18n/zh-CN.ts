@@ -35,7 +35,6 @@ const zhCN: Record<keyof typeof en, string> = {
   'error.rateLimited': '请求过多：请等一分钟后再试。',
   'error.unreachable': '无法连接到控制器。',
   'error.invalidRequest': '请求中有错误：',
-  'error.seeFields': '请按上方标出的各字段的提示修改。',
   'error.refused': '控制器拒绝了此操作：',
 
   'login.title': '登录',

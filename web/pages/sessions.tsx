@@ -311,7 +311,6 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
   const { busy, error, run } = useAction();
   const id = `modify-${s.uuid}`;
   const fieldError = (p: string) => (error instanceof ApiError ? error.field(p) || undefined : undefined);
-  const shownAtField = MODIFY_FIELDS.some((p) => fieldError(p));
   const formRef = useRef<HTMLFormElement>(null);
   useEffect(() => {
     if (error) focusFirstError(formRef.current);
@@ -385,7 +384,7 @@ function ModifyForm(props: { session: SessionRecord; onDone: () => void; onCance
         {t('session.save')}
       </button>
       {/* nothing changed, or a refusal of no field shown here: the API's words, never nothing */}
-      {!shownAtField && <Problem error={error} />}
+      <Problem error={error} fields={MODIFY_FIELDS} />
     </form>
   );
 }

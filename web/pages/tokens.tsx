@@ -103,7 +103,7 @@ function RevokeOne(props: { onDone: (notice: string) => Promise<void> }) {
           onInput={(e) => setId(e.currentTarget.value)}
         />
       </Field>
-      {!fieldError && <Problem error={error} />}
+      <Problem error={error} fields={['/id']} />
       <div class="buttons">
         <button type="submit" class="danger">
           {t('tokens.revoke')}
@@ -155,7 +155,7 @@ function RevokeAsn(props: { onDone: (notice: string) => Promise<void> }) {
           onInput={(e) => setAsn(e.currentTarget.value)}
         />
       </Field>
-      {!fieldError && <Problem error={error} />}
+      <Problem error={error} fields={['/asn']} />
       <div class="buttons">
         <button type="submit" class="danger">
           {t('tokens.revokeAsn')}
