@@ -62,7 +62,8 @@ describe('peerops validate', () => {
     const out = all.filter((l) => l.includes(': /'));
     expect(all.slice(0, out.length)).toEqual(out);
     for (const line of out) expect(line).toMatch(/^[a-z0-9/.]+: \/[^:]*: .+$/);
-    expect(all).toContain('sessions/fra1/as4242420005.yaml: 5 problems');
+    // a malformed key is said once, by its form (not also by its length)
+    expect(all).toContain('sessions/fra1/as4242420005.yaml: 4 problems');
     expect(all).toContain('sessions/fra1/as2.yaml: 1 problem');
     const where = out.map((l) => l.split(': ').slice(0, 2).join(': '));
     expect(where).toEqual([
@@ -76,7 +77,6 @@ describe('peerops validate', () => {
       'sessions/fra1/as4242420003.yaml: /spec/listenPort',
       'sessions/fra1/as4242420005.yaml: /spec/postUp',
       'sessions/fra1/as4242420005.yaml: /spec/endpoint',
-      'sessions/fra1/as4242420005.yaml: /spec/publicKey',
       'sessions/fra1/as4242420005.yaml: /spec/publicKey',
       'sessions/fra1/as4242420005.yaml: /spec/mtu',
       'sessions/fra1/as4242420006.yaml: /',
@@ -101,7 +101,7 @@ describe('peerops validate', () => {
     expect(out).toContain(
       "policy/default.yaml: /spec/dn42Asn: the default policy must set dn42Asn (the network's own ASN)",
     );
-    expect(err).toEqual(['peerops validate: 18 problem(s) in 2 router(s), 5 session(s), 1 policy file(s)']);
+    expect(err).toEqual(['peerops validate: 17 problem(s) in 2 router(s), 5 session(s), 1 policy file(s)']);
   });
 
   it('flags a repository without a default policy, and one line per hostile file without echoing it raw', async () => {
