@@ -116,7 +116,10 @@ function bgp(s: SessionRecord): string {
   return s.bgpSince ? `${s.bgpState} since ${stamp(s.bgpSince)}` : s.bgpState;
 }
 
-/** Who a queued session waits for, in words (docs/cli.md; the portal says the same, common/waiting.ts). */
+/**
+ * Who a session not up yet waits for, in words (docs/cli.md): an administrator while it is in review,
+ * else who common/waiting.ts names (the portal says the same).
+ */
 function waitingWords(s: SessionRecord): string {
   if (s.status === SessionStatus.PENDING_REVIEW) return "an administrator's review (approve or reject)";
   if (!s.waiting) return '-';
