@@ -246,6 +246,7 @@ const FLAG_OF_FIELD: Record<string, string> = {
   provider: '--provider',
   endpointHost: '--endpoint-host',
   maxSessions: '--max-sessions',
+  autoApprove: '--auto-approve',
   'loopback/ipv4': '--loopback-ipv4',
   'loopback/ipv6': '--loopback-ipv6',
   dn42Asn: '--dn42-asn',

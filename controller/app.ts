@@ -85,6 +85,15 @@ export interface AppOptions {
   requestTimeoutMs?: number;
 }
 
+/**
+ * Whether a router's autoApprove may take effect (common/rules/sessions.ts, autoApproves): where the DN42
+ * registry's route objects check every session's addresses, or where the operator set
+ * PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY (docs/operator-guide.md, section 4).
+ */
+export function autoApproveHolds(registry: Registry | undefined, config: Config): boolean {
+  return registry?.files !== undefined || config.autoApproveWithoutRegistry;
+}
+
 /** docs/api.md, Errors: a request (headers and body) not complete within 30 s is refused. */
 const REQUEST_TIMEOUT_MS = 30_000;
 /**
@@ -302,6 +311,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   // one for both prefixes: the registry's filter is read once a minute, not once per prefix
   const registryFilter = new RegistryFilter(opts.login?.registry, app.log);
+  const autoApproveAllowed = autoApproveHolds(opts.login?.registry, config);
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)
       await scope.register(loginPlugin, {
@@ -320,8 +330,8 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       });
     await scope.register(publicRoutes, { store, openapi });
     await scope.register(storeStatusRoutes, { store });
-    await scope.register(sessionRoutes, { store, registry: opts.login?.registry });
-    await scope.register(adminRoutes, { store, registry: opts.login?.registry });
+    await scope.register(sessionRoutes, { store, registry: opts.login?.registry, autoApproveAllowed });
+    await scope.register(adminRoutes, { store, registry: opts.login?.registry, autoApproveAllowed });
     await scope.register(adoptionRoutes, { store, registry: opts.login?.registry });
     await scope.register(webhookRoutes, { webhooks: notifier.webhooks, targets: notifier });
     await scope.register(tokenRoutes, { store, sessions });

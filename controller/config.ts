@@ -30,6 +30,11 @@ export interface Config {
   rateLimit: { perMinute: number; agentPerMinute: number };
   /** Login plugin wiring (docs/login.md). */
   registry: string | undefined;
+  /**
+   * `PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true`: a router's autoApprove takes effect even where no DN42
+   * registry's route objects check that a session's addresses are the peer's (docs/operator-guide.md, 4).
+   */
+  autoApproveWithoutRegistry: boolean;
   adminAsns: number[];
   serviceHost: string | undefined;
   /** Lifetime of the JWTs that login issues, seconds (`PEEROPS_TOKEN_TTL`, default 12 h). */
@@ -256,6 +261,11 @@ export function loadConfig(flags: Flags = {}, env: NodeJS.ProcessEnv = process.e
     ),
     rateLimit: { perMinute: 60, agentPerMinute: 300 },
     registry: env.PEEROPS_REGISTRY || undefined,
+    autoApproveWithoutRegistry: parseSwitch(
+      'PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY',
+      env.PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY,
+      false,
+    ),
     adminAsns: parseAsnList(env.PEEROPS_ADMIN_ASNS),
     serviceHost: env.PEEROPS_SERVICE_HOST || undefined,
     tokenTtlSeconds: parseTtl(env.PEEROPS_TOKEN_TTL),

@@ -15,7 +15,7 @@ import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { fixHeapGrowth } from './heap.ts';
-import { LISTEN_BACKLOG, buildAdmissionApp, buildApp } from './app.ts';
+import { LISTEN_BACKLOG, autoApproveHolds, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/session-reconciler.ts';
 import { Notifier, notifierEnv } from './notify/notifier.ts';
@@ -185,6 +185,14 @@ async function start(
       );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
   if (announcesNoPrefix(store.getPolicy('default')?.spec)) logger.warn(NO_OWN_PREFIX_WARNING);
+  const reviewedAnyway = autoApproveHolds(registry, config)
+    ? []
+    : store.listRouters().filter((r) => r.spec.autoApprove);
+  if (reviewedAnyway.length > 0)
+    logger.warn(
+      { routers: reviewedAnyway.map((r) => r.name) },
+      "autoApprove is set but has no effect: no DN42 registry's route objects check a session's addresses, so new sessions wait for review (PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true approves them anyway)",
+    );
   // Webhooks beside the store: a Secret shared by the replicas, or a file in the data dir (notify/webhooks.ts).
   const notifier = new Notifier({
     store,

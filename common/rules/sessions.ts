@@ -146,20 +146,32 @@ export function checkedSessionSpec(current: { spec: SessionSpec }, next: Session
 }
 
 /**
+ * Whether a router's autoApprove takes effect. Auto-approval skips the review, and where no DN42
+ * registry's route objects check a session's addresses (admin-minted tokens, a users file) the review is
+ * the only check that they are the peer's own, while the router routes a session's `ipv6` into its
+ * tunnel. So it holds only where `allowed`: route objects are checked, or the operator chose to trust
+ * every peer (docs/operator-guide.md, section 4).
+ */
+export function autoApproves(router: Pick<RouterSpec, 'autoApprove'>, allowed: boolean): boolean {
+  return (router.autoApprove ?? false) && allowed;
+}
+
+/**
  * Whether a peer's modify from `before` to `after` waits for an admin's review (docs/api.md, modify). A
  * new peer address (ipv6, or an ipv4 set or changed) is what the review of a create judges, so it follows
- * the router's autoApprove; a new WireGuard key waits only where the policy's reviewKeyChanges says so
- * (docs/decisions.md). Link-local, MTU, endpoint, the BGP options and removing the IPv4 address stay
- * inside the peer's own tunnel: never. An admin's modify is its own review (the caller's matter).
+ * the router's autoApprove as it takes effect (`autoApproves`); a new WireGuard key waits only where the
+ * policy's reviewKeyChanges says so (docs/decisions.md). Link-local, MTU, endpoint, the BGP options and
+ * removing the IPv4 address stay inside the peer's own tunnel: never. An admin's modify is its own review
+ * (the caller's matter).
  */
 export function modifyNeedsReview(
   before: Pick<SessionSpec, 'ipv6' | 'ipv4' | 'publicKey'>,
   after: Pick<SessionSpec, 'ipv6' | 'ipv4' | 'publicKey'>,
-  router: Pick<RouterSpec, 'autoApprove'>,
+  autoApprove: boolean,
   policy: Pick<PolicySpec, 'reviewKeyChanges'>,
 ): boolean {
   const newAddress = after.ipv6 !== before.ipv6 || (after.ipv4 !== undefined && after.ipv4 !== before.ipv4);
-  if (newAddress && !(router.autoApprove ?? false)) return true;
+  if (newAddress && !autoApprove) return true;
   return after.publicKey !== before.publicKey && (policy.reviewKeyChanges ?? false);
 }
 

@@ -77,8 +77,16 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
   store: Store;
   /** The DN42 registry logins read: approve and enable re-check a session's route objects in it. */
   registry?: Registry | undefined;
+  /** Whether a router's autoApprove may take effect here (common/rules/sessions.ts, autoApproves). */
+  autoApproveAllowed: boolean;
 }> = async (app, opts) => {
   const { store } = opts;
+  /** Setting autoApprove where it could not take effect is refused, not stored to be ignored. */
+  const assertAutoApproveHolds = (pointer: string) => {
+    if (opts.autoApproveAllowed) return;
+    const errors = [fieldError(pointer, 'field.autoApproveUnchecked')];
+    throw problem('request.fieldRefused', fieldAtFault(errors), errors);
+  };
   let policyWrites: Promise<unknown> = Promise.resolve();
   // what the current policy would refuse of a session (a policy tightened after it was stored)
   const policyViolations = () => {
@@ -204,6 +212,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           };
         case 'add': {
           const { action: _action, name, ...fields } = body;
+          if (fields.autoApprove === true) assertAutoApproveHolds('/autoApprove');
           const spec = validateOrThrow<RouterSpec>(
             RouterSpec,
             { ...fields, uuid: fields.uuid ?? randomUUID() },
@@ -217,7 +226,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           return { router: adminRouter(store.getRouter(name) ?? created), agentToken: token };
         }
         case 'update': {
-          if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });
+          const current = store.getRouter(body.name);
+          if (!current) throw problem('router.notFound', { name: body.name });
+          // turning it on: a form that sends the router's stored fields back is not refused for them
+          if (body.spec.autoApprove === true && current.spec.autoApprove !== true)
+            assertAutoApproveHolds('/spec/autoApprove');
           const updated = await store.updateRouter(
             body.name,
             (spec) => validateOrThrow<RouterSpec>(RouterSpec, replaceFields(spec, body.spec), 'router'),

@@ -13,7 +13,12 @@ import { transition } from '../../common/state-machine.ts';
 import { statusName } from '../../common/status.ts';
 import type { Registry } from '../auth/login/registry.ts';
 import { routeObjectErrors } from '../registry/routes.ts';
-import { ADDRESSING_FIELDS, modifyNeedsReview, peerAddressRangeErrors } from '../../common/rules/index.ts';
+import {
+  ADDRESSING_FIELDS,
+  autoApproves,
+  modifyNeedsReview,
+  peerAddressRangeErrors,
+} from '../../common/rules/index.ts';
 import type { Router, Session, Store } from '../store/store.ts';
 import { actorOf, applyTrigger, findOwned, owns } from './actions.ts';
 import type { Identity } from '../auth/jwt.ts';
@@ -75,8 +80,10 @@ const LIST_CACHE_SIZE = 1024;
 export const sessionRoutes: FastifyPluginAsyncTypebox<{
   store: Store;
   registry?: Registry | undefined;
+  /** Whether a router's autoApprove may take effect here (common/rules/sessions.ts, autoApproves). */
+  autoApproveAllowed: boolean;
 }> = async (app, opts) => {
-  const { store, registry } = opts;
+  const { store, registry, autoApproveAllowed } = opts;
   const record = (s: Session, conflict: ForgeConflict | undefined) =>
     sessionRecord(
       s,
@@ -139,7 +146,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
           await assertRouteObjects(registry, store, identity.asn, router, body);
           const outcome = transition(undefined, {
             kind: 'create',
-            autoApprove: router.spec.autoApprove ?? false,
+            autoApprove: autoApproves(router.spec, autoApproveAllowed),
           });
           if (outcome.result !== 'status') throw new Error('create cannot remove');
           const input = {
@@ -197,7 +204,12 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<{
               const review =
                 identity.role !== 'admin' &&
                 on !== undefined &&
-                modifyNeedsReview(s.spec, after, on.spec, store.policyFor(s.spec.router));
+                modifyNeedsReview(
+                  s.spec,
+                  after,
+                  autoApproves(on.spec, autoApproveAllowed),
+                  store.policyFor(s.spec.router),
+                );
               return applyTrigger(s, { kind: 'modify', review }, now, () => after);
             },
             actor,

@@ -31,7 +31,8 @@ let h: Harness;
 let d: ReturnType<typeof driver>;
 
 beforeAll(async () => {
-  h = await startHarness();
+  // no DN42 registry here: auto-approval needs the operator's opt-in (docs/operator-guide.md, 4)
+  h = await startHarness({ autoApproveWithoutRegistry: true });
   d = driver(h, 'fra1', await h.addRouter('fra1'));
   await expectOk(h.post('/admin/policy', h.admin, { action: 'set', spec: { dn42Asn: ADMIN_ASN } }));
 });

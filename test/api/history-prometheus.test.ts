@@ -43,7 +43,10 @@ async function ok(controller: ControllerProcess, token: string, path: string, bo
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'peerops-history-prom-'));
   // the first replica makes the router and the session; the second starts from a copy of its data
-  const setup = new ControllerProcess(join(dir, 'a'), await freePort());
+  // no DN42 registry here: auto-approval needs the operator's opt-in (docs/operator-guide.md, 4)
+  const setup = new ControllerProcess(join(dir, 'a'), await freePort(), {
+    PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY: 'true',
+  });
   await setup.start();
   issuer = await TokenIssuer.fromFile(defaultKeyPath(join(dir, 'a')));
   await ok(setup, admin(), '/admin/policy', { action: 'set', spec: { dn42Asn: ADMIN_ASN } });

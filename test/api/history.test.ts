@@ -42,7 +42,10 @@ const report = (rxBytes: number, txBytes: number, rtt: number | null) =>
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'peerops-history-'));
-  controller = new ControllerProcess(dir, await freePort());
+  // no DN42 registry here: auto-approval needs the operator's opt-in (docs/operator-guide.md, 4)
+  controller = new ControllerProcess(dir, await freePort(), {
+    PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY: 'true',
+  });
   await controller.start();
   issuer = await TokenIssuer.fromFile(defaultKeyPath(dir));
   await ok(admin(), '/admin/policy', { action: 'set', spec: { dn42Asn: ADMIN_ASN } });

@@ -46,7 +46,8 @@ async function peerops(
 }
 
 beforeAll(async () => {
-  h = await startHarness();
+  // no DN42 registry here: auto-approval needs the operator's opt-in (docs/operator-guide.md, 4)
+  h = await startHarness({ autoApproveWithoutRegistry: true });
   url = await h.app.listen({ host: '127.0.0.1', port: 0 });
   home = await mkdtemp(join(tmpdir(), 'peerops-cli-'));
 });

@@ -177,6 +177,61 @@ describe('field errors', () => {
   });
 });
 
+describe('auto-approve without a DN42 registry', () => {
+  const routerFlags = (name: string, nodeId: number) => [
+    'admin',
+    'router',
+    'add',
+    name,
+    '--display-name',
+    name,
+    '--node-id',
+    String(nodeId),
+    '--region',
+    'eu-central',
+    '--endpoint-host',
+    `${name}.example.net`,
+    '--public-key',
+    wgKey(),
+    '--link-local',
+    'fe80::1',
+    '--loopback-ipv6',
+    `fd42:4242:53::${nodeId}`,
+    '--auto-approve',
+  ];
+
+  it('is refused in words naming the flag; a router that has it makes serve warn at start', async () => {
+    const data = join(home, 'auto-approve');
+    // the operator's opt-in first, as an install that trusted its peers had it
+    const trusting = new ControllerProcess(data, await freePort(), {
+      PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY: 'true',
+    });
+    await trusting.start();
+    const token = (
+      await peerops(['admin', 'token', '--data', data, '--asn', '4242420000', '--admin'], {
+        url: trusting.base,
+      })
+    ).stdout.trim();
+    const added = await peerops(routerFlags('fra7', 7), { token, url: trusting.base });
+    expect(added.code, added.stderr).toBe(0);
+    expect(await trusting.stop()).toBe(0);
+
+    const plain = new ControllerProcess(data, await freePort());
+    await plain.start();
+    try {
+      expect(plain.output).toContain('autoApprove is set but has no effect');
+      expect(plain.output).toContain('"routers":["fra7"]');
+      const refused = await peerops(routerFlags('fra8', 8), { token, url: plain.base });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(
+        '/autoApprove (--auto-approve): would approve sessions whose addresses nothing checks: set PEEROPS_REGISTRY',
+      );
+    } finally {
+      await plain.kill();
+    }
+  });
+});
+
 describe('shell completion', () => {
   /** What bash completes for `line` (ending in the word being typed) with the script of `peerops completion bash`. */
   async function complete(

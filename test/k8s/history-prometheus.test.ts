@@ -52,6 +52,8 @@ beforeAll(async () => {
         port as number,
         {
           PEEROPS_STORE: 'kubernetes',
+          // no DN42 registry here: auto-approval needs the operator's opt-in (docs/operator-guide.md, 4)
+          PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY: 'true',
           PEEROPS_NAMESPACE: namespace,
           KUBECONFIG: kubeconfig,
           POD_NAME: `replica-${i}`,

@@ -72,6 +72,8 @@ export default {
   'field.outsideDn42': '必须位于 DN42 的 {ranges} 之内（策略未设置 peerAddressRanges.{family} 时的默认值）',
   'field.lowOrderKey': '不是可用的 WireGuard 公钥（低阶点，例如全零密钥）：没有对端持有其私钥',
   'field.routerKey': '这是路由器自己的 WireGuard 密钥；请填写您这一端隧道的公钥',
+  'field.autoApproveUnchecked':
+    '会批准地址未经任何检查的会话：请将 PEEROPS_REGISTRY 设为 DN42 注册库（由其路由对象检查地址），或设置 PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true 以信任所有对等方',
   'field.keyTaken': '已是路由器 {router} 上会话 {session} 的密钥',
   'field.routerLinkLocal': '与路由器自己的链路本地地址 {linkLocal} 冲突',
   'field.enhNeedsMpbgp': '扩展下一跳通过 MP-BGP 承载 IPv4；需要将 mpbgp 设为 true',
