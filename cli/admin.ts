@@ -25,15 +25,12 @@ import {
   table,
   unknownWord,
 } from './client.ts';
-import {
-  conditionsCell,
-  conditionsTable,
-  conditionWarnings,
-  type ConditionsOf,
-  type ShownCondition,
-} from './conditions.ts';
+import { conditionsCell, conditionsTable, conditionWarnings, type ConditionsOf } from './conditions.ts';
 import { contextName, saveContext } from './config.ts';
-import type { AdminSessionRecord as SessionRecord } from '../controller/api/responses.ts';
+import type {
+  AdminRouterRecord as AdminRouter,
+  AdminSessionRecord as SessionRecord,
+} from '../controller/api/responses.ts';
 import type { StoreStatusAnswer } from '../controller/api/store-status.ts';
 import { saidText } from '../common/messages.ts';
 
@@ -395,26 +392,10 @@ async function sessionCommand(
   return 0;
 }
 
-interface AdminRouter {
-  name: string;
-  spec: {
-    uuid: string;
-    displayName: string;
-    nodeId: number;
-    region: string;
-    endpointHost: string;
-    location?: string;
-    provider?: string;
-    loopback?: { ipv4?: string; ipv6?: string };
-    maxSessions?: number;
-    acceptingSessions?: boolean;
-    autoApprove?: boolean;
-  };
-  status: {
-    lastHeartbeat?: string;
-    agentVersion?: string;
-    conditions?: ShownCondition[];
-  };
+/** A router's AUTO-APPROVE cell: set but without effect here is said, not shown as on. */
+function autoApproveCell(r: AdminRouter): string {
+  if (r.autoApproveHolds) return 'yes';
+  return r.spec.autoApprove ? 'no (set; needs a registry)' : 'no';
 }
 
 /** Each router's name and reported conditions, as cli/conditions.ts shows them. */
@@ -452,7 +433,7 @@ async function routerCommand(
             r.spec.region,
             r.spec.endpointHost,
             r.spec.acceptingSessions === false ? 'no' : 'yes',
-            r.spec.autoApprove ? 'yes' : 'no',
+            autoApproveCell(r),
             r.status.agentVersion,
             r.status.lastHeartbeat,
             conditionsCell(r.status.conditions),
@@ -490,7 +471,7 @@ async function routerCommand(
             r.spec.loopback?.ipv4,
             r.spec.maxSessions,
             r.spec.acceptingSessions === false ? 'no' : 'yes',
-            r.spec.autoApprove ? 'yes' : 'no',
+            autoApproveCell(r),
             r.status.agentVersion,
             r.status.lastHeartbeat,
             conditionsCell(r.status.conditions),

@@ -206,7 +206,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           // the counts, not the sessions: a routers page at 10,000 sessions reads a few bytes per router
           return {
             routers: store.listRouters().map((r) => ({
-              ...adminRouter(r),
+              ...adminRouter(r, opts.autoApproveAllowed),
               sessionsByStatus: statusCounts(store.listSessions({ router: r.name })),
             })),
           };
@@ -223,7 +223,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           const { token, sha256 } = newAgentToken();
           const created = await store.createRouter(name, { ...spec, agentTokenSha256: sha256 }, actor);
           await store.setAgentTokenHash(name, sha256, actor);
-          return { router: adminRouter(store.getRouter(name) ?? created), agentToken: token };
+          return { router: adminRouter(store.getRouter(name) ?? created, opts.autoApproveAllowed), agentToken: token };
         }
         case 'update': {
           const current = store.getRouter(body.name);
@@ -237,7 +237,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
             actor,
             `update router ${body.name}: ${Object.keys(body.spec).join(', ') || 'nothing'}`,
           );
-          return { router: adminRouter(updated) };
+          return { router: adminRouter(updated, opts.autoApproveAllowed) };
         }
         case 'remove':
           if (!store.getRouter(body.name)) throw problem('router.notFound', { name: body.name });

@@ -246,6 +246,11 @@ export const AdminRouterRecord = Type.Object({
   spec: Type.Omit(RouterSpec, ['agentTokenSha256']),
   status: RouterStatus,
   hasAgentToken: Type.Boolean(),
+  /**
+   * Whether the spec's autoApprove takes effect on this controller: false where it is off, or set where no
+   * DN42 registry's route objects check addresses and the operator has not opted in (docs/api.md, router add).
+   */
+  autoApproveHolds: Type.Boolean(),
   /** In list only: how many of the router's sessions are in each status, statuses without any left out. */
   sessionsByStatus: Type.Optional(
     Type.Array(Type.Object({ status: StatusCode, count: Type.Integer({ minimum: 1 }) })),

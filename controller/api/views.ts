@@ -5,6 +5,7 @@ import { formatEndpoint } from '../../common/net.ts';
 import { interfaceName } from '../../common/naming.ts';
 import { isTerminal, statusName, TERMINAL_RETENTION_MS } from '../../common/status.ts';
 import { waitingView } from '../../common/waiting.ts';
+import { autoApproves } from '../../common/rules/index.ts';
 import { sessionOptions, type Adopted, type ForgeConflict } from '../../common/schema.ts';
 import type { Router, Session } from '../store/store.ts';
 import type { SessionRecord } from './responses.ts';
@@ -151,9 +152,16 @@ export function publicRouter(router: Router, sessions: number, networkAsn: numbe
 }
 
 /** The router's spec for admins: everything except the token hash. */
-export function adminRouter(router: Router) {
+/** `autoApproveAllowed`: whether a router's autoApprove may take effect here (autoApproves). */
+export function adminRouter(router: Router, autoApproveAllowed: boolean) {
   const { agentTokenSha256, ...spec } = router.spec;
-  return { name: router.name, spec, status: router.status, hasAgentToken: agentTokenSha256 !== undefined };
+  return {
+    name: router.name,
+    spec,
+    status: router.status,
+    hasAgentToken: agentTokenSha256 !== undefined,
+    autoApproveHolds: autoApproves(router.spec, autoApproveAllowed),
+  };
 }
 
 export function routerAccepting(router: Router, sessions: number): boolean {

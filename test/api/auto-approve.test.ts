@@ -104,6 +104,15 @@ describe('without a DN42 registry (admin-minted tokens)', () => {
     );
     expect((modified.json() as { status: number }).status).toBe(3);
 
+    // the router list says it is set and does not hold, as the portal and the CLI show it
+    const list = await expectOk(h.post('/admin/router', h.admin, { action: 'list' }));
+    expect((list.json() as { routers: unknown[] }).routers).toEqual([
+      expect.objectContaining({
+        spec: expect.objectContaining({ autoApprove: true }),
+        autoApproveHolds: false,
+      }),
+    ]);
+
     // an update that sends the stored value back (the portal's edit form does) is not refused for it
     await expectOk(
       h.post('/admin/router', h.admin, {
@@ -133,7 +142,11 @@ describe('without a DN42 registry (admin-minted tokens)', () => {
 
   it('PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true: the operator trusts every peer, autoApprove holds', async () => {
     h = await withPolicy(await startHarness({ autoApproveWithoutRegistry: true }));
-    await h.addRouter('fra1', { autoApprove: true });
+    const added = await h.post('/admin/router', h.admin, {
+      action: 'add',
+      ...routerFields('fra1', { autoApprove: true }),
+    });
+    expect((added.json() as { router: { autoApproveHolds: boolean } }).router.autoApproveHolds).toBe(true);
     const created = await expectOk(create(h, 4242423902));
     expect((created.json() as { status: number }).status).toBe(4);
   });

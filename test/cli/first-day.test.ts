@@ -221,6 +221,8 @@ describe('auto-approve without a DN42 registry', () => {
     try {
       expect(plain.output).toContain('autoApprove is set but has no effect');
       expect(plain.output).toContain('"routers":["fra7"]');
+      const list = await peerops(['admin', 'router', 'list'], { token, url: plain.base });
+      expect(list.stdout).toMatch(/^fra7 .* no \(set; needs a registry\) /m);
       const refused = await peerops(routerFlags('fra8', 8), { token, url: plain.base });
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain(

@@ -349,6 +349,8 @@ export default {
   'routers.open': 'new sessions',
   'routers.closed': 'no new sessions',
   'routers.autoApprove': 'approves them automatically',
+  'routers.autoApproveWithoutEffect':
+    'set to approve them automatically, without effect: no DN42 registry checks their addresses',
   'routers.sessionsByStatus': 'Sessions by status',
   'routers.noSessions': 'No sessions.',
   'routers.stopAccepting': 'Stop accepting new sessions',

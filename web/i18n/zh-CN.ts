@@ -331,6 +331,7 @@ const zhCN: Record<keyof typeof en, string> = {
   'routers.open': '新会话',
   'routers.closed': '不接受新会话',
   'routers.autoApprove': '自动批准',
+  'routers.autoApproveWithoutEffect': '已设为自动批准，但未生效：没有 DN42 注册库检查其地址',
   'routers.sessionsByStatus': '各状态的会话数',
   'routers.noSessions': '没有会话。',
   'routers.stopAccepting': '停止接受新会话',

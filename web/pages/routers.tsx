@@ -213,7 +213,11 @@ function RouterCard(props: {
             t('routers.flags'),
             [
               r.spec.acceptingSessions === false ? t('routers.closed') : t('routers.open'),
-              r.spec.autoApprove ? t('routers.autoApprove') : '',
+              r.autoApproveHolds
+                ? t('routers.autoApprove')
+                : r.spec.autoApprove
+                  ? t('routers.autoApproveWithoutEffect')
+                  : '',
             ]
               .filter(Boolean)
               .join(', '),
