@@ -169,4 +169,47 @@ describe('a reconcile pass', () => {
       message: reason,
     });
   });
+
+  it('a DDNS name whose address changed reaches WireGuard at the next pass, no restart', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'peerops-endpoint-'));
+    dirs.push(root);
+    const config = parseConfig(
+      {
+        server: { listen: '127.0.0.1:0' },
+        node: { name: 'r1', id: 1 },
+        controlPlane: { url: 'http://127.0.0.1:1', token: 'x'.repeat(32) },
+        routing: { peerConfDir: join(root, 'peers'), ibgpConfDir: join(root, 'ibgp.d') },
+      },
+      'test',
+    );
+    const ensured: (string | undefined)[] = [];
+    const names: Record<string, string[]> = { 'home.example': ['2a01:4f8::1'] };
+    const reconciler = new NodeReconciler({
+      config,
+      wireguard: {
+        readAll: async () => new Map(),
+        ensure: async (spec) => {
+          ensured.push(spec.peer.endpoint);
+          return { created: false, changes: [] };
+        },
+        remove: async () => true,
+      },
+      bird: { protocols: async () => [], restartProtocol: async () => undefined },
+      applier: {
+        mainPath: join(root, 'bird.conf'),
+        apply: async () => ({ writes: 0, configured: false, changed: [] }),
+      },
+      reporter: { modify: async () => undefined },
+      log: pino({ level: 'silent' }),
+      template: async () => 'protocol bgp {{protocol}} { }\n',
+      resolve: table(names),
+    });
+    const policy: BirdConfigResponse = { ...basePolicy, dn42Asn: 4242420001 };
+    const home = session(20003, 'home.example:51820');
+    await reconciler.pass([home], policy);
+    // the peer's line got a new address overnight; the session and its spec are unchanged
+    names['home.example'] = ['2a01:4f8::2'];
+    await reconciler.pass([home], policy);
+    expect(ensured).toEqual(['[2a01:4f8::1]:51820', '[2a01:4f8::2]:51820']);
+  });
 });
