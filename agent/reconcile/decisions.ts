@@ -142,6 +142,29 @@ export const DEFAULT_GRACE_MS = 180_000;
 /** A WireGuard handshake older than this (s) counts as none: WireGuard rekeys every 2 minutes under traffic. */
 export const HANDSHAKE_FRESH_S = 180;
 
+/**
+ * The endpoint a pass gives a session's WireGuard peer, or undefined to leave WireGuard's own. WireGuard
+ * moves a peer's endpoint to wherever its authenticated packets come from (roaming: a NAT that maps the
+ * peer to another port, a line whose address changed before its DNS did); setting the configured one
+ * back at every pass sent the router's packets where the peer no longer is until its next packet came. So
+ * the configured endpoint goes in when WireGuard has none, when it differs from the one the agent gave
+ * last (a modify, or the name's new address), and when the tunnel is quiet (no handshake within
+ * HANDSHAKE_FRESH_S), as wireguard-tools' reresolve-dns does. After an agent restart (nothing given yet)
+ * a live tunnel is left as it is (docs/agent.md, Endpoint resolution).
+ */
+export function endpointToSet(
+  wanted: string | undefined,
+  givenLast: string | undefined,
+  peer: { endpoint: string | undefined; latestHandshake: number } | undefined,
+  nowSeconds: number,
+): string | undefined {
+  if (wanted === undefined) return undefined;
+  if (peer?.endpoint === undefined) return wanted;
+  if (givenLast !== undefined && givenLast !== wanted) return wanted;
+  const quiet = peer.latestHandshake === 0 || nowSeconds - peer.latestHandshake > HANDSHAKE_FRESH_S;
+  return quiet ? wanted : undefined;
+}
+
 /** BIRD's BGP states as the API names them. */
 export const BGP_STATES = ['Idle', 'Connect', 'Active', 'OpenSent', 'OpenConfirm', 'Established'] as const;
 export type BgpState = (typeof BGP_STATES)[number];

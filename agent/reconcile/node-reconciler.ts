@@ -38,6 +38,7 @@ export class NodeReconciler {
     birdUnreachable: undefined,
     wantedLinks: new Set(),
     judgedBgp: new Map(),
+    endpoints: new Map(),
   };
   /** When the last pass began (epoch ms): a handshake deadline before it has been judged. */
   private lastPassAt = 0;

@@ -29,6 +29,7 @@ import type { WireGuard } from '../wireguard/types.ts';
 import {
   bgpStateOf,
   blame,
+  endpointToSet,
   judge as judgeSession,
   nextRetry,
   retryDecision,
@@ -86,6 +87,8 @@ export interface ReconcileMemory {
   wantedLinks: ReadonlySet<string>;
   /** Protocol name → the BGP state the last judge saw: the fault watch runs a pass when BIRD's differs. */
   judgedBgp: ReadonlyMap<string, string>;
+  /** Session link → the endpoint a pass last wanted WireGuard to have (decisions.ts, endpointToSet). */
+  endpoints: Map<string, string>;
 }
 
 export interface PassResult {
@@ -380,6 +383,7 @@ export async function tunnels(
   let changed = 0;
   let removed = 0;
   const wanted = new Set(up.map(sessionLinkName));
+  const { endpoints } = input.memory;
   input.memory.wantedLinks = new Set([...wanted, ...meshTunnels]);
   // the agent's links: its own names, and the hand-made ones taken over; never another link
   const taken = new Set((await deps.adoption?.linkNames()) ?? []);
@@ -401,7 +405,20 @@ export async function tunnels(
         const kept = a && (await deps.adoption?.link(a.interface));
         if (a && !kept) return { s };
         const spec = sessionInterfaceSpec({ ...s, endpoint }, deps.config, kept);
-        return { s, r: await deps.wireguard.ensure(spec, links.get(spec.name) ?? null) };
+        const link = links.get(spec.name);
+        // a link of another generation is made anew, and its peer with the endpoint given
+        const peer =
+          link?.generation === spec.generation
+            ? link.wg?.peers.find((p) => p.publicKey === spec.peer.publicKey)
+            : undefined;
+        const given = endpointToSet(spec.peer.endpoint, endpoints.get(spec.name), peer, input.now / 1000);
+        const { endpoint: _configured, ...peerWithout } = spec.peer;
+        const r = await deps.wireguard.ensure(
+          { ...spec, peer: given === undefined ? peerWithout : { ...peerWithout, endpoint: given } },
+          link ?? null,
+        );
+        if (spec.peer.endpoint) endpoints.set(spec.name, spec.peer.endpoint);
+        return { s, r };
       } catch (err) {
         return { s, err: err as Error };
       }
@@ -421,6 +438,7 @@ export async function tunnels(
     }
   }
   const unwanted = [...links.keys()].filter((name) => !wanted.has(name));
+  for (const name of endpoints.keys()) if (!wanted.has(name)) endpoints.delete(name);
   await mapLimit(unwanted, TUNNELS_IN_PARALLEL, async (name) => {
     await deps.wireguard.remove(name);
     removed++;

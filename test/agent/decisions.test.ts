@@ -17,6 +17,8 @@ import { parseConfig } from '../../agent/config.ts';
 import {
   blame,
   DEFAULT_GRACE_MS,
+  endpointToSet,
+  HANDSHAKE_FRESH_S,
   judge,
   nextRetry,
   retryDecision,
@@ -118,6 +120,75 @@ describe('blame of a BIRD refusal', () => {
     ]);
     const result = blame({ message, blamed: ['/etc/bird/local.d/x.conf'] }, owners, main, setupNames);
     expect(result).toEqual({ sessions: ['u1'] });
+  });
+});
+
+describe('the endpoint a pass gives WireGuard (roaming kept while the tunnel lives)', () => {
+  const now = 1_800_000_000;
+  const configured = '[2a01:4f8::1]:51820';
+  const roamed = '[2a01:4f8::1]:40123';
+  const fresh = now - 10;
+  const quiet = now - HANDSHAKE_FRESH_S - 1;
+  it.each([
+    [
+      'no endpoint configured (a peer behind NAT)',
+      undefined,
+      undefined,
+      { endpoint: roamed, latestHandshake: fresh },
+      undefined,
+    ],
+    ['a new link or peer: WireGuard has none', configured, undefined, undefined, configured],
+    [
+      'a peer WireGuard holds without an endpoint',
+      configured,
+      configured,
+      { endpoint: undefined, latestHandshake: 0 },
+      configured,
+    ],
+    [
+      'roamed, the tunnel live: left where WireGuard found the peer',
+      configured,
+      configured,
+      { endpoint: roamed, latestHandshake: fresh },
+      undefined,
+    ],
+    [
+      'roamed, the tunnel quiet: the configured one again',
+      configured,
+      configured,
+      { endpoint: roamed, latestHandshake: quiet },
+      configured,
+    ],
+    [
+      'roamed, never a handshake: the configured one',
+      configured,
+      configured,
+      { endpoint: roamed, latestHandshake: 0 },
+      configured,
+    ],
+    [
+      'a modify or a new DNS answer: given at once, live or not',
+      '[2a01:4f8::2]:51820',
+      configured,
+      { endpoint: roamed, latestHandshake: fresh },
+      '[2a01:4f8::2]:51820',
+    ],
+    [
+      'after an agent restart, a live tunnel: left as it is',
+      configured,
+      undefined,
+      { endpoint: roamed, latestHandshake: fresh },
+      undefined,
+    ],
+    [
+      'after an agent restart, a quiet tunnel: the configured one',
+      configured,
+      undefined,
+      { endpoint: roamed, latestHandshake: quiet },
+      configured,
+    ],
+  ] as const)('%s', (_what, wanted, givenLast, peer, expected) => {
+    expect(endpointToSet(wanted, givenLast, peer, now)).toBe(expected);
   });
 });
 

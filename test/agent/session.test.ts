@@ -175,6 +175,40 @@ describe('agent session machinery', () => {
     expectSameBirdTime(`dn42_${port}`, protoAfter?.since, protoBefore?.since);
   });
 
+  it("leaves a roamed endpoint while the tunnel lives: a NAT's new port is not set back each pass", async () => {
+    const configured = L.h.store.getSession(uuid)!.spec.endpoint!;
+    const configuredPort = Number(configured.replace(/^.*:/, ''));
+    const routerEndpoint = async () => (await readInterface(`wg_${port}`))?.wg?.peers[0]?.endpoint;
+    /** The peer's WireGuard sends from `listenPort` (as a NAT that maps it anew would); the router roams to it. */
+    const sendFrom = async (listenPort: number) => {
+      await peer.ns.run('wg', ['set', peer.iface, 'listen-port', String(listenPort)]);
+      const roamedTo = configured.replace(/:\d+$/, `:${listenPort}`);
+      await waitFor(
+        `router's WireGuard roamed to ${roamedTo}`,
+        async () => {
+          await peer.ns.run('ping', ['-c', '1', '-W', '1', `fe80::1%${peer.iface}`]).catch(() => '');
+          return (await routerEndpoint()) === roamedTo;
+        },
+        15_000,
+        200,
+      );
+      return roamedTo;
+    };
+    try {
+      const roamed = await sendFrom(configuredPort + 1);
+      const [protoBefore] = await agent.bird.protocols(`dn42_${port}`);
+      const pass = await agent.syncOnce();
+      expect(pass).toMatchObject({ interfacesChanged: 0, reports: [] });
+      expect(await routerEndpoint()).toBe(roamed);
+      const [protoAfter] = await agent.bird.protocols(`dn42_${port}`);
+      expect(protoAfter?.bgpState).toBe('Established');
+      expectSameBirdTime(`dn42_${port}`, protoAfter?.since, protoBefore?.since);
+    } finally {
+      // back where the session says, for the tests after this one
+      await sendFrom(configuredPort);
+    }
+  }, 60_000);
+
   it('a restart re-creates the tunnel and BGP comes back', async () => {
     const before = (await readInterface(`wg_${port}`))?.generation;
     const res = await L.h.post('/session', peer.userToken, { action: 'restart', uuid });
