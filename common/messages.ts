@@ -409,7 +409,7 @@ export const FIELD_MESSAGES = {
     'is not a usable WireGuard public key (a low-order point, such as the all-zero key): no peer holds its private key',
   'field.routerKey': "is the router's own WireGuard key; give the public key of your side of the tunnel",
   'field.autoApproveUnchecked':
-    "would approve sessions whose addresses nothing checks: set PEEROPS_REGISTRY to a DN42 registry (its route objects check them), or PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true to trust every peer",
+    'would approve sessions whose addresses nothing checks: set PEEROPS_REGISTRY to a DN42 registry (its route objects check them), or PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY=true to trust every peer',
   'field.keyTaken': 'is already the key of session {session} on router {router}',
   'field.routerLinkLocal': "collides with the router's own link-local {linkLocal}",
   'field.enhNeedsMpbgp': 'extended next hop carries IPv4 over MP-BGP; it needs mpbgp true',

@@ -223,7 +223,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{
           const { token, sha256 } = newAgentToken();
           const created = await store.createRouter(name, { ...spec, agentTokenSha256: sha256 }, actor);
           await store.setAgentTokenHash(name, sha256, actor);
-          return { router: adminRouter(store.getRouter(name) ?? created, opts.autoApproveAllowed), agentToken: token };
+          return {
+            router: adminRouter(store.getRouter(name) ?? created, opts.autoApproveAllowed),
+            agentToken: token,
+          };
         }
         case 'update': {
           const current = store.getRouter(body.name);
