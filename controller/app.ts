@@ -90,7 +90,7 @@ export interface AppOptions {
  * registry's route objects check every session's addresses, or where the operator set
  * PEEROPS_AUTO_APPROVE_WITHOUT_REGISTRY (docs/operator-guide.md, section 4).
  */
-export function autoApproveHolds(registry: Registry | undefined, config: Config): boolean {
+export function autoApprovalAllowed(registry: Registry | undefined, config: Config): boolean {
   return registry?.files !== undefined || config.autoApproveWithoutRegistry;
 }
 
@@ -311,7 +311,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   };
   // one for both prefixes: the registry's filter is read once a minute, not once per prefix
   const registryFilter = new RegistryFilter(opts.login?.registry, app.log);
-  const autoApproveAllowed = autoApproveHolds(opts.login?.registry, config);
+  const autoApproveAllowed = autoApprovalAllowed(opts.login?.registry, config);
   const routes = async (scope: FastifyInstance) => {
     if (opts.login)
       await scope.register(loginPlugin, {

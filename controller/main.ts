@@ -15,7 +15,7 @@ import { controllerLogger } from './logger.ts';
 import { TokenIssuer, defaultKeyPath } from './auth/jwt.ts';
 import { openStore } from './store/open.ts';
 import { fixHeapGrowth } from './heap.ts';
-import { LISTEN_BACKLOG, autoApproveHolds, buildAdmissionApp, buildApp } from './app.ts';
+import { LISTEN_BACKLOG, autoApprovalAllowed, buildAdmissionApp, buildApp } from './app.ts';
 import { readTlsDir, watchTlsDir } from './tls-files.ts';
 import { SessionReconciler } from './reconcile/session-reconciler.ts';
 import { Notifier, notifierEnv } from './notify/notifier.ts';
@@ -185,7 +185,7 @@ async function start(
       );
   } else logger.warn('PEEROPS_REGISTRY is not set: /login is off; mint tokens with `peerops admin token`');
   if (announcesNoPrefix(store.getPolicy('default')?.spec)) logger.warn(NO_OWN_PREFIX_WARNING);
-  const reviewedAnyway = autoApproveHolds(registry, config)
+  const reviewedAnyway = autoApprovalAllowed(registry, config)
     ? []
     : store.listRouters().filter((r) => r.spec.autoApprove);
   if (reviewedAnyway.length > 0)

@@ -151,8 +151,10 @@ export function publicRouter(router: Router, sessions: number, networkAsn: numbe
   };
 }
 
-/** The router's spec for admins: everything except the token hash. */
-/** `autoApproveAllowed`: whether a router's autoApprove may take effect here (autoApproves). */
+/**
+ * The router's spec for admins: everything except the token hash; `autoApproveAllowed` says whether a
+ * router's autoApprove may take effect here (autoApproves).
+ */
 export function adminRouter(router: Router, autoApproveAllowed: boolean) {
   const { agentTokenSha256, ...spec } = router.spec;
   return {
